@@ -1,0 +1,43 @@
+"""memdump-analyze: the offline analyser of memdump dumps (docs/dump-format.md).
+
+Public API, also used by GDB's `memdump leaks` to report on a dump that is still being written::
+
+    analysis = analyze(path)                      # raises DumpError
+    text = render_text(analysis, live=True, title="live blocks")
+    report = render_json(analysis)                # a dict; dumps_json(report) is its text
+"""
+
+from __future__ import annotations
+
+from .classify import RULES, Analysis, ErrorReport, Group, build_analysis
+from .classify import RUNTIME_FREE_FUNCTIONS as _RUNTIME_FREE_FUNCTIONS
+from .dumpfile import DumpError, DumpReader, Frame
+from .replay import replay as _replay
+from .report import dumps_json, render_json, render_text
+
+__all__ = [
+    "RULES",
+    "Analysis",
+    "DumpError",
+    "DumpReader",
+    "ErrorReport",
+    "Frame",
+    "Group",
+    "__version__",
+    "analyze",
+    "dumps_json",
+    "render_json",
+    "render_text",
+]
+
+__version__ = "1.0.0"
+
+
+def analyze(path: str) -> Analysis:
+    """Read and replay the dump at `path` in one pass; group and classify its live blocks.
+
+    Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
+    """
+    with DumpReader(path, mark_functions=_RUNTIME_FREE_FUNCTIONS) as reader:
+        result = _replay(reader)
+        return build_analysis(reader, result)

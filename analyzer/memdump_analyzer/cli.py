@@ -1,0 +1,122 @@
+"""The command line: `memdump-analyze [options] DUMP`.
+
+Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked; 2 the dump
+or the command line is bad (one line on stderr: `memdump-analyze: <problem>`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from . import analyze
+from .dumpfile import DumpError
+from .report import dumps_json, render_json, render_text
+
+PROG = "memdump-analyze"
+EXIT_OK = 0
+EXIT_LEAK = 1
+EXIT_BAD_INPUT = 2
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Report the leaks and heap errors recorded in a memdump dump.",
+        epilog="Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
+        "2 bad dump or usage. MEMDUMP_DEBUG=1 shows the traceback of an internal error.",
+    )
+    parser.add_argument(
+        "--format", choices=("text", "json"), default="text", help="report format (text)"
+    )
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
+    parser.add_argument(
+        "--show-runtime",
+        action="store_true",
+        help="also list the C/C++ runtime's own blocks (stdio buffers, loader, locale...)",
+    )
+    parser.add_argument(
+        "--fail-on-leak", action="store_true", help="exit with 1 when the program leaked"
+    )
+    parser.add_argument(
+        "--max-frames", type=_positive, metavar="N", help="show at most N frames of a stack"
+    )
+    parser.add_argument(
+        "--top", type=_positive, metavar="N", help="list only the N largest groups of each kind"
+    )
+    parser.add_argument("dump", metavar="DUMP", help="the dump file written by `memdump`")
+    return parser
+
+
+def _say(line: str) -> None:
+    sys.stderr.write(f"{PROG}: {' '.join(line.split())}\n")
+    sys.stderr.flush()
+
+
+def _run(args: argparse.Namespace) -> int:
+    analysis = analyze(args.dump)
+    for warning in analysis.warnings():
+        _say(f"warning: {warning}")
+    if args.format == "json":
+        text = dumps_json(
+            render_json(
+                analysis, show_runtime=args.show_runtime, max_frames=args.max_frames, top=args.top
+            )
+        )
+    else:
+        color = args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        text = render_text(
+            analysis,
+            show_runtime=args.show_runtime,
+            max_frames=args.max_frames,
+            top=args.top,
+            color=color,
+        )
+    code = EXIT_LEAK if args.fail_on_leak and analysis.leaked_blocks > 0 else EXIT_OK
+    data = text.encode("utf-8")
+    if args.output is None:
+        try:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        except BrokenPipeError:
+            # the reader went away (`| head`): nothing more to say
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        return code
+    try:
+        with open(args.output, "wb") as f:
+            f.write(data)
+    except OSError as e:
+        raise DumpError(args.output, None, f"cannot write the report ({e.strerror or e})") from None
+    return code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return _run(args)
+    except DumpError as e:
+        _say(str(e))
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        _say("interrupted")
+        return 130
+    except Exception as e:  # the one place that turns any failure into a line
+        if os.environ.get("MEMDUMP_DEBUG", "") not in ("", "0"):
+            raise
+        _say(
+            f"internal error: {type(e).__name__}: {e} "
+            "(run with MEMDUMP_DEBUG=1 for the traceback)"
+        )
+        return EXIT_BAD_INPUT

@@ -1,0 +1,506 @@
+"""Replay of a dump's heap events: the live blocks at the end, the errors, the counts and the peak.
+
+The semantics of each operation are those of docs/dump-format.md ("Heap operations"). Counting:
+
+- `calls[OP]`: every `e` record of that OP, whatever it did;
+- `allocations`: blocks made live (a successful `realloc` makes one, and releases one);
+- `frees`: blocks released (by `free`, `realloc`, `reallocarray`);
+- `allocated_bytes`: the sum of the sizes of the blocks made live;
+- peak: the most live bytes at any moment, the number of live blocks then, and the event that
+  reached it first.
+
+`free`, `realloc` and `reallocarray` of a pointer that is not live are errors (`invalid-free`,
+`double-free` when the pointer was freed before and not allocated again since, `invalid-realloc`),
+except when the recording began on a running process (`i attached 1`) and the pointer was never
+seen: then the block predates the recording and the call counts as `untracked_frees`. Frees whose
+stack is marked (it contains a function of `DumpReader(mark_functions=...)`: glibc's
+`tcache_thread_shutdown`) are the C library's own bookkeeping: they count as
+`runtime_internal_frees` and nothing else.
+
+One loop reads the lines, dispatches on the first field, then on OP, and handles the usual cases of
+`malloc`, `free`, `calloc`, `realloc`, `posix_memalign`, `aligned_alloc` and `memalign` inline,
+with local variables and no object per event but the live block's tuple. Definitions go to
+`DumpReader.other`, every other heap operation to `_Replayer._slow`, which checks its record
+fully. A record that makes the fast path raise is checked fully too, for the exact
+`PATH:LINE: message`. The fast path checks the fields it uses (SEQ, STACK, sizes, and the
+field count); a TID is checked when an error reports it, and a pointer when a report shows it
+(the pointers of the blocks still live at the end are all checked).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .dumpfile import DumpError, DumpReader, unescape
+
+__all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
+
+#: OP -> names of its ARGS, in the order of docs/dump-format.md
+OPS: dict[str, tuple[str, ...]] = {
+    "malloc": ("SIZE",),
+    "calloc": ("NMEMB", "SIZE"),
+    "realloc": ("PTR", "SIZE"),
+    "reallocarray": ("PTR", "NMEMB", "SIZE"),
+    "free": ("PTR",),
+    "posix_memalign": ("ALIGN", "SIZE", "RC"),
+    "aligned_alloc": ("ALIGN", "SIZE"),
+    "memalign": ("ALIGN", "SIZE"),
+    "valloc": ("SIZE",),
+    "pvalloc": ("SIZE",),
+}
+_OPS_B = {op.encode(): (op, args) for op, args in OPS.items()}
+_DEC = re.compile(rb"[0-9]+")
+_HEX = re.compile(rb"0x[0-9a-fA-F]+")
+
+#: errors kept in detail; the rest are only counted
+MAX_ERRORS = 1000
+
+
+@dataclass(slots=True)
+class HeapError:
+    """A misuse of the heap seen in the events. Stacks are stack node ids."""
+
+    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
+    seq: int
+    tid: int
+    op: str
+    pointer: int
+    node: int
+    freed_seq: int | None = None
+    freed_node: int | None = None
+
+
+@dataclass(slots=True)
+class EndRecord:
+    seq: int
+    reason: str
+    detail: str
+
+
+@dataclass
+class Replay:
+    """What replaying the events left."""
+
+    #: pointer as written -> (size, stack node id), in the order the blocks were allocated;
+    #: the id is negated when the node is marked (see `DumpReader.node_ids`)
+    live: dict[bytes, tuple[int, int]]
+    calls: dict[str, int]
+    events: int = 0
+    allocations: int = 0
+    frees: int = 0
+    allocated_bytes: int = 0
+    live_bytes: int = 0
+    peak_bytes: int = 0
+    peak_blocks: int = 0
+    peak_seq: int | None = None
+    peak_node: int | None = None
+    errors: list[HeapError] = field(default_factory=list)
+    error_count: int = 0
+    untracked_frees: int = 0
+    runtime_internal_frees: int = 0
+    #: an allocation returned a block that was still live (its free was not recorded)
+    reused_live: int = 0
+    end: EndRecord | None = None
+    #: (SEQ, path) of each `exec`, (SEQ, SIGNAME) of each fatal `signal`
+    execs: list[tuple[int, str]] = field(default_factory=list)
+    signals: list[tuple[int, str]] = field(default_factory=list)
+    forks: int = 0
+    thread_exits: int = 0
+    #: unknown `p` WHAT -> SEQ of its first use
+    unknown_process_events: dict[str, int] = field(default_factory=dict)
+    last_seq: int = 0
+
+
+def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
+    """Read all of `reader`'s lines and replay their events (raises `DumpError`)."""
+    return _Replayer(reader, max_errors).run()
+
+
+def _text(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+class _Replayer:
+    def __init__(self, reader: DumpReader, max_errors: int) -> None:
+        self.reader = reader
+        self.max_errors = max_errors
+        #: pointer as written -> (size, stack node id; negative when marked)
+        self.live: dict[bytes, tuple[int, int]] = {}
+        #: pointer as written -> (SEQ, stack node id) of the free that released it
+        self.freed: dict[bytes, tuple[int, int]] = {}
+        self.r = Replay(live=self.live, calls=dict.fromkeys(OPS, 0))
+        self.slow_events = 0
+
+    def run(self) -> Replay:
+        reader = self.reader
+        node_ids = reader.node_ids
+        other = reader.other
+        live = self.live
+        freed = self.freed
+        live_pop = live.pop
+        live_setdefault = live.setdefault
+        slow = self._slow
+        bad_free = self._bad_free
+        more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign"), 0)
+        seq = 0
+        n_malloc = n_free = n_calloc = n_realloc = internal = 0
+        allocs = frees = total = cur = peak = peak_blocks = peak_seq = peak_node = 0
+        line = b""
+        fl: list[bytes] = []
+        release: bytes | None
+        try:
+            for line in reader.lines():
+                fl = line.split()
+                if fl[0] != b"e":
+                    rec = other(line, fl, seq)
+                    if rec is not None:
+                        seq += 1
+                        if self._process(rec):  # exec: the image is gone, and its blocks
+                            live.clear()
+                            freed.clear()
+                            cur = 0
+                    continue
+                seq += 1
+                if int(fl[1]) != seq:
+                    raise reader.seq_error(fl[1], seq)
+                op = fl[3]
+                if op == b"malloc":
+                    _, _, _, _, node, p, size = fl
+                    nid = node_ids[node]
+                    n_malloc += 1
+                    if p != b"0x0":
+                        size = int(size)
+                        if size < 0:
+                            raise ValueError(size)
+                        b = (size, nid)
+                        old = live_setdefault(p, b)
+                        if old is not b:
+                            cur -= old[0]
+                            live[p] = b
+                            self.r.reused_live += 1
+                        allocs += 1
+                        total += size
+                        cur += size
+                        if cur > peak:
+                            peak = cur
+                            peak_blocks = len(live)
+                            peak_seq = seq
+                            peak_node = nid
+                elif op == b"free":
+                    _, _, _, _, node, _, p = fl
+                    nid = node_ids[node]
+                    n_free += 1
+                    if nid < 0:
+                        internal += 1  # e.g. glibc's tcache_thread_shutdown
+                        continue
+                    b = live_pop(p, None)
+                    if b is None:
+                        bad_free(fl, seq)
+                    else:
+                        frees += 1
+                        cur -= b[0]
+                        freed[p] = (seq, nid)
+                else:
+                    # the other operations: release the live block `release`, then make `p`
+                    # live with `size` bytes
+                    if op == b"calloc":
+                        _, _, _, _, node, p, nmemb, size = fl
+                        nid = node_ids[node]
+                        n_calloc += 1
+                        if p == b"0x0":
+                            continue
+                        nmemb = int(nmemb)
+                        size = int(size)
+                        if nmemb < 0 or size < 0:
+                            raise ValueError(size)
+                        size *= nmemb
+                        release = None
+                    elif op == b"realloc" and (
+                        fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live)
+                    ):
+                        # realloc(NULL, n), or a live block resized; the rest is _slow's
+                        _, _, _, _, node, p, release, size = fl
+                        nid = node_ids[node]
+                        n_realloc += 1
+                        if p == b"0x0":
+                            continue  # failed: the block stays live
+                        if release == b"0x0":
+                            release = None
+                        size = int(size)
+                        if size < 0:
+                            raise ValueError(size)
+                    elif op == b"posix_memalign" or op == b"aligned_alloc" or op == b"memalign":
+                        if op == b"posix_memalign":
+                            _, _, _, _, node, p, align, size, rc = fl
+                            if int(rc):
+                                p = b"0x0"  # failed; RESULT is only meaningful when RC is 0
+                        else:
+                            _, _, _, _, node, p, align, size = fl
+                        nid = node_ids[node]
+                        int(align)  # checked, not used
+                        more_calls[op] += 1
+                        if p == b"0x0":
+                            continue
+                        size = int(size)
+                        if size < 0:
+                            raise ValueError(size)
+                        release = None
+                    else:
+                        act = slow(fl, seq)
+                        if act is None:
+                            continue
+                        release, p, size, nid = act
+                    if release is not None:
+                        b = live_pop(release)
+                        frees += 1
+                        cur -= b[0]
+                        freed[release] = (seq, nid)
+                    if p is not None:
+                        b = (size, nid)
+                        old = live_setdefault(p, b)
+                        if old is not b:
+                            cur -= old[0]
+                            live[p] = b
+                            self.r.reused_live += 1
+                        allocs += 1
+                        total += size
+                        cur += size
+                        if cur > peak:
+                            peak = cur
+                            peak_blocks = len(live)
+                            peak_seq = seq
+                            peak_node = nid
+        except (ValueError, IndexError, KeyError, TypeError):
+            self._diagnose(line, fl, seq)
+            raise
+        except OSError as e:
+            raise reader.read_error(e) from None
+        r = self.r
+        r.calls["malloc"] += n_malloc
+        r.calls["free"] += n_free
+        r.calls["calloc"] += n_calloc
+        r.calls["realloc"] += n_realloc
+        for op_b, n in more_calls.items():
+            r.calls[op_b.decode()] += n
+        r.events = (
+            n_malloc + n_free + n_calloc + n_realloc + sum(more_calls.values()) + self.slow_events
+        )
+        r.runtime_internal_frees = internal
+        r.allocations = allocs
+        r.frees = frees
+        r.allocated_bytes = total
+        r.live_bytes = cur
+        r.peak_bytes = peak
+        r.peak_blocks = peak_blocks
+        r.peak_seq = peak_seq if peak_seq else None
+        r.peak_node = abs(peak_node) if peak_seq else None
+        r.last_seq = seq
+        if r.end is not None and r.end.seq != seq:
+            r.end = None  # the recording went on after its end record: judge by the last one
+        self._check_live()
+        return r
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _check_live(self) -> None:
+        """Pointers are compared as written; those of the blocks still live must be numbers."""
+        for p in self.live:
+            if _HEX.fullmatch(p) is None:
+                raise DumpError(
+                    self.reader.path,
+                    _find_result_line(self.reader.path, p),
+                    f"malformed RESULT '{_text(p)}' (expected a hex number like 0x1f)",
+                )
+
+    def _diagnose(self, line: bytes, fl: list[bytes], seq: int) -> None:
+        """Raise the DumpError for a line that made the fast path fail, if it is malformed."""
+        error = self.reader.diagnose(line, seq)
+        if error is not None:
+            raise error
+        if fl and fl[0] == b"e":
+            self._event(fl, seq)
+
+    def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:
+        """Check the fields of `e` record `seq` after its SEQ: (TID, OP, STACK, RESULT, ARGS).
+
+        RESULT is None for `free` ('-'); STACK is the node id (negative when marked).
+        """
+        reader = self.reader
+        entry = _OPS_B.get(fl[3])
+        if entry is None:
+            raise reader.error(seq, f"unknown heap operation '{_text(fl[3])}'")
+        op, names = entry
+        if len(fl) != 6 + len(names):
+            found = len(fl) - 6
+            raise reader.error(
+                seq,
+                f"'{op}' event has {found} argument{'s' if found != 1 else ''}, "
+                f"expected {len(names)} ({' '.join(names)})",
+            )
+        tid = self._dec(fl[2], "TID", seq)
+        node = reader.node_ids.get(fl[4])
+        if node is None:
+            raise reader.undefined_stack(fl[4], seq)
+        result: int | None
+        if op == "free":
+            if fl[5] != b"-":
+                raise reader.error(seq, f"malformed RESULT '{_text(fl[5])}' (free has '-')")
+            result = None
+        else:
+            result = self._hex(fl[5], "RESULT", seq)
+        args = [
+            self._hex(tok, name, seq) if name == "PTR" else self._dec(tok, name, seq)
+            for tok, name in zip(fl[6:], names, strict=True)
+        ]
+        return tid, op, node, result, args
+
+    def _dec(self, tok: bytes, what: str, seq: int) -> int:
+        if _DEC.fullmatch(tok) is None:
+            raise self.reader.error(seq, f"malformed {what} '{_text(tok)}' (expected a number)")
+        return int(tok)
+
+    def _hex(self, tok: bytes, what: str, seq: int) -> int:
+        if _HEX.fullmatch(tok) is None:
+            raise self.reader.error(
+                seq, f"malformed {what} '{_text(tok)}' (expected a hex number like 0x1f)"
+            )
+        return int(tok, 16)
+
+    # -- the slow path ---------------------------------------------------------------------------
+
+    def _slow(
+        self, fl: list[bytes], seq: int
+    ) -> tuple[bytes | None, bytes | None, int, int] | None:
+        """An `e` record that the hot loop does not handle inline; the record is checked fully.
+
+        Returns None, or the action (release, new, size, STACK): release the live block
+        `release`, then make `new` live with `size` bytes.
+        """
+        tid, op, node, result, args = self._event(fl, seq)
+        self.slow_events += 1
+        self.r.calls[op] += 1
+        new = fl[5] if result else None
+        if op == "malloc" or op == "valloc" or op == "pvalloc":
+            return (None, new, args[0], node) if new is not None else None
+        if op == "calloc":
+            return (None, new, args[0] * args[1], node) if new is not None else None
+        if op == "aligned_alloc" or op == "memalign":
+            return (None, new, args[1], node) if new is not None else None
+        if op == "posix_memalign":
+            return (None, new, args[1], node) if args[2] == 0 and new is not None else None
+        if op == "free":
+            if node < 0:
+                self.r.runtime_internal_frees += 1
+            else:
+                self._bad_free(fl, seq)
+            return None
+        # realloc, reallocarray
+        ptr = args[0]
+        size = args[1] if op == "realloc" else args[1] * args[2]
+        if ptr == 0:
+            return (None, new, size, node) if new is not None else None
+        ptok = fl[6]
+        release: bytes | None = ptok
+        if ptok not in self.live:
+            release = None
+            self._bad_pointer("invalid-realloc", fl, seq, tid, op, ptr, node)
+        if size == 0:
+            # the block is freed (glibc returns 0x0; a C library that returns a block makes
+            # that block live with 0 bytes)
+            if release is None and new is None:
+                return None
+            return (release, new, 0, node)
+        if new is None:
+            return None  # the call failed: PTR stays live
+        return (release, new, size, node)
+
+    def _bad_free(self, fl: list[bytes], seq: int) -> None:
+        """A free of a pointer that is not live (or malformed: this checks the record)."""
+        tid, op, node, _, args = self._event(fl, seq)
+        ptr = args[0]
+        if ptr == 0:
+            return  # free(NULL)
+        self._bad_pointer("invalid-free", fl, seq, tid, op, ptr, node)
+
+    def _bad_pointer(
+        self, kind: str, fl: list[bytes], seq: int, tid: int, op: str, ptr: int, node: int
+    ) -> None:
+        ptok = fl[6]
+        prev = self.freed.get(ptok)
+        if prev is not None:
+            self._error(
+                "double-free" if kind == "invalid-free" else kind,
+                seq,
+                tid,
+                op,
+                ptr,
+                node,
+                prev[0],
+                prev[1],
+            )
+        elif self.reader.info.get("attached") == "1":
+            self.r.untracked_frees += 1
+            self.freed[ptok] = (seq, node)
+        else:
+            self._error(kind, seq, tid, op, ptr, node, None, None)
+
+    def _error(
+        self,
+        kind: str,
+        seq: int,
+        tid: int,
+        op: str,
+        ptr: int,
+        node: int,
+        freed_seq: int | None,
+        freed_node: int | None,
+    ) -> None:
+        r = self.r
+        r.error_count += 1
+        if len(r.errors) < self.max_errors:
+            r.errors.append(
+                HeapError(
+                    kind,
+                    seq,
+                    tid,
+                    op,
+                    ptr,
+                    abs(node),
+                    freed_seq,
+                    None if freed_node is None else abs(freed_node),
+                )
+            )
+
+    def _process(self, rec: list[bytes]) -> bool:
+        """A `p` or `end` record, [TAG, SEQ, WHAT, b"", DETAIL]; True for an `exec`."""
+        r = self.r
+        seq = int(rec[1])
+        what = _text(rec[2])
+        detail = unescape(rec[4])  # the recorder escapes it like a string
+        if rec[0] == b"end":
+            r.end = EndRecord(seq, what, detail)
+            return False
+        if what == "exec":
+            r.execs.append((seq, detail))
+            return True
+        if what == "signal":
+            r.signals.append((seq, detail))
+        elif what == "fork":
+            r.forks += 1
+        elif what == "thread-exit":
+            r.thread_exits += 1
+        else:
+            r.unknown_process_events.setdefault(what, seq)
+        return False
+
+
+def _find_result_line(path: str, token: bytes) -> int | None:
+    """The line of the last `e` record whose RESULT is `token` (reads the file again)."""
+    found = None
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            fl = line.split()
+            if len(fl) > 5 and fl[0] == b"e" and fl[5] == token:
+                found = n
+    return found

@@ -1,0 +1,339 @@
+"""Reports of an `Analysis`: text (like valgrind's) and JSON (docs/report-format.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from .classify import Analysis, ErrorReport, Group
+from .dumpfile import Frame
+
+__all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
+
+REPORT_FORMAT = "memdump-report"
+REPORT_VERSION = "1.0"
+
+_BOLD = "\033[1m"
+_RED = "\033[1;31m"
+_YELLOW = "\033[33m"
+_DIM = "\033[2m"
+_RESET = "\033[0m"
+
+
+def _clean(text: str) -> str:
+    """Text that can be written anywhere: bytes that were not UTF-8 are shown as `\\xNN`."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return text
+
+
+def _opt(text: str | None) -> str | None:
+    return None if text is None else _clean(text)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
+
+
+def _size(nbytes: int, blocks: int) -> str:
+    return f"{_plural(nbytes, 'byte')} in {_plural(blocks, 'block')}"
+
+
+def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], Sequence[Group]]:
+    if top is None or len(groups) <= top:
+        return groups, ()
+    return groups[:top], groups[top:]
+
+
+def _visible_groups(analysis: Analysis, show_runtime: bool, top: int | None) -> list[Group]:
+    leaks, _ = _select(analysis.leaks, top)
+    out = list(leaks)
+    if show_runtime:
+        runtime, _ = _select(analysis.runtime, top)
+        out.extend(runtime)
+    return out
+
+
+# -- how the recording ended ---------------------------------------------------------------------
+
+
+def _ending(analysis: Analysis, live: bool) -> str:
+    end = analysis.end
+    if end is None:
+        if live:
+            text = f"the program is still running (event {analysis.last_seq:,})"
+        else:
+            text = (
+                f"stopped early at event {analysis.last_seq:,} (GDB or the machine died); "
+                "everything up to it was analysed"
+            )
+    else:
+        reason, detail = end.reason, _clean(end.detail)
+        if reason == "exit":
+            text = f"the program exited with code {detail}"
+        elif reason == "killed":
+            text = f"the program was killed by {detail}"
+        elif reason == "detach":
+            text = "GDB detached from the program"
+        elif reason == "stop":
+            text = "recording stopped by 'memdump stop'"
+        elif reason == "gdb-exit":
+            text = "GDB quit while the program was running"
+        else:
+            text = f"ended: {_clean(reason)} {detail}"
+        text += f" (event {end.seq:,})"
+    for seq, name in analysis.signals:
+        text += f"; fatal signal {_clean(name)} at event {seq:,}"
+    for seq, path in analysis.execs:
+        text += f"; exec of {_clean(path)} at event {seq:,} (blocks before it are gone)"
+    return text
+
+
+def _end_json(analysis: Analysis) -> dict[str, Any] | None:
+    end = analysis.end
+    if end is None:
+        return None
+    detail: str | int | None = _clean(end.detail)
+    if end.reason == "exit" and end.detail.lstrip("-").isdigit():
+        detail = int(end.detail)
+    elif detail == "-":
+        detail = None
+    return {"reason": _clean(end.reason), "detail": detail, "seq": end.seq}
+
+
+# -- text ----------------------------------------------------------------------------------------
+
+
+def _frame_text(frame: Frame) -> str:
+    name = _clean(frame.function) if frame.function is not None else f"0x{frame.pc:x}"
+    if frame.file is not None and frame.line is not None:
+        return f"{name} ({_clean(os.path.basename(frame.file))}:{frame.line})"
+    if frame.module is not None:
+        return f"{name} ({_clean(os.path.basename(frame.module))}+0x{frame.offset:x})"
+    return name
+
+
+def _stack_text(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
+    if not stack:
+        return [f"{indent}(no stack: it could not be read)"]
+    shown = stack if max_frames is None else stack[:max_frames]
+    lines = [
+        f"{indent}{'at' if i == 0 else 'by'} {_frame_text(frame)}" for i, frame in enumerate(shown)
+    ]
+    if len(shown) < len(stack):
+        lines.append(f"{indent}... {_plural(len(stack) - len(shown), 'more frame')}")
+    return lines
+
+
+def _site(stack: Sequence[Frame]) -> str:
+    return _frame_text(stack[0]) if stack else "an unknown stack"
+
+
+def _error_title(e: ErrorReport) -> str:
+    where = f"(event {e.seq:,}, thread {e.tid})"
+    if e.kind == "double-free":
+        return f"double free of 0x{e.pointer:x} {where}: the block was already freed"
+    if e.kind == "invalid-free":
+        return f"invalid {e.op} of 0x{e.pointer:x} {where}: not a block the program allocated"
+    if e.freed_seq is not None:
+        return f"invalid {e.op} of 0x{e.pointer:x} {where}: the block was already freed"
+    return f"invalid {e.op} of 0x{e.pointer:x} {where}: not a live block"
+
+
+def render_text(
+    analysis: Analysis,
+    *,
+    show_runtime: bool = False,
+    title: str = "memdump report",
+    live: bool = False,
+    max_frames: int | None = None,
+    top: int | None = None,
+    color: bool = False,
+) -> str:
+    """The text report. `live`: the program is still running (no end record is expected, and
+    its live blocks are labelled LIVE, not LEAK)."""
+
+    def paint(code: str, text: str) -> str:
+        return f"{code}{text}{_RESET}" if color else text
+
+    a = analysis
+    out: list[str] = []
+    program = _clean(a.program) if a.program is not None else "an unknown program"
+    pid = f" (pid {a.pid})" if a.pid is not None else ""
+    out.append(paint(_BOLD, f"{title} for {program}{pid}"))
+    details = []
+    if "start" in a.info:
+        details.append(f"recorded {_clean(a.info['start'])}")
+    if "arch" in a.info:
+        details.append(_clean(a.info["arch"]))
+    if "gdb" in a.info:
+        details.append(f"GDB {_clean(a.info['gdb'])}")
+    if a.attached:
+        details.append("attached to the running program")
+    line = f"dump: {_clean(a.path)}"
+    if details:
+        line += f" ({', '.join(details)})"
+    out.append(line)
+    for warning in a.warnings(live=live):
+        out.append(paint(_YELLOW, f"note: {warning}"))
+
+    leak_word = "LIVE" if live else "LEAK"
+    sections: list[tuple[str, str, Sequence[Group]]] = [(leak_word, _RED, a.leaks)]
+    if show_runtime:
+        sections.append(("RUNTIME", _DIM, a.runtime))
+    for label, code, groups in sections:
+        shown, hidden = _select(groups, top)
+        for i, g in enumerate(shown, 1):
+            out.append("")
+            out.append(paint(code, f"{label} {i:,} of {len(groups):,}: {_size(g.bytes, g.blocks)}"))
+            out.extend(_stack_text(g.stack, max_frames))
+        if hidden:
+            out.append("")
+            out.append(
+                f"... and {len(hidden):,} more {label.lower()} groups "
+                f"({_size(sum(g.bytes for g in hidden), sum(g.blocks for g in hidden))}) "
+                "not shown (--top)"
+            )
+    if not a.leaks:
+        out.append("")
+        out.append("No live blocks of the program." if live else "No leaks.")
+
+    for i, e in enumerate(a.errors, 1):
+        out.append("")
+        out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"))
+        out.extend(_stack_text(e.stack, max_frames))
+        if e.freed_stack is not None and e.freed_seq is not None:
+            out.append(f"  freed at event {e.freed_seq:,}:")
+            out.extend(_stack_text(e.freed_stack, max_frames))
+
+    out.append("")
+    out.append(paint(_BOLD, "SUMMARY"))
+    rows: list[tuple[str, str]] = []
+    leaked_label = "live" if live else "leaked"
+    rows.append((leaked_label, _size(a.leaked_bytes, a.leaked_blocks)))
+    runtime = _size(a.runtime_bytes, a.runtime_blocks)
+    if a.runtime_blocks and not show_runtime:
+        runtime += " (the C/C++ runtime's own; --show-runtime lists them)"
+    rows.append(("runtime", runtime))
+    calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
+    rows.append(("calls", calls or "none"))
+    rows.append(("allocations", _plural(a.allocations, "block")))
+    rows.append(("frees", _plural(a.frees, "block")))
+    rows.append(("allocated", _plural(a.allocated_bytes, "byte")))
+    if a.peak_seq is not None:
+        peak = (
+            f"{_size(a.peak_bytes, a.peak_blocks)} at event {a.peak_seq:,}, "
+            f"allocated at {_site(a.peak_stack)}"
+        )
+    else:
+        peak = "0 bytes (nothing was allocated)"
+    rows.append(("peak", peak))
+    rows.append(("errors", f"{a.error_count:,}"))
+    if a.untracked_frees:
+        rows.append(
+            ("untracked", f"{_plural(a.untracked_frees, 'free')} of blocks from before recording")
+        )
+    if a.runtime_internal_frees:
+        rows.append(
+            (
+                "ignored",
+                f"{_plural(a.runtime_internal_frees, 'free')} by the C library's thread cache",
+            )
+        )
+    rows.append(("events", f"{a.events:,}"))
+    rows.append(("recording", _ending(a, live)))
+    width = max(len(k) for k, _ in rows) + 2
+    for key, value in rows:
+        out.append(f"    {key + ':':<{width}}{value}")
+    return "\n".join(out) + "\n"
+
+
+# -- JSON ----------------------------------------------------------------------------------------
+
+
+def _frame_json(frame: Frame) -> dict[str, Any]:
+    return {
+        "function": _opt(frame.function),
+        "file": _opt(frame.file),
+        "line": frame.line,
+        "module": _opt(frame.module),
+        "pc": f"0x{frame.pc:x}",
+        "offset": f"0x{frame.offset:x}",
+    }
+
+
+def _stack_json(stack: Sequence[Frame], max_frames: int | None) -> list[dict[str, Any]]:
+    shown = stack if max_frames is None else stack[:max_frames]
+    return [_frame_json(f) for f in shown]
+
+
+def render_json(
+    analysis: Analysis,
+    *,
+    show_runtime: bool = False,
+    live: bool = False,
+    max_frames: int | None = None,
+    top: int | None = None,
+) -> dict[str, Any]:
+    """The JSON report as a dict (serialise it with `dumps_json`)."""
+    a = analysis
+    return {
+        "format": REPORT_FORMAT,
+        "version": REPORT_VERSION,
+        "dump": _clean(a.path),
+        "program": _opt(a.program),
+        "pid": a.pid,
+        "complete": a.complete,
+        "end": _end_json(a),
+        "summary": {
+            "leaked": {"bytes": a.leaked_bytes, "blocks": a.leaked_blocks},
+            "runtime": {"bytes": a.runtime_bytes, "blocks": a.runtime_blocks},
+            "allocations": a.allocations,
+            "frees": a.frees,
+            "allocated_bytes": a.allocated_bytes,
+            "peak": {
+                "bytes": a.peak_bytes,
+                "blocks": a.peak_blocks,
+                "seq": a.peak_seq,
+                "stack": _stack_json(a.peak_stack, max_frames),
+            },
+            "errors": a.error_count,
+            "events": a.events,
+            "calls": dict(a.calls),
+            "untracked_frees": a.untracked_frees,
+            "runtime_internal_frees": a.runtime_internal_frees,
+        },
+        "leaks": [
+            {
+                "kind": g.kind,
+                "bytes": g.bytes,
+                "blocks": g.blocks,
+                "stack": _stack_json(g.stack, max_frames),
+            }
+            for g in _visible_groups(a, show_runtime, top)
+        ],
+        "errors": [
+            {
+                "kind": e.kind,
+                "op": e.op,
+                "seq": e.seq,
+                "tid": e.tid,
+                "pointer": f"0x{e.pointer:x}",
+                "stack": _stack_json(e.stack, max_frames),
+                "freed_at": None
+                if e.freed_stack is None
+                else {"seq": e.freed_seq, "stack": _stack_json(e.freed_stack, max_frames)},
+            }
+            for e in a.errors
+        ],
+        "warnings": [_clean(w) for w in a.warnings(live=live)],
+    }
+
+
+def dumps_json(report: dict[str, Any]) -> str:
+    """The JSON text of a report: keys sorted, indent 2, ending with a newline."""
+    return json.dumps(report, indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,0 +1,155 @@
+"""Helpers of the analyser's tests: a builder of hand-written dumps, and the paths of the repo.
+
+(A module of its own, not conftest.py: the repo's other test directories have their own conftest.)
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+FIXTURES = TESTS / "fixtures"
+ANALYZER = TESTS.parent
+REPO = ANALYZER.parent
+
+sys.path.insert(0, str(ANALYZER))
+
+APP = "/src/app"
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+LIBSTDCXX = "/lib/x86_64-linux-gnu/libstdc++.so.6"
+LDSO = "/lib64/ld-linux-x86-64.so.2"
+
+
+@dataclass(frozen=True)
+class F:
+    """A frame of a hand-written stack."""
+
+    function: str | None
+    file: str | None = None
+    line: int = 0
+    module: str | None = APP
+    pc: int | None = None
+
+
+def main_at(line: int, file: str = "/src/app.c") -> list[F]:
+    """The stack of a call made by `main` at `line`, under glibc's start-up frame."""
+    return [F("main", file, line), F("__libc_start_call_main", module=LIBC, pc=0x7FFFF7DF018A)]
+
+
+class Dump:
+    """Writes a dump line by line; definitions are made on first use, SEQs are counted."""
+
+    def __init__(self, *, attached: bool = False, header: str = "MEMDUMP 1.0") -> None:
+        self.lines: list[str] = [header]
+        for key, value in (
+            ("program", APP),
+            ("pid", "100"),
+            ("arch", "x86_64"),
+            ("depth", "32"),
+            ("attached", "1" if attached else "0"),
+            ("start", "2026-11-21T19:40:00Z"),
+            ("gdb", "13.1"),
+        ):
+            self.lines.append(f"i {key} {value}")
+        self.strings: dict[str, int] = {}
+        self.frames: dict[F, int] = {}
+        self.pcs: set[int] = set()
+        self.nodes: dict[tuple[int, int], int] = {}
+        self.seq = 0
+
+    def string(self, text: str | None) -> int:
+        if text is None:
+            return 0
+        if text not in self.strings:
+            self.strings[text] = len(self.strings) + 1
+            escaped = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+            self.lines.append(f"s {self.strings[text]} {escaped}")
+        return self.strings[text]
+
+    def frame(self, f: F) -> int:
+        if f not in self.frames:
+            module, function, file = (
+                self.string(f.module),
+                self.string(f.function),
+                self.string(f.file),
+            )
+            ident = len(self.frames) + 1
+            pc = f.pc if f.pc is not None else 0x555555555000 + 0x10 * ident
+            assert pc not in self.pcs, "two frames with one PC"
+            self.pcs.add(pc)
+            self.frames[f] = ident
+            self.lines.append(
+                f"f {ident} 0x{pc:x} {module} 0x{pc & 0xFFFFF:x} {function} {file} {f.line}"
+            )
+        return self.frames[f]
+
+    def stack(self, frames: list[F]) -> int:
+        """Node id of a stack given innermost first (an empty list: 0)."""
+        node = 0
+        for f in reversed(frames):
+            frame = self.frame(f)
+            key = (node, frame)
+            if key not in self.nodes:
+                self.nodes[key] = len(self.nodes) + 1
+                self.lines.append(f"n {self.nodes[key]} {node} {frame}")
+            node = self.nodes[key]
+        return node
+
+    def e(
+        self, op: str, result: str, *args: object, stack: list[F] | int = 0, tid: int = 100
+    ) -> int:
+        node = stack if isinstance(stack, int) else self.stack(stack)
+        self.seq += 1
+        fields = " ".join(str(a) for a in args)
+        self.lines.append(f"e {self.seq} {tid} {op} {node} {result} {fields}")
+        return self.seq
+
+    def malloc(self, ptr: str, size: int, stack: list[F] | int = 0) -> int:
+        return self.e("malloc", ptr, size, stack=stack)
+
+    def free(self, ptr: str, stack: list[F] | int = 0) -> int:
+        return self.e("free", "-", ptr, stack=stack)
+
+    def p(self, what: str, detail: str) -> int:
+        self.seq += 1
+        self.lines.append(f"p {self.seq} {what} {detail}")
+        return self.seq
+
+    def end(self, reason: str = "exit", detail: str = "0") -> int:
+        self.seq += 1
+        self.lines.append(f"end {self.seq} {reason} {detail}")
+        return self.seq
+
+    def raw(self, line: str) -> int:
+        """Append a line as it is; returns its line number."""
+        self.lines.append(line)
+        return len(self.lines)
+
+    def text(self) -> str:
+        return "".join(line + "\n" for line in self.lines)
+
+    def write(self, directory: Path, name: str = "test.memdump") -> str:
+        path = directory / name
+        path.write_text(self.text(), encoding="utf-8", errors="surrogateescape")
+        return str(path)
+
+
+def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None):  # type: ignore[no-untyped-def]
+    """Run `python3 -m memdump_analyzer` as a user would, with PYTHONPATH=analyzer."""
+    full_env = dict(os.environ)
+    full_env.pop("MEMDUMP_DEBUG", None)
+    full_env["PYTHONPATH"] = str(ANALYZER)
+    if env:
+        full_env.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "memdump_analyzer", *args],
+        cwd=cwd,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )

@@ -1,0 +1,186 @@
+"""The command line, run as a user runs it: exit codes, one-line errors, warnings, output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from analyzer_testlib import FIXTURES, REPO, Dump, main_at, run_cli
+from memdump_analyzer import cli
+
+EXAMPLE = str(FIXTURES / "example.memdump")
+
+
+def test_exit_0_with_a_report() -> None:
+    result = run_cli(EXAMPLE)
+    assert result.returncode == 0
+    assert result.stderr == ""
+    assert "LEAK 1 of 1: 16 bytes in 1 block\n    at main (leak.c:7)\n" in result.stdout
+    assert "\033[" not in result.stdout
+
+
+def test_fail_on_leak() -> None:
+    assert run_cli("--fail-on-leak", EXAMPLE).returncode == 1
+    assert run_cli("--fail-on-leak", "--format", "json", EXAMPLE).returncode == 1
+
+
+def test_fail_on_leak_ignores_runtime_blocks(tmp_path: Path) -> None:
+    d = Dump()
+    d.malloc("0x10", 16, main_at(3))
+    d.free("0x10", main_at(4))
+    d.end()
+    assert run_cli("--fail-on-leak", d.write(tmp_path)).returncode == 0
+    # mixed.memdump has runtime blocks and leaks
+    assert run_cli("--fail-on-leak", str(FIXTURES / "mixed.memdump")).returncode == 1
+
+
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [
+        (b"", "{path}: the file is empty (not a memdump dump)"),
+        (b"hello\n", "{path}:1: not a memdump dump (first line is 'hello')"),
+        (b"MEMDUMP 2.0\n", "{path}:1: dump format 2.0 is newer than this analyser (reads 1.x)"),
+        (
+            b"MEMDUMP 1.0\ne 1 1 malloc 0 0x10 1\ne 3 1 free 0 - 0x10\n",
+            "{path}:3: event 3 follows event 1 (events are missing)",
+        ),
+    ],
+)
+def test_bad_dumps_exit_2_with_one_line(tmp_path: Path, content: bytes, problem: str) -> None:
+    path = tmp_path / "bad.memdump"
+    path.write_bytes(content)
+    result = run_cli(str(path))
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr == f"memdump-analyze: {problem.format(path=path)}\n"
+
+
+def test_missing_file_and_directory(tmp_path: Path) -> None:
+    result = run_cli(str(tmp_path / "none.memdump"))
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"memdump-analyze: {tmp_path / 'none.memdump'}: no such file\n",
+    )
+    result = run_cli(str(tmp_path))
+    assert (result.returncode, result.stderr) == (
+        2,
+        f"memdump-analyze: {tmp_path}: is a directory, not a dump file\n",
+    )
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["--format", "xml", EXAMPLE],
+        ["--top", "0", EXAMPLE],
+        ["--max-frames", "x", EXAMPLE],
+        [EXAMPLE, EXAMPLE],
+        ["--bogus", EXAMPLE],
+    ],
+)
+def test_usage_errors_exit_2(args: list[str]) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("memdump-analyze: error: ")
+
+
+def test_help() -> None:
+    result = run_cli("--help")
+    assert result.returncode == 0
+    assert result.stdout.startswith(
+        "usage: memdump-analyze [-h] [--format {text,json}] [-o FILE] [--show-runtime]"
+    )
+
+
+def test_warnings_go_to_stderr_and_into_the_report(tmp_path: Path) -> None:
+    d = Dump()
+    d.malloc("0x10", 16, main_at(3))
+    line = d.raw("zz new record")
+    path = d.write(tmp_path)
+    result = run_cli(path)
+    assert result.returncode == 0
+    assert result.stderr.splitlines() == [
+        f"memdump-analyze: warning: skipped records with unknown tag 'zz' (first at line {line}): "
+        "the dump was written by a newer memdump",
+        "memdump-analyze: warning: the dump has no end record: the recording stopped early (GDB or "
+        "the machine died); everything up to the last complete record (event 1) was analysed",
+    ]
+    assert "note: the dump has no end record" in result.stdout
+    assert "stopped early at event 1 (GDB or the machine died)" in result.stdout
+    report = json.loads(run_cli("--format", "json", path).stdout)
+    assert len(report["warnings"]) == 2 and report["complete"] is False and report["end"] is None
+
+
+def test_output_file(tmp_path: Path) -> None:
+    out = tmp_path / "report.json"
+    result = run_cli("--format", "json", "-o", str(out), "example.memdump", cwd=FIXTURES)
+    assert (result.returncode, result.stdout, result.stderr) == (0, "", "")
+    assert out.read_text() == (FIXTURES / "example.report.json").read_text()
+    bad = tmp_path / "no" / "such" / "dir" / "r.txt"
+    result = run_cli("-o", str(bad), EXAMPLE)
+    assert result.returncode == 2
+    assert result.stderr == (
+        f"memdump-analyze: {bad}: cannot write the report (No such file or directory)\n"
+    )
+
+
+def test_show_runtime(tmp_path: Path) -> None:
+    mixed = str(FIXTURES / "mixed.memdump")
+    assert "RUNTIME" not in run_cli(mixed).stdout
+    assert "--show-runtime lists them" in run_cli(mixed).stdout
+    shown = run_cli("--show-runtime", mixed).stdout
+    assert "RUNTIME 1 of 1: 1,024 bytes in 1 block\n    at _IO_file_doallocate" in shown
+
+
+def test_no_colour_when_asked_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True, raising=False)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert cli.main([EXAMPLE]) == 0
+    assert "\033[" not in capsys.readouterr().out
+
+
+def test_unexpected_failure_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    def boom(path: str) -> None:
+        raise RuntimeError("something\nbroke")
+
+    monkeypatch.setattr(cli, "analyze", boom)
+    monkeypatch.delenv("MEMDUMP_DEBUG", raising=False)
+    assert cli.main([EXAMPLE]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "memdump-analyze: internal error: RuntimeError: something broke "
+        "(run with MEMDUMP_DEBUG=1 for the traceback)\n"
+    )
+    monkeypatch.setenv("MEMDUMP_DEBUG", "1")
+    with pytest.raises(RuntimeError):
+        cli.main([EXAMPLE])
+
+
+@pytest.mark.skipif(shutil.which("bash") is None, reason="needs bash")
+def test_the_script_runs_from_anywhere(tmp_path: Path) -> None:
+    script = REPO / "scripts" / "memdump-analyze"
+    link = tmp_path / "memdump-analyze"
+    link.symlink_to(script)
+    for command in (str(script), str(link)):
+        result = subprocess.run(
+            [command, "--fail-on-leak", EXAMPLE],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        assert result.returncode == 1, result.stderr
+        assert "LEAK 1 of 1: 16 bytes in 1 block" in result.stdout
+    result = subprocess.run(
+        [str(script), "/nonexistent.memdump"], capture_output=True, text=True, check=False
+    )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "memdump-analyze: /nonexistent.memdump: no such file\n",
+    )

@@ -1,0 +1,234 @@
+"""Reports: the text and JSON renderings, the worked examples of docs/report-format.md."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from analyzer_testlib import FIXTURES, LIBC, REPO, Dump, F, main_at, run_cli
+from memdump_analyzer import analyze, dumps_json, render_json, render_text
+
+FRAME_KEYS = {"function", "file", "line", "module", "pc", "offset"}
+
+
+def doc_block(marker: str, lang: str = "") -> str:
+    """The first fenced block after `marker` in docs/report-format.md."""
+    doc = (REPO / "docs" / "report-format.md").read_text()
+    section = doc.split(marker, 1)[1]
+    m = re.search(rf"```{lang}\n(.*?)```", section, re.S)
+    assert m is not None
+    return m.group(1)
+
+
+def test_json_worked_example_is_the_fixture_and_the_output() -> None:
+    fixture = (FIXTURES / "example.report.json").read_text()
+    assert doc_block("The report of the worked example", "json") == fixture
+    result = run_cli("--format", "json", "example.memdump", cwd=FIXTURES)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == fixture
+
+
+def test_text_worked_example_is_the_fixture_and_the_output() -> None:
+    fixture = (FIXTURES / "mixed.report.txt").read_text()
+    assert doc_block("`memdump-analyze mixed.memdump`:") == fixture
+    result = run_cli("mixed.memdump", cwd=FIXTURES)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == fixture
+
+
+def test_example_text_report() -> None:
+    assert (
+        run_cli("example.memdump", cwd=FIXTURES).stdout
+        == (FIXTURES / "example.report.txt").read_text()
+    )
+
+
+def test_json_keys() -> None:
+    report = json.loads(
+        dumps_json(render_json(analyze(str(FIXTURES / "mixed.memdump")), show_runtime=True))
+    )
+    assert set(report) == {
+        "format",
+        "version",
+        "dump",
+        "program",
+        "pid",
+        "complete",
+        "end",
+        "summary",
+        "leaks",
+        "errors",
+        "warnings",
+    }
+    assert (report["format"], report["version"]) == ("memdump-report", "1.0")
+    assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
+    summary = report["summary"]
+    assert set(summary) == {
+        "leaked",
+        "runtime",
+        "allocations",
+        "frees",
+        "allocated_bytes",
+        "peak",
+        "errors",
+        "events",
+        "calls",
+        "untracked_frees",
+        "runtime_internal_frees",
+    }
+    assert summary["leaked"] == {"bytes": 30, "blocks": 2}
+    assert summary["runtime"] == {"bytes": 1024, "blocks": 1}
+    assert set(summary["peak"]) == {"bytes", "blocks", "seq", "stack"}
+    assert [g["kind"] for g in report["leaks"]] == ["leak", "leak", "runtime"]
+    for group in report["leaks"]:
+        assert set(group) == {"kind", "bytes", "blocks", "stack"}
+        for frame in group["stack"]:
+            assert set(frame) == FRAME_KEYS
+            assert re.fullmatch("0x[0-9a-f]+", frame["pc"])
+            assert re.fullmatch("0x[0-9a-f]+", frame["offset"])
+    [error] = report["errors"]
+    assert set(error) == {"kind", "op", "seq", "tid", "pointer", "stack", "freed_at"}
+    assert (error["kind"], error["pointer"], error["seq"]) == ("double-free", "0x5555555592a0", 6)
+    assert error["freed_at"]["seq"] == 5
+    assert error["stack"][0]["file"] == "/src/app.cc"  # full paths in JSON
+    # without --show-runtime the runtime's groups are counted, not listed
+    hidden = render_json(analyze(str(FIXTURES / "mixed.memdump")))
+    assert [g["kind"] for g in hidden["leaks"]] == ["leak", "leak"]
+    assert hidden["summary"]["runtime"] == {"bytes": 1024, "blocks": 1}
+
+
+def test_dumps_json_sorts_keys_with_indent_2() -> None:
+    assert dumps_json({"b": 1, "a": {"d": 2, "c": [3]}}) == (
+        '{\n  "a": {\n    "c": [\n      3\n    ],\n    "d": 2\n  },\n  "b": 1\n}\n'
+    )
+
+
+def test_frame_rendering(tmp_path: Path) -> None:
+    d = Dump()
+    stack = [
+        F(None, module="/src/libplugin.so", pc=0x7FFFF7A01234),  # no function
+        F("puts_helper", module=LIBC, pc=0x7FFFF7E4A0E5),  # no line
+        F("worker", "/very/long/path/to/worker.c", 77),
+        F(None, None, 0, None, pc=0xDEAD),  # nothing known
+        *main_at(5),
+    ]
+    d.malloc("0x10", 1, stack)
+    d.end()
+    text = render_text(analyze(d.write(tmp_path)))
+    assert (
+        "LEAK 1 of 1: 1 byte in 1 block\n"
+        "    at 0x7ffff7a01234 (libplugin.so+0x1234)\n"
+        "    by puts_helper (libc.so.6+0x4a0e5)\n"
+        "    by worker (worker.c:77)\n"
+        "    by 0xdead\n"
+        "    by main (app.c:5)\n"
+    ) in text
+
+
+def test_max_frames_and_top(tmp_path: Path) -> None:
+    d = Dump()
+    for i in range(5):
+        d.malloc(f"0x{i + 1:x}0", 100 - i, [F(f"f{i}", "/src/f.c", i + 1), *main_at(50)])
+    d.end()
+    a = analyze(d.write(tmp_path))
+    text = render_text(a, max_frames=1, top=2)
+    assert "LEAK 1 of 5: 100 bytes in 1 block\n    at f0 (f.c:1)\n    ... 1 more frame\n" in text
+    assert "LEAK 2 of 5" in text and "LEAK 3 of 5" not in text
+    assert "... and 3 more leak groups (291 bytes in 3 blocks) not shown (--top)" in text
+    assert "leaked:      490 bytes in 5 blocks" in text
+    report = render_json(a, max_frames=1, top=2)
+    assert [len(g["stack"]) for g in report["leaks"]] == [1, 1]
+    assert report["summary"]["leaked"] == {"bytes": 490, "blocks": 5}
+
+
+def test_live_report_does_not_say_stopped_early(tmp_path: Path) -> None:
+    d = Dump()
+    d.malloc("0x10", 16, main_at(3))
+    path = d.write(tmp_path)
+    with open(path, "a") as f:
+        f.write("e 2 100 mal")  # being written right now
+    a = analyze(path)
+    text = render_text(a, title="live blocks", live=True)
+    assert text.startswith("live blocks for /src/app (pid 100)\n")
+    assert "LIVE 1 of 1: 16 bytes in 1 block" in text
+    assert "the program is still running (event 1)" in text
+    assert "stopped early" not in text and "incomplete" not in text and "note:" not in text
+    assert render_json(a, live=True)["warnings"] == []
+    # the same dump read after the fact
+    text = render_text(a)
+    assert "LEAK 1 of 1" in text and "stopped early" in text
+
+
+def test_summary_lines(tmp_path: Path) -> None:
+    d = Dump(attached=True)
+    d.malloc("0x10", 1500, main_at(3))
+    d.malloc("0x20", 2500, main_at(4))
+    d.free("0x20", main_at(5))
+    d.free("0x999", main_at(6))  # untracked
+    d.free("0x999", [F("tcache_thread_shutdown", module=LIBC), F("start_thread", module=LIBC)])
+    d.p("signal", "SIGSEGV")
+    d.end("killed", "SIGSEGV")
+    text = render_text(analyze(d.write(tmp_path)))
+    summary = text.split("SUMMARY\n", 1)[1]
+    assert summary == (
+        "    leaked:      1,500 bytes in 1 block\n"
+        "    runtime:     0 bytes in 0 blocks\n"
+        "    calls:       malloc 2, free 3\n"
+        "    allocations: 2 blocks\n"
+        "    frees:       1 block\n"
+        "    allocated:   4,000 bytes\n"
+        "    peak:        4,000 bytes in 2 blocks at event 2, allocated at main (app.c:4)\n"
+        "    errors:      0\n"
+        "    untracked:   1 free of blocks from before recording\n"
+        "    ignored:     1 free by the C library's thread cache\n"
+        "    events:      5\n"
+        "    recording:   the program was killed by SIGSEGV (event 7); "
+        "fatal signal SIGSEGV at event 6\n"
+    )
+    assert "attached to the running program" in text
+
+
+def test_endings(tmp_path: Path) -> None:
+    expected = {
+        ("exit", "3"): "the program exited with code 3 (event 1)",
+        ("detach", "-"): "GDB detached from the program (event 1)",
+        ("stop", "-"): "recording stopped by 'memdump stop' (event 1)",
+        ("gdb-exit", "-"): "GDB quit while the program was running (event 1)",
+        ("reboot", "now"): "ended: reboot now (event 1)",
+    }
+    for (reason, detail), sentence in expected.items():
+        d = Dump()
+        d.end(reason, detail)
+        a = analyze(d.write(tmp_path))
+        assert f"recording:   {sentence}\n" in render_text(a)
+        end = render_json(a)["end"]
+        assert end["reason"] == reason
+        assert end["detail"] == (3 if reason == "exit" else None if detail == "-" else detail)
+
+
+def test_no_leaks(tmp_path: Path) -> None:
+    d = Dump()
+    d.malloc("0x10", 16, main_at(3))
+    d.free("0x10", main_at(4))
+    d.end()
+    text = render_text(analyze(d.write(tmp_path)))
+    assert "\nNo leaks.\n" in text and "LEAK" not in text
+
+
+def test_colour_only_when_asked(tmp_path: Path) -> None:
+    a = analyze(str(FIXTURES / "mixed.memdump"))
+    assert "\033[" not in render_text(a)
+    coloured = render_text(a, color=True)
+    assert "\033[1;31mLEAK 1 of 2: 24 bytes in 1 block\033[0m" in coloured
+
+
+def test_bytes_that_are_not_utf8_are_escaped(tmp_path: Path) -> None:
+    d = Dump()
+    d.malloc("0x10", 16, [F("caf\udce9", "/src/caf\udce9.c", 3), *main_at(9)])
+    d.end()
+    a = analyze(d.write(tmp_path))
+    assert "    at caf\\xe9 (caf\\xe9.c:3)\n" in render_text(a)
+    text = dumps_json(render_json(a))
+    text.encode("utf-8")  # valid UTF-8
+    assert json.loads(text)["leaks"][0]["stack"][0]["function"] == "caf\\xe9"

@@ -1,0 +1,1 @@
+"""One module per GDB command, named after it."""

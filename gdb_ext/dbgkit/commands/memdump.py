@@ -1,0 +1,193 @@
+"""memdump: record every heap operation of the program with its call stack, and report leaks."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import traceback
+
+import gdb
+
+from .. import output, settings
+from ..memdump_session import CMD, Session, check_program
+
+_session: Session | None = None
+
+
+class _ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as gdb.GdbError instead of exiting GDB."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise _ArgumentError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        if message:
+            gdb.write(message)
+        raise _ArgumentError("") if status else _HelpShown()
+
+
+class _HelpShown(Exception):
+    pass
+
+
+def _build_parser() -> _Parser:
+    parser = _Parser(
+        prog="memdump",
+        description=(
+            "Record every malloc, calloc, realloc, free (and reallocarray, posix_memalign, "
+            "aligned_alloc, memalign, valloc, pvalloc) of the program with its call stack into a "
+            "dump file; analyse it with scripts/memdump-analyze. Without a subcommand, start "
+            "recording: at once on a live process, else when it runs."
+        ),
+        epilog="settings: set memdump depth N | unwinder auto|gdb | return-sites N",
+    )
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="dump path (default: ./PROGRAM.PID.memdump)")
+    sub = parser.add_subparsers(dest="action", metavar="{status,leaks,stop}", parser_class=_Parser)
+    st = sub.add_parser("status", help="print what has been recorded so far")
+    st.add_argument("--json", action="store_true", help="print JSON")
+    lk = sub.add_parser("leaks", help="print the blocks live now, grouped by allocation stack")
+    lk.add_argument("--json", action="store_true", help="print the JSON report")
+    lk.add_argument("--show-runtime", action="store_true",
+                    help="also show blocks the C/C++ runtime allocated for itself")
+    lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
+    lk.add_argument("-o", "--output", dest="report", metavar="FILE",
+                    help="write the report to FILE and print a one-line summary")
+    sub.add_parser("stop", help="stop recording and close the dump")
+    return parser
+
+
+_PARSER = _build_parser()
+
+
+class MemdumpCommand(gdb.Command):
+    __doc__ = (__doc__ or "").strip() + "\n\n" + _PARSER.format_help()
+
+    def __init__(self) -> None:
+        super().__init__("memdump", gdb.COMMAND_DATA)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        try:
+            args = _PARSER.parse_args(gdb.string_to_argv(arg))
+        except _HelpShown:
+            return
+        except _ArgumentError as exc:
+            raise gdb.GdbError(f"{CMD}: {exc}" if str(exc) else f"{CMD}: bad arguments") from None
+        try:
+            {None: _start, "status": _status, "leaks": _leaks, "stop": _stop}[args.action](args)
+        except gdb.GdbError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+            if os.environ.get("MEMDUMP_DEBUG"):
+                traceback.print_exc()
+            raise gdb.GdbError(
+                f"{CMD}: internal error: {exc!r} (set MEMDUMP_DEBUG=1 for the traceback)"
+            ) from None
+
+
+def _active() -> Session | None:
+    return _session if _session is not None and _session.state != "ended" else None
+
+
+def _start(args: argparse.Namespace) -> None:
+    global _session
+    current = _active()
+    if current is not None:
+        where = current.path or "the dump"
+        raise gdb.GdbError(f"{CMD}: already recording to {where} (memdump stop ends it)")
+    inferior = gdb.selected_inferior()
+    program = inferior.progspace.filename
+    if not inferior.pid and not program:
+        raise gdb.GdbError(
+            f"{CMD}: no program to record: start GDB with one (gdb ./app), use 'file ./app', "
+            "or attach to a process (gdb -p PID)"
+        )
+    if program:
+        check_program(program)
+    if args.output is not None and os.path.isdir(args.output):
+        raise gdb.GdbError(f"{CMD}: cannot write the dump to {args.output}: it is a directory")
+    if args.output is None and not os.access(os.getcwd(), os.W_OK):
+        raise gdb.GdbError(
+            f"{CMD}: cannot write the dump in the current directory {os.getcwd()}: "
+            "permission denied (use memdump -o FILE)"
+        )
+    session = Session(
+        args.output,
+        depth=int(settings.get("depth")),
+        unwinder=str(settings.get("unwinder")),
+        return_sites=int(settings.get("return-sites")),
+    )
+    session.arm()
+    _session = session
+
+
+def _need_session() -> Session:
+    if _session is None:
+        raise gdb.GdbError(f"{CMD}: nothing recorded yet (start with: memdump, then run)")
+    return _session
+
+
+def _status(args: argparse.Namespace) -> None:
+    status = _need_session().status()
+    if args.json:
+        output.block(json.dumps(status, indent=2, sort_keys=True))
+        return
+    counts = status["counts"]
+    lines = [
+        f"state:        {status['state']}" + (f" ({status['ended']})" if status["ended"] else ""),
+        f"dump:         {status['path'] or '(opened when the program starts)'}",
+        f"events:       {status['events']:,} in {status['elapsed_s']:.1f} s "
+        f"({status['events_per_s']:,.0f}/s)",
+        f"pending:      {status['pending_calls']} allocator calls not returned yet",
+        f"breakpoints:  {status['hooks']} entry points, {status['return_sites']} return sites",
+        "interned:     " + ", ".join(f"{v:,} {k}" for k, v in status["interned"].items()),
+    ]
+    if counts:
+        lines.append("counters:     " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())))
+    output.block("\n".join(lines))
+
+
+def _leaks(args: argparse.Namespace) -> None:
+    session = _need_session()
+    if session.path is None or session.writer is None:
+        raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
+    from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
+
+    try:
+        analysis = analyze(session.path)
+    except DumpError as exc:
+        raise gdb.GdbError(f"{CMD}: {exc}") from None
+    live = session.state == "recording"
+    if args.json:
+        text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
+                                      top=args.top))
+    else:
+        text = render_text(analysis, show_runtime=args.show_runtime, top=args.top, live=live,
+                           title="memdump leaks: blocks live now" if live else "memdump report",
+                           color=output.colour_enabled() and not args.report)
+    if args.report:
+        try:
+            with open(args.report, "w", encoding="utf-8") as fh:
+                fh.write(text if text.endswith("\n") else text + "\n")
+        except OSError as exc:
+            raise gdb.GdbError(f"{CMD}: cannot write {args.report}: {exc.strerror}") from None
+        output.info(CMD, f"{analysis.leaked_bytes:,} bytes in {analysis.leaked_blocks:,} blocks "
+                         f"live (runtime's own apart); report in {args.report}")
+        return
+    output.block(text)
+
+
+def _stop(args: argparse.Namespace) -> None:
+    session = _active()
+    if session is None:
+        raise gdb.GdbError(f"{CMD}: not recording")
+    session.finish("stop")
+
+
+def register() -> None:
+    MemdumpCommand()

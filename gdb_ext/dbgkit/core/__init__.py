@@ -1,0 +1,1 @@
+"""GDB-free core: ELF/CFI parsing, process maps, ptrace registers and a fast stack unwinder."""

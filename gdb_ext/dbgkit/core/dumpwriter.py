@@ -1,0 +1,152 @@
+"""Write a memdump dump (docs/dump-format.md): interned strings, frames, stacks.
+
+GDB-free: the recorder hands in raw program counters and a resolver for the first sight of each one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+FORMAT_LINE = "MEMDUMP 1.0\n"
+
+# Entry points in the order the dump format lists them: when a C library exports two of these names
+# at one address (glibc: aligned_alloc is memalign), the event carries the first name of this table.
+OPERATIONS: tuple[str, ...] = (
+    "malloc",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "free",
+    "posix_memalign",
+    "aligned_alloc",
+    "memalign",
+    "valloc",
+    "pvalloc",
+)
+
+
+@dataclass(frozen=True)
+class FrameInfo:
+    """What the recorder knows of one program counter: module, offset, function, source line."""
+
+    module: str | None
+    offset: int
+    function: str | None = None
+    file: str | None = None
+    line: int = 0
+
+
+def escape(text: str) -> str:
+    """Escape a string for the rest-of-line fields (backslash, newline, carriage return)."""
+    if "\\" in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return text
+
+
+class DumpWriter:
+    """Appends records to an open file descriptor; definitions go just before their first use.
+
+    Each public method that produces an event writes everything it generated with a single
+    ``os.write``, so the file on disk always ends on a complete record (or a torn last line, which
+    readers ignore) even if GDB is killed.
+    """
+
+    def __init__(self, fd: int, resolve: Callable[[int], FrameInfo]) -> None:
+        self._fd = fd
+        self._resolve = resolve
+        self._pending: list[str] = []
+        self._strings: dict[str, int] = {}
+        self._frames: dict[int, int] = {}
+        self._nodes: dict[tuple[int, int], int] = {}
+        self._stacks: dict[tuple[int, ...], int] = {}
+        self.seq = 0
+        self.events = 0
+        self.bytes_written = 0
+        self._pending.append(FORMAT_LINE)
+
+    # -- definitions -------------------------------------------------------------------------
+    def _string(self, text: str | None) -> int:
+        if not text:
+            return 0
+        sid = self._strings.get(text)
+        if sid is None:
+            sid = len(self._strings) + 1
+            self._strings[text] = sid
+            self._pending.append(f"s {sid} {escape(text)}\n")
+        return sid
+
+    def _frame(self, pc: int) -> int:
+        fid = self._frames.get(pc)
+        if fid is None:
+            info = self._resolve(pc)
+            mod = self._string(info.module)
+            func = self._string(info.function)
+            src = self._string(info.file)
+            fid = len(self._frames) + 1
+            self._frames[pc] = fid
+            self._pending.append(
+                f"f {fid} {pc:#x} {mod} {info.offset:#x} {func} {src} {info.line}\n"
+            )
+        return fid
+
+    def stack(self, pcs: tuple[int, ...]) -> int:
+        """Node id for a stack given innermost first (0 for an empty stack)."""
+        node = self._stacks.get(pcs)
+        if node is not None:
+            return node
+        node = 0
+        for pc in reversed(pcs):
+            key = (node, self._frame(pc))
+            child = self._nodes.get(key)
+            if child is None:
+                child = len(self._nodes) + 1
+                self._nodes[key] = child
+                self._pending.append(f"n {child} {node} {key[1]}\n")
+            node = child
+        self._stacks[pcs] = node
+        return node
+
+    @property
+    def counts(self) -> dict[str, int]:
+        return {
+            "strings": len(self._strings),
+            "frames": len(self._frames),
+            "nodes": len(self._nodes),
+            "stacks": len(self._stacks),
+        }
+
+    # -- records -----------------------------------------------------------------------------
+    def info(self, key: str, value: object) -> None:
+        self._pending.append(f"i {key} {escape(str(value))}\n")
+        self.flush()
+
+    def event(self, tid: int, op: str, stack: int, result: int | None, args: Iterable[str]) -> None:
+        """One heap operation; args are already formatted (hex pointers, decimal sizes)."""
+        self.seq += 1
+        self.events += 1
+        res = "-" if result is None else f"{result:#x}"
+        self._pending.append(f"e {self.seq} {tid} {op} {stack} {res} {' '.join(args)}\n")
+        self.flush()
+
+    def process(self, what: str, detail: str) -> None:
+        self.seq += 1
+        self._pending.append(f"p {self.seq} {what} {escape(detail) or '-'}\n")
+        self.flush()
+
+    def end(self, reason: str, detail: str = "-") -> None:
+        self.seq += 1
+        self._pending.append(f"end {self.seq} {reason} {escape(detail) or '-'}\n")
+        self.flush()
+
+    def flush(self) -> None:
+        if not self._pending:
+            return
+        data = "".join(self._pending).encode("utf-8", "surrogateescape")
+        self._pending.clear()
+        view = memoryview(data)
+        while view:
+            done = os.write(self._fd, view)
+            view = view[done:]
+        self.bytes_written += len(data)

@@ -1,0 +1,16 @@
+"""Source this file in GDB to get the `memdump` command: `gdb -ex 'source gdb_ext/memdump.py' ...`.
+
+It only puts the toolkit's packages on sys.path and loads them; loading twice is harmless.
+"""
+
+import os
+import sys
+
+_here = os.path.dirname(os.path.abspath(__file__))
+for _path in (_here, os.path.join(os.path.dirname(_here), "analyzer")):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+import dbgkit  # noqa: E402
+
+dbgkit.load()

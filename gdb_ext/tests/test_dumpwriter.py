@@ -1,0 +1,95 @@
+"""DumpWriter: the spec's worked example is what the writer produces; interning, escaping."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "gdb_ext"))
+
+from dbgkit.core.dumpwriter import DumpWriter, FrameInfo, escape  # noqa: E402
+
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+OUTER = 0x7FFFF7DF018A
+FRAMES = {
+    OUTER: FrameInfo(LIBC, 0x2718A, "__libc_start_call_main",
+                     "../sysdeps/nptl/libc_start_call_main.h", 58),
+    0x55555555517E: FrameInfo("/src/leak", 0x117E, "main", "/src/leak.c", 6),
+    0x55555555518C: FrameInfo("/src/leak", 0x118C, "main", "/src/leak.c", 7),
+    0x55555555519C: FrameInfo("/src/leak", 0x119C, "main", "/src/leak.c", 8),
+}
+
+
+def _spec_example() -> str:
+    doc = (ROOT / "docs" / "dump-format.md").read_text()
+    match = re.search(r"## Worked example.*?```\n(MEMDUMP.*?)```", doc, re.S)
+    assert match, "docs/dump-format.md has no worked example"
+    return match.group(1)
+
+
+def _written(tmp_path: Path, body) -> str:  # noqa: ANN001
+    path = tmp_path / "out.memdump"
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+    calls: list[int] = []
+
+    def resolve(pc: int) -> FrameInfo:
+        calls.append(pc)
+        return FRAMES[pc]
+
+    writer = DumpWriter(fd, resolve)
+    body(writer)
+    os.close(fd)
+    assert len(calls) == len(set(calls)), "a program counter was resolved twice"
+    return path.read_text()
+
+
+def test_spec_worked_example_is_what_the_writer_writes(tmp_path: Path) -> None:
+    def body(w: DumpWriter) -> None:
+        for key, value in (("program", "/src/leak"), ("pid", 4242), ("arch", "x86_64"),
+                           ("depth", 32), ("attached", 0), ("start", "2026-11-21T19:40:00Z"),
+                           ("gdb", "13.1")):
+            w.info(key, value)
+        w.event(4242, "malloc", w.stack((0x55555555517E, OUTER)), 0x5555555592A0, ("16",))
+        w.event(4242, "malloc", w.stack((0x55555555518C, OUTER)), 0x5555555592C0, ("16",))
+        w.event(4242, "free", w.stack((0x55555555519C, OUTER)), None, ("0x5555555592a0",))
+        w.end("exit", "0")
+
+    assert _written(tmp_path, body) == _spec_example()
+
+
+def test_stacks_are_interned_and_share_prefixes(tmp_path: Path) -> None:
+    ids: list[int] = []
+
+    def body(w: DumpWriter) -> None:
+        ids.append(w.stack((0x55555555517E, OUTER)))
+        ids.append(w.stack((0x55555555517E, OUTER)))
+        ids.append(w.stack((0x55555555518C, OUTER)))
+        ids.append(w.stack(()))
+        w.flush()
+
+    text = _written(tmp_path, body)
+    assert ids == [2, 2, 3, 0]
+    assert [line for line in text.splitlines() if line.startswith("n ")] == [
+        "n 1 0 1", "n 2 1 2", "n 3 1 3"]
+    assert sum(line.startswith("s ") for line in text.splitlines()) == 6
+
+
+def test_sequence_numbers_cover_events_process_records_and_end(tmp_path: Path) -> None:
+    def body(w: DumpWriter) -> None:
+        w.event(1, "malloc", 0, 0x10, ("1",))
+        w.process("signal", "SIGSEGV")
+        w.end("gdb-exit")
+
+    lines = _written(tmp_path, body).splitlines()
+    assert lines[-3:] == ["e 1 1 malloc 0 0x10 1", "p 2 signal SIGSEGV", "end 3 gdb-exit -"]
+
+
+@pytest.mark.parametrize(("raw", "escaped"), [
+    ("plain", "plain"), ("a\\b", "a\\\\b"), ("two\nlines", "two\\nlines"), ("cr\r", "cr\\r")])
+def test_escape(raw: str, escaped: str) -> None:
+    assert escape(raw) == escaped

@@ -1,0 +1,279 @@
+#!/usr/bin/env python3
+"""Benchmark memdump-analyze on large synthetic dumps.
+
+Writes a dump of N heap events (mostly malloc and free, a few calloc, realloc, posix_memalign,
+thread exits with glibc's tcache frees, leaks left at the end) into a fresh temporary directory,
+runs `scripts/memdump-analyze --format json` on it several times and prints a markdown table with
+the median wall time, the events per second and the analyser's peak resident memory.
+
+    scripts/bench-analyzer.py                    # 1,000,000 events, median of 3
+    scripts/bench-analyzer.py 100000 1000000 --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ANALYZER = os.path.join(HERE, "memdump-analyze")
+
+PROGRAM = "/opt/bench/bin/server"
+LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
+LIBSTDCXX = "/lib/x86_64-linux-gnu/libstdc++.so.6"
+
+
+@dataclass
+class Result:
+    events: int
+    dump_bytes: int
+    seconds: float
+    max_rss_kib: int
+
+
+class _Writer:
+    """Writes a plausible dump: definitions are written just before their first use."""
+
+    def __init__(self, f, seed: int) -> None:  # type: ignore[no-untyped-def]
+        self.f = f
+        self.rng = random.Random(seed)
+        self.out: list[bytes] = []
+        self.strings: dict[str, int] = {}
+        self.frames_written: set[int] = set()
+        self.nodes_written: set[int] = set()
+        self.seq = 0
+        # frames: (pc, module, offset, function, file, line)
+        self.frames: list[tuple[int, str, int, str, str | None, int]] = []
+        self.node_parent: list[int] = [0]
+        self.node_frame: list[int] = [0]
+        self._make_frames()
+        self._make_stacks()
+
+    def _make_frames(self) -> None:
+        base = 0x555555554000
+        for i in range(400):
+            off = 0x1000 + i * 0x40
+            self.frames.append(
+                (
+                    base + off,
+                    PROGRAM,
+                    off,
+                    f"module{i % 37}::function_{i}",
+                    f"/src/m{i % 37}.cc",
+                    10 + i,
+                )
+            )
+        libc_base = 0x7FFFF7DC9000
+        for name, off in (
+            ("__libc_start_call_main", 0x2718A),
+            ("__libc_start_main_impl", 0x27245),
+            ("start_thread", 0x89134),
+            ("clone3", 0x1097DC),
+            ("tcache_thread_shutdown", 0x9F2C1),
+        ):
+            self.frames.append((libc_base + off, LIBC, off, name, None, 0))
+        self.frames.append(
+            (0x7FFFF7E9C1A2, LIBSTDCXX, 0xB21A2, "operator new(unsigned long)", None, 0)
+        )
+        self.frames.append((base + 0x1010, PROGRAM, 0x1010, "main", "/src/main.cc", 42))
+
+    def _node(self, parent: int, frame: int) -> int:
+        self.node_parent.append(parent)
+        self.node_frame.append(frame)
+        return len(self.node_parent) - 1
+
+    def _make_stacks(self) -> None:
+        rng = self.rng
+        n_frames = len(self.frames)
+        libc_start, thread_start, tcache = n_frames - 7 + 1, n_frames - 7 + 3, n_frames - 7 + 5
+        new_frame, main_frame = n_frames - 7 + 6, n_frames - 7 + 7
+        root_main = self._node(self._node(0, libc_start), main_frame)
+        root_thread = self._node(0, thread_start)
+        self.tcache_node = self._node(root_thread, tcache)
+        self.alloc_nodes: list[int] = []
+        for _ in range(2000):
+            node = root_main if rng.random() < 0.7 else root_thread
+            for _ in range(rng.randint(2, 18)):
+                node = self._node(node, rng.randint(1, 400))
+            if rng.random() < 0.3:
+                node = self._node(node, new_frame)
+            self.alloc_nodes.append(node)
+        self.free_nodes = [self._node(self.alloc_nodes[i], rng.randint(1, 400)) for i in range(300)]
+
+    def string(self, text: str | None) -> int:
+        if text is None:
+            return 0
+        ident = self.strings.get(text)
+        if ident is None:
+            ident = len(self.strings) + 1
+            self.strings[text] = ident
+            self.out.append(b"s %d %s\n" % (ident, text.encode()))
+        return ident
+
+    def define(self, node: int) -> None:
+        if node == 0 or node in self.nodes_written:
+            return
+        self.define(self.node_parent[node])
+        frame = self.node_frame[node]
+        if frame not in self.frames_written:
+            pc, module, off, function, file, line = self.frames[frame - 1]
+            m, fn, fi = self.string(module), self.string(function), self.string(file)
+            self.out.append(b"f %d 0x%x %d 0x%x %d %d %d\n" % (frame, pc, m, off, fn, fi, line))
+            self.frames_written.add(frame)
+        self.out.append(b"n %d %d %d\n" % (node, self.node_parent[node], frame))
+        self.nodes_written.add(node)
+
+    def flush(self) -> None:
+        self.f.write(b"".join(self.out))
+        self.out.clear()
+
+    def event(self, tid: int, op: bytes, node: int, result: bytes, args: bytes) -> None:
+        self.define(node)
+        self.seq += 1
+        self.out.append(b"e %d %d %s %d %s %s\n" % (self.seq, tid, op, node, result, args))
+        if len(self.out) >= 4096:
+            self.flush()
+
+
+def write_dump(path: str, n_events: int, seed: int = 1) -> None:
+    with open(path, "wb") as f:
+        w = _Writer(f, seed)
+        rng = w.rng
+        f.write(
+            b"MEMDUMP 1.0\ni program %s\ni pid 31337\ni arch x86_64\ni depth 32\n"
+            b"i attached 0\ni start 2026-11-21T19:40:00Z\ni gdb 13.1\n" % PROGRAM.encode()
+        )
+        tids = [31337, 31338, 31339, 31340]
+        free_addrs: list[int] = []
+        next_addr = 0x5555555A0000
+        live: list[tuple[int, int]] = []  # (addr, tid)
+        alloc_nodes, free_nodes = w.alloc_nodes, w.free_nodes
+        target_live = 20000
+        while w.seq < n_events - 20:
+            r = rng.random()
+            tid = tids[rng.randrange(4)]
+            if live and (len(live) > target_live or r < 0.47):
+                i = rng.randrange(len(live))
+                addr, _ = live[i]
+                live[i] = live[-1]
+                live.pop()
+                free_addrs.append(addr)
+                w.event(tid, b"free", rng.choice(free_nodes), b"-", b"0x%x" % addr)
+                continue
+            if free_addrs:
+                addr = free_addrs.pop()
+            else:
+                addr = next_addr
+                next_addr += 0x40
+            node = alloc_nodes[int(rng.paretovariate(1.2)) % len(alloc_nodes)]
+            size = rng.choice((8, 16, 24, 32, 48, 64, 100, 128, 256, 1024, 4096))
+            if r < 0.93:
+                w.event(tid, b"malloc", node, b"0x%x" % addr, b"%d" % size)
+            elif r < 0.95:
+                w.event(tid, b"calloc", node, b"0x%x" % addr, b"%d %d" % (size // 8 or 1, 8))
+            elif r < 0.99 and live:
+                i = rng.randrange(len(live))
+                old, _ = live[i]
+                live[i] = live[-1]
+                live.pop()
+                free_addrs.append(old)
+                w.event(tid, b"realloc", node, b"0x%x" % addr, b"0x%x %d" % (old, size * 2))
+            else:
+                w.event(tid, b"posix_memalign", node, b"0x%x" % addr, b"64 %d 0" % size)
+            live.append((addr, tid))
+        # a thread exits: glibc frees its tcache chunks again, and the tcache itself
+        for addr in free_addrs[-8:]:
+            w.event(31338, b"free", w.tcache_node, b"-", b"0x%x" % addr)
+        w.event(31338, b"free", w.tcache_node, b"-", b"0x%x" % (next_addr + 0x10000))
+        w.seq += 1
+        w.out.append(b"p %d thread-exit 31338\n" % w.seq)
+        while w.seq < n_events - 1:
+            w.event(31337, b"malloc", alloc_nodes[0], b"0x%x" % next_addr, b"32")
+            next_addr += 0x40
+        w.seq += 1
+        w.out.append(b"end %d exit 0\n" % w.seq)
+        w.flush()
+
+
+def run_once(dump: str, report: str) -> tuple[float, int]:
+    cmd = [ANALYZER, "--format", "json", "-o", report, dump]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench-analyzer: {' '.join(cmd)} exited with {proc.returncode}")
+    return seconds, usage.ru_maxrss
+
+
+def machine_name() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown machine"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "events",
+        nargs="*",
+        type=int,
+        default=[1_000_000],
+        help="numbers of events of the dumps (1000000)",
+    )
+    parser.add_argument("--runs", type=int, default=3, help="runs per dump; the median is shown")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    args = parser.parse_args()
+    tmp = tempfile.mkdtemp(prefix="memdump-bench-")
+    results = []
+    try:
+        for n in args.events:
+            dump = os.path.join(tmp, f"bench-{n}.memdump")
+            sys.stderr.write(f"bench-analyzer: writing {n:,} events to {dump}\n")
+            write_dump(dump, n)
+            runs = [run_once(dump, os.path.join(tmp, "report.json")) for _ in range(args.runs)]
+            results.append(
+                Result(
+                    n,
+                    os.path.getsize(dump),
+                    statistics.median(s for s, _ in runs),
+                    max(rss for _, rss in runs),
+                )
+            )
+    finally:
+        if args.keep:
+            sys.stderr.write(f"bench-analyzer: kept {tmp}\n")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    print(
+        f"memdump-analyze on {machine_name()} ({os.cpu_count()} cores), "
+        f"Python {platform.python_version()}, median of {args.runs} runs"
+    )
+    print()
+    print("| events | dump MiB | seconds | events/s | peak RSS MiB |")
+    print("| ---: | ---: | ---: | ---: | ---: |")
+    for r in results:
+        print(
+            f"| {r.events:,} | {r.dump_bytes / 2**20:,.1f} | {r.seconds:.2f} "
+            f"| {r.events / r.seconds:,.0f} | {r.max_rss_kib / 1024:,.1f} |"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,165 @@
+#!/usr/bin/env python3
+"""Benchmark memdump's recording cost against its design's floor, an empty Python breakpoint stop.
+
+Runs targets/alloc_churn natively, under GDB with empty Python breakpoints on malloc and free (the
+floor: every event of this design is at least one such stop), under memdump, and under valgrind
+memcheck for reference, several times each, and prints a markdown table (medians) that it also
+writes into docs/benchmarks.md between its markers. GDB start-up is cancelled out by subtracting a
+0-iteration run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+START, END = "<!-- bench-memdump:start -->", "<!-- bench-memdump:end -->"
+
+# An empty Python breakpoint on the allocator's entry points: GDB's cost per stop before any work.
+EMPTY_STOP_PY = """
+import gdb
+class Empty(gdb.Breakpoint):
+    hits = 0
+    def stop(self):
+        Empty.hits += 1
+        return False
+for name in ("__libc_malloc", "__libc_free"):
+    Empty(name, internal=True)
+def report(event):
+    with open(OUT, "w") as fh:
+        fh.write(str(Empty.hits))
+gdb.events.exited.connect(report)
+"""
+
+
+def machine() -> str:
+    model = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
+
+
+def gdb_version() -> str:
+    out = subprocess.run(["gdb", "--version"], capture_output=True, text=True).stdout
+    return out.splitlines()[0].split()[-1] if out else "?"
+
+
+def timed(cmd: list[str], cwd: Path) -> float:
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                          text=True, timeout=3600, check=False)
+    elapsed = time.perf_counter() - start
+    if proc.returncode != 0:
+        sys.exit(f"bench-memdump: {' '.join(cmd[:3])}... failed ({proc.returncode}):\n"
+                 f"{proc.stderr}")
+    return elapsed
+
+
+def median_time(cmd: list[str], cwd: Path, runs: int) -> float:
+    return statistics.median(timed(cmd, cwd) for _ in range(runs))
+
+
+def count_stops(dump: Path) -> tuple[int, int]:
+    """(events, breakpoint stops) of a dump: an allocation stops at entry and return, free once."""
+    events = stops = 0
+    with dump.open() as fh:
+        for line in fh:
+            if line.startswith("e "):
+                events += 1
+                stops += 1 if line.split(" ", 4)[3] == "free" else 2
+    return events, stops
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build-dir", default=str(ROOT / "build"))
+    parser.add_argument("--runs", type=int, default=3, help="runs per measurement (median)")
+    parser.add_argument("--sizes", default="500,5000,50000",
+                        help="alloc_churn iterations (2 events each)")
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = parser.parse_args()
+
+    program = Path(args.build_dir) / "targets" / "alloc_churn" / "alloc_churn"
+    if not program.exists():
+        sys.exit(f"bench-memdump: {program} is not built (run make build)")
+    sizes = [int(s) for s in args.sizes.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="bench-memdump-"))
+    try:
+        hits_file = work / "hits"
+        empty_py = work / "empty.py"
+        empty_py.write_text(f"OUT = {str(hits_file)!r}\n" + EMPTY_STOP_PY)
+        gdb = ["gdb", "-nx", "-batch"]
+
+        def memdump_cmd(n: int) -> list[str]:
+            return gdb + ["-ex", f"source {ROOT / 'gdb_ext' / 'memdump.py'}",
+                          "-ex", f"memdump -o {work / 'bench.memdump'}", "-ex", "run",
+                          "--args", str(program), str(n)]
+
+        def empty_cmd(n: int) -> list[str]:
+            return gdb + ["-x", str(empty_py), "-ex", "run", "--args", str(program), str(n)]
+
+        base_memdump = median_time(memdump_cmd(0), work, args.runs)
+        base_empty = median_time(empty_cmd(0), work, args.runs)
+        base_hits = int(hits_file.read_text())
+        rows = []
+        for n in sizes:
+            native = median_time([str(program), str(n)], work, args.runs)
+            t_memdump = median_time(memdump_cmd(n), work, args.runs)
+            events, stops = count_stops(work / "bench.memdump")
+            t_empty = median_time(empty_cmd(n), work, args.runs)
+            empty_stops = int(hits_file.read_text()) - base_hits
+            per_stop = (t_memdump - base_memdump) / stops * 1e6
+            per_empty = (t_empty - base_empty) / max(empty_stops, 1) * 1e6
+            valgrind = (median_time(["valgrind", "-q", "--leak-check=full", str(program), str(n)],
+                                    work, args.runs) if shutil.which("valgrind") else float("nan"))
+            rows.append((events, native, t_memdump, events / t_memdump, per_stop, per_empty,
+                         per_stop / per_empty, valgrind))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+    lines = [
+        f"Machine: {machine()}; gdb {gdb_version()}; median of {args.runs} runs; GDB start-up "
+        "(a 0-iteration run) subtracted from per-stop costs.",
+        "",
+        "| events | native (s) | memdump (s) | events/s | memdump µs/stop | empty stop µs | ratio "
+        "| valgrind memcheck (s) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for ev, nat, md, rate, ps, pe, ratio, vg in rows:
+        lines.append(f"| {ev:,} | {nat:.3f} | {md:.2f} | {rate:,.0f} | {ps:.1f} | {pe:.1f} | "
+                     f"{ratio:.2f}x | {vg:.2f} |")
+    lines += ["", f"Reproduce: `make build && python3 scripts/bench-memdump.py --runs {args.runs} "
+              f"--sizes {args.sizes}`"]
+    table = "\n".join(lines)
+    print(table)
+    if not args.no_write:
+        write_section(ROOT / "docs" / "benchmarks.md", table)
+    return 0
+
+
+def write_section(path: Path, table: str) -> None:
+    text = path.read_text() if path.exists() else "# Benchmarks\n"
+    block = f"{START}\n{table}\n{END}"
+    if START in text and END in text:
+        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    path.write_text(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# @brief Install what the toolkit needs on Debian 12: missing Debian packages and a project-local venv.
+#
+# Idempotent and quiet when everything is present. Debian packages are installed with apt-get only when
+# missing (root needed then); Python test dependencies go into .venv (built on /usr/bin/python3, the
+# interpreter GDB embeds) from requirements-dev.txt, reinstalled only when that file changes.
+set -euo pipefail
+
+root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv_dir="${root_dir}/.venv"
+requirements="${root_dir}/requirements-dev.txt"
+
+# Debian packages and why:
+#   gdb           runs and records the program (memdump)
+#   libc6-dbg     glibc's debug info: file:line inside libc and names of its static functions
+#   gcc g++ make cmake ninja-build   the C/C++ build
+#   libgtest-dev  GoogleTest for the C++ tests
+#   python3 python3-venv   the analyser and the test virtualenv (GDB embeds /usr/bin/python3)
+#   (shellcheck)  lints the shell scripts in `make test`
+#   valgrind      reference answers in the benchmarks and cross-checks
+packages=(gdb libc6-dbg gcc g++ make cmake ninja-build libgtest-dev python3 python3-venv shellcheck
+          valgrind)
+
+usage() {
+    cat <<EOF
+usage: scripts/setup.sh [--check] [-h|--help]
+
+Install the Debian packages and the Python test dependencies the toolkit needs, only when missing.
+  --check     only report what is missing; exit 1 if anything is
+  -h, --help  show this help
+EOF
+}
+
+check_only=0
+while [[ $# -gt 0 ]]; do
+    case "$1" in
+        --check) check_only=1 ;;
+        -h|--help) usage; exit 0 ;;
+        *) echo "setup.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+    esac
+    shift
+done
+
+missing=()
+for pkg in "${packages[@]}"; do
+    status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
+    if [[ "$status" != "install ok installed" ]]; then
+        missing+=("$pkg")
+    fi
+done
+
+if [[ ${#missing[@]} -gt 0 ]]; then
+    if [[ $check_only -eq 1 ]]; then
+        echo "setup.sh: missing Debian packages: ${missing[*]}" >&2
+        exit 1
+    fi
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup.sh: missing Debian packages: ${missing[*]}; run as root, or: sudo apt-get install ${missing[*]}" >&2
+        exit 1
+    fi
+    echo "setup.sh: installing ${missing[*]}" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
+        apt-get update -q >/dev/null
+        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    fi
+fi
+
+# The venv is keyed on the requirements file: rebuilt only when it changes.
+stamp="${venv_dir}/.requirements.sha256"
+want="$(sha256sum "$requirements" | cut -d' ' -f1)"
+if [[ -x "${venv_dir}/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    exit 0
+fi
+if [[ $check_only -eq 1 ]]; then
+    echo "setup.sh: the test virtualenv .venv is missing or out of date" >&2
+    exit 1
+fi
+echo "setup.sh: preparing the test virtualenv in .venv" >&2
+/usr/bin/python3 -m venv "$venv_dir"
+if ! "${venv_dir}/bin/pip" install -q --disable-pip-version-check -r "$requirements"; then
+    echo "setup.sh: could not install the Python test dependencies from requirements-dev.txt (is PyPI reachable?)" >&2
+    exit 1
+fi
+echo "$want" >"$stamp"

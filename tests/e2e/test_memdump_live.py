@@ -1,0 +1,85 @@
+"""memdump end to end: `memdump status`, `memdump leaks` and `memdump stop` at a user breakpoint."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from memdump_e2e import (
+    Report,
+    analyze,
+    expect_leaks,
+    marker,
+    read_dump,
+    record,
+)
+
+SRC = "live_blocks.c"
+
+
+def _json_blocks(text: str) -> list[dict]:
+    """The pretty-printed JSON objects (a `{` line to a `}` line) in GDB's output."""
+    return [json.loads(m.group(0)) for m in re.finditer(r"(?ms)^\{$.*?^\}$", text)]
+
+
+def test_status_and_leaks_at_a_breakpoint(tmp_path: Path, dump: Path) -> None:
+    """At the breakpoint `kept` and `leaked` are live and `temp` is freed; `memdump leaks` groups
+    them exactly as the analyser groups a copy of the dump taken at that moment."""
+    brk = marker(SRC, "here", "BREAK")
+    live_json = tmp_path / "live.json"
+    snapshot = tmp_path / "snapshot.memdump"
+    run = record("live_blocks", dump=dump, before=[f"break {brk}"], after=[
+        f"memdump leaks --json --show-runtime -o {live_json}",
+        f"shell cp {dump} {snapshot}",
+        "memdump status --json",
+        "memdump leaks",
+        "continue",
+    ])
+    expected_live = {marker(SRC, "kept", "LIVE"): (11, 1), marker(SRC, "leaked"): (33, 1)}
+
+    live = Report(json.loads(live_json.read_text()))
+    expect_leaks(live, expected_live)
+    assert any(f"report in {live_json}" in line for line in run.memdump_lines()), run.describe()
+
+    offline = analyze(snapshot)
+    expect_leaks(offline, expected_live)
+    assert live.data["leaks"] == offline.data["leaks"]
+    assert live.summary == offline.summary
+
+    statuses = _json_blocks(run.stdout)
+    assert len(statuses) == 1, run.describe()
+    status = statuses[0]
+    assert status["state"] == "recording"
+    assert status["path"] == str(dump)
+    snap = read_dump(snapshot)
+    assert status["pid"] == int(snap.info["pid"])
+    assert status["events"] == len(snap.events) + len(snap.process)
+    assert status["pending_calls"] == 0
+    assert status["hooks"] > 0
+
+    # The text report names both live sites and not the freed one.
+    text = run.stdout
+    assert str(marker(SRC, "kept", "LIVE")) in text and str(marker(SRC, "leaked")) in text
+    assert str(marker(SRC, "temp", "FREE")) not in text
+
+    final = analyze(dump)
+    expect_leaks(final, {marker(SRC, "leaked"): (33, 1), marker(SRC, "late"): (44, 1)})
+    assert read_dump(dump).end == ("exit", "0")
+
+
+def test_stop_mid_run(dump: Path) -> None:
+    """`memdump stop` at the breakpoint ends the dump there: what happens after is not recorded, so
+    the blocks live at the stop are what the dump reports."""
+    brk = marker(SRC, "here", "BREAK")
+    run = record("live_blocks", dump=dump, before=[f"break {brk}"],
+                 after=["memdump stop", "memdump status", "continue"])
+    facts = read_dump(dump)
+    assert facts.end == ("stop", "-")
+    assert facts.sizes() == [11, 22, 33]
+    report = analyze(dump)
+    assert report.complete
+    assert report.end["reason"] == "stop"
+    expect_leaks(report, {marker(SRC, "kept", "LIVE"): (11, 1), marker(SRC, "leaked"): (33, 1)})
+    assert "[Inferior 1 (process" in run.stdout and "exited normally" in run.stdout
+    assert re.search(r"^state:\s+ended \(stop\)$", run.stdout, re.M), run.describe()

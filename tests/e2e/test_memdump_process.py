@@ -1,0 +1,197 @@
+"""memdump end to end: how recordings end (crash, _exit, abort, SIGKILL, GDB killed), fork, exec,
+attach."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from memdump_e2e import (
+    GDB_TIMEOUT,
+    POLL_DEADLINE,
+    analyze,
+    expect_leaks,
+    gdb_argv,
+    kill_pid,
+    marker,
+    program,
+    read_dump,
+    record,
+    wait_for_dump,
+)
+
+
+def test_sigsegv_stopped_when_gdb_exits(dump: Path) -> None:
+    """`run` stops at the SIGSEGV; batch GDB then quits (killing the program): the dump notes the
+    signal, ends with gdb-exit, and the leak is there."""
+    record("crash_segv", dump=dump)
+    facts = read_dump(dump)
+    assert ("signal", "SIGSEGV") in facts.process
+    assert facts.end == ("gdb-exit", "-")
+    report = analyze(dump)
+    expect_leaks(report, {marker("crash_segv.c", "before-crash"): (64, 1)})
+    assert report.complete
+    assert report.end["reason"] == "gdb-exit"
+
+
+def test_sigsegv_delivered(dump: Path) -> None:
+    """`continue` after the SIGSEGV stop delivers it: the program dies, the dump ends `killed`."""
+    record("crash_segv", dump=dump, after=["continue"])
+    facts = read_dump(dump)
+    assert ("signal", "SIGSEGV") in facts.process
+    assert facts.end == ("killed", "SIGSEGV")
+    report = analyze(dump)
+    expect_leaks(report, {marker("crash_segv.c", "before-crash"): (64, 1)})
+    assert report.complete
+    assert report.end["reason"] == "killed"
+    assert report.end["detail"] == "SIGSEGV"
+
+
+def test_abort(dump: Path) -> None:
+    record("crash_abort", dump=dump, after=["continue"])
+    facts = read_dump(dump)
+    assert ("signal", "SIGABRT") in facts.process
+    assert facts.end == ("killed", "SIGABRT")
+    report = analyze(dump)
+    expect_leaks(report, {marker("crash_abort.c", "before-abort"): (56, 1)})
+    assert report.complete
+
+
+def test_underscore_exit(dump: Path) -> None:
+    record("leak_exit", dump=dump)
+    assert read_dump(dump).end == ("exit", "5")
+    report = analyze(dump)
+    expect_leaks(report, {marker("leak_exit.c", "before-exit"): (48, 1)})
+    assert report.complete
+    assert report.end["reason"] == "exit"
+    assert str(report.end["detail"]) == "5"
+
+
+def test_sigkill(dump: Path) -> None:
+    """SIGKILL cannot be intercepted: no signal record, but the end says how the program died."""
+    record("leak_sigkill", dump=dump)
+    facts = read_dump(dump)
+    assert facts.end == ("killed", "SIGKILL")
+    report = analyze(dump)
+    expect_leaks(report, {marker("leak_sigkill.c", "before-kill"): (72, 1)})
+    assert report.complete
+
+
+def test_fork_records_the_parent_only(dump: Path) -> None:
+    """GDB follows the parent and detaches the child without breakpoints: the child runs to its end
+    (the parent exits 0 only when the child exited 0) and its blocks are not in the dump."""
+    record("fork_leak", dump=dump)
+    facts = read_dump(dump)
+    assert facts.end == ("exit", "0"), "the child did not exit normally (left with breakpoints?)"
+    assert 80 not in facts.sizes() and 90 not in facts.sizes()
+    report = analyze(dump)
+    expect_leaks(report, {marker("fork_leak.c", "parent"): (70, 1)})
+
+
+def test_exec_drops_the_old_image(dump: Path) -> None:
+    """exec_leak leaks 90 bytes, then execs leak_malloc: the dump notes the exec, the 90 bytes are
+    gone with the old image (not a leak), and the new image's leak is found at its own line."""
+    record("exec_leak", program("leak_malloc"), dump=dump)
+    facts = read_dump(dump)
+    execs = [detail for what, detail in facts.process if what == "exec"]
+    assert len(execs) == 1 and os.path.basename(execs[0]) == "leak_malloc", facts.process
+    assert facts.sizes()[0] == 90
+    assert facts.end == ("exit", "0")
+    report = analyze(dump)
+    expect_leaks(report, {marker("leak_malloc.c", "block"): (24, 1)})
+
+
+def _has_event_of_size(size: int):  # noqa: ANN202
+    def ready(text: str) -> bool:
+        return any(line.startswith("e ") and line.endswith(f" {size}")
+                   for line in text.split("\n")[:-1])
+    return ready
+
+
+def test_gdb_killed_dump_still_readable(dump: Path) -> None:
+    """GDB is SIGKILLed while the program waits on stdin: the dump has no end, the analyser says the
+    recording stopped early and still reports the leak made before."""
+    argv = gdb_argv([f"memdump -o {dump}", "run"], [program("leak_then_wait")])
+    gdb = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    inferior = 0
+    try:
+        text = wait_for_dump(dump, _has_event_of_size(123), "the 123-byte malloc",
+                             alive=lambda: gdb.poll() is None)
+        inferior = int(read_dump(dump).info["pid"])
+        assert "\nend " not in text
+        gdb.kill()
+        gdb.wait(timeout=GDB_TIMEOUT)
+    finally:
+        if gdb.poll() is None:
+            gdb.kill()
+            gdb.wait(timeout=GDB_TIMEOUT)
+        if gdb.stdin is not None:
+            gdb.stdin.close()
+        if inferior:
+            kill_pid(inferior)  # orphaned: blocked on read, with breakpoints left in its code
+    assert gdb.returncode == -signal.SIGKILL
+    facts = read_dump(dump)
+    assert facts.end is None
+    report = analyze(dump)
+    assert not report.complete
+    assert report.end is None
+    assert any("stopped early" in w for w in report.data["warnings"]), report.dumps()
+    assert "stopped early" in report.stderr
+    expect_leaks(report, {marker("leak_then_wait.c", "first"): (123, 1)})
+
+
+def _read_line(stream, deadline: float) -> bytes:  # noqa: ANN001
+    """One line from a pipe, giving up at DEADLINE (monotonic)."""
+    data = b""
+    fd = stream.fileno()
+    while not data.endswith(b"\n"):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            pytest.fail(f"no line from the program within the deadline (got {data!r})")
+        chunk = os.read(fd, 1)
+        if not chunk:
+            pytest.fail(f"the program closed its stdout (got {data!r})")
+        data += chunk
+    return data
+
+
+def test_attach_records_what_happens_after(dump: Path) -> None:
+    """`gdb -p PID` then `memdump`: the block allocated before attaching is unknown; the one
+    allocated after is recorded, and the dump says it was attached."""
+    target = subprocess.Popen([str(program("leak_then_wait"))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    gdb = None
+    try:
+        assert _read_line(target.stdout, time.monotonic() + POLL_DEADLINE) == b"ready\n"
+        argv = gdb_argv([f"memdump -o {dump}", "continue"], attach=target.pid)
+        gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, errors="replace")
+        # Recording has begun once the header is out; the program is stopped until `continue`.
+        wait_for_dump(dump, lambda text: "\ni gdb " in text, "the dump header",
+                      alive=lambda: gdb.poll() is None)
+        target.stdin.write(b"go\n")
+        target.stdin.close()
+        out, err = gdb.communicate(timeout=GDB_TIMEOUT)
+        assert target.wait(timeout=GDB_TIMEOUT) == 0
+    finally:
+        if gdb is not None and gdb.poll() is None:
+            gdb.kill()
+            gdb.wait()
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    assert "Traceback" not in out + err, out + err
+    facts = read_dump(dump)
+    assert facts.info["attached"] == "1"
+    assert facts.info["pid"] == str(target.pid)
+    assert facts.end == ("exit", "0")
+    assert 123 not in facts.sizes()
+    report = analyze(dump)
+    expect_leaks(report, {marker("leak_then_wait.c", "second"): (321, 1)})
+    assert report.errors() == []
