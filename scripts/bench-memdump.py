@@ -11,8 +11,6 @@ writes into docs/benchmarks.md between its markers. GDB start-up is cancelled ou
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -21,8 +19,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchlib import machine, write_section
+
 ROOT = Path(__file__).resolve().parents[1]
-START, END = "<!-- bench-memdump:start -->", "<!-- bench-memdump:end -->"
 
 # An empty Python breakpoint on the allocator's entry points: GDB's cost per stop before any work.
 EMPTY_STOP_PY = """
@@ -41,18 +40,6 @@ gdb.events.exited.connect(report)
 """
 
 
-def machine() -> str:
-    model = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores, {platform.system()} {platform.release()}"
-
-
 def gdb_version() -> str:
     out = subprocess.run(["gdb", "--version"], capture_output=True, text=True).stdout
     return out.splitlines()[0].split()[-1] if out else "?"
@@ -67,10 +54,6 @@ def timed(cmd: list[str], cwd: Path) -> float:
         sys.exit(f"bench-memdump: {' '.join(cmd[:3])}... failed ({proc.returncode}):\n"
                  f"{proc.stderr}")
     return elapsed
-
-
-def median_time(cmd: list[str], cwd: Path, runs: int) -> float:
-    return statistics.median(timed(cmd, cwd) for _ in range(runs))
 
 
 def count_stops(dump: Path) -> tuple[int, int]:
@@ -112,22 +95,39 @@ def main() -> int:
         def empty_cmd(n: int) -> list[str]:
             return gdb + ["-x", str(empty_py), "-ex", "run", "--args", str(program), str(n)]
 
-        base_memdump = median_time(memdump_cmd(0), work, args.runs)
-        base_empty = median_time(empty_cmd(0), work, args.runs)
-        base_hits = int(hits_file.read_text())
+        pinned = ["taskset", "-c", "0"]
+        has_valgrind = shutil.which("valgrind") is not None
+
+        def variants(n: int) -> dict[str, list[str]]:
+            runs = {"native": [str(program), str(n)], "memdump": memdump_cmd(n),
+                    "pinned": pinned + memdump_cmd(n), "empty": empty_cmd(n)}
+            if has_valgrind:
+                runs["valgrind"] = ["valgrind", "-q", "--leak-check=full", str(program), str(n)]
+            return runs
+
+        def measure(n: int) -> tuple[dict[str, float], int]:
+            """Median time of each variant; the runs are interleaved round by round, so that the
+            machine's drift (a shared VM) weighs on every variant alike."""
+            times: dict[str, list[float]] = {}
+            hits = 0
+            for _ in range(args.runs):
+                for name, cmd in variants(n).items():
+                    times.setdefault(name, []).append(timed(cmd, work))
+                    if name == "empty":
+                        hits = int(hits_file.read_text())
+            return {name: statistics.median(ts) for name, ts in times.items()}, hits
+
+        base, base_hits = measure(0)
         rows = []
         for n in sizes:
-            native = median_time([str(program), str(n)], work, args.runs)
-            t_memdump = median_time(memdump_cmd(n), work, args.runs)
+            t, hits = measure(n)
             events, stops = count_stops(work / "bench.memdump")
-            t_empty = median_time(empty_cmd(n), work, args.runs)
-            empty_stops = int(hits_file.read_text()) - base_hits
-            per_stop = (t_memdump - base_memdump) / stops * 1e6
-            per_empty = (t_empty - base_empty) / max(empty_stops, 1) * 1e6
-            valgrind = (median_time(["valgrind", "-q", "--leak-check=full", str(program), str(n)],
-                                    work, args.runs) if shutil.which("valgrind") else float("nan"))
-            rows.append((events, native, t_memdump, events / t_memdump, per_stop, per_empty,
-                         per_stop / per_empty, valgrind))
+            per_stop = (t["memdump"] - base["memdump"]) / stops * 1e6
+            per_empty = (t["empty"] - base["empty"]) / max(hits - base_hits, 1) * 1e6
+            per_pinned = (t["pinned"] - base["pinned"]) / stops * 1e6
+            rows.append((events, t["native"], t["memdump"], events / t["memdump"], per_stop,
+                         per_empty, per_stop / per_empty, per_pinned,
+                         t.get("valgrind", float("nan"))))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -136,29 +136,19 @@ def main() -> int:
         "(a 0-iteration run) subtracted from per-stop costs.",
         "",
         "| events | native (s) | memdump (s) | events/s | memdump µs/stop | empty stop µs | ratio "
-        "| valgrind memcheck (s) |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| memdump µs/stop, one CPU | valgrind memcheck (s) |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for ev, nat, md, rate, ps, pe, ratio, vg in rows:
+    for ev, nat, md, rate, ps, pe, ratio, pp, vg in rows:
         lines.append(f"| {ev:,} | {nat:.3f} | {md:.2f} | {rate:,.0f} | {ps:.1f} | {pe:.1f} | "
-                     f"{ratio:.2f}x | {vg:.2f} |")
+                     f"{ratio:.2f}x | {pp:.1f} | {vg:.2f} |")
     lines += ["", f"Reproduce: `make build && python3 scripts/bench-memdump.py --runs {args.runs} "
               f"--sizes {args.sizes}`"]
     table = "\n".join(lines)
     print(table)
     if not args.no_write:
-        write_section(ROOT / "docs" / "benchmarks.md", table)
+        write_section("bench-memdump", table)
     return 0
-
-
-def write_section(path: Path, table: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    block = f"{START}\n{table}\n{END}"
-    if START in text and END in text:
-        text = text[: text.index(START)] + block + text[text.index(END) + len(END):]
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    path.write_text(text)
 
 
 if __name__ == "__main__":

@@ -322,3 +322,28 @@ def test_unknown_stack(tmp_path: Path, dump: Dump) -> None:
     a = replayed(dump, tmp_path)
     [group] = a.groups
     assert (group.kind, group.stack, group.bytes) == ("leak", (), 16)
+
+
+def test_freed_at_names_the_latest_real_release(tmp_path: Path, dump: Dump) -> None:
+    """The SEQ of "freed at" comes from a second scan: it must agree with the first pass, which
+    counts neither errors nor the C library's internal frees as releases, and forgets at exec."""
+    shutdown = [F("tcache_thread_shutdown", module=LIBC), F("start_thread", module=LIBC)]
+    dump.malloc("0x10", 16, main_at(10))
+    dump.free("0x10", main_at(11))
+    dump.malloc("0x10", 16, main_at(12))  # the address comes back
+    second = dump.free("0x10", main_at(13))
+    dump.free("0x10", shutdown)  # glibc's own: not a release, not an error
+    first_error = dump.free("0x10", main_at(14))
+    second_error = dump.free("0x10", main_at(15))  # an error is not a release either
+    dump.p("exec", "/bin/true")
+    dump.malloc("0x10", 8, main_at(16))
+    after_exec = dump.free("0x10", main_at(17))
+    third_error = dump.free("0x10", main_at(18))
+    a = replayed(dump, tmp_path)
+    assert [(e.kind, e.seq, e.freed_seq) for e in a.errors] == [
+        ("double-free", first_error, second),
+        ("double-free", second_error, second),
+        ("double-free", third_error, after_exec),
+    ]
+    assert [[(f.function, f.line) for f in e.freed_stack] for e in a.errors] == [
+        [("main", 13)], [("main", 13)], [("main", 17)]]

@@ -254,22 +254,27 @@ class Session:
         self.pending.clear()
 
     # -- GDB events --------------------------------------------------------------------------
+    def _handlers(self) -> tuple[tuple[object, object], ...]:
+        """The GDB event registries this session listens to, with its handler for each."""
+        ev = gdb.events
+        return (
+            (ev.new_objfile, self._on_new_objfile),
+            (ev.clear_objfiles, self._on_clear_objfiles),
+            (ev.exited, self._on_exited),
+            (ev.stop, self._on_stop),
+            (ev.gdb_exiting, self._on_gdb_exiting),
+        )
+
     def _connect(self) -> None:
-        gdb.events.new_objfile.connect(self._on_new_objfile)
-        gdb.events.clear_objfiles.connect(self._on_clear_objfiles)
-        gdb.events.exited.connect(self._on_exited)
-        gdb.events.stop.connect(self._on_stop)
-        gdb.events.gdb_exiting.connect(self._on_gdb_exiting)
+        for registry, handler in self._handlers():
+            registry.connect(handler)
         self._connected = True
 
     def _disconnect(self) -> None:
         if not self._connected:
             return
-        gdb.events.new_objfile.disconnect(self._on_new_objfile)
-        gdb.events.clear_objfiles.disconnect(self._on_clear_objfiles)
-        gdb.events.exited.disconnect(self._on_exited)
-        gdb.events.stop.disconnect(self._on_stop)
-        gdb.events.gdb_exiting.disconnect(self._on_gdb_exiting)
+        for registry, handler in self._handlers():
+            registry.disconnect(handler)
         self._connected = False
 
     def _guard(self, what: str, fn, *args) -> None:  # noqa: ANN001

@@ -1,0 +1,58 @@
+"""The documented one-liner: gdb -batch -ex 'source gdb_ext/memdump.py' -ex memdump -ex r ./app."""
+
+from __future__ import annotations
+
+import re
+import select
+import subprocess
+from pathlib import Path
+
+from memdump_e2e import REPO, analyze, base_name, expect_leaks, gdb_argv, marker, program
+
+
+def test_documented_command_from_the_repository_root() -> None:
+    app = program("leak_malloc")
+    proc = subprocess.run(
+        ["gdb", "-nx", "-batch", "-ex", "source gdb_ext/memdump.py", "-ex", "memdump", "-ex", "r",
+         str(app)],
+        cwd=REPO, capture_output=True, text=True, timeout=120, check=False)
+    found = re.findall(r"memdump: recording process (\d+) to (\S+)", proc.stdout)
+    assert len(found) == 1, proc.stdout + proc.stderr
+    pid, printed = found[0]
+    dump = REPO / printed
+    try:
+        # Named after the program and its pid, in the current directory.
+        assert printed == f"leak_malloc.{pid}.memdump"
+        assert dump.is_file()
+        assert "Traceback" not in proc.stdout + proc.stderr
+        report = analyze(dump)
+        site = marker("leak_malloc.c", "block")
+        expect_leaks(report, {site: (24, 1)})
+        assert base_name(report.group_at(site)["stack"][0]["function"]) == "main"
+        assert f"events recorded in {printed} (exit 0)" in proc.stdout
+    finally:
+        dump.unlink(missing_ok=True)
+
+
+def test_existing_dump_is_never_overwritten(tmp_path: Path) -> None:
+    """A default name already taken (a pid reused) gets a -2 suffix instead."""
+    target = subprocess.Popen([str(program("leak_then_wait"))], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE)
+    try:
+        ready, _, _ = select.select([target.stdout], [], [], 60)
+        assert ready and target.stdout.readline() == b"ready\n"
+        taken = tmp_path / f"leak_then_wait.{target.pid}.memdump"
+        taken.write_text("mine")
+        target.stdin.write(b"go\n")  # read once GDB lets the program go on
+        target.stdin.flush()
+        proc = subprocess.run(gdb_argv(["memdump", "continue"], attach=target.pid), cwd=tmp_path,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert target.wait(timeout=60) == 0
+    finally:
+        if target.poll() is None:
+            target.kill()
+            target.wait()
+    second = tmp_path / f"leak_then_wait.{target.pid}-2.memdump"
+    assert taken.read_text() == "mine"
+    assert f"to {second.name}" in proc.stdout, proc.stdout + proc.stderr
+    expect_leaks(analyze(second), {marker("leak_then_wait.c", "second"): (321, 1)})
