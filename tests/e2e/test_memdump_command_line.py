@@ -7,7 +7,16 @@ import select
 import subprocess
 from pathlib import Path
 
-from memdump_e2e import REPO, analyze, base_name, expect_leaks, gdb_argv, marker, program
+from memdump_e2e import (
+    REPO,
+    analyze,
+    base_name,
+    expect_leaks,
+    gdb_argv,
+    marker,
+    program,
+    wait_for_dump,
+)
 
 
 def test_documented_command_from_the_repository_root() -> None:
@@ -38,21 +47,27 @@ def test_existing_dump_is_never_overwritten(tmp_path: Path) -> None:
     """A default name already taken (a pid reused) gets a -2 suffix instead."""
     target = subprocess.Popen([str(program("leak_then_wait"))], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE)
+    gdb = None
     try:
         ready, _, _ = select.select([target.stdout], [], [], 60)
         assert ready and target.stdout.readline() == b"ready\n"
         taken = tmp_path / f"leak_then_wait.{target.pid}.memdump"
         taken.write_text("mine")
-        target.stdin.write(b"go\n")  # read once GDB lets the program go on
-        target.stdin.flush()
-        proc = subprocess.run(gdb_argv(["memdump", "continue"], attach=target.pid), cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120, check=False)
+        second = tmp_path / f"leak_then_wait.{target.pid}-2.memdump"
+        gdb = subprocess.Popen(gdb_argv(["memdump", "continue"], attach=target.pid),
+                               cwd=tmp_path, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+        wait_for_dump(second, lambda text: "\ni gdb " in text, "the dump header",
+                      alive=lambda: gdb.poll() is None)
+        target.stdin.write(b"go\n")  # the program leaks its second block, then exits
+        target.stdin.close()
+        out, err = gdb.communicate(timeout=120)
         assert target.wait(timeout=60) == 0
     finally:
-        if target.poll() is None:
-            target.kill()
-            target.wait()
-    second = tmp_path / f"leak_then_wait.{target.pid}-2.memdump"
+        for proc in (gdb, target):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
     assert taken.read_text() == "mine"
-    assert f"to {second.name}" in proc.stdout, proc.stdout + proc.stderr
+    assert f"to {second.name}" in out, out + err
     expect_leaks(analyze(second), {marker("leak_then_wait.c", "second"): (321, 1)})
