@@ -100,6 +100,23 @@ def test_aligned_allocators(dump: Path) -> None:
     assert len(ops) == 6, ops
 
 
+def test_every_form_of_new_is_the_users_line(dump: Path) -> None:
+    """Aligned, nothrow and cookie-carrying array new: the 304 bytes in 5 blocks valgrind finds."""
+    record("leak_new_forms", dump=dump)
+    report = analyze(dump)
+    expect_leaks(report, {
+        marker("leak_new_forms.cpp", "aligned"): (64, 1),
+        marker("leak_new_forms.cpp", "aligned-array"): (192, 1),
+        marker("leak_new_forms.cpp", "nothrow"): (4, 1),
+        marker("leak_new_forms.cpp", "nothrow-array"): (28, 1),
+        marker("leak_new_forms.cpp", "cookie-array"): (16, 1),
+    })
+    assert report.leaked == (304, 5)
+    for group in report.groups():
+        assert [base_name(f) for f in functions(group)] == ["main"], group
+    assert "aligned_alloc" in {e[3] for e in read_dump(dump).events}
+
+
 def test_new_and_new_array_site_is_the_users_line(dump: Path) -> None:
     record("leak_new", dump=dump)
     report = analyze(dump)
