@@ -137,6 +137,13 @@ RULES: tuple[Rule, ...] = (
         "the free is the C library's own (a thread's cache being emptied): it is ignored, "
         "counted as `runtime_internal_frees`",
     ),
+    Rule(
+        "runtime-only-free",
+        "module of every frame of a `free` or `realloc` of a pointer that is not live",
+        ("(the runtime-module patterns)",),
+        "not an error: the runtime freeing its own memory (glibc's thread cache when libc has no "
+        "debug information to name `tcache_thread_shutdown`); counted as `runtime_internal_frees`",
+    ),
 )
 
 
@@ -183,6 +190,11 @@ def is_dynamic_loader(module: str | None) -> bool:
 
 def is_runtime_module(module: str | None) -> bool:
     return module is not None and _RUNTIME_MODULE.match(os.path.basename(module)) is not None
+
+
+def is_runtime_only(stack: Sequence[Frame]) -> bool:
+    """Rule `runtime-only-free`: a known stack with no frame outside the runtime's modules."""
+    return bool(stack) and all(is_runtime_module(f.module) for f in stack)
 
 
 def trim_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:

@@ -290,7 +290,7 @@ class _Replayer:
         r.events = (
             n_malloc + n_free + n_calloc + n_realloc + sum(more_calls.values()) + self.slow_events
         )
-        r.runtime_internal_frees = internal
+        r.runtime_internal_frees += internal
         r.allocations = allocs
         r.frees = frees
         r.allocated_bytes = total
@@ -465,6 +465,11 @@ class _Replayer:
     def _bad_pointer(
         self, kind: str, fl: list[bytes], seq: int, tid: int, op: str, ptr: int, node: int
     ) -> None:
+        from .classify import is_runtime_only  # classify imports this module
+
+        if is_runtime_only(self.reader.stack(abs(node))):
+            self.r.runtime_internal_frees += 1  # the runtime's own memory: not the program's error
+            return
         ptok = fl[6]
         prev = self.freed.get(ptok)
         if prev is not None:

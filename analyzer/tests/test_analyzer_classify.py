@@ -223,6 +223,7 @@ def test_rules_table_in_the_docs_is_the_code_table() -> None:
         "runtime-function",
         "runtime-module",
         "runtime-free",
+        "runtime-only-free",
     ]
     for rule in RULES:
         for pattern in rule.patterns:

@@ -347,3 +347,17 @@ def test_freed_at_names_the_latest_real_release(tmp_path: Path, dump: Dump) -> N
     ]
     assert [[(f.function, f.line) for f in e.freed_stack] for e in a.errors] == [
         [("main", 13)], [("main", 13)], [("main", 17)]]
+
+
+def test_runtime_only_frees_are_not_errors(tmp_path: Path, dump: Dump) -> None:
+    """Without libc's debug information the thread cache's frees have no names, only libc
+    frames: a free of a dead pointer with no frame outside the runtime is not the program's."""
+    unnamed = [F(None, module=LIBC, pc=0x7FFFF7E62052), F(None, module=LIBC, pc=0x7FFFF7E5203A)]
+    dump.malloc("0x10", 16, main_at(3))
+    dump.free("0x10", main_at(4))
+    dump.free("0x10", unnamed)  # glibc emptying a thread's cache
+    dump.free("0x5000", unnamed)  # the cache itself, never malloc'ed through the API
+    user = dump.free("0x10", main_at(5))  # the program's own double free is still one
+    a = replayed(dump, tmp_path)
+    assert [(e.kind, e.seq) for e in a.errors] == [("double-free", user)]
+    assert a.runtime_internal_frees == 2
