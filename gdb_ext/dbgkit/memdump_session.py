@@ -30,6 +30,9 @@ CMD = "memdump"
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 
+# Progress is reported each time the event count crosses a multiple of 65,536.
+_PROGRESS_MASK = 0xFFFF
+
 # Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
 _MIN_PC = 0x1000
 
@@ -401,6 +404,8 @@ class Session:
             stack = self._stack(bp.address, regs)
             if op == "free":
                 self.writer.event(tid, "free", stack, None, (f"{regs.rdi:#x}",))
+                if not self.writer.events & _PROGRESS_MASK:
+                    self._progress()
                 return
             ret = int.from_bytes(self._read(sp, 8), "little")
             self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi, regs.rsi, regs.rdx))
@@ -435,8 +440,19 @@ class Session:
                 result = int.from_bytes(self._read(a0, 8), "little") if rc == 0 else 0
                 args = (str(a1), str(a2), str(rc))
             self.writer.event(tid, op, pend.stack, result, args)
+            if not self.writer.events & _PROGRESS_MASK:
+                self._progress()
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
+
+    def _progress(self) -> None:
+        """Every 65,536 events, when someone watches a terminal: how far and how fast."""
+        if not os.isatty(2):  # GDB's sys.stderr is its own object; the descriptor tells
+            return
+        elapsed = time.monotonic() - self.started
+        events = self.writer.events
+        output.progress(CMD, f"{events:,} events in {elapsed:.0f} s ({events / elapsed:,.0f}/s), "
+                             f"dump {self.writer.bytes_written / 2**20:,.1f} MiB")
 
     def _hot_path_error(self, exc: Exception) -> None:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) \
