@@ -515,6 +515,9 @@ class Session:
             pass
         if function is None:
             function = _minimal_symbol(look)
+        if function is not None and function.startswith("__GI_"):
+            # glibc's hidden internal alias (include/libc-symbols.h): name the public function.
+            function = function[5:]
         return FrameInfo(path, offset, function, file, line)
 
     # -- queries -----------------------------------------------------------------------------
