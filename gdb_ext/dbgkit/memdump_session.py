@@ -349,7 +349,16 @@ class Session:
         if self.state != "recording" or not isinstance(event, gdb.SignalEvent):
             return
         if event.stop_signal in FATAL_SIGNALS:
+            self._write_interrupted()
             self.writer.process("signal", event.stop_signal)
+
+    def _write_interrupted(self) -> None:
+        """Allocator calls a fatal signal caught inside (glibc aborts in realloc on a bad pointer)
+        are written with RESULT 0x0: they never return, and the call is the evidence."""
+        for tid, pend in sorted(self.pending.items()):
+            self.sites.release(pend.ret)
+            self.writer.event(tid, pend.op, pend.stack, 0, _format_args(pend.op, pend.args, 0))
+        self.pending.clear()
 
     def _on_gdb_exiting(self, event: object) -> None:
         self._guard("gdb_exiting", self._gdb_exiting)
@@ -424,22 +433,13 @@ class Session:
                 return  # another activation of the same call site (recursion), not ours
             del self.pending[tid]
             self.sites.release(pend.ret)
-            a0, a1, a2 = pend.args
             op = pend.op
             result = regs.rax
-            if op == "malloc" or op == "valloc" or op == "pvalloc":
-                args: tuple[str, ...] = (str(a0),)
-            elif op == "calloc" or op == "aligned_alloc" or op == "memalign":
-                args = (str(a0), str(a1))
-            elif op == "realloc":
-                args = (f"{a0:#x}", str(a1))
-            elif op == "reallocarray":
-                args = (f"{a0:#x}", str(a1), str(a2))
-            else:  # posix_memalign(void **memptr, size_t alignment, size_t size) -> int
+            rc = 0
+            if op == "posix_memalign":  # (void **memptr, size_t alignment, size_t size) -> int
                 rc = result & 0xFFFFFFFF
-                result = int.from_bytes(self._read(a0, 8), "little") if rc == 0 else 0
-                args = (str(a1), str(a2), str(rc))
-            self.writer.event(tid, op, pend.stack, result, args)
+                result = int.from_bytes(self._read(pend.args[0], 8), "little") if rc == 0 else 0
+            self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
         except Exception as exc:  # noqa: BLE001
@@ -539,6 +539,20 @@ class Session:
             "counts": dict(self.counts),
             "ended": self.ended_reason or None,
         }
+
+
+def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
+    """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
+    a0, a1, a2 = args
+    if op == "malloc" or op == "valloc" or op == "pvalloc":
+        return (str(a0),)
+    if op == "calloc" or op == "aligned_alloc" or op == "memalign":
+        return (str(a0), str(a1))
+    if op == "realloc":
+        return (f"{a0:#x}", str(a1))
+    if op == "reallocarray":
+        return (f"{a0:#x}", str(a1), str(a2))
+    return (str(a1), str(a2), str(rc))  # posix_memalign: ALIGN SIZE RC
 
 
 def _gdb_backtrace(depth: int) -> tuple[int, ...]:

@@ -48,6 +48,22 @@ def test_invalid_free(dump: Path) -> None:
     assert frame_site(errors[0]["stack"][0]) == marker("bad_free.c", "middle", "INVALID-FREE")
 
 
+def test_invalid_realloc_that_aborts_inside_realloc(dump: Path) -> None:
+    """glibc aborts inside realloc, so the call never returns: memdump still writes it (RESULT
+    0x0) when the fatal signal arrives, and the analyser reports the invalid realloc."""
+    record("bad_free", "realloc", dump=dump)
+    facts = read_dump(dump)
+    assert [e[3] for e in facts.events] == ["malloc", "realloc"]
+    assert facts.events[-1][5] == "0x0"
+    assert ("signal", "SIGABRT") in facts.process
+    report = analyze(dump)
+    expect_leaks(report, {marker("bad_free.c", "realloc-base"): (24, 1)})
+    errors = report.errors()
+    assert [e["kind"] for e in errors] == ["invalid-realloc"], report.dumps()
+    assert frame_site(errors[0]["stack"][0]) == marker("bad_free.c", "middle", "INVALID-REALLOC")
+    assert errors[0]["freed_at"] is None
+
+
 # -- the command's errors: one line starting with `memdump:`, no traceback -------------------------
 
 

@@ -1,5 +1,5 @@
 /* @brief Heap misuse glibc aborts on: `bad_free double` frees a block twice, `bad_free invalid` frees a
- * pointer into the middle of a block. */
+ * pointer into the middle of a block, `bad_free realloc` reallocs a pointer into the middle of a block. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -17,6 +17,10 @@ int main(int argc, char **argv) {
     } else if (strcmp(argv[1], "invalid") == 0) {
         char *block = malloc(40);  // LEAK: invalid-base
         free(block + 8);  // INVALID-FREE: middle
+    } else if (strcmp(argv[1], "realloc") == 0) {
+        char *block = malloc(24);  // LEAK: realloc-base
+        char *moved = realloc(block + 8, 48);  // INVALID-REALLOC: middle
+        return moved != NULL;
     }
     return 3;
 }
