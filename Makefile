@@ -45,6 +45,7 @@ lint: setup
 bench: build
 	@$(VENV)/bin/python scripts/bench-memdump.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-analyzer.py
+	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
 
 clean:
 	rm -rf $(BUILD_DIR)

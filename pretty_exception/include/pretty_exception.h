@@ -1,0 +1,1218 @@
+/// @brief pretty_exception: throw any std::exception type with file, line, function and a lazily symbolised call stack; print it in colour, trace it to syslog.
+///
+/// Header-only, C++17, Linux (glibc) with GCC or Clang. See pretty_exception/README.md for the guide.
+///
+/// Link needs: `-ldw` (elfutils' libdw, Debian package libdw-dev) while PRETTY_EXCEPTION_USE_LIBDW is 1,
+/// which is its default when <elfutils/libdwfl.h> is found; `-ldl` on glibc older than 2.34. The CMake
+/// target `pretty_exception::pretty_exception` and `pkg-config --libs pretty_exception` bring both.
+///
+/// Configuration macros (define them identically in every translation unit, e.g. on the command line):
+///   PRETTY_EXCEPTION_USE_LIBDW       1: names, file:line and inlined frames from libdw; 0: no libdw,
+///                                    frames show exported names and module+offset. Default: 1 if
+///                                    <elfutils/libdwfl.h> is found.
+///   PRETTY_EXCEPTION_SYSLOG          1: syslog tracing starts switched on (default 0).
+///   PRETTY_EXCEPTION_SYSLOG_FACILITY the default facility (default LOG_USER).
+///   PRETTY_EXCEPTION_SYSLOG_PRIORITY the default priority (default LOG_ERR).
+///   PRETTY_EXCEPTION_MAX_FRAMES      frames kept per exception (default 64; deeper stacks are cut, and
+///                                    the trace says so).
+///   PRETTY_EXCEPTION_NO_SHORT_MACROS define it to get only the PRETTY_-prefixed macros, not
+///                                    THROW_RUNTIME_ERROR and friends.
+#ifndef PRETTY_EXCEPTION_H
+#define PRETTY_EXCEPTION_H
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <ostream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <typeinfo>
+#include <utility>
+#include <vector>
+
+#include <cxxabi.h>
+#include <link.h>
+#include <syslog.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#ifndef PRETTY_EXCEPTION_USE_LIBDW
+#if defined(__has_include)
+#if __has_include(<elfutils/libdwfl.h>) && __has_include(<dwarf.h>)
+#define PRETTY_EXCEPTION_USE_LIBDW 1
+#endif
+#endif
+#endif
+#ifndef PRETTY_EXCEPTION_USE_LIBDW
+#define PRETTY_EXCEPTION_USE_LIBDW 0
+#endif
+
+#if PRETTY_EXCEPTION_USE_LIBDW
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <elfutils/libdwfl.h>
+#else
+#include <dlfcn.h>
+#endif
+
+#ifndef PRETTY_EXCEPTION_SYSLOG
+#define PRETTY_EXCEPTION_SYSLOG 0
+#endif
+#ifndef PRETTY_EXCEPTION_SYSLOG_FACILITY
+#define PRETTY_EXCEPTION_SYSLOG_FACILITY LOG_USER
+#endif
+#ifndef PRETTY_EXCEPTION_SYSLOG_PRIORITY
+#define PRETTY_EXCEPTION_SYSLOG_PRIORITY LOG_ERR
+#endif
+#ifndef PRETTY_EXCEPTION_MAX_FRAMES
+#define PRETTY_EXCEPTION_MAX_FRAMES 64
+#endif
+
+#define PRETTY_EXCEPTION_VERSION_MAJOR 1
+#define PRETTY_EXCEPTION_VERSION_MINOR 0
+#define PRETTY_EXCEPTION_VERSION_PATCH 0
+
+/// The throw site as the preprocessor and the compiler see it (file, line, enclosing function).
+#define PRETTY_EXCEPTION_SITE \
+    (::pretty_exception::source_site{__FILE__, __LINE__, static_cast<const char*>(__PRETTY_FUNCTION__)})
+
+/// Throw a `pretty_exception::traced<Type>`: is-a `Type`, carries the site and the stack.
+/// The message is one string-like argument (literal, std::string, std::string_view) or several
+/// arguments streamed with `operator<<`. `Type` must derive from std::exception and take the message
+/// as `const std::string&` or `const char*` in its constructor (or be default-constructible).
+#define PRETTY_THROW(Type, ...) \
+    throw ::pretty_exception::detail::make<Type>(PRETTY_EXCEPTION_SITE, __VA_ARGS__)
+#define PRETTY_THROW_RUNTIME_ERROR(...) PRETTY_THROW(::std::runtime_error, __VA_ARGS__)
+#define PRETTY_THROW_INVALID_ARGUMENT(...) PRETTY_THROW(::std::invalid_argument, __VA_ARGS__)
+#define PRETTY_THROW_LENGTH_ERROR(...) PRETTY_THROW(::std::length_error, __VA_ARGS__)
+#define PRETTY_THROW_LOGIC_ERROR(...) PRETTY_THROW(::std::logic_error, __VA_ARGS__)
+
+#ifndef PRETTY_EXCEPTION_NO_SHORT_MACROS
+#define THROW_RUNTIME_ERROR(...) PRETTY_THROW_RUNTIME_ERROR(__VA_ARGS__)
+#define THROW_INVALID_ARGUMENT(...) PRETTY_THROW_INVALID_ARGUMENT(__VA_ARGS__)
+#define THROW_LENGTH_ERROR(...) PRETTY_THROW_LENGTH_ERROR(__VA_ARGS__)
+#define THROW_LOGIC_ERROR(...) PRETTY_THROW_LOGIC_ERROR(__VA_ARGS__)
+#endif
+
+namespace pretty_exception {
+
+/// Where an exception was thrown. `function` is the compiler's __PRETTY_FUNCTION__.
+struct source_site {
+    const char* file;
+    int line;
+    const char* function;
+};
+
+/// One resolved frame of a stack trace. Empty strings and 0 mean "not known".
+struct frame {
+    std::uintptr_t address = 0;  ///< looked-up address: the call instruction (return address - 1)
+    std::string module;          ///< path of the ELF object holding `address`
+    std::uintptr_t offset = 0;   ///< address - the object's load bias: `addr2line -e module offset`
+    std::string function;        ///< demangled function name
+    std::string file;            ///< source file (needs debug info)
+    int line = 0;                ///< source line (needs debug info)
+    bool inlined = false;        ///< a function the compiler inlined into the next frame
+};
+
+/// When output is coloured: `automatic` colours on a terminal; NO_COLOR (set and non-empty) always wins.
+enum class colour_mode { automatic, always, never };
+
+/// syslog tracing settings: one record per exception, at construction.
+struct syslog_settings {
+    bool enabled;
+    int facility;  ///< LOG_USER, LOG_LOCAL0, ... (already shifted, as <syslog.h> defines them)
+    int priority;  ///< LOG_ERR, LOG_WARNING, ...
+};
+
+namespace detail {
+
+// ---------------------------------------------------------------------------------------------
+// Shared state of one captured stack: raw PCs at capture, frames once symbolised.
+// ---------------------------------------------------------------------------------------------
+struct trace_state {
+    // User-provided so that make_shared does not zero the PC array on the throw path.
+    trace_state() noexcept {}  // NOLINT(modernize-use-equals-default)
+    trace_state(const trace_state&) = delete;
+    trace_state& operator=(const trace_state&) = delete;
+
+    std::size_t count = 0;        // PCs kept
+    bool truncated = false;       // more frames than PRETTY_EXCEPTION_MAX_FRAMES
+    bool incomplete = false;      // the unwinder stopped before the outermost frame
+    bool hide_runtime = false;    // drop leading C++ runtime frames (a stack taken in std::terminate)
+    std::uintptr_t pcs[PRETTY_EXCEPTION_MAX_FRAMES];
+
+    std::once_flag once;
+    std::vector<frame> frames;
+    std::vector<std::string> notes;  // what is missing, one sentence each
+    std::string message;             // only for types whose constructor does not take the message
+};
+
+// ---------------------------------------------------------------------------------------------
+// Capture: _Unwind_Backtrace (libgcc_s, which every C++ program with exceptions already uses).
+// ---------------------------------------------------------------------------------------------
+struct unwind_walk {
+    trace_state* state;
+    std::uintptr_t start_at;  // first frame to keep: the return address into the user's code
+    bool started;
+    bool stopped;             // we stopped the walk (buffer full)
+    bool reached_end;         // the walk went past the outermost frame (_start, a thread's clone)
+};
+
+inline _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) noexcept {
+    auto* w = static_cast<unwind_walk*>(arg);
+    int before_insn = 0;
+    const std::uintptr_t ip = _Unwind_GetIPInfo(ctx, &before_insn);
+    // Past the outermost frame, whose unwind information marks its return address undefined,
+    // libgcc reports one last frame with IP 0. A walk that ends without it ended on a frame the
+    // unwinder has no information for (hand-written assembly, JIT code): the stack is incomplete.
+    if (ip == 0) {
+        w->reached_end = true;
+        return _URC_NO_REASON;
+    }
+    if (!w->started) {
+        if (ip != w->start_at) return _URC_NO_REASON;  // a frame of the capture machinery
+        w->started = true;
+    }
+    trace_state& s = *w->state;
+    if (s.count == PRETTY_EXCEPTION_MAX_FRAMES) {
+        s.truncated = true;
+        w->stopped = true;
+        return _URC_END_OF_STACK;
+    }
+    // A return address points after the call; the call itself (its line) is one byte earlier.
+    s.pcs[s.count++] = before_insn ? ip : ip - 1;
+    return _URC_NO_REASON;
+}
+
+/// Fill `s` with the stack from the frame whose PC is `start_at` outwards. When `start_at` is not
+/// met (it always is, barring a compiler surprise), keep every frame: the leading internal ones are
+/// then hidden by name at symbolisation.
+[[gnu::noinline]] inline void capture_into(trace_state& s, std::uintptr_t start_at) noexcept {
+    unwind_walk w{&s, start_at, start_at == 0, false, false};
+    _Unwind_Reason_Code rc = _Unwind_Backtrace(&unwind_one, &w);
+    if (!w.started) {
+        w = unwind_walk{&s, 0, true, false, false};
+        s.count = 0;
+        s.truncated = false;
+        s.hide_runtime = true;
+        rc = _Unwind_Backtrace(&unwind_one, &w);
+    }
+    s.incomplete = !w.stopped && (rc != _URC_END_OF_STACK || !w.reached_end);
+}
+
+/// A new trace_state holding the stack from `start_at` outwards; nullptr when out of memory.
+inline std::shared_ptr<trace_state> capture(std::uintptr_t start_at) noexcept {
+    std::shared_ptr<trace_state> s;
+    try {
+        s = std::make_shared<trace_state>();
+    } catch (...) {
+        return s;  // an empty stack_trace: its notes() say "not captured"
+    }
+    capture_into(*s, start_at);
+    return s;
+}
+
+struct trace_access;
+
+}  // namespace detail
+
+/// A call stack: raw program counters at capture, symbolised on the first call of `frames()`.
+/// Copies share the capture and the symbolised frames. Never throws.
+class stack_trace {
+public:
+    /// An empty trace ("not captured"). Does not allocate.
+    stack_trace() noexcept = default;
+
+    /// Capture the caller's stack (the caller is frame #0). Allocates one block; not
+    /// async-signal-safe. On failure returns a trace whose notes() say why.
+    [[gnu::noinline]] static stack_trace current() noexcept {
+        return stack_trace(detail::capture(reinterpret_cast<std::uintptr_t>(__builtin_return_address(0))));
+    }
+
+    /// True when nothing was captured (no frames).
+    bool empty() const noexcept { return !state_ || state_->count == 0; }
+    /// Number of raw PCs captured. Does not allocate.
+    std::size_t size() const noexcept { return state_ ? state_->count : 0; }
+    /// Raw looked-up address of frame `i` (< size()). Does not allocate.
+    std::uintptr_t address(std::size_t i) const noexcept {
+        return state_ && i < state_->count ? state_->pcs[i] : 0;
+    }
+    /// Symbolised frames, innermost first, including inlined ones and without this header's own
+    /// frames. Resolved once (thread-safe) on first call; later calls are free. Allocates; never throws.
+    const std::vector<frame>& frames() const noexcept;
+    /// Sentences saying what is missing (cut, incomplete, no debug-info reader, out of memory).
+    const std::vector<std::string>& notes() const noexcept;
+    /// The frames, one per line (`#N function at file:line` or `in module+0xoffset`). Never throws:
+    /// returns "" when out of memory.
+    std::string to_string(bool colour = false) const noexcept;
+
+private:
+    friend struct detail::trace_access;
+    explicit stack_trace(std::shared_ptr<detail::trace_state> state) noexcept : state_(std::move(state)) {}
+
+    std::shared_ptr<detail::trace_state> state_;
+};
+
+namespace detail {
+
+/// The capture machinery's way into stack_trace's private parts.
+struct trace_access {
+    static stack_trace make(std::shared_ptr<trace_state> s) noexcept { return stack_trace(std::move(s)); }
+    static trace_state* state(const stack_trace& t) noexcept { return t.state_.get(); }
+};
+
+}  // namespace detail
+
+/// The common base of every `traced<T>`: throw site and stack. Catch `const traced_base&` to get them,
+/// or call `trace_of(e)` on any std::exception.
+class traced_base {
+public:
+    virtual ~traced_base() = default;
+
+    /// Source file of the throw (__FILE__). Does not allocate.
+    const char* file() const noexcept { return site_.file; }
+    /// Line of the throw (__LINE__). Does not allocate.
+    int line() const noexcept { return site_.line; }
+    /// Enclosing function of the throw (__PRETTY_FUNCTION__). Does not allocate.
+    const char* function() const noexcept { return site_.function; }
+    /// The requested exception type (`T` of `traced<T>`), not `traced<T>` itself.
+    const std::type_info& type() const noexcept { return *type_; }
+    /// The stack at the throw, innermost first. Symbolised on first use of `frames()`.
+    const stack_trace& trace() const noexcept { return trace_; }
+    /// The message given at the throw when `T`'s constructor could not take it; else nullptr.
+    const char* stored_message() const noexcept {
+        auto* s = detail::trace_access::state(trace_);
+        return s && !s->message.empty() ? s->message.c_str() : nullptr;
+    }
+
+protected:
+    traced_base(const source_site& site, const std::type_info& type, stack_trace trace) noexcept
+        : site_(site), type_(&type), trace_(std::move(trace)) {}
+    traced_base(const traced_base&) noexcept = default;
+    traced_base& operator=(const traced_base&) noexcept = default;
+
+private:
+    source_site site_;
+    const std::type_info* type_;
+    stack_trace trace_;
+};
+
+namespace detail {
+
+inline const traced_base* find_trace(const std::exception& e) noexcept {
+    return dynamic_cast<const traced_base*>(&e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Configuration: atomics, so reading it is cheap, thread-safe and signal-safe.
+// ---------------------------------------------------------------------------------------------
+constexpr int syslog_enabled_bit = 1 << 16;
+
+inline std::atomic<int>& syslog_word() noexcept {
+    static std::atomic<int> word{(PRETTY_EXCEPTION_SYSLOG ? syslog_enabled_bit : 0) |
+                                 (PRETTY_EXCEPTION_SYSLOG_FACILITY & LOG_FACMASK) |
+                                 (PRETTY_EXCEPTION_SYSLOG_PRIORITY & LOG_PRIMASK)};
+    return word;
+}
+
+inline std::atomic<int>& colour_word() noexcept {
+    static std::atomic<int> word{static_cast<int>(colour_mode::automatic)};
+    return word;
+}
+
+inline bool no_colour_env() noexcept {
+    const char* v = std::getenv("NO_COLOR");
+    return v != nullptr && v[0] != '\0';
+}
+
+// ---------------------------------------------------------------------------------------------
+// Symbolisation helpers.
+// ---------------------------------------------------------------------------------------------
+inline std::string demangle(const char* name) {
+    if (name == nullptr) return std::string();
+    int status = 0;
+    char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+    std::string out = (status == 0 && d != nullptr) ? std::string(d) : std::string(name);
+    std::free(d);
+    // The split-off cold part of a function (GCC -freorder-blocks-and-partition) is that function.
+    const std::string_view cold = " [clone .cold]";
+    if (out.size() > cold.size() && out.compare(out.size() - cold.size(), cold.size(), cold) == 0)
+        out.erase(out.size() - cold.size());
+    // The standard typedefs the reader wrote, not their expansions.
+    static constexpr std::string_view expansions[][2] = {
+        {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string"},
+        {"std::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string"},
+        {"std::basic_string_view<char, std::char_traits<char> >", "std::string_view"},
+        {"std::basic_ostream<char, std::char_traits<char> >", "std::ostream"},
+        {"std::basic_istream<char, std::char_traits<char> >", "std::istream"},
+    };
+    for (const auto& e : expansions) {
+        for (std::size_t at = out.find(e[0]); at != std::string::npos; at = out.find(e[0], at + e[1].size()))
+            out.replace(at, e[0].size(), e[1]);
+    }
+    return out;
+}
+
+inline const std::string& self_exe() {
+    static const std::string path = [] {
+        char buf[4096];
+        const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+        return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string();
+    }();
+    return path;
+}
+
+struct module_hit {
+    std::uintptr_t address;
+    const char* name;
+    std::uintptr_t bias;
+    bool found;
+};
+
+/// The loaded ELF object holding `f.address`: its path and the address relative to its load bias.
+inline void locate_module(frame& f) {
+    module_hit hit{f.address, nullptr, 0, false};
+    ::dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* arg) -> int {
+            auto* h = static_cast<module_hit*>(arg);
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                if (ph.p_type != PT_LOAD) continue;
+                const std::uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+                if (h->address >= lo && h->address < lo + ph.p_memsz) {
+                    h->name = info->dlpi_name;
+                    h->bias = info->dlpi_addr;
+                    h->found = true;
+                    return 1;
+                }
+            }
+            return 0;
+        },
+        &hit);
+    if (!hit.found) return;
+    f.module = (hit.name == nullptr || hit.name[0] == '\0') ? self_exe() : std::string(hit.name);
+    f.offset = f.address - hit.bias;
+}
+
+inline std::string_view basename_of(std::string_view path) noexcept {
+    const auto slash = path.rfind('/');
+    return slash == std::string_view::npos ? path : path.substr(slash + 1);
+}
+
+inline bool starts_with(std::string_view s, std::string_view prefix) noexcept {
+    return s.substr(0, prefix.size()) == prefix;
+}
+
+/// Frames to hide at the top of a trace: this header's own, and the C++ runtime's when the stack was
+/// taken inside std::terminate.
+inline bool is_internal(const frame& f, bool runtime_too) noexcept {
+    std::string_view fn = f.function;
+    // Template functions demangle with their return type first ("void pretty_exception::...").
+    if (const auto sp = fn.find(' '); sp != std::string_view::npos && sp < fn.find('('))
+        fn = fn.substr(sp + 1);
+    if (starts_with(fn, "pretty_exception::")) return true;
+    if (!runtime_too) return false;
+    const std::string_view mod = basename_of(f.module);
+    return starts_with(mod, "libstdc++") || starts_with(mod, "libgcc_s") || starts_with(mod, "libc++") ||
+           starts_with(fn, "__cxa") || starts_with(fn, "__cxxabiv1::") || starts_with(fn, "_Unwind_") ||
+           starts_with(fn, "std::terminate") || starts_with(fn, "__gxx_personality");
+}
+
+#if PRETTY_EXCEPTION_USE_LIBDW
+
+/// One process-wide libdwfl session, guarded by a mutex: debug info is read once per module, and
+/// later traces reuse it. Deliberately never freed (it may be needed until the last terminate).
+class dw_symboliser {
+public:
+    static dw_symboliser& instance() {
+        static dw_symboliser* self = new dw_symboliser();
+        return *self;
+    }
+
+    std::mutex mutex;
+
+    /// Resolve one address into one frame, or several when inlined calls are involved (innermost
+    /// first). Caller holds `mutex`.
+    void resolve(const frame& base, std::vector<frame>& out) {
+        Dwfl_Module* mod = nullptr;
+        if (dwfl_ != nullptr) {
+            mod = ::dwfl_addrmodule(dwfl_, base.address);
+            if (mod == nullptr && report())  // a library loaded since the last report
+                mod = ::dwfl_addrmodule(dwfl_, base.address);
+        }
+        if (mod == nullptr) {
+            out.push_back(base);
+            return;
+        }
+        std::string outer_name;
+        GElf_Off sym_off = 0;
+        GElf_Sym sym;
+        if (const char* n = ::dwfl_module_addrinfo(mod, base.address, &sym_off, &sym, nullptr, nullptr,
+                                                   nullptr)) {
+            // A versioned symbol ("__libc_start_main@@GLIBC_2.34") by its plain name.
+            const char* at = std::strchr(n, '@');
+            outer_name = at != nullptr ? demangle(std::string(n, at).c_str()) : demangle(n);
+        }
+
+        std::string file;
+        int line = 0;
+        Dwarf_Addr bias = 0;
+        if (Dwarf_Die* cu = find_cu(mod, base.address, &bias)) {
+            if (Dwarf_Line* l = ::dwarf_getsrc_die(cu, base.address - bias)) {
+                int ln = 0;
+                if (const char* src = ::dwarf_linesrc(l, nullptr, nullptr); src && ::dwarf_lineno(l, &ln) == 0) {
+                    file = src;
+                    line = ln;
+                }
+            }
+            // The chain of inlined calls at this address, from the DWARF DIE tree: innermost inlined
+            // instance first, up to the out-of-line function (what `eu-addr2line -i` prints).
+            std::vector<Dwarf_Die> chain;
+            if (const Dwarf_Die* fn = lookup(functions_of(mod, cu), base.address - bias)) {
+                chain.push_back(*fn);
+                find_scopes(&chain.back(), base.address - bias, chain, 1);
+            }
+            Dwarf_Files* files = nullptr;
+            std::size_t nfiles = 0;
+            const bool have_files = ::dwarf_getsrcfiles(cu, &files, &nfiles) == 0;
+            for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+                Dwarf_Die* die = &*it;
+                const int tag = ::dwarf_tag(die);
+                if (tag == DW_TAG_subprogram) {
+                    // Its linkage name beats the symbol's (which may be a ".cold" part); its plain
+                    // DW_AT_name does not (the symbol is qualified).
+                    bool qualified = false;
+                    std::string name = die_name(die, &qualified);
+                    if (!name.empty() && (qualified || outer_name.empty())) outer_name = std::move(name);
+                    break;
+                }
+                if (tag != DW_TAG_inlined_subroutine) continue;
+                frame f = base;
+                f.function = die_name(die);
+                f.file = file;
+                f.line = line;
+                f.inlined = true;
+                out.push_back(std::move(f));
+                // The caller's location is this instance's call site.
+                Dwarf_Attribute attr;
+                Dwarf_Word idx = 0;
+                Dwarf_Word cl = 0;
+                file.clear();
+                line = 0;
+                if (have_files && ::dwarf_formudata(::dwarf_attr(die, DW_AT_call_file, &attr), &idx) == 0 &&
+                    idx < nfiles) {
+                    if (const char* src = ::dwarf_filesrc(files, idx, nullptr, nullptr)) file = src;
+                }
+                if (::dwarf_formudata(::dwarf_attr(die, DW_AT_call_line, &attr), &cl) == 0)
+                    line = static_cast<int>(cl);
+            }
+        }
+        frame f = base;
+        f.function = std::move(outer_name);
+        f.file = std::move(file);
+        f.line = line;
+        out.push_back(std::move(f));
+    }
+
+private:
+    dw_symboliser() = default;
+
+    /// Address ranges of DIEs, sorted by start: a function's code or a compilation unit's.
+    struct range_entry {
+        Dwarf_Addr lo;
+        Dwarf_Addr hi;
+        Dwarf_Die die;
+    };
+    using range_index = std::vector<range_entry>;
+
+    static void add_ranges(Dwarf_Die* die, range_index& index) {
+        Dwarf_Addr base = 0, lo = 0, hi = 0;
+        std::ptrdiff_t offset = 0;
+        while ((offset = ::dwarf_ranges(die, offset, &base, &lo, &hi)) > 0)
+            if (hi > lo) index.push_back(range_entry{lo, hi, *die});
+    }
+
+    static void sort_index(range_index& index) {
+        std::sort(index.begin(), index.end(),
+                  [](const range_entry& a, const range_entry& b) { return a.lo < b.lo; });
+    }
+
+    static const Dwarf_Die* lookup(const range_index& index, Dwarf_Addr pc) {
+        auto it = std::upper_bound(index.begin(), index.end(), pc,
+                                   [](Dwarf_Addr a, const range_entry& e) { return a < e.lo; });
+        // Ranges of distinct functions do not overlap; look back a little in case some nest.
+        for (int back = 0; it != index.begin() && back < 8; ++back) {
+            --it;
+            if (pc >= it->lo && pc < it->hi) return &it->die;
+        }
+        return nullptr;
+    }
+
+    /// The compilation unit holding `addr`. libdw's lookup trusts .debug_aranges to be present and
+    /// complete (elfutils bug 22288); Clang does not emit it by default, and libdw 0.188 (Debian 12)
+    /// then finds nothing. So index the units' own ranges instead, once per module.
+    Dwarf_Die* find_cu(Dwfl_Module* mod, Dwarf_Addr addr, Dwarf_Addr* bias) {
+        if (Dwarf_Die* cu = ::dwfl_module_addrdie(mod, addr, bias)) return cu;
+        auto found = cu_index_.find(mod);
+        if (found == cu_index_.end()) {
+            std::pair<Dwarf_Addr, range_index> entry{0, {}};
+            Dwarf_Die* cu = nullptr;
+            while ((cu = ::dwfl_module_nextcu(mod, cu, &entry.first)) != nullptr) add_ranges(cu, entry.second);
+            sort_index(entry.second);
+            found = cu_index_.emplace(mod, std::move(entry)).first;
+        }
+        *bias = found->second.first;
+        return const_cast<Dwarf_Die*>(lookup(found->second.second, addr - *bias));
+    }
+
+    /// The out-of-line functions of a compilation unit, by address (once per unit). Clang nests
+    /// definitions inside DW_TAG_namespace DIEs, which have no address range (so dwarf_getscopes,
+    /// which prunes such DIEs, misses them): namespaces are entered without a range check.
+    const range_index& functions_of(Dwfl_Module* mod, Dwarf_Die* cu) {
+        const auto key = std::make_pair(mod, ::dwarf_dieoffset(cu));
+        auto found = function_index_.find(key);
+        if (found == function_index_.end()) {
+            range_index index;
+            collect_functions(cu, index, 0);
+            sort_index(index);
+            found = function_index_.emplace(key, std::move(index)).first;
+        }
+        return found->second;
+    }
+
+    static void collect_functions(Dwarf_Die* parent, range_index& index, int depth) {
+        Dwarf_Die child;
+        if (depth > 16 || ::dwarf_child(parent, &child) != 0) return;
+        do {
+            switch (::dwarf_tag(&child)) {
+                case DW_TAG_namespace:
+                case DW_TAG_module:
+                    collect_functions(&child, index, depth + 1);
+                    break;
+                case DW_TAG_subprogram:
+                    add_ranges(&child, index);
+                    break;
+                default:
+                    break;
+            }
+        } while (::dwarf_siblingof(&child, &child) == 0);
+    }
+
+    /// Append to `chain` the DIEs inside `parent` that contain `pc` (inlined instances, lexical
+    /// blocks), outermost first.
+    static void find_scopes(Dwarf_Die* parent, Dwarf_Addr pc, std::vector<Dwarf_Die>& chain, int depth) {
+        Dwarf_Die child;
+        if (depth > 64 || ::dwarf_child(parent, &child) != 0) return;
+        do {
+            switch (::dwarf_tag(&child)) {
+                case DW_TAG_inlined_subroutine:
+                case DW_TAG_lexical_block:
+                case DW_TAG_try_block:
+                case DW_TAG_catch_block:
+                    if (::dwarf_haspc(&child, pc) > 0) {
+                        chain.push_back(child);
+                        find_scopes(&chain.back(), pc, chain, depth + 1);
+                        return;
+                    }
+                    break;
+                default:
+                    break;
+            }
+        } while (::dwarf_siblingof(&child, &child) == 0);
+    }
+
+    /// The function's name: its demangled linkage name (qualified, with parameters) when the DIE
+    /// or its origin has one, else the plain DW_AT_name.
+    static std::string die_name(Dwarf_Die* die, bool* qualified = nullptr) {
+        Dwarf_Attribute attr;
+        for (const unsigned at : {static_cast<unsigned>(DW_AT_linkage_name),
+                                  static_cast<unsigned>(DW_AT_MIPS_linkage_name)}) {
+            if (const char* s = ::dwarf_formstring(::dwarf_attr_integrate(die, at, &attr))) {
+                if (qualified != nullptr) *qualified = true;
+                return demangle(s);
+            }
+        }
+        if (const char* s = ::dwarf_formstring(::dwarf_attr_integrate(die, DW_AT_name, &attr)))
+            return s;
+        return std::string();
+    }
+
+public:
+    /// Start the libdwfl session on first use. False (and error() says why) when libdw cannot
+    /// work: traces then show module+offset and say so. Caller holds `mutex`.
+    bool ready() {
+        if (dwfl_ != nullptr) return true;
+        if (!error_.empty()) return false;
+        callbacks_.find_elf = ::dwfl_linux_proc_find_elf;
+        callbacks_.find_debuginfo = ::dwfl_standard_find_debuginfo;
+        callbacks_.section_address = nullptr;
+        callbacks_.debuginfo_path = &debuginfo_path_;
+        dwfl_ = ::dwfl_begin(&callbacks_);
+        if (dwfl_ == nullptr) {
+            error_ = std::string("no function names or file:line: libdw could not start (") + ::dwfl_errmsg(-1) + ")";
+            return false;
+        }
+        if (!report()) {
+            ::dwfl_end(dwfl_);
+            dwfl_ = nullptr;
+            return false;
+        }
+        return true;
+    }
+    const std::string& error() const noexcept { return error_; }
+
+private:
+    bool report() {
+        // Modules may go away in a new report: forget everything that points into them.
+        cu_index_.clear();
+        function_index_.clear();
+        ::dwfl_report_begin(dwfl_);
+        const int rc = ::dwfl_linux_proc_report(dwfl_, ::getpid());
+        ::dwfl_report_end(dwfl_, nullptr, nullptr);
+        if (rc != 0) {
+            error_ = std::string("no function names or file:line: libdw could not read the process's modules (") +
+                     (rc > 0 ? std::strerror(rc) : ::dwfl_errmsg(-1)) + ")";
+            return false;
+        }
+        return true;
+    }
+
+    Dwfl_Callbacks callbacks_{};
+    char* debuginfo_path_ = nullptr;
+    Dwfl* dwfl_ = nullptr;
+    std::string error_;
+    std::map<Dwfl_Module*, std::pair<Dwarf_Addr, range_index>> cu_index_;
+    std::map<std::pair<Dwfl_Module*, Dwarf_Off>, range_index> function_index_;
+};
+
+#endif  // PRETTY_EXCEPTION_USE_LIBDW
+
+/// How many traces were symbolised so far in this process (the tests check that capture does not).
+inline std::atomic<unsigned long>& symbolise_calls() noexcept {
+    static std::atomic<unsigned long> n{0};
+    return n;
+}
+
+inline void symbolise(trace_state& s) noexcept {
+    symbolise_calls().fetch_add(1, std::memory_order_relaxed);
+    try {
+        std::vector<frame> out;
+        out.reserve(s.count + 4);
+#if PRETTY_EXCEPTION_USE_LIBDW
+        dw_symboliser& dw = dw_symboliser::instance();
+        std::lock_guard<std::mutex> lock(dw.mutex);
+        if (s.count != 0 && !dw.ready()) s.notes.push_back(dw.error());
+#endif
+        for (std::size_t i = 0; i < s.count; ++i) {
+            frame base;
+            base.address = s.pcs[i];
+            locate_module(base);
+#if PRETTY_EXCEPTION_USE_LIBDW
+            dw.resolve(base, out);
+#else
+            Dl_info info;
+            if (::dladdr(reinterpret_cast<void*>(base.address), &info) != 0 && info.dli_sname != nullptr)
+                base.function = demangle(info.dli_sname);
+            out.push_back(std::move(base));
+#endif
+        }
+        // Hide the leading frames of this header (and of the runtime, for a stack taken in
+        // std::terminate); never hide everything.
+        std::size_t first = 0;
+        while (first < out.size() && is_internal(out[first], s.hide_runtime)) ++first;
+        if (first == out.size()) first = 0;
+        out.erase(out.begin(), out.begin() + static_cast<std::ptrdiff_t>(first));
+        s.frames = std::move(out);
+#if !PRETTY_EXCEPTION_USE_LIBDW
+        s.notes.push_back(
+            "built without libdw (PRETTY_EXCEPTION_USE_LIBDW=0): no file:line, names of exported "
+            "functions only");
+#endif
+        if (s.truncated)
+            s.notes.push_back("stack cut at " + std::to_string(PRETTY_EXCEPTION_MAX_FRAMES) +
+                              " frames (PRETTY_EXCEPTION_MAX_FRAMES)");
+        if (s.incomplete)
+            s.notes.push_back("stack incomplete: the unwinder stopped after " + std::to_string(s.count) +
+                              " frames (no unwind information for the last one's caller)");
+        if (s.count == 0) s.notes.push_back("no frames: the unwinder could not walk the stack");
+    } catch (...) {
+        s.frames.clear();
+        try {
+            s.notes.emplace_back("symbolisation failed: out of memory; raw addresses only");
+        } catch (...) {
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rendering.
+// ---------------------------------------------------------------------------------------------
+struct palette {
+    const char* type = "";
+    const char* message = "";
+    const char* where = "";
+    const char* function = "";
+    const char* dim = "";
+    const char* reset = "";
+};
+
+inline palette make_palette(bool colour) noexcept {
+    palette p;
+    if (colour) {
+        p.type = "\x1b[1;31m";
+        p.message = "\x1b[1m";
+        p.where = "\x1b[32m";
+        p.function = "\x1b[33m";
+        p.dim = "\x1b[2m";
+        p.reset = "\x1b[0m";
+    }
+    return p;
+}
+
+inline void append_hex(std::string& out, std::uintptr_t v) {
+    char buf[2 + 2 * sizeof v + 1];
+    std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+    out += buf;
+}
+
+/// Make `text` safe for one syslog line: control characters become escapes.
+inline void append_one_line(std::string& out, std::string_view text) {
+    for (const char c : text) {
+        if (c == '\n') {
+            out += "\\n";
+        } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", static_cast<unsigned>(static_cast<unsigned char>(c)));
+            out += buf;
+        } else {
+            out += c;
+        }
+    }
+}
+
+inline void append_frame(std::string& out, std::size_t index, const frame& f, const palette& p) {
+    out += '#';
+    out += std::to_string(index);
+    out += ' ';
+    out += p.function;
+    out += f.function.empty() ? std::string_view("??") : std::string_view(f.function);
+    out += p.reset;
+    if (!f.file.empty()) {
+        out += " at ";
+        out += p.where;
+        out += f.file;
+        out += ':';
+        out += std::to_string(f.line);
+        out += p.reset;
+    } else {
+        out += " in ";
+        out += p.dim;
+        out += f.module.empty() ? std::string_view("??") : std::string_view(f.module);
+        out += '+';
+        append_hex(out, f.module.empty() ? f.address : f.offset);
+        out += p.reset;
+    }
+    if (f.inlined) out += " (inlined)";
+}
+
+inline void append_trace(std::string& out, const stack_trace& t, const palette& p, const char* indent,
+                         bool one_line) {
+    const auto& frames = t.frames();
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+        if (one_line) {
+            if (i != 0) out += " | ";
+        } else {
+            out += indent;
+        }
+        append_frame(out, i, frames[i], p);
+        if (!one_line) out += '\n';
+    }
+    if (frames.empty() && t.size() != 0) {  // symbolisation failed: raw addresses
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            if (one_line) {
+                if (i != 0) out += " | ";
+            } else {
+                out += indent;
+            }
+            out += '#' + std::to_string(i) + ' ';
+            append_hex(out, t.address(i));
+            if (!one_line) out += '\n';
+        }
+    }
+    for (const auto& note : t.notes()) {
+        if (one_line) {
+            out += " | note: ";
+        } else {
+            out += indent;
+            out += "note: ";
+        }
+        out += note;
+        if (!one_line) out += '\n';
+    }
+}
+
+inline std::string type_name(const std::exception& e) {
+    const traced_base* t = find_trace(e);
+    return demangle(t != nullptr ? t->type().name() : typeid(e).name());
+}
+
+/// Render `e` (and the exceptions nested in it, std::nested_exception) into `out`.
+inline void describe_into(std::string& out, const std::exception& e, bool colour, bool one_line, int depth = 0) {
+    const palette p = make_palette(colour);
+    const traced_base* t = find_trace(e);
+    out += p.type;
+    out += type_name(e);
+    out += p.reset;
+    out += ": ";
+    out += p.message;
+    const char* msg = (t != nullptr && t->stored_message() != nullptr) ? t->stored_message() : e.what();
+    if (one_line)
+        append_one_line(out, msg != nullptr ? msg : "");
+    else
+        out += msg != nullptr ? msg : "";
+    out += p.reset;
+    if (t != nullptr) {
+        out += one_line ? std::string_view(" | thrown at ") : std::string_view("\n  thrown at ");
+        out += p.where;
+        out += t->file();
+        out += ':';
+        out += std::to_string(t->line());
+        out += p.reset;
+        out += " in ";
+        out += p.function;
+        out += t->function();
+        out += p.reset;
+        out += one_line ? std::string_view(" | stack: ") : std::string_view("\n  stack, innermost first:\n");
+        append_trace(out, t->trace(), p, "    ", one_line);
+    } else if (!one_line) {
+        out += "\n  (no throw site or stack: not thrown with PRETTY_THROW)\n";
+    }
+    if (const auto* nested = dynamic_cast<const std::nested_exception*>(&e);
+        nested != nullptr && nested->nested_ptr() && depth < 8) {
+        try {
+            std::rethrow_exception(nested->nested_ptr());
+        } catch (const std::exception& inner) {
+            out += one_line ? " | caused by: " : "caused by: ";
+            describe_into(out, inner, colour, one_line, depth + 1);
+        } catch (...) {
+            out += one_line ? " | caused by: an exception not derived from std::exception"
+                            : "caused by: an exception not derived from std::exception\n";
+        }
+    }
+}
+
+inline void write_all(int fd, std::string_view text) noexcept {
+    while (!text.empty()) {
+        const ssize_t n = ::write(fd, text.data(), text.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return;
+        }
+        text.remove_prefix(static_cast<std::size_t>(n));
+    }
+}
+
+/// Send one record for `e` to syslog if tracing is on. Format-string safe: the text is an argument.
+inline void trace_to_syslog(const std::exception& e) noexcept {
+    const int w = syslog_word().load(std::memory_order_relaxed);
+    if ((w & syslog_enabled_bit) == 0) return;
+    try {
+        std::string line;
+        describe_into(line, e, false, true);
+        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
+    } catch (...) {
+        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",
+                 "pretty_exception: an exception was thrown; out of memory while describing it");
+    }
+}
+
+struct capture_tag {};
+
+}  // namespace detail
+
+/// `T` plus a throw site and a stack: what PRETTY_THROW throws. Catchable as `T` (and its bases) and
+/// as `traced_base`. `what()` is `T`'s, i.e. the message.
+template <class T>
+class traced : public T, public traced_base {
+    static_assert(std::is_class_v<T> && std::is_base_of_v<std::exception, T>,
+                  "pretty_exception: the thrown type must derive from std::exception");
+    static_assert(!std::is_final_v<T>, "pretty_exception: the thrown type must not be final");
+
+    using kind = std::integral_constant<int, std::is_constructible_v<T, const std::string&>  ? 0
+                                             : std::is_constructible_v<T, const char*> ? 1
+                                                                                       : 2>;
+
+public:
+    /// Throw site `site`, message `message`; captures the stack from the caller outwards. Allocates
+    /// (the message and one block for the stack); the stack part never throws.
+    [[gnu::noinline]] traced(const source_site& site, const std::string& message)
+        : traced(detail::capture_tag{}, reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)),
+                 site, message) {}
+
+    /// @internal Used by PRETTY_THROW: the stack starts at `start_at`, the user's frame.
+    traced(detail::capture_tag, std::uintptr_t start_at, const source_site& site, const std::string& message)
+        : traced(kind{}, start_at, site, message) {}
+
+    traced(const traced&) = default;
+    traced& operator=(const traced&) = default;
+    ~traced() override = default;
+
+private:
+    traced(std::integral_constant<int, 0>, std::uintptr_t start_at, const source_site& site,
+           const std::string& message)
+        : T(message), traced_base(site, typeid(T), detail::trace_access::make(detail::capture(start_at))) {
+        detail::trace_to_syslog(*this);
+    }
+    traced(std::integral_constant<int, 1>, std::uintptr_t start_at, const source_site& site,
+           const std::string& message)
+        : T(message.c_str()), traced_base(site, typeid(T), detail::trace_access::make(detail::capture(start_at))) {
+        detail::trace_to_syslog(*this);
+    }
+    traced(std::integral_constant<int, 2>, std::uintptr_t start_at, const source_site& site,
+           const std::string& message)
+        : T(), traced_base(site, typeid(T), detail::trace_access::make(detail::capture(start_at))) {
+        if (auto* s = detail::trace_access::state(trace())) {
+            try {
+                s->message = message;
+            } catch (...) {
+            }
+        }
+        detail::trace_to_syslog(*this);
+    }
+};
+
+namespace detail {
+
+template <class A>
+constexpr bool is_string_like = std::is_convertible_v<const A&, std::string_view>;
+
+/// The message from one string-like argument, or several streamed with operator<<.
+template <class... Args>
+std::string build_message(const Args&... args) {
+    if constexpr (sizeof...(Args) == 1 && (is_string_like<Args> && ...)) {
+        return std::string(std::string_view(args...));
+    } else {
+        std::ostringstream os;
+        (os << ... << args);
+        return os.str();
+    }
+}
+
+/// What PRETTY_THROW calls: out of line (so the stack can start at its return address, the throw
+/// site) and cold (the throw path does not bloat the caller's hot code).
+template <class T, class... Args>
+[[gnu::noinline, gnu::cold]] traced<T> make(const source_site& site, const Args&... args) {
+    const auto start_at = reinterpret_cast<std::uintptr_t>(__builtin_return_address(0));
+    return traced<T>(capture_tag{}, start_at, site, build_message(args...));
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// stack_trace members.
+// ---------------------------------------------------------------------------------------------
+inline const std::vector<frame>& stack_trace::frames() const noexcept {
+    static const std::vector<frame> none;
+    if (!state_) return none;
+    detail::trace_state* s = state_.get();
+    try {
+        std::call_once(s->once, [s] { detail::symbolise(*s); });
+    } catch (...) {
+        return none;
+    }
+    return s->frames;
+}
+
+inline const std::vector<std::string>& stack_trace::notes() const noexcept {
+    static const std::vector<std::string> not_captured{"stack not captured (out of memory at the throw)"};
+    if (!state_) return not_captured;
+    (void)frames();
+    return state_->notes;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Public functions.
+// ---------------------------------------------------------------------------------------------
+
+/// The throw site and stack of `e` if it was thrown by PRETTY_THROW (or is a traced<T>), else nullptr.
+/// Does not allocate; never throws.
+inline const traced_base* trace_of(const std::exception& e) noexcept { return detail::find_trace(e); }
+
+/// Colour for output written to file descriptor `fd` (-1: not a file): NO_COLOR (set, non-empty)
+/// says no; else colour_mode::always yes, never no, automatic when `fd` is a terminal. Never throws.
+inline bool colour_for(int fd) noexcept {
+    if (detail::no_colour_env()) return false;
+    switch (static_cast<colour_mode>(detail::colour_word().load(std::memory_order_relaxed))) {
+        case colour_mode::always: return true;
+        case colour_mode::never: return false;
+        case colour_mode::automatic: break;
+    }
+    return fd >= 0 && ::isatty(fd) == 1;
+}
+
+/// Set the colour mode (process-wide, thread-safe, async-signal-safe).
+inline void set_colour(colour_mode mode) noexcept {
+    detail::colour_word().store(static_cast<int>(mode), std::memory_order_relaxed);
+}
+/// The current colour mode.
+inline colour_mode get_colour() noexcept {
+    return static_cast<colour_mode>(detail::colour_word().load(std::memory_order_relaxed));
+}
+
+/// Switch syslog tracing on or off, with facility and priority (process-wide, thread-safe,
+/// async-signal-safe). With tracing on, every traced exception sends one record when constructed.
+inline void set_syslog(bool enabled, int facility = PRETTY_EXCEPTION_SYSLOG_FACILITY,
+                       int priority = PRETTY_EXCEPTION_SYSLOG_PRIORITY) noexcept {
+    detail::syslog_word().store((enabled ? detail::syslog_enabled_bit : 0) | (facility & LOG_FACMASK) |
+                                    (priority & LOG_PRIMASK),
+                                std::memory_order_relaxed);
+}
+/// The current syslog tracing settings.
+inline syslog_settings get_syslog() noexcept {
+    const int w = detail::syslog_word().load(std::memory_order_relaxed);
+    return syslog_settings{(w & detail::syslog_enabled_bit) != 0, w & LOG_FACMASK, w & LOG_PRIMASK};
+}
+
+/// The pretty description of `e`: type (demangled), message, throw site and stack (for a traced
+/// exception), and the exceptions nested in it. Plain text unless colour_mode::always is set (and
+/// NO_COLOR is not). Symbolises on first use. Allocates; never throws ("" when out of memory).
+inline std::string to_string(const std::exception& e) noexcept {
+    try {
+        std::string out;
+        detail::describe_into(out, e, colour_for(-1), false);
+        return out;
+    } catch (...) {
+        return std::string();
+    }
+}
+
+/// The same description on one line, frames separated by " | " (what syslog receives). Never throws.
+inline std::string to_one_line(const std::exception& e) noexcept {
+    try {
+        std::string out;
+        detail::describe_into(out, e, false, true);
+        return out;
+    } catch (...) {
+        return std::string();
+    }
+}
+
+inline std::string stack_trace::to_string(bool colour) const noexcept {
+    try {
+        std::string out;
+        detail::append_trace(out, *this, detail::make_palette(colour), "", false);
+        return out;
+    } catch (...) {
+        return std::string();
+    }
+}
+
+/// Write the description of `e` to `fd` (default stderr), coloured per colour_for(fd). Never throws.
+inline void print(const std::exception& e, int fd = STDERR_FILENO) noexcept {
+    try {
+        std::string out;
+        detail::describe_into(out, e, colour_for(fd), false);
+        detail::write_all(fd, out);
+    } catch (...) {
+    }
+}
+
+/// `os << describe(e)`: the description, coloured when `os` is std::cout/cerr/clog on a terminal.
+struct description {
+    const std::exception& exception;
+};
+/// Wrap `e` for streaming: `std::cerr << pretty_exception::describe(e)`.
+inline description describe(const std::exception& e) noexcept { return description{e}; }
+
+inline std::ostream& operator<<(std::ostream& os, const description& d) {
+    int fd = -1;
+    if (&os == &std::cout) fd = STDOUT_FILENO;
+    if (&os == &std::cerr || &os == &std::clog) fd = STDERR_FILENO;
+    std::string out;
+    try {
+        detail::describe_into(out, d.exception, colour_for(fd), false);
+    } catch (...) {
+        return os;
+    }
+    return os << out;
+}
+
+/// `os << e` for anything derived from std::exception or traced_base, found by ADL for traced<T>
+/// and `const traced_base&`, or after `using pretty_exception::operator<<;`.
+template <class E, std::enable_if_t<std::is_base_of_v<std::exception, E> || std::is_base_of_v<traced_base, E>,
+                                    int> = 0>
+std::ostream& operator<<(std::ostream& os, const E& e) {
+    if constexpr (std::is_base_of_v<std::exception, E>) {
+        return os << describe(e);
+    } else {
+        if (const auto* ex = dynamic_cast<const std::exception*>(&e)) return os << describe(*ex);
+        return os << "(a traced exception not derived from std::exception)";
+    }
+}
+
+namespace detail {
+
+[[noreturn]] inline void terminate_handler() noexcept {
+    static std::atomic<bool> entered{false};
+    if (entered.exchange(true)) std::abort();  // terminate from within the handler
+    try {
+        const bool colour = colour_for(STDERR_FILENO);
+        const palette p = make_palette(colour);
+        std::string out = "terminate called after an uncaught exception:\n";
+        bool need_stack = true;
+        if (std::exception_ptr ep = std::current_exception()) {
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                describe_into(out, e, colour, false);
+                need_stack = find_trace(e) == nullptr;
+            } catch (...) {
+                const std::type_info* t = abi::__cxa_current_exception_type();
+                out += p.type;
+                out += t != nullptr ? demangle(t->name()) : std::string("an unknown type");
+                out += p.reset;
+                out += " (not derived from std::exception)\n";
+            }
+        } else {
+            out = "terminate called without an active exception\n";
+        }
+        if (need_stack) {
+            stack_trace here = stack_trace::current();
+            if (auto* s = trace_access::state(here)) s->hide_runtime = true;
+            out += "  stack at std::terminate, innermost first:\n";
+            append_trace(out, here, p, "    ", false);
+        }
+        write_all(STDERR_FILENO, out);
+    } catch (...) {
+        write_all(STDERR_FILENO, "terminate called; pretty_exception could not describe the exception\n");
+    }
+    std::abort();
+}
+
+}  // namespace detail
+
+/// Install the terminate handler: an uncaught exception is described on stderr (a traced one with its
+/// throw stack, any other with the stack at std::terminate, which for an exception that found no
+/// handler still contains the throw site), then the process aborts. Returns the previous handler.
+/// Call it once, early (e.g. first thing in main). Thread-safe.
+inline std::terminate_handler install_terminate_handler() noexcept {
+    return std::set_terminate(&detail::terminate_handler);
+}
+
+}  // namespace pretty_exception
+
+#endif  // PRETTY_EXCEPTION_H

@@ -1,0 +1,96 @@
+/// @brief Shared by the pretty_exception tests: functions pinned out of line, and child processes on a pipe or a pseudo-terminal.
+#ifndef PRETTY_EXCEPTION_TEST_SUPPORT_H
+#define PRETTY_EXCEPTION_TEST_SUPPORT_H
+
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include <poll.h>
+#include <pty.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+// A frame the trace must show: never inlined, and (GCC) never cloned or otherwise changed by
+// interprocedural optimisation, so its name is exact at -O2 too. Clang has no noipa and clones nothing.
+#if defined(__clang__)
+#define PE_TEST_NOINLINE __attribute__((noinline))
+#else
+#define PE_TEST_NOINLINE __attribute__((noipa))
+#endif
+
+namespace pe_test {
+
+enum class terminal { pipe, pty };
+
+struct child_result {
+    std::string output;  // stdout and stderr together, "\r\n" of the terminal turned into "\n"
+    int status = 0;      // as waitpid() gives it
+};
+
+/// Run `body` in a forked child whose stdout and stderr are a pipe or a pseudo-terminal, and collect
+/// what it writes until it exits. The child exits 0 after `body`, 100 if `body` throws, and dumps no
+/// core if it aborts.
+inline child_result run_child(terminal where, const std::function<void()>& body) {
+    child_result result;
+    int fd = -1;
+    pid_t pid = -1;
+    if (where == terminal::pty) {
+        pid = ::forkpty(&fd, nullptr, nullptr, nullptr);
+    } else {
+        int p[2];
+        if (::pipe(p) != 0) return result;
+        pid = ::fork();
+        if (pid == 0) {
+            ::dup2(p[1], STDOUT_FILENO);
+            ::dup2(p[1], STDERR_FILENO);
+        }
+        ::close(p[1]);
+        if (pid == 0) ::close(p[0]);
+        fd = p[0];
+    }
+    if (pid < 0) {
+        result.output = "fork failed";
+        return result;
+    }
+    if (pid == 0) {
+        const rlimit no_core{0, 0};
+        ::setrlimit(RLIMIT_CORE, &no_core);
+        try {
+            body();
+        } catch (...) {
+            std::fflush(nullptr);
+            ::_exit(100);
+        }
+        std::fflush(nullptr);
+        ::_exit(0);
+    }
+    char buf[4096];
+    for (;;) {
+        pollfd pfd{fd, POLLIN, 0};
+        // A bound on a hung child, not a synchronisation: the child's exit ends the loop.
+        if (::poll(&pfd, 1, 60000) <= 0) {
+            ::kill(pid, SIGKILL);
+            result.output += "\n[run_child: no output for 60 s, child killed]\n";
+            break;
+        }
+        const ssize_t n = ::read(fd, buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;  // EOF on a pipe, EIO on a pty whose slave side is closed
+        result.output.append(buf, static_cast<std::size_t>(n));
+    }
+    ::close(fd);
+    ::waitpid(pid, &result.status, 0);
+    std::string clean;
+    for (const char c : result.output)
+        if (c != '\r') clean += c;
+    result.output = clean;
+    return result;
+}
+
+}  // namespace pe_test
+
+#endif  // PRETTY_EXCEPTION_TEST_SUPPORT_H
