@@ -8,15 +8,18 @@ PYTEST     := $(VENV)/bin/python -m pytest
 RUFF       := $(VENV)/bin/ruff
 SHELL      := /bin/bash
 
-.PHONY: all setup build demo test test-c test-python lint bench clean help
+.PHONY: all setup build demo test test-c test-python lint bench clean help \
+        sanitize sanitize-ubsan sanitize-asan sanitize-tsan
 
 all: build
 
 help:
 	@echo "make demo    set up, build, record a leaky sample program with memdump and print the leak report"
-	@echo "make test    set up, build, run every test (C++ via CTest, Python via pytest, linters)"
+	@echo "make test    set up, build, run every test (C++ via CTest, Python via pytest, linters),"
+	@echo "             and the C/C++ tests again in UBSan and ASan builds"
+	@echo "make sanitize  the C/C++ tests in UBSan, ASan and TSan builds (build-ubsan, -asan, -tsan)"
 	@echo "make bench   run the benchmarks and rewrite their tables in docs/benchmarks.md"
-	@echo "make clean   remove build/ (the virtualenv .venv stays)"
+	@echo "make clean   remove build/ and the sanitizer builds (the virtualenv .venv stays)"
 
 setup:
 	@scripts/setup.sh
@@ -30,7 +33,7 @@ build: setup $(BUILD_DIR)/build.ninja
 demo: build
 	@scripts/demo.sh "$(BUILD_DIR)"
 
-test: build test-c test-python lint
+test: build test-c test-python lint sanitize-ubsan sanitize-asan
 
 test-c: build
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=ignore -j2
@@ -42,10 +45,31 @@ lint: setup
 	@$(RUFF) check --quiet gdb_ext analyzer tests scripts/*.py
 	@shellcheck scripts/*.sh scripts/memdump-analyze .ci/run
 
+# Sanitizer builds of every C/C++ target and test (DBGKIT_SANITIZER in CMakeLists.txt says what they
+# leave out), each in its own directory; any report fails the run. No suppressions are needed.
+SAN_undefined := ubsan
+SAN_address   := asan
+SAN_thread    := tsan
+SAN_ENV := UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+           ASAN_OPTIONS=halt_on_error=1:detect_leaks=1 TSAN_OPTIONS=halt_on_error=1
+
+sanitize: sanitize-ubsan sanitize-asan sanitize-tsan
+
+sanitize-ubsan: SANITIZER := undefined
+sanitize-asan:  SANITIZER := address
+sanitize-tsan:  SANITIZER := thread
+sanitize-ubsan sanitize-asan sanitize-tsan: setup
+	@echo "== $@: build-$(SAN_$(SANITIZER)) (-fsanitize=$(SANITIZER))"
+	@cmake -S . -B build-$(SAN_$(SANITIZER)) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	       -DDBGKIT_SANITIZER=$(SANITIZER) >/dev/null
+	@cmake --build build-$(SAN_$(SANITIZER)) -- --quiet
+	@$(SAN_ENV) ctest --test-dir build-$(SAN_$(SANITIZER)) --output-on-failure --no-tests=error -j2
+
 bench: build
 	@$(VENV)/bin/python scripts/bench-memdump.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-analyzer.py
 	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
+	@$(VENV)/bin/python scripts/bench-targets.py --build-dir "$(BUILD_DIR)"
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) build-ubsan build-asan build-tsan
