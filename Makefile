@@ -16,7 +16,7 @@ all: build
 help:
 	@echo "make demo    set up, build, record a leaky sample program with memdump and print the leak report"
 	@echo "make test    set up, build, run every test (C++ via CTest, Python via pytest, linters),"
-	@echo "             and the C/C++ tests again in UBSan and ASan builds"
+	@echo "             and the C/C++ tests again in UBSan, ASan and TSan builds"
 	@echo "make sanitize  the C/C++ tests in UBSan, ASan and TSan builds (build-ubsan, -asan, -tsan)"
 	@echo "make bench   run the benchmarks and rewrite their tables in docs/benchmarks.md"
 	@echo "make clean   remove build/ and the sanitizer builds (the virtualenv .venv stays)"
@@ -33,7 +33,7 @@ build: setup $(BUILD_DIR)/build.ninja
 demo: build
 	@scripts/demo.sh "$(BUILD_DIR)"
 
-test: build test-c test-python lint sanitize-ubsan sanitize-asan
+test: build test-c test-python lint sanitize
 
 test-c: build
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=ignore -j2
