@@ -1,4 +1,5 @@
 // @brief Benchmark: three threads increment their own counters in a packed or a cache-line aligned struct, on one CPU or spread.
+#include "bench_cli.hpp"
 #include "false_sharing.hpp"
 
 #include <cerrno>
@@ -41,9 +42,10 @@ struct Options {
                                                              {"spread", Affinity::spread}};
 };
 
+const dbgkit::targets::cli::Program kProgram{"false_sharing_bench", kUsage};
+
 [[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "false_sharing_bench: %s\n%s", message.c_str(), kUsage);
-    std::exit(2);
+    dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
 const char* need(const char* option, const char* value) {

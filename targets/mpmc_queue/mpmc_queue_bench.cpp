@@ -1,4 +1,5 @@
 // @brief Benchmark: W writers and R readers move W x K items through the coarse- and fine-grained MPMC queues.
+#include "bench_cli.hpp"
 #include "mpmc_queue.hpp"
 
 #include <cerrno>
@@ -37,23 +38,14 @@ struct Options {
     std::vector<std::string> variants{"coarse", "fine"};
 };
 
+const dbgkit::targets::cli::Program kProgram{"mpmc_queue_bench", kUsage};
+
 [[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "mpmc_queue_bench: %s\n%s", message.c_str(), kUsage);
-    std::exit(2);
+    dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
 std::uint64_t parse_count(const char* option, const char* text, std::uint64_t max) {
-    if (text == nullptr) {
-        usage_error(std::string(option) + " needs a value");
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || value == 0 || value > max) {
-        usage_error(std::string(option) + ": not an integer from 1 to " + std::to_string(max) +
-                    ": '" + text + "'");
-    }
-    return value;
+    return dbgkit::targets::cli::count(kProgram, option, text, 1, max);
 }
 
 Options parse(int argc, char** argv) {

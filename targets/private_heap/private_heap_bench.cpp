@@ -1,4 +1,5 @@
 // @brief Benchmark: threads allocating and freeing small blocks through malloc, a per-thread free-list heap and an arena.
+#include "bench_cli.hpp"
 #include "private_heap.hpp"
 
 #include <cerrno>
@@ -45,24 +46,15 @@ struct Options {
     std::vector<std::string> variants = kVariants;
 };
 
+const dbgkit::targets::cli::Program kProgram{"private_heap_bench", kUsage};
+
 [[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "private_heap_bench: %s\n%s", message.c_str(), kUsage);
-    std::exit(2);
+    dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
 std::uint64_t parse_count(const char* option, const char* text, std::uint64_t min,
                           std::uint64_t max) {
-    if (text == nullptr) {
-        usage_error(std::string(option) + " needs a value");
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || value < min || value > max) {
-        usage_error(std::string(option) + ": not an integer from " + std::to_string(min) + " to " +
-                    std::to_string(max) + ": '" + text + "'");
-    }
-    return value;
+    return dbgkit::targets::cli::count(kProgram, option, text, min, max);
 }
 
 Options parse(int argc, char** argv) {

@@ -1,4 +1,5 @@
 // @brief Benchmark: the slides' producer-consumer variants (spin, semaphore, bulk semaphore, condition variable, sleep polling) with batch 1 and 10.
+#include "bench_cli.hpp"
 #include "producer_consumer.hpp"
 
 #include <cerrno>
@@ -39,23 +40,14 @@ struct Options {
     std::vector<t::PcVariant> variants = t::all_pc_variants();
 };
 
+const dbgkit::targets::cli::Program kProgram{"producer_consumer_bench", kUsage};
+
 [[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "producer_consumer_bench: %s\n%s", message.c_str(), kUsage);
-    std::exit(2);
+    dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
 std::uint64_t parse_count(const char* option, const char* text, std::uint64_t max) {
-    if (text == nullptr) {
-        usage_error(std::string(option) + " needs a value");
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || value == 0 || value > max) {
-        usage_error(std::string(option) + ": not a positive integer up to " + std::to_string(max) +
-                    ": '" + text + "'");
-    }
-    return value;
+    return dbgkit::targets::cli::count(kProgram, option, text, 1, max);
 }
 
 Options parse(int argc, char** argv) {

@@ -1,4 +1,5 @@
 // @brief Benchmark: readers and writers on each reader-writer lock; shows writer starvation under RW 1.0; drives RW 1.4 into its deadlock on request.
+#include "bench_cli.hpp"
 #include "rw_locks.hpp"
 
 #include <semaphore.h>
@@ -48,23 +49,15 @@ struct Options {
     bool flawed = false;
 };
 
+const dbgkit::targets::cli::Program kProgram{"rw_locks_bench", kUsage};
+
 [[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "rw_locks_bench: %s\n%s", message.c_str(), kUsage);
-    std::exit(2);
+    dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
 unsigned parse_count(const char* option, const char* text, bool zero_ok) {
-    if (text == nullptr) {
-        usage_error(std::string(option) + " needs a value");
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long value = std::strtoul(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || (value == 0 && !zero_ok) ||
-        value > 100000) {
-        usage_error(std::string(option) + ": not a valid count: '" + text + "'");
-    }
-    return static_cast<unsigned>(value);
+    return static_cast<unsigned>(
+        dbgkit::targets::cli::count(kProgram, option, text, zero_ok ? 0 : 1, 100000));
 }
 
 Options parse(int argc, char** argv) {

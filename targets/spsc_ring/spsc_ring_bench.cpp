@@ -1,4 +1,5 @@
 // @brief Benchmark: one producer and one consumer move N values through each SPSC ring variant.
+#include "bench_cli.hpp"
 #include "spsc_ring.hpp"
 
 #include <cerrno>
@@ -38,22 +39,14 @@ struct Options {
     std::vector<std::string> variants{"locked", "seq_cst", "acq_rel"};
 };
 
+const dbgkit::targets::cli::Program kProgram{"spsc_ring_bench", kUsage};
+
 [[noreturn]] void usage_error(const std::string& message) {
-    std::fprintf(stderr, "spsc_ring_bench: %s\n%s", message.c_str(), kUsage);
-    std::exit(2);
+    dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
 std::uint64_t parse_count(const char* option, const char* text) {
-    if (text == nullptr) {
-        usage_error(std::string(option) + " needs a value");
-    }
-    char* end = nullptr;
-    errno = 0;
-    const unsigned long long value = std::strtoull(text, &end, 10);
-    if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || value == 0) {
-        usage_error(std::string(option) + ": not a positive integer: '" + text + "'");
-    }
-    return value;
+    return dbgkit::targets::cli::count(kProgram, option, text, 1, UINT64_MAX);
 }
 
 Options parse(int argc, char** argv) {
