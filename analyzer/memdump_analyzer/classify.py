@@ -14,13 +14,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import translate
 
-from .dumpfile import DumpReader, Frame
+from .dumpfile import LEAK_KINDS, DumpReader, Frame, ScanRecord
 from .replay import EndRecord, HeapError, Replay
 
 __all__ = [
     "RULES",
     "Analysis",
     "ErrorReport",
+    "KIND_NAMES",
     "Group",
     "Rule",
     "build_analysis",
@@ -264,9 +265,19 @@ def classify_stack(frames: Sequence[Frame]) -> str:
     return "runtime" if all_runtime else "leak"
 
 
+#: leak kind -> valgrind's words for it; "unknown": a block the pointer scan did not see
+KIND_NAMES: dict[str, str] = {
+    "definite": "definitely lost",
+    "indirect": "indirectly lost",
+    "possible": "possibly lost",
+    "reachable": "still reachable",
+    "unknown": "not scanned",
+}
+
+
 @dataclass
 class Group:
-    """Live blocks allocated at one (trimmed) stack."""
+    """Live blocks allocated at one (trimmed) stack, of one leak kind when the dump has a scan."""
 
     kind: str  # "leak" | "runtime"
     bytes: int
@@ -274,6 +285,9 @@ class Group:
     stack: tuple[Frame, ...]
     #: rank of its oldest live block in allocation order (ties in size are ordered by it)
     order: int = 0
+    #: "definite" | "indirect" | "possible" | "reachable" | "unknown" (allocated after the
+    #: scan); None when the dump has no pointer scan that succeeded
+    leak_kind: str | None = None
 
 
 @dataclass
@@ -326,6 +340,10 @@ class Analysis:
     reused_live: int
     execs: list[tuple[int, str]]
     signals: list[tuple[int, str]]
+    #: the pointer scan at exit, if the dump has one (its status may say it failed)
+    scan: ScanRecord | None = None
+    #: leak kind -> [bytes, blocks] of the `leak` blocks; None without a successful scan
+    leak_kinds: dict[str, list[int]] | None = None
     unknown_tags: dict[str, int] = field(default_factory=dict)
     unknown_process_events: dict[str, int] = field(default_factory=dict)
 
@@ -363,12 +381,26 @@ class Analysis:
             out.append(
                 f"only the first {len(self.errors)} of {self.error_count} heap errors are listed"
             )
+        if self.scan is not None and self.scan.status != "ok":
+            why = _SCAN_FAILURES.get(self.scan.status, self.scan.status)
+            out.append(f"the pointer scan at exit did not complete ({why}): leak kinds are unknown")
+        if self.leak_kinds is not None and self.leak_kinds["unknown"][1]:
+            out.append(
+                f"{self.leak_kinds['unknown'][1]:,} leaked block(s) were allocated after the "
+                "pointer scan: their leak kind is unknown"
+            )
         if self.reused_live:
             out.append(
                 f"{self.reused_live} allocation(s) returned a block that was still live: "
                 "some frees were not recorded"
             )
         return out
+
+
+_SCAN_FAILURES = {
+    "timeout": "it ran out of time: set memdump scan-time-limit",
+    "threads": "the registers of a thread could not be read",
+}
 
 
 class _Stacks:
@@ -389,28 +421,37 @@ class _Stacks:
 def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
     """Group the live blocks and resolve the stacks of a finished replay."""
     stacks = _Stacks(reader)
-    # live blocks by stack node, in allocation order: node -> [bytes, blocks, rank]
-    by_node: dict[int, list[int]] = {}
-    for size, node in r.live.values():
-        agg = by_node.get(node)
+    scanned = reader.scan is not None and reader.scan.status == "ok"
+    kinds = reader.kinds
+    # live blocks by stack node and leak kind, in allocation order: -> [bytes, blocks, rank]
+    by_node: dict[tuple[int, str | None], list[int]] = {}
+    for p, (size, node) in r.live.items():
+        key = (node, (kinds[p][0] if p in kinds else "unknown") if scanned else None)
+        agg = by_node.get(key)
         if agg is None:
-            by_node[node] = [size, 1, len(by_node)]
+            by_node[key] = [size, 1, len(by_node)]
         else:
             agg[0] += size
             agg[1] += 1
-    # then by trimmed stack (tuple of PCs)
-    by_stack: dict[tuple[int, ...], Group] = {}
-    for node, (nbytes, blocks, rank) in by_node.items():
+    # then by trimmed stack (tuple of PCs) and kind
+    by_stack: dict[tuple[tuple[int, ...], str | None], Group] = {}
+    for (node, leak_kind), (nbytes, blocks, rank) in by_node.items():
         frames = stacks.trimmed(abs(node))
-        key = tuple(f.pc for f in frames)
+        key = (tuple(f.pc for f in frames), leak_kind)
         group = by_stack.get(key)
         if group is None:
-            by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank)
+            by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind)
         else:
             group.bytes += nbytes
             group.blocks += blocks
     groups = sorted(by_stack.values(), key=lambda g: (-g.bytes, -g.blocks, g.order))
     leaked = [g for g in groups if g.kind == "leak"]
+    leak_kinds = None
+    if scanned:
+        leak_kinds = {k: [0, 0] for k in (*LEAK_KINDS.values(), "unknown")}
+        for g in leaked:
+            leak_kinds[g.leak_kind or "unknown"][0] += g.bytes
+            leak_kinds[g.leak_kind or "unknown"][1] += g.blocks
     runtime = [g for g in groups if g.kind == "runtime"]
     errors = [_error_report(e, stacks) for e in r.errors]
     pid_text = reader.info.get("pid", "")
@@ -446,6 +487,8 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         reused_live=r.reused_live,
         execs=list(r.execs),
         signals=list(r.signals),
+        scan=reader.scan,
+        leak_kinds=leak_kinds,
         unknown_tags=dict(reader.unknown_tags),
         unknown_process_events=dict(r.unknown_process_events),
     )

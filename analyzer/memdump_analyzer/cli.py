@@ -1,6 +1,7 @@
 """The command line: `memdump-analyze [options] DUMP`.
 
-Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked; 2 the dump
+Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked blocks of
+the `--leak-kinds` (default: all; every leaked block when the dump has no pointer scan); 2 the dump
 or the command line is bad (one line on stderr: `memdump-analyze: <problem>`).
 """
 
@@ -11,6 +12,7 @@ import os
 import sys
 
 from . import analyze
+from .classify import Analysis
 from .dumpfile import DumpError
 from .report import dumps_json, render_json, render_text
 
@@ -28,6 +30,33 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
     return value
+
+
+_ALL_KINDS = ("definite", "indirect", "possible", "reachable")
+
+
+def _kinds(text: str) -> frozenset[str]:
+    kinds: set[str] = set()
+    for word in text.split(","):
+        word = word.strip()
+        if word == "all":
+            kinds.update(_ALL_KINDS)
+        elif word in _ALL_KINDS:
+            kinds.add(word)
+        else:
+            raise argparse.ArgumentTypeError(
+                f"unknown leak kind '{word}' (definite, indirect, possible, reachable, all)"
+            )
+    return frozenset(kinds)
+
+
+def failing_blocks(analysis: Analysis, kinds: frozenset[str]) -> int:
+    """The leaked blocks that --fail-on-leak counts: those of `kinds`, and every leaked block
+    whose kind is unknown (no scan, or allocated after it)."""
+    if analysis.leak_kinds is None:
+        return analysis.leaked_blocks
+    return sum(n for kind, (_, n) in analysis.leak_kinds.items()
+               if kind in kinds or kind == "unknown")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,6 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-leak", action="store_true", help="exit with 1 when the program leaked"
     )
     parser.add_argument(
+        "--leak-kinds",
+        type=_kinds,
+        default=frozenset(_ALL_KINDS),
+        metavar="LIST",
+        help="with --fail-on-leak, the leak kinds that count, comma-separated: definite, "
+        "indirect, possible, reachable or all (all); a dump without a pointer scan counts "
+        "every leaked block",
+    )
+    parser.add_argument(
         "--max-frames", type=_positive, metavar="N", help="show at most N frames of a stack"
     )
     parser.add_argument(
@@ -68,6 +106,9 @@ def _run(args: argparse.Namespace) -> int:
     analysis = analyze(args.dump)
     for warning in analysis.warnings():
         _say(f"warning: {warning}")
+    if args.fail_on_leak and analysis.leak_kinds is None and args.leak_kinds != set(_ALL_KINDS):
+        _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
+             "whatever --leak-kinds says")
     if args.format == "json":
         text = dumps_json(
             render_json(
@@ -83,7 +124,8 @@ def _run(args: argparse.Namespace) -> int:
             top=args.top,
             color=color,
         )
-    code = EXIT_LEAK if args.fail_on_leak and analysis.leaked_blocks > 0 else EXIT_OK
+    failing = failing_blocks(analysis, args.leak_kinds)
+    code = EXIT_LEAK if args.fail_on_leak and failing > 0 else EXIT_OK
     data = text.encode("utf-8")
     if args.output is None:
         try:

@@ -26,6 +26,8 @@ __all__ = [
     "DumpError",
     "DumpReader",
     "Frame",
+    "LEAK_KINDS",
+    "ScanRecord",
     "unescape",
 ]
 
@@ -40,6 +42,16 @@ _ESCAPE = re.compile(rb"\\([\\nr])")
 _ESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
 
 _FRAME_FIELDS = "ID PC MODULE OFFSET FUNCTION FILE LINE"
+_SCAN_FIELDS = "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS"
+_R_FIELDS = "ADDR KIND [HEURISTIC]"
+
+#: the `r` record's KIND codes -> leak kinds, worst first (valgrind's order)
+LEAK_KINDS: dict[bytes, str] = {
+    b"D": "definite",
+    b"I": "indirect",
+    b"P": "possible",
+    b"R": "reachable",
+}
 _NODE_FIELDS = "ID PARENT FRAME"
 
 
@@ -68,6 +80,18 @@ class Frame:
     function: str | None
     file: str | None
     line: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class ScanRecord:
+    """The `scan` record: the pointer scan at exit, made after sequenced record `after`."""
+
+    after: int
+    status: str
+    root_bytes: int
+    block_bytes: int
+    millis: int
+    line: int
 
 
 def unescape(raw: bytes) -> str:
@@ -150,6 +174,10 @@ class DumpReader:
         self.unknown_tags: dict[str, int] = {}
         #: a final line without its newline was ignored
         self.truncated = False
+        #: the pointer scan at exit (`scan` record), if any, and the kind of each block it saw:
+        #: pointer as written -> (leak kind, heuristic or None)
+        self.scan: ScanRecord | None = None
+        self.kinds: dict[bytes, tuple[str, str | None]] = {}
         self._mark_functions = mark_functions
         self._marked_frames: set[int] = set()
         self._other = 0  # lines after the first that are not sequenced records, read so far
@@ -328,6 +356,10 @@ class DumpReader:
             self._string(line, seq)
         elif tag == b"i":
             self._info(line, seq)
+        elif tag == b"r":
+            self._kind(fl, seq)
+        elif tag == b"scan":
+            self._scan(fl, seq)
         elif line[0] != 35:  # not a '#' comment
             self._unknown(tag, seq)
         return None
@@ -376,7 +408,7 @@ class DumpReader:
             ) from None
 
     def _fields_error(self, tag: bytes, fields: str, found: int, seq: int) -> DumpError:
-        n = len(fields.split())
+        n = sum(1 for word in fields.split() if not word.startswith("["))  # [X]: optional
         return DumpError(
             self.path,
             self._here(seq),
@@ -434,6 +466,40 @@ class DumpReader:
             parent != 0 and self.node_ids[str(parent).encode()] < 0
         )
         self.node_ids[str(ident).encode()] = -ident if marked else ident
+
+    def _scan(self, fl: list[bytes], seq: int) -> None:
+        if len(fl) != 6:
+            raise self._fields_error(b"scan", _SCAN_FIELDS, len(fl) - 1, seq)
+        after = self._num(fl[1], "AFTER", seq)
+        if after != seq:
+            raise DumpError(
+                self.path,
+                self._here(seq),
+                f"scan record says it follows event {after}, but it follows event {seq}",
+            )
+        self.scan = ScanRecord(
+            after,
+            fl[2].decode("utf-8", "surrogateescape"),
+            self._num(fl[3], "ROOT_BYTES", seq),
+            self._num(fl[4], "BLOCK_BYTES", seq),
+            self._num(fl[5], "MILLIS", seq),
+            self._here(seq),
+        )
+        self.kinds.clear()
+
+    def _kind(self, fl: list[bytes], seq: int) -> None:
+        if len(fl) not in (3, 4):
+            raise self._fields_error(b"r", _R_FIELDS, len(fl) - 1, seq)
+        if self.scan is None:
+            raise DumpError(self.path, self._here(seq), "'r' record before any 'scan' record")
+        self._hexnum(fl[1], "ADDR", seq)
+        kind = LEAK_KINDS.get(fl[2])
+        if kind is None:
+            raise DumpError(
+                self.path, self._here(seq), f"unknown leak kind '{_show(fl[2])}' (D, I, P or R)"
+            )
+        heuristic = fl[3].decode("utf-8", "surrogateescape") if len(fl) > 3 else None
+        self.kinds[fl[1]] = (kind, heuristic)
 
     def _unknown(self, tag: bytes, seq: int) -> None:
         if _TAG.fullmatch(tag) is None:

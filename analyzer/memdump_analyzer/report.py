@@ -7,13 +7,13 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .classify import Analysis, ErrorReport, Group
+from .classify import KIND_NAMES, Analysis, ErrorReport, Group
 from .dumpfile import Frame
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.0"
+REPORT_VERSION = "1.1"
 
 _BOLD = "\033[1m"
 _RED = "\033[1;31m"
@@ -189,7 +189,10 @@ def render_text(
         shown, hidden = _select(groups, top)
         for i, g in enumerate(shown, 1):
             out.append("")
-            out.append(paint(code, f"{label} {i:,} of {len(groups):,}: {_size(g.bytes, g.blocks)}"))
+            title = f"{label} {i:,} of {len(groups):,}: {_size(g.bytes, g.blocks)}"
+            if g.leak_kind is not None and not live:
+                title += f", {KIND_NAMES[g.leak_kind]}"
+            out.append(paint(code, title))
             out.extend(_stack_text(g.stack, max_frames))
         if hidden:
             out.append("")
@@ -219,6 +222,8 @@ def render_text(
     if a.runtime_blocks and not show_runtime:
         runtime += " (the C/C++ runtime's own; --show-runtime lists them)"
     rows.append(("runtime", runtime))
+    if not live:
+        rows.extend(_kind_rows(a))
     calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
     rows.append(("calls", calls or "none"))
     rows.append(("allocations", _plural(a.allocations, "block")))
@@ -250,6 +255,33 @@ def render_text(
     for key, value in rows:
         out.append(f"    {key + ':':<{width}}{value}")
     return "\n".join(out) + "\n"
+
+
+def _kind_rows(a: Analysis) -> list[tuple[str, str]]:
+    """valgrind's LEAK SUMMARY lines for the leaked blocks, or why they are unknown."""
+    if a.leak_kinds is None:
+        if a.scan is None:
+            why = "no pointer scan (the program did not reach _exit while recorded)"
+        else:
+            why = "the pointer scan at exit did not complete"
+        return [("leak kinds", f"unknown: {why}")]
+    rows = []
+    for kind, (nbytes, blocks) in a.leak_kinds.items():
+        if kind != "unknown" or blocks:
+            rows.append((KIND_NAMES[kind], _size(nbytes, blocks)))
+    return rows
+
+
+def _scan_json(a: Analysis) -> dict[str, Any] | None:
+    if a.scan is None:
+        return None
+    return {
+        "status": _clean(a.scan.status),
+        "after_seq": a.scan.after,
+        "root_bytes": a.scan.root_bytes,
+        "block_bytes": a.scan.block_bytes,
+        "ms": a.scan.millis,
+    }
 
 
 # -- JSON ----------------------------------------------------------------------------------------
@@ -292,6 +324,10 @@ def render_json(
         "summary": {
             "leaked": {"bytes": a.leaked_bytes, "blocks": a.leaked_blocks},
             "runtime": {"bytes": a.runtime_bytes, "blocks": a.runtime_blocks},
+            "leak_kinds": None
+            if a.leak_kinds is None
+            else {k: {"bytes": b, "blocks": n} for k, (b, n) in a.leak_kinds.items()},
+            "scan": _scan_json(a),
             "allocations": a.allocations,
             "frees": a.frees,
             "allocated_bytes": a.allocated_bytes,
@@ -310,6 +346,7 @@ def render_json(
         "leaks": [
             {
                 "kind": g.kind,
+                "leak_kind": g.leak_kind,
                 "bytes": g.bytes,
                 "blocks": g.blocks,
                 "stack": _stack_json(g.stack, max_frames),

@@ -32,7 +32,7 @@ def test_the_spec_worked_example_is_the_fixture_byte_for_byte() -> None:
 def test_example_reads_its_tables() -> None:
     with DumpReader(str(FIXTURES / "example.memdump")) as reader:
         records = list(reader.records())
-        assert reader.version == (1, 0)
+        assert reader.version == (1, 1)
         assert reader.info["program"] == "/src/leak"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"

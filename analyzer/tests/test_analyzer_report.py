@@ -61,7 +61,7 @@ def test_json_keys() -> None:
         "errors",
         "warnings",
     }
-    assert (report["format"], report["version"]) == ("memdump-report", "1.0")
+    assert (report["format"], report["version"]) == ("memdump-report", "1.1")
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
     summary = report["summary"]
     assert set(summary) == {
@@ -76,13 +76,25 @@ def test_json_keys() -> None:
         "calls",
         "untracked_frees",
         "runtime_internal_frees",
+        "leak_kinds",
+        "scan",
     }
+    assert summary["leak_kinds"] == {
+        "definite": {"bytes": 6, "blocks": 1},
+        "indirect": {"bytes": 0, "blocks": 0},
+        "possible": {"bytes": 0, "blocks": 0},
+        "reachable": {"bytes": 24, "blocks": 1},
+        "unknown": {"bytes": 0, "blocks": 0},
+    }
+    assert summary["scan"] == {"status": "ok", "after_seq": 6, "root_bytes": 151552,
+                               "block_bytes": 1054, "ms": 3}
     assert summary["leaked"] == {"bytes": 30, "blocks": 2}
     assert summary["runtime"] == {"bytes": 1024, "blocks": 1}
     assert set(summary["peak"]) == {"bytes", "blocks", "seq", "stack"}
     assert [g["kind"] for g in report["leaks"]] == ["leak", "leak", "runtime"]
+    assert [g["leak_kind"] for g in report["leaks"]] == ["reachable", "definite", "reachable"]
     for group in report["leaks"]:
-        assert set(group) == {"kind", "bytes", "blocks", "stack"}
+        assert set(group) == {"kind", "leak_kind", "bytes", "blocks", "stack"}
         for frame in group["stack"]:
             assert set(frame) == FRAME_KEYS
             assert re.fullmatch("0x[0-9a-f]+", frame["pc"])
@@ -174,6 +186,8 @@ def test_summary_lines(tmp_path: Path) -> None:
     assert summary == (
         "    leaked:      1,500 bytes in 1 block\n"
         "    runtime:     0 bytes in 0 blocks\n"
+        "    leak kinds:  unknown: no pointer scan (the program did not reach _exit while "
+        "recorded)\n"
         "    calls:       malloc 2, free 3\n"
         "    allocations: 2 blocks\n"
         "    frees:       1 block\n"
@@ -220,7 +234,7 @@ def test_colour_only_when_asked(tmp_path: Path) -> None:
     a = analyze(str(FIXTURES / "mixed.memdump"))
     assert "\033[" not in render_text(a)
     coloured = render_text(a, color=True)
-    assert "\033[1;31mLEAK 1 of 2: 24 bytes in 1 block\033[0m" in coloured
+    assert "\033[1;31mLEAK 1 of 2: 24 bytes in 1 block, still reachable\033[0m" in coloured
 
 
 def test_bytes_that_are_not_utf8_are_escaped(tmp_path: Path) -> None:

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 import gdb
 
 from . import output
-from .core import ptrace
-from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo
+from .core import ptrace, reach
+from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, track
 from .core.elf import ElfError, ElfFile
 from .core.procmaps import ModuleMap
 from .core.unwind import Unwinder
@@ -35,6 +35,10 @@ _PROGRESS_MASK = 0xFFFF
 
 # Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
 _MIN_PC = 0x1000
+
+# The process's last call: glibc's exit() runs the atexit handlers and static destructors, then
+# _exit(); _Exit is the same function (an alias) in glibc 2.36, hooked too where it is not.
+EXIT_FUNCTIONS = ("_exit", "_Exit")
 
 # Signals after which the program cannot go on by itself; the dump notes them before the end record.
 FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
@@ -62,6 +66,18 @@ class _EntryBreakpoint(gdb.Breakpoint):
 
     def stop(self) -> bool:
         self.session.on_entry(self)
+        return False
+
+
+class _ExitBreakpoint(gdb.Breakpoint):
+    """Internal breakpoint on _exit: the last moment the process's memory can be scanned."""
+
+    def __init__(self, session: Session, address: int) -> None:
+        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
+        self.session = session
+
+    def stop(self) -> bool:
+        self.session.on_exit_call()
         return False
 
 
@@ -135,7 +151,8 @@ def _signal_name(number: int) -> str:
 class Session:
     """One recording, from `memdump` to the program's exit, `detach` or `memdump stop`."""
 
-    def __init__(self, out_path: str | None, depth: int, unwinder: str, return_sites: int) -> None:
+    def __init__(self, out_path: str | None, depth: int, unwinder: str, return_sites: int,
+                 scan_time_limit: int = 120) -> None:
         self.inferior = gdb.selected_inferior()
         self.out_path = out_path
         self.depth = depth
@@ -148,6 +165,11 @@ class Session:
         self.pending: dict[int, Pending] = {}
         self.sites = ReturnSites(self, return_sites)
         self.hooks: dict[int, _EntryBreakpoint] = {}
+        self.exit_hooks: dict[int, _ExitBreakpoint] = {}
+        #: the live blocks (address -> size) as the analyser's replay of the dump defines them
+        self.live: dict[int, int] = {}
+        self.scan_status: str | None = None
+        self.scan_time_limit = scan_time_limit
         self._scanned: set[tuple[str, int]] = set()
         self.counts: Counter[str] = Counter()
         self.started = time.monotonic()
@@ -249,10 +271,11 @@ class Session:
             )
 
     def _remove_breakpoints(self) -> None:
-        for bp in self.hooks.values():
+        for bp in (*self.hooks.values(), *self.exit_hooks.values()):
             if bp.is_valid():
                 bp.delete()
         self.hooks.clear()
+        self.exit_hooks.clear()
         self.sites.clear()
         self.pending.clear()
 
@@ -319,6 +342,7 @@ class Session:
             return
         self._remove_breakpoints()
         self._scanned.clear()
+        self.live.clear()
         self.writer.process("exec", self.inferior.progspace.filename or "?")
         if self._memfd is not None:
             os.close(self._memfd)
@@ -390,6 +414,11 @@ class Session:
                 address = module.bias + value
                 if address not in self.hooks:
                     self.hooks[address] = _EntryBreakpoint(self, address, op)
+            for name in EXIT_FUNCTIONS:
+                value = symbols.get(name)
+                if value and module.bias + value not in self.exit_hooks:
+                    address = module.bias + value
+                    self.exit_hooks[address] = _ExitBreakpoint(self, address)
 
     # -- hot path ----------------------------------------------------------------------------
     def on_entry(self, bp: _EntryBreakpoint) -> None:
@@ -412,6 +441,7 @@ class Session:
             op = bp.op
             stack = self._stack(bp.address, regs)
             if op == "free":
+                self.live.pop(regs.rdi, None)
                 self.writer.event(tid, "free", stack, None, (f"{regs.rdi:#x}",))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
@@ -439,11 +469,89 @@ class Session:
             if op == "posix_memalign":  # (void **memptr, size_t alignment, size_t size) -> int
                 rc = result & 0xFFFFFFFF
                 result = int.from_bytes(self._read(pend.args[0], 8), "little") if rc == 0 else 0
+            track(self.live, op, pend.args, result, rc)
             self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
+
+    # -- the pointer scan at exit ------------------------------------------------------------
+    def on_exit_call(self) -> None:
+        """_exit was called: atexit handlers and destructors have run, memory is intact. Scan
+        it for pointers to the live blocks (once) and write the kind of each block."""
+        try:
+            if self.state != "recording" or self.scan_status is not None or self.writer is None:
+                return
+            if gdb.selected_inferior().pid != self.pid:
+                return  # a followed child, not the process being recorded
+            if self.scan_time_limit == 0:
+                return
+            self._scan()
+        except Exception as exc:  # noqa: BLE001
+            self._hot_path_error(exc)
+
+    def _scan(self) -> None:
+        began = time.monotonic()
+        threads: list[reach.Thread] = []
+        unreadable = []
+        # The thread that called _exit stands on its first instruction: below its stack pointer
+        # lies only garbage of calls that have returned (exit's handlers), not a red zone.
+        current = gdb.selected_thread()
+        exiting = current.ptid[1] if current is not None else 0
+        for thread in self.inferior.threads():
+            tid = thread.ptid[1]
+            regs = ptrace.get_regs(tid)
+            if regs is not None:
+                threads.append(reach.Thread(tid, regs.rsp, tuple(
+                    getattr(regs, name) for name in _GENERAL_REGISTERS),
+                    red_zone=0 if tid == exiting else reach.RED_ZONE))
+                continue
+            # GDB runs a native target in non-stop mode under the hood: while a breakpoint's
+            # stop() runs, the other threads are not stopped. One blocked in a system call
+            # stays put; the kernel tells its stack pointer and argument registers.
+            blocked = _blocked_in_syscall(self.pid, tid)
+            if blocked is None:
+                unreadable.append(tid)
+            else:
+                threads.append(reach.Thread(tid, blocked[0], blocked[1]))
+        status = "ok"
+        result = None
+        if unreadable:
+            # its stack would pass for a dead thread's: better no split than a wrong one
+            status = "threads"
+            output.warn(CMD, f"pointer scan skipped: thread(s) {', '.join(map(str, unreadable))} "
+                             "still running at exit (neither stopped nor in a system call)")
+        else:
+            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="surrogateescape") as f:
+                mappings = reach.parse_maps(f.read())
+            tty = os.isatty(2)
+
+            def progress(nbytes: int, pending: int) -> None:
+                if tty and time.monotonic() - began > 2:
+                    output.progress(CMD, f"pointer scan: {nbytes / 2**20:,.0f} MiB scanned, "
+                                         f"{pending:,} blocks to go")
+
+            try:
+                result = reach.scan(self._read_some, mappings, self.live, threads,
+                                    deadline=began + self.scan_time_limit, progress=progress)
+            except reach.ScanTimeout:
+                status = "timeout"
+                output.warn(CMD, f"pointer scan stopped after {self.scan_time_limit} s "
+                                 "(set memdump scan-time-limit): leak kinds unknown")
+        self.scan_status = status
+        millis = int((time.monotonic() - began) * 1000)
+        if result is None:
+            self.writer.scan(status, 0, 0, millis)
+            return
+        heur = result.heuristics
+        self.writer.scan(status, result.root_bytes, result.block_bytes, millis,
+                         ((a, k, heur.get(a)) for a, k in result.kinds.items()))
+        self.counts["scan-ms"] = millis
+
+    def _read_some(self, address: int, size: int) -> bytes:
+        """Up to size bytes at address (fewer at the end of a mapping); OSError if unmapped."""
+        return os.pread(self._memfd, size, address)
 
     def _progress(self) -> None:
         """Every 65,536 events, when someone watches a terminal: how far and how fast."""
@@ -533,12 +641,36 @@ class Session:
             "events_per_s": round(events / elapsed, 1) if elapsed > 0 else 0.0,
             "pending_calls": len(self.pending),
             "hooks": len(self.hooks),
+            "live_blocks": len(self.live),
+            "scan": self.scan_status,
             "return_sites": len(self.sites),
             "dump_bytes": self.writer.bytes_written if self.writer else 0,
             "interned": self.writer.counts if self.writer else {},
             "counts": dict(self.counts),
             "ended": self.ended_reason or None,
         }
+
+
+# user_regs_struct fields valgrind scans as general registers (VG_(apply_to_GP_regs), amd64)
+_GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
+                      "r11", "r12", "r13", "r14", "r15")
+
+
+def _blocked_in_syscall(pid: int, tid: int) -> tuple[int, tuple[int, ...]] | None:
+    """(stack pointer, argument registers) of a thread blocked in a system call, from
+    /proc/PID/task/TID/syscall (proc(5): "NR ARG1 ... ARG6 SP PC"); None when it is running."""
+    try:
+        with open(f"/proc/{pid}/task/{tid}/syscall", encoding="ascii") as f:
+            fields = f.read().split()
+    except OSError:
+        return None
+    if len(fields) != 9 or fields[0].startswith("-"):
+        return None
+    try:
+        values = [int(v, 16) for v in fields[1:]]
+    except ValueError:
+        return None
+    return values[6], tuple(values[:6])
 
 
 def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:

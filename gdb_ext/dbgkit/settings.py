@@ -39,6 +39,12 @@ SETTINGS: tuple[Setting, ...] = (
         64,
         "Number of return-address breakpoints memdump keeps inserted to catch allocators' results.",
     ),
+    Setting(
+        "scan-time-limit",
+        gdb.PARAM_ZUINTEGER,
+        120,
+        "Seconds the pointer scan at the program's exit may take (0: no scan).",
+    ),
 )
 
 _params: dict[str, gdb.Parameter] = {}

@@ -57,6 +57,7 @@ def test_spec_worked_example_is_what_the_writer_writes(tmp_path: Path) -> None:
         w.event(4242, "malloc", w.stack((0x55555555517E, OUTER)), 0x5555555592A0, ("16",))
         w.event(4242, "malloc", w.stack((0x55555555518C, OUTER)), 0x5555555592C0, ("16",))
         w.event(4242, "free", w.stack((0x55555555519C, OUTER)), None, ("0x5555555592a0",))
+        w.scan("ok", 143360, 16, 2, [(0x5555555592C0, "definite", None)])
         w.end("exit", "0")
 
     assert _written(tmp_path, body) == _spec_example()

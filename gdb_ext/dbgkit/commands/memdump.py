@@ -121,6 +121,7 @@ def _start(args: argparse.Namespace) -> None:
         depth=int(settings.get("depth")),
         unwinder=str(settings.get("unwinder")),
         return_sites=int(settings.get("return-sites")),
+        scan_time_limit=int(settings.get("scan-time-limit")),
     )
     session.arm()
     _session = session
@@ -144,6 +145,7 @@ def _status(args: argparse.Namespace) -> None:
         f"events:       {status['events']:,} in {status['elapsed_s']:.1f} s "
         f"({status['events_per_s']:,.0f}/s)",
         f"pending:      {status['pending_calls']} allocator calls not returned yet",
+        f"live blocks:  {status['live_blocks']:,}",
         f"breakpoints:  {status['hooks']} entry points, {status['return_sites']} return sites",
         "interned:     " + ", ".join(f"{v:,} {k}" for k, v in status["interned"].items()),
     ]

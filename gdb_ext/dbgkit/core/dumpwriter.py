@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-FORMAT_LINE = "MEMDUMP 1.0\n"
+FORMAT_LINE = "MEMDUMP 1.1\n"
 
 # Entry points in the order the dump format lists them: when a C library exports two of these names
 # at one address (glibc: aligned_alloc is memalign), the event carries the first name of this table.
@@ -25,6 +25,42 @@ OPERATIONS: tuple[str, ...] = (
     "valloc",
     "pvalloc",
 )
+
+
+#: leak kinds as the `r` record writes them (docs/dump-format.md, "Pointer scan")
+KIND_CODES: dict[str, str] = {"definite": "D", "indirect": "I", "possible": "P", "reachable": "R"}
+
+
+def track(live: dict[int, int], op: str, args: tuple[int, int, int], result: int, rc: int) -> None:
+    """Apply one returned allocator call to `live` (address -> size) as the dump format defines
+    it ("Heap operations"), so that the recorder's live blocks are the analyser's replay's.
+
+    `args` are the call's first three integer arguments; `free` is `live.pop(ptr, None)` inline.
+    """
+    if op == "malloc" or op == "valloc" or op == "pvalloc":
+        if result:
+            live[result] = args[0]
+    elif op == "calloc":
+        if result:
+            live[result] = args[0] * args[1]
+    elif op == "realloc" or op == "reallocarray":
+        ptr = args[0]
+        size = args[1] if op == "realloc" else args[1] * args[2]
+        if ptr == 0:
+            if result:
+                live[result] = size
+        elif size == 0:
+            live.pop(ptr, None)
+            if result:
+                live[result] = 0
+        elif result:
+            live.pop(ptr, None)
+            live[result] = size
+    elif op == "posix_memalign":
+        if rc == 0 and result:
+            live[result] = args[2]
+    elif result:  # aligned_alloc, memalign
+        live[result] = args[1]
 
 
 @dataclass(frozen=True)
@@ -133,6 +169,25 @@ class DumpWriter:
     def process(self, what: str, detail: str) -> None:
         self.seq += 1
         self._pending.append(f"p {self.seq} {what} {escape(detail) or '-'}\n")
+        self.flush()
+
+    def scan(
+        self,
+        status: str,
+        root_bytes: int,
+        block_bytes: int,
+        millis: int,
+        kinds: Iterable[tuple[int, str, str | None]] = (),
+    ) -> None:
+        """The pointer scan at exit: its `scan` record, then one `r` record per live block
+        (address, kind, heuristic or None), all with one write."""
+        self._pending.append(f"scan {self.seq} {status} {root_bytes} {block_bytes} {millis}\n")
+        codes = KIND_CODES
+        self._pending.extend(
+            f"r {addr:#x} {codes[kind]}\n" if heur is None
+            else f"r {addr:#x} {codes[kind]} {heur}\n"
+            for addr, kind, heur in kinds
+        )
         self.flush()
 
     def end(self, reason: str, detail: str = "-") -> None:

@@ -1,0 +1,537 @@
+"""Which heap blocks are still pointed to at exit: valgrind memcheck's leak kinds, without GDB.
+
+The method is memcheck's (mc_leakcheck.c, valgrind 3.19), re-implemented from its description:
+
+1. Roots: the writable memory of the process that is not heap (`select_roots`), and every live
+   thread's general registers. Every 8-byte aligned word is a candidate pointer.
+2. Marking from the roots: a word equal to a block's start reaches it (`reachable` when the word
+   was found in a root or a reachable block, else `possible`); a word inside a block reaches it
+   as `possible`, unless one of the heuristics says it is how the program refers to such a block
+   (then like a start pointer). A block whose state goes up is scanned (again).
+3. Cliques: the blocks still unreached are taken in address order; each one is a clique leader,
+   `definite`, and every unreached block found from it (through any word into it) is `indirect`.
+
+The caller reads memory; this module only decides. Its cost is bounded by `deadline` (a
+`time.monotonic()` value, `ScanTimeout` when passed) and its memory by the read windows
+(1 MiB pieces, a 4 MiB cache of 64 KiB windows) and about 100 bytes per block (sorted
+addresses, sizes, ends, a state byte). Only the memory reads (`read`) touch the process.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "ARENA_ALIGN",
+    "DEFAULT_HEURISTICS",
+    "HEURISTICS",
+    "KINDS",
+    "RED_ZONE",
+    "Excluded",
+    "Mapping",
+    "Root",
+    "ScanResult",
+    "ScanTimeout",
+    "Thread",
+    "parse_maps",
+    "scan",
+    "select_roots",
+]
+
+#: leak kinds, from worst to best (valgrind: definitely lost ... still reachable)
+KINDS: tuple[str, ...] = ("definite", "indirect", "possible", "reachable")
+#: interior-pointer heuristics, in the order they are tried (valgrind's order)
+HEURISTICS: tuple[str, ...] = ("stdstring", "length64", "newarray", "multipleinheritance")
+#: valgrind's default, --leak-check-heuristics=all
+DEFAULT_HEURISTICS = frozenset(HEURISTICS)
+
+#: bytes below a thread's stack pointer that the x86-64 psABI lets a function use (§3.2.2)
+RED_ZONE = 128
+#: glibc's non-main arenas are heaps of HEAP_MAX_SIZE (2 * DEFAULT_MMAP_THRESHOLD_MAX = 64 MiB on
+#: 64-bit, malloc/arena.c), mapped at a multiple of their size; the part not in use yet is ---p
+ARENA_ALIGN = 64 << 20
+#: roots and big blocks are read in pieces of this size
+WINDOW = 1 << 20
+#: blocks are read through a cache of windows of 64 KiB, at most 64 of them (4 MiB)
+_SMALL_BITS = 16
+_SMALL = 1 << _SMALL_BITS
+_SMALL_CACHED = 64
+PAGE = 4096
+#: vtable check: words looked at for two function pointers (mc_leakcheck.c)
+_VTABLE_MAX_CHECK = 20
+
+_UNREACHED, _POSSIBLE, _REACHABLE, _INDIRECT = 0, 1, 2, 3
+_KIND_OF_STATE = {_UNREACHED: "definite", _POSSIBLE: "possible", _REACHABLE: "reachable",
+                  _INDIRECT: "indirect"}
+
+
+class ScanTimeout(Exception):
+    """The scan ran past its deadline; its partial result is meaningless."""
+
+
+@dataclass(frozen=True, slots=True)
+class Mapping:
+    """One line of /proc/PID/maps (proc(5))."""
+
+    start: int
+    end: int
+    perms: str
+    offset: int = 0
+    inode: int = 0
+    path: str = ""
+
+    @property
+    def readable(self) -> bool:
+        return self.perms[0] == "r"
+
+    @property
+    def writable(self) -> bool:
+        return self.perms[1] == "w"
+
+    @property
+    def executable(self) -> bool:
+        return self.perms[2] == "x"
+
+    @property
+    def reserved(self) -> bool:
+        """A PROT_NONE mapping: a guard page or reserved address space."""
+        return self.perms.startswith("---")
+
+    @property
+    def file_backed(self) -> bool:
+        return self.inode != 0 and self.path.startswith("/")
+
+
+def parse_maps(text: str) -> list[Mapping]:
+    """The mappings of a /proc/PID/maps text, in address order."""
+    out = []
+    for line in text.splitlines():
+        parts = line.split(None, 5)
+        if len(parts) < 5:
+            continue
+        lo, hi = parts[0].split("-")
+        out.append(Mapping(int(lo, 16), int(hi, 16), parts[1], int(parts[2], 16), int(parts[4]),
+                           parts[5].strip() if len(parts) > 5 else ""))
+    out.sort(key=lambda m: m.start)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Thread:
+    """A live thread at the scan: its kernel id, stack pointer and general registers."""
+
+    tid: int
+    sp: int
+    registers: tuple[int, ...] = ()
+    #: bytes below `sp` that may still hold live data: RED_ZONE for a thread stopped anywhere;
+    #: 0 for one stopped at a function's first instruction (the call that got there ended any use
+    #: of its caller's red zone; what lies below is garbage of earlier calls)
+    red_zone: int = RED_ZONE
+
+
+@dataclass(frozen=True, slots=True)
+class Root:
+    """A range of memory scanned as a root. `allocator`: the C library's own data (see scan)."""
+
+    start: int
+    end: int
+    what: str
+    allocator: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Excluded:
+    """A writable mapping that is not a root, and why: heap, arena, stale-stack, device."""
+
+    start: int
+    end: int
+    path: str
+    reason: str
+
+
+@dataclass
+class ScanResult:
+    """The kind of every block (by start address) and what the scan looked at."""
+
+    kinds: dict[int, str]
+    #: blocks found reachable only through a heuristic: address -> heuristic name
+    heuristics: dict[int, str] = field(default_factory=dict)
+    roots: list[Root] = field(default_factory=list)
+    excluded: list[Excluded] = field(default_factory=list)
+    root_bytes: int = 0
+    block_bytes: int = 0
+    skipped_bytes: int = 0
+    seconds: float = 0.0
+
+    def totals(self, sizes: dict[int, int]) -> dict[str, tuple[int, int]]:
+        """kind -> (bytes, blocks) over `sizes` (address -> size)."""
+        out = {k: (0, 0) for k in KINDS}
+        for addr, kind in self.kinds.items():
+            nbytes, blocks = out[kind]
+            out[kind] = (nbytes + sizes[addr], blocks + 1)
+        return out
+
+
+def _is_libc(path: str) -> bool:
+    base = os.path.basename(path)
+    return base.startswith("libc.so") or (base.startswith("libc-") and base.endswith(".so"))
+
+
+def select_roots(
+    mappings: Sequence[Mapping], blocks: dict[int, int], threads: Iterable[Thread]
+) -> tuple[list[Root], list[Excluded]]:
+    """The root ranges among `mappings`, and the writable mappings left out with the reason.
+
+    Left out: `[heap]`; any mapping that holds a live block (glibc's non-main arenas, large
+    blocks mmapped on their own); glibc's non-main arenas without live blocks (anonymous, at a
+    multiple of ARENA_ALIGN, followed by a `---p` reservation or ARENA_ALIGN long); stacks of
+    threads that are gone (glibc caches them: anonymous, with a `---p` guard just below, holding
+    no live thread's stack pointer; `[stack]` likewise); devices other than /dev/zero. A live
+    thread's stack is scanned from its stack pointer minus its red zone up.
+    """
+    starts = sorted(blocks)
+    below = {t.sp: t.red_zone for t in threads}
+    sps = sorted(below)
+    roots: list[Root] = []
+    excluded: list[Excluded] = []
+    maps = list(mappings)
+    for i, m in enumerate(maps):
+        if not (m.readable and m.writable):
+            continue
+        prev = maps[i - 1] if i > 0 else None
+        nxt = maps[i + 1] if i + 1 < len(maps) else None
+        anonymous = m.inode == 0 and not m.path.startswith("/")
+        k = bisect.bisect_left(sps, m.start)
+        sp = sps[k] if k < len(sps) and sps[k] < m.end else None
+        if sp is not None:
+            roots.append(Root(max(m.start, sp - below[sp]), m.end, m.path or "[thread stack]"))
+            continue
+        j = bisect.bisect_left(starts, m.start)
+        reason = None
+        if m.path == "[heap]":
+            reason = "heap"
+        elif j < len(starts) and starts[j] < m.end:
+            reason = "heap"
+        elif m.path.startswith("/dev/") and m.path != "/dev/zero":
+            reason = "device"
+        elif m.path == "[stack]":
+            reason = "stale-stack"
+        elif anonymous and m.start % ARENA_ALIGN == 0 and (
+            m.end - m.start == ARENA_ALIGN
+            or (nxt is not None and nxt.start == m.end and nxt.reserved)
+        ):
+            reason = "arena"
+        elif anonymous and prev is not None and prev.end == m.start and prev.reserved:
+            reason = "stale-stack"
+        if reason is not None:
+            excluded.append(Excluded(m.start, m.end, m.path, reason))
+            continue
+        # libc's .bss follows its last file mapping as an anonymous one
+        allocator = _is_libc(m.path) or (
+            anonymous and prev is not None and prev.end == m.start and _is_libc(prev.path)
+        )
+        roots.append(Root(m.start, m.end, m.path or "[anon]", allocator))
+    return roots, excluded
+
+
+class _Reader:
+    """Reads memory for the scan: small reads through cached windows, big ones in pieces."""
+
+    def __init__(self, read: Callable[[int, int], bytes]) -> None:
+        self._read = read
+        #: window number (address >> _SMALL_BITS) -> its bytes (short at a mapping's end)
+        self._windows: dict[int, bytes] = {}
+        self.skipped = 0
+
+    def raw(self, addr: int, size: int) -> bytes | None:
+        try:
+            data = self._read(addr, size)
+        except OSError:
+            return None
+        return data if len(data) == size else None
+
+    def get(self, addr: int, size: int) -> bytes | None:
+        """`size` bytes at `addr` or None when unreadable."""
+        key = addr >> _SMALL_BITS
+        if size <= _SMALL and (addr + size - 1) >> _SMALL_BITS == key:
+            data = self._windows.get(key)
+            if data is None:
+                try:
+                    data = self._read(key << _SMALL_BITS, _SMALL)
+                except OSError:
+                    data = b""  # the window starts before the mapping: read blocks directly
+                if len(self._windows) >= _SMALL_CACHED:
+                    del self._windows[next(iter(self._windows))]
+                self._windows[key] = data
+            off = addr - (key << _SMALL_BITS)
+            if off + size <= len(data):
+                return data[off: off + size]
+        return self.raw(addr, size)
+
+    def chunks(self, start: int, end: int) -> Iterable[tuple[int, bytes]]:
+        """(address, bytes) covering [start, end) in WINDOW pieces; unreadable pages skipped."""
+        addr = start
+        while addr < end:
+            n = min(WINDOW, end - addr)
+            data = self.raw(addr, n)
+            if data is not None:
+                yield addr, data
+            else:
+                for page in range(addr, addr + n, PAGE):
+                    size = min(PAGE - page % PAGE, addr + n - page)
+                    part = self.raw(page, size)
+                    if part is None:
+                        self.skipped += size
+                    else:
+                        yield page, part
+            addr += n
+
+
+def _words(data: bytes) -> memoryview:
+    return memoryview(data)[: len(data) & ~7].cast("Q")
+
+
+class _Scanner:
+    def __init__(
+        self,
+        read: Callable[[int, int], bytes],
+        blocks: dict[int, int],
+        mappings: Sequence[Mapping],
+        heuristics: frozenset[str],
+        deadline: float | None,
+        progress: Callable[[int, int], None] | None,
+    ) -> None:
+        self.reader = _Reader(read)
+        self.starts = sorted(blocks)
+        self.sizes = [blocks[a] for a in self.starts]
+        # a block of 0 bytes is found by a pointer to its start (mc_leakcheck.c)
+        self.ends = [a + (s or 1) for a, s in zip(self.starts, self.sizes, strict=True)]
+        n = len(self.starts)
+        self.lo = self.starts[0] if n else 0
+        self.hi = max(self.ends) if n else 0
+        self.state = bytearray(n)
+        self.pending = bytearray(n)
+        self.heuristic: dict[int, str] = {}
+        self.stack: list[int] = []
+        self.heuristics = heuristics
+        self.deadline = deadline
+        self.progress = progress
+        self.exec_maps = [(m.start, m.end) for m in mappings if m.executable and m.file_backed]
+        self.file_maps = sorted(
+            (m.start, m.end) for m in mappings if m.readable and m.file_backed
+        )
+        self._file_starts = [s for s, _ in self.file_maps]
+        self._exec_starts = sorted(s for s, _ in self.exec_maps)
+        self.exec_maps.sort()
+        self._vtables: dict[int, bool] = {}
+        self.block_bytes = 0
+        self.root_bytes = 0
+        self._scanned = 0
+        self._next_check = 0
+
+    # -- lookup ----------------------------------------------------------------------------
+    def find(self, ptr: int) -> int:
+        i = bisect.bisect_right(self.starts, ptr) - 1
+        if i >= 0 and ptr < self.ends[i]:
+            return i
+        return -1
+
+    def candidates(self, data: bytes) -> list[int]:
+        lo, hi = self.lo, self.hi
+        return [w for w in set(_words(data)) if lo <= w < hi]
+
+    def _tick(self, nbytes: int) -> None:
+        self._scanned += nbytes
+        if self._scanned >= self._next_check:
+            self._next_check = self._scanned + WINDOW * 8
+            if self.deadline is not None and time.monotonic() > self.deadline:
+                raise ScanTimeout
+            if self.progress is not None:
+                self.progress(self._scanned, len(self.stack))
+
+    # -- heuristics (mc_leakcheck.c heuristic_reachedness) ---------------------------------
+    def _word(self, addr: int) -> int | None:
+        data = self.reader.get(addr, 8)
+        return None if data is None else int.from_bytes(data, "little")
+
+    def _in(self, maps_starts: list[int], maps: list[tuple[int, int]], addr: int) -> int:
+        k = bisect.bisect_right(maps_starts, addr) - 1
+        return k if k >= 0 and addr < maps[k][1] else -1
+
+    def _is_vtable(self, addr: int) -> bool:
+        """A table in a readable file mapping whose first non-null words (two at least, among
+        the first 20) all point into executable file mappings."""
+        known = self._vtables.get(addr)
+        if known is not None:
+            return known
+        result = False
+        k = self._in(self._file_starts, self.file_maps, addr)
+        if k >= 0:
+            last = min(addr + _VTABLE_MAX_CHECK * 8, self.file_maps[k][1] - 8)
+            data = self.reader.get(addr, last - addr + 8) if last >= addr else None
+            found = 0
+            for fn in _words(data) if data is not None else ():
+                if fn == 0:
+                    continue
+                if self._in(self._exec_starts, self.exec_maps, fn) < 0:
+                    break
+                found += 1
+                if found == 2:
+                    result = True
+                    break
+        self._vtables[addr] = result
+        return result
+
+    def heuristic_for(self, ptr: int, i: int) -> str | None:
+        start, size = self.starts[i], self.sizes[i]
+        h = self.heuristics
+        if "stdstring" in h and ptr == start + 24 and size >= 16:
+            capacity = self._word(start + 8)
+            if capacity is not None and 24 + capacity + 1 == size:
+                length = self._word(start)
+                if length is not None and length <= capacity:
+                    return "stdstring"
+        if ("length64" in h or "newarray" in h) and ptr == start + 8:
+            first = self._word(start)
+            if first:
+                if "length64" in h and size - 8 == first:
+                    return "length64"
+                if "newarray" in h and (size - 8) % first == 0:
+                    return "newarray"
+        if "multipleinheritance" in h and ptr % 8 == 0 and ptr + 8 <= start + size and size >= 8:
+            inner = self._word(ptr)
+            if inner is not None and inner % 8 == 0 and inner >= PAGE:
+                first = self._word(start)
+                if (first is not None and first % 8 == 0 and first >= PAGE
+                        and self._is_vtable(inner) and self._is_vtable(first)):
+                    return "multipleinheritance"
+        return None
+
+    # -- marking ---------------------------------------------------------------------------
+    def push(self, i: int) -> None:
+        if not self.pending[i]:
+            self.pending[i] = 1
+            self.stack.append(i)
+
+    def _is_header_after(self, ptr: int, i: int) -> bool:
+        """True when ptr is the glibc chunk header that follows block i (main_arena.top, bins):
+        the next chunk starts chunksize bytes after block i's own header, 16 bytes before it."""
+        size_field = self._word(self.starts[i] - 8)
+        return size_field is not None and ptr == self.starts[i] - 16 + (size_field & ~7)
+
+    def mark(self, ptr: int, prior_definite: bool, allocator: bool = False) -> None:
+        """A word found from the roots or a marked block (mc_leakcheck.c, without clique)."""
+        i = self.find(ptr)
+        if i < 0:
+            return
+        state = self.state[i]
+        start = self.starts[i]
+        if state == _REACHABLE:
+            if ptr == start:
+                self.heuristic.pop(i, None)
+            return
+        if ptr == start:
+            via_start = True
+        else:
+            if allocator and self._is_header_after(ptr, i):
+                return
+            name = self.heuristic_for(ptr, i) if self.heuristics else None
+            via_start = name is not None
+            if name is not None and prior_definite:
+                self.heuristic[i] = name
+        if via_start and prior_definite:
+            self.state[i] = _REACHABLE
+            self.push(i)
+        elif state == _UNREACHED:
+            self.state[i] = _POSSIBLE
+            self.push(i)
+
+    def block_words(self, i: int) -> list[int]:
+        start, size = self.starts[i], self.sizes[i]
+        first = (start + 7) & ~7
+        end = (start + size) & ~7
+        if end <= first:
+            return []
+        out: list[int] = []
+        if end - first <= _SMALL:
+            out.extend(self.candidates(self.reader.get(first, end - first) or b""))
+        else:
+            for _, data in self.reader.chunks(first, end):
+                out.extend(self.candidates(data))
+        self.block_bytes += end - first
+        self._tick(end - first)
+        return out
+
+    def process(self, clique: int) -> None:
+        stack, state, pending = self.stack, self.state, self.pending
+        while stack:
+            top = stack.pop()
+            pending[top] = 0
+            if clique < 0:
+                definite = state[top] != _POSSIBLE
+                for w in self.block_words(top):
+                    self.mark(w, definite)
+            else:
+                for w in self.block_words(top):
+                    j = self.find(w)
+                    if j >= 0 and j != clique and state[j] == _UNREACHED:
+                        state[j] = _INDIRECT
+                        self.push(j)
+
+    def run(self, roots: Sequence[Root], threads: Iterable[Thread]) -> None:
+        for root in roots:
+            first = (root.start + 7) & ~7
+            for _, data in self.reader.chunks(first, root.end & ~7):
+                self.root_bytes += len(data)
+                self._tick(len(data))
+                for w in self.candidates(data):
+                    self.mark(w, True, root.allocator)
+        for thread in threads:
+            for value in thread.registers:
+                if self.lo <= value < self.hi:
+                    self.mark(value, True)
+        self.process(-1)
+        for i in range(len(self.starts)):
+            if self.state[i] == _UNREACHED:
+                self.push(i)
+                self.process(i)
+
+
+def scan(
+    read: Callable[[int, int], bytes],
+    mappings: Sequence[Mapping],
+    blocks: dict[int, int],
+    threads: Sequence[Thread],
+    *,
+    heuristics: frozenset[str] = DEFAULT_HEURISTICS,
+    deadline: float | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> ScanResult:
+    """Classify every live block (`blocks`: address -> size) like valgrind memcheck.
+
+    `read(addr, size)` returns process memory (raising OSError, or short, where unreadable);
+    `mappings` are the process's /proc/PID/maps; `threads` the live threads. Raises
+    ScanTimeout once `deadline` (time.monotonic()) has passed. `progress(bytes, pending)` is
+    called every 8 MiB scanned.
+    """
+    began = time.monotonic()
+    roots, excluded = select_roots(mappings, blocks, threads)
+    s = _Scanner(read, blocks, mappings, heuristics, deadline, progress)
+    if blocks:
+        s.run(roots, threads)
+    kinds = {a: _KIND_OF_STATE[s.state[i]] for i, a in enumerate(s.starts)}
+    return ScanResult(
+        kinds=kinds,
+        heuristics={s.starts[i]: h for i, h in s.heuristic.items()
+                    if s.state[i] == _REACHABLE},
+        roots=roots,
+        excluded=excluded,
+        root_bytes=s.root_bytes,
+        block_bytes=s.block_bytes,
+        skipped_bytes=s.reader.skipped,
+        seconds=time.monotonic() - began,
+    )
