@@ -18,9 +18,10 @@ requirements="${root_dir}/requirements-dev.txt"
 #   python3 python3-venv   the analyser and the test virtualenv (GDB embeds /usr/bin/python3)
 #   (shellcheck)  lints the shell scripts in `make test`
 #   valgrind      reference answers in the benchmarks and cross-checks
+#   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
 #   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test
 packages=(gdb libc6-dbg gcc g++ make cmake ninja-build libgtest-dev python3 python3-venv shellcheck
-          valgrind clang libdw-dev pkgconf)
+          valgrind strace clang libdw-dev pkgconf)
 
 usage() {
     cat <<EOF
