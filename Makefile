@@ -70,6 +70,7 @@ bench: build
 	@$(VENV)/bin/python scripts/bench-analyzer.py
 	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-targets.py --build-dir "$(BUILD_DIR)"
+	@$(VENV)/bin/python scripts/bench-servers.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-shmemq.py --build-dir "$(BUILD_DIR)"
 
 clean:

@@ -12,6 +12,7 @@ import functools
 import json
 import os
 import re
+import selectors
 import signal
 import subprocess
 import time
@@ -332,3 +333,21 @@ def base_name(function: str | None) -> str:
 
 def all_paths(items: Iterable[str]) -> list[str]:
     return [os.path.basename(i) for i in items]
+
+
+def read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
+    """One line of PROC's stdout, read a byte at a time (unbuffered: nothing is read ahead, so
+    later lines stay for the next call or communicate()), within TIMEOUT seconds."""
+    assert proc.stdout is not None
+    fd = proc.stdout.fileno()
+    deadline = time.monotonic() + timeout
+    data = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(fd, selectors.EVENT_READ)
+        while not data.endswith(b"\n"):
+            left = deadline - time.monotonic()
+            assert left > 0 and selector.select(left), f"no whole line within {timeout} s: {data!r}"
+            byte = os.read(fd, 1)
+            assert byte, f"end of output after {data!r}"
+            data += byte
+    return data.decode().rstrip("\n")
