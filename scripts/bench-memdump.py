@@ -76,10 +76,16 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
 
-    program = Path(args.build_dir) / "targets" / "alloc_churn" / "alloc_churn"
+    # absolute: the runs below happen in a scratch directory
+    program = Path(args.build_dir).resolve() / "targets" / "alloc_churn" / "alloc_churn"
     if not program.exists():
         sys.exit(f"bench-memdump: {program} is not built (run make build)")
-    sizes = [int(s) for s in args.sizes.split(",")]
+    try:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    except ValueError:
+        parser.error(f"--sizes: not a comma-separated list of integers: {args.sizes!r}")
+    if args.runs < 1 or any(n < 1 for n in sizes):
+        parser.error("--runs and every --sizes entry must be at least 1")
     work = Path(tempfile.mkdtemp(prefix="bench-memdump-"))
     try:
         hits_file = work / "hits"
