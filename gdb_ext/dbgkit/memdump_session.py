@@ -375,6 +375,11 @@ class Session:
         if event.stop_signal in FATAL_SIGNALS:
             self._write_interrupted()
             self.writer.process("signal", event.stop_signal)
+            # A signal the program does not catch ends it when it goes on: this stop is the last
+            # moment its memory can be scanned (valgrind reports leak kinds for such deaths too).
+            # One it catches may be survived, and the scan waits for _exit.
+            if self.inferior.pid == self.pid and not _caught(self.pid, event.stop_signal):
+                self._scan_once(at_function_entry=False)
 
     def _write_interrupted(self) -> None:
         """Allocator calls a fatal signal caught inside (glibc aborts in realloc on a bad pointer)
@@ -481,24 +486,29 @@ class Session:
         """_exit was called: atexit handlers and destructors have run, memory is intact. Scan
         it for pointers to the live blocks (once) and write the kind of each block."""
         try:
-            if self.state != "recording" or self.scan_status is not None or self.writer is None:
-                return
             if gdb.selected_inferior().pid != self.pid:
                 return  # a followed child, not the process being recorded
-            if self.scan_time_limit == 0:
-                return
-            self._scan()
+            self._scan_once(at_function_entry=True)
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
-    def _scan(self) -> None:
+    def _scan_once(self, at_function_entry: bool) -> None:
+        """The pointer scan, unless it already ran, is turned off, or nothing is recorded."""
+        if self.state != "recording" or self.scan_status is not None or self.writer is None:
+            return
+        if self.scan_time_limit == 0:
+            return
+        self._scan(at_function_entry)
+
+    def _scan(self, at_function_entry: bool) -> None:
+        """AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
         began = time.monotonic()
         threads: list[reach.Thread] = []
         unreadable = []
         # The thread that called _exit stands on its first instruction: below its stack pointer
         # lies only garbage of calls that have returned (exit's handlers), not a red zone.
         current = gdb.selected_thread()
-        exiting = current.ptid[1] if current is not None else 0
+        exiting = current.ptid[1] if current is not None and at_function_entry else 0
         for thread in self.inferior.threads():
             tid = thread.ptid[1]
             regs = ptrace.get_regs(tid)
@@ -654,6 +664,22 @@ class Session:
 # user_regs_struct fields valgrind scans as general registers (VG_(apply_to_GP_regs), amd64)
 _GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
                       "r11", "r12", "r13", "r14", "r15")
+
+
+def _caught(pid: int, signame: str) -> bool:
+    """Whether process PID has a handler for SIGNAME, or ignores it (proc(5): SigCgt, SigIgn)."""
+    number = getattr(signal, signame, None)
+    if number is None:
+        return False
+    masks = 0
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith(("SigCgt:", "SigIgn:")):
+                    masks |= int(line.split()[1], 16)
+    except (OSError, ValueError):
+        return True  # unknown: do not scan early, _exit may still come
+    return bool(masks >> (int(number) - 1) & 1)
 
 
 def _blocked_in_syscall(pid: int, tid: int) -> tuple[int, tuple[int, ...]] | None:

@@ -137,3 +137,25 @@ def test_a_direct_exit_call_is_scanned(dump: Path) -> None:
     kinds = report.summary["leak_kinds"]
     assert {k: (kinds[k]["bytes"], kinds[k]["blocks"]) for k in KINDS} == {
         "definite": (0, 0), "indirect": (0, 0), "possible": (0, 0), "reachable": (48, 1)}
+
+
+@pytest.mark.parametrize(("name", "site", "size"), [("crash_segv", "before-crash", 64),
+                                                    ("crash_abort", "before-abort", 56)])
+def test_a_fatal_signal_is_scanned(name: str, site: str, size: int, dump: Path) -> None:
+    """A signal the program does not catch stops it for good: the scan happens at that stop.
+    main's frame still holds the block, so it is still reachable, as valgrind 3.19 says too."""
+    record(name, dump=dump, after=["continue"])
+    report = analyze(dump)
+    assert report.end["reason"] == "killed"
+    assert report.summary["scan"]["status"] == "ok"
+    assert kind_sites(report) == {(marker(f"{name}.c", site), "reachable"): (size, 1)}
+
+
+def test_a_caught_signal_waits_for_exit(dump: Path) -> None:
+    """crash_handled catches its SIGSEGV, allocates in the handler and _exits: the scan waits for
+    _exit, so the handler's block is scanned (reachable through a global) and not 'not scanned'."""
+    record("crash_handled", dump=dump, after=["continue"])
+    report = analyze(dump)
+    assert report.end["reason"] == "exit" and str(report.end["detail"]) == "3"
+    assert report.summary["scan"]["status"] == "ok"
+    assert kind_sites(report) == {(marker("crash_handled.c", "in-handler"), "reachable"): (40, 1)}

@@ -97,6 +97,8 @@ CASES = {
     "leak_new": [],
     "leak_new_forms": [],
     "leak_threads": [],
+    "crash_segv": [],
+    "crash_abort": [],
     "no_leak": [],
     "no_leak_cpp": [],
     "memdump_demo": [],
