@@ -633,6 +633,8 @@ class Session:
             pass
         if function is None:
             function = _minimal_symbol(look)
+            if function is not None and function.startswith("_Z"):
+                function = _demangle(function)
         if function is not None and function.startswith("__GI_"):
             # glibc's hidden internal alias (include/libc-symbols.h): name the public function.
             function = function[5:]
@@ -741,6 +743,16 @@ def _minimal_symbol(pc: int) -> str | None:
     if plus > 0 and name[plus + 1 :].isdigit():
         name = name[:plus]
     return name or None
+
+
+def _demangle(name: str) -> str:
+    """A C++ symbol's name as GDB prints it for code with debug information; NAME if GDB cannot.
+    (Minimal symbols come mangled: `print asm-demangle` is off by default, and it is the user's.)"""
+    try:
+        text = gdb.execute(f"demangle -l c++ -- {name}", to_string=True).strip()
+    except gdb.error:
+        return name
+    return text if text and "\n" not in text else name
 
 
 def _exe_of(pid: int) -> str:

@@ -117,6 +117,24 @@ def test_every_form_of_new_is_the_users_line(dump: Path) -> None:
     assert "aligned_alloc" in {e[3] for e in read_dump(dump).events}
 
 
+def test_cpp_names_without_debug_info_are_demangled(dump: Path) -> None:
+    """libstdc++ has no debug information here: its frames are named from the ELF symbol tables,
+    demangled the way GDB prints functions that have debug information."""
+    record("leak_new_forms", dump=dump)
+    strings = {}
+    names = set()
+    for line in dump.read_text().splitlines():
+        if line.startswith("s "):
+            _, sid, text = line.split(" ", 2)
+            strings[sid] = text
+        elif line.startswith("f ") and "libstdc++" in strings[line.split()[3]]:
+            names.add(strings.get(line.split()[5], ""))
+    assert {"operator new(unsigned long, std::align_val_t)",
+            "operator new(unsigned long, std::nothrow_t const&)",
+            "operator new[](unsigned long, std::nothrow_t const&)"} <= names, names
+    assert not [n for n in names if n.startswith("_Z")], names
+
+
 def test_new_and_new_array_site_is_the_users_line(dump: Path) -> None:
     record("leak_new", dump=dump)
     report = analyze(dump)
