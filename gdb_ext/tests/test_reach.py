@@ -276,12 +276,13 @@ def test_glibc_arena_and_mmapped_blocks_are_not_roots() -> None:
     a = m.alloc(16)
     big = big_map.start + 16
     m.blocks[big] = 0x30000
+    m.put(big_map.start, 0, 0x40000 | 2)  # glibc's header: prev_size 0, size | IS_MMAPPED
     m.put(arena + 0x800, a)  # a freed chunk of the arena still holds a
-    m.put(big_map.start, a)  # the mmapped chunk's header page: not a root either
+    m.put(big_map.start + 0x38000, a)  # in the mmapped chunk, past the block: not a root either
     res = scan(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000)])
     assert res.kinds == {a: "definite", big: "definite"}
     assert {(e.start, e.reason) for e in res.excluded} == {
-        (arena, "arena"), (big_map.start, "heap"), (HEAP, "heap")}
+        (arena, "arena"), (big_map.start, "mmapped-block"), (HEAP, "heap")}
     # the mmapped block holds a: a is indirect once big is found from a global
     m.put(big + 8, a)
     m.put(DATA, big)
@@ -362,3 +363,35 @@ def test_parse_maps_and_select_roots() -> None:
         (0x555555558000, False), (0x7FFFF7F90000, True), (0x7FFFF7F92000, True),
         (0x7FFFFFFFE000 - 128, False)]
     assert [e.reason for e in excluded] == ["heap"]
+
+
+def test_memory_merged_with_a_large_blocks_mmap_is_still_a_root() -> None:
+    """The kernel merges a large block's mmap with anonymous neighbours (another allocator's
+    arenas: CPython's pymalloc): the mapping is scanned, all but the block's own region."""
+    m = Memory()
+    merged = m.map(0x7FFF_F200_0000, 0x100000, "rw-p")
+    chunk = merged.start + 0x40000  # the large block's mmap, page-aligned inside the mapping
+    big = chunk + 16
+    m.blocks[big] = 0x1F000
+    m.put(chunk, 0, 0x20000 | 2)
+    a, b = m.alloc(16), m.alloc(16)
+    m.put(merged.start + 0x100, a)  # pymalloc's object before the big block holds a
+    m.put(chunk + 0x1F018, b)  # in the chunk, past the block's bytes: not a root
+    res = scan(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000)])
+    assert res.kinds == {a: "reachable", b: "definite", big: "definite"}
+    assert [(r.start, r.end) for r in res.roots if r.start >= merged.start
+            and r.end <= merged.end] == [(merged.start, chunk), (chunk + 0x20000, merged.end)]
+
+
+def test_a_mapping_with_an_arena_block_is_left_out_whole() -> None:
+    """A block without IS_MMAPPED lives in an arena: the mapping is heap, freed chunks and all."""
+    m = Memory()
+    odd = m.map(0x7FFF_F300_0000, 0x20000, "rw-p")
+    blk = odd.start + 0x1010
+    m.blocks[blk] = 32
+    m.put(blk - 8, 48 | 1)
+    a = m.alloc(16)
+    m.put(odd.start + 0x8000, a)
+    res = scan(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000)])
+    assert res.kinds[a] == "definite"
+    assert (odd.start, "heap") in {(e.start, e.reason) for e in res.excluded}

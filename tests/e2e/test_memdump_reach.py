@@ -25,6 +25,8 @@ CASES: dict[str, tuple[str, dict[tuple[str, str], tuple[int, int]]]] = {
     "thread-stack": ("reach_kinds", {("thread-stack", "reachable"): (300, 1)}),
     "thread-exited": ("reach_kinds", {("thread-exited", "definite"): (310, 1)}),
     "register": ("reach_kinds", {("register", "reachable"): (400, 1)}),
+    "mmap-neighbour": ("reach_kinds", {("mmapped-big", "reachable"): (262144, 1),
+                                       ("in-mmap", "reachable"): (24, 1)}),
     "newarray": ("reach_cpp", {("newarray", "reachable"): (56, 1)}),
     "multipleinheritance": ("reach_cpp", {("multipleinheritance", "reachable"): (40, 1)}),
 }

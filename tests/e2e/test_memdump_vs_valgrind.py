@@ -165,6 +165,7 @@ REACH_CASES = {
     "thread-stack": ("reach_kinds", True),
     "thread-exited": ("reach_kinds", False),
     "register": ("reach_kinds", True),
+    "mmap-neighbour": ("reach_kinds", False),
     "newarray": ("reach_cpp", False),
     "multipleinheritance": ("reach_cpp", False),
 }

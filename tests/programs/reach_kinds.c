@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -59,6 +60,29 @@ __attribute__((noinline)) static void case_length64(void) {
     unsigned long *block = malloc(8 + 120);  // LEAK: length64
     block[0] = 120;
     length64_data = block + 1;
+}
+
+/* A large block gets an mmap of its own from glibc; an anonymous mapping the program makes right
+ * below it (as CPython's pymalloc does for its arenas) merges with it into one kernel mapping. The
+ * program's mapping is a root, the large block's region is not: the small block is reachable
+ * through the mapping only. */
+static void *big_block;
+
+__attribute__((noinline)) static int case_mmap_neighbour(void) {
+    big_block = malloc(256 * 1024);  // LEAK: mmapped-big
+    char *chunk = (char *)big_block - 16;
+    size_t size = 64 * 1024;
+    void **area = mmap(chunk - size, size, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+    if (area == MAP_FAILED) {  /* under valgrind, whose heap is elsewhere: anywhere will do */
+        area = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    }
+    if (area == MAP_FAILED) {
+        perror("reach_kinds: mmap");
+        return 1;
+    }
+    area[100] = malloc(24);  // LEAK: in-mmap
+    return 0;
 }
 
 static void *stack_holder(void *arg) {
@@ -149,9 +173,13 @@ int main(int argc, char **argv) {
         start(exited_holder, 0);
     } else if (strcmp(which, "register") == 0) {
         start(register_holder, 1);
+    } else if (strcmp(which, "mmap-neighbour") == 0) {
+        if (case_mmap_neighbour() != 0) {
+            return 1;
+        }
     } else {
         fprintf(stderr, "usage: reach_kinds global|list|interior|cycle|length64|thread-stack|"
-                        "thread-exited|register\n");
+                        "thread-exited|register|mmap-neighbour\n");
         return 2;
     }
     scrub();

@@ -181,14 +181,42 @@ def _is_libc(path: str) -> bool:
     return base.startswith("libc.so") or (base.startswith("libc-") and base.endswith(".so"))
 
 
+def mmapped_region(read: Callable[[int, int], bytes], block: int) -> tuple[int, int] | None:
+    """[start, end) of the mmap glibc made for BLOCK alone (a large block), from its chunk header;
+    None when the block lives in an arena. glibc (malloc/malloc.c): the chunk is 16 bytes before
+    the block, its size word has IS_MMAPPED (2) set, and its prev_size word is the chunk's offset
+    in the mapping (for aligned allocations); munmap_chunk unmaps [chunk - prev_size, chunk + size).
+    """
+    try:
+        header = read(block - 16, 16)
+    except OSError:
+        return None
+    if len(header) != 16:
+        return None
+    prev_size = int.from_bytes(header[:8], "little")
+    size_word = int.from_bytes(header[8:], "little")
+    if not size_word & 2:
+        return None
+    chunk = block - 16
+    start, end = chunk - prev_size, chunk + (size_word & ~7)
+    if start % PAGE or (end - start) % PAGE or end <= block:
+        return None
+    return start, end
+
+
 def select_roots(
-    mappings: Sequence[Mapping], blocks: dict[int, int], threads: Iterable[Thread]
+    mappings: Sequence[Mapping],
+    blocks: dict[int, int],
+    threads: Iterable[Thread],
+    read: Callable[[int, int], bytes] | None = None,
 ) -> tuple[list[Root], list[Excluded]]:
     """The root ranges among `mappings`, and the writable mappings left out with the reason.
 
-    Left out: `[heap]`; any mapping that holds a live block (glibc's non-main arenas, large
-    blocks mmapped on their own); glibc's non-main arenas without live blocks (anonymous, at a
-    multiple of ARENA_ALIGN, followed by a `---p` reservation or ARENA_ALIGN long); stacks of
+    Left out: `[heap]`; any mapping that holds a block of an arena (glibc's non-main arenas); a
+    large block's own mmap (the kernel merges it with anonymous neighbours, such as the arenas of
+    another allocator, which stay roots: the mapping is scanned around it; known only with READ,
+    else the whole mapping is left out); glibc's non-main arenas without live blocks (anonymous,
+    at a multiple of ARENA_ALIGN, followed by a `---p` reservation or ARENA_ALIGN long); stacks of
     threads that are gone (glibc caches them: anonymous, with a `---p` guard just below, holding
     no live thread's stack pointer; `[stack]` likewise); devices other than /dev/zero. A live
     thread's stack is scanned from its stack pointer minus its red zone up.
@@ -215,7 +243,19 @@ def select_roots(
         if m.path == "[heap]":
             reason = "heap"
         elif j < len(starts) and starts[j] < m.end:
-            reason = "heap"
+            holes = _mmapped_holes(read, starts, j, m) if read is not None else None
+            if holes is None:
+                reason = "heap"
+            else:
+                at = m.start
+                for lo, hi in holes:
+                    if at < lo:
+                        roots.append(Root(at, lo, m.path or "[anon]"))
+                    at = max(at, hi)
+                if at < m.end:
+                    roots.append(Root(at, m.end, m.path or "[anon]"))
+                excluded.extend(Excluded(lo, hi, m.path, "mmapped-block") for lo, hi in holes)
+                continue
         elif m.path.startswith("/dev/") and m.path != "/dev/zero":
             reason = "device"
         elif m.path == "[stack]":
@@ -236,6 +276,21 @@ def select_roots(
         )
         roots.append(Root(m.start, m.end, m.path or "[anon]", allocator))
     return roots, excluded
+
+
+def _mmapped_holes(
+    read: Callable[[int, int], bytes], starts: list[int], j: int, m: Mapping
+) -> list[tuple[int, int]] | None:
+    """The mmapped regions of the live blocks in M (from starts[j] on), in order; None when one of
+    them lives in an arena (M is then an arena heap) or its region leaves M."""
+    holes = []
+    while j < len(starts) and starts[j] < m.end:
+        region = mmapped_region(read, starts[j])
+        if region is None or region[0] < m.start or region[1] > m.end:
+            return None
+        holes.append(region)
+        j += 1
+    return holes
 
 
 class _Reader:
@@ -519,7 +574,7 @@ def scan(
     called every 8 MiB scanned.
     """
     began = time.monotonic()
-    roots, excluded = select_roots(mappings, blocks, threads)
+    roots, excluded = select_roots(mappings, blocks, threads, read)
     s = _Scanner(read, blocks, mappings, heuristics, deadline, progress)
     if blocks:
         s.run(roots, threads)
