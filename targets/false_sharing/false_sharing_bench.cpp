@@ -48,43 +48,21 @@ const dbgkit::targets::cli::Program kProgram{"false_sharing_bench", kUsage};
     dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
-const char* need(const char* option, const char* value) {
-    if (value == nullptr) {
-        usage_error(std::string(option) + " needs a value");
-    }
-    return value;
-}
-
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--iterations") {
-            const char* text = need("--iterations", value);
-            char* end = nullptr;
-            errno = 0;
-            const unsigned long long n = std::strtoull(text, &end, 10);
-            if (errno != 0 || end == text || *end != '\0' || text[0] == '-' || n == 0 ||
-                n > UINT32_MAX) {
-                usage_error(std::string("--iterations: not an integer from 1 to 4294967295: '") +
-                            text + "'");
-            }
-            opt.iterations = static_cast<std::uint32_t>(n);
-            ++i;
-        } else if (arg == "--layout") {
-            const std::string v = need("--layout", value);
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--iterations")) {
+            opt.iterations = static_cast<std::uint32_t>(args.count(1, UINT32_MAX));
+        } else if (args.is("--layout")) {
+            const std::string v = args.value();
             if (v == "packed" || v == "aligned") {
                 opt.layouts = {v};
             } else if (v != "all") {
                 usage_error("unknown layout '" + v + "'");
             }
-            ++i;
-        } else if (arg == "--affinity") {
-            const std::string v = need("--affinity", value);
+        } else if (args.is("--affinity")) {
+            const std::string v = args.value();
             if (v == "none") {
                 opt.affinities = {{v, Affinity::none}};
             } else if (v == "same") {
@@ -94,9 +72,8 @@ Options parse(int argc, char** argv) {
             } else if (v != "all") {
                 usage_error("unknown affinity '" + v + "'");
             }
-            ++i;
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

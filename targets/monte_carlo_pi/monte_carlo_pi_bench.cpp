@@ -47,29 +47,18 @@ const dbgkit::targets::cli::Program kProgram{"monte_carlo_pi_bench", kUsage};
     dbgkit::targets::cli::usage_error(kProgram, message);
 }
 
-std::uint64_t parse_count(const char* option, const char* text, std::uint64_t max) {
-    return dbgkit::targets::cli::count(kProgram, option, text, 1, max);
-}
-
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--threads") {
-            opt.config.threads = static_cast<unsigned>(parse_count("--threads", value, 4096));
-            ++i;
-        } else if (arg == "--points") {
-            opt.config.points_per_thread = parse_count("--points", value, 1000000000000ULL);
-            ++i;
-        } else if (arg == "--seed") {
-            opt.config.seed = parse_count("--seed", value, ~0ULL >> 16);
-            ++i;
-        } else if (arg == "--affinity") {
-            const std::string v = value != nullptr ? value : "";
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--threads")) {
+            opt.config.threads = static_cast<unsigned>(args.count(1, 4096));
+        } else if (args.is("--points")) {
+            opt.config.points_per_thread = args.count(1, 1000000000000ULL);
+        } else if (args.is("--seed")) {
+            opt.config.seed = args.count(1, ~0ULL >> 16);
+        } else if (args.is("--affinity")) {
+            const std::string v = args.value();
             if (v == "off") {
                 opt.affinity = {false};
             } else if (v == "on") {
@@ -79,25 +68,11 @@ Options parse(int argc, char** argv) {
             } else {
                 usage_error("--affinity: expected off, on or both, not '" + v + "'");
             }
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            bool found = v == "all";
-            for (t::PiSync s : t::all_pi_syncs()) {
-                if (v == t::pi_sync_name(s)) {
-                    opt.variants = {s};
-                    found = true;
-                }
-            }
-            if (!found) {
-                usage_error("unknown variant '" + v + "'");
-            }
-            ++i;
+        } else if (args.is("--variant")) {
+            args.variant(t::all_pi_syncs(), opt.variants,
+                         [](t::PiSync s) { return std::string(t::pi_sync_name(s)); });
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

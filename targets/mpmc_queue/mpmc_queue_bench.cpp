@@ -40,45 +40,21 @@ struct Options {
 
 const dbgkit::targets::cli::Program kProgram{"mpmc_queue_bench", kUsage};
 
-[[noreturn]] void usage_error(const std::string& message) {
-    dbgkit::targets::cli::usage_error(kProgram, message);
-}
-
-std::uint64_t parse_count(const char* option, const char* text, std::uint64_t max) {
-    return dbgkit::targets::cli::count(kProgram, option, text, 1, max);
-}
-
 Options parse(int argc, char** argv) {
     constexpr std::uint64_t kMaxThreads = 1000;
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--writers") {
-            opt.writers = parse_count("--writers", value, kMaxThreads);
-            ++i;
-        } else if (arg == "--readers") {
-            opt.readers = parse_count("--readers", value, kMaxThreads);
-            ++i;
-        } else if (arg == "--items") {
-            opt.items = parse_count("--items", value, std::uint64_t{1} << 32);
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            if (v == "coarse" || v == "fine") {
-                opt.variants = {v};
-            } else if (v != "all") {
-                usage_error("unknown variant '" + v + "'");
-            }
-            ++i;
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--writers")) {
+            opt.writers = args.count(1, kMaxThreads);
+        } else if (args.is("--readers")) {
+            opt.readers = args.count(1, kMaxThreads);
+        } else if (args.is("--items")) {
+            opt.items = args.count(1, std::uint64_t{1} << 32);
+        } else if (args.is("--variant")) {
+            args.variant(std::vector<std::string>{"coarse", "fine"}, opt.variants);
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

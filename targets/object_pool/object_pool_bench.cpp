@@ -52,53 +52,23 @@ struct Options {
 
 const dbgkit::targets::cli::Program kProgram{"object_pool_bench", kUsage};
 
-[[noreturn]] void usage_error(const std::string& message) {
-    dbgkit::targets::cli::usage_error(kProgram, message);
-}
-
-std::uint64_t parse_count(const char* option, const char* text, std::uint64_t min,
-                          std::uint64_t max) {
-    return dbgkit::targets::cli::count(kProgram, option, text, min, max);
-}
-
 Options parse(int argc, char** argv) {
     constexpr std::uint64_t kMaxThreads = 1000;
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--producers") {
-            opt.producers = parse_count("--producers", value, 1, kMaxThreads);
-            ++i;
-        } else if (arg == "--consumers") {
-            opt.consumers = parse_count("--consumers", value, 1, kMaxThreads);
-            ++i;
-        } else if (arg == "--items") {
-            opt.items = parse_count("--items", value, 1, std::uint64_t{1} << 32);
-            ++i;
-        } else if (arg == "--item-bytes") {
-            opt.item_bytes = parse_count("--item-bytes", value, 16, std::uint64_t{1} << 24);
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            bool known = false;
-            for (const std::string& k : kVariants) {
-                known = known || k == v;
-            }
-            if (known) {
-                opt.variants = {v};
-            } else if (v != "all") {
-                usage_error("unknown variant '" + v + "'");
-            }
-            ++i;
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--producers")) {
+            opt.producers = args.count(1, kMaxThreads);
+        } else if (args.is("--consumers")) {
+            opt.consumers = args.count(1, kMaxThreads);
+        } else if (args.is("--items")) {
+            opt.items = args.count(1, std::uint64_t{1} << 32);
+        } else if (args.is("--item-bytes")) {
+            opt.item_bytes = args.count(16, std::uint64_t{1} << 24);
+        } else if (args.is("--variant")) {
+            args.variant(kVariants, opt.variants);
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

@@ -48,45 +48,20 @@ struct Options {
 
 const dbgkit::targets::cli::Program kProgram{"private_heap_bench", kUsage};
 
-[[noreturn]] void usage_error(const std::string& message) {
-    dbgkit::targets::cli::usage_error(kProgram, message);
-}
-
-std::uint64_t parse_count(const char* option, const char* text, std::uint64_t min,
-                          std::uint64_t max) {
-    return dbgkit::targets::cli::count(kProgram, option, text, min, max);
-}
-
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--threads") {
-            opt.threads = parse_count("--threads", value, 1, 1000);
-            ++i;
-        } else if (arg == "--blocks") {
-            opt.blocks = parse_count("--blocks", value, 1, std::uint64_t{1} << 32);
-            ++i;
-        } else if (arg == "--block-bytes") {
-            opt.block_bytes = parse_count("--block-bytes", value, 4, 1 << 20);
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            if (v == "malloc" || v == "heap" || v == "arena") {
-                opt.variants = {v};
-            } else if (v != "all") {
-                usage_error("unknown variant '" + v + "'");
-            }
-            ++i;
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--threads")) {
+            opt.threads = args.count(1, 1000);
+        } else if (args.is("--blocks")) {
+            opt.blocks = args.count(1, std::uint64_t{1} << 32);
+        } else if (args.is("--block-bytes")) {
+            opt.block_bytes = args.count(4, 1 << 20);
+        } else if (args.is("--variant")) {
+            args.variant(kVariants, opt.variants);
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

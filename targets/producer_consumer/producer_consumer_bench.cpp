@@ -42,56 +42,27 @@ struct Options {
 
 const dbgkit::targets::cli::Program kProgram{"producer_consumer_bench", kUsage};
 
-[[noreturn]] void usage_error(const std::string& message) {
-    dbgkit::targets::cli::usage_error(kProgram, message);
-}
-
-std::uint64_t parse_count(const char* option, const char* text, std::uint64_t max) {
-    return dbgkit::targets::cli::count(kProgram, option, text, 1, max);
-}
-
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--threads") {
-            opt.config.threads = static_cast<unsigned>(parse_count("--threads", value, 20000));
-            ++i;
-        } else if (arg == "--items") {
-            opt.config.items = parse_count("--items", value, 1000000000ULL);
-            ++i;
-        } else if (arg == "--batch") {
-            if (value != nullptr && std::string(value) == "both") {
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--threads")) {
+            opt.config.threads = static_cast<unsigned>(args.count(1, 20000));
+        } else if (args.is("--items")) {
+            opt.config.items = args.count(1, 1000000000ULL);
+        } else if (args.is("--batch")) {
+            if (std::string(args.value()) == "both") {
                 opt.batches = {1, 10};
             } else {
-                opt.batches = {static_cast<unsigned>(parse_count("--batch", value, 1000000))};
+                opt.batches = {static_cast<unsigned>(args.count(1, 1000000))};
             }
-            ++i;
-        } else if (arg == "--sleep-us") {
-            opt.config.sleep = std::chrono::microseconds(parse_count("--sleep-us", value, 10000000));
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            bool found = v == "all";
-            for (t::PcVariant pc : t::all_pc_variants()) {
-                if (v == t::pc_variant_name(pc)) {
-                    opt.variants = {pc};
-                    found = true;
-                }
-            }
-            if (!found) {
-                usage_error("unknown variant '" + v + "'");
-            }
-            ++i;
+        } else if (args.is("--sleep-us")) {
+            opt.config.sleep = std::chrono::microseconds(args.count(1, 10000000));
+        } else if (args.is("--variant")) {
+            args.variant(t::all_pc_variants(), opt.variants,
+                         [](t::PcVariant pc) { return std::string(t::pc_variant_name(pc)); });
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

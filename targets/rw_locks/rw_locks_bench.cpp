@@ -51,55 +51,36 @@ struct Options {
 
 const dbgkit::targets::cli::Program kProgram{"rw_locks_bench", kUsage};
 
-[[noreturn]] void usage_error(const std::string& message) {
-    dbgkit::targets::cli::usage_error(kProgram, message);
-}
-
-unsigned parse_count(const char* option, const char* text, bool zero_ok) {
-    return static_cast<unsigned>(
-        dbgkit::targets::cli::count(kProgram, option, text, zero_ok ? 0 : 1, 100000));
-}
-
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--readers") {
-            opt.workload.readers = parse_count("--readers", value, true);
-            ++i;
-        } else if (arg == "--writers") {
-            opt.workload.writers = parse_count("--writers", value, true);
-            ++i;
-        } else if (arg == "--millis") {
-            opt.workload.duration = std::chrono::milliseconds(parse_count("--millis", value, false));
-            ++i;
-        } else if (arg == "--work") {
-            opt.workload.work = parse_count("--work", value, false);
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            if (v == "1.4-flawed") {
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    const auto count = [&args](bool zero_ok) {
+        return static_cast<unsigned>(args.count(zero_ok ? 0 : 1, 100000));
+    };
+    while (args.next()) {
+        if (args.is("--readers")) {
+            opt.workload.readers = count(true);
+        } else if (args.is("--writers")) {
+            opt.workload.writers = count(true);
+        } else if (args.is("--millis")) {
+            opt.workload.duration = std::chrono::milliseconds(count(false));
+        } else if (args.is("--work")) {
+            opt.workload.work = count(false);
+        } else if (args.is("--variant")) {
+            if (std::string(args.value()) == "1.4-flawed") {
                 opt.flawed = true;
-            } else if (v == "1.0" || v == "1.1" || v == "1.2" || v == "1.3" || v == "pthread" ||
-                       v == "shared_mutex") {
-                opt.variants = {v};
-            } else if (v != "all") {
-                usage_error("unknown variant '" + v + "'");
+            } else {
+                args.variant(std::vector<std::string>{"1.0", "1.1", "1.2", "1.3", "pthread",
+                                                      "shared_mutex"},
+                             opt.variants);
             }
-            ++i;
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     if (opt.workload.readers + opt.workload.writers == 0) {
-        usage_error("no threads: give --readers or --writers above 0");
+        dbgkit::targets::cli::usage_error(kProgram,
+                                          "no threads: give --readers or --writers above 0");
     }
     return opt;
 }

@@ -61,40 +61,29 @@ constexpr std::size_t kPrefixMax = 200;
 
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--size") {
-            opt.size = cli::count(kProgram, "--size", value, 16, 65536);
-            ++i;
-        } else if (arg == "--repetitions") {
-            opt.repetitions = cli::count(kProgram, "--repetitions", value, 1, 1000000000);
-            ++i;
-        } else if (arg == "--capacity") {
-            opt.capacity = cli::count(kProgram, "--capacity", value, 1, 1000000);
-            ++i;
-        } else if (arg == "--lock") {
-            const int kind = shmemq_lock_kind_from_name(value);
-            if (value == nullptr) cli::usage_error(kProgram, "--lock needs a value");
+    cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--size")) {
+            opt.size = args.count(16, 65536);
+        } else if (args.is("--repetitions")) {
+            opt.repetitions = args.count(1, 1000000000);
+        } else if (args.is("--capacity")) {
+            opt.capacity = args.count(1, 1000000);
+        } else if (args.is("--lock")) {
+            const std::string v = args.value();
+            const int kind = shmemq_lock_kind_from_name(v.c_str());
             if (kind < 0) {
-                cli::usage_error(kProgram, "unknown lock kind '" + std::string(value) + "'");
+                cli::usage_error(kProgram, "unknown lock kind '" + v + "'");
             }
             opt.lock = static_cast<shmemq_lock_kind>(kind);
-            ++i;
-        } else if (arg == "--robust") {
-            if (value == nullptr) cli::usage_error(kProgram, "--robust needs a value");
-            const std::string v = value;
+        } else if (args.is("--robust")) {
+            const std::string v = args.value();
             if (v != "on" && v != "off") {
                 cli::usage_error(kProgram, "--robust: not on or off: '" + v + "'");
             }
             opt.robust = v == "on";
-            ++i;
-        } else if (arg == "--name-prefix") {
-            if (value == nullptr) cli::usage_error(kProgram, "--name-prefix needs a value");
-            const std::string v = value;
+        } else if (args.is("--name-prefix")) {
+            const std::string v = args.value();
             if (v.size() < 2 || v[0] != '/' || v.find('/', 1) != std::string::npos ||
                 v.size() > kPrefixMax) {
                 cli::usage_error(kProgram, "--name-prefix: not '/' and 1 to " +
@@ -102,9 +91,8 @@ Options parse(int argc, char** argv) {
                                                " characters without '/': '" + v + "'");
             }
             opt.prefix = v;
-            ++i;
         } else {
-            cli::usage_error(kProgram, "unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     if (opt.prefix.empty()) {

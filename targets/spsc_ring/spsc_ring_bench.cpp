@@ -41,41 +41,18 @@ struct Options {
 
 const dbgkit::targets::cli::Program kProgram{"spsc_ring_bench", kUsage};
 
-[[noreturn]] void usage_error(const std::string& message) {
-    dbgkit::targets::cli::usage_error(kProgram, message);
-}
-
-std::uint64_t parse_count(const char* option, const char* text) {
-    return dbgkit::targets::cli::count(kProgram, option, text, 1, UINT64_MAX);
-}
-
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--ops") {
-            opt.ops = parse_count("--ops", value);
-            ++i;
-        } else if (arg == "--capacity") {
-            opt.capacity = parse_count("--capacity", value);
-            ++i;
-        } else if (arg == "--variant") {
-            if (value == nullptr) {
-                usage_error("--variant needs a value");
-            }
-            const std::string v = value;
-            if (v == "locked" || v == "seq_cst" || v == "acq_rel") {
-                opt.variants = {v};
-            } else if (v != "all") {
-                usage_error("unknown variant '" + v + "'");
-            }
-            ++i;
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--ops")) {
+            opt.ops = args.count(1, UINT64_MAX);
+        } else if (args.is("--capacity")) {
+            opt.capacity = args.count(1, UINT64_MAX);
+        } else if (args.is("--variant")) {
+            args.variant(std::vector<std::string>{"locked", "seq_cst", "acq_rel"}, opt.variants);
         } else {
-            usage_error("unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     return opt;

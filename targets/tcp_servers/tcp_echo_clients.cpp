@@ -65,36 +65,25 @@ Options parse(int argc, char** argv) {
     namespace cli = dbgkit::targets::cli;
     Options opt;
     bool have_port = false;
-    // Every option takes a value: they come in pairs.
-    for (int i = 1; i < argc; i += 2) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--host") {
-            if (value == nullptr) {
-                cli::usage_error(kProgram, "--host needs a value");
-            }
-            opt.host = value;
-        } else if (arg == "--port") {
-            opt.port = static_cast<std::uint16_t>(cli::count(kProgram, "--port", value, 1, 65535));
+    cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--host")) {
+            opt.host = args.value();
+        } else if (args.is("--port")) {
+            opt.port = static_cast<std::uint16_t>(args.count(1, 65535));
             have_port = true;
-        } else if (arg == "--clients") {
-            opt.clients = cli::count(kProgram, "--clients", value, 1, 100000);
-        } else if (arg == "--pingpongs") {
-            opt.pingpongs = cli::count(kProgram, "--pingpongs", value, 1, 100000000);
-        } else if (arg == "--payload") {
-            opt.payload = static_cast<std::uint32_t>(
-                cli::count(kProgram, "--payload", value, 0, echo::kMaxMaxPayload));
-        } else if (arg == "--server-pid") {
-            opt.server_pid = static_cast<long>(cli::count(kProgram, "--server-pid", value, 1,
-                                                          4194304));
-        } else if (arg == "--timeout-ms") {
-            opt.timeout_ms = static_cast<int>(cli::count(kProgram, "--timeout-ms", value, 1,
-                                                         3600000));
+        } else if (args.is("--clients")) {
+            opt.clients = args.count(1, 100000);
+        } else if (args.is("--pingpongs")) {
+            opt.pingpongs = args.count(1, 100000000);
+        } else if (args.is("--payload")) {
+            opt.payload = static_cast<std::uint32_t>(args.count(0, echo::kMaxMaxPayload));
+        } else if (args.is("--server-pid")) {
+            opt.server_pid = static_cast<long>(args.count(1, 4194304));
+        } else if (args.is("--timeout-ms")) {
+            opt.timeout_ms = static_cast<int>(args.count(1, 3600000));
         } else {
-            cli::usage_error(kProgram, "unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     if (!have_port) {

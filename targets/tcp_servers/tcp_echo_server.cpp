@@ -45,28 +45,19 @@ struct Options {
 
 Options parse(int argc, char** argv) {
     Options opt;
-    for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        const char* value = i + 1 < argc ? argv[i + 1] : nullptr;
-        if (arg == "--help" || arg == "-h") {
-            std::fputs(kUsage, stdout);
-            std::exit(0);
-        } else if (arg == "--mode" || arg == "--bind") {
-            if (value == nullptr) {
-                dbgkit::targets::cli::usage_error(kProgram, arg + " needs a value");
-            }
-            (arg == "--mode" ? opt.mode : opt.server.bind) = value;
-            ++i;
-        } else if (arg == "--port") {
-            opt.server.port = static_cast<std::uint16_t>(
-                dbgkit::targets::cli::count(kProgram, "--port", value, 0, 65535));
-            ++i;
-        } else if (arg == "--max-payload") {
-            opt.server.max_payload = static_cast<std::uint32_t>(dbgkit::targets::cli::count(
-                kProgram, "--max-payload", value, 0, dbgkit::targets::echo::kMaxMaxPayload));
-            ++i;
+    dbgkit::targets::cli::Args args(kProgram, argc, argv);
+    while (args.next()) {
+        if (args.is("--mode")) {
+            opt.mode = args.value();
+        } else if (args.is("--bind")) {
+            opt.server.bind = args.value();
+        } else if (args.is("--port")) {
+            opt.server.port = static_cast<std::uint16_t>(args.count(0, 65535));
+        } else if (args.is("--max-payload")) {
+            opt.server.max_payload =
+                static_cast<std::uint32_t>(args.count(0, dbgkit::targets::echo::kMaxMaxPayload));
         } else {
-            dbgkit::targets::cli::usage_error(kProgram, "unknown argument '" + arg + "'");
+            args.unknown();
         }
     }
     if (opt.mode != "threads" && opt.mode != "epoll" && opt.mode != "epoll-et") {
