@@ -20,8 +20,13 @@ requirements="${root_dir}/requirements-dev.txt"
 #   valgrind      reference answers in the benchmarks and cross-checks
 #   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
 #   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test
+#   libclang-rt-14-dev   Clang 14's sanitizer runtimes (ubsan_demos' *-clang-ubsan builds link them).
+#                 Debian makes it only a Recommends of clang, and recommends are not installed here.
+#   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports
+#                 (also only a Recommends of clang)
+#   binutils      readelf (the CFI unwinder's tests compare against it); gcc depends on it today
 packages=(gdb libc6-dbg gcc g++ make cmake ninja-build libgtest-dev python3 python3-venv shellcheck
-          valgrind strace clang libdw-dev pkgconf)
+          valgrind strace clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf binutils)
 
 usage() {
     cat <<EOF
