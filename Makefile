@@ -2,6 +2,7 @@
 # Both install what is missing (scripts/setup.sh), configure and build with CMake + Ninja in build/.
 
 BUILD_DIR  ?= build
+DEMO_BUILD_DIR ?= build-demo
 BUILD_TYPE ?= RelWithDebInfo
 VENV       := .venv
 PYTEST     := $(VENV)/bin/python -m pytest
@@ -30,8 +31,12 @@ $(BUILD_DIR)/build.ninja: CMakeLists.txt | setup
 build: setup $(BUILD_DIR)/build.ninja
 	@cmake --build $(BUILD_DIR) -- --quiet
 
-demo: build
-	@scripts/demo.sh "$(BUILD_DIR)"
+# The demo builds nothing but its program, in its own directory, after installing only what it needs.
+demo:
+	@scripts/setup.sh --demo
+	@cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDBGKIT_DEMO_ONLY=ON >/dev/null
+	@cmake --build $(DEMO_BUILD_DIR) --target memdump_demo -- --quiet
+	@scripts/demo.sh "$(DEMO_BUILD_DIR)"
 
 test: build test-c test-python lint sanitize
 
@@ -74,4 +79,4 @@ bench: build
 	@$(VENV)/bin/python scripts/bench-shmemq.py --build-dir "$(BUILD_DIR)"
 
 clean:
-	rm -rf $(BUILD_DIR) build-ubsan build-asan build-tsan
+	rm -rf $(BUILD_DIR) $(DEMO_BUILD_DIR) build-ubsan build-asan build-tsan

@@ -10,12 +10,15 @@ root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv_dir="${root_dir}/.venv"
 requirements="${root_dir}/requirements-dev.txt"
 
-# Debian packages and why:
+# Debian packages and why. `make demo` needs only the first group; `make test` needs them all.
 #   gdb           runs and records the program (memdump)
 #   libc6-dbg     glibc's debug info: file:line inside libc and names of its static functions
-#   gcc g++ make cmake ninja-build   the C/C++ build
+#   g++ make cmake ninja-build   the C/C++ build (g++ brings gcc and binutils)
+#   python3       the analyser (GDB embeds /usr/bin/python3 too)
+demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
+#   gcc binutils  named, not only implied: the C programs, and readelf for the CFI unwinder's tests
 #   libgtest-dev  GoogleTest for the C++ tests
-#   python3 python3-venv   the analyser and the test virtualenv (GDB embeds /usr/bin/python3)
+#   python3-venv  the test virtualenv .venv
 #   (shellcheck)  lints the shell scripts in `make test`
 #   valgrind      reference answers in the benchmarks and cross-checks
 #   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
@@ -24,29 +27,37 @@ requirements="${root_dir}/requirements-dev.txt"
 #                 Debian makes it only a Recommends of clang, and recommends are not installed here.
 #   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports
 #                 (also only a Recommends of clang)
-#   binutils      readelf (the CFI unwinder's tests compare against it); gcc depends on it today
-packages=(gdb libc6-dbg gcc g++ make cmake ninja-build libgtest-dev python3 python3-venv shellcheck
-          valgrind strace clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf binutils)
+test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
+               clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf)
 
 usage() {
     cat <<EOF
-usage: scripts/setup.sh [--check] [-h|--help]
+usage: scripts/setup.sh [--demo] [--check] [-h|--help]
 
 Install the Debian packages and the Python test dependencies the toolkit needs, only when missing.
+  --demo      only what 'make demo' needs: the recorder, the analyser and a C++ build (no virtualenv)
   --check     only report what is missing; exit 1 if anything is
   -h, --help  show this help
 EOF
 }
 
 check_only=0
+demo_only=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --check) check_only=1 ;;
+        --demo) demo_only=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "setup.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
     shift
 done
+
+if [[ $demo_only -eq 1 ]]; then
+    packages=("${demo_packages[@]}")
+else
+    packages=("${test_packages[@]}")
+fi
 
 missing=()
 for pkg in "${packages[@]}"; do
@@ -72,6 +83,8 @@ if [[ ${#missing[@]} -gt 0 ]]; then
         apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
     fi
 fi
+
+[[ $demo_only -eq 1 ]] && exit 0
 
 # The venv is keyed on the requirements file: rebuilt only when it changes.
 stamp="${venv_dir}/.requirements.sha256"
