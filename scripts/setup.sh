@@ -78,7 +78,8 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     fi
     echo "setup.sh: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null; then
+    # A clean root has no package lists yet: the first try fails quietly, then update and try again.
+    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
         apt-get update -q >/dev/null
         apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
     fi
