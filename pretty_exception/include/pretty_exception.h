@@ -65,6 +65,7 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
+#include <fcntl.h>
 #else
 #include <dlfcn.h>
 #endif
@@ -651,13 +652,43 @@ private:
         return std::string();
     }
 
+    /// libdwfl's find_elf, and when the path /proc/self/maps names cannot be opened, the mapping
+    /// itself through /proc/self/map_files/START-END: the file was deleted or replaced since it was
+    /// mapped (a program upgraded while it runs), or it was mapped before the process entered another
+    /// mount namespace inside a chroot, where the kernel then names it by its path outside the chroot.
+    static int find_elf(Dwfl_Module* mod, void** userdata, const char* name, Dwarf_Addr base,
+                        char** file_name, Elf** elfp) {
+        const int fd = ::dwfl_linux_proc_find_elf(mod, userdata, name, base, file_name, elfp);
+        if (fd >= 0 || *elfp != nullptr || name == nullptr || name[0] != '/') return fd;
+        Dwarf_Addr low = 0;
+        Dwarf_Addr high = 0;
+        ::dwfl_module_info(mod, nullptr, &low, &high, nullptr, nullptr, nullptr, nullptr);
+        std::FILE* maps = std::fopen("/proc/self/maps", "re");
+        if (maps == nullptr) return -1;
+        int found = -1;
+        char line[4096];
+        while (found < 0 && std::fgets(line, sizeof line, maps) != nullptr) {
+            unsigned long start = 0;
+            unsigned long end = 0;
+            int path_at = 0;
+            if (std::sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &start, &end, &path_at) != 2 ||
+                path_at == 0 || line[path_at] != '/' || start < low || start >= high)
+                continue;
+            char path[64];
+            std::snprintf(path, sizeof path, "/proc/self/map_files/%lx-%lx", start, end);
+            found = ::open(path, O_RDONLY | O_CLOEXEC);
+        }
+        std::fclose(maps);
+        return found;
+    }
+
 public:
     /// Start the libdwfl session on first use. False (and error() says why) when libdw cannot
     /// work: traces then show module+offset and say so. Caller holds `mutex`.
     bool ready() {
         if (dwfl_ != nullptr) return true;
         if (!error_.empty()) return false;
-        callbacks_.find_elf = ::dwfl_linux_proc_find_elf;
+        callbacks_.find_elf = &dw_symboliser::find_elf;
         callbacks_.find_debuginfo = ::dwfl_standard_find_debuginfo;
         callbacks_.section_address = nullptr;
         callbacks_.debuginfo_path = &debuginfo_path_;
