@@ -55,6 +55,8 @@ class _Writer:
         self.seq = 0
         # frames: (pc, module, offset, function, file, line)
         self.frames: list[tuple[int, str, int, str, str | None, int]] = []
+        # frame id -> functions its code was inlined into, innermost first (`fi` records)
+        self.inlined: dict[int, list[tuple[str, str, int]]] = {}
         self.node_parent: list[int] = [0]
         self.node_frame: list[int] = [0]
         self._make_frames()
@@ -74,6 +76,11 @@ class _Writer:
                     10 + i,
                 )
             )
+            if i % 5 == 0:  # one program frame in five is inlined code, one or two levels deep
+                self.inlined[len(self.frames)] = [
+                    (f"module{i % 37}::caller_{i}_{level}", f"/src/m{i % 37}.cc", 200 + i + level)
+                    for level in range(1 + i % 2)
+                ]
         libc_base = 0x7FFFF7DC9000
         for name, off in (
             ("__libc_start_call_main", 0x2718A),
@@ -130,6 +137,9 @@ class _Writer:
             pc, module, off, function, file, line = self.frames[frame - 1]
             m, fn, fi = self.string(module), self.string(function), self.string(file)
             self.out.append(b"f %d 0x%x %d 0x%x %d %d %d\n" % (frame, pc, m, off, fn, fi, line))
+            for function, file, line in self.inlined.get(frame, ()):
+                fn, fi = self.string(function), self.string(file)
+                self.out.append(b"fi %d %d %d %d\n" % (frame, fn, fi, line))
             self.frames_written.add(frame)
         self.out.append(b"n %d %d %d\n" % (node, self.node_parent[node], frame))
         self.nodes_written.add(node)
@@ -151,7 +161,7 @@ def write_dump(path: str, n_events: int, seed: int = 1) -> None:
         w = _Writer(f, seed)
         rng = w.rng
         f.write(
-            b"MEMDUMP 1.0\ni program %s\ni pid 31337\ni arch x86_64\ni depth 32\n"
+            b"MEMDUMP 1.2\ni program %s\ni pid 31337\ni arch x86_64\ni depth 32\n"
             b"i attached 0\ni start 2026-11-21T19:40:00Z\ni gdb 13.1\n" % PROGRAM.encode()
         )
         tids = [31337, 31338, 31339, 31340]

@@ -1,8 +1,8 @@
 """Streaming reader of memdump dumps (docs/dump-format.md).
 
 `DumpReader` checks the first line when it is opened; then the rest is read in one pass. Its
-`records()` generator keeps the definitions (`i`, `s`, `f`, `n`) in the reader's tables and yields
-every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with its SEQ
+`records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `n`) in the reader's tables and
+yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with its SEQ
 checked, and for an `e` record its STACK too; everything else about an event is the consumer's to
 check. The replay (`replay.py`) runs the same steps in its own loop over `lines()`, with `other()`
 for every line that is not an `e` record: one generator less per event.
@@ -19,7 +19,7 @@ import os
 import re
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 __all__ = [
     "READS_MAJOR",
@@ -42,6 +42,7 @@ _ESCAPE = re.compile(rb"\\([\\nr])")
 _ESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
 
 _FRAME_FIELDS = "ID PC MODULE OFFSET FUNCTION FILE LINE"
+_INLINED_FIELDS = "ID FUNCTION FILE LINE"
 _SCAN_FIELDS = "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS"
 _R_FIELDS = "ADDR KIND [HEURISTIC]"
 
@@ -72,7 +73,12 @@ class DumpError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Frame:
-    """One frame record: a program counter and what GDB knew about it."""
+    """One frame of a stack: a program counter and what GDB knew about it.
+
+    Code inlined at a program counter makes several frames with that one `pc`, `module` and
+    `offset` (an `f` record and its `fi` records): each but the outermost has `inlined` set, its
+    function having been inlined into the next frame's.
+    """
 
     pc: int
     module: str | None
@@ -80,6 +86,7 @@ class Frame:
     function: str | None
     file: str | None
     line: int | None
+    inlined: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +171,10 @@ class DumpReader:
         self.info: dict[str, str] = {}
         self.strings: dict[int, str] = {}
         self.frames: dict[int, Frame] = {}
+        #: frame id -> the frames its code was inlined into (`fi` records), innermost first;
+        #: such a frame's own entry in `frames` is marked `inlined`
+        self.inlined_into: dict[int, list[Frame]] = {}
+        self._used_frames: set[int] = set()  # frames a stack node refers to
         #: stack node id -> (parent node id, frame id)
         self.nodes: dict[int, tuple[int, int]] = {0: (0, 0)}
         #: stack node id as written (bytes) -> id, negated when the node is marked (its stack
@@ -278,13 +289,18 @@ class DumpReader:
     # -- stacks ------------------------------------------------------------------------------
 
     def stack(self, node: int) -> list[Frame]:
-        """The frames of stack `node`, innermost first (`[]` for node 0)."""
+        """The frames of stack `node`, innermost first (`[]` for node 0), with the frames of
+        inlined code expanded: an `f` record's frame, then those of its `fi` records."""
         frames = []
         nodes = self.nodes
         table = self.frames
+        inlined_into = self.inlined_into
         while node:
             node, frame = nodes[node]
             frames.append(table[frame])
+            outer = inlined_into.get(frame)
+            if outer is not None:
+                frames.extend(outer)
         return frames
 
     # -- reading -----------------------------------------------------------------------------
@@ -350,6 +366,8 @@ class DumpReader:
         self._other += 1
         if tag == b"f":
             self._frame(fl, seq)
+        elif tag == b"fi":
+            self._inlined(fl, seq)
         elif tag == b"n":
             self._node(fl, seq)
         elif tag == b"s":
@@ -443,6 +461,33 @@ class DumpReader:
         if function is not None and function in self._mark_functions:
             self._marked_frames.add(ident)
 
+    def _inlined(self, fl: list[bytes], seq: int) -> None:
+        if len(fl) != 5:
+            raise self._fields_error(b"fi", _INLINED_FIELDS, len(fl) - 1, seq)
+        ident = self._num(fl[1], "frame id", seq)
+        inner = self.frames.get(ident)
+        if inner is None:
+            raise DumpError(
+                self.path, self._here(seq), f"frame {ident} is used before it is defined"
+            )
+        if ident in self._used_frames:
+            raise DumpError(
+                self.path,
+                self._here(seq),
+                f"'fi' record of frame {ident} after a stack node used the frame",
+            )
+        function = self._str_ref(fl[2], "FUNCTION", seq)
+        file = self._str_ref(fl[3], "FILE", seq)
+        line = self._num(fl[4], "LINE", seq)
+        outer = self.inlined_into.setdefault(ident, [])
+        if outer:
+            outer[-1] = replace(outer[-1], inlined=True)
+        else:
+            self.frames[ident] = replace(inner, inlined=True)
+        outer.append(Frame(inner.pc, inner.module, inner.offset, function, file, line or None))
+        if function is not None and function in self._mark_functions:
+            self._marked_frames.add(ident)
+
     def _node(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 4:
             raise self._fields_error(b"n", _NODE_FIELDS, len(fl) - 1, seq)
@@ -462,6 +507,7 @@ class DumpReader:
                 else f"frame {frame} is used before it is defined",
             )
         self.nodes[ident] = (parent, frame)
+        self._used_frames.add(frame)
         marked = frame in self._marked_frames or (
             parent != 0 and self.node_ids[str(parent).encode()] < 0
         )

@@ -13,7 +13,7 @@ from .dumpfile import Frame
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.1"
+REPORT_VERSION = "1.2"
 
 _BOLD = "\033[1m"
 _RED = "\033[1;31m"
@@ -111,10 +111,12 @@ def _end_json(analysis: Analysis) -> dict[str, Any] | None:
 def _frame_text(frame: Frame) -> str:
     name = _clean(frame.function) if frame.function is not None else f"0x{frame.pc:x}"
     if frame.file is not None and frame.line is not None:
-        return f"{name} ({_clean(os.path.basename(frame.file))}:{frame.line})"
-    if frame.module is not None:
-        return f"{name} ({_clean(os.path.basename(frame.module))}+0x{frame.offset:x})"
-    return name
+        text = f"{name} ({_clean(os.path.basename(frame.file))}:{frame.line})"
+    elif frame.module is not None:
+        text = f"{name} ({_clean(os.path.basename(frame.module))}+0x{frame.offset:x})"
+    else:
+        text = name
+    return f"{text} (inlined)" if frame.inlined else text
 
 
 def _stack_text(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
@@ -295,6 +297,7 @@ def _frame_json(frame: Frame) -> dict[str, Any]:
         "module": _opt(frame.module),
         "pc": f"0x{frame.pc:x}",
         "offset": f"0x{frame.offset:x}",
+        "inlined": frame.inlined,
     }
 
 

@@ -33,6 +33,9 @@ class F:
     line: int = 0
     module: str | None = APP
     pc: int | None = None
+    #: the functions this frame's code was inlined into, innermost first: (function, file, line)
+    #: each, written as `fi` records after the frame's `f` record
+    into: tuple[tuple[str | None, str | None, int], ...] = ()
 
 
 def main_at(line: int, file: str = "/src/app.c") -> list[F]:
@@ -85,6 +88,9 @@ class Dump:
             self.lines.append(
                 f"f {ident} 0x{pc:x} {module} 0x{pc & 0xFFFFF:x} {function} {file} {f.line}"
             )
+            for name, path, line in f.into:
+                outer, src = self.string(name), self.string(path)
+                self.lines.append(f"fi {ident} {outer} {src} {line}")
         return self.frames[f]
 
     def stack(self, frames: list[F]) -> int:

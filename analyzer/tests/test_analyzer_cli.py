@@ -18,7 +18,10 @@ def test_exit_0_with_a_report() -> None:
     result = run_cli(EXAMPLE)
     assert result.returncode == 0
     assert result.stderr == ""
-    expected = "LEAK 1 of 1: 16 bytes in 1 block, definitely lost\n    at main (leak.c:7)\n"
+    expected = (
+        "LEAK 1 of 1: 16 bytes in 1 block, definitely lost\n"
+        "    at new_node (leak.c:3) (inlined)\n    by main (leak.c:7)\n"
+    )
     assert expected in result.stdout
     assert "\033[" not in result.stdout
 

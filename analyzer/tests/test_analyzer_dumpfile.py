@@ -32,14 +32,21 @@ def test_the_spec_worked_example_is_the_fixture_byte_for_byte() -> None:
 def test_example_reads_its_tables() -> None:
     with DumpReader(str(FIXTURES / "example.memdump")) as reader:
         records = list(reader.records())
-        assert reader.version == (1, 1)
+        assert reader.version == (1, 2)
         assert reader.info["program"] == "/src/leak"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"
-        assert reader.frames[3].line == 7
+        assert reader.frames[3].line == 3
         assert reader.frames[3].pc == 0x55555555518C
+        assert reader.frames[3].inlined
         assert reader.frames[1].function == "__libc_start_call_main"
-        assert [f.function for f in reader.stack(3)] == ["main", "__libc_start_call_main"]
+        assert [f.function for f in reader.stack(2)] == ["main", "__libc_start_call_main"]
+        # frame 3: new_node inlined into main, one program counter
+        assert [(f.function, f.line, f.pc, f.inlined) for f in reader.stack(3)] == [
+            ("new_node", 3, 0x55555555518C, True),
+            ("main", 7, 0x55555555518C, False),
+            ("__libc_start_call_main", 58, 0x7FFFF7DF018A, False),
+        ]
         assert reader.stack(0) == []
     assert [r[0] for r in records] == [b"e", b"e", b"e", b"end"]
     assert records[0] == b"e 1 4242 malloc 2 0x5555555592a0 16".split()
@@ -275,6 +282,10 @@ def corrupt(tmp_path: Path, bad: str, *, before_end: bool = True) -> tuple[str, 
         ("s x text", "malformed string id 'x' (expected a number)"),
         ("s", "'s' record has 0 fields, expected 2 (ID TEXT)"),
         ("i", "'i' record has 0 fields, expected 2 (KEY VALUE)"),
+        ("fi 1 2 3", "'fi' record has 3 fields, expected 4 (ID FUNCTION FILE LINE)"),
+        ("fi 99 2 3 4", "frame 99 is used before it is defined"),
+        ("fi x 2 3 4", "malformed frame id 'x' (expected a number)"),
+        ("fi 1 2 3 4", "'fi' record of frame 1 after a stack node used the frame"),
     ],
 )
 def test_corrupt_record_in_the_middle(tmp_path: Path, bad: str, message: str) -> None:

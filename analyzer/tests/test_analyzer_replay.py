@@ -25,7 +25,8 @@ def test_example_fixture() -> None:
     assert (a.runtime_bytes, a.runtime_blocks) == (0, 0)
     [group] = a.leaks
     assert group.kind == "leak"
-    assert [(f.function, f.file, f.line) for f in group.stack] == [("main", "/src/leak.c", 7)]
+    assert [(f.function, f.file, f.line, f.inlined) for f in group.stack] == [
+        ("new_node", "/src/leak.c", 3, True), ("main", "/src/leak.c", 7, False)]
     assert group.stack[0].module == "/src/leak"
     assert (a.allocations, a.frees, a.allocated_bytes) == (2, 1, 32)
     assert (a.peak_bytes, a.peak_blocks, a.peak_seq) == (32, 2, 2)

@@ -9,7 +9,7 @@ from pathlib import Path
 from analyzer_testlib import FIXTURES, LIBC, REPO, Dump, F, main_at, run_cli
 from memdump_analyzer import analyze, dumps_json, render_json, render_text
 
-FRAME_KEYS = {"function", "file", "line", "module", "pc", "offset"}
+FRAME_KEYS = {"function", "file", "line", "module", "pc", "offset", "inlined"}
 
 
 def doc_block(marker: str, lang: str = "") -> str:
@@ -61,7 +61,7 @@ def test_json_keys() -> None:
         "errors",
         "warnings",
     }
-    assert (report["format"], report["version"]) == ("memdump-report", "1.1")
+    assert (report["format"], report["version"]) == ("memdump-report", "1.2")
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
     summary = report["summary"]
     assert set(summary) == {

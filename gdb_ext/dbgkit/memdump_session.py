@@ -20,7 +20,7 @@ import gdb
 
 from . import output
 from .core import ptrace, reach
-from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, track
+from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, InlinedInto, track
 from .core.elf import ElfError, ElfFile
 from .core.procmaps import ModuleMap
 from .core.unwind import Unwinder
@@ -609,7 +609,13 @@ class Session:
         return self.writer.stack(_gdb_backtrace(depth))
 
     def _resolve(self, pc: int) -> FrameInfo:
-        """Symbolise one program counter, once: it is a return address, so look up pc - 1."""
+        """Symbolise one program counter, once: it is a return address, so look up pc - 1.
+
+        Code inlined there gives several frames, as GDB's `bt` and valgrind show them: the
+        innermost function with the line of pc - 1, then each function it was inlined into with
+        the line of the inlined call (GDB gives a DW_TAG_inlined_subroutine block's function
+        symbol the call's DW_AT_call_file and DW_AT_call_line as its symtab and line).
+        """
         module = self._modules.find(pc)
         path = module.path if module else None
         offset = pc - module.bias if module else pc
@@ -623,14 +629,24 @@ class Session:
                 line = sal.line
         except (RuntimeError, gdb.error):
             pass
+        symbols = []
         try:
             block = gdb.block_for_pc(look)
-            while block is not None and block.function is None:
+            while block is not None and not block.is_static:
+                if block.function is not None:
+                    symbols.append(block.function)
                 block = block.superblock
-            if block is not None:
-                function = block.function.print_name
         except (RuntimeError, gdb.error):
             pass
+        inlined_into = []
+        if symbols:
+            function = symbols[0].print_name
+            # the block of symbols[i] is the inlined call of it, inside symbols[i + 1]
+            for inner, outer in zip(symbols, symbols[1:], strict=False):
+                name = outer.print_name
+                if name.startswith("__GI_"):
+                    name = name[5:]
+                inlined_into.append(InlinedInto(name, *_call_site(inner)))
         if function is None:
             function = _minimal_symbol(look)
             if function is not None and function.startswith("_Z"):
@@ -638,7 +654,7 @@ class Session:
         if function is not None and function.startswith("__GI_"):
             # glibc's hidden internal alias (include/libc-symbols.h): name the public function.
             function = function[5:]
-        return FrameInfo(path, offset, function, file, line)
+        return FrameInfo(path, offset, function, file, line, tuple(inlined_into))
 
     # -- queries -----------------------------------------------------------------------------
     def status(self) -> dict[str, object]:
@@ -727,6 +743,19 @@ def _gdb_backtrace(depth: int) -> tuple[int, ...]:
             pcs.append(pc)
         frame = frame.older()
     return tuple(pcs)
+
+
+def _call_site(inlined: gdb.Symbol) -> tuple[str | None, int]:
+    """(file, line) of the call an inlined function's block stands for (its DW_AT_call_file and
+    DW_AT_call_line, which GDB gives the block's function symbol); (None, 0) when unknown."""
+    try:
+        symtab = inlined.symtab
+        line = inlined.line
+        if symtab is None or not line:
+            return None, 0
+        return symtab.fullname(), line
+    except (RuntimeError, gdb.error):
+        return None, 0
 
 
 def _minimal_symbol(pc: int) -> str | None:

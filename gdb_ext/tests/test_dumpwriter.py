@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "gdb_ext"))
 
-from dbgkit.core.dumpwriter import DumpWriter, FrameInfo, escape  # noqa: E402
+from dbgkit.core.dumpwriter import DumpWriter, FrameInfo, InlinedInto, escape  # noqa: E402
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 OUTER = 0x7FFFF7DF018A
@@ -20,7 +20,8 @@ FRAMES = {
     OUTER: FrameInfo(LIBC, 0x2718A, "__libc_start_call_main",
                      "../sysdeps/nptl/libc_start_call_main.h", 58),
     0x55555555517E: FrameInfo("/src/leak", 0x117E, "main", "/src/leak.c", 6),
-    0x55555555518C: FrameInfo("/src/leak", 0x118C, "main", "/src/leak.c", 7),
+    0x55555555518C: FrameInfo("/src/leak", 0x118C, "new_node", "/src/leak.c", 3,
+                              (InlinedInto("main", "/src/leak.c", 7),)),
     0x55555555519C: FrameInfo("/src/leak", 0x119C, "main", "/src/leak.c", 8),
 }
 
@@ -77,7 +78,7 @@ def test_stacks_are_interned_and_share_prefixes(tmp_path: Path) -> None:
     assert ids == [2, 2, 3, 0]
     assert [line for line in text.splitlines() if line.startswith("n ")] == [
         "n 1 0 1", "n 2 1 2", "n 3 1 3"]
-    assert sum(line.startswith("s ") for line in text.splitlines()) == 6
+    assert sum(line.startswith("s ") for line in text.splitlines()) == 7
 
 
 def test_sequence_numbers_cover_events_process_records_and_end(tmp_path: Path) -> None:
@@ -94,3 +95,33 @@ def test_sequence_numbers_cover_events_process_records_and_end(tmp_path: Path) -
     ("plain", "plain"), ("a\\b", "a\\\\b"), ("two\nlines", "two\\nlines"), ("cr\r", "cr\\r")])
 def test_escape(raw: str, escaped: str) -> None:
     assert escape(raw) == escaped
+
+
+def test_inlined_frames_follow_their_frame_record(tmp_path: Path) -> None:
+    """One `fi` record per function the code was inlined into, innermost first, right after the
+    `f` record (with the strings they introduce) and before the node that uses the frame."""
+    pc = 0x5555555551FC
+    FRAMES[pc] = FrameInfo("/src/inl", 0x11FC, "std::vector<int>::reserve(unsigned long)",
+                           "/usr/include/c++/12/bits/vector.tcc", 79, (
+                               InlinedInto("open_session", "/src/inl.cpp", 14),
+                               InlinedInto("run(int)", "/src/inl.cpp", 19),
+                               InlinedInto("unknown", None, 0)))
+    try:
+        text = _written(tmp_path, lambda w: w.event(1, "malloc", w.stack((pc,)), 0x10, ("8",)))
+    finally:
+        del FRAMES[pc]
+    assert text.splitlines()[1:] == [
+        "s 1 /src/inl",
+        "s 2 std::vector<int>::reserve(unsigned long)",
+        "s 3 /usr/include/c++/12/bits/vector.tcc",
+        "f 1 0x5555555551fc 1 0x11fc 2 3 79",
+        "s 4 open_session",
+        "s 5 /src/inl.cpp",
+        "fi 1 4 5 14",
+        "s 6 run(int)",
+        "fi 1 6 5 19",
+        "s 7 unknown",
+        "fi 1 7 0 0",
+        "n 1 0 1",
+        "e 1 1 malloc 1 0x10 8",
+    ]

@@ -165,18 +165,46 @@ def record(
 # -- the dump itself -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class DumpFrame:
+    """One frame of a stack as the dump's `f` and `fi` records give it (file: basename)."""
+
+    function: str | None
+    file: str | None
+    line: int
+    inlined: bool = False  # inlined into the next frame (same program counter)
+
+
 @dataclass
 class DumpFacts:
-    """What a test checks directly in a dump: header, events, process records, end."""
+    """What a test checks directly in a dump: header, events, process records, end, stacks."""
 
+    version: str = ""  # of the first line, `MEMDUMP <version>`
     info: dict[str, str] = field(default_factory=dict)
     events: list[list[str]] = field(default_factory=list)  # `e` records split on spaces
     process: list[tuple[str, str]] = field(default_factory=list)  # (what, detail)
     end: tuple[str, str] | None = None  # (reason, detail)
     torn: bool = False  # last line without its newline
+    strings: dict[int, str] = field(default_factory=dict)
+    #: frame id -> its frames: the `f` record's, then one per `fi` record
+    frames: dict[int, list[DumpFrame]] = field(default_factory=dict)
+    nodes: dict[int, tuple[int, int]] = field(default_factory=dict)  # id -> (parent, frame)
 
     def sizes(self, op: str = "malloc") -> list[int]:
         return [int(e[-1]) for e in self.events if e[3] == op]
+
+    def stack(self, node: int) -> list[DumpFrame]:
+        """The frames of stack node NODE, innermost first, inlined frames expanded."""
+        out: list[DumpFrame] = []
+        while node:
+            node, frame = self.nodes[node]
+            out += self.frames[frame]
+        return out
+
+    def _frame(self, function: str, file: str, line: str) -> DumpFrame:
+        name = self.strings.get(int(function))
+        path = self.strings.get(int(file))
+        return DumpFrame(name, os.path.basename(path) if path else None, int(line))
 
 
 def read_dump(path: Path) -> DumpFacts:
@@ -185,9 +213,24 @@ def read_dump(path: Path) -> DumpFacts:
     lines = data.split("\n")
     if lines[-1]:
         facts.torn = True
-    for line in lines[:-1]:
+    facts.version = lines[0].partition(" ")[2]
+    for line in lines[1:-1]:
         tag, _, rest = line.partition(" ")
-        if tag == "i":
+        if tag == "s":
+            ident, _, text = rest.partition(" ")
+            facts.strings[int(ident)] = text
+        elif tag == "f":
+            ident, _pc, _module, _offset, function, file, number = rest.split(" ")
+            facts.frames[int(ident)] = [facts._frame(function, file, number)]
+        elif tag == "fi":
+            ident, function, file, number = rest.split(" ")
+            frames = facts.frames[int(ident)]
+            frames[-1] = DumpFrame(frames[-1].function, frames[-1].file, frames[-1].line, True)
+            frames.append(facts._frame(function, file, number))
+        elif tag == "n":
+            ident, parent, frame = rest.split(" ")
+            facts.nodes[int(ident)] = (int(parent), int(frame))
+        elif tag == "i":
             key, _, value = rest.partition(" ")
             facts.info[key] = value
         elif tag == "e":

@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-FORMAT_LINE = "MEMDUMP 1.1\n"
+FORMAT_LINE = "MEMDUMP 1.2\n"
 
 # Entry points in the order the dump format lists them: when a C library exports two of these names
 # at one address (glibc: aligned_alloc is memalign), the event carries the first name of this table.
@@ -64,14 +64,30 @@ def track(live: dict[int, int], op: str, args: tuple[int, int, int], result: int
 
 
 @dataclass(frozen=True)
+class InlinedInto:
+    """A function that the code of an inner frame was inlined into, and the line of that call."""
+
+    function: str | None
+    file: str | None = None
+    line: int = 0
+
+
+@dataclass(frozen=True)
 class FrameInfo:
-    """What the recorder knows of one program counter: module, offset, function, source line."""
+    """What the recorder knows of one program counter: module, offset, function, source line.
+
+    When the code at the program counter was inlined, `function`, `file` and `line` are the
+    innermost inlined function's, and `inlined_into` lists the functions it sits in, innermost
+    first, each with the line of its call to the one before; the last is the function the program
+    counter physically belongs to (the `fi` records of docs/dump-format.md).
+    """
 
     module: str | None
     offset: int
     function: str | None = None
     file: str | None = None
     line: int = 0
+    inlined_into: tuple[InlinedInto, ...] = ()
 
 
 def escape(text: str) -> str:
@@ -125,6 +141,10 @@ class DumpWriter:
             self._pending.append(
                 f"f {fid} {pc:#x} {mod} {info.offset:#x} {func} {src} {info.line}\n"
             )
+            for outer in info.inlined_into:
+                func = self._string(outer.function)
+                src = self._string(outer.file)
+                self._pending.append(f"fi {fid} {func} {src} {outer.line}\n")
         return fid
 
     def stack(self, pcs: tuple[int, ...]) -> int:
