@@ -188,6 +188,8 @@ class Session:
         self.on_program_end: Callable[[Session], None] | None = None
         #: armed by itself after the previous run ended, not by a `memdump` command
         self.again = False
+        #: the recording of the previous run, when armed by itself
+        self.previous: Session | None = None
         self.ended_reason = ""
         self._memfd: int | None = None
         self._modules: ModuleMap | None = None

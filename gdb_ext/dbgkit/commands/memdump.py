@@ -175,14 +175,22 @@ def _rearm(ended: Session) -> None:
     if _session is not ended:
         return
     session = _new_session(None, series=ended.series or ended.out_path)
+    session.previous = ended
     session.arm(again=True)
     _session = session
 
 
 def _need_session() -> Session:
+    """The recording queries report on: the last one when the next is only armed by itself."""
     if _session is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet (start with: memdump, then run)")
+    if _session.again and _session.state == "armed" and _session.previous is not None:
+        return _session.previous
     return _session
+
+
+def _next_run_armed() -> bool:
+    return _session is not None and _session.again and _session.state == "armed"
 
 
 # What each counter of `memdump status` means (Session.counts).
@@ -200,6 +208,7 @@ COUNTER_LEGEND = {
 
 def _status(args: argparse.Namespace) -> None:
     status = _need_session().status()
+    status["next_run_armed"] = _next_run_armed()
     if args.json:
         output.block(json.dumps(status, indent=2, sort_keys=True))
         return
@@ -223,6 +232,8 @@ def _status(args: argparse.Namespace) -> None:
         for key, value in sorted(counts.items()):
             legend = COUNTER_LEGEND.get(key, "")
             lines.append(f"  {key + ' ' + format(value, ','):<{width}}  {legend}".rstrip())
+    if status["next_run_armed"]:
+        lines.append("next run:     recorded into a new dump (memdump stop disarms)")
     output.block("\n".join(lines))
 
 
