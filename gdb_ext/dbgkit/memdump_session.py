@@ -859,6 +859,7 @@ def cannot_record(message: str, raised: bool = False) -> None:
     gdb.write(f"{message}\n", gdb.STDERR)
     gdb.write(f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)\n", gdb.STDERR)
     gdb.flush()
+    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
     gdb.execute("quit 1")
 
 

@@ -200,3 +200,22 @@ def test_memdump_sh_exits_125_with_the_message(tmp_path: Path) -> None:
     assert proc.stderr == ("memdump.sh: recording failed (gdb exited with 1); GDB said:\n"
                            f"    {NO_DIR}\n    {BATCH_EXIT}\n")
 
+
+
+def test_failure_when_a_later_run_starts(tmp_path: Path) -> None:
+    """A recording that can only fail when the program starts (the next run's dump next to the
+    first one, whose directory is gone by then): GDB kills the program before it runs its own
+    code and exits with 1."""
+    folder = tmp_path / "dumps"
+    folder.mkdir()
+    proc = _gdb("-batch", "-ex", f"source {GDB_EXTENSION}",
+                "-ex", f"memdump -o {folder}/app.memdump", "-ex", "run",
+                "-ex", f"shell rm -r {folder}", "-ex", "run",
+                "-ex", "echo still here\\n", "--args", program("stdio_echo"), "ran", cwd=tmp_path)
+    assert proc.returncode == 1
+    # The first run was recorded and printed its argument; the second never got to print it.
+    assert proc.stdout.count("[ran]\n") == 1 and "still here" not in proc.stdout, proc.stdout
+    assert proc.stderr == (
+        "stderr line\n"
+        f"memdump: cannot write the dump to {folder}/app-2.memdump: No such file or directory\n"
+        f"{BATCH_EXIT}\n")
