@@ -204,3 +204,18 @@ def test_memdump_after_a_run_replaces_the_automatic_arming(tmp_path: Path) -> No
     assert run.returncode == 0 and run.stderr == "", run.describe()
     assert read_dump(first).end == read_dump(second).end == ("exit", "0")
     assert not (tmp_path / "first-2.memdump").exists()
+
+
+def test_run_again_while_stopped(tmp_path: Path) -> None:
+    """`run` at a breakpoint restarts the program: the first dump ends there, the new run is
+    recorded into a new dump from its start."""
+    brk = marker("live_blocks.c", "here", "BREAK")
+    run = run_gdb(gdb_argv(["memdump", f"break {brk}", "run", "run", "continue"],
+                           [program("live_blocks")]), cwd=tmp_path)
+    assert run.returncode == 0 and run.stderr == "", run.describe()
+    started = re.findall(r"^memdump: recording process (\d+) to (\S+)$", run.stdout, re.M)
+    assert [name for _, name in started] == [f"live_blocks.{pid}.memdump" for pid, _ in started]
+    assert len(started) == 2, run.describe()
+    first, second = (read_dump(tmp_path / name) for _, name in started)
+    assert first.sizes() == [11, 22, 33] and first.end is not None and first.end[0] != "exit"
+    assert second.sizes() == [11, 22, 33, 44] and second.end == ("exit", "0")
