@@ -14,11 +14,13 @@ import os
 import signal
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import gdb
 
 from . import output
+from .batchmode import batch_mode
 from .core import ptrace, reach
 from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, InlinedInto, track
 from .core.elf import ElfError, ElfFile
@@ -173,6 +175,21 @@ class Session:
         self._scanned: set[tuple[str, int]] = set()
         self.counts: Counter[str] = Counter()
         self.started = time.monotonic()
+        # Time the program ran while recorded: GDB's cont events to its stop events (the time
+        # it sits stopped at the prompt is not the program's). None while it is stopped.
+        self.running_s = 0.0
+        self._running_since: float | None = None
+        self._watching_cont = False
+        #: a path this recording continues the series of (`memdump -o FILE`, then FILE-2, ...)
+        self.series: str | None = None
+        #: the settings' current values (settings.get): read again when the recording starts
+        self.settings: Callable[[str], object] | None = None
+        #: called with this session when the program it recorded ended (not on `memdump stop`)
+        self.on_program_end: Callable[[Session], None] | None = None
+        #: armed by itself after the previous run ended, not by a `memdump` command
+        self.again = False
+        #: the recording of the previous run, when armed by itself
+        self.previous: Session | None = None
         self.ended_reason = ""
         self._memfd: int | None = None
         self._modules: ModuleMap | None = None
@@ -182,13 +199,16 @@ class Session:
         self.attached = False
 
     # -- life cycle --------------------------------------------------------------------------
-    def arm(self) -> None:
-        """Open the output (to fail early), hook the events, and start at once on a live process."""
+    def arm(self, again: bool = False) -> None:
+        """Open the output (to fail early), hook the events, and start at once on a live process.
+        AGAIN: armed for the next run after the previous one ended."""
+        self.again = again
         if self.out_path is not None:
             self.fd = self._open(self.out_path, exclusive=False)
             self.path = self.out_path
         self._connect()
-        if self.inferior.pid:
+        # AGAIN is armed from the exited event, while the ended process still has its pid.
+        if self.inferior.pid and not again:
             self.attached = True
             self._begin()
             self._install_hooks()
@@ -198,6 +218,9 @@ class Session:
                     f"{CMD}: process {self.pid} has no allocator to hook: no loaded module exports "
                     "malloc (statically linked?)"
                 )
+        elif again:
+            output.info(CMD, "armed again: the next run is recorded into a new dump "
+                             "(memdump stop disarms)")
         else:
             output.info(CMD, "armed: recording starts when the program runs")
 
@@ -212,18 +235,30 @@ class Session:
 
     def _default_path(self, program: str) -> str:
         base = f"{os.path.basename(program) or 'program'}.{self.pid}"
-        for n in range(1, 1000):
-            path = f"{base}.memdump" if n == 1 else f"{base}-{n}.memdump"
+        ext = ".memdump"
+        first = 1
+        if self.series is not None:
+            # `memdump -o DIR/NAME.memdump` recorded an earlier run: DIR/NAME-2.memdump, -3, ...
+            base, ext = os.path.splitext(self.series) if self.series.endswith(".memdump") \
+                else (self.series, "")
+            first = 2
+        for n in range(first, 1000):
+            path = f"{base}{ext}" if n == 1 else f"{base}-{n}{ext}"
             try:
                 self.fd = self._open(path, exclusive=True)
                 return path
             except FileExistsError:
                 continue
-        raise gdb.GdbError(f"{CMD}: no free dump name {base}*.memdump in {os.getcwd()}")
+        raise gdb.GdbError(f"{CMD}: no free dump name {base}*{ext} in {os.getcwd()}")
 
     def _begin(self) -> None:
         """The process exists: open the dump, write its header, set up memory and unwinding."""
         self.pid = self.inferior.pid
+        if self.settings is not None:
+            self.depth = int(self.settings("depth"))
+            self.unwinder_mode = str(self.settings("unwinder"))
+            self.sites.capacity = max(int(self.settings("return-sites")), 1)
+            self.scan_time_limit = int(self.settings("scan-time-limit"))
         program = self.inferior.progspace.filename or _exe_of(self.pid)
         if self.fd is None:
             self.path = self._default_path(program)
@@ -244,6 +279,10 @@ class Session:
             self.writer.info(key, value)
         self.state = "recording"
         self.started = time.monotonic()
+        if self.attached:
+            self._watch_cont()  # stopped at the prompt: it runs again at the next continue
+        else:
+            self._running_since = self.started  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
 
     def finish(self, reason: str, detail: str = "-") -> None:
@@ -255,6 +294,9 @@ class Session:
                 self.writer.end(reason, detail)
             except OSError as exc:
                 output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
+        self._stopped()
+        self._unwatch_cont()
+        recorded = self.writer is not None
         self.state = "ended"
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
         self._disconnect()
@@ -269,6 +311,37 @@ class Session:
                 f"{self.writer.events:,} events recorded in {self.path} ({self.ended_reason}); "
                 f"report: scripts/memdump-analyze {self.path}",
             )
+        if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
+            self.on_program_end(self)
+
+    # -- running time ------------------------------------------------------------------------
+    def running_time(self) -> float:
+        """Seconds the program has run while recorded (not stopped at GDB's prompt)."""
+        if self._running_since is None:
+            return self.running_s
+        return self.running_s + time.monotonic() - self._running_since
+
+    def _stopped(self) -> None:
+        if self._running_since is not None:
+            self.running_s += time.monotonic() - self._running_since
+            self._running_since = None
+
+    def _on_cont(self, event: object) -> None:
+        # Connected only while the program is stopped: never on the hot path, where each
+        # breakpoint that does not stop resumes the program.
+        if self._running_since is None:
+            self._running_since = time.monotonic()
+        self._unwatch_cont()
+
+    def _watch_cont(self) -> None:
+        if not self._watching_cont:
+            gdb.events.cont.connect(self._on_cont)
+            self._watching_cont = True
+
+    def _unwatch_cont(self) -> None:
+        if self._watching_cont:
+            gdb.events.cont.disconnect(self._on_cont)
+            self._watching_cont = False
 
     def _remove_breakpoints(self) -> None:
         for bp in (*self.hooks.values(), *self.exit_hooks.values()):
@@ -326,7 +399,12 @@ class Session:
         if self.inferior.pid != self.pid and self.state == "recording":
             return  # another process of this inferior (a followed fork child): not ours
         if self.state == "armed":
-            self._begin()
+            try:
+                self._begin()
+            except gdb.GdbError as exc:
+                self.finish("stop")
+                cannot_record(str(exc))
+                return
         self._modules.invalidate()
         self._unwinder.clear_cache()
         self._install_hooks()
@@ -370,6 +448,9 @@ class Session:
         self._guard("stop", self._stop_event, event)
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
+        if self.state == "recording":
+            self._stopped()
+            self._watch_cont()
         if self.state != "recording" or not isinstance(event, gdb.SignalEvent):
             return
         if event.stop_signal in FATAL_SIGNALS:
@@ -567,7 +648,7 @@ class Session:
         """Every 65,536 events, when someone watches a terminal: how far and how fast."""
         if not os.isatty(2):  # GDB's sys.stderr is its own object; the descriptor tells
             return
-        elapsed = time.monotonic() - self.started
+        elapsed = max(self.running_time(), 1e-3)
         events = self.writer.events
         output.progress(CMD, f"{events:,} events in {elapsed:.0f} s ({events / elapsed:,.0f}/s), "
                              f"dump {self.writer.bytes_written / 2**20:,.1f} MiB")
@@ -659,6 +740,7 @@ class Session:
     # -- queries -----------------------------------------------------------------------------
     def status(self) -> dict[str, object]:
         elapsed = time.monotonic() - self.started
+        running = self.running_time()
         events = self.writer.events if self.writer else 0
         return {
             "state": self.state,
@@ -666,7 +748,8 @@ class Session:
             "pid": self.pid,
             "events": events,
             "elapsed_s": round(elapsed, 3),
-            "events_per_s": round(events / elapsed, 1) if elapsed > 0 else 0.0,
+            "running_s": round(running, 3),
+            "events_per_s": round(events / running, 1) if running > 0 else 0.0,
             "pending_calls": len(self.pending),
             "hooks": len(self.hooks),
             "live_blocks": len(self.live),
@@ -789,6 +872,24 @@ def _exe_of(pid: int) -> str:
         return os.readlink(f"/proc/{pid}/exe")
     except OSError:
         return "program"
+
+
+def cannot_record(message: str, raised: bool = False) -> None:
+    """MESSAGE says why memdump cannot record; RAISED: a command raises it next (GDB prints it).
+
+    In batch mode (gdb -batch) GDB then exits with status 1 before the program runs (a process
+    GDB attached to is detached, one it started is killed): going on would run the program
+    unrecorded and exit 0, which a script or a CI job takes for success. Interactively it stays
+    an error message and GDB goes on."""
+    if not batch_mode():
+        if not raised:
+            gdb.write(f"{message}\n", gdb.STDERR)
+        return
+    gdb.write(f"{message}\n", gdb.STDERR)
+    gdb.write(f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)\n", gdb.STDERR)
+    gdb.flush()
+    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
+    gdb.execute("quit 1")
 
 
 def check_program(path: str) -> None:

@@ -1,4 +1,10 @@
-"""Settings of the GDB commands: gdb.Parameters under `set memdump ...`, declared in one table."""
+"""Settings of the GDB commands: gdb.Parameters under `set memdump ...`, declared in one table.
+
+Everything GDB shows of a setting is generated from its row: `help set memdump NAME` and `help
+show memdump NAME` ("Set the SUBJECT." / "Show the SUBJECT." then DOC), `show memdump NAME` ("The
+SUBJECT is VALUE."), the list `show memdump` prints, and the settings part of `help memdump`
+(usage_lines()).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,27 @@ import gdb
 
 @dataclass(frozen=True)
 class Setting:
-    """One row of the settings table: name under the `memdump` prefix, GDB type, default, doc."""
+    """One row of the settings table.
+
+    SUBJECT is a noun phrase that reads after "Set the", "Show the" and "The" (before "is VALUE");
+    DOC says what the values mean, in sentences.
+    """
 
     name: str
     kind: int
     default: object
+    subject: str
     doc: str
     enum: tuple[str, ...] = ()
+
+    @property
+    def syntax(self) -> str:
+        """What the value looks like: `N` or the choices, `auto|gdb`."""
+        return "|".join(self.enum) if self.enum else "N"
+
+    @property
+    def help(self) -> str:
+        return f"{self.doc} Default: {self.default}."
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -23,45 +43,87 @@ SETTINGS: tuple[Setting, ...] = (
         "depth",
         gdb.PARAM_ZUINTEGER,
         32,
-        "Number of frames memdump records for each heap operation's call stack.",
+        "number of frames memdump records per call stack",
+        "Each heap operation's call stack is recorded up to this many frames; 0 records none.",
     ),
     Setting(
         "unwinder",
         gdb.PARAM_ENUM,
         "auto",
-        "How memdump walks call stacks: auto (its own DWARF CFI unwinder, GDB's when that "
-        "cannot) or gdb.",
+        "unwinder memdump walks call stacks with",
+        "auto: memdump's own DWARF CFI unwinder, GDB's for a frame it cannot walk; gdb: always "
+        "GDB's (exact, several times slower).",
         ("auto", "gdb"),
     ),
     Setting(
         "return-sites",
         gdb.PARAM_ZUINTEGER,
         64,
-        "Number of return-address breakpoints memdump keeps inserted to catch allocators' results.",
+        "number of return-address breakpoints memdump keeps inserted",
+        "They catch the allocators' results; each breakpoint slows every stop a little, and one "
+        "evicted is created again when needed.",
     ),
     Setting(
         "scan-time-limit",
         gdb.PARAM_ZUINTEGER,
         120,
-        "Seconds the pointer scan at the program's exit may take (0: no scan).",
+        "time limit in seconds of the pointer scan at the program's exit",
+        "Past it the dump says timeout and the leak kinds are unknown; 0 turns the scan off.",
     ),
 )
 
 _params: dict[str, gdb.Parameter] = {}
 
 
-class _Prefix(gdb.Command):
-    """Generic prefix command for the memdump settings."""
+def usage_lines() -> list[str]:
+    """One line per setting, `NAME SYNTAX  subject (default D)`, for `help memdump`."""
+    width = max(len(f"{s.name} {s.syntax}") for s in SETTINGS)
+    return [f"  {s.name + ' ' + s.syntax:<{width}}  {s.subject} (default {s.default})"
+            for s in SETTINGS]
 
-    def __init__(self, name: str) -> None:
-        super().__init__(name, gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+def show_lines() -> list[str]:
+    """What `show memdump` prints: `memdump NAME:  The SUBJECT is VALUE.`, as GDB lists the
+    settings under its own prefixes (`show history`)."""
+    lines = []
+    for setting in SETTINGS:
+        text = gdb.execute(f"show memdump {setting.name}", to_string=True).rstrip("\n")
+        lines.append(f"memdump {setting.name}:  {text}")
+    return lines
+
+
+class _SetPrefix(gdb.Command):
+    """Change a memdump setting: set memdump NAME VALUE (show memdump lists them)."""
+
+    def __init__(self) -> None:
+        super().__init__("set memdump", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        if arg.strip():
+            raise gdb.GdbError(f'Undefined set memdump command: "{arg.strip()}".  '
+                               'Try "help set memdump".')
+        gdb.write('"set memdump" must be followed by the name of a setting:\n'
+                  + "\n".join(usage_lines()) + "\n")
+
+
+class _ShowPrefix(gdb.Command):
+    """Show the memdump settings: every one without a name, or show memdump NAME."""
+
+    def __init__(self) -> None:
+        super().__init__("show memdump", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        if arg.strip():
+            raise gdb.GdbError(f'Undefined show memdump command: "{arg.strip()}".  '
+                               'Try "help show memdump".')
+        gdb.write("\n".join(show_lines()) + "\n")
 
 
 def _make(setting: Setting) -> gdb.Parameter:
     class _Param(gdb.Parameter):
-        __doc__ = setting.doc
-        set_doc = "Set the " + setting.doc[0].lower() + setting.doc[1:].rstrip(".") + "."
-        show_doc = "Show the " + setting.doc[0].lower() + setting.doc[1:].rstrip(".") + "."
+        __doc__ = setting.help
+        set_doc = f"Set the {setting.subject}."
+        show_doc = f"Show the {setting.subject}."
 
         def __init__(self) -> None:
             if setting.enum:
@@ -72,7 +134,7 @@ def _make(setting: Setting) -> gdb.Parameter:
             self.value = setting.default
 
         def get_show_string(self, svalue: str) -> str:
-            return f"{setting.doc[:-1]} is {svalue}."
+            return f"The {setting.subject} is {svalue}."
 
     return _Param()
 
@@ -81,8 +143,8 @@ def register() -> None:
     """Create the `set memdump` / `show memdump` prefixes and every parameter of the table."""
     if _params:
         return
-    _Prefix("set memdump")
-    _Prefix("show memdump")
+    _SetPrefix()
+    _ShowPrefix()
     for setting in SETTINGS:
         _params[setting.name] = _make(setting)
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from memdump_e2e import (
@@ -65,6 +64,10 @@ def test_invalid_realloc_that_aborts_inside_realloc(dump: Path) -> None:
 
 
 # -- the command's errors: one line starting with `memdump:`, no traceback -------------------------
+# These run GDB in batch mode, where a memdump that cannot record also stops GDB with status 1
+# before the program runs (test_memdump_batch.py covers that, and the interactive case).
+
+BATCH_EXIT = "memdump: nothing is recorded: GDB exits with status 1 (batch mode)"
 
 
 def _one_error(run: GdbRun, *words: str) -> str:
@@ -74,31 +77,35 @@ def _one_error(run: GdbRun, *words: str) -> str:
     return lines[0]
 
 
+def _refused(run: GdbRun, message: str) -> None:
+    """GDB said MESSAGE, then that it exits, exited with status 1 and never ran the program."""
+    assert (run.returncode, run.stdout, run.stderr) == (1, "", f"{message}\n{BATCH_EXIT}\n"), \
+        run.describe()
+
+
 def test_no_program(dump: Path) -> None:
-    run = run_gdb(gdb_argv([f"memdump -o {dump}"]))
-    line = _one_error(run, "no program to record")
-    assert run.memdump_lines() == [line]
+    run = run_gdb(gdb_argv([f"memdump -o {dump}", "run"]))
+    _refused(run, "memdump: no program to record: start GDB with one (gdb ./app), use "
+                  "'file ./app', or attach to a process (gdb -p PID)")
     assert not dump.exists()
 
 
 def test_output_in_missing_directory(tmp_path: Path) -> None:
     target = tmp_path / "no" / "such" / "dir" / "x.memdump"
-    run = run_gdb(gdb_argv([f"memdump -o {target}"], [program("leak_malloc")]))
-    line = _one_error(run, "cannot write the dump", str(target))
-    assert "No such file or directory" in line
-    assert run.memdump_lines() == [line]
+    run = run_gdb(gdb_argv([f"memdump -o {target}", "run"], [program("leak_malloc")]))
+    _refused(run, f"memdump: cannot write the dump to {target}: No such file or directory")
 
 
 def test_output_is_a_directory(tmp_path: Path) -> None:
-    run = run_gdb(gdb_argv([f"memdump -o {tmp_path}"], [program("leak_malloc")]))
-    line = _one_error(run, "cannot write the dump", str(tmp_path), "directory")
-    assert run.memdump_lines() == [line]
+    run = run_gdb(gdb_argv([f"memdump -o {tmp_path}", "run"], [program("leak_malloc")]))
+    _refused(run, f"memdump: cannot write the dump to {tmp_path}: it is a directory")
 
 
 def test_static_program_refused(dump: Path) -> None:
-    run = run_gdb(gdb_argv([f"memdump -o {dump}"], [program("leak_malloc_static")]))
-    line = _one_error(run, "leak_malloc_static", "statically linked")
-    assert run.memdump_lines() == [line]
+    static = program("leak_malloc_static")
+    run = run_gdb(gdb_argv([f"memdump -o {dump}", "run"], [static]))
+    _refused(run, f"memdump: {static} is statically linked: its allocator has no dynamic symbols "
+                  "to hook (link it dynamically to record it)")
     assert not dump.exists()
 
 
@@ -110,7 +117,10 @@ def test_second_memdump_while_recording(tmp_path: Path) -> None:
         [f"memdump -o {first}", f"break {brk}", "run", f"memdump -o {second}", "continue"],
         [program("live_blocks")],
     ))
-    _one_error(run, "already recording", str(first))
+    line = _one_error(run, "already recording", str(first))
+    assert line == f"memdump: already recording to {first} (memdump stop ends it)"
+    # Not a failure to record: GDB goes on, even in batch mode.
+    assert BATCH_EXIT not in run.stderr and run.returncode == 0, run.describe()
     assert not second.exists()
     # The first recording goes on undisturbed.
     assert read_dump(first).end == ("exit", "0")
@@ -120,17 +130,34 @@ def test_second_memdump_while_recording(tmp_path: Path) -> None:
     })
 
 
+def test_second_memdump_while_armed(tmp_path: Path) -> None:
+    """Before the program runs, a second memdump finds the first armed, not recording."""
+    first = tmp_path / "first.memdump"
+    second = tmp_path / "second.memdump"
+    run = run_gdb(gdb_argv([f"memdump -o {first}", f"memdump -o {second}", "memdump", "run"],
+                           [program("leak_malloc")]))
+    armed = (f"memdump: already armed: recording to {first} starts when the program runs "
+             "(memdump stop disarms)")
+    assert run.stdout.startswith("memdump: armed: recording starts when the program runs\n")
+    assert run.stderr == f"{armed}\n{armed}\n", run.describe()
+    assert run.returncode == 0, run.describe()
+    assert not second.exists()
+    assert read_dump(first).end == ("exit", "0")
+
+
 def test_unknown_option(dump: Path) -> None:
-    run = run_gdb(gdb_argv(["memdump --frobnicate"], [program("leak_malloc")]))
-    line = _one_error(run, "--frobnicate")
-    assert run.memdump_lines() == [line]
+    run = run_gdb(gdb_argv(["memdump --frobnicate", "run"], [program("leak_malloc")]))
+    _refused(run, "memdump: unrecognized arguments: --frobnicate")
 
 
 def test_queries_before_recording() -> None:
     run = run_gdb(gdb_argv(["memdump leaks", "memdump status", "memdump stop"],
                            [program("leak_malloc")]))
     lines = run.memdump_lines()
-    assert len(lines) == 3, run.describe()
-    assert re.search(r"nothing recorded|not recording", lines[0]), lines
-    assert re.search(r"nothing recorded|not recording", lines[1]), lines
-    assert "not recording" in lines[2], lines
+    assert lines == [
+        "memdump: nothing recorded yet (start with: memdump, then run)",
+        "memdump: nothing recorded yet (start with: memdump, then run)",
+        "memdump: not recording",
+    ], run.describe()
+    # Queries are not recordings: GDB goes on (its status is the last command's, which failed).
+    assert BATCH_EXIT not in run.stderr, run.describe()

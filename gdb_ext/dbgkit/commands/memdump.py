@@ -5,12 +5,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 import traceback
 
 import gdb
 
 from .. import output, settings
-from ..memdump_session import CMD, Session, check_program
+from ..memdump_session import CMD, Session, cannot_record, check_program
 
 _session: Session | None = None
 
@@ -38,13 +39,16 @@ class _HelpShown(Exception):
 def _build_parser() -> _Parser:
     parser = _Parser(
         prog="memdump",
-        description=(
+        description=textwrap.fill(
             "Record every malloc, calloc, realloc, free (and reallocarray, posix_memalign, "
             "aligned_alloc, memalign, valloc, pvalloc) of the program with its call stack into a "
             "dump file; analyse it with scripts/memdump-analyze. Without a subcommand, start "
-            "recording: at once on a live process, else when it runs."
-        ),
-        epilog="settings: set memdump depth N | unwinder auto|gdb | return-sites N",
+            "recording: at once on a live process, else when it runs; each later run of the "
+            "program is recorded into a new dump until memdump stop. In batch mode (gdb -batch) "
+            "a memdump that cannot record exits GDB with status 1.", width=78),
+        epilog="settings (set memdump NAME VALUE; show memdump lists them):\n"
+               + "\n".join(settings.usage_lines()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="dump path (default: ./PROGRAM.PID.memdump)")
@@ -72,8 +76,19 @@ class MemdumpCommand(gdb.Command):
         super().__init__("memdump", gdb.COMMAND_DATA)
 
     def invoke(self, arg: str, from_tty: bool) -> None:
+        argv = gdb.string_to_argv(arg)
         try:
-            args = _PARSER.parse_args(gdb.string_to_argv(arg))
+            self._run(argv)
+        except gdb.GdbError as exc:
+            # A memdump that was to start recording and cannot: in batch mode GDB must not go on
+            # to run the program unrecorded and exit 0 (a CI job would pass without a dump).
+            if _starts_recording(argv) and _active() is None:
+                cannot_record(str(exc), raised=True)
+            raise
+
+    def _run(self, argv: list[str]) -> None:
+        try:
+            args = _PARSER.parse_args(argv)
         except _HelpShown:
             return
         except _ArgumentError as exc:
@@ -90,6 +105,16 @@ class MemdumpCommand(gdb.Command):
             ) from None
 
 
+_SUBCOMMANDS = ("status", "leaks", "stop")
+
+
+def _starts_recording(argv: list[str]) -> bool:
+    """Whether ARGV asks to record (no subcommand), bad options and all: `memdump -o`, `memdump
+    --frobnicate`, `memdump stats` are recordings that cannot start; `memdump leaks` is not."""
+    words = [w for w in argv if not w.startswith("-")]
+    return not (words and words[0] in _SUBCOMMANDS) and "-h" not in argv and "--help" not in argv
+
+
 def _active() -> Session | None:
     return _session if _session is not None and _session.state != "ended" else None
 
@@ -97,6 +122,13 @@ def _active() -> Session | None:
 def _start(args: argparse.Namespace) -> None:
     global _session
     current = _active()
+    if current is not None and current.again and current.state == "armed":
+        current.finish("stop")  # armed by itself for the next run: this memdump replaces it
+        current = None
+    if current is not None and current.state == "armed":
+        where = f" to {current.path}" if current.path else ""
+        raise gdb.GdbError(f"{CMD}: already armed: recording{where} starts when the program runs "
+                           "(memdump stop disarms)")
     if current is not None:
         where = current.path or "the dump"
         raise gdb.GdbError(f"{CMD}: already recording to {where} (memdump stop ends it)")
@@ -116,25 +148,67 @@ def _start(args: argparse.Namespace) -> None:
             f"{CMD}: cannot write the dump in the current directory {os.getcwd()}: "
             "permission denied (use memdump -o FILE)"
         )
+    session = _new_session(args.output)
+    session.arm()
+    _session = session
+
+
+def _new_session(out_path: str | None, series: str | None = None) -> Session:
+    """A session that reads the settings when its recording starts and, when the program ends,
+    arms the next one: each run of the program in this GDB gets its own dump."""
     session = Session(
-        args.output,
+        out_path,
         depth=int(settings.get("depth")),
         unwinder=str(settings.get("unwinder")),
         return_sites=int(settings.get("return-sites")),
         scan_time_limit=int(settings.get("scan-time-limit")),
     )
-    session.arm()
+    session.series = series
+    session.settings = settings.get
+    session.on_program_end = _rearm
+    return session
+
+
+def _rearm(ended: Session) -> None:
+    """The recorded program ended (exit, killed, detach): record its next run too."""
+    global _session
+    if _session is not ended:
+        return
+    session = _new_session(None, series=ended.series or ended.out_path)
+    session.previous = ended
+    session.arm(again=True)
     _session = session
 
 
 def _need_session() -> Session:
+    """The recording queries report on: the last one when the next is only armed by itself."""
     if _session is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet (start with: memdump, then run)")
+    if _session.again and _session.state == "armed" and _session.previous is not None:
+        return _session.previous
     return _session
+
+
+def _next_run_armed() -> bool:
+    return _session is not None and _session.again and _session.state == "armed"
+
+
+# What each counter of `memdump status` means (Session.counts).
+COUNTER_LEGEND = {
+    "nested": "allocator calls made by the allocator itself (realloc(NULL, n) calling malloc): "
+              "part of the outer operation, not recorded again",
+    "partial-stacks": "call stacks memdump's unwinder could walk only part of (no unwind "
+                      "information, unreadable memory): recorded as far as they go",
+    "gdb-unwinds": "call stacks walked by GDB's unwinder because memdump's could not",
+    "unreadable-registers": "allocator entries skipped: the thread's registers could not be read",
+    "internal-errors": "errors inside memdump while recording (set MEMDUMP_DEBUG=1 to see them)",
+    "scan-ms": "milliseconds the pointer scan at exit took",
+}
 
 
 def _status(args: argparse.Namespace) -> None:
     status = _need_session().status()
+    status["next_run_armed"] = _next_run_armed()
     if args.json:
         output.block(json.dumps(status, indent=2, sort_keys=True))
         return
@@ -142,15 +216,24 @@ def _status(args: argparse.Namespace) -> None:
     lines = [
         f"state:        {status['state']}" + (f" ({status['ended']})" if status["ended"] else ""),
         f"dump:         {status['path'] or '(opened when the program starts)'}",
-        f"events:       {status['events']:,} in {status['elapsed_s']:.1f} s "
-        f"({status['events_per_s']:,.0f}/s)",
+        f"events:       {status['events']:,} in {status['running_s']:.1f} s of running "
+        f"({status['events_per_s']:,.0f}/s; time stopped in GDB not counted)",
         f"pending:      {status['pending_calls']} allocator calls not returned yet",
         f"live blocks:  {status['live_blocks']:,}",
         f"breakpoints:  {status['hooks']} entry points, {status['return_sites']} return sites",
-        "interned:     " + ", ".join(f"{v:,} {k}" for k, v in status["interned"].items()),
     ]
+    if status["interned"]:
+        interned = ", ".join(f"{v:,} {k}" for k, v in status["interned"].items())
+        lines.append(f"interned:     {interned} (written to the dump once, then referred to "
+                     "by number)")
     if counts:
-        lines.append("counters:     " + ", ".join(f"{k} {v:,}" for k, v in sorted(counts.items())))
+        lines.append("counters:")
+        width = max(len(f"{k} {v:,}") for k, v in counts.items())
+        for key, value in sorted(counts.items()):
+            legend = COUNTER_LEGEND.get(key, "")
+            lines.append(f"  {key + ' ' + format(value, ','):<{width}}  {legend}".rstrip())
+    if status["next_run_armed"]:
+        lines.append("next run:     recorded into a new dump (memdump stop disarms)")
     output.block("\n".join(lines))
 
 
@@ -188,7 +271,10 @@ def _stop(args: argparse.Namespace) -> None:
     session = _active()
     if session is None:
         raise gdb.GdbError(f"{CMD}: not recording")
+    armed = session.state == "armed"
     session.finish("stop")
+    if armed:
+        output.info(CMD, "disarmed: the program's next run is not recorded")
 
 
 def register() -> None:
