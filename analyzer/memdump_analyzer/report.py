@@ -13,7 +13,7 @@ from .dumpfile import Frame
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.1"
+REPORT_VERSION = "1.2"
 
 _BOLD = "\033[1m"
 _RED = "\033[1;31m"
@@ -49,12 +49,41 @@ def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], 
     return groups[:top], groups[top:]
 
 
-def _visible_groups(analysis: Analysis, show_runtime: bool, top: int | None) -> list[Group]:
-    leaks, _ = _select(analysis.leaks, top)
-    out = list(leaks)
-    if show_runtime:
-        runtime, _ = _select(analysis.runtime, top)
-        out.extend(runtime)
+#: the leak kinds a report can leave out (`show_leak_kinds`); "unknown" and None are always listed
+FILTERED_KINDS = ("definite", "indirect", "possible", "reachable")
+
+
+def _by_kind(
+    groups: Sequence[Group], kinds: frozenset[str] | None
+) -> tuple[list[Group], list[Group]]:
+    """The groups listed with `show_leak_kinds=kinds` (None: all), and those left out."""
+    if kinds is None:
+        return list(groups), []
+    listed: list[Group] = []
+    hidden: list[Group] = []
+    for g in groups:
+        if g.leak_kind in FILTERED_KINDS and g.leak_kind not in kinds:
+            hidden.append(g)
+        else:
+            listed.append(g)
+    return listed, hidden
+
+
+def _sections(
+    analysis: Analysis, show_runtime: bool, top: int | None, kinds: frozenset[str] | None
+) -> list[tuple[str, int, Sequence[Group], Sequence[Group], list[Group]]]:
+    """(kind, groups listed, groups shown, left out by --top, left out by --show-leak-kinds) for
+    the program's groups and, with `show_runtime`, the runtime's (never filtered by kind)."""
+    out = []
+    for kind, groups, filt in (
+        ("leak", analysis.leaks, kinds),
+        ("runtime", analysis.runtime, None),
+    ):
+        if kind == "runtime" and not show_runtime:
+            continue
+        listed, by_kind = _by_kind(groups, filt)
+        shown, by_top = _select(listed, top)
+        out.append((kind, len(listed), shown, by_top, by_kind))
     return out
 
 
@@ -153,9 +182,12 @@ def render_text(
     max_frames: int | None = None,
     top: int | None = None,
     color: bool = False,
+    show_leak_kinds: frozenset[str] | None = None,
 ) -> str:
     """The text report. `live`: the program is still running (no end record is expected, and
-    its live blocks are labelled LIVE, not LEAK)."""
+    its live blocks are labelled LIVE, not LEAK). `show_leak_kinds`: the leak kinds whose groups
+    are listed (None: all; groups of unknown kind are always listed); `top`: at most that many
+    groups are listed, the largest, of the program's and of the runtime's."""
 
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
@@ -182,24 +214,32 @@ def render_text(
         out.append(paint(_YELLOW, f"note: {warning}"))
 
     leak_word = "LIVE" if live else "LEAK"
-    sections: list[tuple[str, str, Sequence[Group]]] = [(leak_word, _RED, a.leaks)]
-    if show_runtime:
-        sections.append(("RUNTIME", _DIM, a.runtime))
-    for label, code, groups in sections:
-        shown, hidden = _select(groups, top)
+    for kind, listed, shown, by_top, by_kind in _sections(
+        a, show_runtime, top, None if live else show_leak_kinds
+    ):
+        label, code = (leak_word, _RED) if kind == "leak" else ("RUNTIME", _DIM)
         for i, g in enumerate(shown, 1):
             out.append("")
-            title = f"{label} {i:,} of {len(groups):,}: {_size(g.bytes, g.blocks)}"
+            title = f"{label} {i:,} of {listed:,}: {_size(g.bytes, g.blocks)}"
             if g.leak_kind is not None and not live:
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
             out.extend(_stack_text(g.stack, max_frames))
-        if hidden:
+        if by_top:
             out.append("")
             out.append(
-                f"... and {len(hidden):,} more {label.lower()} groups "
-                f"({_size(sum(g.bytes for g in hidden), sum(g.blocks for g in hidden))}) "
+                f"... and {len(by_top):,} more {label.lower()} groups "
+                f"({_size(sum(g.bytes for g in by_top), sum(g.blocks for g in by_top))}) "
                 "not shown (--top)"
+            )
+        if by_kind:
+            hidden_kinds = {g.leak_kind for g in by_kind}
+            names = [KIND_NAMES[k] for k in FILTERED_KINDS if k in hidden_kinds]
+            out.append("")
+            out.append(
+                f"... and {_plural(len(by_kind), 'leak group')} {' or '.join(names)} "
+                f"({_size(sum(g.bytes for g in by_kind), sum(g.blocks for g in by_kind))}) "
+                "not shown (--show-leak-kinds all lists them)"
             )
     if not a.leaks:
         out.append("")
@@ -310,9 +350,15 @@ def render_json(
     live: bool = False,
     max_frames: int | None = None,
     top: int | None = None,
+    show_leak_kinds: frozenset[str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report as a dict (serialise it with `dumps_json`)."""
+    """The JSON report as a dict (serialise it with `dumps_json`); the options are
+    `render_text`'s, and `leaks` lists the groups the text report lists."""
     a = analysis
+    kinds = None if live else show_leak_kinds
+    sections = _sections(a, show_runtime, top, kinds)
+    left_out = [g for kind, _, _, by_top, by_kind in sections if kind == "leak"
+                for g in (*by_top, *by_kind)]
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
@@ -351,8 +397,14 @@ def render_json(
                 "blocks": g.blocks,
                 "stack": _stack_json(g.stack, max_frames),
             }
-            for g in _visible_groups(a, show_runtime, top)
+            for _, _, shown, _, _ in sections
+            for g in shown
         ],
+        "not_shown": {
+            "groups": len(left_out),
+            "bytes": sum(g.bytes for g in left_out),
+            "blocks": sum(g.blocks for g in left_out),
+        },
         "errors": [
             {
                 "kind": e.kind,

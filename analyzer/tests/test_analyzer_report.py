@@ -60,8 +60,10 @@ def test_json_keys() -> None:
         "leaks",
         "errors",
         "warnings",
+        "not_shown",
     }
-    assert (report["format"], report["version"]) == ("memdump-report", "1.1")
+    assert (report["format"], report["version"]) == ("memdump-report", "1.2")
+    assert report["not_shown"] == {"groups": 0, "bytes": 0, "blocks": 0}
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
     summary = report["summary"]
     assert set(summary) == {

@@ -86,7 +86,7 @@ def test_threads_alive_at_exit_keep_their_thread_data_possibly_lost(dump: Path) 
 
 def test_text_report_has_valgrind_lines(dump: Path) -> None:
     record("reach_kinds", "list", dump=dump)
-    proc = analyze_raw(dump)
+    proc = analyze_raw(dump, "--show-leak-kinds", "all")
     assert proc.returncode == 0, proc.stderr
     assert "LEAK 1 of 2: 192 bytes in 4 blocks, indirectly lost\n" in proc.stdout
     assert "LEAK 2 of 2: 48 bytes in 1 block, definitely lost\n" in proc.stdout
@@ -101,7 +101,11 @@ def test_fail_on_leak_by_kind(tmp_path: Path) -> None:
     kept, lost = tmp_path / "kept.memdump", tmp_path / "lost.memdump"
     record("reach_kinds", "global", dump=kept)
     record("reach_kinds", "list", dump=lost)
-    assert analyze_raw(kept, "--fail-on-leak").returncode == 1  # default: every kind
+    assert analyze_raw(kept, "--fail-on-leak").returncode == 0  # valgrind's definite,possible
+    assert analyze_raw(lost, "--fail-on-leak").returncode == 1
+    assert analyze_raw(kept, "--fail-on-leak", "--leak-kinds", "all").returncode == 1
+    proc = analyze_raw(kept, "--fail-on-leak", "--errors-for-leak-kinds", "reachable")
+    assert proc.returncode == 1
     assert analyze_raw(kept, "--fail-on-leak", "--leak-kinds", "definite,possible").returncode == 0
     assert analyze_raw(lost, "--fail-on-leak", "--leak-kinds", "definite,possible").returncode == 1
     assert analyze_raw(lost, "--fail-on-leak", "--leak-kinds", "reachable").returncode == 0
