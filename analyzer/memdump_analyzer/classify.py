@@ -288,6 +288,15 @@ class Group:
     #: "definite" | "indirect" | "possible" | "reachable" | "unknown" (allocated after the
     #: scan); None when the dump has no pointer scan that succeeded
     leak_kind: str | None = None
+    #: of a definitely lost group: the indirectly lost blocks its blocks lead (their clique),
+    #: valgrind's "N (D direct, I indirect) bytes"; `bytes` and `blocks` are the direct ones
+    indirect_bytes: int = 0
+    indirect_blocks: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """Direct and indirect bytes: what valgrind sorts loss records by."""
+        return self.bytes + self.indirect_bytes
 
 
 @dataclass
@@ -423,28 +432,37 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
     stacks = _Stacks(reader)
     scanned = reader.scan is not None and reader.scan.status == "ok"
     kinds = reader.kinds
-    # live blocks by stack node and leak kind, in allocation order: -> [bytes, blocks, rank]
+    owned = _owned(r.live, kinds, reader.leaders) if scanned else {}
+    # live blocks by stack node and leak kind, in allocation order:
+    # -> [bytes, blocks, rank, indirect bytes, indirect blocks]
     by_node: dict[tuple[int, str | None], list[int]] = {}
     for p, (size, node) in r.live.items():
         key = (node, (kinds[p][0] if p in kinds else "unknown") if scanned else None)
         agg = by_node.get(key)
         if agg is None:
-            by_node[key] = [size, 1, len(by_node)]
+            agg = by_node[key] = [size, 1, len(by_node), 0, 0]
         else:
             agg[0] += size
             agg[1] += 1
+        if p in owned:
+            agg[3] += owned[p][0]
+            agg[4] += owned[p][1]
     # then by trimmed stack (tuple of PCs) and kind
     by_stack: dict[tuple[tuple[int, ...], str | None], Group] = {}
-    for (node, leak_kind), (nbytes, blocks, rank) in by_node.items():
+    for (node, leak_kind), (nbytes, blocks, rank, ibytes, iblocks) in by_node.items():
         frames = stacks.trimmed(abs(node))
         key = (tuple(f.pc for f in frames), leak_kind)
         group = by_stack.get(key)
         if group is None:
-            by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind)
+            by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind,
+                                  ibytes, iblocks)
         else:
             group.bytes += nbytes
             group.blocks += blocks
-    groups = sorted(by_stack.values(), key=lambda g: (-g.bytes, -g.blocks, g.order))
+            group.indirect_bytes += ibytes
+            group.indirect_blocks += iblocks
+    # largest first, by direct and indirect bytes as valgrind's loss records
+    groups = sorted(by_stack.values(), key=lambda g: (-g.total_bytes, -g.blocks, g.order))
     leaked = [g for g in groups if g.kind == "leak"]
     leak_kinds = None
     if scanned:
@@ -492,6 +510,26 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         unknown_tags=dict(reader.unknown_tags),
         unknown_process_events=dict(r.unknown_process_events),
     )
+
+
+def _owned(
+    live: dict[bytes, tuple[int, int]],
+    kinds: dict[bytes, tuple[str, str | None]],
+    leaders: dict[bytes, bytes],
+) -> dict[bytes, list[int]]:
+    """Definitely lost block -> [bytes, blocks] of the live indirectly lost blocks it leads.
+
+    A leader that is not a live definitely lost block (freed after the scan, or a dump that
+    does not say) owns nothing: its blocks then count in no group's indirect figures."""
+    owned: dict[bytes, list[int]] = {}
+    for p, leader in leaders.items():
+        block = live.get(p)
+        if block is None or leader not in live or kinds.get(leader, ("",))[0] != "definite":
+            continue
+        agg = owned.setdefault(leader, [0, 0])
+        agg[0] += block[0]
+        agg[1] += 1
+    return owned
 
 
 def _error_report(e: HeapError, stacks: _Stacks) -> ErrorReport:

@@ -43,6 +43,17 @@ def _size(nbytes: int, blocks: int) -> str:
     return f"{_plural(nbytes, 'byte')} in {_plural(blocks, 'block')}"
 
 
+def _group_size(g: Group) -> str:
+    """valgrind's `428 (24 direct, 404 indirect) bytes in 1 block` when the group's blocks lead
+    indirectly lost ones, else `24 bytes in 1 block`."""
+    if not g.indirect_bytes and not g.indirect_blocks:
+        return _size(g.bytes, g.blocks)
+    return (
+        f"{g.total_bytes:,} ({g.bytes:,} direct, {g.indirect_bytes:,} indirect) bytes in "
+        f"{_plural(g.blocks, 'block')}"
+    )
+
+
 def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], Sequence[Group]]:
     if top is None or len(groups) <= top:
         return groups, ()
@@ -220,7 +231,7 @@ def render_text(
         label, code = (leak_word, _RED) if kind == "leak" else ("RUNTIME", _DIM)
         for i, g in enumerate(shown, 1):
             out.append("")
-            title = f"{label} {i:,} of {listed:,}: {_size(g.bytes, g.blocks)}"
+            title = f"{label} {i:,} of {listed:,}: {_group_size(g)}"
             if g.leak_kind is not None and not live:
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
@@ -395,6 +406,9 @@ def render_json(
                 "leak_kind": g.leak_kind,
                 "bytes": g.bytes,
                 "blocks": g.blocks,
+                "direct_bytes": g.bytes,
+                "indirect_bytes": g.indirect_bytes,
+                "indirect_blocks": g.indirect_blocks,
                 "stack": _stack_json(g.stack, max_frames),
             }
             for _, _, shown, _, _ in sections

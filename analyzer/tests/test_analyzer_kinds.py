@@ -187,7 +187,9 @@ def test_help_lists_the_leak_kind_options() -> None:
         (["r 0x10 D"], "'r' record before any 'scan' record"),
         (["scan 4 ok 1 2 3", "r 0x10 X"], "unknown leak kind 'X' (D, I, P or R)"),
         (["scan 4 ok 1 2 3", "r 0x10"],
-         "'r' record has 1 field, expected 2 (ADDR KIND [HEURISTIC])"),
+         "'r' record has 1 field, expected 2 (ADDR KIND [HEURISTIC|LEADER])"),
+        (["scan 4 ok 1 2 3", "r 0x10 I 10"],
+         "malformed LEADER '10' (expected a hex number like 0x1f)"),
         (["scan 4 ok 1 2 3", "r 10 D"], "malformed ADDR '10' (expected a hex number like 0x1f)"),
         (["scan 4 ok 1 2"], "'scan' record has 4 fields, expected 5"),
         (["scan 3 ok 1 2 3"], "scan record says it follows event 3, but it follows event 4"),
@@ -246,3 +248,58 @@ def test_top_counts_the_listed_groups_whatever_their_kind(tmp_path: Path) -> Non
     assert report["not_shown"] == {"groups": 3, "bytes": 60, "blocks": 3}
     help_text = " ".join(run_cli("--help").stdout.split())
     assert "list only the N largest groups" in help_text and "whatever their kind" in help_text
+
+
+def test_a_definitely_lost_group_shows_the_bytes_it_leads(tmp_path: Path) -> None:
+    """valgrind's `428 (24 direct, 404 indirect) bytes in 1 blocks are definitely lost`: a lost
+    list head of 24 bytes with three children (100, 150, 154 bytes, each its own stack); two
+    heads at one stack add up; a leader freed after the scan owns nothing."""
+    d = Dump(header="MEMDUMP 1.2")
+    head = main_at(20)
+    d.malloc("0x1000", 24, head)
+    for k, size in enumerate((100, 150, 154)):
+        d.malloc(f"0x{0x2000 + 0x100 * k:x}", size, main_at(21 + k))
+    d.malloc("0x3000", 24, head)  # a second head, at the same stack, with one child
+    d.malloc("0x3100", 8, main_at(21))
+    d.malloc("0x4000", 500, main_at(30))  # a bigger leak without children
+    d.malloc("0x5000", 16, main_at(31))  # a head freed after the scan
+    d.malloc("0x5100", 32, main_at(32))
+    d.raw(f"scan {d.seq} ok 4096 1008 1")
+    for line in ("r 0x1000 D", "r 0x2000 I 0x1000", "r 0x2100 I 0x1000", "r 0x2200 I 0x1000",
+                 "r 0x3000 D", "r 0x3100 I 0x3000", "r 0x4000 D", "r 0x5000 D",
+                 "r 0x5100 I 0x5000"):
+        d.raw(line)
+    d.free("0x5000", main_at(33))
+    d.end()
+    path = d.write(tmp_path)
+    a = analyze(path)
+    assert [(g.leak_kind, g.stack[0].line, g.bytes, g.blocks, g.indirect_bytes,
+             g.indirect_blocks) for g in a.leaks] == [
+        ("definite", 30, 500, 1, 0, 0),
+        ("definite", 20, 48, 2, 412, 4),  # sorted by 460 bytes in all, as valgrind's records
+        ("indirect", 23, 154, 1, 0, 0),
+        ("indirect", 22, 150, 1, 0, 0),
+        ("indirect", 21, 108, 2, 0, 0),
+        ("indirect", 32, 32, 1, 0, 0),
+    ]
+    text = run_cli(path).stdout
+    assert "LEAK 1 of 2: 500 bytes in 1 block, definitely lost\n" in text
+    assert ("LEAK 2 of 2: 460 (48 direct, 412 indirect) bytes in 2 blocks, definitely lost\n"
+            "    at main (app.c:20)\n") in text
+    assert "    definitely lost: 548 bytes in 3 blocks\n" in text  # the summary: direct only
+    assert "    indirectly lost: 444 bytes in 5 blocks\n" in text
+    report = json.loads(run_cli("--format", "json", path).stdout)
+    assert [(g["bytes"], g["direct_bytes"], g["indirect_bytes"], g["indirect_blocks"])
+            for g in report["leaks"]] == [(500, 500, 0, 0), (48, 48, 412, 4)]
+    # one head with three children: valgrind's line exactly
+    d = Dump(header="MEMDUMP 1.2")
+    d.malloc("0x1000", 24, main_at(20))
+    for k, size in enumerate((100, 150, 154)):
+        d.malloc(f"0x{0x2000 + 0x100 * k:x}", size, main_at(21))
+    d.raw(f"scan {d.seq} ok 4096 428 1")
+    for line in ("r 0x1000 D", "r 0x2000 I 0x1000", "r 0x2100 I 0x1000", "r 0x2200 I 0x1000"):
+        d.raw(line)
+    d.end()
+    text = run_cli("--show-leak-kinds", "all", d.write(tmp_path, "list.memdump")).stdout
+    assert "LEAK 1 of 2: 428 (24 direct, 404 indirect) bytes in 1 block, definitely lost\n" in text
+    assert "LEAK 2 of 2: 404 bytes in 3 blocks, indirectly lost\n" in text

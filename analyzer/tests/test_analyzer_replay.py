@@ -21,18 +21,24 @@ def live(a: Analysis) -> dict[int, int]:
 
 def test_example_fixture() -> None:
     a = analyze(str(FIXTURES / "example.memdump"))
-    assert (a.leaked_bytes, a.leaked_blocks) == (16, 1)
+    assert (a.leaked_bytes, a.leaked_blocks) == (112, 3)
     assert (a.runtime_bytes, a.runtime_blocks) == (0, 0)
-    [group] = a.leaks
-    assert group.kind == "leak"
+    # the list head leads its node: 96 (40 direct, 56 indirect) bytes, sorted first
+    assert [(g.kind, g.leak_kind, g.stack[0].line, g.bytes, g.blocks, g.indirect_bytes,
+             g.indirect_blocks) for g in a.leaks] == [
+        ("leak", "definite", 9, 40, 1, 56, 1),
+        ("leak", "indirect", 10, 56, 1, 0, 0),
+        ("leak", "definite", 7, 16, 1, 0, 0),
+    ]
+    group = a.leaks[2]
     assert [(f.function, f.file, f.line) for f in group.stack] == [("main", "/src/leak.c", 7)]
     assert group.stack[0].module == "/src/leak"
-    assert (a.allocations, a.frees, a.allocated_bytes) == (2, 1, 32)
-    assert (a.peak_bytes, a.peak_blocks, a.peak_seq) == (32, 2, 2)
-    assert a.events == 3
-    assert a.calls["malloc"] == 2 and a.calls["free"] == 1
+    assert (a.allocations, a.frees, a.allocated_bytes) == (4, 1, 128)
+    assert (a.peak_bytes, a.peak_blocks, a.peak_seq) == (112, 3, 5)
+    assert a.events == 5
+    assert a.calls["malloc"] == 4 and a.calls["free"] == 1
     assert a.complete and a.end is not None
-    assert (a.end.reason, a.end.detail, a.end.seq) == ("exit", "0", 4)
+    assert (a.end.reason, a.end.detail, a.end.seq) == ("exit", "0", 6)
     assert (a.program, a.pid) == ("/src/leak", 4242)
     assert a.errors == [] and a.warnings() == []
 

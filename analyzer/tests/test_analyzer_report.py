@@ -96,7 +96,10 @@ def test_json_keys() -> None:
     assert [g["kind"] for g in report["leaks"]] == ["leak", "leak", "runtime"]
     assert [g["leak_kind"] for g in report["leaks"]] == ["reachable", "definite", "reachable"]
     for group in report["leaks"]:
-        assert set(group) == {"kind", "leak_kind", "bytes", "blocks", "stack"}
+        assert set(group) == {"kind", "leak_kind", "bytes", "blocks", "direct_bytes",
+                              "indirect_bytes", "indirect_blocks", "stack"}
+        assert (group["direct_bytes"], group["indirect_bytes"], group["indirect_blocks"]) == (
+            group["bytes"], 0, 0)
         for frame in group["stack"]:
             assert set(frame) == FRAME_KEYS
             assert re.fullmatch("0x[0-9a-f]+", frame["pc"])

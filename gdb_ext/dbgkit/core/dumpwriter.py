@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-FORMAT_LINE = "MEMDUMP 1.1\n"
+FORMAT_LINE = "MEMDUMP 1.2\n"
 
 # Entry points in the order the dump format lists them: when a C library exports two of these names
 # at one address (glibc: aligned_alloc is memalign), the event carries the first name of this table.
@@ -180,7 +180,8 @@ class DumpWriter:
         kinds: Iterable[tuple[int, str, str | None]] = (),
     ) -> None:
         """The pointer scan at exit: its `scan` record, then one `r` record per live block
-        (address, kind, heuristic or None), all with one write."""
+        (address, kind, extra or None: a reachable block's heuristic, an indirect block's
+        clique leader as hex), all with one write."""
         self._pending.append(f"scan {self.seq} {status} {root_bytes} {block_bytes} {millis}\n")
         codes = KIND_CODES
         self._pending.extend(
