@@ -27,7 +27,9 @@ __all__ = [
     "build_analysis",
     "classify_stack",
     "is_dynamic_loader",
+    "is_runtime_frame",
     "is_runtime_module",
+    "outer_runtime_frames",
     "rules_markdown",
     "trim_stack",
 ]
@@ -160,6 +162,17 @@ RULES: tuple[Rule, ...] = (
         "module is unknown is not",
     ),
     Rule(
+        "runtime-frame",
+        "function or module of the outermost frames",
+        ("std::*", "__gnu_cxx::*", "__cxxabiv1::*", "(the runtime-module patterns)"),
+        "a frame of the C/C++ runtime: in a runtime module (`start_thread`, `clone3`, libstdc++'s "
+        "`execute_native_thread_routine`), or a function of the C++ standard library's namespaces "
+        "compiled into the program (`std::thread::_State_impl<...>::_M_run()`, `std::__invoke`). "
+        "The outermost run of them, the callers of the program's outermost frame, is folded into "
+        "one line of the text report (`--show-runtime-frames` shows it); frames of the runtime "
+        "between the program's frames are always shown",
+    ),
+    Rule(
         "runtime-free",
         "function of any frame of a `free`",
         ("tcache_thread_shutdown",),
@@ -201,6 +214,10 @@ _LOADER = _matcher(_rule("dynamic-loader").patterns)
 _RUNTIME_FUNCTION = _matcher(_rule("runtime-function").patterns)
 _RUNTIME_MODULE = _matcher(_rule("runtime-module").patterns)
 
+_RUNTIME_FRAME_FUNCTION = _matcher(
+    p for p in _rule("runtime-frame").patterns if not p.startswith("(")
+)
+
 #: functions that make a free the runtime's own (`DumpReader(mark_functions=...)`)
 RUNTIME_FREE_FUNCTIONS = frozenset(_rule("runtime-free").patterns)
 _MAIN = _matcher(_rule("below-main").patterns)
@@ -224,6 +241,25 @@ def is_runtime_module(module: str | None) -> bool:
 def is_runtime_only(stack: Sequence[Frame]) -> bool:
     """Rule `runtime-only-free`: a known stack with no frame outside the runtime's modules."""
     return bool(stack) and all(is_runtime_module(f.module) for f in stack)
+
+
+def is_runtime_frame(frame: Frame) -> bool:
+    """Rule `runtime-frame`: a runtime module's frame, or a C++ standard library function."""
+    if is_runtime_module(frame.module):
+        return True
+    name = _function(frame)
+    return name is not None and _RUNTIME_FRAME_FUNCTION.match(name) is not None
+
+
+def outer_runtime_frames(stack: Sequence[Frame]) -> int:
+    """How many of the outermost frames of `stack` (innermost first) are the runtime's, callers
+    of the program's outermost frame; 0 when every frame is the runtime's (nothing to fold)."""
+    n = 0
+    for frame in reversed(stack):
+        if not is_runtime_frame(frame):
+            return n
+        n += 1
+    return 0
 
 
 def trim_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
@@ -355,6 +391,8 @@ class Analysis:
     leak_kinds: dict[str, list[int]] | None = None
     unknown_tags: dict[str, int] = field(default_factory=dict)
     unknown_process_events: dict[str, int] = field(default_factory=dict)
+    #: what the `free` calls did (`Replay.free_calls`): released, null, runtime, errors, untracked
+    free_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def leaks(self) -> list[Group]:
@@ -509,6 +547,7 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         leak_kinds=leak_kinds,
         unknown_tags=dict(reader.unknown_tags),
         unknown_process_events=dict(r.unknown_process_events),
+        free_calls=dict(r.free_calls),
     )
 
 

@@ -104,6 +104,12 @@ def build_parser() -> argparse.ArgumentParser:
         "counts every leaked block",
     )
     parser.add_argument(
+        "--show-runtime-frames",
+        action="store_true",
+        help="show the C/C++ runtime's frames that called the program's outermost frame "
+        "(start_thread, clone3, std::thread's internals...), folded into one line by default",
+    )
+    parser.add_argument(
         "--max-frames", type=_positive, metavar="N", help="show at most N frames of a stack"
     )
     parser.add_argument(
@@ -165,6 +171,7 @@ def _run(args: argparse.Namespace) -> int:
             top=args.top,
             color=color,
             show_leak_kinds=show_kinds,
+            show_runtime_frames=args.show_runtime_frames,
         )
     failing = failing_blocks(analysis, error_kinds)
     code = EXIT_LEAK if args.fail_on_leak and failing > 0 else EXIT_OK

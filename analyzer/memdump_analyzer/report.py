@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .classify import KIND_NAMES, Analysis, ErrorReport, Group
+from .classify import KIND_NAMES, Analysis, ErrorReport, Group, outer_runtime_frames
 from .dumpfile import Frame
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
@@ -157,15 +157,24 @@ def _frame_text(frame: Frame) -> str:
     return name
 
 
-def _stack_text(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
+def _stack_text(
+    stack: Sequence[Frame], max_frames: int | None, fold: bool = False, indent: str = "    "
+) -> list[str]:
+    """The frames, one a line; `fold`: the outermost run of the runtime's frames as one line."""
     if not stack:
         return [f"{indent}(no stack: it could not be read)"]
-    shown = stack if max_frames is None else stack[:max_frames]
+    folded = outer_runtime_frames(stack) if fold else 0
+    body = stack[: len(stack) - folded]
+    shown = body if max_frames is None else body[:max_frames]
     lines = [
         f"{indent}{'at' if i == 0 else 'by'} {_frame_text(frame)}" for i, frame in enumerate(shown)
     ]
-    if len(shown) < len(stack):
-        lines.append(f"{indent}... {_plural(len(stack) - len(shown), 'more frame')}")
+    if len(shown) < len(body):
+        lines.append(f"{indent}... {_plural(len(body) - len(shown), 'more frame')}")
+    if folded:
+        lines.append(
+            f"{indent}... {_plural(folded, 'frame')} of the C/C++ runtime (--show-runtime-frames)"
+        )
     return lines
 
 
@@ -194,11 +203,15 @@ def render_text(
     top: int | None = None,
     color: bool = False,
     show_leak_kinds: frozenset[str] | None = None,
+    show_runtime_frames: bool = False,
 ) -> str:
     """The text report. `live`: the program is still running (no end record is expected, and
     its live blocks are labelled LIVE, not LEAK). `show_leak_kinds`: the leak kinds whose groups
     are listed (None: all; groups of unknown kind are always listed); `top`: at most that many
-    groups are listed, the largest, of the program's and of the runtime's."""
+    groups are listed, the largest, of the program's and of the runtime's. The outermost frames of
+    the C/C++ runtime (rule `runtime-frame`) are folded into one line unless
+    `show_runtime_frames`."""
+    fold = not show_runtime_frames
 
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
@@ -235,7 +248,7 @@ def render_text(
             if g.leak_kind is not None and not live:
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
-            out.extend(_stack_text(g.stack, max_frames))
+            out.extend(_stack_text(g.stack, max_frames, fold))
         if by_top:
             out.append("")
             out.append(
@@ -259,10 +272,10 @@ def render_text(
     for i, e in enumerate(a.errors, 1):
         out.append("")
         out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"))
-        out.extend(_stack_text(e.stack, max_frames))
+        out.extend(_stack_text(e.stack, max_frames, fold))
         if e.freed_stack is not None and e.freed_seq is not None:
             out.append(f"  freed at event {e.freed_seq:,}:")
-            out.extend(_stack_text(e.freed_stack, max_frames))
+            out.extend(_stack_text(e.freed_stack, max_frames, fold))
 
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
@@ -278,7 +291,7 @@ def render_text(
     calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
     rows.append(("calls", calls or "none"))
     rows.append(("allocations", _plural(a.allocations, "block")))
-    rows.append(("frees", _plural(a.frees, "block")))
+    rows.append(("frees", _frees_text(a)))
     rows.append(("allocated", _plural(a.allocated_bytes, "byte")))
     if a.peak_seq is not None:
         peak = (
@@ -306,6 +319,39 @@ def render_text(
     for key, value in rows:
         out.append(f"    {key + ':':<{width}}{value}")
     return "\n".join(out) + "\n"
+
+
+def _frees_text(a: Analysis) -> str:
+    """`N blocks`, and why that is not the count of `free` calls when it is not: the calls that
+    released no block (free(NULL), the runtime's own frees, errors, blocks from before an attached
+    recording) and the blocks released by realloc, from the replay's figures."""
+    text = _plural(a.frees, "block")
+    calls = a.calls.get("free", 0)
+    fc = a.free_calls
+    by_free = fc.get("released", a.frees)
+    by_realloc = a.frees - by_free
+    notes = []
+    if calls != by_free:
+        why = []
+        for key, one, many in (
+            ("null", "freed NULL", "freed NULL"),
+            ("runtime", "freed the C/C++ runtime's own memory",
+             "freed the C/C++ runtime's own memory"),
+            ("errors", "was an invalid or double free", "were invalid or double frees"),
+            ("untracked", "freed a block from before the recording",
+             "freed blocks from before the recording"),
+        ):
+            n = fc.get(key, 0)
+            if n:
+                why.append(f"{n:,} {one if n == 1 else many}")
+        note = f"{by_free:,} of the {_plural(calls, 'free call')} released blocks"
+        notes.append(note + (f"; {', '.join(why)}" if why else ""))
+    elif by_realloc:
+        notes.append(f"{by_free:,} by free")
+    if by_realloc:
+        names = " and ".join(op for op in ("realloc", "reallocarray") if a.calls.get(op))
+        notes.append(f"{by_realloc:,} by {names or 'realloc'}")
+    return f"{text} ({'; '.join(notes)})" if notes else text
 
 
 def _kind_rows(a: Analysis) -> list[tuple[str, str]]:
@@ -399,6 +445,7 @@ def render_json(
             "calls": dict(a.calls),
             "untracked_frees": a.untracked_frees,
             "runtime_internal_frees": a.runtime_internal_frees,
+            "free_calls": dict(a.free_calls),
         },
         "leaks": [
             {
@@ -409,6 +456,7 @@ def render_json(
                 "direct_bytes": g.bytes,
                 "indirect_bytes": g.indirect_bytes,
                 "indirect_blocks": g.indirect_blocks,
+                "runtime_frames": outer_runtime_frames(g.stack),
                 "stack": _stack_json(g.stack, max_frames),
             }
             for _, _, shown, _, _ in sections

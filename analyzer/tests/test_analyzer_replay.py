@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analyzer_testlib import FIXTURES, LIBC, Dump, F, main_at
-from memdump_analyzer import Analysis, analyze
+from memdump_analyzer import Analysis, analyze, render_json, render_text
 
 
 def replayed(d: Dump, tmp_path: Path, *, end: bool = True) -> Analysis:
@@ -367,3 +367,33 @@ def test_runtime_only_frees_are_not_errors(tmp_path: Path, dump: Dump) -> None:
     a = replayed(dump, tmp_path)
     assert [(e.kind, e.seq) for e in a.errors] == [("double-free", user)]
     assert a.runtime_internal_frees == 2
+
+
+def test_free_calls_explain_the_frees(tmp_path: Path, dump: Dump) -> None:
+    """Why `calls: free 8` and `frees: 5 blocks` differ, computed: 4 free calls released
+    blocks, 2 freed NULL, 1 was the C library's thread cache, 1 a double free; realloc released
+    one more block. The figures sum to the free calls."""
+    dump.malloc("0x10", 8, main_at(3))
+    dump.malloc("0x20", 8, main_at(3))
+    dump.malloc("0x30", 8, main_at(3))
+    dump.malloc("0x40", 8, main_at(3))
+    dump.malloc("0x50", 8, main_at(3))
+    dump.e("realloc", "0x60", "0x50", 16, stack=main_at(4))  # releases 0x50
+    for p in ("0x10", "0x20", "0x30", "0x0", "0x60", "0x0", "0x30"):
+        dump.free(p, main_at(5))
+    dump.free("0x777", [F("tcache_thread_shutdown", module=LIBC), F("start_thread", module=LIBC)])
+    a = replayed(dump, tmp_path)
+    assert a.calls["free"] == 8 and a.frees == 5
+    assert a.free_calls == {"released": 4, "null": 2, "runtime": 1, "errors": 1, "untracked": 0}
+    assert sum(a.free_calls.values()) == a.calls["free"]
+    text = render_text(a)
+    assert ("    frees:       5 blocks (4 of the 8 free calls released blocks; 2 freed NULL, "
+            "1 freed the C/C++ runtime's own memory, 1 was an invalid or double free; "
+            "1 by realloc)\n") in text
+    assert "    calls:       malloc 5, realloc 1, free 8\n" in text
+    assert render_json(a)["summary"]["free_calls"] == a.free_calls
+    # every free call released a block: nothing to explain, or only realloc's share
+    d = Dump()
+    d.malloc("0x10", 8, main_at(3))
+    d.free("0x10", main_at(4))
+    assert "    frees:       1 block\n" in render_text(replayed(d, tmp_path))
