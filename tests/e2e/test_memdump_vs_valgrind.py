@@ -13,6 +13,10 @@ four lines. One exception, in the pointer-scan cases: a thread still alive at ex
 thread data (its dtv, allocated by `_dl_allocate_tls` for `allocate_stack`), which freeres does not
 free (it frees only the stacks of threads that are gone): valgrind counts it, memdump files it as
 `runtime`; there its kind must be valgrind's too, and it is added to memdump's side.
+
+Cliques: each of valgrind's `N (D direct, I indirect) bytes in B blocks are definitely lost` loss
+records must be one of memdump's definitely lost groups with the same figures (the indirectly lost
+blocks whose `r` record names a block of the group as leader).
 """
 
 from __future__ import annotations
