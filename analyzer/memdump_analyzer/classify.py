@@ -27,7 +27,9 @@ __all__ = [
     "build_analysis",
     "classify_stack",
     "is_dynamic_loader",
+    "is_runtime_frame",
     "is_runtime_module",
+    "outer_runtime_frames",
     "rules_markdown",
     "trim_stack",
 ]
@@ -160,6 +162,17 @@ RULES: tuple[Rule, ...] = (
         "module is unknown is not",
     ),
     Rule(
+        "runtime-frame",
+        "function or module of the outermost frames",
+        ("std::*", "__gnu_cxx::*", "__cxxabiv1::*", "(the runtime-module patterns)"),
+        "a frame of the C/C++ runtime: in a runtime module (`start_thread`, `clone3`, libstdc++'s "
+        "`execute_native_thread_routine`), or a function of the C++ standard library's namespaces "
+        "compiled into the program (`std::thread::_State_impl<...>::_M_run()`, `std::__invoke`). "
+        "The outermost run of them, the callers of the program's outermost frame, is folded into "
+        "one line of the text report (`--show-runtime-frames` shows it); frames of the runtime "
+        "between the program's frames are always shown",
+    ),
+    Rule(
         "runtime-free",
         "function of any frame of a `free`",
         ("tcache_thread_shutdown",),
@@ -201,6 +214,10 @@ _LOADER = _matcher(_rule("dynamic-loader").patterns)
 _RUNTIME_FUNCTION = _matcher(_rule("runtime-function").patterns)
 _RUNTIME_MODULE = _matcher(_rule("runtime-module").patterns)
 
+_RUNTIME_FRAME_FUNCTION = _matcher(
+    p for p in _rule("runtime-frame").patterns if not p.startswith("(")
+)
+
 #: functions that make a free the runtime's own (`DumpReader(mark_functions=...)`)
 RUNTIME_FREE_FUNCTIONS = frozenset(_rule("runtime-free").patterns)
 _MAIN = _matcher(_rule("below-main").patterns)
@@ -224,6 +241,25 @@ def is_runtime_module(module: str | None) -> bool:
 def is_runtime_only(stack: Sequence[Frame]) -> bool:
     """Rule `runtime-only-free`: a known stack with no frame outside the runtime's modules."""
     return bool(stack) and all(is_runtime_module(f.module) for f in stack)
+
+
+def is_runtime_frame(frame: Frame) -> bool:
+    """Rule `runtime-frame`: a runtime module's frame, or a C++ standard library function."""
+    if is_runtime_module(frame.module):
+        return True
+    name = _function(frame)
+    return name is not None and _RUNTIME_FRAME_FUNCTION.match(name) is not None
+
+
+def outer_runtime_frames(stack: Sequence[Frame]) -> int:
+    """How many of the outermost frames of `stack` (innermost first) are the runtime's, callers
+    of the program's outermost frame; 0 when every frame is the runtime's (nothing to fold)."""
+    n = 0
+    for frame in reversed(stack):
+        if not is_runtime_frame(frame):
+            return n
+        n += 1
+    return 0
 
 
 def trim_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
@@ -288,6 +324,15 @@ class Group:
     #: "definite" | "indirect" | "possible" | "reachable" | "unknown" (allocated after the
     #: scan); None when the dump has no pointer scan that succeeded
     leak_kind: str | None = None
+    #: of a definitely lost group: the indirectly lost blocks its blocks lead (their clique),
+    #: valgrind's "N (D direct, I indirect) bytes"; `bytes` and `blocks` are the direct ones
+    indirect_bytes: int = 0
+    indirect_blocks: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """Direct and indirect bytes: what valgrind sorts loss records by."""
+        return self.bytes + self.indirect_bytes
 
 
 @dataclass
@@ -346,6 +391,8 @@ class Analysis:
     leak_kinds: dict[str, list[int]] | None = None
     unknown_tags: dict[str, int] = field(default_factory=dict)
     unknown_process_events: dict[str, int] = field(default_factory=dict)
+    #: what the `free` calls did (`Replay.free_calls`): released, null, runtime, errors, untracked
+    free_calls: dict[str, int] = field(default_factory=dict)
 
     @property
     def leaks(self) -> list[Group]:
@@ -423,28 +470,37 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
     stacks = _Stacks(reader)
     scanned = reader.scan is not None and reader.scan.status == "ok"
     kinds = reader.kinds
-    # live blocks by stack node and leak kind, in allocation order: -> [bytes, blocks, rank]
+    owned = _owned(r.live, kinds, reader.leaders) if scanned else {}
+    # live blocks by stack node and leak kind, in allocation order:
+    # -> [bytes, blocks, rank, indirect bytes, indirect blocks]
     by_node: dict[tuple[int, str | None], list[int]] = {}
     for p, (size, node) in r.live.items():
         key = (node, (kinds[p][0] if p in kinds else "unknown") if scanned else None)
         agg = by_node.get(key)
         if agg is None:
-            by_node[key] = [size, 1, len(by_node)]
+            agg = by_node[key] = [size, 1, len(by_node), 0, 0]
         else:
             agg[0] += size
             agg[1] += 1
+        if p in owned:
+            agg[3] += owned[p][0]
+            agg[4] += owned[p][1]
     # then by trimmed stack (tuple of PCs) and kind
     by_stack: dict[tuple[tuple[int, ...], str | None], Group] = {}
-    for (node, leak_kind), (nbytes, blocks, rank) in by_node.items():
+    for (node, leak_kind), (nbytes, blocks, rank, ibytes, iblocks) in by_node.items():
         frames = stacks.trimmed(abs(node))
         key = (tuple(f.pc for f in frames), leak_kind)
         group = by_stack.get(key)
         if group is None:
-            by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind)
+            by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind,
+                                  ibytes, iblocks)
         else:
             group.bytes += nbytes
             group.blocks += blocks
-    groups = sorted(by_stack.values(), key=lambda g: (-g.bytes, -g.blocks, g.order))
+            group.indirect_bytes += ibytes
+            group.indirect_blocks += iblocks
+    # largest first, by direct and indirect bytes as valgrind's loss records
+    groups = sorted(by_stack.values(), key=lambda g: (-g.total_bytes, -g.blocks, g.order))
     leaked = [g for g in groups if g.kind == "leak"]
     leak_kinds = None
     if scanned:
@@ -491,7 +547,28 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         leak_kinds=leak_kinds,
         unknown_tags=dict(reader.unknown_tags),
         unknown_process_events=dict(r.unknown_process_events),
+        free_calls=dict(r.free_calls),
     )
+
+
+def _owned(
+    live: dict[bytes, tuple[int, int]],
+    kinds: dict[bytes, tuple[str, str | None]],
+    leaders: dict[bytes, bytes],
+) -> dict[bytes, list[int]]:
+    """Definitely lost block -> [bytes, blocks] of the live indirectly lost blocks it leads.
+
+    A leader that is not a live definitely lost block (freed after the scan, or a dump that
+    does not say) owns nothing: its blocks then count in no group's indirect figures."""
+    owned: dict[bytes, list[int]] = {}
+    for p, leader in leaders.items():
+        block = live.get(p)
+        if block is None or leader not in live or kinds.get(leader, ("",))[0] != "definite":
+            continue
+        agg = owned.setdefault(leader, [0, 0])
+        agg[0] += block[0]
+        agg[1] += 1
+    return owned
 
 
 def _error_report(e: HeapError, stacks: _Stacks) -> ErrorReport:

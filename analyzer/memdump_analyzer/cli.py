@@ -1,8 +1,9 @@
 """The command line: `memdump-analyze [options] DUMP`.
 
 Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked blocks of
-the `--leak-kinds` (default: all; every leaked block when the dump has no pointer scan); 2 the dump
-or the command line is bad (one line on stderr: `memdump-analyze: <problem>`).
+the `--errors-for-leak-kinds` (alias `--leak-kinds`; default definite,possible, as valgrind's; every
+leaked block when the dump has no pointer scan); 2 the dump or the command line is bad (one line
+on stderr: `memdump-analyze: <problem>`).
 """
 
 from __future__ import annotations
@@ -33,20 +34,27 @@ def _positive(text: str) -> int:
 
 
 _ALL_KINDS = ("definite", "indirect", "possible", "reachable")
+#: valgrind 3.19's defaults of --show-leak-kinds and --errors-for-leak-kinds
+DEFAULT_SHOW_KINDS = frozenset(("definite", "possible"))
+DEFAULT_ERROR_KINDS = frozenset(("definite", "possible"))
 
 
-def _kinds(text: str) -> frozenset[str]:
+def parse_kinds(text: str) -> frozenset[str]:
+    """A set of leak kinds as valgrind writes it: `definite,indirect,possible,reachable` (any
+    of them, comma-separated), `all` or `none`. Raises ValueError with the reason."""
+    words = [word.strip() for word in text.split(",")]
+    if words in (["all"], ["none"]):
+        return frozenset(_ALL_KINDS) if words == ["all"] else frozenset()
     kinds: set[str] = set()
-    for word in text.split(","):
-        word = word.strip()
-        if word == "all":
-            kinds.update(_ALL_KINDS)
-        elif word in _ALL_KINDS:
-            kinds.add(word)
-        else:
-            raise argparse.ArgumentTypeError(
-                f"unknown leak kind '{word}' (definite, indirect, possible, reachable, all)"
+    for word in words:
+        if word in ("all", "none"):
+            raise ValueError(f"'{word}' cannot be combined with other kinds")
+        if word not in _ALL_KINDS:
+            raise ValueError(
+                f"unknown leak kind '{word}' (definite, indirect, possible, reachable, "
+                "comma-separated; or all, none)"
             )
+        kinds.add(word)
     return frozenset(kinds)
 
 
@@ -79,19 +87,37 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-leak", action="store_true", help="exit with 1 when the program leaked"
     )
     parser.add_argument(
-        "--leak-kinds",
-        type=_kinds,
-        default=frozenset(_ALL_KINDS),
+        "--show-leak-kinds",
         metavar="LIST",
-        help="with --fail-on-leak, the leak kinds that count, comma-separated: definite, "
-        "indirect, possible, reachable or all (all); a dump without a pointer scan counts "
-        "every leaked block",
+        help="the leak kinds whose groups are listed: definite, indirect, possible, reachable "
+        "(comma-separated), all or none (definite,possible, as valgrind; the indirectly lost "
+        "bytes are shown with the definitely lost block that owns them; the summary counts "
+        "every kind)",
+    )
+    parser.add_argument(
+        "--errors-for-leak-kinds",
+        "--leak-kinds",
+        dest="errors_for_leak_kinds",
+        metavar="LIST",
+        help="the leak kinds --fail-on-leak counts, same syntax (definite,possible, as "
+        "valgrind); --leak-kinds is an older name of it. A dump without a pointer scan "
+        "counts every leaked block",
+    )
+    parser.add_argument(
+        "--show-runtime-frames",
+        action="store_true",
+        help="show the C/C++ runtime's frames that called the program's outermost frame "
+        "(start_thread, clone3, std::thread's internals...), folded into one line by default",
     )
     parser.add_argument(
         "--max-frames", type=_positive, metavar="N", help="show at most N frames of a stack"
     )
     parser.add_argument(
-        "--top", type=_positive, metavar="N", help="list only the N largest groups of each kind"
+        "--top",
+        type=_positive,
+        metavar="N",
+        help="list only the N largest groups (of those --show-leak-kinds lists, whatever their "
+        "kind; the runtime's, with --show-runtime, apart); the summary still counts them all",
     )
     parser.add_argument("dump", metavar="DUMP", help="the dump file written by `memdump`")
     return parser
@@ -102,17 +128,38 @@ def _say(line: str) -> None:
     sys.stderr.flush()
 
 
+def _kind_option(args: argparse.Namespace, name: str, default: frozenset[str]) -> frozenset[str]:
+    text = getattr(args, name.lstrip("-").replace("-", "_"))
+    if text is None:
+        return default
+    try:
+        return parse_kinds(text)
+    except ValueError as e:
+        raise _UsageError(f"{name}: {e}") from None
+
+
+class _UsageError(Exception):
+    """A bad option value: one line, exit 2."""
+
+
 def _run(args: argparse.Namespace) -> int:
+    show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
+    error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     analysis = analyze(args.dump)
     for warning in analysis.warnings():
         _say(f"warning: {warning}")
-    if args.fail_on_leak and analysis.leak_kinds is None and args.leak_kinds != set(_ALL_KINDS):
+    if (args.fail_on_leak and analysis.leak_kinds is None
+            and args.errors_for_leak_kinds is not None and error_kinds != set(_ALL_KINDS)):
         _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
-             "whatever --leak-kinds says")
+             "whatever --errors-for-leak-kinds says")
     if args.format == "json":
         text = dumps_json(
             render_json(
-                analysis, show_runtime=args.show_runtime, max_frames=args.max_frames, top=args.top
+                analysis,
+                show_runtime=args.show_runtime,
+                max_frames=args.max_frames,
+                top=args.top,
+                show_leak_kinds=show_kinds,
             )
         )
     else:
@@ -123,8 +170,10 @@ def _run(args: argparse.Namespace) -> int:
             max_frames=args.max_frames,
             top=args.top,
             color=color,
+            show_leak_kinds=show_kinds,
+            show_runtime_frames=args.show_runtime_frames,
         )
-    failing = failing_blocks(analysis, args.leak_kinds)
+    failing = failing_blocks(analysis, error_kinds)
     code = EXIT_LEAK if args.fail_on_leak and failing > 0 else EXIT_OK
     data = text.encode("utf-8")
     if args.output is None:
@@ -150,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except DumpError as e:
         _say(str(e))
+        return EXIT_BAD_INPUT
+    except _UsageError as e:
+        _say(f"error: {e}")
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:
         _say("interrupted")

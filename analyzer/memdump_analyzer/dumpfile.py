@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 __all__ = [
     "READS_MAJOR",
+    "READS_VERSION",
     "DumpError",
     "DumpReader",
     "Frame",
@@ -33,6 +34,8 @@ __all__ = [
 
 #: The major version of the format this reader understands.
 READS_MAJOR = 1
+#: The version whose records it all knows (a newer minor version only adds tags, skipped)
+READS_VERSION = (1, 2)
 
 _HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
 _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
@@ -44,7 +47,7 @@ _ESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
 _FRAME_FIELDS = "ID PC MODULE OFFSET FUNCTION FILE LINE"
 _INLINED_FIELDS = "ID FUNCTION FILE LINE"
 _SCAN_FIELDS = "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS"
-_R_FIELDS = "ADDR KIND [HEURISTIC]"
+_R_FIELDS = "ADDR KIND [HEURISTIC|LEADER]"
 
 #: the `r` record's KIND codes -> leak kinds, worst first (valgrind's order)
 LEAK_KINDS: dict[bytes, str] = {
@@ -189,6 +192,8 @@ class DumpReader:
         #: pointer as written -> (leak kind, heuristic or None)
         self.scan: ScanRecord | None = None
         self.kinds: dict[bytes, tuple[str, str | None]] = {}
+        #: indirect block's pointer as written -> its clique leader's (format 1.2)
+        self.leaders: dict[bytes, bytes] = {}
         self._mark_functions = mark_functions
         self._marked_frames: set[int] = set()
         self._other = 0  # lines after the first that are not sequenced records, read so far
@@ -532,6 +537,7 @@ class DumpReader:
             self._here(seq),
         )
         self.kinds.clear()
+        self.leaders.clear()
 
     def _kind(self, fl: list[bytes], seq: int) -> None:
         if len(fl) not in (3, 4):
@@ -544,7 +550,13 @@ class DumpReader:
             raise DumpError(
                 self.path, self._here(seq), f"unknown leak kind '{_show(fl[2])}' (D, I, P or R)"
             )
-        heuristic = fl[3].decode("utf-8", "surrogateescape") if len(fl) > 3 else None
+        heuristic = None
+        if len(fl) > 3:
+            if kind == "indirect":
+                self._hexnum(fl[3], "LEADER", seq)
+                self.leaders[fl[1]] = fl[3]  # as written, like the pointers of events
+            else:
+                heuristic = fl[3].decode("utf-8", "surrogateescape")
         self.kinds[fl[1]] = (kind, heuristic)
 
     def _unknown(self, tag: bytes, seq: int) -> None:

@@ -101,6 +101,13 @@ class Replay:
     runtime_internal_frees: int = 0
     #: an allocation returned a block that was still live (its free was not recorded)
     reused_live: int = 0
+    #: what the `free` calls did, summing to calls["free"]: "released" a live block, freed
+    #: "null", freed the "runtime"'s own memory (runtime_internal_frees), were "errors"
+    #: (invalid or double free), or freed blocks from before an attached recording ("untracked")
+    free_calls: dict[str, int] = field(
+        default_factory=lambda: dict.fromkeys(("released", "null", "runtime", "errors",
+                                               "untracked"), 0)
+    )
     end: EndRecord | None = None
     #: (SEQ, path) of each `exec`, (SEQ, SIGNAME) of each fatal `signal`
     execs: list[tuple[int, str]] = field(default_factory=list)
@@ -148,7 +155,7 @@ class _Replayer:
         bad_free = self._bad_free
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign"), 0)
         seq = 0
-        n_malloc = n_free = n_calloc = n_realloc = internal = 0
+        n_malloc = n_free = n_calloc = n_realloc = internal = realloc_frees = 0
         allocs = frees = total = cur = peak = peak_blocks = peak_seq = peak_node = 0
         line = b""
         fl: list[bytes] = []
@@ -258,6 +265,7 @@ class _Replayer:
                     if release is not None:
                         b = live_pop(release)
                         frees += 1
+                        realloc_frees += 1
                         cur -= b[0]
                         freed[release] = nid
                     if p is not None:
@@ -291,6 +299,8 @@ class _Replayer:
             n_malloc + n_free + n_calloc + n_realloc + sum(more_calls.values()) + self.slow_events
         )
         r.runtime_internal_frees += internal
+        r.free_calls["runtime"] += internal
+        r.free_calls["released"] = frees - realloc_frees
         r.allocations = allocs
         r.frees = frees
         r.allocated_bytes = total
@@ -431,6 +441,7 @@ class _Replayer:
         if op == "free":
             if node < 0:
                 self.r.runtime_internal_frees += 1
+                self.r.free_calls["runtime"] += 1
             else:
                 self._bad_free(fl, seq)
             return None
@@ -459,6 +470,7 @@ class _Replayer:
         tid, op, node, _, args = self._event(fl, seq)
         ptr = args[0]
         if ptr == 0:
+            self.r.free_calls["null"] += 1
             return  # free(NULL)
         self._bad_pointer("invalid-free", fl, seq, tid, op, ptr, node)
 
@@ -467,8 +479,10 @@ class _Replayer:
     ) -> None:
         from .classify import is_runtime_only  # classify imports this module
 
+        outcome = self.r.free_calls if op == "free" else {}
         if is_runtime_only(self.reader.stack(abs(node))):
             self.r.runtime_internal_frees += 1  # the runtime's own memory: not the program's error
+            outcome["runtime"] = outcome.get("runtime", 0) + 1
             return
         ptok = fl[6]
         prev = self.freed.get(ptok)
@@ -485,9 +499,12 @@ class _Replayer:
             )
         elif self.reader.info.get("attached") == "1":
             self.r.untracked_frees += 1
+            outcome["untracked"] = outcome.get("untracked", 0) + 1
             self.freed[ptok] = node
+            return
         else:
             self._error(kind, seq, tid, op, ptr, node, None, None)
+        outcome["errors"] = outcome.get("errors", 0) + 1
 
     def _error(
         self,

@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .classify import KIND_NAMES, Analysis, ErrorReport, Group
+from .classify import KIND_NAMES, Analysis, ErrorReport, Group, outer_runtime_frames
 from .dumpfile import Frame
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
@@ -43,18 +43,58 @@ def _size(nbytes: int, blocks: int) -> str:
     return f"{_plural(nbytes, 'byte')} in {_plural(blocks, 'block')}"
 
 
+def _group_size(g: Group) -> str:
+    """valgrind's `428 (24 direct, 404 indirect) bytes in 1 block` when the group's blocks lead
+    indirectly lost ones, else `24 bytes in 1 block`."""
+    if not g.indirect_bytes and not g.indirect_blocks:
+        return _size(g.bytes, g.blocks)
+    return (
+        f"{g.total_bytes:,} ({g.bytes:,} direct, {g.indirect_bytes:,} indirect) bytes in "
+        f"{_plural(g.blocks, 'block')}"
+    )
+
+
 def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], Sequence[Group]]:
     if top is None or len(groups) <= top:
         return groups, ()
     return groups[:top], groups[top:]
 
 
-def _visible_groups(analysis: Analysis, show_runtime: bool, top: int | None) -> list[Group]:
-    leaks, _ = _select(analysis.leaks, top)
-    out = list(leaks)
-    if show_runtime:
-        runtime, _ = _select(analysis.runtime, top)
-        out.extend(runtime)
+#: the leak kinds a report can leave out (`show_leak_kinds`); "unknown" and None are always listed
+FILTERED_KINDS = ("definite", "indirect", "possible", "reachable")
+
+
+def _by_kind(
+    groups: Sequence[Group], kinds: frozenset[str] | None
+) -> tuple[list[Group], list[Group]]:
+    """The groups listed with `show_leak_kinds=kinds` (None: all), and those left out."""
+    if kinds is None:
+        return list(groups), []
+    listed: list[Group] = []
+    hidden: list[Group] = []
+    for g in groups:
+        if g.leak_kind in FILTERED_KINDS and g.leak_kind not in kinds:
+            hidden.append(g)
+        else:
+            listed.append(g)
+    return listed, hidden
+
+
+def _sections(
+    analysis: Analysis, show_runtime: bool, top: int | None, kinds: frozenset[str] | None
+) -> list[tuple[str, int, Sequence[Group], Sequence[Group], list[Group]]]:
+    """(kind, groups listed, groups shown, left out by --top, left out by --show-leak-kinds) for
+    the program's groups and, with `show_runtime`, the runtime's (never filtered by kind)."""
+    out = []
+    for kind, groups, filt in (
+        ("leak", analysis.leaks, kinds),
+        ("runtime", analysis.runtime, None),
+    ):
+        if kind == "runtime" and not show_runtime:
+            continue
+        listed, by_kind = _by_kind(groups, filt)
+        shown, by_top = _select(listed, top)
+        out.append((kind, len(listed), shown, by_top, by_kind))
     return out
 
 
@@ -119,15 +159,24 @@ def _frame_text(frame: Frame) -> str:
     return f"{text} (inlined)" if frame.inlined else text
 
 
-def _stack_text(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
+def _stack_text(
+    stack: Sequence[Frame], max_frames: int | None, fold: bool = False, indent: str = "    "
+) -> list[str]:
+    """The frames, one a line; `fold`: the outermost run of the runtime's frames as one line."""
     if not stack:
         return [f"{indent}(no stack: it could not be read)"]
-    shown = stack if max_frames is None else stack[:max_frames]
+    folded = outer_runtime_frames(stack) if fold else 0
+    body = stack[: len(stack) - folded]
+    shown = body if max_frames is None else body[:max_frames]
     lines = [
         f"{indent}{'at' if i == 0 else 'by'} {_frame_text(frame)}" for i, frame in enumerate(shown)
     ]
-    if len(shown) < len(stack):
-        lines.append(f"{indent}... {_plural(len(stack) - len(shown), 'more frame')}")
+    if len(shown) < len(body):
+        lines.append(f"{indent}... {_plural(len(body) - len(shown), 'more frame')}")
+    if folded:
+        lines.append(
+            f"{indent}... {_plural(folded, 'frame')} of the C/C++ runtime (--show-runtime-frames)"
+        )
     return lines
 
 
@@ -155,9 +204,16 @@ def render_text(
     max_frames: int | None = None,
     top: int | None = None,
     color: bool = False,
+    show_leak_kinds: frozenset[str] | None = None,
+    show_runtime_frames: bool = False,
 ) -> str:
     """The text report. `live`: the program is still running (no end record is expected, and
-    its live blocks are labelled LIVE, not LEAK)."""
+    its live blocks are labelled LIVE, not LEAK). `show_leak_kinds`: the leak kinds whose groups
+    are listed (None: all; groups of unknown kind are always listed); `top`: at most that many
+    groups are listed, the largest, of the program's and of the runtime's. The outermost frames of
+    the C/C++ runtime (rule `runtime-frame`) are folded into one line unless
+    `show_runtime_frames`."""
+    fold = not show_runtime_frames
 
     def paint(code: str, text: str) -> str:
         return f"{code}{text}{_RESET}" if color else text
@@ -184,24 +240,32 @@ def render_text(
         out.append(paint(_YELLOW, f"note: {warning}"))
 
     leak_word = "LIVE" if live else "LEAK"
-    sections: list[tuple[str, str, Sequence[Group]]] = [(leak_word, _RED, a.leaks)]
-    if show_runtime:
-        sections.append(("RUNTIME", _DIM, a.runtime))
-    for label, code, groups in sections:
-        shown, hidden = _select(groups, top)
+    for kind, listed, shown, by_top, by_kind in _sections(
+        a, show_runtime, top, None if live else show_leak_kinds
+    ):
+        label, code = (leak_word, _RED) if kind == "leak" else ("RUNTIME", _DIM)
         for i, g in enumerate(shown, 1):
             out.append("")
-            title = f"{label} {i:,} of {len(groups):,}: {_size(g.bytes, g.blocks)}"
+            title = f"{label} {i:,} of {listed:,}: {_group_size(g)}"
             if g.leak_kind is not None and not live:
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
-            out.extend(_stack_text(g.stack, max_frames))
-        if hidden:
+            out.extend(_stack_text(g.stack, max_frames, fold))
+        if by_top:
             out.append("")
             out.append(
-                f"... and {len(hidden):,} more {label.lower()} groups "
-                f"({_size(sum(g.bytes for g in hidden), sum(g.blocks for g in hidden))}) "
+                f"... and {len(by_top):,} more {label.lower()} groups "
+                f"({_size(sum(g.bytes for g in by_top), sum(g.blocks for g in by_top))}) "
                 "not shown (--top)"
+            )
+        if by_kind:
+            hidden_kinds = {g.leak_kind for g in by_kind}
+            names = [KIND_NAMES[k] for k in FILTERED_KINDS if k in hidden_kinds]
+            out.append("")
+            out.append(
+                f"... and {_plural(len(by_kind), 'leak group')} {' or '.join(names)} "
+                f"({_size(sum(g.bytes for g in by_kind), sum(g.blocks for g in by_kind))}) "
+                "not shown (--show-leak-kinds all lists them)"
             )
     if not a.leaks:
         out.append("")
@@ -210,10 +274,10 @@ def render_text(
     for i, e in enumerate(a.errors, 1):
         out.append("")
         out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"))
-        out.extend(_stack_text(e.stack, max_frames))
+        out.extend(_stack_text(e.stack, max_frames, fold))
         if e.freed_stack is not None and e.freed_seq is not None:
             out.append(f"  freed at event {e.freed_seq:,}:")
-            out.extend(_stack_text(e.freed_stack, max_frames))
+            out.extend(_stack_text(e.freed_stack, max_frames, fold))
 
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
@@ -229,7 +293,7 @@ def render_text(
     calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
     rows.append(("calls", calls or "none"))
     rows.append(("allocations", _plural(a.allocations, "block")))
-    rows.append(("frees", _plural(a.frees, "block")))
+    rows.append(("frees", _frees_text(a)))
     rows.append(("allocated", _plural(a.allocated_bytes, "byte")))
     if a.peak_seq is not None:
         peak = (
@@ -257,6 +321,39 @@ def render_text(
     for key, value in rows:
         out.append(f"    {key + ':':<{width}}{value}")
     return "\n".join(out) + "\n"
+
+
+def _frees_text(a: Analysis) -> str:
+    """`N blocks`, and why that is not the count of `free` calls when it is not: the calls that
+    released no block (free(NULL), the runtime's own frees, errors, blocks from before an attached
+    recording) and the blocks released by realloc, from the replay's figures."""
+    text = _plural(a.frees, "block")
+    calls = a.calls.get("free", 0)
+    fc = a.free_calls
+    by_free = fc.get("released", a.frees)
+    by_realloc = a.frees - by_free
+    notes = []
+    if calls != by_free:
+        why = []
+        for key, one, many in (
+            ("null", "freed NULL", "freed NULL"),
+            ("runtime", "freed the C/C++ runtime's own memory",
+             "freed the C/C++ runtime's own memory"),
+            ("errors", "was an invalid or double free", "were invalid or double frees"),
+            ("untracked", "freed a block from before the recording",
+             "freed blocks from before the recording"),
+        ):
+            n = fc.get(key, 0)
+            if n:
+                why.append(f"{n:,} {one if n == 1 else many}")
+        note = f"{by_free:,} of the {_plural(calls, 'free call')} released blocks"
+        notes.append(note + (f"; {', '.join(why)}" if why else ""))
+    elif by_realloc:
+        notes.append(f"{by_free:,} by free")
+    if by_realloc:
+        names = " and ".join(op for op in ("realloc", "reallocarray") if a.calls.get(op))
+        notes.append(f"{by_realloc:,} by {names or 'realloc'}")
+    return f"{text} ({'; '.join(notes)})" if notes else text
 
 
 def _kind_rows(a: Analysis) -> list[tuple[str, str]]:
@@ -313,9 +410,15 @@ def render_json(
     live: bool = False,
     max_frames: int | None = None,
     top: int | None = None,
+    show_leak_kinds: frozenset[str] | None = None,
 ) -> dict[str, Any]:
-    """The JSON report as a dict (serialise it with `dumps_json`)."""
+    """The JSON report as a dict (serialise it with `dumps_json`); the options are
+    `render_text`'s, and `leaks` lists the groups the text report lists."""
     a = analysis
+    kinds = None if live else show_leak_kinds
+    sections = _sections(a, show_runtime, top, kinds)
+    left_out = [g for kind, _, _, by_top, by_kind in sections if kind == "leak"
+                for g in (*by_top, *by_kind)]
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
@@ -345,6 +448,7 @@ def render_json(
             "calls": dict(a.calls),
             "untracked_frees": a.untracked_frees,
             "runtime_internal_frees": a.runtime_internal_frees,
+            "free_calls": dict(a.free_calls),
         },
         "leaks": [
             {
@@ -352,10 +456,20 @@ def render_json(
                 "leak_kind": g.leak_kind,
                 "bytes": g.bytes,
                 "blocks": g.blocks,
+                "direct_bytes": g.bytes,
+                "indirect_bytes": g.indirect_bytes,
+                "indirect_blocks": g.indirect_blocks,
+                "runtime_frames": outer_runtime_frames(g.stack),
                 "stack": _stack_json(g.stack, max_frames),
             }
-            for g in _visible_groups(a, show_runtime, top)
+            for _, _, shown, _, _ in sections
+            for g in shown
         ],
+        "not_shown": {
+            "groups": len(left_out),
+            "bytes": sum(g.bytes for g in left_out),
+            "blocks": sum(g.blocks for g in left_out),
+        },
         "errors": [
             {
                 "kind": e.kind,

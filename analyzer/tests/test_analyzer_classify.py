@@ -237,6 +237,7 @@ def test_rules_table_in_the_docs_is_the_code_table() -> None:
         "dynamic-loader",
         "runtime-function",
         "runtime-module",
+        "runtime-frame",
         "runtime-free",
         "runtime-only-free",
     ]

@@ -19,7 +19,7 @@ def test_exit_0_with_a_report() -> None:
     assert result.returncode == 0
     assert result.stderr == ""
     expected = (
-        "LEAK 1 of 1: 16 bytes in 1 block, definitely lost\n"
+        "LEAK 2 of 2: 16 bytes in 1 block, definitely lost\n"
         "    at new_node (leak.c:3) (inlined)\n    by main (leak.c:7)\n"
     )
     assert expected in result.stdout
@@ -181,7 +181,7 @@ def test_the_script_runs_from_anywhere(tmp_path: Path) -> None:
             check=False,
         )
         assert result.returncode == 1, result.stderr
-        assert "LEAK 1 of 1: 16 bytes in 1 block" in result.stdout
+        assert "LEAK 2 of 2: 16 bytes in 1 block" in result.stdout
     result = subprocess.run(
         [str(script), "/nonexistent.memdump"], capture_output=True, text=True, check=False
     )

@@ -48,9 +48,13 @@ def test_example_reads_its_tables() -> None:
             ("__libc_start_call_main", 58, 0x7FFFF7DF018A, False),
         ]
         assert reader.stack(0) == []
-    assert [r[0] for r in records] == [b"e", b"e", b"e", b"end"]
+        assert reader.kinds == {b"0x5555555592c0": ("definite", None),
+                                b"0x5555555592e0": ("definite", None),
+                                b"0x555555559310": ("indirect", None)}
+        assert reader.leaders == {b"0x555555559310": b"0x5555555592e0"}
+    assert [r[0] for r in records] == [b"e", b"e", b"e", b"e", b"e", b"end"]
     assert records[0] == b"e 1 4242 malloc 2 0x5555555592a0 16".split()
-    assert records[3] == [b"end", b"4", b"exit", b"", b"0"]
+    assert records[5] == [b"end", b"6", b"exit", b"", b"0"]
 
 
 def test_unescape() -> None:
@@ -167,7 +171,7 @@ def test_truncated_end_record(tmp_path: Path) -> None:
     path.write_bytes((FIXTURES / "example.memdump").read_bytes()[:-1])
     a = analyze(str(path))
     assert a.truncated and not a.complete and a.end is None
-    assert a.leaked_bytes == 16
+    assert a.leaked_bytes == 112
 
 
 def test_missing_end_record(tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from analyzer_testlib import FIXTURES, LIBC, Dump, F, main_at
-from memdump_analyzer import Analysis, analyze
+from memdump_analyzer import Analysis, analyze, render_json, render_text
 
 
 def replayed(d: Dump, tmp_path: Path, *, end: bool = True) -> Analysis:
@@ -21,19 +21,25 @@ def live(a: Analysis) -> dict[int, int]:
 
 def test_example_fixture() -> None:
     a = analyze(str(FIXTURES / "example.memdump"))
-    assert (a.leaked_bytes, a.leaked_blocks) == (16, 1)
+    assert (a.leaked_bytes, a.leaked_blocks) == (112, 3)
     assert (a.runtime_bytes, a.runtime_blocks) == (0, 0)
-    [group] = a.leaks
-    assert group.kind == "leak"
+    # the list head leads its node: 96 (40 direct, 56 indirect) bytes, sorted first
+    assert [(g.kind, g.leak_kind, g.stack[0].line, g.bytes, g.blocks, g.indirect_bytes,
+             g.indirect_blocks) for g in a.leaks] == [
+        ("leak", "definite", 9, 40, 1, 56, 1),
+        ("leak", "indirect", 10, 56, 1, 0, 0),
+        ("leak", "definite", 3, 16, 1, 0, 0),
+    ]
+    group = a.leaks[2]
     assert [(f.function, f.file, f.line, f.inlined) for f in group.stack] == [
         ("new_node", "/src/leak.c", 3, True), ("main", "/src/leak.c", 7, False)]
     assert group.stack[0].module == "/src/leak"
-    assert (a.allocations, a.frees, a.allocated_bytes) == (2, 1, 32)
-    assert (a.peak_bytes, a.peak_blocks, a.peak_seq) == (32, 2, 2)
-    assert a.events == 3
-    assert a.calls["malloc"] == 2 and a.calls["free"] == 1
+    assert (a.allocations, a.frees, a.allocated_bytes) == (4, 1, 128)
+    assert (a.peak_bytes, a.peak_blocks, a.peak_seq) == (112, 3, 5)
+    assert a.events == 5
+    assert a.calls["malloc"] == 4 and a.calls["free"] == 1
     assert a.complete and a.end is not None
-    assert (a.end.reason, a.end.detail, a.end.seq) == ("exit", "0", 4)
+    assert (a.end.reason, a.end.detail, a.end.seq) == ("exit", "0", 6)
     assert (a.program, a.pid) == ("/src/leak", 4242)
     assert a.errors == [] and a.warnings() == []
 
@@ -362,3 +368,33 @@ def test_runtime_only_frees_are_not_errors(tmp_path: Path, dump: Dump) -> None:
     a = replayed(dump, tmp_path)
     assert [(e.kind, e.seq) for e in a.errors] == [("double-free", user)]
     assert a.runtime_internal_frees == 2
+
+
+def test_free_calls_explain_the_frees(tmp_path: Path, dump: Dump) -> None:
+    """Why `calls: free 8` and `frees: 5 blocks` differ, computed: 4 free calls released
+    blocks, 2 freed NULL, 1 was the C library's thread cache, 1 a double free; realloc released
+    one more block. The figures sum to the free calls."""
+    dump.malloc("0x10", 8, main_at(3))
+    dump.malloc("0x20", 8, main_at(3))
+    dump.malloc("0x30", 8, main_at(3))
+    dump.malloc("0x40", 8, main_at(3))
+    dump.malloc("0x50", 8, main_at(3))
+    dump.e("realloc", "0x60", "0x50", 16, stack=main_at(4))  # releases 0x50
+    for p in ("0x10", "0x20", "0x30", "0x0", "0x60", "0x0", "0x30"):
+        dump.free(p, main_at(5))
+    dump.free("0x777", [F("tcache_thread_shutdown", module=LIBC), F("start_thread", module=LIBC)])
+    a = replayed(dump, tmp_path)
+    assert a.calls["free"] == 8 and a.frees == 5
+    assert a.free_calls == {"released": 4, "null": 2, "runtime": 1, "errors": 1, "untracked": 0}
+    assert sum(a.free_calls.values()) == a.calls["free"]
+    text = render_text(a)
+    assert ("    frees:       5 blocks (4 of the 8 free calls released blocks; 2 freed NULL, "
+            "1 freed the C/C++ runtime's own memory, 1 was an invalid or double free; "
+            "1 by realloc)\n") in text
+    assert "    calls:       malloc 5, realloc 1, free 8\n" in text
+    assert render_json(a)["summary"]["free_calls"] == a.free_calls
+    # every free call released a block: nothing to explain, or only realloc's share
+    d = Dump()
+    d.malloc("0x10", 8, main_at(3))
+    d.free("0x10", main_at(4))
+    assert "    frees:       1 block\n" in render_text(replayed(d, tmp_path))

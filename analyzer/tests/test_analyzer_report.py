@@ -6,7 +6,7 @@ import json
 import re
 from pathlib import Path
 
-from analyzer_testlib import FIXTURES, LIBC, REPO, Dump, F, main_at, run_cli
+from analyzer_testlib import FIXTURES, LIBC, LIBSTDCXX, REPO, Dump, F, main_at, run_cli
 from memdump_analyzer import analyze, dumps_json, render_json, render_text
 
 FRAME_KEYS = {"function", "file", "line", "module", "pc", "offset", "inlined"}
@@ -60,8 +60,10 @@ def test_json_keys() -> None:
         "leaks",
         "errors",
         "warnings",
+        "not_shown",
     }
     assert (report["format"], report["version"]) == ("memdump-report", "1.2")
+    assert report["not_shown"] == {"groups": 0, "bytes": 0, "blocks": 0}
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
     summary = report["summary"]
     assert set(summary) == {
@@ -78,7 +80,10 @@ def test_json_keys() -> None:
         "runtime_internal_frees",
         "leak_kinds",
         "scan",
+        "free_calls",
     }
+    assert summary["free_calls"] == {"released": 1, "null": 0, "runtime": 0, "errors": 1,
+                                     "untracked": 0}
     assert summary["leak_kinds"] == {
         "definite": {"bytes": 6, "blocks": 1},
         "indirect": {"bytes": 0, "blocks": 0},
@@ -94,7 +99,10 @@ def test_json_keys() -> None:
     assert [g["kind"] for g in report["leaks"]] == ["leak", "leak", "runtime"]
     assert [g["leak_kind"] for g in report["leaks"]] == ["reachable", "definite", "reachable"]
     for group in report["leaks"]:
-        assert set(group) == {"kind", "leak_kind", "bytes", "blocks", "stack"}
+        assert set(group) == {"kind", "leak_kind", "bytes", "blocks", "direct_bytes",
+                              "indirect_bytes", "indirect_blocks", "runtime_frames", "stack"}
+        assert (group["direct_bytes"], group["indirect_bytes"], group["indirect_blocks"]) == (
+            group["bytes"], 0, 0)
         for frame in group["stack"]:
             assert set(frame) == FRAME_KEYS
             assert re.fullmatch("0x[0-9a-f]+", frame["pc"])
@@ -190,7 +198,8 @@ def test_summary_lines(tmp_path: Path) -> None:
         "recorded)\n"
         "    calls:       malloc 2, free 3\n"
         "    allocations: 2 blocks\n"
-        "    frees:       1 block\n"
+        "    frees:       1 block (1 of the 3 free calls released blocks; 1 freed the C/C++ "
+        "runtime's own memory, 1 freed a block from before the recording)\n"
         "    allocated:   4,000 bytes\n"
         "    peak:        4,000 bytes in 2 blocks at event 2, allocated at main (app.c:4)\n"
         "    errors:      0\n"
@@ -246,3 +255,74 @@ def test_bytes_that_are_not_utf8_are_escaped(tmp_path: Path) -> None:
     text = dumps_json(render_json(a))
     text.encode("utf-8")  # valid UTF-8
     assert json.loads(text)["leaks"][0]["stack"][0]["function"] == "caf\\xe9"
+
+
+def _thread_stack(*user: F) -> list[F]:
+    """A std::thread's stack as the demo's: the user's frames, std::thread's internals compiled
+    into the program, libstdc++'s unnamed execute_native_thread_routine, glibc's thread start."""
+    hdr = "/usr/include/c++/12/bits/std_thread.h"
+    return [
+        *user,
+        F("std::__invoke_impl<void, void (*)(int), int>(std::__invoke_other, void (*&&)(int), "
+          "int&&)", "/usr/include/c++/12/bits/invoke.h", 61),
+        F("std::thread::_Invoker<std::tuple<void (*)(int), int> >::operator()()", hdr, 259),
+        F("std::thread::_State_impl<std::thread::_Invoker<std::tuple<void (*)(int), int> > >"
+          "::_M_run()", hdr, 210),
+        F(None, module=LIBSTDCXX, pc=0x7FFFF7CD44A3),
+        F("start_thread", "./nptl/pthread_create.c", 442, module=LIBC, pc=0x7FFFF7E4A0E5),
+        F("clone3", "../sysdeps/unix/sysv/linux/x86_64/clone3.S", 81, module=LIBC,
+          pc=0x7FFFF7ECC850),
+    ]
+
+
+def test_the_runtimes_outermost_frames_are_folded(tmp_path: Path) -> None:
+    """Rule runtime-frame: the outermost run of the runtime's frames (modules of the runtime,
+    std:: functions compiled into the program) is one line; runtime frames between the
+    program's frames stay; a stack that is all runtime stays whole."""
+    d = Dump()
+    worker = F("demo::worker(int)", "/src/demo.cpp", 50)
+    d.malloc("0x10", 257, _thread_stack(worker))
+    cmp = F("by_price(void const*, void const*)", "/src/demo.cpp", 20)
+    qsort = F("msort_with_tmp", "msort.c", 200, module=LIBC, pc=0x7FFFF7E10000)
+    d.malloc("0x20", 16, [cmp, qsort, F("std::sort_orders()", "/src/demo.cpp", 30),
+                          *main_at(40)])
+    d.malloc("0x30", 8, [F("_IO_file_doallocate", module=LIBC, pc=0x7FFFF7E20000),
+                         F("start_thread", module=LIBC, pc=0x7FFFF7E30000)])
+    d.end()
+    path = d.write(tmp_path)
+    text = run_cli("--show-runtime", path).stdout
+    assert (
+        "LEAK 1 of 2: 257 bytes in 1 block\n"
+        "    at demo::worker(int) (demo.cpp:50)\n"
+        "    ... 6 frames of the C/C++ runtime (--show-runtime-frames)\n\n"
+    ) in text
+    assert (  # qsort's frame sits between the program's: shown; and main is outermost
+        "LEAK 2 of 2: 16 bytes in 1 block\n"
+        "    at by_price(void const*, void const*) (demo.cpp:20)\n"
+        "    by msort_with_tmp (msort.c:200)\n"
+        "    by std::sort_orders() (demo.cpp:30)\n"
+        "    by main (app.c:40)\n\n"
+    ) in text
+    assert (
+        "RUNTIME 1 of 1: 8 bytes in 1 block\n"
+        "    at _IO_file_doallocate (libc.so.6+0x20000)\n"
+        "    by start_thread (libc.so.6+0x30000)\n"
+    ) in text
+    shown = run_cli("--show-runtime-frames", path).stdout
+    assert "of the C/C++ runtime" not in shown
+    assert ("    at demo::worker(int) (demo.cpp:50)\n"
+            "    by std::__invoke_impl<void, void (*)(int), int>(std::__invoke_other, "
+            "void (*&&)(int), int&&) (invoke.h:61)\n") in shown
+    assert "    by clone3 (clone3.S:81)\n\n" in shown
+    # --max-frames counts the frames shown; the fold line follows
+    cut = run_cli("--max-frames", "1", path).stdout
+    assert ("    at by_price(void const*, void const*) (demo.cpp:20)\n"
+            "    ... 3 more frames\n") in cut
+    assert ("    at demo::worker(int) (demo.cpp:50)\n"
+            "    ... 6 frames of the C/C++ runtime (--show-runtime-frames)\n") in cut
+    # JSON keeps every frame and says how many the text folds
+    report = json.loads(run_cli("--format", "json", "--show-runtime", path).stdout)
+    assert [(len(g["stack"]), g["runtime_frames"]) for g in report["leaks"]] == [
+        (7, 6), (4, 0), (2, 0)]
+    help_text = " ".join(run_cli("--help").stdout.split())
+    assert "--show-runtime-frames" in help_text

@@ -635,9 +635,7 @@ class Session:
         if result is None:
             self.writer.scan(status, 0, 0, millis)
             return
-        heur = result.heuristics
-        self.writer.scan(status, result.root_bytes, result.block_bytes, millis,
-                         ((a, k, heur.get(a)) for a, k in result.kinds.items()))
+        self.writer.scan(status, result.root_bytes, result.block_bytes, millis, result.records())
         self.counts["scan-ms"] = millis
 
     def _read_some(self, address: int, size: int) -> bytes:

@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "gdb_ext"))
 
 from dbgkit.core.dumpwriter import DumpWriter, FrameInfo, InlinedInto, escape  # noqa: E402
+from dbgkit.core.reach import ScanResult  # noqa: E402
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 OUTER = 0x7FFFF7DF018A
@@ -23,6 +24,8 @@ FRAMES = {
     0x55555555518C: FrameInfo("/src/leak", 0x118C, "new_node", "/src/leak.c", 3,
                               (InlinedInto("main", "/src/leak.c", 7),)),
     0x55555555519C: FrameInfo("/src/leak", 0x119C, "main", "/src/leak.c", 8),
+    0x5555555551AE: FrameInfo("/src/leak", 0x11AE, "main", "/src/leak.c", 9),
+    0x5555555551C0: FrameInfo("/src/leak", 0x11C0, "main", "/src/leak.c", 10),
 }
 
 
@@ -58,7 +61,14 @@ def test_spec_worked_example_is_what_the_writer_writes(tmp_path: Path) -> None:
         w.event(4242, "malloc", w.stack((0x55555555517E, OUTER)), 0x5555555592A0, ("16",))
         w.event(4242, "malloc", w.stack((0x55555555518C, OUTER)), 0x5555555592C0, ("16",))
         w.event(4242, "free", w.stack((0x55555555519C, OUTER)), None, ("0x5555555592a0",))
-        w.scan("ok", 143360, 16, 2, [(0x5555555592C0, "definite", None)])
+        w.event(4242, "malloc", w.stack((0x5555555551AE, OUTER)), 0x5555555592E0, ("40",))
+        w.event(4242, "malloc", w.stack((0x5555555551C0, OUTER)), 0x555555559310, ("56",))
+        # the list head leads its node's clique: the node's `r` record names it (format 1.2)
+        result = ScanResult(
+            kinds={0x5555555592C0: "definite", 0x5555555592E0: "definite",
+                   0x555555559310: "indirect"},
+            leaders={0x555555559310: 0x5555555592E0})
+        w.scan("ok", 143360, 112, 2, result.records())
         w.end("exit", "0")
 
     assert _written(tmp_path, body) == _spec_example()

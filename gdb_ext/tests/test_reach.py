@@ -122,6 +122,48 @@ def test_cliques_merge_whatever_the_address_order() -> None:
     assert m.scan() == {a: "definite", b: "indirect", c: "indirect"}
 
 
+def _result(m: Memory):  # noqa: ANN202
+    return scan(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000)])
+
+
+def test_each_indirect_block_names_its_clique_leader() -> None:
+    """A lost list head owns its nodes; two lost lists, two leaders; a cycle's leader is its
+    lowest block; what a reachable block points to has no leader."""
+    m = Memory()
+    head = m.alloc(24)
+    nodes = [m.alloc(100 + k) for k in range(3)]
+    m.put(head, nodes[0])
+    m.put(nodes[0], nodes[1])
+    m.put(nodes[0] + 8, nodes[2])
+    other, child = m.alloc(16), m.alloc(8)
+    m.put(other, child)
+    a, b = m.alloc(24), m.alloc(24)
+    m.put(a, b)
+    m.put(b, a)
+    kept, kept_child = m.alloc(16), m.alloc(16)
+    m.put(DATA, kept)
+    m.put(kept, kept_child)
+    res = _result(m)
+    assert res.leaders == {nodes[0]: head, nodes[1]: head, nodes[2]: head, child: other, b: a}
+    assert sorted(r for r in res.records() if r[1] == "indirect") == sorted(
+        [(nodes[0], "indirect", f"{head:#x}"), (nodes[1], "indirect", f"{head:#x}"),
+         (nodes[2], "indirect", f"{head:#x}"), (child, "indirect", f"{other:#x}"),
+         (b, "indirect", f"{a:#x}")])
+    assert (head, "definite", None) in list(res.records())
+
+
+def test_a_clique_absorbed_by_a_later_leader_follows_it() -> None:
+    # b (lower address) leads {b, c} first; a, a later leader, reaches b: b, c belong to a
+    m = Memory()
+    b, c, d, a = m.alloc(16), m.alloc(16), m.alloc(16), m.alloc(16)
+    m.put(b, c)
+    m.put(c, d)
+    m.put(a, b)
+    res = _result(m)
+    assert res.kinds == {a: "definite", b: "indirect", c: "indirect", d: "indirect"}
+    assert res.leaders == {b: a, c: a, d: a}
+
+
 def test_indirect_blocks_are_found_through_interior_pointers_too() -> None:
     m = Memory()
     a, b = m.alloc(16), m.alloc(64)

@@ -287,8 +287,9 @@ def analyze_raw(dump: Path, *options: str) -> subprocess.CompletedProcess[str]:
 
 
 def analyze(dump: Path, *options: str) -> Report:
-    """`memdump-analyze --format json --show-runtime DUMP`, parsed."""
-    proc = analyze_raw(dump, "--format", "json", "--show-runtime", *options)
+    """`memdump-analyze --format json --show-runtime --show-leak-kinds all DUMP`, parsed."""
+    proc = analyze_raw(dump, "--format", "json", "--show-runtime", "--show-leak-kinds", "all",
+                       *options)
     assert proc.returncode == 0, (
         f"memdump-analyze failed on {dump} ({proc.returncode}):\n{proc.stderr}\n--- dump:\n"
         + dump.read_text(errors="replace")

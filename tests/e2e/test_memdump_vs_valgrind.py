@@ -13,6 +13,10 @@ four lines. One exception, in the pointer-scan cases: a thread still alive at ex
 thread data (its dtv, allocated by `_dl_allocate_tls` for `allocate_stack`), which freeres does not
 free (it frees only the stacks of threads that are gone): valgrind counts it, memdump files it as
 `runtime`; there its kind must be valgrind's too, and it is added to memdump's side.
+
+Cliques: each of valgrind's `N (D direct, I indirect) bytes in B blocks are definitely lost` loss
+records must be one of memdump's definitely lost groups with the same figures (the indirectly lost
+blocks whose `r` record names a block of the group as leader).
 """
 
 from __future__ import annotations
@@ -39,6 +43,9 @@ _KIND_LINE = re.compile(
     r"(definitely lost|indirectly lost|possibly lost|still reachable): ([\d,]+) bytes in ([\d,]+) "
     r"blocks"
 )
+_DIRECT_LINE = re.compile(
+    r"([\d,]+) \(([\d,]+) direct, ([\d,]+) indirect\) bytes in ([\d,]+) blocks are definitely lost"
+)
 _KIND_OF = {"definitely lost": "definite", "indirectly lost": "indirect",
             "possibly lost": "possible", "still reachable": "reachable"}
 KINDS = ("definite", "indirect", "possible", "reachable")
@@ -51,14 +58,16 @@ def _numbers(pattern: re.Pattern[str], text: str) -> tuple[int, int]:
 
 
 def _valgrind(argv: list[str], cwd: Path, freeres: bool) -> tuple[tuple[int, int], int]:
-    in_use, allocs, _ = _valgrind_kinds(argv, cwd, freeres)
+    in_use, allocs, _, _ = _valgrind_kinds(argv, cwd, freeres)
     return in_use, allocs
 
 
 def _valgrind_kinds(
     argv: list[str], cwd: Path, freeres: bool = True
-) -> tuple[tuple[int, int], int, dict[str, tuple[int, int]]]:
-    """(in use at exit, allocations, {leak kind: (bytes, blocks)}) of valgrind --leak-check=full."""
+) -> tuple[tuple[int, int], int, dict[str, tuple[int, int]], list[tuple[int, ...]]]:
+    """(in use at exit, allocations, {leak kind: (bytes, blocks)}, the loss records `N (D direct,
+    I indirect) bytes in B blocks are definitely lost` as sorted (N, D, I, B)) of valgrind
+    --leak-check=full."""
     flags = ["--leak-check=full"]
     if not freeres:
         flags += ["--run-libc-freeres=no", "--run-cxx-freeres=no"]
@@ -69,7 +78,16 @@ def _valgrind_kinds(
     for match in _KIND_LINE.finditer(proc.stderr):
         kinds[_KIND_OF[match.group(1)]] = (int(match.group(2).replace(",", "")),
                                            int(match.group(3).replace(",", "")))
-    return _numbers(_IN_USE, proc.stderr), _numbers(_USAGE, proc.stderr)[0], kinds
+    cliques = sorted(tuple(int(g.replace(",", "")) for g in m.groups())
+                     for m in _DIRECT_LINE.finditer(proc.stderr))
+    return _numbers(_IN_USE, proc.stderr), _numbers(_USAGE, proc.stderr)[0], kinds, cliques
+
+
+def _memdump_cliques(report: dict) -> list[tuple[int, ...]]:  # type: ignore[type-arg]
+    """memdump's definitely lost groups that lead indirectly lost blocks, as _valgrind_kinds."""
+    return sorted((g["bytes"] + g["indirect_bytes"], g["direct_bytes"], g["indirect_bytes"],
+                   g["blocks"]) for g in report["leaks"]
+                  if g["kind"] == "leak" and g["leak_kind"] == "definite" and g["indirect_bytes"])
 
 
 def _memdump_kinds(summary: dict) -> dict[str, tuple[int, int]]:  # type: ignore[type-arg]
@@ -125,7 +143,7 @@ def test_memdump_agrees_with_valgrind(name: str, tmp_path: Path) -> None:
     summary = report["summary"]
     leaked = (summary["leaked"]["bytes"], summary["leaked"]["blocks"])
     live = (leaked[0] + summary["runtime"]["bytes"], leaked[1] + summary["runtime"]["blocks"])
-    in_use, allocs, vg_kinds = _valgrind_kinds(argv, tmp_path)
+    in_use, allocs, vg_kinds, vg_cliques = _valgrind_kinds(argv, tmp_path)
     everything, _ = _valgrind(argv, tmp_path, freeres=False)
     kinds = _memdump_kinds(summary)
     if name == "leak_aligned" and _VALGRIND_VERSION.startswith("valgrind-3.19"):
@@ -152,6 +170,7 @@ def test_memdump_agrees_with_valgrind(name: str, tmp_path: Path) -> None:
     assert summary["allocations"] == allocs
     assert summary["errors"] == 0
     assert kinds == vg_kinds
+    assert _memdump_cliques(report) == vg_cliques
 
 
 # the pointer-scan cases of test_memdump_reach.py: program, argument; and whether a thread is
@@ -159,6 +178,7 @@ def test_memdump_agrees_with_valgrind(name: str, tmp_path: Path) -> None:
 REACH_CASES = {
     "global": ("reach_kinds", False),
     "list": ("reach_kinds", False),
+    "tree": ("reach_kinds", False),
     "interior": ("reach_kinds", False),
     "cycle": ("reach_kinds", False),
     "length64": ("reach_kinds", False),
@@ -177,7 +197,7 @@ def test_leak_kinds_agree_with_valgrind(case: str, tmp_path: Path) -> None:
     argv = [str(program(prog)), case]
     report = _record(argv, tmp_path)
     kinds = _memdump_kinds(report["summary"])
-    in_use, _, vg_kinds = _valgrind_kinds(argv, tmp_path)
+    in_use, _, vg_kinds, vg_cliques = _valgrind_kinds(argv, tmp_path)
     kept = [g for g in report["leaks"] if g["kind"] == "runtime"
             and "allocate_stack" in {f["function"] for f in g["stack"]}]
     if live_thread:
@@ -187,3 +207,5 @@ def test_leak_kinds_agree_with_valgrind(case: str, tmp_path: Path) -> None:
             kinds[k] = (kinds[k][0] + g["bytes"], kinds[k][1] + g["blocks"])
     assert kinds == vg_kinds
     assert sum(b for b, _ in kinds.values()) == in_use[0]
+    # each definitely lost loss record with the bytes it leads: `N (D direct, I indirect) bytes`
+    assert _memdump_cliques(report) == vg_cliques

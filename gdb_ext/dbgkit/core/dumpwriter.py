@@ -200,7 +200,8 @@ class DumpWriter:
         kinds: Iterable[tuple[int, str, str | None]] = (),
     ) -> None:
         """The pointer scan at exit: its `scan` record, then one `r` record per live block
-        (address, kind, heuristic or None), all with one write."""
+        (address, kind, extra or None: a reachable block's heuristic, an indirect block's
+        clique leader as hex), all with one write."""
         self._pending.append(f"scan {self.seq} {status} {root_bytes} {block_bytes} {millis}\n")
         codes = KIND_CODES
         self._pending.extend(

@@ -9,7 +9,11 @@ The method is memcheck's (mc_leakcheck.c, valgrind 3.19), re-implemented from it
    as `possible`, unless one of the heuristics says it is how the program refers to such a block
    (then like a start pointer). A block whose state goes up is scanned (again).
 3. Cliques: the blocks still unreached are taken in address order; each one is a clique leader,
-   `definite`, and every unreached block found from it (through any word into it) is `indirect`.
+   `definite`, and every unreached block found from it (through any word into it) is `indirect`,
+   owned by that leader. A leader found from a later one joins that clique with all its blocks
+   (valgrind adds its indirect bytes to the new leader's): `ScanResult.leaders` names, for each
+   indirect block, the definite block that owns it in the end (valgrind's "N (D direct,
+   I indirect) bytes" of a definitely lost block are its size and those of the blocks it owns).
 
 The caller reads memory; this module only decides. Its cost is bounded by `deadline` (a
 `time.monotonic()` value, `ScanTimeout` when passed) and its memory by the read windows
@@ -160,12 +164,24 @@ class ScanResult:
     kinds: dict[int, str]
     #: blocks found reachable only through a heuristic: address -> heuristic name
     heuristics: dict[int, str] = field(default_factory=dict)
+    #: indirect block's address -> address of the definite block whose clique it belongs to
+    leaders: dict[int, int] = field(default_factory=dict)
     roots: list[Root] = field(default_factory=list)
     excluded: list[Excluded] = field(default_factory=list)
     root_bytes: int = 0
     block_bytes: int = 0
     skipped_bytes: int = 0
     seconds: float = 0.0
+
+    def records(self) -> Iterable[tuple[int, str, str | None]]:
+        """(address, kind, extra) per block, as the dump's `r` records have them: extra is the
+        heuristic of a reachable block, the leader's address (hex) of an indirect one."""
+        heuristics, leaders = self.heuristics, self.leaders
+        for addr, kind in self.kinds.items():
+            if kind == "indirect" and addr in leaders:
+                yield addr, kind, f"{leaders[addr]:#x}"
+            else:
+                yield addr, kind, heuristics.get(addr)
 
     def totals(self, sizes: dict[int, int]) -> dict[str, tuple[int, int]]:
         """kind -> (bytes, blocks) over `sizes` (address -> size)."""
@@ -371,6 +387,8 @@ class _Scanner:
         self.state = bytearray(n)
         self.pending = bytearray(n)
         self.heuristic: dict[int, str] = {}
+        #: indirect block -> the leader of the clique it joined (itself maybe absorbed later)
+        self.owner: dict[int, int] = {}
         self.stack: list[int] = []
         self.heuristics = heuristics
         self.deadline = deadline
@@ -535,6 +553,7 @@ class _Scanner:
                     j = self.find(w)
                     if j >= 0 and j != clique and state[j] == _UNREACHED:
                         state[j] = _INDIRECT
+                        self.owner[j] = clique
                         self.push(j)
 
     def run(self, roots: Sequence[Root], threads: Iterable[Thread]) -> None:
@@ -554,6 +573,22 @@ class _Scanner:
             if self.state[i] == _UNREACHED:
                 self.push(i)
                 self.process(i)
+
+    def leaders(self) -> dict[int, int]:
+        """Each indirect block's final leader: its owner, or the owner's, until a definite one
+        (an absorbed leader's blocks follow it into the clique that absorbed it)."""
+        owner, state = self.owner, self.state
+        final: dict[int, int] = {}
+        for i in owner:
+            path = []
+            j = i
+            while state[j] == _INDIRECT and j not in final:
+                path.append(j)
+                j = owner[j]
+            leader = final.get(j, j)
+            for k in path:
+                final[k] = leader
+        return final
 
 
 def scan(
@@ -583,6 +618,7 @@ def scan(
         kinds=kinds,
         heuristics={s.starts[i]: h for i, h in s.heuristic.items()
                     if s.state[i] == _REACHABLE},
+        leaders={s.starts[i]: s.starts[j] for i, j in s.leaders().items()},
         roots=roots,
         excluded=excluded,
         root_bytes=s.root_bytes,
