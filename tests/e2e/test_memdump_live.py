@@ -83,3 +83,24 @@ def test_stop_mid_run(dump: Path) -> None:
     expect_leaks(report, {marker(SRC, "kept", "LIVE"): (11, 1), marker(SRC, "leaked"): (33, 1)})
     assert "[Inferior 1 (process" in run.stdout and "exited normally" in run.stdout
     assert re.search(r"^state:\s+ended \(stop\)$", run.stdout, re.M), run.describe()
+
+
+def test_leaks_folds_the_runtime_frames_unless_asked(dump: Path) -> None:
+    """`memdump leaks` folds the threads' callers in the C library (start_thread, clone3) into one
+    line, as the analyser does; `--show-runtime-frames` lists them."""
+    run = record("leak_threads", dump=dump, before=["set breakpoint pending on", "break exit"],
+                 after=["memdump leaks", "echo ==shown==\\n", "memdump leaks --show-runtime-frames",
+                        "continue"])
+    folded, shown = run.stdout.split("==shown==\n", 1)
+    a = marker("leak_threads.c", "thread-a")
+    b = marker("leak_threads.c", "thread-b")
+    fold = "    ... 2 frames of the C/C++ runtime (--show-runtime-frames)\n"
+    groups = ((1, "666 bytes in 3", "worker_b", b), (2, "555 bytes in 5", "worker_a", a))
+    for n, size, fn, site in groups:
+        group = f"LIVE {n} of 2: {size} blocks\n    at {fn} ({site})\n{fold}"
+        assert group in folded, run.describe()
+    assert "start_thread" not in folded
+    callers = (r"    by start_thread \(pthread_create\.c:\d+\)\n"
+               r"    by clone3 \(clone3\.S:\d+\)\n")
+    head = rf"LIVE 2 of 2: 555 bytes in 5 blocks\n    at worker_a \({re.escape(str(a))}\)\n"
+    assert re.search(head + callers, shown), run.describe()

@@ -59,6 +59,9 @@ def _build_parser() -> _Parser:
     lk.add_argument("--json", action="store_true", help="print the JSON report")
     lk.add_argument("--show-runtime", action="store_true",
                     help="also show blocks the C/C++ runtime allocated for itself")
+    lk.add_argument("--show-runtime-frames", action="store_true",
+                    help="show the C/C++ runtime's outermost frames (start_thread, std::thread's "
+                         "internals) instead of folding them into one line")
     lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
     lk.add_argument("-o", "--output", dest="report", metavar="FILE",
                     help="write the report to FILE and print a one-line summary")
@@ -253,6 +256,7 @@ def _leaks(args: argparse.Namespace) -> None:
                                       top=args.top))
     else:
         text = render_text(analysis, show_runtime=args.show_runtime, top=args.top, live=live,
+                           show_runtime_frames=args.show_runtime_frames,
                            title="memdump leaks: blocks live now" if live else "memdump report",
                            color=output.colour_enabled() and not args.report)
     if args.report:
