@@ -182,7 +182,9 @@ def test_memdump_leaks_prints_the_inlined_frames(build: str, dump: Path) -> None
     call_run = re.escape(str(marker(SRC, "run", "CALL")))
     tail = (rf"    by run\(int\) \({call_open}\)\n"
             rf"    by main\(int, char\*\*\) \({call_run}\)\n")
-    assert re.search(rf"^LIVE \d of 2: 32 bytes in 1 block\n"
+    # The scan at _exit has run (memdump stops there first): a definitely lost session shows
+    # the vector's storage it leads; GCC -O2 leaves a stale copy of the pointer on the stack.
+    assert re.search(rf"^LIVE \d of 2: (32|160 \(32 direct, 128 indirect\)) bytes in 1 block\n"
                      rf"    at open_session(\(int\))? \({session}\) \(inlined\)\n{tail}",
                      text, re.M), run.describe()
     assert re.search(rf"^LIVE \d of 2: 128 bytes in 1 block\n"
