@@ -389,3 +389,19 @@ def test_attach_refusals(tmp_path: Path) -> None:
         traced.kill()
         traced.wait()
     assert list(tmp_path.glob("*.memdump")) == []
+
+
+def test_attach_passes_the_programs_own_sigint(dump: Path, target: Target) -> None:
+    """A SIGINT someone else sends the program during the window reaches it, as without GDB; only
+    memdump.sh's own interrupt is kept from it."""
+    script = attach(target, "-o", dump)
+    recording(dump, script)
+    target.proc.send_signal(signal.SIGINT)
+    assert read_line(target.proc, POLL_DEADLINE) == "SIGINT"
+    assert target.ask("leak 10") == "ok"
+    script.send_signal(signal.SIGINT)
+    _, err = finish(script)
+    assert script.returncode == 0, err
+    assert target.exit() == (0, b"")  # one SIGINT line, read above: no second one
+    assert read_dump(dump).end == ("detach", "-")
+    expect_leaks(analyze(dump), {marker("alloc_on_command.c", "leak"): (10, 1)})
