@@ -216,7 +216,8 @@ python
 import os
 from dbgkit import attach_window
 _for = os.environ.get("MEMDUMP_SH_FOR")
-attach_window.begin(os.environ["MEMDUMP_SH_STOP"], float(_for) if _for else None, 3)
+attach_window.begin(os.environ["MEMDUMP_SH_STOP"], float(_for) if _for else None, 3,
+                    os.environ["MEMDUMP_SH_STARTED"])
 end
 while $_memdump_window()
   if $_memdump_window_signal
@@ -229,14 +230,16 @@ python attach_window.end()
 EOF
         write_status 0
     } >"$commands"
+    # Said once the recording has begun (not when attaching fails).
     if [[ -n "$window" ]]; then
-        echo "${me}: recording process ${pid} for ${window} s (or until SIGINT or SIGTERM)" >&2
+        started="${me}: recording process ${pid} for ${window} s (or until SIGINT or SIGTERM)"
     else
-        echo "${me}: recording process ${pid} until SIGINT (Ctrl-C) or SIGTERM" >&2
+        started="${me}: recording process ${pid} until SIGINT (Ctrl-C) or SIGTERM"
     fi
     setsid_path="$(type -P setsid || true)"
     trap 'printf x >&5 || true' INT TERM
     MEMDUMP_SH_STATUS="$status_file" MEMDUMP_SH_STOP="$stop_fifo" MEMDUMP_SH_FOR="$window" \
+        MEMDUMP_SH_STARTED="$started" \
         ${setsid_path:+"$setsid_path"} "$gdb_path" -nx -batch -x "$commands" -p "$pid" \
         3>&2 </dev/null >"$log" 2>&1 5>&- &
     gdb_pid=$!

@@ -149,7 +149,8 @@ class _StepFunction(gdb.Function):
         return int(step != 0)
 
 
-def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = None) -> None:
+def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = None,
+          started: str | None = None) -> None:
     """Start the window on the attached process `memdump` is recording: until SECONDS pass (None:
     no limit) or a byte arrives on the pipe STOP_PATH. GDB's command file then runs
 
@@ -163,7 +164,8 @@ def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = 
         python attach_window.end()
 
     The loop is GDB's own because no Python may be running while `continue` waits: gdb.execute
-    keeps the GIL, and the watcher thread would never run."""
+    keeps the GIL, and the watcher thread would never run. STARTED, if given, is written to
+    NOTIFY_FD once the window has begun."""
     global _window
     session = _command._active()
     if session is None or session.state != "recording" or not session.attached:
@@ -172,6 +174,11 @@ def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = 
     gdb.events.stop.connect(window._on_stop)
     window.thread.start()
     _window = window
+    if started and notify_fd is not None:
+        try:
+            os.write(notify_fd, started.encode() + b"\n")
+        except OSError:
+            pass
 
 
 def end() -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ctypes
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
@@ -337,6 +338,34 @@ def test_attach_until_signalled_inside_an_allocator_call(dump: Path, target: Tar
                                  marker("alloc_on_command.c", "hold"): (77, 1)})
 
 
+def test_attach_second_signal_stops_without_the_call_in_progress(dump: Path,
+                                                                 target: Target) -> None:
+    """A second SIGINT while waiting for a call in progress detaches at once: the call is left
+    out of the dump (said on stderr), and the program, let go, finishes it by itself."""
+    script = attach(target, "-o", dump)
+    recording(dump, script)
+    target.send("hold 77")
+    assert read_line(target.proc, POLL_DEADLINE) == "holding"
+    script.send_signal(signal.SIGINT)
+    assert script.stderr is not None
+    waiting = ""
+    while "allocator call in progress" not in waiting:
+        waiting = script.stderr.readline().decode()
+        assert waiting, "memdump.sh said nothing about the call in progress"
+    script.send_signal(signal.SIGINT)
+    _, err = finish(script)
+    assert script.returncode == 0, err
+    assert ("memdump: warning: 1 allocator call still in progress at the detach: not in the dump"
+            in err.splitlines()), err
+    assert not target.traced()
+    target.send("go")
+    assert read_line(target.proc, POLL_DEADLINE) == "ok"
+    assert target.exit() == (0, b"")
+    facts = read_dump(dump)
+    assert facts.end == ("detach", "-")
+    assert facts.sizes() == []
+
+
 def test_attach_program_exits_during_the_window(dump: Path, target: Target) -> None:
     """The program's exit ends the recording as for a launched program, with its status."""
     script = attach(target, "-o", dump, "--for", "60")
@@ -360,6 +389,7 @@ def test_attach_refusals(tmp_path: Path) -> None:
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
     zombie = subprocess.Popen(["true"])
     traced = subprocess.Popen(["sleep", "60"], preexec_fn=_traceme)  # noqa: PLW1509
+    plain = subprocess.Popen(["sleep", "60"])
     try:
         deadline = time.monotonic() + POLL_DEADLINE
         while Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] != "Z":
@@ -384,10 +414,18 @@ def test_attach_refusals(tmp_path: Path) -> None:
             assert (proc.returncode, len(lines)) == (status, 1), (args, lines)
             assert lines[0].startswith(line), (args, lines)
             assert proc.stdout == b""
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            # not permitted: the script (and GDB) run as nobody, the process is root's
+            proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   str(SCRIPT), "-p", str(plain.pid)], capture_output=True,
+                                  cwd=tmp_path, timeout=GDB_TIMEOUT)
+            assert (proc.returncode, proc.stderr.decode()) == (
+                125, f"memdump.sh: cannot attach to process {plain.pid}: Operation not permitted\n")
     finally:
         zombie.wait()
-        traced.kill()
-        traced.wait()
+        for process in (traced, plain):
+            process.kill()
+            process.wait()
     assert list(tmp_path.glob("*.memdump")) == []
 
 
