@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# @brief Run a program under GDB with memdump recording its heap, as if it ran by itself.
+# @brief Run a program under GDB with memdump recording its heap, as if it ran by itself; or record
+# a running process for a while (-p PID) and detach.
 #
 # The program's stdin, stdout and stderr are its own: GDB's messages go to a temporary log (shown on
 # stderr only when recording fails), the program's output bypasses GDB through saved file descriptors,
@@ -10,8 +11,8 @@ set -euo pipefail
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 me="memdump.sh"
 
-# The environment this script was started with: the program gets exactly this one (bash has added
-# SHLVL, PWD and _ to its own since, and GDB adds LINES and COLUMNS).
+# The environment this script was started with, in its order: the program gets exactly this one
+# (bash has added SHLVL, PWD and _ to its own since, and GDB adds LINES and COLUMNS).
 start_env=()
 while IFS= read -r -d '' entry; do
     if [[ "$entry" == ?*=* ]]; then
@@ -19,33 +20,29 @@ while IFS= read -r -d '' entry; do
     fi
 done </proc/$$/environ
 
-# The value VAR had in the start environment; fails when it was not there.
-start_value() {
-    local entry
-    for entry in "${start_env[@]}"; do
-        if [[ "$entry" == "$1="* ]]; then
-            printf '%s' "${entry#*=}"
-            return 0
-        fi
-    done
-    return 1
-}
-
 usage() {
     cat <<EOF
 usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--] PROGRAM [ARGS...]
+       scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] -p PID [--for SECONDS]
 
 Run PROGRAM under GDB with memdump recording every heap operation into a dump, then exit with the
 program's exit status (128+N when signal N killed it). The program's stdin, stdout and stderr pass
-through untouched; the dump's path is printed on stderr.
+through untouched, and it gets its arguments, argv[0] and environment exactly as typed; a #! script
+is run by its interpreter as the kernel would. The dump's path is printed on stderr.
+
+With -p, attach to the running process PID instead and record it until SECONDS have passed, or until
+this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by itself.
 
   -o, --output DUMP  write the dump to DUMP (default: ./PROGRAM.PID.memdump, chosen by memdump)
-  --report           print the leak report (text) on stderr when the program ends
+  --report           print the leak report (text) on stderr when the recording ends
   --json FILE        write the leak report as JSON to FILE
   --depth N          record at most N frames per call stack (memdump's default: 32)
+  -p, --pid PID      record the running process PID (blocks allocated before are unknown)
+  --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
 
-Exit status: the program's; 2 for bad arguments; 125 when recording or the report failed.
+Exit status: the program's (with -p: 0, or the program's when it ended while recorded); 2 for bad
+arguments (or a PID that is no running process); 125 when recording or the report failed.
 EOF
 }
 
@@ -55,16 +52,29 @@ bad_usage() {
     exit 2
 }
 
+# One line on stderr, exit 125: recording is not possible.
+cannot() {
+    echo "${me}: $*" >&2
+    exit 125
+}
+
 # Quote one word for a GDB command that splits its arguments like gdb.string_to_argv (a backslash
 # before every character that is not plainly safe).
 argv_quote() {
     printf '%s' "$1" | sed 's/[^A-Za-z0-9_.,:=+@%/-]/\\&/g'
 }
 
+# Quote one word for /bin/sh.
+sh_quote() {
+    printf "'%s'" "${1//\'/\'\\\'\'}"
+}
+
 dump=""
 report=0
 json=""
 depth=""
+pid=""
+window=""
 while [[ $# -gt 0 ]]; do
     case "$1" in
         -o|--output)
@@ -86,6 +96,18 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --depth=*) depth="${1#*=}"; shift ;;
+        -p|--pid)
+            [[ $# -ge 2 ]] || bad_usage "$1 needs a process id (see --help)"
+            pid="$2"
+            shift 2
+            ;;
+        --pid=*) pid="${1#*=}"; shift ;;
+        --for)
+            [[ $# -ge 2 ]] || bad_usage "$1 needs a number of seconds (see --help)"
+            window="$2"
+            shift 2
+            ;;
+        --for=*) window="${1#*=}"; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         -?*) bad_usage "unknown option '$1' (see --help)" ;;
@@ -93,37 +115,50 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
-[[ $# -gt 0 ]] || bad_usage "no program to run (usage: ${me} [OPTIONS] -- PROGRAM [ARGS...])"
-[[ -n "$1" ]] || bad_usage "the program name is empty"
 if [[ -n "$depth" && ! "$depth" =~ ^[0-9]+$ ]]; then
     bad_usage "--depth needs a non-negative number, not '${depth}'"
 fi
 [[ "$dump" != *$'\n'* && "$json" != *$'\n'* ]] || bad_usage "file names with a newline are not supported"
-
-program="$1"
-shift
-if [[ "$program" == */* ]]; then
-    [[ -e "$program" ]] || bad_usage "${program}: no such file"
-else
-    resolved="$(type -P -- "$program" || true)"
-    [[ -n "$resolved" ]] || bad_usage "${program}: command not found"
-    program="$resolved"
-fi
-[[ -f "$program" ]] || bad_usage "${program}: not a regular file"
-[[ -x "$program" ]] || bad_usage "${program}: permission denied (not executable)"
 if [[ -n "$json" && -d "$json" ]]; then
     bad_usage "--json ${json}: is a directory"
 fi
+if [[ -n "$pid" ]]; then
+    [[ $# -eq 0 ]] || bad_usage "-p records a running process: no program to run as well ('$1')"
+    [[ "$pid" =~ ^[1-9][0-9]{0,9}$ ]] || bad_usage "-p needs a process id, not '${pid}'"
+    if [[ -n "$window" && ! "$window" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
+        bad_usage "--for needs a number of seconds, not '${window}'"
+    fi
+    [[ "$pid" != "$$" ]] || bad_usage "process ${pid} is ${me} itself"
+    stat_line=""
+    { IFS= read -r stat_line <"/proc/${pid}/stat"; } 2>/dev/null || true
+    [[ -n "$stat_line" ]] || bad_usage "no process ${pid}"
+    state="${stat_line##*) }"
+    case "${state%% *}" in
+        Z|X) bad_usage "process ${pid} has exited (it is a zombie until its parent waits for it)" ;;
+    esac
+    tracer="$(sed -n 's/^TracerPid:[[:space:]]*//p' "/proc/${pid}/status" 2>/dev/null || true)"
+    if [[ -n "$tracer" && "$tracer" != 0 ]]; then
+        tracer_name="$(cat "/proc/${tracer}/comm" 2>/dev/null || echo '?')"
+        cannot "cannot attach to process ${pid}: it is already traced by process ${tracer}" \
+            "(${tracer_name}); only one debugger at a time"
+    fi
+else
+    [[ -z "$window" ]] || bad_usage "--for needs -p PID (a program run by ${me} is recorded to its end)"
+    [[ $# -gt 0 ]] || bad_usage "no program to run (usage: ${me} [OPTIONS] -- PROGRAM [ARGS...])"
+    [[ -n "$1" ]] || bad_usage "the program name is empty"
+fi
 gdb_path="$(type -P gdb || true)"
-[[ -n "$gdb_path" ]] || { echo "${me}: gdb is not installed" >&2; exit 125; }
+[[ -n "$gdb_path" ]] || cannot "gdb is not installed"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/memdump-sh.XXXXXX")"
 trap 'rm -rf -- "$work"' EXIT
+[[ "$work" != *$'\n'* ]] || cannot "the temporary directory ${work} has a newline in its name"
 log="${work}/gdb.log"
 status_file="${work}/status"
 commands="${work}/commands.gdb"
 
-{
+# The settings both ways of recording share.
+common_settings() {
     echo "set pagination off"
     echo "set confirm off"
     echo "set width 0"
@@ -133,24 +168,9 @@ commands="${work}/commands.gdb"
     echo "handle all nostop noprint pass"
     echo "handle SIGINT nostop noprint pass"
     echo "handle SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT stop print pass"
-    # GDB runs with the start environment plus SHELL=/bin/sh (it starts the program with $SHELL)
-    # and MEMDUMP_SH_STATUS, and adds LINES and COLUMNS for the program: undo all that.
-    echo "unset environment MEMDUMP_SH_STATUS"
-    for var in LINES COLUMNS SHELL; do
-        if value="$(start_value "$var")" && [[ "$value" != *$'\n'* ]]; then
-            echo "set environment ${var}=${value}"
-        else
-            echo "unset environment ${var}"
-        fi
-    done
-    # The program's stdout and stderr are the script's (saved as fds 3 and 4); GDB's are the log.
-    # GDB quotes the program's arguments for /bin/sh itself (gdb --args).
-    # /bin/sh exports PWD: unset it again when the program was not to have it.
-    unset_pwd=""
-    if ! start_value PWD >/dev/null; then
-        unset_pwd="unset PWD; "
-    fi
-    echo "set exec-wrapper /bin/sh -c '${unset_pwd}exec \"\$0\" \"\$@\" 1>&3 2>&4 3>&- 4>&-'"
+}
+
+memdump_start() {
     echo "source ${root_dir}/gdb_ext/memdump.py"
     if [[ -n "$depth" ]]; then
         echo "set memdump depth ${depth}"
@@ -160,30 +180,186 @@ commands="${work}/commands.gdb"
     else
         echo "memdump"
     fi
-    echo "run"
+}
+
+# The exit status for this script, into MEMDUMP_SH_STATUS: the program's when it ended, else $1.
+write_status() {
     cat <<EOF
 python
 import os
 import gdb
-while gdb.selected_inferior().pid:
-    gdb.execute("continue")
 _code = gdb.convenience_variable("_exitcode")
 _signal = gdb.convenience_variable("_exitsignal")
-_status = 128 + int(_signal) if _signal is not None else int(_code) if _code is not None else 125
+_status = 128 + int(_signal) if _signal is not None else int(_code) if _code is not None else $1
 with open(os.environ["MEMDUMP_SH_STATUS"], "w") as _fh:
     _fh.write(f"{_status}\n")
 end
 EOF
-} >"$commands"
+}
 
 gdb_rc=0
-env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_STATUS="$status_file" \
-    "$gdb_path" -nx -batch -x "$commands" --args "$program" "$@" 3>&1 4>&2 >"$log" 2>&1 \
-    || gdb_rc=$?
+if [[ -n "$pid" ]]; then
+    # Attach: GDB runs in its own session (a Ctrl-C on the terminal reaches this script only, never
+    # GDB in the middle of a breakpoint's Python); the script asks it to stop through a FIFO, which
+    # GDB's side also reads as a stop when this script dies (its last writer goes away).
+    stop_fifo="${work}/stop"
+    mkfifo "$stop_fifo"
+    exec 5<>"$stop_fifo"
+    {
+        common_settings
+        # GDB's interrupt is one SIGINT it stops for and does not pass; a SIGINT someone else sends
+        # during the recording is passed on by memdump (see gdb_ext/dbgkit/attach_window.py).
+        echo "handle SIGINT stop print nopass"
+        memdump_start
+        cat <<'EOF'
+python
+import os
+from dbgkit import attach_window
+_for = os.environ.get("MEMDUMP_SH_FOR")
+attach_window.begin(os.environ["MEMDUMP_SH_STOP"], float(_for) if _for else None, 3,
+                    os.environ["MEMDUMP_SH_STARTED"])
+end
+while $_memdump_window()
+  if $_memdump_window_signal
+    signal SIGINT
+  else
+    continue
+  end
+end
+python attach_window.end()
+EOF
+        write_status 0
+    } >"$commands"
+    # Said once the recording has begun (not when attaching fails).
+    if [[ -n "$window" ]]; then
+        started="${me}: recording process ${pid} for ${window} s (or until SIGINT or SIGTERM)"
+    else
+        started="${me}: recording process ${pid} until SIGINT (Ctrl-C) or SIGTERM"
+    fi
+    setsid_path="$(type -P setsid || true)"
+    trap 'printf x >&5 || true' INT TERM
+    MEMDUMP_SH_STATUS="$status_file" MEMDUMP_SH_STOP="$stop_fifo" MEMDUMP_SH_FOR="$window" \
+        MEMDUMP_SH_STARTED="$started" \
+        ${setsid_path:+"$setsid_path"} "$gdb_path" -nx -batch -x "$commands" -p "$pid" \
+        3>&2 </dev/null >"$log" 2>&1 5>&- &
+    gdb_pid=$!
+    while :; do
+        gdb_rc=0
+        wait "$gdb_pid" || gdb_rc=$?
+        # A trapped signal ends `wait` early: wait again while GDB winds the recording up.
+        kill -0 "$gdb_pid" 2>/dev/null || break
+    done
+    trap - INT TERM
+    exec 5>&-
+else
+    program="$1"
+    shift
+    # argv[0] as typed (a shell passes it so); the file as a shell finds it.
+    argv0="$program"
+    if [[ "$program" == */* ]]; then
+        [[ -e "$program" ]] || bad_usage "${program}: no such file"
+    else
+        resolved="$(type -P -- "$program" || true)"
+        [[ -n "$resolved" ]] || bad_usage "${program}: command not found"
+        program="$resolved"
+    fi
+    [[ -f "$program" ]] || bad_usage "${program}: not a regular file"
+    [[ -x "$program" ]] || bad_usage "${program}: permission denied (not executable)"
+    args=("$@")
+    # A #! script runs its interpreter, as execve(2) does: argv becomes INTERPRETER [ARG] SCRIPT
+    # ARGS... (the script as passed to execve, argv[0] dropped), up to 4 levels like Linux.
+    for level in 0 1 2 3 4 5; do
+        magic=""
+        LC_ALL=C IFS= read -r -n 4 magic <"$program" 2>/dev/null || true
+        if [[ "$magic" == $'\x7fELF' ]]; then
+            break
+        fi
+        [[ "$magic" == '#!'* ]] || cannot "${program}: not an executable program (neither ELF nor a #! script)"
+        [[ "$level" -lt 5 ]] || cannot "${program}: too many levels of #! interpreters"
+        line=""
+        IFS= read -r line < <(LC_ALL=C head -c 256 -- "$program") || true
+        line="${line#\#!}"
+        line="${line#"${line%%[!$' \t']*}"}"
+        interpreter="${line%%[$' \t']*}"
+        interpreter_arg="${line:${#interpreter}}"
+        interpreter_arg="${interpreter_arg#"${interpreter_arg%%[!$' \t']*}"}"
+        interpreter_arg="${interpreter_arg%"${interpreter_arg##*[!$' \t']}"}"
+        [[ -n "$interpreter" ]] || cannot "${program}: the #! line names no interpreter"
+        [[ -e "$interpreter" ]] || cannot "${program}: bad interpreter ${interpreter}: no such file"
+        [[ -f "$interpreter" && -x "$interpreter" ]] \
+            || cannot "${program}: bad interpreter ${interpreter}: not an executable file"
+        args=(${interpreter_arg:+"$interpreter_arg"} "$program" "${args[@]}")
+        argv0="$interpreter"
+        program="$interpreter"
+    done
+    # GDB would look a name without a slash up in PATH; the kernel takes it from the directory.
+    [[ "$program" == */* ]] || program="./${program}"
+    python_path="/usr/bin/python3"
+    [[ -x "$python_path" ]] || python_path="$(type -P python3 || true)"
+    [[ -n "$python_path" ]] || cannot "python3 is not installed"
+
+    # GDB starts the program through /bin/sh and its exec-wrapper. The wrapper, exec.py, gives the
+    # program the start environment exactly (sh drops names that are no shell identifiers, adds PWD;
+    # GDB adds LINES and COLUMNS), argv[0] as typed (GDB passes the absolute path), and the script's
+    # stdout and stderr, saved as fds 3 and 4 (GDB's own are the log).
+    printf '%s\0' "${start_env[@]}" >"${work}/env"
+    printf '%s' "$argv0" >"${work}/argv0"
+    cat >"${work}/exec.py" <<'EOF'
+import os
+import sys
+
+here = os.path.dirname(os.path.abspath(sys.argv[0]))
+with open(os.path.join(here, "env"), "rb") as fh:
+    entries = fh.read().split(b"\0")[:-1]
+env = dict(entry.split(b"=", 1) for entry in entries)
+with open(os.path.join(here, "argv0"), "rb") as fh:
+    argv0 = fh.read()
+path = os.fsencode(sys.argv[1])
+os.dup2(3, 1)
+os.dup2(4, 2)
+os.close(3)
+os.close(4)
+try:
+    os.execve(path, [argv0, *(os.fsencode(arg) for arg in sys.argv[2:])], env)
+except OSError as exc:
+    sys.stderr.write(f"memdump.sh: {sys.argv[1]}: {exc.strerror}\n")
+    sys.exit(127)
+EOF
+    {
+        common_settings
+        echo "set startup-with-shell on"
+        echo "set exec-wrapper $(sh_quote "$python_path") -I -S $(sh_quote "${work}/exec.py")"
+        memdump_start
+        echo "run"
+        cat <<'EOF'
+python
+import gdb
+while gdb.selected_inferior().pid:
+    gdb.execute("continue")
+end
+EOF
+        write_status 125
+    } >"$commands"
+    # GDB starts the program with $SHELL: make it /bin/sh whatever the user's shell is.
+    env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_STATUS="$status_file" \
+        "$gdb_path" -nx -batch -x "$commands" --args "$program" "${args[@]}" \
+        3>&1 4>&2 >"$log" 2>&1 || gdb_rc=$?
+fi
 
 used="$(sed -n 's/^memdump: recording process [0-9]* to //p' "$log" | head -n 1)"
 grep -E '^memdump: .*(warning|error)' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
+    if [[ -n "$pid" ]]; then
+        why="$(sed -n 's/^ptrace: \(.*\)\.$/\1/p' "$log" | head -n 1)"
+        if [[ -n "$why" ]]; then
+            cannot "cannot attach to process ${pid}: ${why}"
+        fi
+        why="$(grep -E '^memdump: ' "$log" | grep -v -E '^memdump: (recording process|armed)' \
+            | tail -n 1 || true)"
+        if [[ -n "$why" ]]; then
+            cannot "process ${pid}: ${why}"
+        fi
+    fi
     echo "${me}: recording failed (gdb exited with ${gdb_rc}); GDB said:" >&2
     sed 's/^/    /' "$log" >&2
     exit 125

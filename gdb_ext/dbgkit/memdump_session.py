@@ -94,7 +94,8 @@ class _ReturnBreakpoint(gdb.Breakpoint):
 
     def stop(self) -> bool:
         self.session.on_return(self)
-        return False
+        # A recording being wound up stops the program once no allocator call is in progress.
+        return self.session.stop_when_idle and not self.session.pending
 
 
 class ReturnSites:
@@ -197,6 +198,9 @@ class Session:
         self._failed = False
         self._connected = False
         self.attached = False
+        #: set while a recording is wound up (scripts/memdump.sh -p): the return that completes
+        #: the last allocator call in progress stops the program, so that no call is cut in half
+        self.stop_when_idle = False
 
     # -- life cycle --------------------------------------------------------------------------
     def arm(self, again: bool = False) -> None:

@@ -1,22 +1,32 @@
-"""scripts/memdump.sh: the program runs as if by itself (stdio, arguments, environment, status)."""
+"""scripts/memdump.sh: the program runs as if by itself (stdio, argv, environment, #! scripts,
+status); -p PID records a running process for a while and detaches."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
+import shutil
+import signal
 import stat
 import subprocess
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from memdump_e2e import (
     GDB_TIMEOUT,
+    POLL_DEADLINE,
+    POLL_INTERVAL,
     REPO,
     analyze,
     expect_leaks,
     marker,
     program,
     read_dump,
+    read_line,
+    wait_for_dump,
 )
 
 SCRIPT = REPO / "scripts" / "memdump.sh"
@@ -131,3 +141,305 @@ def test_static_program_fails_with_memdumps_message(dump: Path) -> None:
     assert proc.returncode == 125
     assert proc.stdout == b""
     assert "statically linked" in proc.stderr.decode()
+
+
+# -- the program sees what it would see alone ----------------------------------------------------
+
+
+def test_argv0_as_typed(dump: Path) -> None:
+    """A shell runs `cat` with argv[0] "cat"; GDB would pass /usr/bin/cat."""
+    argv = ["cat", "/proc/self/cmdline"]
+    native = subprocess.run(argv, capture_output=True, check=True)
+    assert native.stdout.startswith(b"cat\0")
+    proc = memdump_sh("-o", dump, "--", *argv)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == native.stdout
+
+
+def test_environment_exact_and_in_order(dump: Path) -> None:
+    """Names that are no shell identifiers survive (sh drops them), the order is kept, GDB's LINES
+    and COLUMNS do not appear, and a COLUMNS of the caller's keeps its value."""
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "A-B": "1", "Z": "last but two",
+           "COLUMNS": "7", "a.b": "dotted", "MULTI": "line\nbreak", "EMPTY": ""}
+    native = subprocess.run(["env", "-0"], capture_output=True, env=env, check=True)
+    proc = memdump_sh("-o", dump, "--", "env", "-0", env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == native.stdout
+    assert proc.stdout.split(b"\0")[:3] == [b"PATH=" + env["PATH"].encode(), b"A-B=1",
+                                            b"Z=last but two"]
+
+
+SCRIPT_BODY = 'tr "\\000" "\\n" </proc/$$/cmdline\nprintf "[%s]\\n" "$0" "$@"\n'
+
+
+def test_hashbang_script_runs_its_interpreter(tmp_path: Path, dump: Path) -> None:
+    """A #! script is run by its interpreter with argv as the kernel builds it, and memdump records
+    the interpreter; a script whose interpreter is a script too is followed again."""
+    script = tmp_path / "show-args"
+    script.write_text("#!/bin/sh -e \n" + SCRIPT_BODY)
+    script.chmod(0o755)
+    outer = tmp_path / "outer"
+    outer.write_text(f"#!{script}  first word  \nignored\n")
+    outer.chmod(0o755)
+    for argv in (["./show-args", "a b", ""], ["./outer", "x"]):
+        native = subprocess.run(argv, capture_output=True, cwd=tmp_path, check=True)
+        proc = memdump_sh("-o", dump, "--", *argv, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == native.stdout
+        assert read_dump(dump).info["program"] in ("/usr/bin/dash", "/bin/dash")
+    assert native.stdout.decode().splitlines()[:5] == ["/bin/sh", "-e", str(script),
+                                                       "first word", "./outer"]
+
+
+def test_script_without_interpreter_is_refused(tmp_path: Path) -> None:
+    text = tmp_path / "text"
+    text.write_text("echo hi\n")
+    text.chmod(0o755)
+    bad = tmp_path / "bad"
+    bad.write_text("#!/nonexistent/interpreter\n")
+    bad.chmod(0o755)
+    for path, why in ((text, "not an executable program"), (bad, "bad interpreter")):
+        proc = memdump_sh("--", path, cwd=tmp_path)
+        assert proc.returncode == 125
+        lines = proc.stderr.decode().splitlines()
+        assert len(lines) == 1 and why in lines[0], lines
+    assert list(tmp_path.glob("*.memdump")) == []
+
+
+# -- attach: memdump.sh -p PID ------------------------------------------------------------------
+
+
+class Target:
+    """tests/programs/alloc_on_command, answering one line per command."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([str(program("alloc_on_command"))], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        assert read_line(self.proc, POLL_DEADLINE) == "ready"
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def ask(self, line: str) -> str:
+        self.send(line)
+        return read_line(self.proc, POLL_DEADLINE)
+
+    def traced(self) -> bool:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return "\nTracerPid:\t0\n" not in status
+
+    def exit(self) -> tuple[int, bytes]:
+        self.send("exit")
+        out, _ = self.proc.communicate(timeout=GDB_TIMEOUT)
+        return self.proc.returncode, out
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+@pytest.fixture
+def target() -> Iterator[Target]:
+    t = Target()
+    try:
+        yield t
+    finally:
+        t.kill()
+
+
+def attach(target: Target, *args: str | Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([str(SCRIPT), *(str(a) for a in args), "-p", str(target.proc.pid)],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def finish(script: subprocess.Popen[bytes]) -> tuple[str, str]:
+    try:
+        out, err = script.communicate(timeout=GDB_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        script.kill()
+        out, err = script.communicate()
+        pytest.fail(f"memdump.sh -p did not finish within {GDB_TIMEOUT} s: {err!r}")
+    assert b"Traceback" not in err, err.decode(errors="replace")
+    return out.decode(), err.decode()
+
+
+def recording(dump: Path, script: subprocess.Popen[bytes]) -> None:
+    wait_for_dump(dump, lambda text: "\ni gdb " in text, "the dump header",
+                  alive=lambda: script.poll() is None)
+
+
+def test_attach_for_one_second(tmp_path: Path, dump: Path, target: Target) -> None:
+    """Recorded: what the program does during the second; then it runs on, untraced, never sees
+    the SIGINT that stopped it, and exits normally. Freeing a block from before is no error."""
+    report_path = tmp_path / "report.json"
+    script = attach(target, "-o", dump, "--report", "--json", report_path, "--for", "1")
+    recording(dump, script)
+    began = time.monotonic()
+    for command in ("leak 100", "temp 200", "free-first", "leak 300"):
+        assert target.ask(command) == "ok"
+    assert time.monotonic() - began < 1, "too slow: the window was over before the commands"
+    out, err = finish(script)
+    assert script.returncode == 0, err
+    assert out == ""
+    assert not target.traced()
+    assert target.ask("leak 400") == "ok"
+    assert target.exit() == (0, b"")  # no "SIGINT" line: the signal never reached it
+    facts = read_dump(dump)
+    assert facts.info["attached"] == "1"
+    assert facts.info["pid"] == str(target.proc.pid)
+    assert facts.end == ("detach", "-")
+    assert facts.sizes() == [100, 200, 300]
+    report = analyze(dump)
+    expect_leaks(report, {marker("alloc_on_command.c", "leak"): (400, 2)})
+    assert report.errors() == []
+    summary = report.summary
+    assert (summary["allocations"], summary["frees"], summary["untracked_frees"]) == (3, 1, 1)
+    assert json.loads(report_path.read_text())["summary"]["leaked"] == {"bytes": 400, "blocks": 2}
+    lines = err.splitlines()
+    assert lines[0] == (f"memdump.sh: recording process {target.proc.pid} for 1 s (or until "
+                        "SIGINT or SIGTERM)")
+    assert f"memdump.sh: dump: {dump}" in lines
+    assert str(marker("alloc_on_command.c", "leak")) in err
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+def test_attach_until_signalled_inside_an_allocator_call(dump: Path, target: Target,
+                                                         sig: signal.Signals) -> None:
+    """SIGINT (or SIGTERM) to the script stops the recording; the program is stopped inside a
+    malloc call, which is let return (and recorded) before the detach."""
+    script = attach(target, "-o", dump)
+    recording(dump, script)
+    assert target.ask("leak 100") == "ok"
+    target.send("hold 77")
+    assert read_line(target.proc, POLL_DEADLINE) == "holding"
+    script.send_signal(sig)
+    assert script.stderr is not None
+    waiting = ""
+    while "allocator call in progress" not in waiting:
+        waiting = script.stderr.readline().decode()
+        assert waiting, "memdump.sh said nothing about the call in progress"
+    assert waiting == ("memdump: stopping once the 1 allocator call in progress returns (stop "
+                       "again, or wait 10 s, to stop without)\n")
+    target.send("go")
+    assert read_line(target.proc, POLL_DEADLINE) == "ok"
+    _, err = finish(script)
+    assert script.returncode == 0, err
+    assert not target.traced()
+    assert target.ask("temp 5") == "ok"
+    assert target.exit() == (0, b"")
+    facts = read_dump(dump)
+    assert facts.end == ("detach", "-")
+    assert facts.sizes() == [100, 77]
+    expect_leaks(analyze(dump), {marker("alloc_on_command.c", "leak"): (100, 1),
+                                 marker("alloc_on_command.c", "hold"): (77, 1)})
+
+
+def test_attach_second_signal_stops_without_the_call_in_progress(dump: Path,
+                                                                 target: Target) -> None:
+    """A second SIGINT while waiting for a call in progress detaches at once: the call is left
+    out of the dump (said on stderr), and the program, let go, finishes it by itself."""
+    script = attach(target, "-o", dump)
+    recording(dump, script)
+    target.send("hold 77")
+    assert read_line(target.proc, POLL_DEADLINE) == "holding"
+    script.send_signal(signal.SIGINT)
+    assert script.stderr is not None
+    waiting = ""
+    while "allocator call in progress" not in waiting:
+        waiting = script.stderr.readline().decode()
+        assert waiting, "memdump.sh said nothing about the call in progress"
+    script.send_signal(signal.SIGINT)
+    _, err = finish(script)
+    assert script.returncode == 0, err
+    assert ("memdump: warning: 1 allocator call still in progress at the detach: not in the dump"
+            in err.splitlines()), err
+    assert not target.traced()
+    target.send("go")
+    assert read_line(target.proc, POLL_DEADLINE) == "ok"
+    assert target.exit() == (0, b"")
+    facts = read_dump(dump)
+    assert facts.end == ("detach", "-")
+    assert facts.sizes() == []
+
+
+def test_attach_program_exits_during_the_window(dump: Path, target: Target) -> None:
+    """The program's exit ends the recording as for a launched program, with its status."""
+    script = attach(target, "-o", dump, "--for", "60")
+    recording(dump, script)
+    assert target.ask("leak 100") == "ok"
+    assert target.exit() == (0, b"")
+    _, err = finish(script)
+    assert script.returncode == 0, err
+    facts = read_dump(dump)
+    assert facts.end == ("exit", "0")
+    expect_leaks(analyze(dump), {marker("alloc_on_command.c", "leak"): (100, 1)})
+
+
+def _traceme() -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME: the test is its debugger
+
+
+def test_attach_refusals(tmp_path: Path) -> None:
+    """A PID that is no running process, or a process that cannot be attached to: one line."""
+    pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
+    zombie = subprocess.Popen(["true"])
+    traced = subprocess.Popen(["sleep", "60"], preexec_fn=_traceme)  # noqa: PLW1509
+    plain = subprocess.Popen(["sleep", "60"])
+    try:
+        deadline = time.monotonic() + POLL_DEADLINE
+        while Path(f"/proc/{zombie.pid}/stat").read_text().split(") ")[1][0] != "Z":
+            assert time.monotonic() < deadline
+            time.sleep(POLL_INTERVAL)
+        cases = [
+            (["-p", "12ab"], 2, "memdump.sh: -p needs a process id, not '12ab'"),
+            (["-p", str(pid_max + 1)], 2, f"memdump.sh: no process {pid_max + 1}"),
+            (["-p", str(zombie.pid)], 2, f"memdump.sh: process {zombie.pid} has exited (it is a "
+                                         "zombie until its parent waits for it)"),
+            (["-p", str(traced.pid)], 125, f"memdump.sh: cannot attach to process {traced.pid}: "
+                                           f"it is already traced by process {os.getpid()}"),
+            (["-p", "1", "--", "true"], 2, "memdump.sh: -p records a running process: no "
+                                           "program to run as well ('true')"),
+            (["--for", "1", "--", "true"], 2, "memdump.sh: --for needs -p PID"),
+            (["-p", "1", "--for", "soon"], 2, "memdump.sh: --for needs a number of seconds, "
+                                              "not 'soon'"),
+        ]
+        for args, status, line in cases:
+            proc = memdump_sh(*args, cwd=tmp_path)
+            lines = proc.stderr.decode().splitlines()
+            assert (proc.returncode, len(lines)) == (status, 1), (args, lines)
+            assert lines[0].startswith(line), (args, lines)
+            assert proc.stdout == b""
+        if os.geteuid() == 0 and shutil.which("setpriv"):
+            # not permitted: the script (and GDB) run as nobody, the process is root's
+            proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                                   str(SCRIPT), "-p", str(plain.pid)], capture_output=True,
+                                  cwd=tmp_path, timeout=GDB_TIMEOUT)
+            assert (proc.returncode, proc.stderr.decode()) == (
+                125, f"memdump.sh: cannot attach to process {plain.pid}: Operation not permitted\n")
+    finally:
+        zombie.wait()
+        for process in (traced, plain):
+            process.kill()
+            process.wait()
+    assert list(tmp_path.glob("*.memdump")) == []
+
+
+def test_attach_passes_the_programs_own_sigint(dump: Path, target: Target) -> None:
+    """A SIGINT someone else sends the program during the window reaches it, as without GDB; only
+    memdump.sh's own interrupt is kept from it."""
+    script = attach(target, "-o", dump)
+    recording(dump, script)
+    target.proc.send_signal(signal.SIGINT)
+    assert read_line(target.proc, POLL_DEADLINE) == "SIGINT"
+    assert target.ask("leak 10") == "ok"
+    script.send_signal(signal.SIGINT)
+    _, err = finish(script)
+    assert script.returncode == 0, err
+    assert target.exit() == (0, b"")  # one SIGINT line, read above: no second one
+    assert read_dump(dump).end == ("detach", "-")
+    expect_leaks(analyze(dump), {marker("alloc_on_command.c", "leak"): (10, 1)})
