@@ -272,16 +272,17 @@ def recording(dump: Path, script: subprocess.Popen[bytes]) -> None:
                   alive=lambda: script.poll() is None)
 
 
-def test_attach_for_one_second(tmp_path: Path, dump: Path, target: Target) -> None:
-    """Recorded: what the program does during the second; then it runs on, untraced, never sees
-    the SIGINT that stopped it, and exits normally. Freeing a block from before is no error."""
+def test_attach_for_seconds(tmp_path: Path, dump: Path, target: Target) -> None:
+    """Recorded: what the program does during the window; then it runs on, untraced, never sees
+    the SIGINT that stopped it, and exits normally. Freeing a block from before is no error.
+    (The window is 3 s so that four commands fit in it even on a loaded machine.)"""
     report_path = tmp_path / "report.json"
-    script = attach(target, "-o", dump, "--report", "--json", report_path, "--for", "1")
+    script = attach(target, "-o", dump, "--report", "--json", report_path, "--for", "3")
     recording(dump, script)
     began = time.monotonic()
     for command in ("leak 100", "temp 200", "free-first", "leak 300"):
         assert target.ask(command) == "ok"
-    assert time.monotonic() - began < 1, "too slow: the window was over before the commands"
+    assert time.monotonic() - began < 3, "too slow: the window was over before the commands"
     out, err = finish(script)
     assert script.returncode == 0, err
     assert out == ""
@@ -300,7 +301,7 @@ def test_attach_for_one_second(tmp_path: Path, dump: Path, target: Target) -> No
     assert (summary["allocations"], summary["frees"], summary["untracked_frees"]) == (3, 1, 1)
     assert json.loads(report_path.read_text())["summary"]["leaked"] == {"bytes": 400, "blocks": 2}
     lines = err.splitlines()
-    assert lines[0] == (f"memdump.sh: recording process {target.proc.pid} for 1 s (or until "
+    assert lines[0] == (f"memdump.sh: recording process {target.proc.pid} for 3 s (or until "
                         "SIGINT or SIGTERM)")
     assert f"memdump.sh: dump: {dump}" in lines
     assert str(marker("alloc_on_command.c", "leak")) in err
