@@ -164,10 +164,12 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "runtime-frame",
         "function or module of the outermost frames",
-        ("std::*", "__gnu_cxx::*", "__cxxabiv1::*", "(the runtime-module patterns)"),
+        ("std::*", "__gnu_cxx::*", "__cxxabiv1::*", "_start", "(the runtime-module patterns)"),
         "a frame of the C/C++ runtime: in a runtime module (`start_thread`, `clone3`, libstdc++'s "
-        "`execute_native_thread_routine`), or a function of the C++ standard library's namespaces "
-        "compiled into the program (`std::thread::_State_impl<...>::_M_run()`, `std::__invoke`). "
+        "`execute_native_thread_routine`), a function of the C++ standard library's namespaces "
+        "compiled into the program (`std::thread::_State_impl<...>::_M_run()`, `std::__invoke`), "
+        "or `_start`, the C runtime's entry point linked into every program (crt1.o), which calls "
+        "`main` through the C library when `main` itself is not on the stack (a tail call). "
         "The outermost run of them, the callers of the program's outermost frame, is folded into "
         "one line of the text report (`--show-runtime-frames` shows it); frames of the runtime "
         "between the program's frames are always shown",

@@ -326,3 +326,24 @@ def test_the_runtimes_outermost_frames_are_folded(tmp_path: Path) -> None:
         (7, 6), (4, 0), (2, 0)]
     help_text = " ".join(run_cli("--help").stdout.split())
     assert "--show-runtime-frames" in help_text
+
+
+def test_start_and_the_c_library_above_a_tail_called_main_are_folded(tmp_path: Path) -> None:
+    """A `main` that tail-calls (python3's `main` jumps to Py_BytesMain) is not on the stack, so
+    the below-main rule cannot drop its callers: `_start`, the C runtime's entry point linked
+    into the program, and the C library's frames under it are the runtime's outermost run."""
+    d = Dump()
+    d.malloc("0x10", 64, [
+        F("list_resize", "Objects/listobject.c", 81),
+        F("Py_BytesMain", "Modules/main.c", 734),
+        F("__libc_start_call_main", "../sysdeps/nptl/libc_start_call_main.h", 58, module=LIBC,
+          pc=0x7FFFF7E45000),
+        F("__libc_start_main_impl", "../csu/libc-start.c", 360, module=LIBC, pc=0x7FFFF7E46000),
+        F("_start", pc=0x555555555081),
+    ])
+    d.end()
+    text = run_cli(d.write(tmp_path)).stdout
+    assert ("LEAK 1 of 1: 64 bytes in 1 block\n"
+            "    at list_resize (listobject.c:81)\n"
+            "    by Py_BytesMain (main.c:734)\n"
+            "    ... 3 frames of the C/C++ runtime (--show-runtime-frames)\n\n") in text
