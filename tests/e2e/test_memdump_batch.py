@@ -101,7 +101,8 @@ def test_attached_static_process_is_detached_not_killed(tmp_path: Path) -> None:
     """`gdb -batch -p PID -ex memdump` on a process memdump cannot record: GDB exits with 1 and
     leaves the process running, as it was."""
     if shutil.which("gcc") is None:
-        pytest.skip("gcc is needed to build a static program")
+        pytest.fail("gcc is needed to build a static program (scripts/setup.sh installs it)",
+                    pytrace=False)
     src = tmp_path / "wait.c"
     src.write_text("#include <unistd.h>\nint main(void) { char c;\n"
                    "  write(1, \"ready\\n\", 6); return read(0, &c, 1) == 1 ? 7 : 1; }\n")
