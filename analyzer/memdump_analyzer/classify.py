@@ -14,7 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from fnmatch import translate
 
-from .dumpfile import LEAK_KINDS, DumpReader, Frame, ScanRecord
+from .dumpfile import DumpReader, Frame, ScanRecord
+from .dumpformat import KIND_WORDS, KINDS, public_name
 from .replay import EndRecord, HeapError, Replay
 
 __all__ = [
@@ -226,10 +227,7 @@ _MAIN = _matcher(_rule("below-main").patterns)
 
 
 def _function(frame: Frame) -> str | None:
-    name = frame.function
-    if name is not None and name.startswith("__GI_"):
-        return name[5:]
-    return name
+    return public_name(frame.function)
 
 
 def is_dynamic_loader(module: str | None) -> bool:
@@ -304,13 +302,7 @@ def classify_stack(frames: Sequence[Frame]) -> str:
 
 
 #: leak kind -> valgrind's words for it; "unknown": a block the pointer scan did not see
-KIND_NAMES: dict[str, str] = {
-    "definite": "definitely lost",
-    "indirect": "indirectly lost",
-    "possible": "possibly lost",
-    "reachable": "still reachable",
-    "unknown": "not scanned",
-}
+KIND_NAMES: dict[str, str] = {**KIND_WORDS, "unknown": "not scanned"}
 
 
 @dataclass
@@ -506,7 +498,7 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
     leaked = [g for g in groups if g.kind == "leak"]
     leak_kinds = None
     if scanned:
-        leak_kinds = {k: [0, 0] for k in (*LEAK_KINDS.values(), "unknown")}
+        leak_kinds = {k: [0, 0] for k in (*KINDS, "unknown")}
         for g in leaked:
             leak_kinds[g.leak_kind or "unknown"][0] += g.bytes
             leak_kinds[g.leak_kind or "unknown"][1] += g.blocks

@@ -15,6 +15,7 @@ import sys
 from . import analyze
 from .classify import Analysis
 from .dumpfile import DumpError
+from .dumpformat import KINDS as _ALL_KINDS
 from .report import dumps_json, render_json, render_text
 
 PROG = "memdump-analyze"
@@ -33,7 +34,6 @@ def _positive(text: str) -> int:
     return value
 
 
-_ALL_KINDS = ("definite", "indirect", "possible", "reachable")
 #: valgrind 3.19's defaults of --show-leak-kinds and --errors-for-leak-kinds
 DEFAULT_SHOW_KINDS = frozenset(("definite", "possible"))
 DEFAULT_ERROR_KINDS = frozenset(("definite", "possible"))

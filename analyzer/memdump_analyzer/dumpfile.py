@@ -21,42 +21,13 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-__all__ = [
-    "READS_MAJOR",
-    "READS_VERSION",
-    "DumpError",
-    "DumpReader",
-    "Frame",
-    "LEAK_KINDS",
-    "ScanRecord",
-    "unescape",
-]
+from .dumpformat import HEADER, KIND_BY_CODE, READS_MAJOR, RECORDS, unescape
 
-#: The major version of the format this reader understands.
-READS_MAJOR = 1
-#: The version whose records it all knows (a newer minor version only adds tags, skipped)
-READS_VERSION = (1, 2)
+__all__ = ["DumpError", "DumpReader", "Frame", "ScanRecord", "unescape"]
 
-_HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
 _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
-_ESCAPE = re.compile(rb"\\([\\nr])")
-_ESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
-
-_FRAME_FIELDS = "ID PC MODULE OFFSET FUNCTION FILE LINE"
-_INLINED_FIELDS = "ID FUNCTION FILE LINE"
-_SCAN_FIELDS = "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS"
-_R_FIELDS = "ADDR KIND [HEURISTIC|LEADER]"
-
-#: the `r` record's KIND codes -> leak kinds, worst first (valgrind's order)
-LEAK_KINDS: dict[bytes, str] = {
-    b"D": "definite",
-    b"I": "indirect",
-    b"P": "possible",
-    b"R": "reachable",
-}
-_NODE_FIELDS = "ID PARENT FRAME"
 
 
 class DumpError(Exception):
@@ -102,13 +73,6 @@ class ScanRecord:
     block_bytes: int
     millis: int
     line: int
-
-
-def unescape(raw: bytes) -> str:
-    """Undo the escaping of `TEXT` and `VALUE` fields and decode (non-UTF-8 bytes survive)."""
-    if b"\\" in raw:
-        raw = _ESCAPE.sub(lambda m: _ESCAPES[m.group(1)], raw)
-    return raw.decode("utf-8", "surrogateescape")
 
 
 def _show(raw: bytes, limit: int = 60) -> str:
@@ -245,7 +209,7 @@ class DumpReader:
             raise DumpError(
                 self.path, 1, "the dump ends inside its first line (the recording stopped at once)"
             )
-        m = _HEADER.fullmatch(line)
+        m = HEADER.fullmatch(line)
         if m is None or partial:
             raise DumpError(self.path, 1, f"not a memdump dump (first line is '{_show(line)}')")
         major, minor = int(m.group(1)), int(m.group(2))
@@ -275,6 +239,8 @@ class DumpReader:
     def line_of(self, seq: int) -> int:
         """Line number of the sequenced record `seq` while `records()` is paused on it."""
         return 1 + self._other + seq
+
+    _here = line_of
 
     def error(self, seq: int, message: str) -> DumpError:
         """A `DumpError` for the sequenced record `seq` that `records()` last yielded."""
@@ -308,11 +274,7 @@ class DumpReader:
                 frames.extend(outer)
         return frames
 
-    # -- reading -----------------------------------------------------------------------------
-    #
-    # A consumer reads `lines()` and splits each line; for an `e` line it counts SEQ and checks
-    # it (`seq_error`) and its STACK (`node_ids`); every other line goes to `other()`. `records()`
-    # does exactly that; the replay does it in its own loop, which saves a generator per event.
+    # -- reading (the replay runs `records()`'s steps in its own loop) -----------------------
 
     def lines(self) -> Iterator[bytes]:
         """The complete lines after the first, each ending with its newline."""
@@ -365,7 +327,7 @@ class DumpReader:
             if int(rec[1]) != seq:
                 raise self.seq_error(rec[1], seq)
             if len(rec) != 4 or not rec[2]:
-                raise self._fields_error(tag, "SEQ WHAT DETAIL", len(rec) - 1, seq)
+                raise self._fields_error(tag, RECORDS["p"], len(rec) - 1, seq)
             rec.insert(3, b"")
             return rec
         self._other += 1
@@ -391,9 +353,6 @@ class DumpReader:
         return DumpError(self.path, None, f"cannot read the file ({e.strerror or e})")
 
     # Definitions are rare next to events: they are read carefully, not fast.
-
-    def _here(self, seq: int) -> int:
-        return 1 + self._other + seq
 
     def _num(self, tok: bytes, what: str, seq: int) -> int:
         if _DEC.fullmatch(tok) is None:
@@ -442,19 +401,19 @@ class DumpReader:
     def _string(self, line: bytes, seq: int) -> None:
         fl = line.rstrip(b"\n").split(b" ", 2)
         if len(fl) < 2:
-            raise self._fields_error(b"s", "ID TEXT", len(fl) - 1, seq)
+            raise self._fields_error(b"s", RECORDS["s"], len(fl) - 1, seq)
         ident = self._new_id(fl[1], "string", self.strings, seq)
         self.strings[ident] = unescape(fl[2]) if len(fl) > 2 else ""
 
     def _info(self, line: bytes, seq: int) -> None:
         fl = line.rstrip(b"\n").split(b" ", 2)
         if len(fl) < 2 or not fl[1]:
-            raise self._fields_error(b"i", "KEY VALUE", len(fl) - 1, seq)
+            raise self._fields_error(b"i", RECORDS["i"], len(fl) - 1, seq)
         self.info[unescape(fl[1])] = unescape(fl[2]) if len(fl) > 2 else ""
 
     def _frame(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 8:
-            raise self._fields_error(b"f", _FRAME_FIELDS, len(fl) - 1, seq)
+            raise self._fields_error(b"f", RECORDS["f"], len(fl) - 1, seq)
         ident = self._new_id(fl[1], "frame", self.frames, seq)
         pc = self._hexnum(fl[2], "PC", seq)
         module = self._str_ref(fl[3], "MODULE", seq)
@@ -468,7 +427,7 @@ class DumpReader:
 
     def _inlined(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 5:
-            raise self._fields_error(b"fi", _INLINED_FIELDS, len(fl) - 1, seq)
+            raise self._fields_error(b"fi", RECORDS["fi"], len(fl) - 1, seq)
         ident = self._num(fl[1], "frame id", seq)
         inner = self.frames.get(ident)
         if inner is None:
@@ -495,7 +454,7 @@ class DumpReader:
 
     def _node(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 4:
-            raise self._fields_error(b"n", _NODE_FIELDS, len(fl) - 1, seq)
+            raise self._fields_error(b"n", RECORDS["n"], len(fl) - 1, seq)
         ident = self._new_id(fl[1], "stack", self.nodes, seq)
         parent = self._num(fl[2], "PARENT", seq)
         frame = self._num(fl[3], "FRAME", seq)
@@ -520,7 +479,7 @@ class DumpReader:
 
     def _scan(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 6:
-            raise self._fields_error(b"scan", _SCAN_FIELDS, len(fl) - 1, seq)
+            raise self._fields_error(b"scan", RECORDS["scan"], len(fl) - 1, seq)
         after = self._num(fl[1], "AFTER", seq)
         if after != seq:
             raise DumpError(
@@ -541,11 +500,11 @@ class DumpReader:
 
     def _kind(self, fl: list[bytes], seq: int) -> None:
         if len(fl) not in (3, 4):
-            raise self._fields_error(b"r", _R_FIELDS, len(fl) - 1, seq)
+            raise self._fields_error(b"r", RECORDS["r"], len(fl) - 1, seq)
         if self.scan is None:
             raise DumpError(self.path, self._here(seq), "'r' record before any 'scan' record")
         self._hexnum(fl[1], "ADDR", seq)
-        kind = LEAK_KINDS.get(fl[2])
+        kind = KIND_BY_CODE.get(fl[2])
         if kind is None:
             raise DumpError(
                 self.path, self._here(seq), f"unknown leak kind '{_show(fl[2])}' (D, I, P or R)"
@@ -619,12 +578,8 @@ class DumpReader:
         if tag == b"e":
             if len(fl) < 6:
                 found = len(fl) - 1
-                return DumpError(
-                    self.path,
-                    here,
-                    f"'e' record has {found} field{'s' if found != 1 else ''}, expected at least 5 "
-                    "(SEQ TID OP STACK RESULT ARGS...)",
-                )
+                fields = f"field{'s' if found != 1 else ''}, expected at least 5 ({RECORDS['e']})"
+                return DumpError(self.path, here, f"'e' record has {found} {fields}")
             if fl[4] not in self.node_ids:
                 return self.undefined_stack(fl[4], seq)
         return None

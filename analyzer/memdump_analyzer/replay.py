@@ -32,23 +32,13 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .dumpfile import DumpError, DumpReader, unescape
+from .dumpfile import DumpError, DumpReader
+from .dumpformat import OPERATIONS, effect, unescape
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
 
-#: OP -> names of its ARGS, in the order of docs/dump-format.md
-OPS: dict[str, tuple[str, ...]] = {
-    "malloc": ("SIZE",),
-    "calloc": ("NMEMB", "SIZE"),
-    "realloc": ("PTR", "SIZE"),
-    "reallocarray": ("PTR", "NMEMB", "SIZE"),
-    "free": ("PTR",),
-    "posix_memalign": ("ALIGN", "SIZE", "RC"),
-    "aligned_alloc": ("ALIGN", "SIZE"),
-    "memalign": ("ALIGN", "SIZE"),
-    "valloc": ("SIZE",),
-    "pvalloc": ("SIZE",),
-}
+#: OP -> names of its ARGS (the format's table)
+OPS = OPERATIONS
 _OPS_B = {op.encode(): (op, args) for op, args in OPS.items()}
 _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
@@ -429,15 +419,6 @@ class _Replayer:
         tid, op, node, result, args = self._event(fl, seq)
         self.slow_events += 1
         self.r.calls[op] += 1
-        new = fl[5] if result else None
-        if op == "malloc" or op == "valloc" or op == "pvalloc":
-            return (None, new, args[0], node) if new is not None else None
-        if op == "calloc":
-            return (None, new, args[0] * args[1], node) if new is not None else None
-        if op == "aligned_alloc" or op == "memalign":
-            return (None, new, args[1], node) if new is not None else None
-        if op == "posix_memalign":
-            return (None, new, args[1], node) if args[2] == 0 and new is not None else None
         if op == "free":
             if node < 0:
                 self.r.runtime_internal_frees += 1
@@ -445,25 +426,17 @@ class _Replayer:
             else:
                 self._bad_free(fl, seq)
             return None
-        # realloc, reallocarray
-        ptr = args[0]
-        size = args[1] if op == "realloc" else args[1] * args[2]
-        if ptr == 0:
-            return (None, new, size, node) if new is not None else None
-        ptok = fl[6]
-        release: bytes | None = ptok
-        if ptok not in self.live:
-            release = None
-            self._bad_pointer("invalid-realloc", fl, seq, tid, op, ptr, node)
-        if size == 0:
-            # the block is freed (glibc returns 0x0; a C library that returns a block makes
-            # that block live with 0 bytes)
-            if release is None and new is None:
-                return None
-            return (release, new, 0, node)
-        if new is None:
-            return None  # the call failed: PTR stays live
-        return (release, new, size, node)
+        bad = False
+        if (op == "realloc" or op == "reallocarray") and args[0] and fl[6] not in self.live:
+            bad = True  # an error whatever the call did; a failed call leaves no block
+            self._bad_pointer("invalid-realloc", fl, seq, tid, op, args[0], node)
+        release, new, size = effect(op, result or 0, tuple(args))
+        # pointers are kept as written: RESULT is fl[5], PTR fl[6]
+        rel = fl[6] if release is not None and not bad else None
+        made = fl[5] if new is not None else None
+        if rel is None and made is None:
+            return None
+        return (rel, made, size, node)
 
     def _bad_free(self, fl: list[bytes], seq: int) -> None:
         """A free of a pointer that is not live (or malformed: this checks the record)."""

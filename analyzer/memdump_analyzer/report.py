@@ -9,6 +9,7 @@ from typing import Any
 
 from .classify import KIND_NAMES, Analysis, ErrorReport, Group, outer_runtime_frames
 from .dumpfile import Frame
+from .dumpformat import KINDS
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
@@ -61,7 +62,7 @@ def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], 
 
 
 #: the leak kinds a report can leave out (`show_leak_kinds`); "unknown" and None are always listed
-FILTERED_KINDS = ("definite", "indirect", "possible", "reachable")
+FILTERED_KINDS = KINDS
 
 
 def _by_kind(

@@ -18,11 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gdb
+from memdump_analyzer.dumpformat import OPERATIONS, apply, event_args, format_args, public_name
 
 from . import output
 from .batchmode import batch_mode
 from .core import ptrace, reach
-from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, InlinedInto, track
+from .core.dumpwriter import DumpWriter, FrameInfo, InlinedInto
 from .core.elf import ElfError, ElfFile
 from .core.procmaps import ModuleMap
 from .core.unwind import Unwinder
@@ -559,7 +560,7 @@ class Session:
             if op == "posix_memalign":  # (void **memptr, size_t alignment, size_t size) -> int
                 rc = result & 0xFFFFFFFF
                 result = int.from_bytes(self._read(pend.args[0], 8), "little") if rc == 0 else 0
-            track(self.live, op, pend.args, result, rc)
+            apply(self.live, op, result, event_args(op, pend.args, rc))
             self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
@@ -726,18 +727,12 @@ class Session:
             function = symbols[0].print_name
             # the block of symbols[i] is the inlined call of it, inside symbols[i + 1]
             for inner, outer in zip(symbols, symbols[1:], strict=False):
-                name = outer.print_name
-                if name.startswith("__GI_"):
-                    name = name[5:]
-                inlined_into.append(InlinedInto(name, *_call_site(inner)))
+                inlined_into.append(InlinedInto(public_name(outer.print_name), *_call_site(inner)))
         if function is None:
             function = _minimal_symbol(look)
             if function is not None and function.startswith("_Z"):
                 function = _demangle(function)
-        if function is not None and function.startswith("__GI_"):
-            # glibc's hidden internal alias (include/libc-symbols.h): name the public function.
-            function = function[5:]
-        return FrameInfo(path, offset, function, file, line, tuple(inlined_into))
+        return FrameInfo(path, offset, public_name(function), file, line, tuple(inlined_into))
 
     # -- queries -----------------------------------------------------------------------------
     def status(self) -> dict[str, object]:
@@ -804,16 +799,7 @@ def _blocked_in_syscall(pid: int, tid: int) -> tuple[int, tuple[int, ...]] | Non
 
 def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
     """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
-    a0, a1, a2 = args
-    if op == "malloc" or op == "valloc" or op == "pvalloc":
-        return (str(a0),)
-    if op == "calloc" or op == "aligned_alloc" or op == "memalign":
-        return (str(a0), str(a1))
-    if op == "realloc":
-        return (f"{a0:#x}", str(a1))
-    if op == "reallocarray":
-        return (f"{a0:#x}", str(a1), str(a2))
-    return (str(a1), str(a2), str(rc))  # posix_memalign: ALIGN SIZE RC
+    return format_args(op, event_args(op, args, rc))
 
 
 def _gdb_backtrace(depth: int) -> tuple[int, ...]:

@@ -15,8 +15,9 @@ TESTS_DIR = Path(__file__).resolve().parent
 GDB_EXT_DIR = TESTS_DIR.parent
 PROGRAMS_DIR = TESTS_DIR / "programs"
 
-if str(GDB_EXT_DIR) not in sys.path:
-    sys.path.insert(0, str(GDB_EXT_DIR))
+for _path in (GDB_EXT_DIR, GDB_EXT_DIR.parent / "analyzer"):  # as gdb_ext/memdump.py does
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
 
 # name -> (compiler, source files, flags)
 BUILDS: dict[str, tuple[str, list[str], list[str]]] = {

@@ -1,4 +1,5 @@
-"""track(): the recorder's live blocks are exactly what the analyser's replay of the dump leaves."""
+"""dumpformat.apply(): the recorder's live blocks are exactly what the analyser's replay of the dump
+leaves, inlined fast path and slow path alike."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "gdb_ext"))
 sys.path.insert(0, str(ROOT / "analyzer"))
 
-from dbgkit.core.dumpwriter import DumpWriter, FrameInfo, track  # noqa: E402
+from dbgkit.core.dumpwriter import DumpWriter, FrameInfo  # noqa: E402
 from memdump_analyzer.dumpfile import DumpReader  # noqa: E402
+from memdump_analyzer.dumpformat import apply, event_args, format_args  # noqa: E402
 from memdump_analyzer.replay import replay  # noqa: E402
 
 
@@ -47,28 +49,12 @@ def _events(rng: random.Random, n: int) -> list[tuple[str, tuple[int, int, int],
             args = (size, 0, 0)
         out.append((op, args, result, rc))
         model: dict[int, int] = dict.fromkeys(live, 0)
-        if op == "free":
-            model.pop(old, None)
-        else:
-            track(model, op, args, result, rc)
+        apply(model, op, result, event_args(op, args, rc))
         live = list(model)
     return out
 
 
-def _formatted(op: str, args: tuple[int, int, int], rc: int) -> tuple[str, ...]:
-    a0, a1, a2 = args
-    if op in ("malloc", "valloc", "pvalloc"):
-        return (str(a0),)
-    if op in ("calloc", "aligned_alloc", "memalign"):
-        return (str(a0), str(a1))
-    if op == "realloc":
-        return (f"{a0:#x}", str(a1))
-    if op == "reallocarray":
-        return (f"{a0:#x}", str(a1), str(a2))
-    return (str(a1), str(a2), str(rc))
-
-
-def test_track_matches_the_replay(tmp_path: Path) -> None:
+def test_apply_matches_the_replay(tmp_path: Path) -> None:
     rng = random.Random(7)
     for trial in range(20):
         events = _events(rng, 300)
@@ -78,12 +64,10 @@ def test_track_matches_the_replay(tmp_path: Path) -> None:
         stack = writer.stack((0x1234,))
         live: dict[int, int] = {}
         for op, args, result, rc in events:
-            if op == "free":
-                live.pop(args[0], None)
-                writer.event(1, "free", stack, None, (f"{args[0]:#x}",))
-            else:
-                track(live, op, args, result, rc)
-                writer.event(1, op, stack, result, _formatted(op, args, rc))
+            dump_args = event_args(op, args, rc)
+            apply(live, op, result, dump_args)
+            writer.event(1, op, stack, None if op == "free" else result,
+                         format_args(op, dump_args))
         writer.end("exit", "0")
         os.close(fd)
         with DumpReader(str(path)) as reader:

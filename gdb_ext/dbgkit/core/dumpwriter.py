@@ -1,6 +1,8 @@
 """Write a memdump dump (docs/dump-format.md): interned strings, frames, stacks.
 
 GDB-free: the recorder hands in raw program counters and a resolver for the first sight of each one.
+The format's constants (version line, operations, kind codes, escaping) are the analyser's
+`memdump_analyzer.dumpformat`, which both sides import.
 """
 
 from __future__ import annotations
@@ -9,58 +11,7 @@ import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-FORMAT_LINE = "MEMDUMP 1.2\n"
-
-# Entry points in the order the dump format lists them: when a C library exports two of these names
-# at one address (glibc: aligned_alloc is memalign), the event carries the first name of this table.
-OPERATIONS: tuple[str, ...] = (
-    "malloc",
-    "calloc",
-    "realloc",
-    "reallocarray",
-    "free",
-    "posix_memalign",
-    "aligned_alloc",
-    "memalign",
-    "valloc",
-    "pvalloc",
-)
-
-
-#: leak kinds as the `r` record writes them (docs/dump-format.md, "Pointer scan")
-KIND_CODES: dict[str, str] = {"definite": "D", "indirect": "I", "possible": "P", "reachable": "R"}
-
-
-def track(live: dict[int, int], op: str, args: tuple[int, int, int], result: int, rc: int) -> None:
-    """Apply one returned allocator call to `live` (address -> size) as the dump format defines
-    it ("Heap operations"), so that the recorder's live blocks are the analyser's replay's.
-
-    `args` are the call's first three integer arguments; `free` is `live.pop(ptr, None)` inline.
-    """
-    if op == "malloc" or op == "valloc" or op == "pvalloc":
-        if result:
-            live[result] = args[0]
-    elif op == "calloc":
-        if result:
-            live[result] = args[0] * args[1]
-    elif op == "realloc" or op == "reallocarray":
-        ptr = args[0]
-        size = args[1] if op == "realloc" else args[1] * args[2]
-        if ptr == 0:
-            if result:
-                live[result] = size
-        elif size == 0:
-            live.pop(ptr, None)
-            if result:
-                live[result] = 0
-        elif result:
-            live.pop(ptr, None)
-            live[result] = size
-    elif op == "posix_memalign":
-        if rc == 0 and result:
-            live[result] = args[2]
-    elif result:  # aligned_alloc, memalign
-        live[result] = args[1]
+from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
 
 @dataclass(frozen=True)
@@ -88,13 +39,6 @@ class FrameInfo:
     file: str | None = None
     line: int = 0
     inlined_into: tuple[InlinedInto, ...] = ()
-
-
-def escape(text: str) -> str:
-    """Escape a string for the rest-of-line fields (backslash, newline, carriage return)."""
-    if "\\" in text or "\n" in text or "\r" in text:
-        text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
-    return text
 
 
 class DumpWriter:

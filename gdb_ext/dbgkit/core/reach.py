@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from memdump_analyzer.dumpformat import KINDS
+
 __all__ = [
     "ARENA_ALIGN",
     "DEFAULT_HEURISTICS",
@@ -46,8 +48,6 @@ __all__ = [
     "select_roots",
 ]
 
-#: leak kinds, from worst to best (valgrind: definitely lost ... still reachable)
-KINDS: tuple[str, ...] = ("definite", "indirect", "possible", "reachable")
 #: interior-pointer heuristics, in the order they are tried (valgrind's order)
 HEURISTICS: tuple[str, ...] = ("stdstring", "length64", "newarray", "multipleinheritance")
 #: valgrind's default, --leak-check-heuristics=all

@@ -1,0 +1,173 @@
+"""The memdump dump format's constants and rules, written once (docs/dump-format.md).
+
+Standard library only and GDB-free: the recorder (gdb_ext's `DumpWriter` and memdump session), the
+analyser's reader and replay, the benchmarks and the tests all import this module, so that the
+version, the record tags, the heap operations with their arguments, the leak kinds, the escaping
+and what an operation does to the live blocks cannot drift apart.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = [
+    "FORMAT_LINE",
+    "HEADER",
+    "KINDS",
+    "KIND_BY_CODE",
+    "KIND_CODES",
+    "KIND_WORDS",
+    "OPERATIONS",
+    "READS_MAJOR",
+    "RECORDS",
+    "SEQUENCED",
+    "VERSION",
+    "apply",
+    "effect",
+    "escape",
+    "event_args",
+    "format_args",
+    "public_name",
+    "unescape",
+]
+
+#: the version this toolkit writes, and the newest whose records it all reads
+VERSION: tuple[int, int] = (1, 2)
+#: the first line of a dump
+FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
+#: the major version readers understand; a dump of a newer major version is refused
+READS_MAJOR = VERSION[0]
+#: the first line, as a reader matches it (without its newline)
+HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
+
+#: record tag -> its fields, as the "Records" table names them (`[X]`: optional)
+RECORDS: dict[str, str] = {
+    "#": "TEXT",
+    "i": "KEY VALUE",
+    "s": "ID TEXT",
+    "f": "ID PC MODULE OFFSET FUNCTION FILE LINE",
+    "fi": "ID FUNCTION FILE LINE",
+    "n": "ID PARENT FRAME",
+    "e": "SEQ TID OP STACK RESULT ARGS...",
+    "p": "SEQ WHAT DETAIL",
+    "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
+    "r": "ADDR KIND [HEURISTIC|LEADER]",
+    "end": "SEQ REASON DETAIL",
+}
+#: the tags numbered by SEQ, in one sequence
+SEQUENCED: tuple[str, ...] = ("e", "p", "end")
+
+#: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C
+#: library exports two of these names at one address (glibc: aligned_alloc is memalign), the
+#: event carries the first name of this table.
+OPERATIONS: dict[str, tuple[str, ...]] = {
+    "malloc": ("SIZE",),
+    "calloc": ("NMEMB", "SIZE"),
+    "realloc": ("PTR", "SIZE"),
+    "reallocarray": ("PTR", "NMEMB", "SIZE"),
+    "free": ("PTR",),
+    "posix_memalign": ("ALIGN", "SIZE", "RC"),
+    "aligned_alloc": ("ALIGN", "SIZE"),
+    "memalign": ("ALIGN", "SIZE"),
+    "valloc": ("SIZE",),
+    "pvalloc": ("SIZE",),
+}
+
+#: leak kind -> (the `r` record's KIND code, valgrind's words), worst first (valgrind's order)
+_KINDS: dict[str, tuple[str, str]] = {
+    "definite": ("D", "definitely lost"),
+    "indirect": ("I", "indirectly lost"),
+    "possible": ("P", "possibly lost"),
+    "reachable": ("R", "still reachable"),
+}
+#: the leak kinds, worst first
+KINDS: tuple[str, ...] = tuple(_KINDS)
+#: leak kind -> the `r` record's KIND code
+KIND_CODES: dict[str, str] = {kind: code for kind, (code, _) in _KINDS.items()}
+#: the `r` record's KIND code as read -> leak kind
+KIND_BY_CODE: dict[bytes, str] = {code.encode(): kind for kind, (code, _) in _KINDS.items()}
+#: leak kind -> valgrind's words for it
+KIND_WORDS: dict[str, str] = {kind: words for kind, (_, words) in _KINDS.items()}
+
+_ESCAPE = re.compile(rb"\\([\\nr])")
+_ESCAPES = {b"\\": b"\\", b"n": b"\n", b"r": b"\r"}
+
+
+def escape(text: str) -> str:
+    """Escape a string for the rest-of-line fields (backslash, newline, carriage return)."""
+    if "\\" in text or "\n" in text or "\r" in text:
+        text = text.replace("\\", "\\\\").replace("\n", "\\n").replace("\r", "\\r")
+    return text
+
+
+def unescape(raw: bytes) -> str:
+    """Undo the escaping of `TEXT` and `VALUE` fields and decode (non-UTF-8 bytes survive)."""
+    if b"\\" in raw:
+        raw = _ESCAPE.sub(lambda m: _ESCAPES[m.group(1)], raw)
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def public_name(function: str | None) -> str | None:
+    """The name a dump gives a function: glibc's hidden internal alias `__GI_x`
+    (include/libc-symbols.h) is named after the public function `x`."""
+    if function is not None and function.startswith("__GI_"):
+        return function[5:]
+    return function
+
+
+def event_args(op: str, regs: tuple[int, ...], rc: int = 0) -> tuple[int, ...]:
+    """An `e` record's ARGS for OP from the call's first three integer arguments `regs`, and
+    for `posix_memalign(void **memptr, size_t alignment, size_t size)` its return value `rc`."""
+    if op == "posix_memalign":
+        return (regs[1], regs[2], rc)
+    return tuple(regs[: len(OPERATIONS[op])])
+
+
+def format_args(op: str, args: tuple[int, ...]) -> tuple[str, ...]:
+    """ARGS as the `e` record writes them: pointers hex, sizes and counts decimal."""
+    return tuple(
+        f"{value:#x}" if name == "PTR" else str(value)
+        for value, name in zip(args, OPERATIONS[op], strict=True)
+    )
+
+
+def effect(op: str, result: int, args: tuple[int, ...]) -> tuple[int | None, int | None, int]:
+    """What one heap operation does to the live blocks ("Heap operations"): (the block it
+    releases or None, the block it makes live or None, that block's size).
+
+    `result` is RESULT (0 for `free` and for a failed call), `args` the ARGS as numbers. A
+    released pointer that is not live is the caller's to judge (an error, or a block from before
+    an attached recording).
+    """
+    if op == "malloc" or op == "valloc" or op == "pvalloc":
+        return None, result or None, args[0]
+    if op == "calloc":
+        return None, result or None, args[0] * args[1]
+    if op == "free":
+        return args[0] or None, None, 0
+    if op == "posix_memalign":
+        return None, (result or None) if args[2] == 0 else None, args[1]
+    if op == "realloc" or op == "reallocarray":
+        ptr = args[0]
+        size = args[1] if op == "realloc" else args[1] * args[2]
+        if ptr == 0:
+            return None, result or None, size
+        if size == 0:
+            return ptr, result or None, 0  # freed (glibc returns 0x0)
+        if result:
+            return ptr, result, size
+        return None, None, 0  # the call failed: PTR stays live
+    if op == "aligned_alloc" or op == "memalign":
+        return None, result or None, args[1]
+    raise ValueError(f"unknown heap operation '{op}'")
+
+
+def apply(live: dict[int, int], op: str, result: int, args: tuple[int, ...]) -> None:
+    """Apply one heap operation to `live` (address -> size) as the format defines it: the
+    recorder's live blocks, and the replay's (whose inlined fast path a property test ties to
+    this), are those of the dump."""
+    release, new, size = effect(op, result, args)
+    if release is not None:
+        live.pop(release, None)
+    if new is not None:
+        live[new] = size
