@@ -14,6 +14,7 @@ import sys
 
 from . import analyze
 from .classify import Analysis
+from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
 from .report import dumps_json, render_json, render_text
@@ -163,7 +164,7 @@ def _run(args: argparse.Namespace) -> int:
             )
         )
     else:
-        color = args.output is None and sys.stdout.isatty() and not os.environ.get("NO_COLOR")
+        color = args.output is None and colour_wanted(sys.stdout.isatty())
         text = render_text(
             analysis,
             show_runtime=args.show_runtime,

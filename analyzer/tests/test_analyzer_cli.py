@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import FIXTURES, REPO, Dump, main_at, run_cli
 from memdump_analyzer import cli
+from memdump_analyzer.colour import colour_wanted
 
 EXAMPLE = str(FIXTURES / "example.memdump")
 
@@ -189,3 +190,13 @@ def test_the_script_runs_from_anywhere(tmp_path: Path) -> None:
         2,
         "memdump-analyze: /nonexistent.memdump: no such file\n",
     )
+
+
+def test_colour_policy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """One policy for the analyser and GDB's commands: a terminal, and NO_COLOR unset or empty."""
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert colour_wanted(True) and not colour_wanted(False)
+    monkeypatch.setenv("NO_COLOR", "")
+    assert colour_wanted(True)
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not colour_wanted(True)

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import sys
 
 import gdb
+from memdump_analyzer.colour import colour_wanted
 
 _RESET = "\x1b[0m"
 _STYLES = {"error": "\x1b[31;1m", "warn": "\x1b[33m", "note": "\x1b[36m", "bold": "\x1b[1m"}
 
 
 def colour_enabled() -> bool:
-    """Colour only when GDB's stdout is a terminal, GDB styling is on and NO_COLOR is unset."""
-    if os.environ.get("NO_COLOR") is not None:
-        return False
+    """Colour when the analyser's policy allows it on GDB's stdout and GDB styling is on."""
     try:
-        if not sys.stdout.isatty():
+        if not colour_wanted(sys.stdout.isatty()):
             return False
         return bool(gdb.parameter("style enabled"))
     except (RuntimeError, ValueError, OSError):
