@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from benchlib import machine, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "analyzer"))
+from memdump_analyzer.dumpformat import FORMAT_LINE, escape, format_args  # noqa: E402
+
 ANALYZER = os.path.join(HERE, "memdump-analyze")
 
 PROGRAM = "/opt/bench/bin/server"
@@ -43,7 +46,10 @@ class Result:
 
 
 class _Writer:
-    """Writes a plausible dump: definitions are written just before their first use."""
+    """Writes a plausible dump: definitions are written just before their first use.
+
+    Unlike the recorder's DumpWriter it writes a prebuilt stack tree, a node at a time; the
+    format's version line, escaping and ARGS are dumpformat's."""
 
     def __init__(self, f, seed: int) -> None:  # type: ignore[no-untyped-def]
         self.f = f
@@ -125,7 +131,7 @@ class _Writer:
         if ident is None:
             ident = len(self.strings) + 1
             self.strings[text] = ident
-            self.out.append(b"s %d %s\n" % (ident, text.encode()))
+            self.out.append(b"s %d %s\n" % (ident, escape(text).encode()))
         return ident
 
     def define(self, node: int) -> None:
@@ -148,10 +154,15 @@ class _Writer:
         self.f.write(b"".join(self.out))
         self.out.clear()
 
-    def event(self, tid: int, op: bytes, node: int, result: bytes, args: bytes) -> None:
+    def event(
+        self, tid: int, op: str, node: int, result: int | None, args: tuple[int, ...]
+    ) -> None:
+        """One `e` record; RESULT None is free's `-`."""
         self.define(node)
         self.seq += 1
-        self.out.append(b"e %d %d %s %d %s %s\n" % (self.seq, tid, op, node, result, args))
+        res = b"-" if result is None else b"%#x" % result
+        self.out.append(b"e %d %d %s %d %s %s\n" % (
+            self.seq, tid, op.encode(), node, res, " ".join(format_args(op, args)).encode()))
         if len(self.out) >= 4096:
             self.flush()
 
@@ -161,7 +172,7 @@ def write_dump(path: str, n_events: int, seed: int = 1) -> None:
         w = _Writer(f, seed)
         rng = w.rng
         f.write(
-            b"MEMDUMP 1.2\ni program %s\ni pid 31337\ni arch x86_64\ni depth 32\n"
+            FORMAT_LINE.encode() + b"i program %s\ni pid 31337\ni arch x86_64\ni depth 32\n"
             b"i attached 0\ni start 2026-11-21T19:40:00Z\ni gdb 13.1\n" % PROGRAM.encode()
         )
         tids = [31337, 31338, 31339, 31340]
@@ -179,7 +190,7 @@ def write_dump(path: str, n_events: int, seed: int = 1) -> None:
                 live[i] = live[-1]
                 live.pop()
                 free_addrs.append(addr)
-                w.event(tid, b"free", rng.choice(free_nodes), b"-", b"0x%x" % addr)
+                w.event(tid, "free", rng.choice(free_nodes), None, (addr,))
                 continue
             if free_addrs:
                 addr = free_addrs.pop()
@@ -189,27 +200,27 @@ def write_dump(path: str, n_events: int, seed: int = 1) -> None:
             node = alloc_nodes[int(rng.paretovariate(1.2)) % len(alloc_nodes)]
             size = rng.choice((8, 16, 24, 32, 48, 64, 100, 128, 256, 1024, 4096))
             if r < 0.93:
-                w.event(tid, b"malloc", node, b"0x%x" % addr, b"%d" % size)
+                w.event(tid, "malloc", node, addr, (size,))
             elif r < 0.95:
-                w.event(tid, b"calloc", node, b"0x%x" % addr, b"%d %d" % (size // 8 or 1, 8))
+                w.event(tid, "calloc", node, addr, (size // 8 or 1, 8))
             elif r < 0.99 and live:
                 i = rng.randrange(len(live))
                 old, _ = live[i]
                 live[i] = live[-1]
                 live.pop()
                 free_addrs.append(old)
-                w.event(tid, b"realloc", node, b"0x%x" % addr, b"0x%x %d" % (old, size * 2))
+                w.event(tid, "realloc", node, addr, (old, size * 2))
             else:
-                w.event(tid, b"posix_memalign", node, b"0x%x" % addr, b"64 %d 0" % size)
+                w.event(tid, "posix_memalign", node, addr, (64, size, 0))
             live.append((addr, tid))
         # a thread exits: glibc frees its tcache chunks again, and the tcache itself
         for addr in free_addrs[-8:]:
-            w.event(31338, b"free", w.tcache_node, b"-", b"0x%x" % addr)
-        w.event(31338, b"free", w.tcache_node, b"-", b"0x%x" % (next_addr + 0x10000))
+            w.event(31338, "free", w.tcache_node, None, (addr,))
+        w.event(31338, "free", w.tcache_node, None, (next_addr + 0x10000,))
         w.seq += 1
         w.out.append(b"p %d thread-exit 31338\n" % w.seq)
         while w.seq < n_events - 1:
-            w.event(31337, b"malloc", alloc_nodes[0], b"0x%x" % next_addr, b"32")
+            w.event(31337, "malloc", alloc_nodes[0], next_addr, (32,))
             next_addr += 0x40
         w.seq += 1
         w.out.append(b"end %d exit 0\n" % w.seq)
