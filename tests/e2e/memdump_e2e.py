@@ -15,6 +15,7 @@ import re
 import selectors
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -24,6 +25,10 @@ from typing import Any
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "analyzer"))
+from memdump_analyzer.dumpfile import DumpReader  # noqa: E402
+from memdump_analyzer.dumpformat import unescape  # noqa: E402
+
 SOURCES = REPO / "tests" / "programs"
 GDB_EXTENSION = REPO / "gdb_ext" / "memdump.py"
 ANALYZER_PATH = REPO / "analyzer"
@@ -201,46 +206,29 @@ class DumpFacts:
             out += self.frames[frame]
         return out
 
-    def _frame(self, function: str, file: str, line: str) -> DumpFrame:
-        name = self.strings.get(int(function))
-        path = self.strings.get(int(file))
-        return DumpFrame(name, os.path.basename(path) if path else None, int(line))
-
 
 def read_dump(path: Path) -> DumpFacts:
-    data = path.read_bytes().decode("utf-8", "surrogateescape")
+    """The facts of a dump as the analyser's reader reads it: a dump it rejects fails the test."""
     facts = DumpFacts()
-    lines = data.split("\n")
-    if lines[-1]:
-        facts.torn = True
-    facts.version = lines[0].partition(" ")[2]
-    for line in lines[1:-1]:
-        tag, _, rest = line.partition(" ")
-        if tag == "s":
-            ident, _, text = rest.partition(" ")
-            facts.strings[int(ident)] = text
-        elif tag == "f":
-            ident, _pc, _module, _offset, function, file, number = rest.split(" ")
-            facts.frames[int(ident)] = [facts._frame(function, file, number)]
-        elif tag == "fi":
-            ident, function, file, number = rest.split(" ")
-            frames = facts.frames[int(ident)]
-            frames[-1] = DumpFrame(frames[-1].function, frames[-1].file, frames[-1].line, True)
-            frames.append(facts._frame(function, file, number))
-        elif tag == "n":
-            ident, parent, frame = rest.split(" ")
-            facts.nodes[int(ident)] = (int(parent), int(frame))
-        elif tag == "i":
-            key, _, value = rest.partition(" ")
-            facts.info[key] = value
-        elif tag == "e":
-            facts.events.append(line.split(" "))
-        elif tag == "p":
-            _, what, detail = rest.split(" ", 2)
-            facts.process.append((what, detail))
-        elif tag == "end":
-            _, reason, detail = rest.split(" ", 2)
-            facts.end = (reason, detail)
+    with DumpReader(str(path)) as reader:
+        for fl in reader.records():
+            if fl[0] == b"e":
+                facts.events.append([tok.decode("utf-8", "surrogateescape") for tok in fl])
+            elif fl[0] == b"p":
+                facts.process.append((fl[2].decode(), unescape(fl[4])))
+            else:
+                facts.end = (fl[2].decode(), unescape(fl[4]))
+    facts.version = ".".join(map(str, reader.version))
+    facts.torn = reader.truncated
+    facts.info = reader.info
+    facts.strings = reader.strings
+    facts.nodes = {n: link for n, link in reader.nodes.items() if n}
+    for ident, frame in reader.frames.items():
+        facts.frames[ident] = [
+            DumpFrame(f.function, os.path.basename(f.file) if f.file else None, f.line or 0,
+                      f.inlined)
+            for f in (frame, *reader.inlined_into.get(ident, ()))
+        ]
     return facts
 
 
