@@ -21,13 +21,14 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
-from .dumpformat import HEADER, KIND_BY_CODE, READS_MAJOR, RECORDS, unescape
+from .dumpformat import HEADER, KIND_BY_CODE, READS_MAJOR, RECORDS, SEQUENCED, unescape
 
 __all__ = ["DumpError", "DumpReader", "Frame", "ScanRecord", "unescape"]
 
 _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
+_SEQUENCED = tuple(tag.encode() for tag in SEQUENCED)
 
 
 class DumpError(Exception):
@@ -253,7 +254,7 @@ class DumpReader:
             want = str(seq).encode()
             for n, line in enumerate(f, 2):
                 fl = line.split(None, 2)
-                if len(fl) > 1 and fl[0] in (b"e", b"p", b"end") and fl[1] == want:
+                if len(fl) > 1 and fl[0] in _SEQUENCED and fl[1] == want:
                     return n
         return None
 

@@ -109,7 +109,8 @@ class Replay:
     last_seq: int = 0
 
 
-_RELEASES = frozenset((b"free", b"realloc", b"reallocarray"))
+#: the operations that can release a block: those with a PTR argument
+_RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
