@@ -21,7 +21,7 @@ import gdb
 
 from . import output
 from .batchmode import batch_mode
-from .core import ptrace, reach
+from .core import procfs, ptrace, reach
 from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, InlinedInto, track
 from .core.elf import ElfError, ElfFile
 from .core.procmaps import ModuleMap
@@ -192,7 +192,9 @@ class Session:
         #: the recording of the previous run, when armed by itself
         self.previous: Session | None = None
         self.ended_reason = ""
-        self._memfd: int | None = None
+        self._memory: procfs.ProcessMemory | None = None
+        self._read: Callable[[int, int], bytes] | None = None
+        self._read_some: Callable[[int, int], bytes] | None = None
         self._modules: ModuleMap | None = None
         self._unwinder: Unwinder | None = None
         self._failed = False
@@ -263,10 +265,13 @@ class Session:
             self.unwinder_mode = str(self.settings("unwinder"))
             self.sites.capacity = max(int(self.settings("return-sites")), 1)
             self.scan_time_limit = int(self.settings("scan-time-limit"))
-        program = self.inferior.progspace.filename or _exe_of(self.pid)
+        program = self.inferior.progspace.filename or procfs.exe_of(self.pid)
         if self.fd is None:
             self.path = self._default_path(program)
-        self._memfd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        self._memory = procfs.ProcessMemory(self.pid)
+        # bound once: the hot path calls them without another attribute lookup
+        self._read = self._memory.read
+        self._read_some = self._memory.read_some
         self._modules = ModuleMap(self.pid, self._read)
         self._unwinder = Unwinder(self._read, self._modules)
         self.writer = DumpWriter(self.fd, self._resolve)
@@ -305,10 +310,11 @@ class Session:
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
         self._disconnect()
         self._remove_breakpoints()
-        for fd in (self.fd, self._memfd):
-            if fd is not None:
-                os.close(fd)
-        self.fd = self._memfd = None
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+        if self._memory is not None:
+            self._memory.close()
         if self.writer is not None:
             output.info(
                 CMD,
@@ -426,9 +432,7 @@ class Session:
         self._scanned.clear()
         self.live.clear()
         self.writer.process("exec", self.inferior.progspace.filename or "?")
-        if self._memfd is not None:
-            os.close(self._memfd)
-        self._memfd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        self._memory.reopen()
         self._modules.invalidate()
         self._unwinder.clear_cache()
 
@@ -463,7 +467,7 @@ class Session:
             # A signal the program does not catch ends it when it goes on: this stop is the last
             # moment its memory can be scanned (valgrind reports leak kinds for such deaths too).
             # One it catches may be survived, and the scan waits for _exit.
-            if self.inferior.pid == self.pid and not _caught(self.pid, event.stop_signal):
+            if self.inferior.pid == self.pid and not procfs.caught(self.pid, event.stop_signal):
                 self._scan_once(at_function_entry=False)
 
     def _write_interrupted(self) -> None:
@@ -605,7 +609,7 @@ class Session:
             # GDB runs a native target in non-stop mode under the hood: while a breakpoint's
             # stop() runs, the other threads are not stopped. One blocked in a system call
             # stays put; the kernel tells its stack pointer and argument registers.
-            blocked = _blocked_in_syscall(self.pid, tid)
+            blocked = procfs.blocked_in_syscall(self.pid, tid)
             if blocked is None:
                 unreadable.append(tid)
             else:
@@ -618,8 +622,7 @@ class Session:
             output.warn(CMD, f"pointer scan skipped: thread(s) {', '.join(map(str, unreadable))} "
                              "still running at exit (neither stopped nor in a system call)")
         else:
-            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="surrogateescape") as f:
-                mappings = reach.parse_maps(f.read())
+            mappings = procfs.read_maps(self.pid)
             tty = os.isatty(2)
 
             def progress(nbytes: int, pending: int) -> None:
@@ -641,10 +644,6 @@ class Session:
             return
         self.writer.scan(status, result.root_bytes, result.block_bytes, millis, result.records())
         self.counts["scan-ms"] = millis
-
-    def _read_some(self, address: int, size: int) -> bytes:
-        """Up to size bytes at address (fewer at the end of a mapping); OSError if unmapped."""
-        return os.pread(self._memfd, size, address)
 
     def _progress(self) -> None:
         """Every 65,536 events, when someone watches a terminal: how far and how fast."""
@@ -669,12 +668,6 @@ class Session:
                              "(set MEMDUMP_DEBUG=1 to raise)")
         if os.environ.get("MEMDUMP_DEBUG"):
             raise exc
-
-    def _read(self, address: int, size: int) -> bytes:
-        data = os.pread(self._memfd, size, address)
-        if len(data) != size:
-            raise OSError(5, f"short read at {address:#x}")
-        return data
 
     def _stack(self, pc: int, regs: ptrace.Regs) -> int:
         depth = self.depth
@@ -769,39 +762,6 @@ _GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r
                       "r11", "r12", "r13", "r14", "r15")
 
 
-def _caught(pid: int, signame: str) -> bool:
-    """Whether process PID has a handler for SIGNAME, or ignores it (proc(5): SigCgt, SigIgn)."""
-    number = getattr(signal, signame, None)
-    if number is None:
-        return False
-    masks = 0
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(("SigCgt:", "SigIgn:")):
-                    masks |= int(line.split()[1], 16)
-    except (OSError, ValueError):
-        return True  # unknown: do not scan early, _exit may still come
-    return bool(masks >> (int(number) - 1) & 1)
-
-
-def _blocked_in_syscall(pid: int, tid: int) -> tuple[int, tuple[int, ...]] | None:
-    """(stack pointer, argument registers) of a thread blocked in a system call, from
-    /proc/PID/task/TID/syscall (proc(5): "NR ARG1 ... ARG6 SP PC"); None when it is running."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/syscall", encoding="ascii") as f:
-            fields = f.read().split()
-    except OSError:
-        return None
-    if len(fields) != 9 or fields[0].startswith("-"):
-        return None
-    try:
-        values = [int(v, 16) for v in fields[1:]]
-    except ValueError:
-        return None
-    return values[6], tuple(values[:6])
-
-
 def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
     """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
     a0, a1, a2 = args
@@ -867,13 +827,6 @@ def _demangle(name: str) -> str:
     except gdb.error:
         return name
     return text if text and "\n" not in text else name
-
-
-def _exe_of(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return "program"
 
 
 def cannot_record(message: str, raised: bool = False) -> None:

@@ -29,6 +29,8 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .procfs import Mapping, parse_maps
+
 __all__ = [
     "ARENA_ALIGN",
     "DEFAULT_HEURISTICS",
@@ -75,53 +77,6 @@ _KIND_OF_STATE = {_UNREACHED: "definite", _POSSIBLE: "possible", _REACHABLE: "re
 
 class ScanTimeout(Exception):
     """The scan ran past its deadline; its partial result is meaningless."""
-
-
-@dataclass(frozen=True, slots=True)
-class Mapping:
-    """One line of /proc/PID/maps (proc(5))."""
-
-    start: int
-    end: int
-    perms: str
-    offset: int = 0
-    inode: int = 0
-    path: str = ""
-
-    @property
-    def readable(self) -> bool:
-        return self.perms[0] == "r"
-
-    @property
-    def writable(self) -> bool:
-        return self.perms[1] == "w"
-
-    @property
-    def executable(self) -> bool:
-        return self.perms[2] == "x"
-
-    @property
-    def reserved(self) -> bool:
-        """A PROT_NONE mapping: a guard page or reserved address space."""
-        return self.perms.startswith("---")
-
-    @property
-    def file_backed(self) -> bool:
-        return self.inode != 0 and self.path.startswith("/")
-
-
-def parse_maps(text: str) -> list[Mapping]:
-    """The mappings of a /proc/PID/maps text, in address order."""
-    out = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 5:
-            continue
-        lo, hi = parts[0].split("-")
-        out.append(Mapping(int(lo, 16), int(hi, 16), parts[1], int(parts[2], 16), int(parts[4]),
-                           parts[5].strip() if len(parts) > 5 else ""))
-    out.sort(key=lambda m: m.start)
-    return out
 
 
 @dataclass(frozen=True, slots=True)
