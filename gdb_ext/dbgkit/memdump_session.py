@@ -9,6 +9,7 @@ dbgkit.core.unwind.
 from __future__ import annotations
 
 import datetime
+import enum
 import errno
 import os
 import signal
@@ -26,6 +27,7 @@ from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, InlinedInto, tra
 from .core.elf import ElfError, ElfFile
 from .core.procmaps import ModuleMap
 from .core.unwind import Unwinder
+from .memdump_breakpoints import EntryBreakpoint, ExitBreakpoint, ReturnBreakpoint, ReturnSites
 
 CMD = "memdump"
 
@@ -57,91 +59,12 @@ class Pending:
     args: tuple[int, ...]
 
 
-class _EntryBreakpoint(gdb.Breakpoint):
-    """Internal breakpoint on one allocator entry point."""
+class State(enum.Enum):
+    """Where a recording is: armed (no process yet), recording, ended (for good)."""
 
-    def __init__(self, session: Session, address: int, op: str) -> None:
-        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
-        self.address = address
-        self.op = op
-
-    def stop(self) -> bool:
-        self.session.on_entry(self)
-        return False
-
-
-class _ExitBreakpoint(gdb.Breakpoint):
-    """Internal breakpoint on _exit: the last moment the process's memory can be scanned."""
-
-    def __init__(self, session: Session, address: int) -> None:
-        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
-
-    def stop(self) -> bool:
-        self.session.on_exit_call()
-        return False
-
-
-class _ReturnBreakpoint(gdb.Breakpoint):
-    """Internal breakpoint on a return address where some thread's allocator call will come back."""
-
-    def __init__(self, session: Session, address: int) -> None:
-        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
-        self.address = address
-        self.users = 0
-
-    def stop(self) -> bool:
-        self.session.on_return(self)
-        # A recording being wound up stops the program once no allocator call is in progress.
-        return self.session.stop_when_idle and not self.session.pending
-
-
-class ReturnSites:
-    """A bounded LRU of return-address breakpoints.
-
-    GDB's cost per stop grows with the number of breakpoints (~0.25 us each, measured), so return
-    sites are not kept forever; creating one costs ~13 us. A site some thread is still due to
-    return to is never evicted.
-    """
-
-    def __init__(self, session: Session, capacity: int) -> None:
-        self._session = session
-        self.capacity = max(capacity, 1)
-        self._sites: dict[int, _ReturnBreakpoint] = {}
-        self.created = 0
-
-    def acquire(self, address: int) -> None:
-        bp = self._sites.pop(address, None)
-        if bp is None:
-            if len(self._sites) >= self.capacity:
-                self._evict()
-            bp = _ReturnBreakpoint(self._session, address)
-            self.created += 1
-        bp.users += 1
-        self._sites[address] = bp  # most recently used last
-
-    def release(self, address: int) -> None:
-        bp = self._sites.get(address)
-        if bp is not None and bp.users > 0:
-            bp.users -= 1
-
-    def _evict(self) -> None:
-        for address, bp in self._sites.items():
-            if bp.users == 0:
-                del self._sites[address]
-                bp.delete()
-                return
-
-    def clear(self) -> None:
-        for bp in self._sites.values():
-            if bp.is_valid():
-                bp.delete()
-        self._sites.clear()
-
-    def __len__(self) -> int:
-        return len(self._sites)
+    ARMED = "armed"
+    RECORDING = "recording"
+    ENDED = "ended"
 
 
 def _signal_name(number: int) -> str:
@@ -160,15 +83,15 @@ class Session:
         self.out_path = out_path
         self.depth = depth
         self.unwinder_mode = unwinder
-        self.state = "armed"
+        self.state = State.ARMED
         self.path: str | None = None
         self.fd: int | None = None
         self.pid = 0
         self.writer: DumpWriter | None = None
         self.pending: dict[int, Pending] = {}
         self.sites = ReturnSites(self, return_sites)
-        self.hooks: dict[int, _EntryBreakpoint] = {}
-        self.exit_hooks: dict[int, _ExitBreakpoint] = {}
+        self.hooks: dict[int, EntryBreakpoint] = {}
+        self.exit_hooks: dict[int, ExitBreakpoint] = {}
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         self.scan_status: str | None = None
@@ -286,7 +209,7 @@ class Session:
             ("gdb", gdb.VERSION.split()[0]),
         ):
             self.writer.info(key, value)
-        self.state = "recording"
+        self.state = State.RECORDING
         self.started = time.monotonic()
         if self.attached:
             self._watch_cont()  # stopped at the prompt: it runs again at the next continue
@@ -296,7 +219,7 @@ class Session:
 
     def finish(self, reason: str, detail: str = "-") -> None:
         """Write the end record, remove every breakpoint, close the dump."""
-        if self.state == "ended":
+        if self.state == State.ENDED:
             return
         if self.writer is not None and not self._failed:
             try:
@@ -306,7 +229,7 @@ class Session:
         self._stopped()
         self._unwatch_cont()
         recorded = self.writer is not None
-        self.state = "ended"
+        self.state = State.ENDED
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
         self._disconnect()
         self._remove_breakpoints()
@@ -404,11 +327,11 @@ class Session:
         self._guard("new_objfile", self._new_objfile)
 
     def _new_objfile(self) -> None:
-        if self.state == "ended" or not self.inferior.pid:
+        if self.state == State.ENDED or not self.inferior.pid:
             return
-        if self.inferior.pid != self.pid and self.state == "recording":
+        if self.inferior.pid != self.pid and self.state == State.RECORDING:
             return  # another process of this inferior (a followed fork child): not ours
-        if self.state == "armed":
+        if self.state == State.ARMED:
             try:
                 self._begin()
             except gdb.GdbError as exc:
@@ -426,7 +349,7 @@ class Session:
         # With the process alive this is an exec: the image is replaced, every block with it. The
         # address breakpoints would be re-inserted into the new image at meaningless places: drop
         # them now; the new C library's objfile event hooks it again.
-        if self.state != "recording" or not self.inferior.pid:
+        if self.state != State.RECORDING or not self.inferior.pid:
             return
         self._remove_breakpoints()
         self._scanned.clear()
@@ -440,7 +363,7 @@ class Session:
         self._guard("exited", self._exited, event)
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
-        if self.state == "armed":
+        if self.state == State.ARMED:
             return
         code = getattr(event, "exit_code", None)
         if code is not None:
@@ -456,10 +379,10 @@ class Session:
         self._guard("stop", self._stop_event, event)
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
-        if self.state == "recording":
+        if self.state == State.RECORDING:
             self._stopped()
             self._watch_cont()
-        if self.state != "recording" or not isinstance(event, gdb.SignalEvent):
+        if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
             return
         if event.stop_signal in FATAL_SIGNALS:
             self._write_interrupted()
@@ -482,9 +405,9 @@ class Session:
         self._guard("gdb_exiting", self._gdb_exiting)
 
     def _gdb_exiting(self) -> None:
-        if self.state == "recording":
+        if self.state == State.RECORDING:
             self.finish("gdb-exit")
-        elif self.state == "armed":
+        elif self.state == State.ARMED:
             self.finish("stop")
 
     # -- hooks -------------------------------------------------------------------------------
@@ -507,15 +430,15 @@ class Session:
                     continue
                 address = module.bias + value
                 if address not in self.hooks:
-                    self.hooks[address] = _EntryBreakpoint(self, address, op)
+                    self.hooks[address] = EntryBreakpoint(self, address, op)
             for name in EXIT_FUNCTIONS:
                 value = symbols.get(name)
                 if value and module.bias + value not in self.exit_hooks:
                     address = module.bias + value
-                    self.exit_hooks[address] = _ExitBreakpoint(self, address)
+                    self.exit_hooks[address] = ExitBreakpoint(self, address)
 
     # -- hot path ----------------------------------------------------------------------------
-    def on_entry(self, bp: _EntryBreakpoint) -> None:
+    def on_entry(self, bp: EntryBreakpoint) -> None:
         try:
             tid = gdb.selected_thread().ptid[1]
             regs = ptrace.get_regs(tid)
@@ -546,7 +469,7 @@ class Session:
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
-    def on_return(self, bp: _ReturnBreakpoint) -> None:
+    def on_return(self, bp: ReturnBreakpoint) -> None:
         try:
             tid = gdb.selected_thread().ptid[1]
             pend = self.pending.get(tid)
@@ -583,7 +506,7 @@ class Session:
 
     def _scan_once(self, at_function_entry: bool) -> None:
         """The pointer scan, unless it already ran, is turned off, or nothing is recorded."""
-        if self.state != "recording" or self.scan_status is not None or self.writer is None:
+        if self.state != State.RECORDING or self.scan_status is not None or self.writer is None:
             return
         if self.scan_time_limit == 0:
             return
@@ -738,7 +661,7 @@ class Session:
         running = self.running_time()
         events = self.writer.events if self.writer else 0
         return {
-            "state": self.state,
+            "state": self.state.value,  # `memdump status --json` prints the name
             "path": self.path,
             "pid": self.pid,
             "events": events,
