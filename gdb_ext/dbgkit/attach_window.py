@@ -22,7 +22,8 @@ import gdb
 
 from . import output
 from .commands import memdump as _command
-from .memdump_session import CMD, Session, State
+from .memdump_checks import CMD
+from .memdump_session import Session, State
 
 # Seconds the allocator calls in progress at the stop may take to return.
 GIVE_UP_AFTER = 10.0

@@ -1,7 +1,8 @@
 """memdump's internal breakpoints: allocator entry points, _exit, and the return sites of calls in
 progress, kept in a bounded LRU.
 
-GDB glue only. Each stop() hands its event to the recorder and says whether the program stops;
+GDB glue only. install_hooks puts them where a module exports the allocator's functions. Each
+stop() hands its event to the recorder and says whether the program stops;
 the recorder is anything with the methods and attributes of `Recorder` (memdump_session.Session).
 """
 
@@ -11,7 +12,25 @@ from typing import Protocol
 
 import gdb
 
-__all__ = ["EntryBreakpoint", "ExitBreakpoint", "Recorder", "ReturnBreakpoint", "ReturnSites"]
+from . import output
+from .core.dumpwriter import OPERATIONS
+from .core.elf import ElfError
+from .core.procmaps import ModuleMap
+from .memdump_checks import CMD
+
+__all__ = [
+    "EXIT_FUNCTIONS",
+    "EntryBreakpoint",
+    "ExitBreakpoint",
+    "Recorder",
+    "ReturnBreakpoint",
+    "ReturnSites",
+    "install_hooks",
+]
+
+# The process's last call: glibc's exit() runs the atexit handlers and static destructors, then
+# _exit(); _Exit is the same function (an alias) in glibc 2.36, hooked too where it is not.
+EXIT_FUNCTIONS = ("_exit", "_Exit")
 
 
 class Recorder(Protocol):
@@ -114,3 +133,33 @@ class ReturnSites:
 
     def __len__(self) -> int:
         return len(self._sites)
+
+
+def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
+                  hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
+                  ) -> None:
+    """Break on every allocator entry point, and on _exit, exported by a module of MODULES not
+    in SCANNED yet (modules are keyed by path and start); HOOKS and EXIT_HOOKS get the new ones."""
+    modules.refresh()
+    for module in modules.modules():
+        key = (module.path, module.start)
+        if key in scanned or module.elf is None:
+            continue
+        scanned.add(key)
+        try:
+            symbols = module.elf.dynamic_symbols()
+        except ElfError as exc:
+            output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
+            continue
+        for op in OPERATIONS:
+            value = symbols.get(op)
+            if not value:
+                continue
+            address = module.bias + value
+            if address not in hooks:
+                hooks[address] = EntryBreakpoint(recorder, address, op)
+        for name in EXIT_FUNCTIONS:
+            value = symbols.get(name)
+            if value and module.bias + value not in exit_hooks:
+                address = module.bias + value
+                exit_hooks[address] = ExitBreakpoint(recorder, address)

@@ -1,9 +1,11 @@
-"""A memdump recording: breakpoints on the allocator's entry points and return sites -> the dump.
+"""A memdump recording: the state machine from `memdump` to the end of the run, the events GDB
+sends it, and the hot path from a breakpoint's stop to the dump.
 
 GDB glue only. Hot path budget: an empty Python breakpoint stop costs ~80 us on the reference
 machine, touching a gdb.Frame adds ~27 us, so stop() reads registers with PTRACE_GETREGS (GDB's
 Python runs in the tracer thread), memory with pread(2) on /proc/PID/mem and walks stacks with
-dbgkit.core.unwind.
+dbgkit.core.unwind. The breakpoints are memdump_breakpoints', the pointer scan memdump_scan's,
+GDB's symbol lookups memdump_symbols', what /proc tells core.procfs's.
 """
 
 from __future__ import annotations
@@ -21,28 +23,31 @@ from dataclasses import dataclass
 import gdb
 
 from . import output
-from .batchmode import batch_mode
-from .core import procfs, ptrace, reach
-from .core.dumpwriter import OPERATIONS, DumpWriter, FrameInfo, InlinedInto, track
-from .core.elf import ElfError, ElfFile
+from .core import procfs, ptrace
+from .core.dumpnames import DumpPathError, create_dump, open_dump
+from .core.dumpwriter import DumpWriter, FrameInfo, InlinedInto, track
 from .core.procmaps import ModuleMap
+from .core.runclock import RunClock
 from .core.unwind import Unwinder
-from .memdump_breakpoints import EntryBreakpoint, ExitBreakpoint, ReturnBreakpoint, ReturnSites
-
-CMD = "memdump"
+from .memdump_breakpoints import (
+    EntryBreakpoint,
+    ExitBreakpoint,
+    ReturnBreakpoint,
+    ReturnSites,
+    install_hooks,
+)
+from .memdump_checks import CMD, cannot_record
+from .memdump_scan import pointer_scan
+from .memdump_symbols import call_site as _call_site
+from .memdump_symbols import demangle as _demangle
+from .memdump_symbols import gdb_backtrace as _gdb_backtrace
+from .memdump_symbols import minimal_symbol as _minimal_symbol
 
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 
 # Progress is reported each time the event count crosses a multiple of 65,536.
 _PROGRESS_MASK = 0xFFFF
-
-# Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
-_MIN_PC = 0x1000
-
-# The process's last call: glibc's exit() runs the atexit handlers and static destructors, then
-# _exit(); _Exit is the same function (an alias) in glibc 2.36, hooked too where it is not.
-EXIT_FUNCTIONS = ("_exit", "_Exit")
 
 # Signals after which the program cannot go on by itself; the dump notes them before the end record.
 FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
@@ -99,11 +104,8 @@ class Session:
         self._scanned: set[tuple[str, int]] = set()
         self.counts: Counter[str] = Counter()
         self.started = time.monotonic()
-        # Time the program ran while recorded: GDB's cont events to its stop events (the time
-        # it sits stopped at the prompt is not the program's). None while it is stopped.
-        self.running_s = 0.0
-        self._running_since: float | None = None
-        self._watching_cont = False
+        # time the program ran while recorded, not stopped at GDB's prompt
+        self._clock = RunClock(gdb.events.cont)
         #: a path this recording continues the series of (`memdump -o FILE`, then FILE-2, ...)
         self.series: str | None = None
         #: the settings' current values (settings.get): read again when the recording starts
@@ -133,7 +135,10 @@ class Session:
         AGAIN: armed for the next run after the previous one ended."""
         self.again = again
         if self.out_path is not None:
-            self.fd = self._open(self.out_path, exclusive=False)
+            try:
+                self.fd = open_dump(self.out_path)
+            except DumpPathError as exc:
+                raise gdb.GdbError(f"{CMD}: {exc}") from None
             self.path = self.out_path
         self._connect()
         # AGAIN is armed from the exited event, while the ended process still has its pid.
@@ -153,33 +158,6 @@ class Session:
         else:
             output.info(CMD, "armed: recording starts when the program runs")
 
-    def _open(self, path: str, exclusive: bool) -> int:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
-        try:
-            return os.open(path, flags, 0o644)
-        except OSError as exc:
-            if exclusive and exc.errno == errno.EEXIST:
-                raise
-            raise gdb.GdbError(f"{CMD}: cannot write the dump to {path}: {exc.strerror}") from None
-
-    def _default_path(self, program: str) -> str:
-        base = f"{os.path.basename(program) or 'program'}.{self.pid}"
-        ext = ".memdump"
-        first = 1
-        if self.series is not None:
-            # `memdump -o DIR/NAME.memdump` recorded an earlier run: DIR/NAME-2.memdump, -3, ...
-            base, ext = os.path.splitext(self.series) if self.series.endswith(".memdump") \
-                else (self.series, "")
-            first = 2
-        for n in range(first, 1000):
-            path = f"{base}{ext}" if n == 1 else f"{base}-{n}{ext}"
-            try:
-                self.fd = self._open(path, exclusive=True)
-                return path
-            except FileExistsError:
-                continue
-        raise gdb.GdbError(f"{CMD}: no free dump name {base}*{ext} in {os.getcwd()}")
-
     def _begin(self) -> None:
         """The process exists: open the dump, write its header, set up memory and unwinding."""
         self.pid = self.inferior.pid
@@ -190,7 +168,10 @@ class Session:
             self.scan_time_limit = int(self.settings("scan-time-limit"))
         program = self.inferior.progspace.filename or procfs.exe_of(self.pid)
         if self.fd is None:
-            self.path = self._default_path(program)
+            try:
+                self.fd, self.path = create_dump(program, self.pid, self.series)
+            except DumpPathError as exc:
+                raise gdb.GdbError(f"{CMD}: {exc}") from None
         self._memory = procfs.ProcessMemory(self.pid)
         # bound once: the hot path calls them without another attribute lookup
         self._read = self._memory.read
@@ -212,9 +193,9 @@ class Session:
         self.state = State.RECORDING
         self.started = time.monotonic()
         if self.attached:
-            self._watch_cont()  # stopped at the prompt: it runs again at the next continue
+            self._clock.stopped()  # stopped at the prompt: it runs again at the next continue
         else:
-            self._running_since = self.started  # GDB is starting it
+            self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
 
     def finish(self, reason: str, detail: str = "-") -> None:
@@ -226,8 +207,7 @@ class Session:
                 self.writer.end(reason, detail)
             except OSError as exc:
                 output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
-        self._stopped()
-        self._unwatch_cont()
+        self._clock.close()
         recorded = self.writer is not None
         self.state = State.ENDED
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
@@ -247,34 +227,9 @@ class Session:
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
 
-    # -- running time ------------------------------------------------------------------------
     def running_time(self) -> float:
         """Seconds the program has run while recorded (not stopped at GDB's prompt)."""
-        if self._running_since is None:
-            return self.running_s
-        return self.running_s + time.monotonic() - self._running_since
-
-    def _stopped(self) -> None:
-        if self._running_since is not None:
-            self.running_s += time.monotonic() - self._running_since
-            self._running_since = None
-
-    def _on_cont(self, event: object) -> None:
-        # Connected only while the program is stopped: never on the hot path, where each
-        # breakpoint that does not stop resumes the program.
-        if self._running_since is None:
-            self._running_since = time.monotonic()
-        self._unwatch_cont()
-
-    def _watch_cont(self) -> None:
-        if not self._watching_cont:
-            gdb.events.cont.connect(self._on_cont)
-            self._watching_cont = True
-
-    def _unwatch_cont(self) -> None:
-        if self._watching_cont:
-            gdb.events.cont.disconnect(self._on_cont)
-            self._watching_cont = False
+        return self._clock.seconds()
 
     def _remove_breakpoints(self) -> None:
         for bp in (*self.hooks.values(), *self.exit_hooks.values()):
@@ -380,8 +335,7 @@ class Session:
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
         if self.state == State.RECORDING:
-            self._stopped()
-            self._watch_cont()
+            self._clock.stopped()
         if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
             return
         if event.stop_signal in FATAL_SIGNALS:
@@ -412,30 +366,7 @@ class Session:
 
     # -- hooks -------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
-        """Break on every allocator entry point exported by a module not scanned yet."""
-        self._modules.refresh()
-        for module in self._modules.modules():
-            key = (module.path, module.start)
-            if key in self._scanned or module.elf is None:
-                continue
-            self._scanned.add(key)
-            try:
-                symbols = module.elf.dynamic_symbols()
-            except ElfError as exc:
-                output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
-                continue
-            for op in OPERATIONS:
-                value = symbols.get(op)
-                if not value:
-                    continue
-                address = module.bias + value
-                if address not in self.hooks:
-                    self.hooks[address] = EntryBreakpoint(self, address, op)
-            for name in EXIT_FUNCTIONS:
-                value = symbols.get(name)
-                if value and module.bias + value not in self.exit_hooks:
-                    address = module.bias + value
-                    self.exit_hooks[address] = ExitBreakpoint(self, address)
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks)
 
     # -- hot path ----------------------------------------------------------------------------
     def on_entry(self, bp: EntryBreakpoint) -> None:
@@ -514,54 +445,9 @@ class Session:
 
     def _scan(self, at_function_entry: bool) -> None:
         """AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
-        began = time.monotonic()
-        threads: list[reach.Thread] = []
-        unreadable = []
-        # The thread that called _exit stands on its first instruction: below its stack pointer
-        # lies only garbage of calls that have returned (exit's handlers), not a red zone.
-        current = gdb.selected_thread()
-        exiting = current.ptid[1] if current is not None and at_function_entry else 0
-        for thread in self.inferior.threads():
-            tid = thread.ptid[1]
-            regs = ptrace.get_regs(tid)
-            if regs is not None:
-                threads.append(reach.Thread(tid, regs.rsp, tuple(
-                    getattr(regs, name) for name in _GENERAL_REGISTERS),
-                    red_zone=0 if tid == exiting else reach.RED_ZONE))
-                continue
-            # GDB runs a native target in non-stop mode under the hood: while a breakpoint's
-            # stop() runs, the other threads are not stopped. One blocked in a system call
-            # stays put; the kernel tells its stack pointer and argument registers.
-            blocked = procfs.blocked_in_syscall(self.pid, tid)
-            if blocked is None:
-                unreadable.append(tid)
-            else:
-                threads.append(reach.Thread(tid, blocked[0], blocked[1]))
-        status = "ok"
-        result = None
-        if unreadable:
-            # its stack would pass for a dead thread's: better no split than a wrong one
-            status = "threads"
-            output.warn(CMD, f"pointer scan skipped: thread(s) {', '.join(map(str, unreadable))} "
-                             "still running at exit (neither stopped nor in a system call)")
-        else:
-            mappings = procfs.read_maps(self.pid)
-            tty = os.isatty(2)
-
-            def progress(nbytes: int, pending: int) -> None:
-                if tty and time.monotonic() - began > 2:
-                    output.progress(CMD, f"pointer scan: {nbytes / 2**20:,.0f} MiB scanned, "
-                                         f"{pending:,} blocks to go")
-
-            try:
-                result = reach.scan(self._read_some, mappings, self.live, threads,
-                                    deadline=began + self.scan_time_limit, progress=progress)
-            except reach.ScanTimeout:
-                status = "timeout"
-                output.warn(CMD, f"pointer scan stopped after {self.scan_time_limit} s "
-                                 "(set memdump scan-time-limit): leak kinds unknown")
+        status, result, millis = pointer_scan(self.inferior, self.pid, self._read_some, self.live,
+                                              self.scan_time_limit, at_function_entry)
         self.scan_status = status
-        millis = int((time.monotonic() - began) * 1000)
         if result is None:
             self.writer.scan(status, 0, 0, millis)
             return
@@ -680,11 +566,6 @@ class Session:
         }
 
 
-# user_regs_struct fields valgrind scans as general registers (VG_(apply_to_GP_regs), amd64)
-_GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
-                      "r11", "r12", "r13", "r14", "r15")
-
-
 def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
     """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
     a0, a1, a2 = args
@@ -699,89 +580,3 @@ def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
     return (str(a1), str(a2), str(rc))  # posix_memalign: ALIGN SIZE RC
 
 
-def _gdb_backtrace(depth: int) -> tuple[int, ...]:
-    """Return addresses of the current function's callers from GDB's own unwinder (slow, exact)."""
-    pcs: list[int] = []
-    frame = gdb.newest_frame().older()
-    while frame is not None and len(pcs) < depth:
-        if frame.type() != gdb.INLINE_FRAME:
-            pc = frame.pc()
-            if pc < _MIN_PC:
-                break
-            pcs.append(pc)
-        frame = frame.older()
-    return tuple(pcs)
-
-
-def _call_site(inlined: gdb.Symbol) -> tuple[str | None, int]:
-    """(file, line) of the call an inlined function's block stands for (its DW_AT_call_file and
-    DW_AT_call_line, which GDB gives the block's function symbol); (None, 0) when unknown."""
-    try:
-        symtab = inlined.symtab
-        line = inlined.line
-        if symtab is None or not line:
-            return None, 0
-        return symtab.fullname(), line
-    except (RuntimeError, gdb.error):
-        return None, 0
-
-
-def _minimal_symbol(pc: int) -> str | None:
-    """Name from the ELF symbol tables (`0x... <name+off>`), for code without debug information."""
-    try:
-        text = gdb.format_address(pc)
-    except (RuntimeError, gdb.error):
-        return None
-    start = text.find(" <")
-    if start < 0 or not text.endswith(">"):
-        return None
-    name = text[start + 2 : -1]
-    plus = name.rfind("+")
-    if plus > 0 and name[plus + 1 :].isdigit():
-        name = name[:plus]
-    return name or None
-
-
-def _demangle(name: str) -> str:
-    """A C++ symbol's name as GDB prints it for code with debug information; NAME if GDB cannot.
-    (Minimal symbols come mangled: `print asm-demangle` is off by default, and it is the user's.)"""
-    try:
-        text = gdb.execute(f"demangle -l c++ -- {name}", to_string=True).strip()
-    except gdb.error:
-        return name
-    return text if text and "\n" not in text else name
-
-
-def cannot_record(message: str, raised: bool = False) -> None:
-    """MESSAGE says why memdump cannot record; RAISED: a command raises it next (GDB prints it).
-
-    In batch mode (gdb -batch) GDB then exits with status 1 before the program runs (a process
-    GDB attached to is detached, one it started is killed): going on would run the program
-    unrecorded and exit 0, which a script or a CI job takes for success. Interactively it stays
-    an error message and GDB goes on."""
-    if not batch_mode():
-        if not raised:
-            gdb.write(f"{message}\n", gdb.STDERR)
-        return
-    gdb.write(f"{message}\n", gdb.STDERR)
-    gdb.write(f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)\n", gdb.STDERR)
-    gdb.flush()
-    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
-    gdb.execute("quit 1")
-
-
-def check_program(path: str) -> None:
-    """Refuse, before running it, a program whose allocator cannot be hooked."""
-    try:
-        elf = ElfFile.open(path)
-    except ElfError as exc:
-        raise gdb.GdbError(f"{CMD}: {path}: {exc}") from None
-    except OSError as exc:
-        raise gdb.GdbError(f"{CMD}: cannot read {path}: {exc.strerror}") from None
-    if not elf.is_dynamic:
-        raise gdb.GdbError(
-            f"{CMD}: {path} is statically linked: its allocator has no dynamic symbols to hook "
-            "(link it dynamically to record it)"
-        )
-    if elf.machine != "x86_64":
-        raise gdb.GdbError(f"{CMD}: {path} is {elf.machine}; memdump records x86-64 programs only")

@@ -11,7 +11,8 @@ import traceback
 import gdb
 
 from .. import output, settings
-from ..memdump_session import CMD, Session, State, cannot_record, check_program
+from ..memdump_checks import CMD, cannot_record, check_program
+from ..memdump_session import Session, State
 
 _session: Session | None = None
 
