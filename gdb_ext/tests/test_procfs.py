@@ -21,7 +21,8 @@ from dbgkit.core.procfs import (
     read_maps,
 )
 
-# A child that catches SIGUSR1, ignores SIGUSR2, leaves SIGTERM alone, then blocks in read(0).
+# A child that catches SIGUSR1, ignores SIGUSR2, leaves SIGTERM alone, then blocks in read(0);
+# -I: no PYTHONFAULTHANDLER from the environment, which would catch SIGSEGV.
 _CHILD = """
 import os, signal, sys
 signal.signal(signal.SIGUSR1, lambda *a: None)
@@ -34,7 +35,7 @@ os.read(0, 1)
 
 @pytest.fixture
 def child() -> Iterator[subprocess.Popen[bytes]]:
-    proc = subprocess.Popen([sys.executable, "-c", _CHILD], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-I", "-c", _CHILD], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == b"ready\n"
