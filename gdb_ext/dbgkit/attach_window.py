@@ -22,7 +22,8 @@ import gdb
 
 from . import output
 from .commands import memdump as _command
-from .memdump_session import CMD, Session
+from .memdump_checks import CMD
+from .memdump_session import Session, State
 
 # Seconds the allocator calls in progress at the stop may take to return.
 GIVE_UP_AFTER = 10.0
@@ -111,7 +112,7 @@ class _Window:
             if self.outstanding == 0:
                 return 2
             self.outstanding -= 1
-        if session.state != "recording":
+        if session.state != State.RECORDING:
             return 0
         if not self.stopping or self.outstanding:
             return 1
@@ -168,7 +169,7 @@ def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = 
     NOTIFY_FD once the window has begun."""
     global _window
     session = _command._active()
-    if session is None or session.state != "recording" or not session.attached:
+    if session is None or session.state != State.RECORDING or not session.attached:
         raise gdb.GdbError(f"{CMD}: no recording of an attached process (gdb -p PID, memdump)")
     window = _Window(session, stop_path, seconds, notify_fd)
     gdb.events.stop.connect(window._on_stop)
@@ -192,7 +193,7 @@ def end() -> None:
     session = window.session
     if window.inferior.pid != window.pid:
         return
-    if session.state == "recording" and session.pending:
+    if session.state == State.RECORDING and session.pending:
         calls = len(session.pending)
         output.warn(CMD, f"{calls} allocator call{'s'[:calls != 1]} still in progress at the "
                          "detach: not in the dump")

@@ -1,14 +1,17 @@
-"""A memdump recording: breakpoints on the allocator's entry points and return sites -> the dump.
+"""A memdump recording: the state machine from `memdump` to the end of the run, the events GDB
+sends it, and the hot path from a breakpoint's stop to the dump.
 
 GDB glue only. Hot path budget: an empty Python breakpoint stop costs ~80 us on the reference
 machine, touching a gdb.Frame adds ~27 us, so stop() reads registers with PTRACE_GETREGS (GDB's
 Python runs in the tracer thread), memory with pread(2) on /proc/PID/mem and walks stacks with
-dbgkit.core.unwind.
+dbgkit.core.unwind. The breakpoints are memdump_breakpoints', the pointer scan memdump_scan's,
+GDB's symbol lookups memdump_symbols', what /proc tells core.procfs's.
 """
 
 from __future__ import annotations
 
 import datetime
+import enum
 import errno
 import os
 import signal
@@ -18,30 +21,34 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gdb
-from memdump_analyzer.dumpformat import OPERATIONS, apply, event_args, format_args, public_name
+from memdump_analyzer.dumpformat import apply, event_args, format_args, public_name
 
 from . import output
-from .batchmode import batch_mode
-from .core import ptrace, reach
+from .core import procfs, ptrace
+from .core.dumpnames import DumpPathError, create_dump, open_dump
 from .core.dumpwriter import DumpWriter, FrameInfo, InlinedInto
-from .core.elf import ElfError, ElfFile
 from .core.procmaps import ModuleMap
+from .core.runclock import RunClock
 from .core.unwind import Unwinder
-
-CMD = "memdump"
+from .memdump_breakpoints import (
+    EntryBreakpoint,
+    ExitBreakpoint,
+    ReturnBreakpoint,
+    ReturnSites,
+    install_hooks,
+)
+from .memdump_checks import CMD, cannot_record
+from .memdump_scan import pointer_scan
+from .memdump_symbols import call_site as _call_site
+from .memdump_symbols import demangle as _demangle
+from .memdump_symbols import gdb_backtrace as _gdb_backtrace
+from .memdump_symbols import minimal_symbol as _minimal_symbol
 
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 
 # Progress is reported each time the event count crosses a multiple of 65,536.
 _PROGRESS_MASK = 0xFFFF
-
-# Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
-_MIN_PC = 0x1000
-
-# The process's last call: glibc's exit() runs the atexit handlers and static destructors, then
-# _exit(); _Exit is the same function (an alias) in glibc 2.36, hooked too where it is not.
-EXIT_FUNCTIONS = ("_exit", "_Exit")
 
 # Signals after which the program cannot go on by itself; the dump notes them before the end record.
 FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
@@ -58,91 +65,12 @@ class Pending:
     args: tuple[int, ...]
 
 
-class _EntryBreakpoint(gdb.Breakpoint):
-    """Internal breakpoint on one allocator entry point."""
+class State(enum.Enum):
+    """Where a recording is: armed (no process yet), recording, ended (for good)."""
 
-    def __init__(self, session: Session, address: int, op: str) -> None:
-        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
-        self.address = address
-        self.op = op
-
-    def stop(self) -> bool:
-        self.session.on_entry(self)
-        return False
-
-
-class _ExitBreakpoint(gdb.Breakpoint):
-    """Internal breakpoint on _exit: the last moment the process's memory can be scanned."""
-
-    def __init__(self, session: Session, address: int) -> None:
-        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
-
-    def stop(self) -> bool:
-        self.session.on_exit_call()
-        return False
-
-
-class _ReturnBreakpoint(gdb.Breakpoint):
-    """Internal breakpoint on a return address where some thread's allocator call will come back."""
-
-    def __init__(self, session: Session, address: int) -> None:
-        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
-        self.address = address
-        self.users = 0
-
-    def stop(self) -> bool:
-        self.session.on_return(self)
-        # A recording being wound up stops the program once no allocator call is in progress.
-        return self.session.stop_when_idle and not self.session.pending
-
-
-class ReturnSites:
-    """A bounded LRU of return-address breakpoints.
-
-    GDB's cost per stop grows with the number of breakpoints (~0.25 us each, measured), so return
-    sites are not kept forever; creating one costs ~13 us. A site some thread is still due to
-    return to is never evicted.
-    """
-
-    def __init__(self, session: Session, capacity: int) -> None:
-        self._session = session
-        self.capacity = max(capacity, 1)
-        self._sites: dict[int, _ReturnBreakpoint] = {}
-        self.created = 0
-
-    def acquire(self, address: int) -> None:
-        bp = self._sites.pop(address, None)
-        if bp is None:
-            if len(self._sites) >= self.capacity:
-                self._evict()
-            bp = _ReturnBreakpoint(self._session, address)
-            self.created += 1
-        bp.users += 1
-        self._sites[address] = bp  # most recently used last
-
-    def release(self, address: int) -> None:
-        bp = self._sites.get(address)
-        if bp is not None and bp.users > 0:
-            bp.users -= 1
-
-    def _evict(self) -> None:
-        for address, bp in self._sites.items():
-            if bp.users == 0:
-                del self._sites[address]
-                bp.delete()
-                return
-
-    def clear(self) -> None:
-        for bp in self._sites.values():
-            if bp.is_valid():
-                bp.delete()
-        self._sites.clear()
-
-    def __len__(self) -> int:
-        return len(self._sites)
+    ARMED = "armed"
+    RECORDING = "recording"
+    ENDED = "ended"
 
 
 def _signal_name(number: int) -> str:
@@ -161,15 +89,15 @@ class Session:
         self.out_path = out_path
         self.depth = depth
         self.unwinder_mode = unwinder
-        self.state = "armed"
+        self.state = State.ARMED
         self.path: str | None = None
         self.fd: int | None = None
         self.pid = 0
         self.writer: DumpWriter | None = None
         self.pending: dict[int, Pending] = {}
         self.sites = ReturnSites(self, return_sites)
-        self.hooks: dict[int, _EntryBreakpoint] = {}
-        self.exit_hooks: dict[int, _ExitBreakpoint] = {}
+        self.hooks: dict[int, EntryBreakpoint] = {}
+        self.exit_hooks: dict[int, ExitBreakpoint] = {}
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         self.scan_status: str | None = None
@@ -177,11 +105,8 @@ class Session:
         self._scanned: set[tuple[str, int]] = set()
         self.counts: Counter[str] = Counter()
         self.started = time.monotonic()
-        # Time the program ran while recorded: GDB's cont events to its stop events (the time
-        # it sits stopped at the prompt is not the program's). None while it is stopped.
-        self.running_s = 0.0
-        self._running_since: float | None = None
-        self._watching_cont = False
+        # time the program ran while recorded, not stopped at GDB's prompt
+        self._clock = RunClock(gdb.events.cont)
         #: a path this recording continues the series of (`memdump -o FILE`, then FILE-2, ...)
         self.series: str | None = None
         #: the settings' current values (settings.get): read again when the recording starts
@@ -193,7 +118,9 @@ class Session:
         #: the recording of the previous run, when armed by itself
         self.previous: Session | None = None
         self.ended_reason = ""
-        self._memfd: int | None = None
+        self._memory: procfs.ProcessMemory | None = None
+        self._read: Callable[[int, int], bytes] | None = None
+        self._read_some: Callable[[int, int], bytes] | None = None
         self._modules: ModuleMap | None = None
         self._unwinder: Unwinder | None = None
         self._failed = False
@@ -209,7 +136,10 @@ class Session:
         AGAIN: armed for the next run after the previous one ended."""
         self.again = again
         if self.out_path is not None:
-            self.fd = self._open(self.out_path, exclusive=False)
+            try:
+                self.fd = open_dump(self.out_path)
+            except DumpPathError as exc:
+                raise gdb.GdbError(f"{CMD}: {exc}") from None
             self.path = self.out_path
         self._connect()
         # AGAIN is armed from the exited event, while the ended process still has its pid.
@@ -229,33 +159,6 @@ class Session:
         else:
             output.info(CMD, "armed: recording starts when the program runs")
 
-    def _open(self, path: str, exclusive: bool) -> int:
-        flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
-        try:
-            return os.open(path, flags, 0o644)
-        except OSError as exc:
-            if exclusive and exc.errno == errno.EEXIST:
-                raise
-            raise gdb.GdbError(f"{CMD}: cannot write the dump to {path}: {exc.strerror}") from None
-
-    def _default_path(self, program: str) -> str:
-        base = f"{os.path.basename(program) or 'program'}.{self.pid}"
-        ext = ".memdump"
-        first = 1
-        if self.series is not None:
-            # `memdump -o DIR/NAME.memdump` recorded an earlier run: DIR/NAME-2.memdump, -3, ...
-            base, ext = os.path.splitext(self.series) if self.series.endswith(".memdump") \
-                else (self.series, "")
-            first = 2
-        for n in range(first, 1000):
-            path = f"{base}{ext}" if n == 1 else f"{base}-{n}{ext}"
-            try:
-                self.fd = self._open(path, exclusive=True)
-                return path
-            except FileExistsError:
-                continue
-        raise gdb.GdbError(f"{CMD}: no free dump name {base}*{ext} in {os.getcwd()}")
-
     def _begin(self) -> None:
         """The process exists: open the dump, write its header, set up memory and unwinding."""
         self.pid = self.inferior.pid
@@ -264,10 +167,16 @@ class Session:
             self.unwinder_mode = str(self.settings("unwinder"))
             self.sites.capacity = max(int(self.settings("return-sites")), 1)
             self.scan_time_limit = int(self.settings("scan-time-limit"))
-        program = self.inferior.progspace.filename or _exe_of(self.pid)
+        program = self.inferior.progspace.filename or procfs.exe_of(self.pid)
         if self.fd is None:
-            self.path = self._default_path(program)
-        self._memfd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+            try:
+                self.fd, self.path = create_dump(program, self.pid, self.series)
+            except DumpPathError as exc:
+                raise gdb.GdbError(f"{CMD}: {exc}") from None
+        self._memory = procfs.ProcessMemory(self.pid)
+        # bound once: the hot path calls them without another attribute lookup
+        self._read = self._memory.read
+        self._read_some = self._memory.read_some
         self._modules = ModuleMap(self.pid, self._read)
         self._unwinder = Unwinder(self._read, self._modules)
         self.writer = DumpWriter(self.fd, self._resolve)
@@ -282,34 +191,34 @@ class Session:
             ("gdb", gdb.VERSION.split()[0]),
         ):
             self.writer.info(key, value)
-        self.state = "recording"
+        self.state = State.RECORDING
         self.started = time.monotonic()
         if self.attached:
-            self._watch_cont()  # stopped at the prompt: it runs again at the next continue
+            self._clock.stopped()  # stopped at the prompt: it runs again at the next continue
         else:
-            self._running_since = self.started  # GDB is starting it
+            self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
 
     def finish(self, reason: str, detail: str = "-") -> None:
         """Write the end record, remove every breakpoint, close the dump."""
-        if self.state == "ended":
+        if self.state == State.ENDED:
             return
         if self.writer is not None and not self._failed:
             try:
                 self.writer.end(reason, detail)
             except OSError as exc:
                 output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
-        self._stopped()
-        self._unwatch_cont()
+        self._clock.close()
         recorded = self.writer is not None
-        self.state = "ended"
+        self.state = State.ENDED
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
         self._disconnect()
         self._remove_breakpoints()
-        for fd in (self.fd, self._memfd):
-            if fd is not None:
-                os.close(fd)
-        self.fd = self._memfd = None
+        if self.fd is not None:
+            os.close(self.fd)
+        self.fd = None
+        if self._memory is not None:
+            self._memory.close()
         if self.writer is not None:
             output.info(
                 CMD,
@@ -319,34 +228,9 @@ class Session:
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
 
-    # -- running time ------------------------------------------------------------------------
     def running_time(self) -> float:
         """Seconds the program has run while recorded (not stopped at GDB's prompt)."""
-        if self._running_since is None:
-            return self.running_s
-        return self.running_s + time.monotonic() - self._running_since
-
-    def _stopped(self) -> None:
-        if self._running_since is not None:
-            self.running_s += time.monotonic() - self._running_since
-            self._running_since = None
-
-    def _on_cont(self, event: object) -> None:
-        # Connected only while the program is stopped: never on the hot path, where each
-        # breakpoint that does not stop resumes the program.
-        if self._running_since is None:
-            self._running_since = time.monotonic()
-        self._unwatch_cont()
-
-    def _watch_cont(self) -> None:
-        if not self._watching_cont:
-            gdb.events.cont.connect(self._on_cont)
-            self._watching_cont = True
-
-    def _unwatch_cont(self) -> None:
-        if self._watching_cont:
-            gdb.events.cont.disconnect(self._on_cont)
-            self._watching_cont = False
+        return self._clock.seconds()
 
     def _remove_breakpoints(self) -> None:
         for bp in (*self.hooks.values(), *self.exit_hooks.values()):
@@ -399,11 +283,11 @@ class Session:
         self._guard("new_objfile", self._new_objfile)
 
     def _new_objfile(self) -> None:
-        if self.state == "ended" or not self.inferior.pid:
+        if self.state == State.ENDED or not self.inferior.pid:
             return
-        if self.inferior.pid != self.pid and self.state == "recording":
+        if self.inferior.pid != self.pid and self.state == State.RECORDING:
             return  # another process of this inferior (a followed fork child): not ours
-        if self.state == "armed":
+        if self.state == State.ARMED:
             try:
                 self._begin()
             except gdb.GdbError as exc:
@@ -421,15 +305,13 @@ class Session:
         # With the process alive this is an exec: the image is replaced, every block with it. The
         # address breakpoints would be re-inserted into the new image at meaningless places: drop
         # them now; the new C library's objfile event hooks it again.
-        if self.state != "recording" or not self.inferior.pid:
+        if self.state != State.RECORDING or not self.inferior.pid:
             return
         self._remove_breakpoints()
         self._scanned.clear()
         self.live.clear()
         self.writer.process("exec", self.inferior.progspace.filename or "?")
-        if self._memfd is not None:
-            os.close(self._memfd)
-        self._memfd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        self._memory.reopen()
         self._modules.invalidate()
         self._unwinder.clear_cache()
 
@@ -437,7 +319,7 @@ class Session:
         self._guard("exited", self._exited, event)
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
-        if self.state == "armed":
+        if self.state == State.ARMED:
             return
         code = getattr(event, "exit_code", None)
         if code is not None:
@@ -453,10 +335,9 @@ class Session:
         self._guard("stop", self._stop_event, event)
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
-        if self.state == "recording":
-            self._stopped()
-            self._watch_cont()
-        if self.state != "recording" or not isinstance(event, gdb.SignalEvent):
+        if self.state == State.RECORDING:
+            self._clock.stopped()
+        if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
             return
         if event.stop_signal in FATAL_SIGNALS:
             self._write_interrupted()
@@ -464,7 +345,7 @@ class Session:
             # A signal the program does not catch ends it when it goes on: this stop is the last
             # moment its memory can be scanned (valgrind reports leak kinds for such deaths too).
             # One it catches may be survived, and the scan waits for _exit.
-            if self.inferior.pid == self.pid and not _caught(self.pid, event.stop_signal):
+            if self.inferior.pid == self.pid and not procfs.caught(self.pid, event.stop_signal):
                 self._scan_once(at_function_entry=False)
 
     def _write_interrupted(self) -> None:
@@ -479,40 +360,17 @@ class Session:
         self._guard("gdb_exiting", self._gdb_exiting)
 
     def _gdb_exiting(self) -> None:
-        if self.state == "recording":
+        if self.state == State.RECORDING:
             self.finish("gdb-exit")
-        elif self.state == "armed":
+        elif self.state == State.ARMED:
             self.finish("stop")
 
     # -- hooks -------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
-        """Break on every allocator entry point exported by a module not scanned yet."""
-        self._modules.refresh()
-        for module in self._modules.modules():
-            key = (module.path, module.start)
-            if key in self._scanned or module.elf is None:
-                continue
-            self._scanned.add(key)
-            try:
-                symbols = module.elf.dynamic_symbols()
-            except ElfError as exc:
-                output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
-                continue
-            for op in OPERATIONS:
-                value = symbols.get(op)
-                if not value:
-                    continue
-                address = module.bias + value
-                if address not in self.hooks:
-                    self.hooks[address] = _EntryBreakpoint(self, address, op)
-            for name in EXIT_FUNCTIONS:
-                value = symbols.get(name)
-                if value and module.bias + value not in self.exit_hooks:
-                    address = module.bias + value
-                    self.exit_hooks[address] = _ExitBreakpoint(self, address)
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks)
 
     # -- hot path ----------------------------------------------------------------------------
-    def on_entry(self, bp: _EntryBreakpoint) -> None:
+    def on_entry(self, bp: EntryBreakpoint) -> None:
         try:
             tid = gdb.selected_thread().ptid[1]
             regs = ptrace.get_regs(tid)
@@ -543,7 +401,7 @@ class Session:
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
-    def on_return(self, bp: _ReturnBreakpoint) -> None:
+    def on_return(self, bp: ReturnBreakpoint) -> None:
         try:
             tid = gdb.selected_thread().ptid[1]
             pend = self.pending.get(tid)
@@ -580,7 +438,7 @@ class Session:
 
     def _scan_once(self, at_function_entry: bool) -> None:
         """The pointer scan, unless it already ran, is turned off, or nothing is recorded."""
-        if self.state != "recording" or self.scan_status is not None or self.writer is None:
+        if self.state != State.RECORDING or self.scan_status is not None or self.writer is None:
             return
         if self.scan_time_limit == 0:
             return
@@ -588,64 +446,14 @@ class Session:
 
     def _scan(self, at_function_entry: bool) -> None:
         """AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
-        began = time.monotonic()
-        threads: list[reach.Thread] = []
-        unreadable = []
-        # The thread that called _exit stands on its first instruction: below its stack pointer
-        # lies only garbage of calls that have returned (exit's handlers), not a red zone.
-        current = gdb.selected_thread()
-        exiting = current.ptid[1] if current is not None and at_function_entry else 0
-        for thread in self.inferior.threads():
-            tid = thread.ptid[1]
-            regs = ptrace.get_regs(tid)
-            if regs is not None:
-                threads.append(reach.Thread(tid, regs.rsp, tuple(
-                    getattr(regs, name) for name in _GENERAL_REGISTERS),
-                    red_zone=0 if tid == exiting else reach.RED_ZONE))
-                continue
-            # GDB runs a native target in non-stop mode under the hood: while a breakpoint's
-            # stop() runs, the other threads are not stopped. One blocked in a system call
-            # stays put; the kernel tells its stack pointer and argument registers.
-            blocked = _blocked_in_syscall(self.pid, tid)
-            if blocked is None:
-                unreadable.append(tid)
-            else:
-                threads.append(reach.Thread(tid, blocked[0], blocked[1]))
-        status = "ok"
-        result = None
-        if unreadable:
-            # its stack would pass for a dead thread's: better no split than a wrong one
-            status = "threads"
-            output.warn(CMD, f"pointer scan skipped: thread(s) {', '.join(map(str, unreadable))} "
-                             "still running at exit (neither stopped nor in a system call)")
-        else:
-            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="surrogateescape") as f:
-                mappings = reach.parse_maps(f.read())
-            tty = os.isatty(2)
-
-            def progress(nbytes: int, pending: int) -> None:
-                if tty and time.monotonic() - began > 2:
-                    output.progress(CMD, f"pointer scan: {nbytes / 2**20:,.0f} MiB scanned, "
-                                         f"{pending:,} blocks to go")
-
-            try:
-                result = reach.scan(self._read_some, mappings, self.live, threads,
-                                    deadline=began + self.scan_time_limit, progress=progress)
-            except reach.ScanTimeout:
-                status = "timeout"
-                output.warn(CMD, f"pointer scan stopped after {self.scan_time_limit} s "
-                                 "(set memdump scan-time-limit): leak kinds unknown")
+        status, result, millis = pointer_scan(self.inferior, self.pid, self._read_some, self.live,
+                                              self.scan_time_limit, at_function_entry)
         self.scan_status = status
-        millis = int((time.monotonic() - began) * 1000)
         if result is None:
             self.writer.scan(status, 0, 0, millis)
             return
         self.writer.scan(status, result.root_bytes, result.block_bytes, millis, result.records())
         self.counts["scan-ms"] = millis
-
-    def _read_some(self, address: int, size: int) -> bytes:
-        """Up to size bytes at address (fewer at the end of a mapping); OSError if unmapped."""
-        return os.pread(self._memfd, size, address)
 
     def _progress(self) -> None:
         """Every 65,536 events, when someone watches a terminal: how far and how fast."""
@@ -670,12 +478,6 @@ class Session:
                              "(set MEMDUMP_DEBUG=1 to raise)")
         if os.environ.get("MEMDUMP_DEBUG"):
             raise exc
-
-    def _read(self, address: int, size: int) -> bytes:
-        data = os.pread(self._memfd, size, address)
-        if len(data) != size:
-            raise OSError(5, f"short read at {address:#x}")
-        return data
 
     def _stack(self, pc: int, regs: ptrace.Regs) -> int:
         depth = self.depth
@@ -740,7 +542,7 @@ class Session:
         running = self.running_time()
         events = self.writer.events if self.writer else 0
         return {
-            "state": self.state,
+            "state": self.state.value,  # `memdump status --json` prints the name
             "path": self.path,
             "pid": self.pid,
             "events": events,
@@ -759,139 +561,8 @@ class Session:
         }
 
 
-# user_regs_struct fields valgrind scans as general registers (VG_(apply_to_GP_regs), amd64)
-_GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
-                      "r11", "r12", "r13", "r14", "r15")
-
-
-def _caught(pid: int, signame: str) -> bool:
-    """Whether process PID has a handler for SIGNAME, or ignores it (proc(5): SigCgt, SigIgn)."""
-    number = getattr(signal, signame, None)
-    if number is None:
-        return False
-    masks = 0
-    try:
-        with open(f"/proc/{pid}/status", encoding="ascii") as f:
-            for line in f:
-                if line.startswith(("SigCgt:", "SigIgn:")):
-                    masks |= int(line.split()[1], 16)
-    except (OSError, ValueError):
-        return True  # unknown: do not scan early, _exit may still come
-    return bool(masks >> (int(number) - 1) & 1)
-
-
-def _blocked_in_syscall(pid: int, tid: int) -> tuple[int, tuple[int, ...]] | None:
-    """(stack pointer, argument registers) of a thread blocked in a system call, from
-    /proc/PID/task/TID/syscall (proc(5): "NR ARG1 ... ARG6 SP PC"); None when it is running."""
-    try:
-        with open(f"/proc/{pid}/task/{tid}/syscall", encoding="ascii") as f:
-            fields = f.read().split()
-    except OSError:
-        return None
-    if len(fields) != 9 or fields[0].startswith("-"):
-        return None
-    try:
-        values = [int(v, 16) for v in fields[1:]]
-    except ValueError:
-        return None
-    return values[6], tuple(values[:6])
-
-
 def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
     """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
     return format_args(op, event_args(op, args, rc))
 
 
-def _gdb_backtrace(depth: int) -> tuple[int, ...]:
-    """Return addresses of the current function's callers from GDB's own unwinder (slow, exact)."""
-    pcs: list[int] = []
-    frame = gdb.newest_frame().older()
-    while frame is not None and len(pcs) < depth:
-        if frame.type() != gdb.INLINE_FRAME:
-            pc = frame.pc()
-            if pc < _MIN_PC:
-                break
-            pcs.append(pc)
-        frame = frame.older()
-    return tuple(pcs)
-
-
-def _call_site(inlined: gdb.Symbol) -> tuple[str | None, int]:
-    """(file, line) of the call an inlined function's block stands for (its DW_AT_call_file and
-    DW_AT_call_line, which GDB gives the block's function symbol); (None, 0) when unknown."""
-    try:
-        symtab = inlined.symtab
-        line = inlined.line
-        if symtab is None or not line:
-            return None, 0
-        return symtab.fullname(), line
-    except (RuntimeError, gdb.error):
-        return None, 0
-
-
-def _minimal_symbol(pc: int) -> str | None:
-    """Name from the ELF symbol tables (`0x... <name+off>`), for code without debug information."""
-    try:
-        text = gdb.format_address(pc)
-    except (RuntimeError, gdb.error):
-        return None
-    start = text.find(" <")
-    if start < 0 or not text.endswith(">"):
-        return None
-    name = text[start + 2 : -1]
-    plus = name.rfind("+")
-    if plus > 0 and name[plus + 1 :].isdigit():
-        name = name[:plus]
-    return name or None
-
-
-def _demangle(name: str) -> str:
-    """A C++ symbol's name as GDB prints it for code with debug information; NAME if GDB cannot.
-    (Minimal symbols come mangled: `print asm-demangle` is off by default, and it is the user's.)"""
-    try:
-        text = gdb.execute(f"demangle -l c++ -- {name}", to_string=True).strip()
-    except gdb.error:
-        return name
-    return text if text and "\n" not in text else name
-
-
-def _exe_of(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/exe")
-    except OSError:
-        return "program"
-
-
-def cannot_record(message: str, raised: bool = False) -> None:
-    """MESSAGE says why memdump cannot record; RAISED: a command raises it next (GDB prints it).
-
-    In batch mode (gdb -batch) GDB then exits with status 1 before the program runs (a process
-    GDB attached to is detached, one it started is killed): going on would run the program
-    unrecorded and exit 0, which a script or a CI job takes for success. Interactively it stays
-    an error message and GDB goes on."""
-    if not batch_mode():
-        if not raised:
-            gdb.write(f"{message}\n", gdb.STDERR)
-        return
-    gdb.write(f"{message}\n", gdb.STDERR)
-    gdb.write(f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)\n", gdb.STDERR)
-    gdb.flush()
-    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
-    gdb.execute("quit 1")
-
-
-def check_program(path: str) -> None:
-    """Refuse, before running it, a program whose allocator cannot be hooked."""
-    try:
-        elf = ElfFile.open(path)
-    except ElfError as exc:
-        raise gdb.GdbError(f"{CMD}: {path}: {exc}") from None
-    except OSError as exc:
-        raise gdb.GdbError(f"{CMD}: cannot read {path}: {exc.strerror}") from None
-    if not elf.is_dynamic:
-        raise gdb.GdbError(
-            f"{CMD}: {path} is statically linked: its allocator has no dynamic symbols to hook "
-            "(link it dynamically to record it)"
-        )
-    if elf.machine != "x86_64":
-        raise gdb.GdbError(f"{CMD}: {path} is {elf.machine}; memdump records x86-64 programs only")

@@ -25,7 +25,7 @@ def run_inside_gdb(gdb: object) -> None:
     """GDB side: stop at malloc from b15, check the walk against GDB, then time it."""
     cfg = json.loads(os.environ["BENCH_UNWIND_CONFIG"])
     sys.path.insert(0, cfg["gdb_ext"])
-    from dbgkit.core import procmaps, ptrace, unwind
+    from dbgkit.core import procfs, procmaps, ptrace, unwind
 
     ex = gdb.execute  # type: ignore[attr-defined]
     for cmd in ("set pagination off", "set confirm off", "set backtrace past-main on",
@@ -44,7 +44,7 @@ def run_inside_gdb(gdb: object) -> None:
     ex(f"break *{malloc:#x}", to_string=True)
     ex("continue", to_string=True)
     lwp = gdb.selected_thread().ptid[1]  # type: ignore[attr-defined]
-    read = procmaps.make_mem_reader(pid)
+    read = procfs.ProcessMemory(pid).read_some
     uw = unwind.Unwinder(read, modules)
 
     regs = ptrace.get_regs(lwp)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from dbgkit.core import cfi
+from dbgkit.core import cfi, cfi_exec
 from dbgkit.core.cfi import (
     EXPRESSION,
     OFFSET,
@@ -103,7 +103,7 @@ def compare_with_readelf(path: str) -> int:
         if fde is None or (fde.pc_begin, fde.pc_end) != (begin, end):
             problems.append(f"{path}: lookup of {begin:#x} gave {fde}")
             continue
-        ours = cfi.table(fde)
+        ours = cfi_exec.table(fde)
         locs = [r.loc for r in ours]
         for loc, values in rows:
             if len(values) != len(cols):
@@ -145,10 +145,10 @@ def test_malloc_rows() -> None:
     malloc = elf.dynamic_symbols()["__libc_malloc"]
     fde = elf.eh_frame_lookup(malloc)
     assert fde is not None and fde.pc_begin == malloc and not fde.signal_frame
-    entry = cfi.row_at(fde, malloc)
+    entry = cfi_exec.row_at(fde, malloc)
     assert entry.cfa == cfi.CfaRule(7, 8)
     assert entry.registers[16] == cfi.RegRule(OFFSET, -8)
-    later = cfi.row_at(fde, fde.pc_end - 1)
+    later = cfi_exec.row_at(fde, fde.pc_end - 1)
     assert later.cfa.register == 7 and later.registers[16] == cfi.RegRule(OFFSET, -8)
 
 
@@ -158,13 +158,13 @@ def test_frame_pointer_function_rows(programs: Programs) -> None:
     start = elf.dynamic_symbols()["recurse"]
     fde = elf.eh_frame_lookup(start)
     assert fde is not None and fde.pc_begin == start
-    rows = cfi.table(fde)
+    rows = cfi_exec.table(fde)
     assert rows[0].cfa == cfi.CfaRule(7, 8)
     assert rows[1].cfa == cfi.CfaRule(7, 16) and rows[1].registers[6] == cfi.RegRule(OFFSET, -16)
     assert rows[2].cfa == cfi.CfaRule(6, 16)
-    assert cfi.row_at(fde, rows[2].loc + 3).cfa == cfi.CfaRule(6, 16)
+    assert cfi_exec.row_at(fde, rows[2].loc + 3).cfa == cfi.CfaRule(6, 16)
     with pytest.raises(CfiError):
-        cfi.row_at(fde, fde.pc_end)
+        cfi_exec.row_at(fde, fde.pc_end)
 
 
 def test_drap_frame_uses_expressions(programs: Programs) -> None:
@@ -173,10 +173,10 @@ def test_drap_frame_uses_expressions(programs: Programs) -> None:
     start = elf.dynamic_symbols()["aligned_frame"]
     fde = elf.eh_frame_lookup(start)
     assert fde is not None
-    exprs = [r for r in cfi.table(fde) if r.cfa.expression is not None]
+    exprs = [r for r in cfi_exec.table(fde) if r.cfa.expression is not None]
     assert exprs
     memory = {0x7000 - 8: 0x9000}
-    cfa = cfi.evaluate(exprs[0].cfa.expression or b"", {6: 0x7000}, memory.__getitem__)
+    cfa = cfi_exec.evaluate(exprs[0].cfa.expression or b"", {6: 0x7000}, memory.__getitem__)
     assert cfa == 0x9000
 
 
@@ -188,24 +188,24 @@ def test_signal_trampoline_cfi() -> None:
     fdes = [elf.eh_frame_lookup(begin) for begin, _, _, _ in readelf_fdes(LIBC)]
     signal = [f for f in fdes if f is not None and f.signal_frame]
     assert len(signal) == 1
-    row = cfi.row_at(signal[0], signal[0].pc_begin)
+    row = cfi_exec.row_at(signal[0], signal[0].pc_begin)
     assert row.signal_frame and row.cfa.expression is not None
     assert row.registers[16].kind == EXPRESSION
     # Evaluate against a fake ucontext: rsp + 160 holds the saved rsp (oRSP), rsp + 168 rip.
     sp = 0x10000
     memory = {sp + 160: 0x20000, sp + 168: 0x401234}
     regs = {7: sp}
-    cfa = cfi.evaluate(row.cfa.expression or b"", regs, memory.__getitem__)
+    cfa = cfi_exec.evaluate(row.cfa.expression or b"", regs, memory.__getitem__)
     assert cfa == 0x20000
-    rip_addr = cfi.evaluate(row.registers[16].expression, regs, memory.__getitem__, push=cfa)
+    rip_addr = cfi_exec.evaluate(row.registers[16].expression, regs, memory.__getitem__, push=cfa)
     assert memory[rip_addr] == 0x401234
 
 
 def test_plt_expression() -> None:
     """The PLT CFA: rsp + 8 + ((rip & 15) >= 11 ? 8 : 0), as emitted by the linker."""
     expr = bytes([0x77, 0x08, 0x80, 0x00, 0x3F, 0x1A, 0x3B, 0x2A, 0x33, 0x24, 0x22])
-    assert cfi.evaluate(expr, {7: 0x1000, 16: 0x4020}, lambda a: 0) == 0x1008
-    assert cfi.evaluate(expr, {7: 0x1000, 16: 0x402B}, lambda a: 0) == 0x1010
+    assert cfi_exec.evaluate(expr, {7: 0x1000, 16: 0x4020}, lambda a: 0) == 0x1008
+    assert cfi_exec.evaluate(expr, {7: 0x1000, 16: 0x402B}, lambda a: 0) == 0x1010
 
 
 def test_plt_fde_of_test_program(programs: Programs) -> None:
@@ -215,21 +215,22 @@ def test_plt_fde_of_test_program(programs: Programs) -> None:
     assert plt is not None
     fde = elf.eh_frame_lookup(plt.addr + 16)
     assert fde is not None
-    row = cfi.row_at(fde, plt.addr + 16)
+    row = cfi_exec.row_at(fde, plt.addr + 16)
     assert row.cfa.expression is not None
-    value = cfi.evaluate(row.cfa.expression, {7: 0x1000, 16: plt.addr + 16}, lambda a: 0)
+    value = cfi_exec.evaluate(row.cfa.expression, {7: 0x1000, 16: plt.addr + 16}, lambda a: 0)
     assert value == 0x1008
 
 
 def test_expression_errors() -> None:
     with pytest.raises(ExpressionError):
-        cfi.evaluate(bytes([0x90, 0x00]), {}, lambda a: 0)  # DW_OP_regx: a location, not a value
+        # DW_OP_regx: a location, not a value
+        cfi_exec.evaluate(bytes([0x90, 0x00]), {}, lambda a: 0)
     with pytest.raises(cfi.UnknownRegister):
-        cfi.evaluate(bytes([0x73, 0x00]), {7: 1}, lambda a: 0)  # breg3 unknown
+        cfi_exec.evaluate(bytes([0x73, 0x00]), {7: 1}, lambda a: 0)  # breg3 unknown
     with pytest.raises(ExpressionError):
-        cfi.evaluate(bytes([0x22]), {}, lambda a: 0)  # plus on an empty stack
-    assert cfi.evaluate(bytes([0x31, 0x32, 0x1C]), {}, lambda a: 0) == (1 - 2) & cfi.MASK64
-    assert cfi.evaluate(bytes([0x08, 0xFF, 0x09, 0xFF, 0x2D]), {}, lambda a: 0) == 0
+        cfi_exec.evaluate(bytes([0x22]), {}, lambda a: 0)  # plus on an empty stack
+    assert cfi_exec.evaluate(bytes([0x31, 0x32, 0x1C]), {}, lambda a: 0) == (1 - 2) & cfi.MASK64
+    assert cfi_exec.evaluate(bytes([0x08, 0xFF, 0x09, 0xFF, 0x2D]), {}, lambda a: 0) == 0
 
 
 def test_leb128_and_encodings() -> None:

@@ -11,10 +11,10 @@ For the test programs, libc, libstdc++ and ld.so, every test compares exact valu
 - FDE lookups through .eh_frame_hdr (ElfFile.eh_frame_lookup): the first, a middle and the last
   pc of every FDE give that FDE, and pcs in the gaps between FDEs and outside them give None;
 - the decoded unwind table of every FDE: at each location where either table starts a row, the
-  CFA rule and every register rule in effect, from the whole table (cfi.table) and from the row
-  lookup the unwinder uses (cfi.row_at), and the CIE's return-address column;
+  CFA rule and every register rule in effect, from the whole table (cfi_exec.table) and from the row
+  lookup the unwinder uses (cfi_exec.row_at), and the CIE's return-address column;
 - .debug_frame (which ours does not read: memdump unwinds with .eh_frame only): our CFA program
-  interpreter (cfi.table) on the FDEs of a program built without unwind tables, against
+  interpreter (cfi_exec.table) on the FDEs of a program built without unwind tables, against
   pyelftools' decoding of the same FDEs.
 
 pyelftools 0.33 is wrong or fails on two instructions, worked around in decoded(): it cannot
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from dbgkit.core import cfi
+from dbgkit.core import cfi, cfi_exec
 from dbgkit.core.elf import ElfFile
 from elftools.dwarf import callframe, constants
 from elftools.elf import elffile
@@ -278,13 +278,13 @@ def test_rows_match_pyelftools(files: dict[str, str], name: str) -> None:
         if fde.cie.ra_reg != e.cie["return_address_register"]:
             problems.append(f"FDE {begin:#x}: return address column ours {fde.cie.ra_reg}, "
                             f"pyelftools {e.cie['return_address_register']}")
-        ours = cfi.table(fde)
+        ours = cfi_exec.table(fde)
         rows += len(ours)
         problems += compare_tables(f"FDE {begin:#x}..{end:#x}", begin, end, ours, table)
-        # The unwinder's path: cfi.row_at, which stops the program at the pc, at every row start.
+        # The unwinder's path: cfi_exec.row_at stops the program at the pc, at every row start.
         locs = sorted({r.loc for r in ours} | {line["pc"] for line in table
                                                 if begin <= line["pc"] < end})
-        at = [cfi.row_at(fde, loc) for loc in locs]
+        at = [cfi_exec.row_at(fde, loc) for loc in locs]
         problems += compare_tables(f"FDE {begin:#x}..{end:#x} (row_at)", begin, end,
                                    [cfi.Row(loc, r.cfa, r.registers) for loc, r in zip(locs, at,
                                                                                       strict=True)],
@@ -296,7 +296,7 @@ def test_rows_match_pyelftools(files: dict[str, str], name: str) -> None:
 # --- .debug_frame: our CFA program interpreter on another container ----------------------------
 
 def debug_frame_fde(data: bytes, off: int, cies: dict[int, cfi.Cie]) -> cfi.FdeInfo:
-    """Parse a 32-bit DWARF .debug_frame FDE (DWARF 5 §6.4.1) into our FdeInfo, to run cfi.table
+    """Parse a 32-bit DWARF .debug_frame FDE (DWARF 5 §6.4.1) into our FdeInfo, for cfi_exec.table
     on it (our readers take .eh_frame only)."""
     length, cie_off = struct.unpack_from("<II", data, off)
     end = off + 4 + length
@@ -344,7 +344,7 @@ def test_debug_frame_rows_match_pyelftools(debug_frame_program: str) -> None:
         assert (fde.pc_begin, fde.pc_end) == (begin, end)
         assert fde.cie.ra_reg == e.cie["return_address_register"]
         problems += compare_tables(f".debug_frame FDE {begin:#x}..{end:#x}", begin, end,
-                                   cfi.table(fde), table)
+                                   cfi_exec.table(fde), table)
     assert not problems, "\n".join(problems[:20])
 
 
@@ -356,7 +356,7 @@ def test_pyelftools_def_cfa_sf_fault(files: dict[str, str]) -> None:
     loc = elf.dynamic_symbols()["cfi_synth"] + 12
     fde = elf.eh_frame_lookup(loc)
     assert fde is not None
-    assert cfi.row_at(fde, loc).cfa == cfi.CfaRule(7, 16)
+    assert cfi_exec.row_at(fde, loc).cfa == cfi.CfaRule(7, 16)
     (raw,) = theirs.fdes
     lines = [line for line in raw.get_decoded().table if line["pc"] == loc]
     assert [(line["cfa"].reg, line["cfa"].offset) for line in lines] == [(7, -2)]

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 from dbgkit.core import ptrace
 from dbgkit.core.elf import PT_GNU_EH_FRAME, ElfError, ElfFile
-from dbgkit.core.procmaps import ModuleMap, make_mem_reader
+from dbgkit.core.procmaps import ModuleMap
 
 if TYPE_CHECKING:
     from conftest import Programs
@@ -169,15 +169,6 @@ def test_module_map_refreshes_once_per_generation(monkeypatch: pytest.MonkeyPatc
     assert mods.find(8) is None and mods.find(16) is None
     assert calls == [1]
     assert mods.version == version  # nothing was mapped or unmapped meanwhile
-
-
-def test_mem_reader_reads_this_process() -> None:
-    buf = ctypes.create_string_buffer(b"unwind-me", 16)
-    read = make_mem_reader(os.getpid())
-    assert read(ctypes.addressof(buf), 9) == b"unwind-me"
-    with pytest.raises(OSError):
-        read(8, 8)
-    os.close(read.fd)  # type: ignore[attr-defined]
 
 
 def test_ptrace_without_tracee() -> None:

@@ -31,7 +31,7 @@ import gdb
 
 cfg = json.loads(os.environ["UNWIND_CHECK_CONFIG"])
 sys.path.insert(0, cfg["gdb_ext"])
-from dbgkit.core import ptrace, procmaps, unwind
+from dbgkit.core import procfs, procmaps, ptrace, unwind
 
 def ex(cmd):
     return gdb.execute(cmd, to_string=True)
@@ -48,7 +48,7 @@ ex("tbreak main")
 ex("run")
 pid = gdb.selected_inferior().pid
 modules = procmaps.ModuleMap(pid)
-unwinder = unwind.Unwinder(procmaps.make_mem_reader(pid), modules)
+unwinder = unwind.Unwinder(procfs.ProcessMemory(pid).read_some, modules)
 libc = next(m for m in modules.modules() if os.path.basename(m.path).startswith("libc.so"))
 syms = libc.elf.dynamic_symbols()
 records = []

@@ -11,7 +11,8 @@ import traceback
 import gdb
 
 from .. import output, settings
-from ..memdump_session import CMD, Session, cannot_record, check_program
+from ..memdump_checks import CMD, cannot_record, check_program
+from ..memdump_session import Session, State
 
 _session: Session | None = None
 
@@ -119,16 +120,16 @@ def _starts_recording(argv: list[str]) -> bool:
 
 
 def _active() -> Session | None:
-    return _session if _session is not None and _session.state != "ended" else None
+    return _session if _session is not None and _session.state != State.ENDED else None
 
 
 def _start(args: argparse.Namespace) -> None:
     global _session
     current = _active()
-    if current is not None and current.again and current.state == "armed":
+    if current is not None and current.again and current.state == State.ARMED:
         current.finish("stop")  # armed by itself for the next run: this memdump replaces it
         current = None
-    if current is not None and current.state == "armed":
+    if current is not None and current.state == State.ARMED:
         where = f" to {current.path}" if current.path else ""
         raise gdb.GdbError(f"{CMD}: already armed: recording{where} starts when the program runs "
                            "(memdump stop disarms)")
@@ -187,13 +188,13 @@ def _need_session() -> Session:
     """The recording queries report on: the last one when the next is only armed by itself."""
     if _session is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet (start with: memdump, then run)")
-    if _session.again and _session.state == "armed" and _session.previous is not None:
+    if _session.again and _session.state == State.ARMED and _session.previous is not None:
         return _session.previous
     return _session
 
 
 def _next_run_armed() -> bool:
-    return _session is not None and _session.again and _session.state == "armed"
+    return _session is not None and _session.again and _session.state == State.ARMED
 
 
 # What each counter of `memdump status` means (Session.counts).
@@ -250,7 +251,7 @@ def _leaks(args: argparse.Namespace) -> None:
         analysis = analyze(session.path)
     except DumpError as exc:
         raise gdb.GdbError(f"{CMD}: {exc}") from None
-    live = session.state == "recording"
+    live = session.state == State.RECORDING
     if args.json:
         text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
                                       top=args.top))
@@ -275,7 +276,7 @@ def _stop(args: argparse.Namespace) -> None:
     session = _active()
     if session is None:
         raise gdb.GdbError(f"{CMD}: not recording")
-    armed = session.state == "armed"
+    armed = session.state == State.ARMED
     session.finish("stop")
     if armed:
         output.info(CMD, "disarmed: the program's next run is not recorded")

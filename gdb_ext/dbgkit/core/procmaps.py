@@ -8,55 +8,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from .elf import ElfError, ElfFile
+from .procfs import ProcessMemory, read_maps
 
-__all__ = ["Mapping", "Module", "ModuleMap", "make_mem_reader", "parse_maps"]
-
-
-@dataclass(frozen=True, slots=True)
-class Mapping:
-    """One line of /proc/PID/maps (proc(5))."""
-
-    start: int
-    end: int
-    perms: str
-    offset: int = 0
-    inode: int = 0
-    path: str = ""
-
-    @property
-    def readable(self) -> bool:
-        return self.perms[0] == "r"
-
-    @property
-    def writable(self) -> bool:
-        return self.perms[1] == "w"
-
-    @property
-    def executable(self) -> bool:
-        return self.perms[2] == "x"
-
-    @property
-    def reserved(self) -> bool:
-        """A PROT_NONE mapping: a guard page or reserved address space."""
-        return self.perms.startswith("---")
-
-    @property
-    def file_backed(self) -> bool:
-        return self.inode != 0 and self.path.startswith("/")
-
-
-def parse_maps(text: str) -> list[Mapping]:
-    """The mappings of a /proc/PID/maps text, in address order."""
-    out = []
-    for line in text.splitlines():
-        parts = line.split(None, 5)
-        if len(parts) < 5:
-            continue
-        lo, hi = parts[0].split("-")
-        out.append(Mapping(int(lo, 16), int(hi, 16), parts[1], int(parts[2], 16), int(parts[4]),
-                           parts[5].strip() if len(parts) > 5 else ""))
-    out.sort(key=lambda m: m.start)
-    return out
+__all__ = ["Module", "ModuleMap"]
 
 
 @dataclass
@@ -68,23 +22,6 @@ class Module:
     end: int
     bias: int
     elf: ElfFile | None
-
-
-def make_mem_reader(pid: int) -> Callable[[int, int], bytes]:
-    """A read_memory(addr, size) callable backed by os.pread on /proc/PID/mem.
-
-    The descriptor stays open for the life of the callable (opening it costs more than a read).
-    A read across the end of a mapping returns the bytes before it; an unmapped start raises
-    OSError (EIO), as the Unwinder expects.
-    """
-    fd = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
-    pread = os.pread
-
-    def read_memory(addr: int, size: int) -> bytes:
-        return pread(fd, size, addr)
-
-    read_memory.fd = fd  # type: ignore[attr-defined]  # lets a caller close it explicitly
-    return read_memory
 
 
 class ModuleMap:
@@ -136,25 +73,19 @@ class ModuleMap:
         self._loaded = True
         self._refreshed_this_generation = True
         try:
-            with open(f"/proc/{self.pid}/maps", encoding="utf-8", errors="surrogateescape") as fh:
-                lines = fh.read().splitlines()
+            mappings = read_maps(self.pid)
         except OSError:
             # The process is gone: keep what we had so that late lookups still resolve.
             return
         mods: list[Module] = []
-        for line in lines:
-            # "start-end perms offset dev inode path", proc(5); the path may contain spaces.
-            parts = line.split(None, 5)
-            if len(parts) < 6 or parts[1][2] != "x":
+        for mapping in mappings:
+            if not mapping.executable:
                 continue
-            path = parts[5]
-            lo, hi = parts[0].split("-")
-            start, end = int(lo, 16), int(hi, 16)
-            offset = int(parts[2], 16)
+            path, start, end, offset = mapping.path, mapping.start, mapping.end, mapping.offset
             if path == "[vdso]":
                 elf = self._vdso(start, end)
             elif path.startswith("/"):
-                elf = self._open_file(path, int(parts[4]), start, end)
+                elf = self._open_file(path, mapping.inode, start, end)
             else:
                 continue
             link = elf.vaddr_for_offset(offset) if elf is not None else None
@@ -188,8 +119,11 @@ class ModuleMap:
         try:
             read = self._read_memory
             if read is None:
-                with open(f"/proc/{self.pid}/mem", "rb", buffering=0) as fh:
-                    data = os.pread(fh.fileno(), end - start, start)
+                memory = ProcessMemory(self.pid)
+                try:
+                    data = memory.read_some(start, end - start)
+                finally:
+                    memory.close()
             else:
                 data = read(start, end - start)
         except OSError:

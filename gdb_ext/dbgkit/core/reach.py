@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from memdump_analyzer.dumpformat import KINDS
 
-from .procmaps import Mapping, parse_maps  # the scan's input, part of its API
+from .procfs import Mapping, parse_maps  # the scan's input, part of its API
 
 __all__ = [
     "ARENA_ALIGN",

@@ -24,6 +24,7 @@ from .cfi import (
     VAL_OFFSET,
     CfiError,
 )
+from .cfi_exec import evaluate, row_at
 from .elf import ElfError
 from .procmaps import Module, ModuleMap
 
@@ -99,7 +100,7 @@ class _SlowRow:
         """The caller's registers (16 = its pc), or None when the return address is undefined."""
         c = self.cfa
         if c.expression is not None:
-            cfa = cfi.evaluate(c.expression, regs, read_u64, bias=self.bias)
+            cfa = evaluate(c.expression, regs, read_u64, bias=self.bias)
         else:
             base = regs.get(c.register)
             if base is None:
@@ -125,10 +126,10 @@ class _SlowRow:
                     raise cfi.UnknownRegister(rule.value)
                 new[reg] = regs[rule.value]
             elif kind == EXPRESSION:
-                addr = cfi.evaluate(rule.expression, regs, read_u64, push=cfa, bias=self.bias)
+                addr = evaluate(rule.expression, regs, read_u64, push=cfa, bias=self.bias)
                 new[reg] = read_u64(addr)
             elif kind == VAL_EXPRESSION:
-                new[reg] = cfi.evaluate(rule.expression, regs, read_u64, push=cfa, bias=self.bias)
+                new[reg] = evaluate(rule.expression, regs, read_u64, push=cfa, bias=self.bias)
             elif kind == UNDEFINED:
                 new.pop(reg, None)
             # SAME_VALUE: keep the value copied above.
@@ -260,7 +261,7 @@ class Unwinder:
                     fde = elf.eh_frame_lookup(at)
             if fde is None:
                 return _NO_FDE
-            return _compile(cfi.row_at(fde, at), mod.bias)
+            return _compile(row_at(fde, at), mod.bias)
         except (CfiError, ElfError):
             return _UNSUPPORTED
 

@@ -1,0 +1,165 @@
+"""memdump's internal breakpoints: allocator entry points, _exit, and the return sites of calls in
+progress, kept in a bounded LRU.
+
+GDB glue only. install_hooks puts them where a module exports the allocator's functions. Each
+stop() hands its event to the recorder and says whether the program stops;
+the recorder is anything with the methods and attributes of `Recorder` (memdump_session.Session).
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import gdb
+from memdump_analyzer.dumpformat import OPERATIONS
+
+from . import output
+from .core.elf import ElfError
+from .core.procmaps import ModuleMap
+from .memdump_checks import CMD
+
+__all__ = [
+    "EXIT_FUNCTIONS",
+    "EntryBreakpoint",
+    "ExitBreakpoint",
+    "Recorder",
+    "ReturnBreakpoint",
+    "ReturnSites",
+    "install_hooks",
+]
+
+# The process's last call: glibc's exit() runs the atexit handlers and static destructors, then
+# _exit(); _Exit is the same function (an alias) in glibc 2.36, hooked too where it is not.
+EXIT_FUNCTIONS = ("_exit", "_Exit")
+
+
+class Recorder(Protocol):
+    """What the breakpoints call on their stops."""
+
+    #: winding up: the return that completes the last call in progress stops the program
+    stop_when_idle: bool
+    #: the calls in progress (thread id -> call)
+    pending: dict
+
+    def on_entry(self, bp: EntryBreakpoint) -> None: ...
+
+    def on_return(self, bp: ReturnBreakpoint) -> None: ...
+
+    def on_exit_call(self) -> None: ...
+
+
+class EntryBreakpoint(gdb.Breakpoint):
+    """Internal breakpoint on one allocator entry point."""
+
+    def __init__(self, session: Recorder, address: int, op: str) -> None:
+        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
+        self.session = session
+        self.address = address
+        self.op = op
+
+    def stop(self) -> bool:
+        self.session.on_entry(self)
+        return False
+
+
+class ExitBreakpoint(gdb.Breakpoint):
+    """Internal breakpoint on _exit: the last moment the process's memory can be scanned."""
+
+    def __init__(self, session: Recorder, address: int) -> None:
+        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
+        self.session = session
+
+    def stop(self) -> bool:
+        self.session.on_exit_call()
+        return False
+
+
+class ReturnBreakpoint(gdb.Breakpoint):
+    """Internal breakpoint on a return address where some thread's allocator call will come back."""
+
+    def __init__(self, session: Recorder, address: int) -> None:
+        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
+        self.session = session
+        self.address = address
+        self.users = 0
+
+    def stop(self) -> bool:
+        self.session.on_return(self)
+        # A recording being wound up stops the program once no allocator call is in progress.
+        return self.session.stop_when_idle and not self.session.pending
+
+
+class ReturnSites:
+    """A bounded LRU of return-address breakpoints.
+
+    GDB's cost per stop grows with the number of breakpoints (~0.25 us each, measured), so return
+    sites are not kept forever; creating one costs ~13 us. A site some thread is still due to
+    return to is never evicted.
+    """
+
+    def __init__(self, session: Recorder, capacity: int) -> None:
+        self._session = session
+        self.capacity = max(capacity, 1)
+        self._sites: dict[int, ReturnBreakpoint] = {}
+        self.created = 0
+
+    def acquire(self, address: int) -> None:
+        bp = self._sites.pop(address, None)
+        if bp is None:
+            if len(self._sites) >= self.capacity:
+                self._evict()
+            bp = ReturnBreakpoint(self._session, address)
+            self.created += 1
+        bp.users += 1
+        self._sites[address] = bp  # most recently used last
+
+    def release(self, address: int) -> None:
+        bp = self._sites.get(address)
+        if bp is not None and bp.users > 0:
+            bp.users -= 1
+
+    def _evict(self) -> None:
+        for address, bp in self._sites.items():
+            if bp.users == 0:
+                del self._sites[address]
+                bp.delete()
+                return
+
+    def clear(self) -> None:
+        for bp in self._sites.values():
+            if bp.is_valid():
+                bp.delete()
+        self._sites.clear()
+
+    def __len__(self) -> int:
+        return len(self._sites)
+
+
+def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
+                  hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
+                  ) -> None:
+    """Break on every allocator entry point, and on _exit, exported by a module of MODULES not
+    in SCANNED yet (modules are keyed by path and start); HOOKS and EXIT_HOOKS get the new ones."""
+    modules.refresh()
+    for module in modules.modules():
+        key = (module.path, module.start)
+        if key in scanned or module.elf is None:
+            continue
+        scanned.add(key)
+        try:
+            symbols = module.elf.dynamic_symbols()
+        except ElfError as exc:
+            output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
+            continue
+        for op in OPERATIONS:
+            value = symbols.get(op)
+            if not value:
+                continue
+            address = module.bias + value
+            if address not in hooks:
+                hooks[address] = EntryBreakpoint(recorder, address, op)
+        for name in EXIT_FUNCTIONS:
+            value = symbols.get(name)
+            if value and module.bias + value not in exit_hooks:
+                address = module.bias + value
+                exit_hooks[address] = ExitBreakpoint(recorder, address)

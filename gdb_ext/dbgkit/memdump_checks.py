@@ -1,0 +1,50 @@
+"""What memdump refuses before it records, and how it says so (in batch mode GDB then exits 1).
+
+GDB glue only.
+"""
+
+from __future__ import annotations
+
+import gdb
+
+from .batchmode import batch_mode
+from .core.elf import ElfError, ElfFile
+
+__all__ = ["CMD", "cannot_record", "check_program"]
+
+CMD = "memdump"
+
+
+def cannot_record(message: str, raised: bool = False) -> None:
+    """MESSAGE says why memdump cannot record; RAISED: a command raises it next (GDB prints it).
+
+    In batch mode (gdb -batch) GDB then exits with status 1 before the program runs (a process
+    GDB attached to is detached, one it started is killed): going on would run the program
+    unrecorded and exit 0, which a script or a CI job takes for success. Interactively it stays
+    an error message and GDB goes on."""
+    if not batch_mode():
+        if not raised:
+            gdb.write(f"{message}\n", gdb.STDERR)
+        return
+    gdb.write(f"{message}\n", gdb.STDERR)
+    gdb.write(f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)\n", gdb.STDERR)
+    gdb.flush()
+    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
+    gdb.execute("quit 1")
+
+
+def check_program(path: str) -> None:
+    """Refuse, before running it, a program whose allocator cannot be hooked."""
+    try:
+        elf = ElfFile.open(path)
+    except ElfError as exc:
+        raise gdb.GdbError(f"{CMD}: {path}: {exc}") from None
+    except OSError as exc:
+        raise gdb.GdbError(f"{CMD}: cannot read {path}: {exc.strerror}") from None
+    if not elf.is_dynamic:
+        raise gdb.GdbError(
+            f"{CMD}: {path} is statically linked: its allocator has no dynamic symbols to hook "
+            "(link it dynamically to record it)"
+        )
+    if elf.machine != "x86_64":
+        raise gdb.GdbError(f"{CMD}: {path} is {elf.machine}; memdump records x86-64 programs only")

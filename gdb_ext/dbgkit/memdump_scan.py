@@ -1,0 +1,80 @@
+"""The pointer scan at the end of a recording: every thread's registers and stack, the process's
+mappings, then dbgkit.core.reach decides each live block's leak kind.
+
+GDB glue only (it asks GDB for the threads); the deciding is reach's, the reading procfs's.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+
+import gdb
+
+from . import output
+from .core import procfs, ptrace, reach
+from .memdump_checks import CMD
+
+__all__ = ["pointer_scan"]
+
+# user_regs_struct fields valgrind scans as general registers (VG_(apply_to_GP_regs), amd64)
+_GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
+                      "r11", "r12", "r13", "r14", "r15")
+
+
+def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int], bytes],
+                 live: dict[int, int], time_limit: int, at_function_entry: bool,
+                 ) -> tuple[str, reach.ScanResult | None, int]:
+    """Scan process PID (INFERIOR's) for pointers to the LIVE blocks, within TIME_LIMIT seconds:
+    (status, result, milliseconds). Status `ok` with a result; `threads` (a thread is running:
+    its stack would pass for a dead thread's) or `timeout` without. AT_FUNCTION_ENTRY: the
+    selected thread stands on a function's first instruction (_exit)."""
+    began = time.monotonic()
+    threads: list[reach.Thread] = []
+    unreadable = []
+    # The thread that called _exit stands on its first instruction: below its stack pointer
+    # lies only garbage of calls that have returned (exit's handlers), not a red zone.
+    current = gdb.selected_thread()
+    exiting = current.ptid[1] if current is not None and at_function_entry else 0
+    for thread in inferior.threads():
+        tid = thread.ptid[1]
+        regs = ptrace.get_regs(tid)
+        if regs is not None:
+            threads.append(reach.Thread(tid, regs.rsp, tuple(
+                getattr(regs, name) for name in _GENERAL_REGISTERS),
+                red_zone=0 if tid == exiting else reach.RED_ZONE))
+            continue
+        # GDB runs a native target in non-stop mode under the hood: while a breakpoint's
+        # stop() runs, the other threads are not stopped. One blocked in a system call
+        # stays put; the kernel tells its stack pointer and argument registers.
+        blocked = procfs.blocked_in_syscall(pid, tid)
+        if blocked is None:
+            unreadable.append(tid)
+        else:
+            threads.append(reach.Thread(tid, blocked[0], blocked[1]))
+    status = "ok"
+    result = None
+    if unreadable:
+        # its stack would pass for a dead thread's: better no split than a wrong one
+        status = "threads"
+        output.warn(CMD, f"pointer scan skipped: thread(s) {', '.join(map(str, unreadable))} "
+                         "still running at exit (neither stopped nor in a system call)")
+    else:
+        mappings = procfs.read_maps(pid)
+        tty = os.isatty(2)
+
+        def progress(nbytes: int, pending: int) -> None:
+            if tty and time.monotonic() - began > 2:
+                output.progress(CMD, f"pointer scan: {nbytes / 2**20:,.0f} MiB scanned, "
+                                     f"{pending:,} blocks to go")
+
+        try:
+            result = reach.scan(read_some, mappings, live, threads,
+                                deadline=began + time_limit, progress=progress)
+        except reach.ScanTimeout:
+            status = "timeout"
+            output.warn(CMD, f"pointer scan stopped after {time_limit} s "
+                             "(set memdump scan-time-limit): leak kinds unknown")
+    millis = int((time.monotonic() - began) * 1000)
+    return status, result, millis
