@@ -21,12 +21,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gdb
-from memdump_analyzer.dumpformat import apply, event_args, format_args, public_name
+from memdump_analyzer.dumpformat import apply, event_args, format_args
 
 from . import output
 from .core import procfs, ptrace
 from .core.dumpnames import DumpPathError, create_dump, open_dump
-from .core.dumpwriter import DumpWriter, FrameInfo, InlinedInto
+from .core.dumpwriter import DumpWriter, FrameInfo
 from .core.procmaps import ModuleMap
 from .core.runclock import RunClock
 from .core.unwind import Unwinder
@@ -39,10 +39,8 @@ from .memdump_breakpoints import (
 )
 from .memdump_checks import CMD, cannot_record
 from .memdump_scan import pointer_scan
-from .memdump_symbols import call_site as _call_site
-from .memdump_symbols import demangle as _demangle
 from .memdump_symbols import gdb_backtrace as _gdb_backtrace
-from .memdump_symbols import minimal_symbol as _minimal_symbol
+from .memdump_symbols import resolve
 
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
@@ -495,46 +493,8 @@ class Session:
         return self.writer.stack(_gdb_backtrace(depth))
 
     def _resolve(self, pc: int) -> FrameInfo:
-        """Symbolise one program counter, once: it is a return address, so look up pc - 1.
-
-        Code inlined there gives several frames, as GDB's `bt` and valgrind show them: the
-        innermost function with the line of pc - 1, then each function it was inlined into with
-        the line of the inlined call (GDB gives a DW_TAG_inlined_subroutine block's function
-        symbol the call's DW_AT_call_file and DW_AT_call_line as its symtab and line).
-        """
-        module = self._modules.find(pc)
-        path = module.path if module else None
-        offset = pc - module.bias if module else pc
-        look = pc - 1
-        function = file = None
-        line = 0
-        try:
-            sal = gdb.find_pc_line(look)
-            if sal.symtab is not None and sal.line:
-                file = sal.symtab.fullname()
-                line = sal.line
-        except (RuntimeError, gdb.error):
-            pass
-        symbols = []
-        try:
-            block = gdb.block_for_pc(look)
-            while block is not None and not block.is_static:
-                if block.function is not None:
-                    symbols.append(block.function)
-                block = block.superblock
-        except (RuntimeError, gdb.error):
-            pass
-        inlined_into = []
-        if symbols:
-            function = symbols[0].print_name
-            # the block of symbols[i] is the inlined call of it, inside symbols[i + 1]
-            for inner, outer in zip(symbols, symbols[1:], strict=False):
-                inlined_into.append(InlinedInto(public_name(outer.print_name), *_call_site(inner)))
-        if function is None:
-            function = _minimal_symbol(look)
-            if function is not None and function.startswith("_Z"):
-                function = _demangle(function)
-        return FrameInfo(path, offset, public_name(function), file, line, tuple(inlined_into))
+        """Symbolise one program counter, once: DumpWriter interns frames."""
+        return resolve(pc, self._modules)
 
     # -- queries -----------------------------------------------------------------------------
     def status(self) -> dict[str, object]:

@@ -8,8 +8,12 @@ program counter (DumpWriter interns frames) or, for gdb_backtrace, once per stac
 from __future__ import annotations
 
 import gdb
+from memdump_analyzer.dumpformat import public_name
 
-__all__ = ["MIN_PC", "call_site", "demangle", "gdb_backtrace", "minimal_symbol"]
+from .core.dumpwriter import FrameInfo, InlinedInto
+from .core.procmaps import ModuleMap
+
+__all__ = ["MIN_PC", "call_site", "demangle", "gdb_backtrace", "minimal_symbol", "resolve"]
 
 # Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
 MIN_PC = 0x1000
@@ -66,3 +70,46 @@ def demangle(name: str) -> str:
     except gdb.error:
         return name
     return text if text and "\n" not in text else name
+
+
+def resolve(pc: int, modules: ModuleMap) -> FrameInfo:
+    """Symbolise one program counter: it is a return address, so look up pc - 1.
+
+    Code inlined there gives several frames, as GDB's `bt` and valgrind show them: the
+    innermost function with the line of pc - 1, then each function it was inlined into with
+    the line of the inlined call (GDB gives a DW_TAG_inlined_subroutine block's function
+    symbol the call's DW_AT_call_file and DW_AT_call_line as its symtab and line).
+    """
+    module = modules.find(pc)
+    path = module.path if module else None
+    offset = pc - module.bias if module else pc
+    look = pc - 1
+    function = file = None
+    line = 0
+    try:
+        sal = gdb.find_pc_line(look)
+        if sal.symtab is not None and sal.line:
+            file = sal.symtab.fullname()
+            line = sal.line
+    except (RuntimeError, gdb.error):
+        pass
+    symbols = []
+    try:
+        block = gdb.block_for_pc(look)
+        while block is not None and not block.is_static:
+            if block.function is not None:
+                symbols.append(block.function)
+            block = block.superblock
+    except (RuntimeError, gdb.error):
+        pass
+    inlined_into = []
+    if symbols:
+        function = symbols[0].print_name
+        # the block of symbols[i] is the inlined call of it, inside symbols[i + 1]
+        for inner, outer in zip(symbols, symbols[1:], strict=False):
+            inlined_into.append(InlinedInto(public_name(outer.print_name), *call_site(inner)))
+    if function is None:
+        function = minimal_symbol(look)
+        if function is not None and function.startswith("_Z"):
+            function = demangle(function)
+    return FrameInfo(path, offset, public_name(function), file, line, tuple(inlined_into))
