@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -127,3 +128,38 @@ def test_a_precondition_prints_one_uniform_line(gdb_path: str, gdb_ext_dir: Path
         "regs-of: needs a live process (run the program or attach)")
     assert "usage: regs-of [-h]\n\nPrint the program counter.\n" in proc.stdout
     assert "pc True" in proc.stdout
+
+
+BOOM = '''
+from dbgkit.commands import base
+
+class Boom(base.Command):
+    """boom: fail unexpectedly."""
+    NAME = "boom"
+    SUMMARY = __doc__
+    PARSER = base.Parser(prog="boom")
+
+    def run(self, args):
+        {}["missing"]
+
+Boom()
+'''
+
+
+def test_debug_setting_shows_the_traceback_of_an_unexpected_error(
+        gdb_path: str, gdb_ext_dir: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "MEMDUMP_DEBUG"}
+    argv = [gdb_path, "-nx", "-batch", "-ex", f"source {gdb_ext_dir / 'dbgkit.py'}",
+            "-ex", _script(tmp_path, BOOM), "-ex", "show dbgkit debug", "-ex", "boom",
+            "-ex", "set dbgkit debug on", "-ex", "boom"]
+    proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert proc.stdout.startswith(
+        "The printing of Python tracebacks of unexpected errors in dbgkit commands is off.\n")
+    # Off: the one line alone. On: the traceback, then the same line.
+    lines = proc.stderr.splitlines()
+    assert lines[0] == ("boom: internal error: KeyError('missing') "
+                        "(set dbgkit debug on for the traceback)")
+    assert lines[1] == "Traceback (most recent call last):"
+    assert "KeyError: 'missing'" in lines[-2]
+    assert lines[-1] == lines[0]

@@ -18,6 +18,8 @@ from typing import Any, ClassVar, TypeVar
 
 import gdb
 
+from .. import settings
+
 __all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
            "RegistryError", "install", "needs_live_process", "register"]
 
@@ -83,8 +85,11 @@ needs_live_process = Precondition("needs a live process", "run the program or at
 
 
 def debug_enabled() -> bool:
-    """Whether unexpected errors show their full traceback."""
-    return bool(os.environ.get("MEMDUMP_DEBUG"))
+    """Whether unexpected errors show their full traceback: `set dbgkit debug on`, or the
+    deprecated MEMDUMP_DEBUG environment variable (the recorder still reads it for errors inside
+    the recording)."""
+    return bool(settings.get("debug", "dbgkit")) or os.environ.get("MEMDUMP_DEBUG", "") not in (
+        "", "0")
 
 
 class Command(gdb.Command):
@@ -124,7 +129,7 @@ class Command(gdb.Command):
             if debug_enabled():
                 traceback.print_exc()
             raise gdb.GdbError(
-                f"{self.NAME}: internal error: {exc!r} (set MEMDUMP_DEBUG=1 for the traceback)"
+                f"{self.NAME}: internal error: {exc!r} (set dbgkit debug on for the traceback)"
             ) from None
 
     def run(self, args: argparse.Namespace) -> None:
