@@ -16,6 +16,11 @@ from . import base
 
 _session: Session | None = None
 
+# `memdump status --json` is versioned as the report JSON is (`"format"`, `"version"` MAJOR.MINOR):
+# a new key is a minor version, a key removed or changed in meaning a major one.
+STATUS_FORMAT = "memdump-status"
+STATUS_VERSION = "1.0"
+
 
 def _build_parser() -> base.Parser:
     parser = base.Parser(
@@ -186,7 +191,8 @@ def _status(args: argparse.Namespace) -> None:
     status = _need_session().status()
     status["next_run_armed"] = _next_run_armed()
     if args.json:
-        output.block(json.dumps(status, indent=2, sort_keys=True))
+        versioned = {"format": STATUS_FORMAT, "version": STATUS_VERSION, **status}
+        output.block(json.dumps(versioned, indent=2, sort_keys=True))
         return
     counts = status["counts"]
     lines = [
