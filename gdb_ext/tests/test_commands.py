@@ -163,3 +163,16 @@ def test_debug_setting_shows_the_traceback_of_an_unexpected_error(
     assert lines[1] == "Traceback (most recent call last):"
     assert "KeyError: 'missing'" in lines[-2]
     assert lines[-1] == lines[0]
+
+
+def test_help_and_dash_h_print_the_same_parser_text(gdb_path: str, gdb_ext_dir: Path) -> None:
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'dbgkit.py'}", "memdump -h", "echo ---\\n",
+                           "help memdump", "memdump status -h"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    dash_h, helped = proc.stdout.split("---\n")
+    assert dash_h.startswith("usage: memdump [-h] [-o FILE]")
+    assert helped.startswith("memdump: record every heap operation of the program with its call "
+                             "stack, and report leaks.\n\n" + dash_h)
+    assert helped.endswith("usage: memdump status [-h] [--json]\n\noptions:\n"
+                           "  -h, --help  show this help message and exit\n"
+                           "  --json      print JSON\n")
