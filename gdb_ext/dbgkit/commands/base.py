@@ -21,7 +21,7 @@ import gdb
 from .. import settings
 
 __all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
-           "RegistryError", "install", "needs_live_process", "register"]
+           "RegistryError", "debug_enabled", "install", "needs_live_process", "register"]
 
 
 class ArgumentError(Exception):
@@ -42,6 +42,9 @@ class Parser(argparse.ArgumentParser):
         if message:
             gdb.write(message)
         raise ArgumentError("") if status else HelpShown()
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 class PreconditionFailed(Exception):
@@ -70,9 +73,6 @@ class Precondition:
             return func(*args, **kwargs)
 
         return checked  # type: ignore[return-value]
-
-
-_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _live_process() -> bool:
