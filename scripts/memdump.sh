@@ -155,6 +155,7 @@ trap 'rm -rf -- "$work"' EXIT
 [[ "$work" != *$'\n'* ]] || cannot "the temporary directory ${work} has a newline in its name"
 log="${work}/gdb.log"
 status_file="${work}/status"
+dump_file="${work}/dump"
 commands="${work}/commands.gdb"
 
 # The settings both ways of recording share.
@@ -180,6 +181,24 @@ memdump_start() {
     else
         echo "memdump"
     fi
+}
+
+# The dump memdump wrote, into MEMDUMP_SH_DUMP, read from the versioned `memdump status --json`
+# (its "path", null when no recording started); never an error, which would end GDB's -batch script.
+write_dump_path() {
+    cat <<'EOF'
+python
+import json
+import os
+import gdb
+try:
+    _path = json.loads(gdb.execute("memdump status --json", to_string=True))["path"] or ""
+except (gdb.error, ValueError, KeyError):
+    _path = ""
+with open(os.environ["MEMDUMP_SH_DUMP"], "w") as _fh:
+    _fh.write(_path)
+end
+EOF
 }
 
 # The exit status for this script, into MEMDUMP_SH_STATUS: the program's when it ended, else $1.
@@ -228,6 +247,7 @@ while $_memdump_window()
 end
 python attach_window.end()
 EOF
+        write_dump_path
         write_status 0
     } >"$commands"
     # Said once the recording has begun (not when attaching fails).
@@ -238,8 +258,8 @@ EOF
     fi
     setsid_path="$(type -P setsid || true)"
     trap 'printf x >&5 || true' INT TERM
-    MEMDUMP_SH_STATUS="$status_file" MEMDUMP_SH_STOP="$stop_fifo" MEMDUMP_SH_FOR="$window" \
-        MEMDUMP_SH_STARTED="$started" \
+    MEMDUMP_SH_STATUS="$status_file" MEMDUMP_SH_DUMP="$dump_file" MEMDUMP_SH_STOP="$stop_fifo" \
+        MEMDUMP_SH_FOR="$window" MEMDUMP_SH_STARTED="$started" \
         ${setsid_path:+"$setsid_path"} "$gdb_path" -nx -batch -x "$commands" -p "$pid" \
         3>&2 </dev/null >"$log" 2>&1 5>&- &
     gdb_pid=$!
@@ -338,15 +358,21 @@ while gdb.selected_inferior().pid:
     gdb.execute("continue")
 end
 EOF
+        write_dump_path
         write_status 125
     } >"$commands"
     # GDB starts the program with $SHELL: make it /bin/sh whatever the user's shell is.
     env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_STATUS="$status_file" \
+        MEMDUMP_SH_DUMP="$dump_file" \
         "$gdb_path" -nx -batch -x "$commands" --args "$program" "${args[@]}" \
         3>&1 4>&2 >"$log" 2>&1 || gdb_rc=$?
 fi
 
-used="$(sed -n 's/^memdump: recording process [0-9]* to //p' "$log" | head -n 1)"
+# The dump: the -o given, else the path memdump's status reported; none when no recording started.
+used=""
+if [[ -s "$dump_file" ]]; then
+    used="${dump:-$(cat "$dump_file")}"
+fi
 grep -E '^memdump: .*(warning|error)' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
     if [[ -n "$pid" ]]; then

@@ -6,13 +6,12 @@ _loaded = False
 
 
 def load() -> None:
-    """Register settings and commands with GDB once; later calls do nothing."""
+    """Register settings and every command with GDB once; later calls do nothing."""
     global _loaded
     if _loaded:
         return
-    from . import settings
-    from .commands import memdump
+    from . import commands, settings
 
     settings.register()
-    memdump.register()
+    commands.load_all()
     _loaded = True

@@ -1,4 +1,5 @@
-"""Settings of the GDB commands: gdb.Parameters under `set memdump ...`, declared in one table.
+"""Settings of the GDB commands: gdb.Parameters under `set memdump ...` (memdump's) and `set dbgkit
+...` (the toolkit's own), declared in one table.
 
 Everything GDB shows of a setting is generated from its row: `help set memdump NAME` and `help
 show memdump NAME` ("Set the SUBJECT." / "Show the SUBJECT." then DOC), `show memdump NAME` ("The
@@ -27,15 +28,25 @@ class Setting:
     subject: str
     doc: str
     enum: tuple[str, ...] = ()
+    prefix: str = "memdump"
+
+    @property
+    def default_text(self) -> str:
+        """The default as GDB shows it (`on`/`off` for a boolean)."""
+        if isinstance(self.default, bool):
+            return "on" if self.default else "off"
+        return str(self.default)
 
     @property
     def syntax(self) -> str:
-        """What the value looks like: `N` or the choices, `auto|gdb`."""
-        return "|".join(self.enum) if self.enum else "N"
+        """What the value looks like: `N`, `on|off` or the choices, `auto|gdb`."""
+        if self.enum:
+            return "|".join(self.enum)
+        return "on|off" if isinstance(self.default, bool) else "N"
 
     @property
     def help(self) -> str:
-        return f"{self.doc} Default: {self.default}."
+        return f"{self.doc} Default: {self.default_text}."
 
 
 SETTINGS: tuple[Setting, ...] = (
@@ -72,51 +83,72 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 
+# The toolkit's own settings, for every command (`set dbgkit NAME VALUE`).
+DBGKIT_SETTINGS: tuple[Setting, ...] = (
+    Setting(
+        "debug",
+        gdb.PARAM_BOOLEAN,
+        False,
+        "printing of Python tracebacks of unexpected errors in dbgkit commands",
+        "on: an unexpected error in a command prints its full traceback; off: one line.",
+        prefix="dbgkit",
+    ),
+)
+
+TABLES: dict[str, tuple[Setting, ...]] = {"memdump": SETTINGS, "dbgkit": DBGKIT_SETTINGS}
+
 _params: dict[str, gdb.Parameter] = {}
 
 
-def usage_lines() -> list[str]:
+def usage_lines(prefix: str = "memdump") -> list[str]:
     """One line per setting, `NAME SYNTAX  subject (default D)`, for `help memdump`."""
-    width = max(len(f"{s.name} {s.syntax}") for s in SETTINGS)
-    return [f"  {s.name + ' ' + s.syntax:<{width}}  {s.subject} (default {s.default})"
-            for s in SETTINGS]
+    table = TABLES[prefix]
+    width = max(len(f"{s.name} {s.syntax}") for s in table)
+    return [f"  {s.name + ' ' + s.syntax:<{width}}  {s.subject} (default {s.default_text})"
+            for s in table]
 
 
-def show_lines() -> list[str]:
-    """What `show memdump` prints: `memdump NAME:  The SUBJECT is VALUE.`, as GDB lists the
+def show_lines(prefix: str = "memdump") -> list[str]:
+    """What `show PREFIX` prints: `PREFIX NAME:  The SUBJECT is VALUE.`, as GDB lists the
     settings under its own prefixes (`show history`)."""
     lines = []
-    for setting in SETTINGS:
-        text = gdb.execute(f"show memdump {setting.name}", to_string=True).rstrip("\n")
-        lines.append(f"memdump {setting.name}:  {text}")
+    for setting in TABLES[prefix]:
+        text = gdb.execute(f"show {prefix} {setting.name}", to_string=True).rstrip("\n")
+        lines.append(f"{prefix} {setting.name}:  {text}")
     return lines
 
 
 class _SetPrefix(gdb.Command):
-    """Change a memdump setting: set memdump NAME VALUE (show memdump lists them)."""
+    """Change a setting: set PREFIX NAME VALUE (show PREFIX lists them)."""
 
-    def __init__(self) -> None:
-        super().__init__("set memdump", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+    def __init__(self, prefix: str) -> None:
+        self.__doc__ = (f"Change a {prefix} setting: set {prefix} NAME VALUE (show {prefix} "
+                        "lists them).")
+        self.prefix = prefix
+        super().__init__(f"set {prefix}", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
 
     def invoke(self, arg: str, from_tty: bool) -> None:
         if arg.strip():
-            raise gdb.GdbError(f'Undefined set memdump command: "{arg.strip()}".  '
-                               'Try "help set memdump".')
-        gdb.write('"set memdump" must be followed by the name of a setting:\n'
-                  + "\n".join(usage_lines()) + "\n")
+            raise gdb.GdbError(f'Undefined set {self.prefix} command: "{arg.strip()}".  '
+                               f'Try "help set {self.prefix}".')
+        gdb.write(f'"set {self.prefix}" must be followed by the name of a setting:\n'
+                  + "\n".join(usage_lines(self.prefix)) + "\n")
 
 
 class _ShowPrefix(gdb.Command):
-    """Show the memdump settings: every one without a name, or show memdump NAME."""
+    """Show the settings: every one without a name, or show PREFIX NAME."""
 
-    def __init__(self) -> None:
-        super().__init__("show memdump", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
+    def __init__(self, prefix: str) -> None:
+        self.__doc__ = (f"Show the {prefix} settings: every one without a name, or show {prefix} "
+                        "NAME.")
+        self.prefix = prefix
+        super().__init__(f"show {prefix}", gdb.COMMAND_DATA, gdb.COMPLETE_NONE, True)
 
     def invoke(self, arg: str, from_tty: bool) -> None:
         if arg.strip():
-            raise gdb.GdbError(f'Undefined show memdump command: "{arg.strip()}".  '
-                               'Try "help show memdump".')
-        gdb.write("\n".join(show_lines()) + "\n")
+            raise gdb.GdbError(f'Undefined show {self.prefix} command: "{arg.strip()}".  '
+                               f'Try "help show {self.prefix}".')
+        gdb.write("\n".join(show_lines(self.prefix)) + "\n")
 
 
 def _make(setting: Setting) -> gdb.Parameter:
@@ -127,10 +159,11 @@ def _make(setting: Setting) -> gdb.Parameter:
 
         def __init__(self) -> None:
             if setting.enum:
-                super().__init__("memdump " + setting.name, gdb.COMMAND_DATA, setting.kind,
-                                 list(setting.enum))
+                super().__init__(f"{setting.prefix} {setting.name}", gdb.COMMAND_DATA,
+                                 setting.kind, list(setting.enum))
             else:
-                super().__init__("memdump " + setting.name, gdb.COMMAND_DATA, setting.kind)
+                super().__init__(f"{setting.prefix} {setting.name}", gdb.COMMAND_DATA,
+                                 setting.kind)
             self.value = setting.default
 
         def get_show_string(self, svalue: str) -> str:
@@ -140,18 +173,19 @@ def _make(setting: Setting) -> gdb.Parameter:
 
 
 def register() -> None:
-    """Create the `set memdump` / `show memdump` prefixes and every parameter of the table."""
+    """Create the `set PREFIX` / `show PREFIX` prefixes and every parameter of the tables."""
     if _params:
         return
-    _SetPrefix()
-    _ShowPrefix()
-    for setting in SETTINGS:
-        _params[setting.name] = _make(setting)
+    for prefix, table in TABLES.items():
+        _SetPrefix(prefix)
+        _ShowPrefix(prefix)
+        for setting in table:
+            _params[f"{prefix} {setting.name}"] = _make(setting)
 
 
-def get(name: str) -> object:
+def get(name: str, prefix: str = "memdump") -> object:
     """Current value of a setting (its default before register())."""
-    param = _params.get(name)
+    param = _params.get(f"{prefix} {name}")
     if param is not None:
         return param.value
-    return next(s.default for s in SETTINGS if s.name == name)
+    return next(s.default for s in TABLES[prefix] if s.name == name)

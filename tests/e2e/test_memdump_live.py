@@ -39,6 +39,7 @@ def test_status_and_leaks_at_a_breakpoint(tmp_path: Path, dump: Path) -> None:
     expected_live = {marker(SRC, "kept", "LIVE"): (11, 1), marker(SRC, "leaked"): (33, 1)}
 
     live = Report(json.loads(live_json.read_text()))
+    assert live.data["format"] == "memdump-report" and live.data["version"].startswith("1.")
     expect_leaks(live, expected_live)
     assert any(f"report in {live_json}" in line for line in run.memdump_lines()), run.describe()
 
@@ -50,6 +51,7 @@ def test_status_and_leaks_at_a_breakpoint(tmp_path: Path, dump: Path) -> None:
     statuses = _json_blocks(run.stdout)
     assert len(statuses) == 1, run.describe()
     status = statuses[0]
+    assert (status["format"], status["version"]) == ("memdump-status", "1.0")
     assert status["state"] == "recording"
     assert status["path"] == str(dump)
     snap = read_dump(snapshot)

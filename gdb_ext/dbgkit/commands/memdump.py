@@ -6,39 +6,24 @@ import argparse
 import json
 import os
 import textwrap
-import traceback
 
 import gdb
 
 from .. import output, settings
 from ..memdump_checks import CMD, cannot_record, check_program
 from ..memdump_session import Session, State
+from . import base
 
 _session: Session | None = None
 
-
-class _ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as gdb.GdbError instead of exiting GDB."""
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        raise _ArgumentError(message)
-
-    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
-        if message:
-            gdb.write(message)
-        raise _ArgumentError("") if status else _HelpShown()
+# `memdump status --json` is versioned as the report JSON is (`"format"`, `"version"` MAJOR.MINOR):
+# a new key is a minor version, a key removed or changed in meaning a major one.
+STATUS_FORMAT = "memdump-status"
+STATUS_VERSION = "1.0"
 
 
-class _HelpShown(Exception):
-    pass
-
-
-def _build_parser() -> _Parser:
-    parser = _Parser(
+def _build_parser() -> base.Parser:
+    parser = base.Parser(
         prog="memdump",
         description=textwrap.fill(
             "Record every malloc, calloc, realloc, free (and reallocarray, posix_memalign, "
@@ -53,7 +38,8 @@ def _build_parser() -> _Parser:
     )
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="dump path (default: ./PROGRAM.PID.memdump)")
-    sub = parser.add_subparsers(dest="action", metavar="{status,leaks,stop}", parser_class=_Parser)
+    sub = parser.add_subparsers(dest="action", metavar="{status,leaks,stop}",
+                                parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
     st.add_argument("--json", action="store_true", help="print JSON")
     lk = sub.add_parser("leaks", help="print the blocks live now, grouped by allocation stack")
@@ -73,40 +59,24 @@ def _build_parser() -> _Parser:
 _PARSER = _build_parser()
 
 
-class MemdumpCommand(gdb.Command):
-    __doc__ = (__doc__ or "").strip() + "\n\n" + _PARSER.format_help()
-
-    def __init__(self) -> None:
-        super().__init__("memdump", gdb.COMMAND_DATA)
+@base.register
+class MemdumpCommand(base.Command):
+    NAME = CMD
+    SUMMARY = __doc__ or ""
+    PARSER = _PARSER
 
     def invoke(self, arg: str, from_tty: bool) -> None:
-        argv = gdb.string_to_argv(arg)
         try:
-            self._run(argv)
+            super().invoke(arg, from_tty)
         except gdb.GdbError as exc:
             # A memdump that was to start recording and cannot: in batch mode GDB must not go on
             # to run the program unrecorded and exit 0 (a CI job would pass without a dump).
-            if _starts_recording(argv) and _active() is None:
+            if _starts_recording(gdb.string_to_argv(arg)) and _active() is None:
                 cannot_record(str(exc), raised=True)
             raise
 
-    def _run(self, argv: list[str]) -> None:
-        try:
-            args = _PARSER.parse_args(argv)
-        except _HelpShown:
-            return
-        except _ArgumentError as exc:
-            raise gdb.GdbError(f"{CMD}: {exc}" if str(exc) else f"{CMD}: bad arguments") from None
-        try:
-            {None: _start, "status": _status, "leaks": _leaks, "stop": _stop}[args.action](args)
-        except gdb.GdbError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - one line, not a traceback
-            if os.environ.get("MEMDUMP_DEBUG"):
-                traceback.print_exc()
-            raise gdb.GdbError(
-                f"{CMD}: internal error: {exc!r} (set MEMDUMP_DEBUG=1 for the traceback)"
-            ) from None
+    def run(self, args: argparse.Namespace) -> None:
+        {None: _start, "status": _status, "leaks": _leaks, "stop": _stop}[args.action](args)
 
 
 _SUBCOMMANDS = ("status", "leaks", "stop")
@@ -184,13 +154,19 @@ def _rearm(ended: Session) -> None:
     _session = session
 
 
+# Queries need a recording to report on (armed counts: `memdump status` says so).
+needs_recording = base.Precondition("nothing recorded yet", "start with: memdump, then run",
+                                    lambda: _session is not None)
+
+
 def _need_session() -> Session:
     """The recording queries report on: the last one when the next is only armed by itself."""
-    if _session is None:
-        raise gdb.GdbError(f"{CMD}: nothing recorded yet (start with: memdump, then run)")
-    if _session.again and _session.state == State.ARMED and _session.previous is not None:
-        return _session.previous
-    return _session
+    session = _session
+    if session is None:
+        raise base.PreconditionFailed(needs_recording.line)
+    if session.again and session.state == State.ARMED and session.previous is not None:
+        return session.previous
+    return session
 
 
 def _next_run_armed() -> bool:
@@ -210,11 +186,13 @@ COUNTER_LEGEND = {
 }
 
 
+@needs_recording
 def _status(args: argparse.Namespace) -> None:
     status = _need_session().status()
     status["next_run_armed"] = _next_run_armed()
     if args.json:
-        output.block(json.dumps(status, indent=2, sort_keys=True))
+        versioned = {"format": STATUS_FORMAT, "version": STATUS_VERSION, **status}
+        output.block(json.dumps(versioned, indent=2, sort_keys=True))
         return
     counts = status["counts"]
     lines = [
@@ -241,6 +219,7 @@ def _status(args: argparse.Namespace) -> None:
     output.block("\n".join(lines))
 
 
+@needs_recording
 def _leaks(args: argparse.Namespace) -> None:
     session = _need_session()
     if session.path is None or session.writer is None:
@@ -282,5 +261,3 @@ def _stop(args: argparse.Namespace) -> None:
         output.info(CMD, "disarmed: the program's next run is not recorded")
 
 
-def register() -> None:
-    MemdumpCommand()

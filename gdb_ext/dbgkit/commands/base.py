@@ -1,0 +1,175 @@
+"""The framework of every dbgkit command: argparse built once, one registry, preconditions.
+
+A command is a `Command` subclass in its own module (named after it), decorated with `@register`.
+Its parser is built once, at import, so `help NAME` and `NAME -h` print the same text; user errors
+raise gdb.GdbError (GDB prints the one line, no traceback); an unexpected error prints one line
+saying how to see its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import gdb
+
+from .. import settings
+
+__all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
+           "RegistryError", "debug_enabled", "install", "needs_live_process", "register"]
+
+
+class ArgumentError(Exception):
+    """argparse refused the arguments; the text is its message ("" when it printed it already)."""
+
+
+class HelpShown(Exception):
+    """`-h` printed the help: the command does nothing else."""
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse that reports errors as exceptions instead of exiting GDB."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise ArgumentError(message)
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:  # type: ignore[override]
+        if message:
+            gdb.write(message)
+        raise ArgumentError("") if status else HelpShown()
+
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class PreconditionFailed(Exception):
+    """A command cannot run now; the text is the rest of its one line after `NAME: `."""
+
+
+@dataclass(frozen=True)
+class Precondition:
+    """What a command needs before it runs; as a decorator, a failure is one uniform line:
+    `NAME: REASON (HINT)`."""
+
+    reason: str
+    hint: str
+    holds: Callable[[], bool]
+
+    @property
+    def line(self) -> str:
+        """The failure's text after `NAME: `."""
+        return f"{self.reason} ({self.hint})"
+
+    def __call__(self, func: _F) -> _F:
+        @functools.wraps(func)
+        def checked(*args: Any, **kwargs: Any) -> Any:
+            if not self.holds():
+                raise PreconditionFailed(self.line)
+            return func(*args, **kwargs)
+
+        return checked  # type: ignore[return-value]
+
+
+def _live_process() -> bool:
+    inferior = gdb.selected_inferior()
+    return bool(inferior.pid) and bool(inferior.threads())
+
+
+needs_live_process = Precondition("needs a live process", "run the program or attach",
+                                  _live_process)
+
+
+def debug_enabled() -> bool:
+    """Whether unexpected errors show their full traceback: `set dbgkit debug on`, or the
+    deprecated MEMDUMP_DEBUG environment variable (the recorder still reads it for errors inside
+    the recording)."""
+    return bool(settings.get("debug", "dbgkit")) or os.environ.get("MEMDUMP_DEBUG", "") not in (
+        "", "0")
+
+
+class Command(gdb.Command):
+    """Base of the toolkit's commands. A subclass sets NAME, SUMMARY (the `help` summary line),
+    PARSER (built once, at import) and implements run()."""
+
+    NAME: ClassVar[str]
+    SUMMARY: ClassVar[str]
+    PARSER: ClassVar[Parser]
+    COMMAND_CLASS: ClassVar[int] = gdb.COMMAND_DATA
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "PARSER" in cls.__dict__:
+            # gdb.Command takes `help NAME` from the class docstring when it is created.
+            cls.__doc__ = cls.SUMMARY.strip() + "\n\n" + cls.PARSER.format_help()
+
+    def __init__(self) -> None:
+        super().__init__(self.NAME, self.COMMAND_CLASS)
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        argv = gdb.string_to_argv(arg)
+        try:
+            args = self.PARSER.parse_args(argv)
+        except HelpShown:
+            return
+        except ArgumentError as exc:
+            raise gdb.GdbError(f"{self.NAME}: {exc}" if str(exc) else f"{self.NAME}: bad arguments"
+                               ) from None
+        try:
+            self.run(args)
+        except gdb.GdbError:
+            raise
+        except PreconditionFailed as exc:
+            raise gdb.GdbError(f"{self.NAME}: {exc}") from None
+        except Exception as exc:  # noqa: BLE001 - one line, not a traceback
+            if debug_enabled():
+                traceback.print_exc()
+            raise gdb.GdbError(
+                f"{self.NAME}: internal error: {exc!r} (set dbgkit debug on for the traceback)"
+            ) from None
+
+    def run(self, args: argparse.Namespace) -> None:
+        raise NotImplementedError
+
+
+class RegistryError(ValueError):
+    """A command name is taken: by another dbgkit command or by GDB itself."""
+
+
+# Every dbgkit command class by name, in registration order.
+REGISTRY: dict[str, type[Command]] = {}
+_installed: dict[str, Command] = {}
+
+_C = TypeVar("_C", bound=type[Command])
+
+
+def register(cls: _C) -> _C:
+    """Class decorator: add a command to the registry; a name registered twice is refused."""
+    if cls.NAME in REGISTRY and REGISTRY[cls.NAME] is not cls:
+        raise RegistryError(f"dbgkit: command {cls.NAME!r} is registered twice "
+                            f"({REGISTRY[cls.NAME].__module__} and {cls.__module__})")
+    REGISTRY[cls.NAME] = cls
+    return cls
+
+
+def gdb_has_command(name: str) -> bool:
+    """Whether GDB already resolves NAME to a command (a built-in, an alias or a user command)."""
+    try:
+        gdb.execute(f"help {name}", to_string=True)
+    except gdb.error:
+        return False
+    return True
+
+
+def install() -> None:
+    """Create every registered command in GDB once; a name GDB already has is refused."""
+    for name, cls in REGISTRY.items():
+        if name in _installed:
+            continue
+        if gdb_has_command(name):
+            raise RegistryError(f"dbgkit: command {name!r} would replace GDB's own")
+        _installed[name] = cls()
