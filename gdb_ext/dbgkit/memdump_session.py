@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import gdb
 from memdump_analyzer.dumpformat import apply, event_args, format_args
 
-from . import output
+from . import output, settings
 from .core import procfs, ptrace
 from .core.dumpnames import DumpPathError, create_dump, open_dump
 from .core.dumpwriter import DumpWriter, FrameInfo
@@ -273,8 +273,8 @@ class Session:
             self.counts["internal-errors"] += 1
             if self.counts["internal-errors"] == 1:
                 output.warn(CMD, f"internal error in {what}: {exc!r} "
-                                 "(set MEMDUMP_DEBUG=1 to raise)")
-            if os.environ.get("MEMDUMP_DEBUG"):
+                                 "(set dbgkit debug on to raise it)")
+            if settings.debug_enabled():
                 raise
 
     def _on_new_objfile(self, event: gdb.NewObjFileEvent) -> None:
@@ -473,8 +473,8 @@ class Session:
         self.counts["internal-errors"] += 1
         if self.counts["internal-errors"] == 1:
             output.warn(CMD, f"internal error while recording: {exc!r} "
-                             "(set MEMDUMP_DEBUG=1 to raise)")
-        if os.environ.get("MEMDUMP_DEBUG"):
+                             "(set dbgkit debug on to raise it)")
+        if settings.debug_enabled():
             raise exc
 
     def _stack(self, pc: int, regs: ptrace.Regs) -> int:

@@ -9,6 +9,7 @@ SUBJECT is VALUE."), the list `show memdump` prints, and the settings part of `h
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 import gdb
@@ -189,3 +190,9 @@ def get(name: str, prefix: str = "memdump") -> object:
     if param is not None:
         return param.value
     return next(s.default for s in TABLES[prefix] if s.name == name)
+
+
+def debug_enabled() -> bool:
+    """Whether unexpected errors show their full traceback: `set dbgkit debug on`, or the
+    deprecated MEMDUMP_DEBUG environment variable."""
+    return bool(get("debug", "dbgkit")) or os.environ.get("MEMDUMP_DEBUG", "") not in ("", "0")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import functools
-import os
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,7 +17,7 @@ from typing import Any, ClassVar, TypeVar
 
 import gdb
 
-from .. import settings
+from ..settings import debug_enabled
 
 __all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
            "RegistryError", "debug_enabled", "install", "needs_live_process", "register"]
@@ -82,14 +81,6 @@ def _live_process() -> bool:
 
 needs_live_process = Precondition("needs a live process", "run the program or attach",
                                   _live_process)
-
-
-def debug_enabled() -> bool:
-    """Whether unexpected errors show their full traceback: `set dbgkit debug on`, or the
-    deprecated MEMDUMP_DEBUG environment variable (the recorder still reads it for errors inside
-    the recording)."""
-    return bool(settings.get("debug", "dbgkit")) or os.environ.get("MEMDUMP_DEBUG", "") not in (
-        "", "0")
 
 
 class Command(gdb.Command):

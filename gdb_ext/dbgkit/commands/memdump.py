@@ -181,7 +181,7 @@ COUNTER_LEGEND = {
                       "information, unreadable memory): recorded as far as they go",
     "gdb-unwinds": "call stacks walked by GDB's unwinder because memdump's could not",
     "unreadable-registers": "allocator entries skipped: the thread's registers could not be read",
-    "internal-errors": "errors inside memdump while recording (set MEMDUMP_DEBUG=1 to see them)",
+    "internal-errors": "errors inside memdump while recording (set dbgkit debug on to see them)",
     "scan-ms": "milliseconds the pointer scan at exit took",
 }
 
