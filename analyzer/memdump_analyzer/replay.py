@@ -102,8 +102,6 @@ class Replay:
     #: (SEQ, path) of each `exec`, (SEQ, SIGNAME) of each fatal `signal`
     execs: list[tuple[int, str]] = field(default_factory=list)
     signals: list[tuple[int, str]] = field(default_factory=list)
-    forks: int = 0
-    thread_exits: int = 0
     #: unknown `p` WHAT -> SEQ of its first use
     unknown_process_events: dict[str, int] = field(default_factory=dict)
     last_seq: int = 0
@@ -521,11 +519,7 @@ class _Replayer:
             return True
         if what == "signal":
             r.signals.append((seq, detail))
-        elif what == "fork":
-            r.forks += 1
-        elif what == "thread-exit":
-            r.thread_exits += 1
-        else:
+        else:  # writers emit only `exec` and `signal` (docs/dump-format.md)
             r.unknown_process_events.setdefault(what, seq)
         return False
 
