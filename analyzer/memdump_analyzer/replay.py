@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import OPERATIONS, effect, unescape
+from .model import EndRecord, HeapError
+from .rules import is_runtime_only
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
 
@@ -45,27 +47,6 @@ _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 #: errors kept in detail; the rest are only counted
 MAX_ERRORS = 1000
-
-
-@dataclass(slots=True)
-class HeapError:
-    """A misuse of the heap seen in the events. Stacks are stack node ids."""
-
-    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
-    seq: int
-    tid: int
-    op: str
-    pointer: int
-    node: int
-    freed_seq: int | None = None
-    freed_node: int | None = None
-
-
-@dataclass(slots=True)
-class EndRecord:
-    seq: int
-    reason: str
-    detail: str
 
 
 @dataclass
@@ -449,8 +430,6 @@ class _Replayer:
     def _bad_pointer(
         self, kind: str, fl: list[bytes], seq: int, tid: int, op: str, ptr: int, node: int
     ) -> None:
-        from .classify import is_runtime_only  # classify imports this module
-
         outcome = self.r.free_calls if op == "free" else {}
         if is_runtime_only(self.reader.stack(abs(node))):
             self.r.runtime_internal_frees += 1  # the runtime's own memory: not the program's error
