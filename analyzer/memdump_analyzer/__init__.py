@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import gc
 
-from .classify import RULES, Analysis, ErrorReport, Group, build_analysis
-from .classify import RUNTIME_FREE_FUNCTIONS as _RUNTIME_FREE_FUNCTIONS
+from .aggregation import build_analysis
 from .dumpfile import DumpError, DumpReader, Frame
+from .model import Analysis, ErrorReport, Group
 from .replay import replay as _replay
 from .report import dumps_json, render_json, render_text
+from .rules import RULES
+from .rules import RUNTIME_FREE_FUNCTIONS as _RUNTIME_FREE_FUNCTIONS
 
 __all__ = [
     "RULES",

@@ -13,10 +13,10 @@ import os
 import sys
 
 from . import analyze
-from .classify import Analysis
 from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
+from .model import Analysis
 from .report import dumps_json, render_json, render_text
 
 PROG = "memdump-analyze"

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import OPERATIONS, effect, unescape
+from .model import EndRecord, HeapError
+from .rules import is_runtime_only
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
 
@@ -45,27 +47,6 @@ _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 #: errors kept in detail; the rest are only counted
 MAX_ERRORS = 1000
-
-
-@dataclass(slots=True)
-class HeapError:
-    """A misuse of the heap seen in the events. Stacks are stack node ids."""
-
-    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
-    seq: int
-    tid: int
-    op: str
-    pointer: int
-    node: int
-    freed_seq: int | None = None
-    freed_node: int | None = None
-
-
-@dataclass(slots=True)
-class EndRecord:
-    seq: int
-    reason: str
-    detail: str
 
 
 @dataclass
@@ -102,8 +83,6 @@ class Replay:
     #: (SEQ, path) of each `exec`, (SEQ, SIGNAME) of each fatal `signal`
     execs: list[tuple[int, str]] = field(default_factory=list)
     signals: list[tuple[int, str]] = field(default_factory=list)
-    forks: int = 0
-    thread_exits: int = 0
     #: unknown `p` WHAT -> SEQ of its first use
     unknown_process_events: dict[str, int] = field(default_factory=dict)
     last_seq: int = 0
@@ -167,28 +146,18 @@ class _Replayer:
                 if int(fl[1]) != seq:
                     raise reader.seq_error(fl[1], seq)
                 op = fl[3]
+                # an allocation or a resize: release the live block `release`, then make `p`
+                # live with `size` bytes (a `free` is done in its branch)
                 if op == b"malloc":
                     _, _, _, _, node, p, size = fl
                     nid = node_ids[node]
                     n_malloc += 1
-                    if p != b"0x0":
-                        size = int(size)
-                        if size < 0:
-                            raise ValueError(size)
-                        b = (size, nid)
-                        old = live_setdefault(p, b)
-                        if old is not b:
-                            cur -= old[0]
-                            live[p] = b
-                            self.r.reused_live += 1
-                        allocs += 1
-                        total += size
-                        cur += size
-                        if cur > peak:
-                            peak = cur
-                            peak_blocks = len(live)
-                            peak_seq = seq
-                            peak_node = nid
+                    if p == b"0x0":
+                        continue
+                    size = int(size)
+                    if size < 0:
+                        raise ValueError(size)
+                    release = None
                 elif op == b"free":
                     _, _, _, _, node, _, p = fl
                     nid = node_ids[node]
@@ -203,77 +172,76 @@ class _Replayer:
                         frees += 1
                         cur -= b[0]
                         freed[p] = nid
-                else:
-                    # the other operations: release the live block `release`, then make `p`
-                    # live with `size` bytes
-                    if op == b"calloc":
-                        _, _, _, _, node, p, nmemb, size = fl
-                        nid = node_ids[node]
-                        n_calloc += 1
-                        if p == b"0x0":
-                            continue
-                        nmemb = int(nmemb)
-                        size = int(size)
-                        if nmemb < 0 or size < 0:
-                            raise ValueError(size)
-                        size *= nmemb
+                    continue
+                elif op == b"calloc":
+                    _, _, _, _, node, p, nmemb, size = fl
+                    nid = node_ids[node]
+                    n_calloc += 1
+                    if p == b"0x0":
+                        continue
+                    nmemb = int(nmemb)
+                    size = int(size)
+                    if nmemb < 0 or size < 0:
+                        raise ValueError(size)
+                    size *= nmemb
+                    release = None
+                elif op == b"realloc" and (
+                    fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live)
+                ):
+                    # realloc(NULL, n), or a live block resized; the rest is _slow's
+                    _, _, _, _, node, p, release, size = fl
+                    nid = node_ids[node]
+                    n_realloc += 1
+                    if p == b"0x0":
+                        continue  # failed: the block stays live
+                    if release == b"0x0":
                         release = None
-                    elif op == b"realloc" and (
-                        fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live)
-                    ):
-                        # realloc(NULL, n), or a live block resized; the rest is _slow's
-                        _, _, _, _, node, p, release, size = fl
-                        nid = node_ids[node]
-                        n_realloc += 1
-                        if p == b"0x0":
-                            continue  # failed: the block stays live
-                        if release == b"0x0":
-                            release = None
-                        size = int(size)
-                        if size < 0:
-                            raise ValueError(size)
-                    elif op == b"posix_memalign" or op == b"aligned_alloc" or op == b"memalign":
-                        if op == b"posix_memalign":
-                            _, _, _, _, node, p, align, size, rc = fl
-                            if int(rc):
-                                p = b"0x0"  # failed; RESULT is only meaningful when RC is 0
-                        else:
-                            _, _, _, _, node, p, align, size = fl
-                        nid = node_ids[node]
-                        int(align)  # checked, not used
-                        more_calls[op] += 1
-                        if p == b"0x0":
-                            continue
-                        size = int(size)
-                        if size < 0:
-                            raise ValueError(size)
-                        release = None
+                    size = int(size)
+                    if size < 0:
+                        raise ValueError(size)
+                elif op == b"posix_memalign" or op == b"aligned_alloc" or op == b"memalign":
+                    if op == b"posix_memalign":
+                        _, _, _, _, node, p, align, size, rc = fl
+                        if int(rc):
+                            p = b"0x0"  # failed; RESULT is only meaningful when RC is 0
                     else:
-                        act = slow(fl, seq)
-                        if act is None:
-                            continue
-                        release, p, size, nid = act
-                    if release is not None:
-                        b = live_pop(release)
-                        frees += 1
-                        realloc_frees += 1
-                        cur -= b[0]
-                        freed[release] = nid
-                    if p is not None:
-                        b = (size, nid)
-                        old = live_setdefault(p, b)
-                        if old is not b:
-                            cur -= old[0]
-                            live[p] = b
-                            self.r.reused_live += 1
-                        allocs += 1
-                        total += size
-                        cur += size
-                        if cur > peak:
-                            peak = cur
-                            peak_blocks = len(live)
-                            peak_seq = seq
-                            peak_node = nid
+                        _, _, _, _, node, p, align, size = fl
+                    nid = node_ids[node]
+                    int(align)  # checked, not used
+                    more_calls[op] += 1
+                    if p == b"0x0":
+                        continue
+                    size = int(size)
+                    if size < 0:
+                        raise ValueError(size)
+                    release = None
+                else:
+                    act = slow(fl, seq)
+                    if act is None:
+                        continue
+                    release, p, size, nid = act
+                if release is not None:
+                    b = live_pop(release)
+                    frees += 1
+                    realloc_frees += 1
+                    cur -= b[0]
+                    freed[release] = nid
+                    if p is None:
+                        continue  # only _slow's actions release without making a block
+                b = (size, nid)
+                old = live_setdefault(p, b)
+                if old is not b:
+                    cur -= old[0]
+                    live[p] = b
+                    self.r.reused_live += 1
+                allocs += 1
+                total += size
+                cur += size
+                if cur > peak:
+                    peak = cur
+                    peak_blocks = len(live)
+                    peak_seq = seq
+                    peak_node = nid
         except (ValueError, IndexError, KeyError, TypeError):
             self._diagnose(line, fl, seq)
             raise
@@ -451,8 +419,6 @@ class _Replayer:
     def _bad_pointer(
         self, kind: str, fl: list[bytes], seq: int, tid: int, op: str, ptr: int, node: int
     ) -> None:
-        from .classify import is_runtime_only  # classify imports this module
-
         outcome = self.r.free_calls if op == "free" else {}
         if is_runtime_only(self.reader.stack(abs(node))):
             self.r.runtime_internal_frees += 1  # the runtime's own memory: not the program's error
@@ -521,11 +487,7 @@ class _Replayer:
             return True
         if what == "signal":
             r.signals.append((seq, detail))
-        elif what == "fork":
-            r.forks += 1
-        elif what == "thread-exit":
-            r.thread_exits += 1
-        else:
+        else:  # writers emit only `exec` and `signal` (docs/dump-format.md)
             r.unknown_process_events.setdefault(what, seq)
         return False
 

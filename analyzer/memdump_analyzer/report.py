@@ -7,9 +7,10 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
-from .classify import KIND_NAMES, Analysis, ErrorReport, Group, outer_runtime_frames
 from .dumpfile import Frame
-from .dumpformat import KINDS
+from .dumpformat import KIND_WORDS, KINDS
+from .model import Analysis, ErrorReport, Group
+from .rules import outer_runtime_frames
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
@@ -21,6 +22,9 @@ _RED = "\033[1;31m"
 _YELLOW = "\033[33m"
 _DIM = "\033[2m"
 _RESET = "\033[0m"
+
+#: leak kind -> valgrind's words for it; "unknown": a block the pointer scan did not see
+KIND_NAMES: dict[str, str] = {**KIND_WORDS, "unknown": "not scanned"}
 
 
 def _clean(text: str) -> str:

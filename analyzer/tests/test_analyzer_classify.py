@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import APP, LDSO, LIBC, LIBSTDCXX, REPO, Dump, F, main_at
 from memdump_analyzer import Analysis, analyze
-from memdump_analyzer.classify import RULES, classify_stack, rules_markdown, trim_stack
 from memdump_analyzer.dumpfile import Frame
+from memdump_analyzer.rules import RULES, classify_stack, rules_markdown, trim_stack
 
 
 def one_leak(tmp_path: Path, stack: list[F], size: int = 16) -> Analysis:

@@ -1,0 +1,170 @@
+"""The analyser's records: what the replay finds (`HeapError`, `EndRecord`) and what a report shows
+(`Group`, `ErrorReport`, `Analysis`). Frames and the scan record are the reader's (`dumpfile`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .dumpfile import Frame, ScanRecord
+
+__all__ = ["Analysis", "EndRecord", "ErrorReport", "Group", "HeapError"]
+
+
+@dataclass(slots=True)
+class HeapError:
+    """A misuse of the heap seen in the events. Stacks are stack node ids."""
+
+    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
+    seq: int
+    tid: int
+    op: str
+    pointer: int
+    node: int
+    freed_seq: int | None = None
+    freed_node: int | None = None
+
+
+@dataclass(slots=True)
+class EndRecord:
+    seq: int
+    reason: str
+    detail: str
+
+
+@dataclass
+class Group:
+    """Live blocks allocated at one (trimmed) stack, of one leak kind when the dump has a scan."""
+
+    kind: str  # "leak" | "runtime"
+    bytes: int
+    blocks: int
+    stack: tuple[Frame, ...]
+    #: rank of its oldest live block in allocation order (ties in size are ordered by it)
+    order: int = 0
+    #: "definite" | "indirect" | "possible" | "reachable" | "unknown" (allocated after the
+    #: scan); None when the dump has no pointer scan that succeeded
+    leak_kind: str | None = None
+    #: of a definitely lost group: the indirectly lost blocks its blocks lead (their clique),
+    #: valgrind's "N (D direct, I indirect) bytes"; `bytes` and `blocks` are the direct ones
+    indirect_bytes: int = 0
+    indirect_blocks: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """Direct and indirect bytes: what valgrind sorts loss records by."""
+        return self.bytes + self.indirect_bytes
+
+
+@dataclass
+class ErrorReport:
+    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
+    seq: int
+    tid: int
+    op: str
+    pointer: int
+    stack: tuple[Frame, ...]
+    freed_seq: int | None = None
+    freed_stack: tuple[Frame, ...] | None = None
+
+
+@dataclass
+class Analysis:
+    """Everything a report shows about one dump (see `memdump_analyzer.analyze`)."""
+
+    path: str
+    info: dict[str, str]
+    version: tuple[int, int]
+    program: str | None
+    pid: int | None
+    attached: bool
+    #: the dump has an end record
+    complete: bool
+    #: its last line was incomplete and was ignored
+    truncated: bool
+    end: EndRecord | None
+    last_seq: int
+    events: int
+    calls: dict[str, int]
+    allocations: int
+    frees: int
+    allocated_bytes: int
+    peak_bytes: int
+    peak_blocks: int
+    peak_seq: int | None
+    peak_stack: tuple[Frame, ...]
+    leaked_bytes: int
+    leaked_blocks: int
+    runtime_bytes: int
+    runtime_blocks: int
+    #: all groups, leaks and runtime, largest first
+    groups: list[Group]
+    errors: list[ErrorReport]
+    error_count: int
+    untracked_frees: int
+    runtime_internal_frees: int
+    reused_live: int
+    execs: list[tuple[int, str]]
+    signals: list[tuple[int, str]]
+    #: the pointer scan at exit, if the dump has one (its status may say it failed)
+    scan: ScanRecord | None = None
+    #: leak kind -> [bytes, blocks] of the `leak` blocks; None without a successful scan
+    leak_kinds: dict[str, list[int]] | None = None
+    unknown_tags: dict[str, int] = field(default_factory=dict)
+    unknown_process_events: dict[str, int] = field(default_factory=dict)
+    #: what the `free` calls did (`Replay.free_calls`): released, null, runtime, errors, untracked
+    free_calls: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def leaks(self) -> list[Group]:
+        return [g for g in self.groups if g.kind == "leak"]
+
+    @property
+    def runtime(self) -> list[Group]:
+        return [g for g in self.groups if g.kind == "runtime"]
+
+    def warnings(self, *, live: bool = False) -> list[str]:
+        """Problems of the dump worth a warning. `live`: the program is still being recorded."""
+        out = []
+        for tag, line in self.unknown_tags.items():
+            out.append(
+                f"skipped records with unknown tag '{tag}' (first at line {line}): "
+                "the dump was written by a newer memdump"
+            )
+        for what, seq in self.unknown_process_events.items():
+            out.append(f"skipped process events of unknown kind '{what}' (first at event {seq})")
+        if not live:
+            if self.truncated:
+                out.append(
+                    "the dump's last line is incomplete (the recorder was killed while writing "
+                    "it): it was ignored"
+                )
+            if not self.complete:
+                out.append(
+                    "the dump has no end record: the recording stopped early (GDB or the machine "
+                    f"died); everything up to the last complete record (event {self.last_seq}) "
+                    "was analysed"
+                )
+        if self.error_count > len(self.errors):
+            out.append(
+                f"only the first {len(self.errors)} of {self.error_count} heap errors are listed"
+            )
+        if self.scan is not None and self.scan.status != "ok":
+            why = _SCAN_FAILURES.get(self.scan.status, self.scan.status)
+            out.append(f"the pointer scan at exit did not complete ({why}): leak kinds are unknown")
+        if self.leak_kinds is not None and self.leak_kinds["unknown"][1]:
+            out.append(
+                f"{self.leak_kinds['unknown'][1]:,} leaked block(s) were allocated after the "
+                "pointer scan: their leak kind is unknown"
+            )
+        if self.reused_live:
+            out.append(
+                f"{self.reused_live} allocation(s) returned a block that was still live: "
+                "some frees were not recorded"
+            )
+        return out
+
+
+_SCAN_FAILURES = {
+    "timeout": "it ran out of time: set memdump scan-time-limit",
+    "threads": "the registers of a thread could not be read",
+}
