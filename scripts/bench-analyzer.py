@@ -217,8 +217,6 @@ def write_dump(path: str, n_events: int, seed: int = 1) -> None:
         for addr in free_addrs[-8:]:
             w.event(31338, "free", w.tcache_node, None, (addr,))
         w.event(31338, "free", w.tcache_node, None, (next_addr + 0x10000,))
-        w.seq += 1
-        w.out.append(b"p %d thread-exit 31338\n" % w.seq)
         while w.seq < n_events - 1:
             w.event(31337, "malloc", alloc_nodes[0], next_addr, (32,))
             next_addr += 0x40
