@@ -209,7 +209,7 @@ _theirs_cache: dict[str, Theirs] = {}
 
 def both(files: dict[str, str], name: str) -> tuple[str, ElfFile, Theirs]:
     if name not in files:
-        pytest.skip(f"{name} is not installed")
+        pytest.fail(f"{name} is not installed (scripts/setup.sh installs it)", pytrace=False)
     path = files[name]
     if path not in _theirs_cache:
         _theirs_cache[path] = Theirs(path)
@@ -324,7 +324,7 @@ def debug_frame_fde(data: bytes, off: int, cies: dict[int, cfi.Cie]) -> cfi.FdeI
 def debug_frame_program(tmp_path_factory: pytest.TempPathFactory) -> str:
     """chain.c built with -g and no unwind tables: GCC then emits .debug_frame."""
     if shutil.which("gcc") is None:
-        pytest.skip("gcc is not installed")
+        pytest.fail("gcc is not installed (scripts/setup.sh installs it)", pytrace=False)
     out = tmp_path_factory.mktemp("debug_frame") / "chain_debug_frame"
     proc = subprocess.run(["gcc", "-O2", "-g", "-fno-asynchronous-unwind-tables",
                            "-fno-unwind-tables", str(PROGRAMS_DIR / "chain.c"), "-o", str(out)],

@@ -124,7 +124,8 @@ class Command(gdb.Command):
             ) from None
 
     def run(self, args: argparse.Namespace) -> None:
-        raise NotImplementedError
+        """What the command does with its parsed arguments; every subclass defines it."""
+        raise TypeError(f"{type(self).__name__} defines no run()")
 
 
 class RegistryError(ValueError):
