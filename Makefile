@@ -35,7 +35,7 @@ build: setup $(BUILD_DIR)/build.ninja
 demo:
 	@scripts/setup.sh --demo
 	@cmake -S . -B $(DEMO_BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DDBGKIT_DEMO_ONLY=ON >/dev/null
-	@cmake --build $(DEMO_BUILD_DIR) --target memdump_demo -- --quiet
+	@cmake --build $(DEMO_BUILD_DIR) --target memdump_demo memdump_recorder -- --quiet
 	@scripts/demo.sh "$(DEMO_BUILD_DIR)"
 
 test: build test-c test-python lint sanitize

@@ -8,6 +8,7 @@ the recorder is anything with the methods and attributes of `Recorder` (memdump_
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Protocol
 
 import gdb
@@ -137,9 +138,10 @@ class ReturnSites:
 
 def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
                   hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
-                  ) -> None:
-    """Break on every allocator entry point, and on _exit, exported by a module of MODULES not
-    in SCANNED yet (modules are keyed by path and start); HOOKS and EXIT_HOOKS get the new ones."""
+                  ops: Iterable[str] = tuple(OPERATIONS)) -> None:
+    """Break on every allocator entry point (of OPS), and on _exit, exported by a module of
+    MODULES not in SCANNED yet (modules are keyed by path and start); HOOKS and EXIT_HOOKS get
+    the new ones."""
     modules.refresh()
     for module in modules.modules():
         key = (module.path, module.start)
@@ -151,7 +153,7 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
         except ElfError as exc:
             output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
             continue
-        for op in OPERATIONS:
+        for op in ops:
             value = symbols.get(op)
             if not value:
                 continue

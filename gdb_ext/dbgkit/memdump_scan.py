@@ -25,11 +25,13 @@ _GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r
 
 def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int], bytes],
                  live: dict[int, int], time_limit: int, at_function_entry: bool,
+                 exclude: tuple[int, int] | None = None,
                  ) -> tuple[str, reach.ScanResult | None, int]:
     """Scan process PID (INFERIOR's) for pointers to the LIVE blocks, within TIME_LIMIT seconds:
     (status, result, milliseconds). Status `ok` with a result; `threads` (a thread is running:
     its stack would pass for a dead thread's) or `timeout` without. AT_FUNCTION_ENTRY: the
-    selected thread stands on a function's first instruction (_exit)."""
+    selected thread stands on a function's first instruction (_exit). EXCLUDE: the range of
+    the in-process recorder's own memory (its tables point at every block: not a root)."""
     began = time.monotonic()
     threads: list[reach.Thread] = []
     unreadable = []
@@ -62,6 +64,9 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
                          "still running at exit (neither stopped nor in a system call)")
     else:
         mappings = procfs.read_maps(pid)
+        if exclude is not None:
+            lo, hi = exclude
+            mappings = [m for m in mappings if m.end <= lo or m.start >= hi]
         tty = os.isatty(2)
 
         def progress(nbytes: int, pending: int) -> None:

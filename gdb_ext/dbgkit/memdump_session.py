@@ -81,6 +81,9 @@ def _signal_name(number: int) -> str:
 class Session:
     """One recording, from `memdump` to the program's exit, `detach` or `memdump stop`."""
 
+    #: the dump's `i recorder` (docs/recorder.md): GDB stops at every allocator call
+    mode = "breakpoints"
+
     def __init__(self, out_path: str | None, depth: int, unwinder: str, return_sites: int,
                  scan_time_limit: int = 120) -> None:
         self.inferior = gdb.selected_inferior()
@@ -187,6 +190,7 @@ class Session:
             ("attached", int(self.attached)),
             ("start", start),
             ("gdb", gdb.VERSION.split()[0]),
+            ("recorder", self.mode),
         ):
             self.writer.info(key, value)
         self.state = State.RECORDING
@@ -225,6 +229,10 @@ class Session:
             )
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
+
+    def sync_dump(self) -> None:
+        """Make the dump complete up to this stop before it is read (memdump leaks): every
+        record of this design is on disk as soon as it is made."""
 
     def running_time(self) -> float:
         """Seconds the program has run while recorded (not stopped at GDB's prompt)."""
@@ -503,6 +511,7 @@ class Session:
         events = self.writer.events if self.writer else 0
         return {
             "state": self.state.value,  # `memdump status --json` prints the name
+            "recorder": self.mode,
             "path": self.path,
             "pid": self.pid,
             "events": events,

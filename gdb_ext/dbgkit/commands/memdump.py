@@ -11,6 +11,8 @@ import gdb
 
 from .. import output, settings
 from ..memdump_checks import CMD, cannot_record, check_program
+from ..core.recorder import LIBRARY, find_library
+from ..memdump_inprocess import InProcessSession
 from ..memdump_session import Session, State
 from . import base
 
@@ -38,6 +40,9 @@ def _build_parser() -> base.Parser:
     )
     parser.add_argument("-o", "--output", metavar="FILE",
                         help="dump path (default: ./PROGRAM.PID.memdump)")
+    parser.add_argument("--breakpoints", action="store_true",
+                        help="stop the program at every allocator call instead of loading the "
+                             "in-process recorder into it (slow; nothing is loaded)")
     sub = parser.add_subparsers(dest="action", metavar="{status,leaks,stop}",
                                 parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
@@ -122,20 +127,35 @@ def _start(args: argparse.Namespace) -> None:
             f"{CMD}: cannot write the dump in the current directory {os.getcwd()}: "
             "permission denied (use memdump -o FILE)"
         )
-    session = _new_session(args.output)
+    session = _new_session(args.output, breakpoints=args.breakpoints)
     session.arm()
     _session = session
 
 
-def _new_session(out_path: str | None, series: str | None = None) -> Session:
+def _new_session(out_path: str | None, series: str | None = None,
+                 breakpoints: bool = False, again: bool = False) -> Session:
     """A session that reads the settings when its recording starts and, when the program ends,
-    arms the next one: each run of the program in this GDB gets its own dump."""
-    session = Session(
+    arms the next one: each run of the program in this GDB gets its own dump. The in-process
+    recorder records unless BREAKPOINTS, a live process (attaching loads nothing yet), or the
+    library is not built."""
+    library = None
+    if not breakpoints:
+        library = find_library(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        if library is None:
+            output.info(CMD, f"the in-process recorder ({LIBRARY}) is not built (make build): "
+                             "recording with breakpoints")
+        elif gdb.selected_inferior().pid and not again:
+            output.info(CMD, "attached to a running process: recording with breakpoints")
+            library = None
+    kind = Session if library is None else InProcessSession
+    extra = {} if library is None else {"library": library}
+    session = kind(
         out_path,
         depth=int(settings.get("depth")),
         unwinder=str(settings.get("unwinder")),
         return_sites=int(settings.get("return-sites")),
         scan_time_limit=int(settings.get("scan-time-limit")),
+        **extra,
     )
     session.series = series
     session.settings = settings.get
@@ -148,7 +168,8 @@ def _rearm(ended: Session) -> None:
     global _session
     if _session is not ended:
         return
-    session = _new_session(None, series=ended.series or ended.out_path)
+    session = _new_session(None, series=ended.series or ended.out_path,
+                           breakpoints=not isinstance(ended, InProcessSession), again=True)
     session.previous = ended
     session.arm(again=True)
     _session = session
@@ -226,6 +247,7 @@ def _leaks(args: argparse.Namespace) -> None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
 
+    session.sync_dump()
     try:
         analysis = analyze(session.path)
     except DumpError as exc:

@@ -49,7 +49,8 @@ class DumpWriter:
     readers ignore) even if GDB is killed.
     """
 
-    def __init__(self, fd: int, resolve: Callable[[int], FrameInfo]) -> None:
+    def __init__(self, fd: int, resolve: Callable[[int], FrameInfo], *,
+                 header: bool = True) -> None:
         self._fd = fd
         self._resolve = resolve
         self._pending: list[str] = []
@@ -57,10 +58,15 @@ class DumpWriter:
         self._frames: dict[int, int] = {}
         self._nodes: dict[tuple[int, int], int] = {}
         self._stacks: dict[tuple[int, ...], int] = {}
+        #: the next free ids: another writer (the in-process recorder) may have used some
+        self.next_string = 1
+        self.next_frame = 1
+        self.next_node = 1
         self.seq = 0
         self.events = 0
         self.bytes_written = 0
-        self._pending.append(FORMAT_LINE)
+        if header:
+            self._pending.append(FORMAT_LINE)
 
     # -- definitions -------------------------------------------------------------------------
     def _string(self, text: str | None) -> int:
@@ -68,7 +74,8 @@ class DumpWriter:
             return 0
         sid = self._strings.get(text)
         if sid is None:
-            sid = len(self._strings) + 1
+            sid = self.next_string
+            self.next_string += 1
             self._strings[text] = sid
             self._pending.append(f"s {sid} {escape(text)}\n")
         return sid
@@ -80,7 +87,8 @@ class DumpWriter:
             mod = self._string(info.module)
             func = self._string(info.function)
             src = self._string(info.file)
-            fid = len(self._frames) + 1
+            fid = self.next_frame
+            self.next_frame += 1
             self._frames[pc] = fid
             self._pending.append(
                 f"f {fid} {pc:#x} {mod} {info.offset:#x} {func} {src} {info.line}\n"
@@ -90,6 +98,23 @@ class DumpWriter:
                 src = self._string(outer.file)
                 self._pending.append(f"fi {fid} {func} {src} {outer.line}\n")
         return fid
+
+    def frame_symbols(self, fid: int, info: FrameInfo) -> None:
+        """The `fs` record (and `fi` records) of frame FID, written earlier without symbols by
+        another writer (the in-process recorder)."""
+        func = self._string(info.function)
+        src = self._string(info.file)
+        self._pending.append(f"fs {fid} {func} {src} {info.line}\n")
+        for outer in info.inlined_into:
+            func = self._string(outer.function)
+            src = self._string(outer.file)
+            self._pending.append(f"fi {fid} {func} {src} {outer.line}\n")
+
+    def forget_stacks(self) -> None:
+        """Another writer defined frames and nodes meanwhile: define ours afresh."""
+        self._frames.clear()
+        self._nodes.clear()
+        self._stacks.clear()
 
     def stack(self, pcs: tuple[int, ...]) -> int:
         """Node id for a stack given innermost first (0 for an empty stack)."""
@@ -101,7 +126,8 @@ class DumpWriter:
             key = (node, self._frame(pc))
             child = self._nodes.get(key)
             if child is None:
-                child = len(self._nodes) + 1
+                child = self.next_node
+                self.next_node += 1
                 self._nodes[key] = child
                 self._pending.append(f"n {child} {node} {key[1]}\n")
             node = child

@@ -87,6 +87,7 @@ class ProcessMemory:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         self.fd: int | None = os.open(f"/proc/{pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
+        self._wfd: int | None = None
 
     def read(self, address: int, size: int) -> bytes:
         """Exactly SIZE bytes at ADDRESS; OSError when any of them is unmapped."""
@@ -99,6 +100,15 @@ class ProcessMemory:
         """Up to SIZE bytes at ADDRESS (fewer at the end of a mapping); OSError if unmapped."""
         return os.pread(self.fd, size, address)
 
+    def write(self, address: int, data: bytes) -> None:
+        """Write DATA at ADDRESS (the process is stopped, or the words are its recorder's and
+        written in the order it reads them); OSError when it cannot be written."""
+        if self._wfd is None:
+            self._wfd = os.open(f"/proc/{self.pid}/mem", os.O_RDWR | os.O_CLOEXEC)
+        done = os.pwrite(self._wfd, data, address)
+        if done != len(data):
+            raise OSError(5, f"short write at {address:#x}")
+
     def reopen(self) -> None:
         self.close()
         self.fd = os.open(f"/proc/{self.pid}/mem", os.O_RDONLY | os.O_CLOEXEC)
@@ -107,6 +117,9 @@ class ProcessMemory:
         if self.fd is not None:
             os.close(self.fd)
             self.fd = None
+        if self._wfd is not None:
+            os.close(self._wfd)
+            self._wfd = None
 
 
 def caught(pid: int, signame: str) -> bool:

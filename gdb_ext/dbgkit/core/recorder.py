@@ -1,0 +1,214 @@
+"""The in-process recorder as GDB sees it (docs/recorder.md): its library, its control block, its
+live-block table and in-flight slots in the process's memory, and the dump it appends to.
+
+GDB-free: memory is read and written through callables, so that tests drive it with a buffer.
+The layout mirrors gdb_ext/recorder/control.h: every field is 8 bytes, field N at offset 8 * N.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from array import array
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+__all__ = [
+    "CONTROL_FIELDS",
+    "CONTROL_SIZE",
+    "LIBRARY",
+    "Control",
+    "InFlight",
+    "TailState",
+    "data_end",
+    "find_library",
+    "live_blocks",
+    "read_tail",
+]
+
+LIBRARY = "libmemdump_recorder.so"
+MAGIC = b"MDREC001"
+#: control.h's fields, in order (one 8-byte word each), then `path`
+CONTROL_FIELDS = (
+    "magic", "version", "size", "state", "lock", "depth", "end", "seq", "next_string",
+    "next_frame", "next_node", "events", "live_count", "live_bytes", "unrecorded", "live_table",
+    "live_capacity", "slots", "slot_count", "frame_pcs", "failure", "failure_errno", "inherit",
+    "pid", "region", "region_size",
+)
+PATH_OFFSET = 32 * 8
+PATH_MAX = 4096
+CONTROL_SIZE = PATH_OFFSET + PATH_MAX
+_INDEX = {name: i for i, name in enumerate(CONTROL_FIELDS)}
+
+UNCONFIGURED, RECORDING, DISABLED = 0, 1, 2
+#: why the recorder stopped by itself (control.h's enum mdr_failure)
+FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
+            3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}
+#: enum mdr_op, in order
+OPS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
+       "memalign", "valloc", "pvalloc")
+_SLOT = struct.Struct("<8Q")
+
+
+def find_library(package_dir: str) -> str | None:
+    """The built recorder: $MEMDUMP_RECORDER (a path), else in $MEMDUMP_BUILD_DIR, else in the
+    repository's build/ and build-demo/ (PACKAGE_DIR is gdb_ext/dbgkit)."""
+    explicit = os.environ.get("MEMDUMP_RECORDER")
+    if explicit:
+        return explicit if os.path.isfile(explicit) else None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(package_dir)))
+    dirs = [os.environ.get("MEMDUMP_BUILD_DIR", ""), os.path.join(root, "build"),
+            os.path.join(root, "build-demo")]
+    for d in dirs:
+        if d:
+            path = os.path.join(d, "gdb_ext", "recorder", LIBRARY)
+            if os.path.isfile(path):
+                return os.path.abspath(path)
+    return None
+
+
+class Control:
+    """The control block at ADDRESS, read with READ(address, size) and written with WRITE."""
+
+    def __init__(self, address: int, read: Callable[[int, int], bytes],
+                 write: Callable[[int, bytes], None]) -> None:
+        self.address = address
+        self._read = read
+        self._write = write
+        self.words: tuple[int, ...] = ()
+
+    def load(self) -> Control:
+        raw = self._read(self.address, PATH_OFFSET)
+        if raw[:8] != MAGIC:
+            raise ValueError(f"no recorder control block at {self.address:#x}")
+        self.words = struct.unpack_from(f"<{len(CONTROL_FIELDS)}Q", raw)
+        return self
+
+    def __getattr__(self, name: str) -> int:
+        index = _INDEX.get(name)
+        if index is None or not self.words:
+            raise AttributeError(name)
+        return self.words[index]
+
+    def set(self, **fields: int) -> None:
+        for name, value in fields.items():
+            self._write(self.address + 8 * _INDEX[name], struct.pack("<Q", value))
+
+    def set_path(self, path: str) -> None:
+        data = os.fsencode(path)
+        if len(data) >= PATH_MAX:
+            raise ValueError(f"dump path longer than {PATH_MAX - 1} bytes")
+        self._write(self.address + PATH_OFFSET, data + b"\0")
+
+
+def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int) -> dict[int, int]:
+    """The live blocks (address -> size) of the recorder's table: {address, size, stack}
+    entries, address 0 empty and 1 deleted."""
+    if not table or not capacity:
+        return {}
+    words = array("Q")
+    step = 1 << 16  # entries per read
+    for first in range(0, capacity, step):
+        count = min(step, capacity - first)
+        words.frombytes(read(table + 24 * first, 24 * count))
+    addrs = words[0::3]
+    sizes = words[1::3]
+    return {a: s for a, s in zip(addrs, sizes) if a > 1}
+
+
+@dataclass(frozen=True)
+class InFlight:
+    """An allocator call some thread is inside of (its slot)."""
+
+    tid: int
+    op: str
+    args: tuple[int, int, int]
+    pcs: tuple[int, ...]
+
+
+def in_flight(read: Callable[[int, int], bytes], slots: int, count: int) -> list[InFlight]:
+    """The calls in progress, by thread id."""
+    if not slots or not count:
+        return []
+    raw = read(slots, _SLOT.size * count)
+    calls = []
+    for i in range(count):
+        tid, op, a0, a1, a2, npcs, pcs, _ = _SLOT.unpack_from(raw, i * _SLOT.size)
+        if tid and op and op <= len(OPS):
+            stack = array("Q", read(pcs, 8 * npcs)) if npcs else array("Q")
+            calls.append(InFlight(tid, OPS[op - 1], (a0, a1, a2), tuple(stack)))
+    return sorted(calls, key=lambda c: c.tid)
+
+
+def frame_pcs(read: Callable[[int, int], bytes], table: int, next_frame: int) -> list[int]:
+    """pc of frame id I at index I (index 0 unused)."""
+    if not table or next_frame <= 1:
+        return [0]
+    return list(array("Q", read(table, 8 * next_frame)))
+
+
+def data_end(fd: int) -> int:
+    """The offset after the dump's last complete record: the recorder leaves the unused part of
+    its last window as NUL bytes, and a record cut by a kill has no newline."""
+    end = os.fstat(fd).st_size
+    chunk = 1 << 16
+    while end > 0:
+        start = max(0, end - chunk)
+        data = os.pread(fd, end - start, start).rstrip(b"\0")
+        if data:
+            nl = data.rfind(b"\n")
+            if nl >= 0:
+                return start + nl + 1
+            end = start  # a cut record: look before it
+            continue
+        end = start
+    return 0
+
+
+@dataclass
+class TailState:
+    """What a writer appending after the recorder needs: the last SEQ, the next free ids, and
+    the frames defined (id -> pc)."""
+
+    seq: int = 0
+    events: int = 0
+    next_string: int = 1
+    next_frame: int = 1
+    next_node: int = 1
+    frames: dict[int, int] | None = None
+
+
+def _lines(fd: int, start: int, end: int) -> Iterator[bytes]:
+    rest = b""
+    pos = start
+    while pos < end:
+        data = os.pread(fd, min(1 << 20, end - pos), pos)
+        if not data:
+            break
+        pos += len(data)
+        parts = (rest + data).split(b"\n")
+        rest = parts.pop()
+        yield from parts
+    if rest:
+        yield rest
+
+
+def read_tail(fd: int, start: int, end: int, state: TailState) -> TailState:
+    """Update STATE with the records in [START, END) of the dump."""
+    frames = state.frames if state.frames is not None else {}
+    for line in _lines(fd, start, end):
+        line = line.lstrip(b"\0")
+        tag, _, rest = line.partition(b" ")
+        if tag == b"e" or tag == b"p" or tag == b"end":
+            state.seq = int(rest.split(b" ", 1)[0])
+            state.events += tag == b"e"
+        elif tag == b"s":
+            state.next_string = max(state.next_string, int(rest.split(b" ", 1)[0]) + 1)
+        elif tag == b"f":
+            fid, pc = rest.split(b" ", 2)[:2]
+            frames[int(fid)] = int(pc, 16)
+            state.next_frame = max(state.next_frame, int(fid) + 1)
+        elif tag == b"n":
+            state.next_node = max(state.next_node, int(rest.split(b" ", 1)[0]) + 1)
+    state.frames = frames
+    return state

@@ -1,0 +1,356 @@
+"""A memdump recording made by the in-process recorder (docs/recorder.md): GDB preloads
+libmemdump_recorder.so into the program, configures it at its first call, reads its state at
+stops, scans at exit, and appends what only GDB knows (symbols, the scan, the end) when the
+recorder is quiet.
+
+GDB glue only: the control block, the live-block table, the dump's tail are core.recorder's.
+"""
+
+from __future__ import annotations
+
+import os
+
+import gdb
+
+from . import output
+from .core import procfs, ptrace
+from .core.recorder import (
+    DISABLED,
+    FAILURES,
+    LIBRARY,
+    Control,
+    InFlight,
+    TailState,
+    data_end,
+    frame_pcs,
+    in_flight,
+    live_blocks,
+    read_tail,
+)
+from .memdump_breakpoints import install_hooks
+from .memdump_checks import CMD
+from .memdump_session import FATAL_SIGNALS, Session, State, _format_args
+from .memdump_scan import pointer_scan
+
+__all__ = ["InProcessSession"]
+
+
+class ConfigureBreakpoint(gdb.Breakpoint):
+    """Internal breakpoint on memdump_recorder_configure: the recorder asks for its settings."""
+
+    def __init__(self, session: InProcessSession, address: int) -> None:
+        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
+        self.session = session
+
+    def stop(self) -> bool:
+        self.session.on_configure()
+        return False
+
+
+class InProcessSession(Session):
+    """One recording by the in-process recorder; `Session` is the breakpoint design it falls back
+    to after an exec (the new image has no recorder)."""
+
+    mode = "in-process"
+
+    def __init__(self, *args: object, library: str, **kwargs: object) -> None:
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.library = library
+        self.control: Control | None = None
+        self.inprocess = True
+        self._saved_preload: str | None = None
+        self._environment_set = False
+        self._configure_hooks: dict[int, ConfigureBreakpoint] = {}
+        #: frame id -> pc of the recorder's frames, and their symbols once resolved
+        self._frames: dict[int, int] = {}
+        self._symbols: dict[int, object] = {}
+        self._written_symbols: set[int] = set()
+        #: what GDB writes once the recorder is quiet
+        self._interrupted: list[InFlight] = []
+        self._signal: str | None = None
+        self._scan_record: tuple | None = None
+        self._tail = TailState()
+        self._known_end = 0
+
+    # -- launch ------------------------------------------------------------------------------
+    def arm(self, again: bool = False) -> None:
+        self._set_environment()
+        try:
+            super().arm(again)
+        except gdb.GdbError:
+            self._restore_environment()
+            raise
+        if self.state == State.ARMED and not again:
+            output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
+                             "(memdump --breakpoints records without loading anything)")
+
+    def _set_environment(self) -> None:
+        shown = gdb.execute("show environment LD_PRELOAD", to_string=True).strip()
+        prefix = "LD_PRELOAD = "
+        self._saved_preload = shown[len(prefix):] if shown.startswith(prefix) else None
+        value = self.library if not self._saved_preload else f"{self.library}:{self._saved_preload}"
+        gdb.execute(f"set environment LD_PRELOAD {value}", to_string=True)
+        self._environment_set = True
+
+    def _restore_environment(self) -> None:
+        """The user's GDB environment as it was: the next `run` without memdump loads nothing."""
+        if not self._environment_set:
+            return
+        self._environment_set = False
+        if self._saved_preload is None:
+            gdb.execute("unset environment LD_PRELOAD", to_string=True)
+        else:
+            gdb.execute(f"set environment LD_PRELOAD {self._saved_preload}", to_string=True)
+
+    def _begin(self) -> None:
+        super()._begin()
+        self._restore_environment()
+        self._known_end = self.writer.bytes_written
+        self._tail = TailState(seq=self.writer.seq)
+
+    def _install_hooks(self) -> None:
+        if not self.inprocess:
+            super()._install_hooks()
+            return
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=())
+        for module in self._modules.modules():
+            if os.path.basename(module.path) != LIBRARY or module.elf is None:
+                continue
+            value = module.elf.dynamic_symbols().get("memdump_recorder_configure")
+            if value and module.bias + value not in self._configure_hooks:
+                address = module.bias + value
+                self._configure_hooks[address] = ConfigureBreakpoint(self, address)
+
+    def _remove_breakpoints(self) -> None:
+        for bp in self._configure_hooks.values():
+            if bp.is_valid():
+                bp.delete()
+        self._configure_hooks.clear()
+        super()._remove_breakpoints()
+
+    def on_configure(self) -> None:
+        """The recorder's first call: tell it where to write and how."""
+        try:
+            if self.state != State.RECORDING or self.inferior.pid != self.pid:
+                return  # a child that inherited the recorder: it stays unconfigured
+            regs = ptrace.get_regs(gdb.selected_thread().ptid[1])
+            if regs is None or self.control is not None:
+                return
+            control = Control(regs.rdi, self._read, self._memory.write).load()
+            w = self.writer
+            w.flush()
+            control.set(depth=self.depth, end=w.bytes_written, seq=w.seq,
+                        next_string=w.next_string, next_frame=w.next_frame,
+                        next_node=w.next_node, inherit=0)
+            control.set_path(os.path.abspath(self.path))
+            self.control = control
+        except Exception as exc:  # noqa: BLE001
+            self._hot_path_error(exc)
+
+    # -- the recorder's state ----------------------------------------------------------------
+    def _load(self) -> Control | None:
+        """The control block now, when the process is there to read it."""
+        if self.control is None or not self.inferior.pid or self.inferior.pid != self.pid:
+            return None
+        try:
+            control = self.control.load()
+        except (OSError, ValueError):
+            return None
+        self._known_end = max(self._known_end, control.end)
+        t = self._tail
+        t.seq = max(t.seq, control.seq)
+        t.events = max(t.events, control.events)
+        t.next_string = max(t.next_string, control.next_string)
+        t.next_frame = max(t.next_frame, control.next_frame)
+        t.next_node = max(t.next_node, control.next_node)
+        try:
+            pcs = frame_pcs(self._read, control.frame_pcs, control.next_frame)
+        except OSError:
+            pcs = [0]
+        for fid in range(len(self._frames) + 1, len(pcs)):
+            self._frames[fid] = pcs[fid]
+        return control
+
+    def _resolve_frames(self) -> None:
+        """Symbols of every frame known so far, while GDB still has the process's modules."""
+        for fid, pc in self._frames.items():
+            if fid not in self._symbols:
+                try:
+                    self._symbols[fid] = self._resolve(pc)
+                except Exception:  # noqa: BLE001 - a frame GDB cannot resolve stays raw
+                    self._symbols[fid] = None
+
+    def status(self) -> dict[str, object]:
+        status = super().status()
+        if not self.inprocess:
+            return status
+        control = self._load() if self.state == State.RECORDING else None
+        if control is not None:
+            status.update(events=control.events, live_blocks=control.live_count,
+                          dump_bytes=control.end)
+            running = self.running_time()
+            status["events_per_s"] = round(control.events / running, 1) if running > 0 else 0.0
+            if control.unrecorded:
+                status["counts"]["unrecorded"] = control.unrecorded
+            if control.failure:
+                status["counts"]["recorder-failure"] = control.failure
+        status["pending_calls"] = 0
+        return status
+
+    def sync_dump(self) -> None:
+        """At a stop, before the dump is read (memdump leaks): write the symbols of the frames
+        the recorder defined, when no thread is in the middle of a record."""
+        if not self.inprocess or self.state != State.RECORDING:
+            return
+        control = self._load()
+        if control is None or control.lock:
+            return
+        self._resolve_frames()
+        self._append_at(control.end, control, frames_only=True)
+
+    # -- events ------------------------------------------------------------------------------
+    def _stop_event(self, event: gdb.StopEvent) -> None:
+        if not self.inprocess:
+            super()._stop_event(event)
+            return
+        if self.state == State.RECORDING:
+            self._clock.stopped()
+        if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
+            return
+        if event.stop_signal in FATAL_SIGNALS and self.inferior.pid == self.pid:
+            control = self._load()
+            if control is not None:
+                try:
+                    self._interrupted = in_flight(self._read, control.slots, control.slot_count)
+                except OSError:
+                    self._interrupted = []
+            self._signal = event.stop_signal
+            self._resolve_frames()
+            if not procfs.caught(self.pid, event.stop_signal):
+                self._scan_once(at_function_entry=False)
+
+    def on_exit_call(self) -> None:
+        if self.inprocess and self.control is None:
+            output.warn(CMD, "the in-process recorder was not loaded into the program (it ignored "
+                             "LD_PRELOAD, e.g. set-user-ID, or cleared its environment): nothing "
+                             "was recorded; use memdump --breakpoints")
+        super().on_exit_call()
+
+    def _scan(self, at_function_entry: bool) -> None:
+        if not self.inprocess:
+            super()._scan(at_function_entry)
+            return
+        control = self._load()
+        if control is None:
+            return
+        self.live = live_blocks(self._read, control.live_table, control.live_capacity)
+        self._resolve_frames()
+        status, result, millis = pointer_scan(
+            self.inferior, self.pid, self._read_some, self.live, self.scan_time_limit,
+            at_function_entry, exclude=(control.region, control.region + control.region_size))
+        self.scan_status = status
+        self._scan_record = (status, result, millis)
+        self.counts["scan-ms"] = millis
+
+    def _clear_objfiles(self) -> None:
+        if not self.inprocess:
+            super()._clear_objfiles()
+            return
+        if self.state != State.RECORDING or not self.inferior.pid:
+            return
+        # An exec: the recorder went with the old image; the new one is recorded with breakpoints.
+        self._append_tail(frames_only=True)
+        self.inprocess = False
+        self.control = None
+        self.writer.forget_stacks()
+        output.info(CMD, "the program executed a new image: recording it with breakpoints")
+        super()._clear_objfiles()
+
+    def finish(self, reason: str, detail: str = "-") -> None:
+        if self.state == State.ENDED:
+            return
+        self._restore_environment()
+        if self.inprocess and self.writer is not None and not self._failed:
+            if self.control is None and self.state == State.RECORDING:
+                output.warn(CMD, "the in-process recorder never started in the program: the dump "
+                                 "holds no events (use memdump --breakpoints)")
+            try:
+                self._append_tail(frames_only=False)
+            except OSError as exc:
+                output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
+            self.writer.events += self._tail.events  # the recorder's, for the closing line
+        super().finish(reason, detail)
+
+    # -- appending after the recorder --------------------------------------------------------
+    def _append_tail(self, frames_only: bool) -> None:
+        """Write GDB's records after the recorder's: at the end of its data when the process is
+        gone, at its control block's end (and disabled) when the process is stopped."""
+        control = self._load() if self.control is not None else None
+        if control is not None and not control.lock:
+            self._resolve_frames()
+            if not frames_only:
+                self.control.set(state=DISABLED)
+            self._append_at(control.end, control, frames_only)
+            return
+        # The process is gone (or a thread of it is inside the recorder): find the end on disk.
+        rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            end = data_end(rfd)
+            read_tail(rfd, self._known_end, end, self._tail)
+        finally:
+            os.close(rfd)
+        for fid, pc in (self._tail.frames or {}).items():
+            self._frames.setdefault(fid, pc)
+        if control is not None:  # stopped inside a record: leave room for it, NULs between
+            end = max(end, control.end) + (1 << 20)
+        else:
+            os.ftruncate(self.fd, end)
+        self._append_at(end, None, frames_only)
+
+    def _append_at(self, end: int, control: Control | None, frames_only: bool) -> None:
+        w = self.writer
+        t = self._tail
+        if control is not None:
+            t.seq = control.seq
+        w.seq = max(w.seq, t.seq)
+        w.next_string = max(w.next_string, t.next_string)
+        w.next_frame = max(w.next_frame, t.next_frame)
+        w.next_node = max(w.next_node, t.next_node)
+        w.forget_stacks()
+        os.lseek(self.fd, end, os.SEEK_SET)
+        before = w.bytes_written
+        if not frames_only:
+            for call in self._interrupted:
+                stack = w.stack(call.pcs)
+                w.event(call.tid, call.op, stack, 0, _format_args(call.op, call.args, 0))
+            self._interrupted = []
+            if self._signal is not None:
+                w.process("signal", self._signal)
+                self._signal = None
+            if self._scan_record is not None:
+                status, result, millis = self._scan_record
+                if result is None:
+                    w.scan(status, 0, 0, millis)
+                else:
+                    w.scan(status, result.root_bytes, result.block_bytes, millis,
+                           result.records())
+                self._scan_record = None
+        for fid in sorted(self._frames):
+            info = self._symbols.get(fid)
+            if fid not in self._written_symbols and info is not None:
+                w.frame_symbols(fid, info)
+                self._written_symbols.add(fid)
+        w.flush()
+        new_end = end + (w.bytes_written - before)
+        self._known_end = new_end
+        t.seq = w.seq
+        t.next_string, t.next_frame, t.next_node = w.next_string, w.next_frame, w.next_node
+        if control is not None:
+            self.control.set(end=new_end, seq=w.seq, next_string=w.next_string,
+                             next_frame=w.next_frame, next_node=w.next_node)
+
+    def failure(self) -> str | None:
+        control = self._load()
+        if control is None or not control.failure:
+            return None
+        return FAILURES.get(control.failure, f"failure {control.failure}")

@@ -1,0 +1,68 @@
+/* The recorder's control block: what GDB reads and writes in the process (docs/recorder.md).
+ *
+ * Every field is 8 bytes, little-endian, so that GDB reads the block with one pread(2) of
+ * /proc/PID/mem and no debug information: field N is at offset 8 * N (path at the end).
+ */
+#ifndef MEMDUMP_RECORDER_CONTROL_H
+#define MEMDUMP_RECORDER_CONTROL_H
+
+#include <stdint.h>
+
+#define MDR_MAGIC "MDREC001"
+#define MDR_VERSION 1
+#define MDR_MAX_DEPTH 256
+#define MDR_PATH_MAX 4096
+
+enum mdr_state { MDR_UNCONFIGURED = 0, MDR_RECORDING = 1, MDR_DISABLED = 2 };
+
+/* Why the recorder stopped by itself (field `failure`). */
+enum mdr_failure { MDR_OK = 0, MDR_NO_GDB = 1, MDR_OPEN = 2, MDR_SPACE = 3, MDR_MEMORY = 4 };
+
+struct mdr_control {
+    char magic[8];               /*  0: MDR_MAGIC */
+    uint64_t version;            /*  1 */
+    uint64_t size;               /*  2: sizeof(struct mdr_control) */
+    volatile uint64_t state;     /*  3: enum mdr_state; GDB writes MDR_DISABLED to stop */
+    volatile uint64_t lock;      /*  4: non-zero while a thread writes records */
+    uint64_t depth;              /*  5: frames per stack (GDB) */
+    uint64_t end;                /*  6: file offset after the last complete record */
+    uint64_t seq;                /*  7: SEQ of the last sequenced record */
+    uint64_t next_string;        /*  8 */
+    uint64_t next_frame;         /*  9 */
+    uint64_t next_node;          /* 10 */
+    uint64_t events;             /* 11: e records written by the recorder */
+    uint64_t live_count;         /* 12 */
+    uint64_t live_bytes;         /* 13 */
+    uint64_t unrecorded;         /* 14: calls made inside the recorder (not recorded) */
+    uint64_t live_table;         /* 15: address of {address, size, stack} entries */
+    uint64_t live_capacity;      /* 16: entries (a power of two) */
+    uint64_t slots;              /* 17: address of the in-flight slots */
+    uint64_t slot_count;         /* 18 */
+    uint64_t frame_pcs;          /* 19: address of the pc of frame id I (index I, 0 unused) */
+    uint64_t failure;            /* 20: enum mdr_failure */
+    uint64_t failure_errno;      /* 21 */
+    uint64_t inherit;            /* 22: GDB: 1 = children and exec'd programs keep the recorder */
+    uint64_t pid;                /* 23: the process that configured the recorder */
+    uint64_t region;             /* 24: the recorder's own memory: not a root of the scan */
+    uint64_t region_size;        /* 25 */
+    uint64_t reserved[6];        /* 26..31 */
+    char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
+};
+
+/* An in-flight call: the slot of a thread inside a hooked call (GDB reads them at a fatal
+ * signal: a call that never returned is written with RESULT 0x0). */
+struct mdr_slot {
+    uint64_t tid;                /* 0: owner's kernel thread id, 0 free */
+    volatile uint64_t op;        /* 1: enum mdr_op + 1 while in a call, 0 otherwise */
+    uint64_t args[3];            /* 2..4 */
+    uint64_t npcs;               /* 5 */
+    uint64_t pcs;                /* 6: address of the call's return addresses (its stack) */
+    uint64_t reserved;           /* 7 */
+};
+
+enum mdr_op {
+    MDR_MALLOC, MDR_CALLOC, MDR_REALLOC, MDR_REALLOCARRAY, MDR_FREE, MDR_POSIX_MEMALIGN,
+    MDR_ALIGNED_ALLOC, MDR_MEMALIGN, MDR_VALLOC, MDR_PVALLOC, MDR_OP_COUNT
+};
+
+#endif

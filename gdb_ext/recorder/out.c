@@ -1,0 +1,122 @@
+/* The dump, appended through a shared mapping of the file (under the recorder's lock).
+ *
+ * Records are formatted straight into a window of the file mapped MAP_SHARED: they are in the
+ * page cache, hence in the file, as soon as they are written, whatever happens to the process
+ * or to GDB afterwards. Windows grow from 1 MiB to 64 MiB; each is reserved with
+ * posix_fallocate first, so a full disk is an error here (the recorder stops, saying so)
+ * instead of a SIGBUS at a page fault. The file ends with the unused part of the last window:
+ * NUL bytes, which GDB truncates at the end (a reader skips them: docs/dump-format.md).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "recorder.h"
+
+#define WINDOW_MIN (1u << 20)
+#define WINDOW_MAX (64u << 20)
+#define PAGE 4096u
+
+static int out_fd = -1;
+static char *win;
+static uint64_t win_off;
+static size_t win_len;
+static size_t next_len = WINDOW_MIN;
+
+int mdr_out_open(const char *path, uint64_t end)
+{
+    out_fd = open(path, O_RDWR | O_CLOEXEC);
+    if (out_fd < 0)
+        return -errno;
+    memdump_recorder_control.end = end;
+    return 0;
+}
+
+char *mdr_out_reserve(size_t bytes)
+{
+    uint64_t end = memdump_recorder_control.end;
+    if (MDR_LIKELY(win != NULL && end >= win_off && end + bytes <= win_off + win_len))
+        return win + (end - win_off);
+    if (out_fd < 0)
+        return NULL;
+    uint64_t off = end & ~(uint64_t)(PAGE - 1);
+    size_t len = next_len;
+    while (len < (end - off) + bytes)
+        len *= 2;
+    int rc = posix_fallocate(out_fd, (off_t)off, (off_t)len);
+    if (rc != 0) {
+        memdump_recorder_control.failure = MDR_SPACE;
+        memdump_recorder_control.failure_errno = (uint64_t)rc;
+        return NULL;
+    }
+    void *m = mdr_reserve(len);
+    if (m != NULL)
+        m = mmap(m, len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, out_fd, (off_t)off);
+    if (m == NULL || m == MAP_FAILED) {
+        memdump_recorder_control.failure = MDR_MEMORY;
+        memdump_recorder_control.failure_errno = (uint64_t)errno;
+        return NULL;
+    }
+    if (win != NULL)
+        mdr_unmap(win, win_len);
+    win = m;
+    win_off = off;
+    win_len = len;
+    if (next_len < WINDOW_MAX)
+        next_len *= 2;
+    return win + (end - win_off);
+}
+
+void mdr_out_commit(size_t bytes)
+{
+    memdump_recorder_control.end += bytes;
+}
+
+char *mdr_fmt_dec(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+char *mdr_fmt_hex(char *p, uint64_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    *p++ = '0';
+    *p++ = 'x';
+    int shift = 60;
+    while (shift > 0 && !((v >> shift) & 0xf))
+        shift -= 4;
+    for (; shift >= 0; shift -= 4)
+        *p++ = digits[(v >> shift) & 0xf];
+    return p;
+}
+
+/* TEXT escaped as docs/dump-format.md says: backslash, newline, carriage return. */
+char *mdr_fmt_str(char *p, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\') {
+            *p++ = '\\';
+            *p++ = '\\';
+        } else if (*s == '\n') {
+            *p++ = '\\';
+            *p++ = 'n';
+        } else if (*s == '\r') {
+            *p++ = '\\';
+            *p++ = 'r';
+        } else {
+            *p++ = *s;
+        }
+    }
+    return p;
+}

@@ -1,0 +1,584 @@
+/* memdump's in-process recorder: the allocator's entry points, interposed (docs/recorder.md).
+ *
+ * Each hooked call walks its stack before the real function runs (into the thread's in-flight
+ * slot, so that a call a fatal signal stops is still known), then, under one process-wide lock,
+ * interns the stack, writes its `e` record and updates the live blocks. The lock makes the
+ * file order the SEQ order and puts every definition before its first use. Nothing here calls
+ * the allocator it records: the recorder's memory is mmap'd.
+ *
+ * Reentrancy: a thread flag marks a thread inside a hooked call. A hooked call it makes then
+ * (glibc's realloc(NULL, n) calling malloc, pthread_getattr_np allocating for the recorder, a
+ * signal handler that interrupted the call) passes through unrecorded, as the breakpoint
+ * recorder records only the outermost call of a thread.
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "recorder.h"
+
+#define C (memdump_recorder_control)
+#define EXPORT __attribute__((visibility("default")))
+
+EXPORT struct mdr_control memdump_recorder_control = {
+    .magic = MDR_MAGIC,
+    .version = MDR_VERSION,
+    .size = sizeof(struct mdr_control),
+    .depth = 32,
+};
+
+/* GDB stops here (a breakpoint on this address from .dynsym) and fills in the control block. */
+EXPORT __attribute__((noinline)) void memdump_recorder_configure(struct mdr_control *control)
+{
+    __asm__ volatile("" : : "r"(control) : "memory");
+}
+
+static const char *const op_names[MDR_OP_COUNT] = {
+    "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
+    "aligned_alloc", "memalign", "valloc", "pvalloc",
+};
+static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7};
+
+/* -- the real functions --------------------------------------------------------------------- */
+
+static struct {
+    void *(*malloc)(size_t);
+    void *(*calloc)(size_t, size_t);
+    void *(*realloc)(void *, size_t);
+    void *(*reallocarray)(void *, size_t, size_t);
+    void (*free)(void *);
+    int (*posix_memalign)(void **, size_t, size_t);
+    void *(*aligned_alloc)(size_t, size_t);
+    void *(*memalign)(size_t, size_t);
+    void *(*valloc)(size_t);
+    void *(*pvalloc)(size_t);
+} real;
+
+/* dlsym may allocate before the real functions are known: it gets memory from here. */
+static char bootstrap[64 * 1024] __attribute__((aligned(64)));
+static size_t bootstrap_used;
+static volatile int resolving;
+static int memalign_is_aligned_alloc;
+
+static void *bootstrap_alloc(size_t size)
+{
+    size = (size + 63) & ~(size_t)63;
+    size_t at = __atomic_fetch_add(&bootstrap_used, size, __ATOMIC_RELAXED);
+    if (at + size > sizeof bootstrap)
+        return NULL;
+    return bootstrap + at;
+}
+
+static inline int is_bootstrap(const void *p)
+{
+    return (const char *)p >= bootstrap && (const char *)p < bootstrap + sizeof bootstrap;
+}
+
+static void resolve_real(void)
+{
+    static pthread_mutex_t m = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&m);
+    if (real.free == NULL) {
+        resolving = 1;
+        real.malloc = dlsym(RTLD_NEXT, "malloc");
+        real.calloc = dlsym(RTLD_NEXT, "calloc");
+        real.realloc = dlsym(RTLD_NEXT, "realloc");
+        real.reallocarray = dlsym(RTLD_NEXT, "reallocarray");
+        real.posix_memalign = dlsym(RTLD_NEXT, "posix_memalign");
+        real.aligned_alloc = dlsym(RTLD_NEXT, "aligned_alloc");
+        real.memalign = dlsym(RTLD_NEXT, "memalign");
+        real.valloc = dlsym(RTLD_NEXT, "valloc");
+        real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
+        /* glibc 2.36 exports aligned_alloc as an alias of memalign: the breakpoint recorder
+         * then sees one function and names its calls aligned_alloc (docs/dump-format.md). */
+        memalign_is_aligned_alloc = real.memalign == real.aligned_alloc;
+        __atomic_store_n(&real.free, (void (*)(void *))dlsym(RTLD_NEXT, "free"),
+                         __ATOMIC_RELEASE);
+        resolving = 0;
+    }
+    pthread_mutex_unlock(&m);
+}
+
+/* -- threads -------------------------------------------------------------------------------- */
+
+struct mdr_thread {
+    int in_call;
+    int ready;
+    uint64_t tid;
+    struct mdr_slot *slot;
+    struct mdr_stack_bounds bounds;
+};
+
+static __thread struct mdr_thread self __attribute__((tls_model("initial-exec")));
+
+#define SLOTS 4096
+static struct mdr_slot *slots;
+static pthread_key_t slot_key;
+
+static void release_slot(void *p)
+{
+    struct mdr_slot *s = p;
+    if (s != NULL) {
+        s->op = 0;
+        __atomic_store_n(&s->tid, 0, __ATOMIC_RELEASE);
+    }
+    self.slot = NULL;
+}
+
+static void thread_init(struct mdr_thread *t)
+{
+    t->ready = 1;
+    t->tid = (uint64_t)syscall(SYS_gettid);
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *addr;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            t->bounds.lo = (uintptr_t)addr;
+            t->bounds.hi = (uintptr_t)addr + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    stack_t ss;
+    if (sigaltstack(NULL, &ss) == 0 && !(ss.ss_flags & SS_DISABLE)) {
+        t->bounds.alt_lo = (uintptr_t)ss.ss_sp;
+        t->bounds.alt_hi = (uintptr_t)ss.ss_sp + ss.ss_size;
+    }
+    if (slots != NULL) {
+        for (size_t i = 0; i < SLOTS; i++) {
+            uint64_t expected = 0;
+            if (__atomic_compare_exchange_n(&slots[i].tid, &expected, t->tid, 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+                t->slot = &slots[i];
+                pthread_setspecific(slot_key, t->slot);
+                break;
+            }
+        }
+    }
+}
+
+/* -- the lock ------------------------------------------------------------------------------- */
+
+static inline void lock(uint64_t tid)
+{
+    for (unsigned spins = 0;; spins++) {
+        uint64_t expected = 0;
+        if (__atomic_compare_exchange_n(&C.lock, &expected, tid, 0, __ATOMIC_ACQUIRE,
+                                        __ATOMIC_RELAXED))
+            return;
+        if (spins > 64)
+            sched_yield();
+        else
+            __builtin_ia32_pause();
+    }
+}
+
+static inline void unlock(void)
+{
+    __atomic_store_n(&C.lock, 0, __ATOMIC_RELEASE);
+}
+
+/* -- start-up ------------------------------------------------------------------------------- */
+
+static int configure_state;  /* 0 not yet, 1 in progress, 2 done */
+
+static void forget_environment(void)
+{
+    if (C.inherit)
+        return;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre != NULL) {
+        char kept[4096];
+        size_t k = 0;
+        const char *p = pre;
+        while (*p) {
+            size_t len = strcspn(p, ": ");
+            int ours = len >= 22 && memcmp(p + len - 22, "libmemdump_recorder.so", 22) == 0;
+            if (!ours && len > 0 && k + len + 1 < sizeof kept) {
+                if (k)
+                    kept[k++] = ':';
+                memcpy(kept + k, p, len);
+                k += len;
+            }
+            p += len;
+            if (*p)
+                p++;
+        }
+        kept[k] = '\0';
+        if (k)
+            setenv("LD_PRELOAD", kept, 1);
+        else
+            unsetenv("LD_PRELOAD");
+    }
+}
+
+static void atfork_prepare(void) { if (C.state == MDR_RECORDING) lock(self.tid ? self.tid : 1); }
+static void atfork_parent(void) { if (C.lock) unlock(); }
+static void atfork_child(void)
+{
+    /* The child shares the dump's mapping: it must never write. */
+    if (C.lock)
+        unlock();
+    C.state = MDR_DISABLED;
+}
+
+/* The first call into the recorder: ask GDB for the configuration, open the dump. */
+static void configure(void)
+{
+    int expected = 0;
+    if (!__atomic_compare_exchange_n(&configure_state, &expected, 1, 0, __ATOMIC_ACQ_REL,
+                                     __ATOMIC_ACQUIRE)) {
+        while (__atomic_load_n(&configure_state, __ATOMIC_ACQUIRE) == 1)
+            sched_yield();
+        return;
+    }
+    C.pid = (uint64_t)getpid();
+    slots = mdr_map(SLOTS * sizeof(struct mdr_slot));
+    C.slots = (uint64_t)(uintptr_t)slots;
+    C.slot_count = slots ? SLOTS : 0;
+    pthread_key_create(&slot_key, release_slot);
+    memdump_recorder_configure(&C);
+    if (C.path[0] == '\0') {
+        C.failure = MDR_NO_GDB;
+        C.state = MDR_DISABLED;
+    } else if (!mdr_intern_init()) {
+        C.failure = MDR_MEMORY;
+        C.state = MDR_DISABLED;
+    } else {
+        int rc = mdr_out_open(C.path, C.end);
+        if (rc < 0) {
+            C.failure = MDR_OPEN;
+            C.failure_errno = (uint64_t)-rc;
+            C.state = MDR_DISABLED;
+        } else {
+            if (C.depth > MDR_MAX_DEPTH)
+                C.depth = MDR_MAX_DEPTH;
+            pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+            __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
+        }
+    }
+    __atomic_store_n(&configure_state, 2, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void recorder_init(void)
+{
+    struct mdr_thread *t = &self;
+    if (real.free == NULL)
+        resolve_real();
+    t->in_call++;
+    if (configure_state != 2)
+        configure();
+    /* here, not in configure(): a call before the C library's own start-up sees no environ */
+    if (C.state == MDR_RECORDING)
+        forget_environment();
+    t->in_call--;
+}
+
+/* Is this call to be recorded? Sets the thread's flag when it is. */
+static inline int enter(struct mdr_thread *t)
+{
+    if (MDR_UNLIKELY(t->in_call))
+        return 0;
+    if (MDR_UNLIKELY(C.state != MDR_RECORDING)) {
+        if (C.state != MDR_UNCONFIGURED || configure_state == 2)
+            return 0;
+        t->in_call = 1;
+        if (real.free == NULL)
+            resolve_real();
+        configure();
+        t->in_call = 0;
+        if (C.state != MDR_RECORDING)
+            return 0;
+    }
+    t->in_call = 1;
+    if (MDR_UNLIKELY(!t->ready))
+        thread_init(t);
+    return 1;
+}
+
+/* -- recording ------------------------------------------------------------------------------ */
+
+struct call {
+    enum mdr_op op;
+    uint64_t args[3];
+    int n;
+    uintptr_t pcs[MDR_MAX_DEPTH];
+};
+
+/* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp). */
+static inline void begin(struct mdr_thread *t, struct call *c, const void *frame)
+{
+    const uintptr_t *fp = frame;
+    int depth = (int)C.depth;
+    c->n = depth > 0 ? mdr_unwind(c->pcs, depth, fp[1], (uintptr_t)(fp + 2), fp[0], &t->bounds)
+                     : 0;
+    struct mdr_slot *s = t->slot;
+    if (s != NULL) {
+        s->args[0] = c->args[0];
+        s->args[1] = c->args[1];
+        s->args[2] = c->args[2];
+        s->npcs = (uint64_t)c->n;
+        s->pcs = (uint64_t)(uintptr_t)c->pcs;
+        __atomic_store_n(&s->op, (uint64_t)c->op + 1, __ATOMIC_RELEASE);
+    }
+}
+
+static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
+{
+    switch (op) {
+    case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC:
+        if (result) mdr_live_add(result, a[0], stack);
+        break;
+    case MDR_CALLOC:
+        if (result) mdr_live_add(result, a[0] * a[1], stack);
+        break;
+    case MDR_FREE:
+        mdr_live_remove(a[0]);
+        break;
+    case MDR_POSIX_MEMALIGN:
+        if (rc == 0 && result) mdr_live_add(result, a[2], stack);
+        break;
+    case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
+        if (result) mdr_live_add(result, a[1], stack);
+        break;
+    case MDR_REALLOC: case MDR_REALLOCARRAY: {
+        uint64_t size = op == MDR_REALLOC ? a[1] : a[1] * a[2];
+        if (a[0] == 0) {
+            if (result) mdr_live_add(result, size, stack);
+        } else if (size == 0) {
+            mdr_live_remove(a[0]);
+            if (result) mdr_live_add(result, 0, stack);
+        } else if (result) {
+            mdr_live_remove(a[0]);
+            mdr_live_add(result, size, stack);
+        }
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* The call returned RESULT (posix_memalign: its return value RC): write its event. */
+static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc)
+{
+    enum mdr_op op = c->op;
+    uint64_t hash = mdr_stack_hash(c->pcs, c->n);
+    lock(t->tid);
+    if (MDR_LIKELY(C.state == MDR_RECORDING)) {
+        uint64_t stack = mdr_intern_stack(c->pcs, c->n, hash);
+        char *p = mdr_out_reserve(256);
+        if (MDR_UNLIKELY(p == NULL)) {
+            C.state = MDR_DISABLED;
+        } else {
+            char *start = p;
+            uint64_t seq = ++C.seq;
+            *p++ = 'e';
+            *p++ = ' ';
+            p = mdr_fmt_dec(p, seq);
+            *p++ = ' ';
+            p = mdr_fmt_dec(p, t->tid);
+            *p++ = ' ';
+            memcpy(p, op_names[op], op_len[op]);
+            p += op_len[op];
+            *p++ = ' ';
+            p = mdr_fmt_dec(p, stack);
+            *p++ = ' ';
+            if (op == MDR_FREE) {
+                *p++ = '-';
+                *p++ = ' ';
+                p = mdr_fmt_hex(p, c->args[0]);
+            } else {
+                p = mdr_fmt_hex(p, result);
+                *p++ = ' ';
+                switch (op) {
+                case MDR_REALLOC:
+                    p = mdr_fmt_hex(p, c->args[0]);
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, c->args[1]);
+                    break;
+                case MDR_REALLOCARRAY:
+                    p = mdr_fmt_hex(p, c->args[0]);
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, c->args[1]);
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, c->args[2]);
+                    break;
+                case MDR_CALLOC: case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
+                    p = mdr_fmt_dec(p, c->args[0]);
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, c->args[1]);
+                    break;
+                case MDR_POSIX_MEMALIGN:
+                    p = mdr_fmt_dec(p, c->args[1]);
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, c->args[2]);
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, rc);
+                    break;
+                default:
+                    p = mdr_fmt_dec(p, c->args[0]);
+                    break;
+                }
+            }
+            *p++ = '\n';
+            mdr_out_commit((size_t)(p - start));
+            C.events++;
+            apply(op, result, c->args, rc, stack);
+        }
+    }
+    unlock();
+    if (t->slot != NULL)
+        __atomic_store_n(&t->slot->op, 0, __ATOMIC_RELEASE);
+}
+
+#define HOOK_BEGIN(OP, A0, A1, A2)                                  \
+    struct mdr_thread *t = &self;                                   \
+    struct call c;                                                  \
+    c.op = (OP);                                                    \
+    c.args[0] = (uint64_t)(A0);                                     \
+    c.args[1] = (uint64_t)(A1);                                     \
+    c.args[2] = (uint64_t)(A2);                                     \
+    begin(t, &c, __builtin_frame_address(0))
+
+#define HOOK_END(RESULT, RC)                                        \
+    finish(t, &c, (uint64_t)(RESULT), (RC));                        \
+    t->in_call = 0
+
+#define REAL(name)                                                  \
+    (MDR_UNLIKELY(real.free == NULL) ? (resolve_real(), real.name) : real.name)
+
+/* -- the entry points ----------------------------------------------------------------------- */
+
+EXPORT void *malloc(size_t size)
+{
+    if (MDR_UNLIKELY(resolving))
+        return bootstrap_alloc(size);
+    if (!enter(&self))
+        return REAL(malloc)(size);
+    HOOK_BEGIN(MDR_MALLOC, size, 0, 0);
+    void *r = real.malloc(size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT void free(void *ptr)
+{
+    if (MDR_UNLIKELY(is_bootstrap(ptr)))
+        return;
+    if (!enter(&self)) {
+        REAL(free)(ptr);
+        return;
+    }
+    HOOK_BEGIN(MDR_FREE, ptr, 0, 0);
+    real.free(ptr);
+    HOOK_END(0, 0);
+}
+
+EXPORT void *calloc(size_t nmemb, size_t size)
+{
+    if (MDR_UNLIKELY(resolving)) {
+        void *p = bootstrap_alloc(nmemb * size);
+        return p;  /* the bootstrap buffer is zero and never reused */
+    }
+    if (!enter(&self))
+        return REAL(calloc)(nmemb, size);
+    HOOK_BEGIN(MDR_CALLOC, nmemb, size, 0);
+    void *r = real.calloc(nmemb, size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT void *realloc(void *ptr, size_t size)
+{
+    if (MDR_UNLIKELY(is_bootstrap(ptr))) {
+        void *p = REAL(malloc)(size);
+        if (p != NULL)
+            memcpy(p, ptr, size);  /* bootstrap blocks are tiny and the buffer is readable */
+        return p;
+    }
+    if (!enter(&self))
+        return REAL(realloc)(ptr, size);
+    HOOK_BEGIN(MDR_REALLOC, ptr, size, 0);
+    void *r = real.realloc(ptr, size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
+{
+    if (!enter(&self))
+        return REAL(reallocarray)(ptr, nmemb, size);
+    HOOK_BEGIN(MDR_REALLOCARRAY, ptr, nmemb, size);
+    void *r = real.reallocarray(ptr, nmemb, size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
+{
+    if (!enter(&self))
+        return REAL(posix_memalign)(memptr, alignment, size);
+    HOOK_BEGIN(MDR_POSIX_MEMALIGN, memptr, alignment, size);
+    int rc = real.posix_memalign(memptr, alignment, size);
+    HOOK_END(rc == 0 ? (uint64_t)(uintptr_t)*memptr : 0, (uint64_t)(unsigned)rc);
+    return rc;
+}
+
+EXPORT void *aligned_alloc(size_t alignment, size_t size)
+{
+    if (!enter(&self))
+        return REAL(aligned_alloc)(alignment, size);
+    HOOK_BEGIN(MDR_ALIGNED_ALLOC, alignment, size, 0);
+    void *r = real.aligned_alloc(alignment, size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT void *memalign(size_t alignment, size_t size)
+{
+    if (!enter(&self))
+        return REAL(memalign)(alignment, size);
+    HOOK_BEGIN(memalign_is_aligned_alloc ? MDR_ALIGNED_ALLOC : MDR_MEMALIGN, alignment, size, 0);
+    void *r = real.memalign(alignment, size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT void *valloc(size_t size)
+{
+    if (!enter(&self))
+        return REAL(valloc)(size);
+    HOOK_BEGIN(MDR_VALLOC, size, 0, 0);
+    void *r = real.valloc(size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+EXPORT void *pvalloc(size_t size)
+{
+    if (!enter(&self))
+        return REAL(pvalloc)(size);
+    HOOK_BEGIN(MDR_PVALLOC, size, 0, 0);
+    void *r = real.pvalloc(size);
+    HOOK_END(r, 0);
+    return r;
+}
+
+/* Modules come and go: cached unwind rules of an unloaded module must not serve its successor. */
+EXPORT int dlclose(void *handle)
+{
+    static int (*real_dlclose)(void *);
+    if (real_dlclose == NULL)
+        real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+    int rc = real_dlclose(handle);
+    mdr_unwind_invalidate();
+    return rc;
+}

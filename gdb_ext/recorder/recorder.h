@@ -1,0 +1,54 @@
+/* The in-process recorder's internal interfaces (docs/recorder.md). */
+#ifndef MEMDUMP_RECORDER_H
+#define MEMDUMP_RECORDER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "control.h"
+
+#define MDR_LIKELY(x) __builtin_expect(!!(x), 1)
+#define MDR_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define MDR_HIDDEN __attribute__((visibility("hidden")))
+
+extern struct mdr_control memdump_recorder_control;
+
+/* -- memory the recorder allocates for itself (mmap only: never the allocator it records) -- */
+MDR_HIDDEN void *mdr_map(size_t bytes);
+MDR_HIDDEN void mdr_unmap(void *p, size_t bytes);
+/* Address space in the recorder's region, for a file mapping (MAP_FIXED over it). */
+MDR_HIDDEN void *mdr_reserve(size_t bytes);
+
+/* -- unwind.c: stacks from .eh_frame, one cached rule per pc -- */
+struct mdr_stack_bounds {
+    uintptr_t lo, hi;            /* the thread's stack */
+    uintptr_t alt_lo, alt_hi;    /* its signal stack, if any */
+};
+/* Return addresses, innermost first: PC (where the hooked function returns to), then its
+ * callers', walking from the caller's SP and FP. At most MAX; returns how many. */
+MDR_HIDDEN int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                          const struct mdr_stack_bounds *bounds);
+/* Modules were loaded or unloaded: forget the module list and every cached rule. */
+MDR_HIDDEN void mdr_unwind_invalidate(void);
+/* The module holding PC: its path (realpath) and load bias; 0 when none. */
+MDR_HIDDEN int mdr_module_of(uintptr_t pc, const char **path, uintptr_t *bias);
+
+/* -- out.c: the dump, appended through a shared file mapping (under the lock) -- */
+MDR_HIDDEN int mdr_out_open(const char *path, uint64_t end);
+/* Room for at least BYTES at the end of the dump; NULL when the file cannot grow. */
+MDR_HIDDEN char *mdr_out_reserve(size_t bytes);
+/* BYTES written at the pointer mdr_out_reserve returned: they become part of the dump. */
+MDR_HIDDEN void mdr_out_commit(size_t bytes);
+MDR_HIDDEN char *mdr_fmt_dec(char *p, uint64_t v);
+MDR_HIDDEN char *mdr_fmt_hex(char *p, uint64_t v);
+MDR_HIDDEN char *mdr_fmt_str(char *p, const char *s);
+
+/* -- intern.c: frames, stack nodes, the live blocks (under the lock) -- */
+/* The node of the stack PCS[0..N) (innermost first), writing the definitions it needs. */
+MDR_HIDDEN uint64_t mdr_intern_stack(const uintptr_t *pcs, int n, uint64_t hash);
+MDR_HIDDEN uint64_t mdr_stack_hash(const uintptr_t *pcs, int n);
+MDR_HIDDEN void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack);
+MDR_HIDDEN int mdr_live_remove(uint64_t addr);
+MDR_HIDDEN int mdr_intern_init(void);
+
+#endif
