@@ -228,7 +228,8 @@ def main() -> int:
                   "recorder yet): the tables are printed, not written", file=sys.stderr)
             if largest > max(bp_size, 20_000):
                 print(f"bench-recorder: {largest:,} events would take hours at ~5k events/s: "
-                      "nothing measured (try --sizes 2000 --flat-sizes 1000,4000)",
+                      "nothing measured (try --sizes 2000 --flat-sizes 1000,4000 "
+                      "--breakpoints-size 2000)",
                       file=sys.stderr)
                 return 0
         started = time.monotonic()
@@ -262,7 +263,7 @@ def main() -> int:
     lines = [
         f"Machine: {machine()}; gdb {version(['gdb', '--version'])}, heaptrack "
         f"{version(['heaptrack', '--version'])}, valgrind {version(['valgrind', '--version'])}; "
-        f"memdump's recorder: `{mode}`; median of {args.runs} runs, variants interleaved; "
+        f"memdump's recorder: `{mode}`; median of {args.runs} run(s), variants interleaved; "
         f"{minutes:.0f} min. Every memdump dump checked: leak exactly {LEAK_BLOCKS} blocks, "
         f"{LEAK_BYTES} bytes, and N events.",
         "",
