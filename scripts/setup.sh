@@ -29,13 +29,17 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
 #                 (also only a Recommends of clang)
 test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
                clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf)
+# `make bench` needs the test packages and, only for the benchmarks:
+#   heaptrack     the in-process recorder's benchmark compares memdump with it (bench-recorder.py)
+bench_packages=("${test_packages[@]}" heaptrack)
 
 usage() {
     cat <<EOF
-usage: scripts/setup.sh [--demo] [--check] [-h|--help]
+usage: scripts/setup.sh [--demo|--bench] [--check] [-h|--help]
 
 Install the Debian packages and the Python test dependencies the toolkit needs, only when missing.
   --demo      only what 'make demo' needs: the recorder, the analyser and a C++ build (no virtualenv)
+  --bench     also what 'make bench' needs (heaptrack)
   --check     only report what is missing; exit 1 if anything is
   -h, --help  show this help
 EOF
@@ -43,18 +47,25 @@ EOF
 
 check_only=0
 demo_only=0
+bench=0
 while [[ $# -gt 0 ]]; do
     case "$1" in
         --check) check_only=1 ;;
         --demo) demo_only=1 ;;
+        --bench) bench=1 ;;
         -h|--help) usage; exit 0 ;;
         *) echo "setup.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
     esac
     shift
 done
 
+if [[ $demo_only -eq 1 && $bench -eq 1 ]]; then
+    echo "setup.sh: --demo and --bench cannot be combined" >&2; usage >&2; exit 2
+fi
 if [[ $demo_only -eq 1 ]]; then
     packages=("${demo_packages[@]}")
+elif [[ $bench -eq 1 ]]; then
+    packages=("${bench_packages[@]}")
 else
     packages=("${test_packages[@]}")
 fi
