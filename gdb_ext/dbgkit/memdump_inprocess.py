@@ -29,8 +29,8 @@ from .core.recorder import (
 )
 from .memdump_breakpoints import install_hooks
 from .memdump_checks import CMD
-from .memdump_session import FATAL_SIGNALS, Session, State, _format_args
 from .memdump_scan import pointer_scan
+from .memdump_session import FATAL_SIGNALS, Session, State, _format_args
 
 __all__ = ["InProcessSession"]
 

@@ -10,8 +10,8 @@ import textwrap
 import gdb
 
 from .. import output, settings
-from ..memdump_checks import CMD, cannot_record, check_program
 from ..core.recorder import LIBRARY, find_library
+from ..memdump_checks import CMD, cannot_record, check_program
 from ..memdump_inprocess import InProcessSession
 from ..memdump_session import Session, State
 from . import base

@@ -113,7 +113,7 @@ def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int) ->
         words.frombytes(read(table + 24 * first, 24 * count))
     addrs = words[0::3]
     sizes = words[1::3]
-    return {a: s for a, s in zip(addrs, sizes) if a > 1}
+    return {a: s for a, s in zip(addrs, sizes, strict=False) if a > 1}
 
 
 @dataclass(frozen=True)
