@@ -108,11 +108,28 @@ static void resolve_real(void)
 
 /* -- threads -------------------------------------------------------------------------------- */
 
+/* A recent walk of the thread's stack: a call from the same place (same return address, stack
+ * and frame pointers) whose every stack word read is unchanged has the same stack, already
+ * interned: no walk, no hash, no look-up. Sound because a walk is a function of its start and of
+ * the words it reads (and of the unwind rules: the generation). */
+#define WALKS 4
+struct walk {
+    uintptr_t pc0, sp0, fp0;
+    uint64_t generation, depth, node;
+    int n, valid, node_len;
+    char node_text[24];
+    struct mdr_walk_log log;
+    uintptr_t pcs[MDR_MAX_DEPTH];
+};
+
 struct mdr_thread {
     int in_call;
     int ready;
     uint64_t tid;
     struct mdr_slot *slot;
+    struct walk *walks;
+    int tid_len;
+    char tid_text[24];
     struct mdr_stack_bounds bounds;
 };
 
@@ -136,6 +153,8 @@ static void thread_init(struct mdr_thread *t)
 {
     t->ready = 1;
     t->tid = (uint64_t)syscall(SYS_gettid);
+    t->tid_len = (int)(mdr_fmt_dec(t->tid_text, t->tid) - t->tid_text);
+    t->walks = mdr_map(WALKS * sizeof(struct walk));
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
@@ -309,16 +328,47 @@ struct call {
     enum mdr_op op;
     uint64_t args[3];
     int n;
-    uintptr_t pcs[MDR_MAX_DEPTH];
+    uintptr_t *pcs;
+    struct walk *walk;
 };
 
-/* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp). */
-static inline void begin(struct mdr_thread *t, struct call *c, const void *frame)
+/* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
+ * find it unchanged among the thread's recent walks. */
+static inline void begin(struct mdr_thread *t, struct call *c, const void *frame,
+                         uintptr_t *local)
 {
-    const uintptr_t *fp = frame;
+    const uintptr_t *f = frame;
+    uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
     int depth = (int)C.depth;
-    c->n = depth > 0 ? mdr_unwind(c->pcs, depth, fp[1], (uintptr_t)(fp + 2), fp[0], &t->bounds)
-                     : 0;
+    struct walk *w = NULL;
+    if (MDR_LIKELY(t->walks != NULL)) {
+        w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 62];
+        if (w->valid && w->pc0 == pc && w->sp0 == sp && w->fp0 == fp &&
+            w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
+            mdr_walk_valid(&w->log, &t->bounds)) {
+            c->walk = w;
+            c->pcs = w->pcs;
+            c->n = w->n;
+            goto slot;
+        }
+        w->valid = 0;
+        w->generation = mdr_unwind_generation();
+        c->pcs = w->pcs;
+        c->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log) : 0;
+        w->pc0 = pc;
+        w->sp0 = sp;
+        w->fp0 = fp;
+        w->depth = (uint64_t)depth;
+        w->n = c->n;
+        w->node = 0;
+        w->valid = !w->log.overflow;
+        c->walk = w;
+    } else {
+        c->walk = NULL;
+        c->pcs = local;
+        c->n = depth > 0 ? mdr_unwind(local, depth, pc, sp, fp, &t->bounds, NULL) : 0;
+    }
+slot:;
     struct mdr_slot *s = t->slot;
     if (s != NULL) {
         s->args[0] = c->args[0];
@@ -367,29 +417,71 @@ static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t r
 }
 
 /* The call returned RESULT (posix_memalign: its return value RC): write its event. */
+/* SEQ as decimal text, incremented in place (under the lock). */
+static char seq_text[24] = "0";
+static int seq_len = 1;
+static uint64_t seq_of_text;
+
+static inline void next_seq(void)
+{
+    uint64_t seq = ++C.seq;
+    if (MDR_UNLIKELY(seq != seq_of_text + 1)) {  /* GDB wrote records meanwhile */
+        seq_len = (int)(mdr_fmt_dec(seq_text, seq) - seq_text);
+    } else {
+        int i = seq_len - 1;
+        while (i >= 0 && seq_text[i] == '9')
+            seq_text[i--] = '0';
+        if (i >= 0) {
+            seq_text[i]++;
+        } else {
+            memmove(seq_text + 1, seq_text, (size_t)seq_len);
+            seq_text[0] = '1';
+            seq_len++;
+        }
+    }
+    seq_of_text = seq;
+}
+
 static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc)
 {
     enum mdr_op op = c->op;
-    uint64_t hash = mdr_stack_hash(c->pcs, c->n);
+    struct walk *w = c->walk;
+    uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
     lock(t->tid);
     if (MDR_LIKELY(C.state == MDR_RECORDING)) {
-        uint64_t stack = mdr_intern_stack(c->pcs, c->n, hash);
+        uint64_t stack;
+        if (w != NULL && w->node) {
+            stack = w->node;
+        } else {
+            stack = mdr_intern_stack(c->pcs, c->n, hash);
+            if (w != NULL && stack) {
+                w->node = stack;
+                w->node_len = (int)(mdr_fmt_dec(w->node_text, stack) - w->node_text);
+            }
+        }
         char *p = mdr_out_reserve(256);
         if (MDR_UNLIKELY(p == NULL)) {
             C.state = MDR_DISABLED;
         } else {
             char *start = p;
-            uint64_t seq = ++C.seq;
+            next_seq();
             *p++ = 'e';
             *p++ = ' ';
-            p = mdr_fmt_dec(p, seq);
+            memcpy(p, seq_text, 24);
+            p += seq_len;
             *p++ = ' ';
-            p = mdr_fmt_dec(p, t->tid);
+            memcpy(p, t->tid_text, 24);
+            p += t->tid_len;
             *p++ = ' ';
             memcpy(p, op_names[op], op_len[op]);
             p += op_len[op];
             *p++ = ' ';
-            p = mdr_fmt_dec(p, stack);
+            if (w != NULL && w->node == stack) {
+                memcpy(p, w->node_text, 24);
+                p += w->node_len;
+            } else {
+                p = mdr_fmt_dec(p, stack);
+            }
             *p++ = ' ';
             if (op == MDR_FREE) {
                 *p++ = '-';
@@ -442,11 +534,12 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
 #define HOOK_BEGIN(OP, A0, A1, A2)                                  \
     struct mdr_thread *t = &self;                                   \
     struct call c;                                                  \
+    uintptr_t local_pcs[MDR_MAX_DEPTH];                             \
     c.op = (OP);                                                    \
     c.args[0] = (uint64_t)(A0);                                     \
     c.args[1] = (uint64_t)(A1);                                     \
     c.args[2] = (uint64_t)(A2);                                     \
-    begin(t, &c, __builtin_frame_address(0))
+    begin(t, &c, __builtin_frame_address(0), local_pcs)
 
 #define HOOK_END(RESULT, RC)                                        \
     finish(t, &c, (uint64_t)(RESULT), (RC));                        \

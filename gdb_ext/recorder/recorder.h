@@ -24,10 +24,22 @@ struct mdr_stack_bounds {
     uintptr_t lo, hi;            /* the thread's stack */
     uintptr_t alt_lo, alt_hi;    /* its signal stack, if any */
 };
+/* The stack words a walk read (addresses and values), when it read at most MDR_WALK_READS. */
+#define MDR_WALK_READS 96
+struct mdr_walk_log {
+    int count, overflow;
+    uintptr_t addr[MDR_WALK_READS];
+    uintptr_t value[MDR_WALK_READS];
+};
 /* Return addresses, innermost first: PC (where the hooked function returns to), then its
- * callers', walking from the caller's SP and FP. At most MAX; returns how many. */
+ * callers', walking from the caller's SP and FP. At most MAX; returns how many. LOG, when
+ * given, gets every stack word read. */
 MDR_HIDDEN int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                          const struct mdr_stack_bounds *bounds);
+                          const struct mdr_stack_bounds *bounds, struct mdr_walk_log *log);
+/* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same. */
+MDR_HIDDEN int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b);
+/* Changes whenever cached unwind rules are dropped (modules unloaded). */
+MDR_HIDDEN uint64_t mdr_unwind_generation(void);
 /* Modules were loaded or unloaded: forget the module list and every cached rule. */
 MDR_HIDDEN void mdr_unwind_invalidate(void);
 /* The module holding PC: its path (realpath) and load bias; 0 when none. */

@@ -147,8 +147,11 @@ int mdr_module_of(uintptr_t pc, const char **path, uintptr_t *bias)
     return 1;
 }
 
+static volatile uint64_t generation;
+
 void mdr_unwind_invalidate(void)
 {
+    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&modules, NULL, __ATOMIC_RELEASE);
     if (rule_cache != NULL)
         for (size_t i = 0; i < (1u << CACHE_BITS); i++)
@@ -541,11 +544,40 @@ static inline int readable(const struct mdr_stack_bounds *b, uintptr_t addr)
     return (addr >= b->lo && addr + 8 <= b->hi) || (addr >= b->alt_lo && addr + 8 <= b->alt_hi);
 }
 
+int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b)
+{
+    for (int i = 0; i < log->count; i++)
+        if (!readable(b, log->addr[i]) || *(const uintptr_t *)log->addr[i] != log->value[i])
+            return 0;
+    return 1;
+}
+
 /* ucontext_t on x86-64: uc_mcontext.gregs at offset 40; REG_RBP 10, REG_RSP 15, REG_RIP 16 */
 #define UC_GREGS 40
 
+/* One stack word, logged when LOG is given: a later walk from the same start is the same walk
+ * as long as every word it read is unchanged (mdr_walk_valid). */
+#define LOAD(dst, where)                                         \
+    do {                                                         \
+        uintptr_t a_ = (where);                                  \
+        if (!readable(b, a_))                                    \
+            return n;                                            \
+        (dst) = *(const uintptr_t *)a_;                          \
+        if (log != NULL && log->count < MDR_WALK_READS) {        \
+            log->addr[log->count] = a_;                          \
+            log->value[log->count++] = (dst);                    \
+        } else if (log != NULL) {                                \
+            log->overflow = 1;                                   \
+        }                                                        \
+    } while (0)
+
+uint64_t mdr_unwind_generation(void)
+{
+    return generation;
+}
+
 int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
-               const struct mdr_stack_bounds *b)
+               const struct mdr_stack_bounds *b, struct mdr_walk_log *log)
 {
     if (MDR_UNLIKELY(rule_cache == NULL)) {
         rule_cache = mdr_map(sizeof(struct cache_entry) << CACHE_BITS);
@@ -554,6 +586,10 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
     }
     int n = 0;
     int exact = 0;
+    if (log != NULL) {
+        log->count = 0;
+        log->overflow = 0;
+    }
     if (max <= 0 || pc == 0)
         return 0;
     out[n++] = pc;
@@ -566,38 +602,31 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
             cfa = (r.cfa_rbp ? fp : sp) + (intptr_t)r.cfa_off;
             break;
         case K_CFA_DEREF:
-            if (!readable(b, fp + (intptr_t)r.cfa_off))
-                return n;
-            cfa = *(const uintptr_t *)(fp + (intptr_t)r.cfa_off);
+            LOAD(cfa, fp + (intptr_t)r.cfa_off);
             break;
         case K_FP:
-            if (fp <= sp || !readable(b, fp) || !readable(b, fp + 8))
+            if (fp <= sp)
                 return n;
-            pc = ((const uintptr_t *)fp)[1];
+            LOAD(pc, fp + 8);
             sp = fp + 16;
-            fp = ((const uintptr_t *)fp)[0];
+            LOAD(fp, fp);
             goto next;
         case K_SIGNAL: {
-            const uintptr_t *g = (const uintptr_t *)(sp + UC_GREGS);
-            if (!readable(b, sp + UC_GREGS) || !readable(b, sp + UC_GREGS + 16 * 8))
-                return n;
-            fp = g[10];
-            sp = g[15];
-            pc = g[16];
+            uintptr_t g = sp + UC_GREGS;
+            LOAD(fp, g + 8 * 10);
+            LOAD(pc, g + 8 * 16);
+            LOAD(sp, g + 8 * 15);
             exact = 1;
             goto next;
         }
         default:
             return n;
         }
-        if (cfa <= sp || !readable(b, cfa - 8))
+        if (cfa <= sp)
             return n;
-        if (r.bp_saved) {
-            if (!readable(b, cfa + (intptr_t)r.bp_off))
-                return n;
-            fp = *(const uintptr_t *)(cfa + (intptr_t)r.bp_off);
-        }
-        pc = *(const uintptr_t *)(cfa - 8);
+        if (r.bp_saved)
+            LOAD(fp, cfa + (intptr_t)r.bp_off);
+        LOAD(pc, cfa - 8);
         sp = cfa;
     next:
         if (pc == 0)
