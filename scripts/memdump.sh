@@ -22,8 +22,10 @@ done </proc/$$/environ
 
 usage() {
     cat <<EOF
-usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--] PROGRAM [ARGS...]
-       scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] -p PID [--for SECONDS]
+usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints] [--]
+                          PROGRAM [ARGS...]
+       scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
+                          -p PID [--for SECONDS]
 
 Run PROGRAM under GDB with memdump recording every heap operation into a dump, then exit with the
 program's exit status (128+N when signal N killed it). The program's stdin, stdout and stderr pass
@@ -37,6 +39,8 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
   --report           print the leak report (text) on stderr when the recording ends
   --json FILE        write the leak report as JSON to FILE
   --depth N          record at most N frames per call stack (memdump's default: 32)
+  --breakpoints      stop the program at every allocator call instead of loading memdump's
+                     in-process recorder into it (slow; for programs nothing may be loaded into)
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
@@ -70,6 +74,7 @@ sh_quote() {
 }
 
 dump=""
+breakpoints=0
 report=0
 json=""
 depth=""
@@ -84,6 +89,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --output=*) dump="${1#*=}"; shift ;;
         --report) report=1; shift ;;
+        --breakpoints) breakpoints=1; shift ;;
         --json)
             [[ $# -ge 2 ]] || bad_usage "$1 needs a file name (see --help)"
             json="$2"
@@ -176,10 +182,12 @@ memdump_start() {
     if [[ -n "$depth" ]]; then
         echo "set memdump depth ${depth}"
     fi
+    local mode=""
+    [[ "$breakpoints" -eq 0 ]] || mode=" --breakpoints"
     if [[ -n "$dump" ]]; then
-        echo "memdump -o $(argv_quote "$dump")"
+        echo "memdump${mode} -o $(argv_quote "$dump")"
     else
-        echo "memdump"
+        echo "memdump${mode}"
     fi
 }
 
@@ -332,6 +340,11 @@ here = os.path.dirname(os.path.abspath(sys.argv[0]))
 with open(os.path.join(here, "env"), "rb") as fh:
     entries = fh.read().split(b"\0")[:-1]
 env = dict(entry.split(b"=", 1) for entry in entries)
+# memdump's in-process recorder, which GDB preloads for the program (it takes itself out of
+# the program's LD_PRELOAD as it starts: the program sees its environment as typed)
+ours = [p for p in os.environ.get("LD_PRELOAD", "").split(":") if p.endswith("/libmemdump_recorder.so")]
+if ours:
+    env[b"LD_PRELOAD"] = b":".join([os.fsencode(ours[0])] + ([env[b"LD_PRELOAD"]] if env.get(b"LD_PRELOAD") else []))
 with open(os.path.join(here, "argv0"), "rb") as fh:
     argv0 = fh.read()
 path = os.fsencode(sys.argv[1])

@@ -343,7 +343,7 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
     struct walk *w = NULL;
     if (MDR_LIKELY(t->walks != NULL)) {
         w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 62];
-        if (w->valid && w->pc0 == pc && w->sp0 == sp && w->fp0 == fp &&
+        if (w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
             w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
             mdr_walk_valid(&w->log, &t->bounds)) {
             c->walk = w;

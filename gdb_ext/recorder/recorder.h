@@ -28,6 +28,7 @@ struct mdr_stack_bounds {
 #define MDR_WALK_READS 96
 struct mdr_walk_log {
     int count, overflow;
+    int fp_used;   /* the walk used the caller's rbp as it was at the call */
     uintptr_t addr[MDR_WALK_READS];
     uintptr_t value[MDR_WALK_READS];
 };

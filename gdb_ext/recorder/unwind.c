@@ -586,9 +586,11 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
     }
     int n = 0;
     int exact = 0;
+    int fp_initial = 1;  /* fp still holds the caller's rbp as it was at the call */
     if (log != NULL) {
         log->count = 0;
         log->overflow = 0;
+        log->fp_used = 0;
     }
     if (max <= 0 || pc == 0)
         return 0;
@@ -599,12 +601,19 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
         exact = 0;
         switch (r.kind) {
         case K_CFA:
+            if (r.cfa_rbp && fp_initial && log != NULL)
+                log->fp_used = 1;
             cfa = (r.cfa_rbp ? fp : sp) + (intptr_t)r.cfa_off;
             break;
         case K_CFA_DEREF:
+            if (fp_initial && log != NULL)
+                log->fp_used = 1;
             LOAD(cfa, fp + (intptr_t)r.cfa_off);
             break;
         case K_FP:
+            if (fp_initial && log != NULL)
+                log->fp_used = 1;
+            fp_initial = 0;
             if (fp <= sp)
                 return n;
             LOAD(pc, fp + 8);
@@ -613,6 +622,7 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
             goto next;
         case K_SIGNAL: {
             uintptr_t g = sp + UC_GREGS;
+            fp_initial = 0;
             LOAD(fp, g + 8 * 10);
             LOAD(pc, g + 8 * 16);
             LOAD(sp, g + 8 * 15);
@@ -624,8 +634,10 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
         }
         if (cfa <= sp)
             return n;
-        if (r.bp_saved)
+        if (r.bp_saved) {
+            fp_initial = 0;
             LOAD(fp, cfa + (intptr_t)r.bp_off);
+        }
         LOAD(pc, cfa - 8);
         sp = cfa;
     next:

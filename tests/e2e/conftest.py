@@ -5,8 +5,25 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import memdump_e2e
 import pytest
 from memdump_e2e import GDB_EXTENSION
+
+#: every memdump end-to-end test runs with both recorders (docs/recorder.md): same figures
+MODES = ("in-process", "breakpoints")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "memdump" in metafunc.module.__name__ and "memdump_mode" in metafunc.fixturenames:
+        metafunc.parametrize("memdump_mode", MODES, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def memdump_mode(request: pytest.FixtureRequest) -> str:
+    """The recorder this test's GDB runs use (memdump_e2e.gdb_argv and memdump_sh read it)."""
+    mode = getattr(request, "param", MODES[0])
+    memdump_e2e.MODE = mode
+    return mode
 
 
 @pytest.fixture(scope="session", autouse=True)

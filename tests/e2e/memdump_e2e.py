@@ -34,6 +34,9 @@ GDB_EXTENSION = REPO / "gdb_ext" / "memdump.py"
 ANALYZER_PATH = REPO / "analyzer"
 PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else "python3"
 
+#: the recorder of this test's GDB runs (conftest's memdump_mode sets it): in-process or breakpoints
+MODE = "in-process"
+
 GDB_TIMEOUT = 120  # seconds for one GDB run; every program here finishes in a second or two
 ANALYZE_TIMEOUT = 60
 POLL_DEADLINE = 60  # seconds to wait for something to appear in a dump
@@ -126,6 +129,8 @@ def gdb_argv(
 ) -> list[str]:
     """`gdb -nx -batch` sourcing the extension, then COMMANDS (each an -ex), on TARGET or a pid."""
     argv = ["gdb", "-nx", "-batch", "-ex", f"source {GDB_EXTENSION}"]
+    if MODE == "breakpoints":
+        argv += ["-ex", "set memdump recorder breakpoints"]
     for command in commands:
         argv += ["-ex", command]
     if attach is not None:

@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import memdump_e2e
 import pytest
 from memdump_e2e import (
     GDB_TIMEOUT,
@@ -34,8 +35,9 @@ SCRIPT = REPO / "scripts" / "memdump.sh"
 
 def memdump_sh(*args: str | Path, stdin: bytes = b"", env: dict[str, str] | None = None,
                cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+    mode = ["--breakpoints"] if memdump_e2e.MODE == "breakpoints" else []
     try:
-        proc = subprocess.run([str(SCRIPT), *(str(a) for a in args)], input=stdin,
+        proc = subprocess.run([str(SCRIPT), *mode, *(str(a) for a in args)], input=stdin,
                               capture_output=True, timeout=GDB_TIMEOUT, env=env, cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"memdump.sh did not finish within {GDB_TIMEOUT} s: {args}\n{exc.stderr!r}")

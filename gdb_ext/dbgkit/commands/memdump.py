@@ -139,7 +139,7 @@ def _new_session(out_path: str | None, series: str | None = None,
     recorder records unless BREAKPOINTS, a live process (attaching loads nothing yet), or the
     library is not built."""
     library = None
-    if not breakpoints:
+    if not breakpoints and settings.get("recorder") == "in-process":
         library = find_library(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         if library is None:
             output.info(CMD, f"the in-process recorder ({LIBRARY}) is not built (make build): "
