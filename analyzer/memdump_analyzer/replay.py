@@ -33,8 +33,8 @@ import re
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
-from .dumpio import clean_line
 from .dumpformat import OPERATIONS, effect, unescape
+from .dumpio import clean_line
 from .model import EndRecord, HeapError
 from .rules import is_runtime_only
 
