@@ -10,10 +10,12 @@ Public API, also used by GDB's `memdump leaks` to report on a dump that is still
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 
 from .aggregation import build_analysis
 from .dumpfile import DumpError, DumpReader, Frame
 from .model import Analysis, ErrorReport, Group
+from .replay import Replay
 from .replay import replay as _replay
 from .report import dumps_json, render_json, render_text
 from .rules import RULES
@@ -38,6 +40,18 @@ __all__ = [
 __version__ = "1.0.0"
 
 
+def _printed_nodes(result: Replay) -> Iterator[int]:
+    """The stack nodes a report may print: the live blocks', the errors' and the peak's."""
+    for _, node in result.live.values():
+        yield node
+    for e in result.errors:
+        yield e.node
+        if e.freed_node is not None:
+            yield e.freed_node
+    if result.peak_node is not None:
+        yield result.peak_node
+
+
 def analyze(path: str, *, symbolize: bool = True) -> Analysis:
     """Read and replay the dump at `path` in one pass; group and classify its live blocks.
 
@@ -54,14 +68,7 @@ def analyze(path: str, *, symbolize: bool = True) -> Analysis:
             result = _replay(reader)
             symbols = None
             if symbolize:
-                nodes = [node for _, node in result.live.values()]
-                for e in result.errors:
-                    nodes.append(e.node)
-                    if e.freed_node is not None:
-                        nodes.append(e.freed_node)
-                if result.peak_node is not None:
-                    nodes.append(result.peak_node)
-                symbols = _symbolize(reader, nodes)
+                symbols = _symbolize(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result)
             analysis.partial_records = reader.partial_records
             if reader.partial_records:

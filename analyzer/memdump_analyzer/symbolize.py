@@ -78,6 +78,8 @@ class Symbolized:
 
 def frames_without_symbols(reader: DumpReader, nodes: Iterable[int]) -> list[int]:
     """The frames of the stacks `nodes` that have no function and no `fs` record, each once."""
+    if all(f.function is not None or f.module is None for f in reader.frames.values()):
+        return []  # a dump with all its symbols: `nodes` is not even looked at
     seen: set[int] = set()
     out: list[int] = []
     table = reader.nodes
