@@ -43,7 +43,6 @@ def test_example_reads_its_tables() -> None:
         records = list(reader.records())
         assert reader.version == (1, 3)
         assert reader.info["program"] == "/src/leak"
-        assert reader.info["recorder"] == "breakpoints"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"
         assert reader.frames[3].line == 3
