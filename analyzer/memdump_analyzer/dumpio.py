@@ -79,10 +79,9 @@ class _Range(io.RawIOBase):
         n = min(len(buffer), self._end - self._pos)
         if n <= 0:
             return 0
-        data = os.pread(self._fd, n, self._pos)
-        buffer[: len(data)] = data
-        self._pos += len(data)
-        return len(data)
+        n = os.preadv(self._fd, [memoryview(buffer)[:n]], self._pos)  # into the buffer: no copy
+        self._pos += n
+        return n
 
 
 class DumpFile:
