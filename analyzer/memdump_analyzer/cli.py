@@ -120,6 +120,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="list only the N largest groups (of those --show-leak-kinds lists, whatever their "
         "kind; the runtime's, with --show-runtime, apart); the summary still counts them all",
     )
+    parser.add_argument(
+        "--no-symbolize",
+        action="store_true",
+        help="do not symbolise from the modules (addr2line) the frames the dump has no symbols "
+        "for (the recording did not finish): they are shown by module and offset",
+    )
     parser.add_argument("dump", metavar="DUMP", help="the dump file written by `memdump`")
     return parser
 
@@ -146,7 +152,7 @@ class _UsageError(Exception):
 def _run(args: argparse.Namespace) -> int:
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
-    analysis = analyze(args.dump)
+    analysis = analyze(args.dump, symbolize=not args.no_symbolize)
     for warning in analysis.warnings():
         _say(f"warning: {warning}")
     if (args.fail_on_leak and analysis.leak_kinds is None

@@ -1,27 +1,26 @@
 """Streaming reader of memdump dumps (docs/dump-format.md).
 
 `DumpReader` checks the first line when it is opened; then the rest is read in one pass. Its
-`records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `n`) in the reader's tables and
-yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with its SEQ
-checked, and for an `e` record its STACK too; everything else about an event is the consumer's to
-check. The replay (`replay.py`) runs the same steps in its own loop over `lines()`, with `other()`
-for every line that is not an `e` record: one generator less per event.
+`records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `fs`, `n`) in the reader's tables
+and yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with
+its SEQ checked, and for an `e` record its STACK too; everything else about an event is the
+consumer's to check. The replay (`replay.py`) runs the same steps in its own loop over `lines()`,
+with `other()` for every line that is not an `e` record: one generator less per event.
 
-Only complete lines are read: the size of the file and the position of its last newline are taken
-when the reader is opened, so a dump that is still being written (`memdump leaks`) reads as it was
-then, and a final line without its newline is ignored and marks the dump `truncated`.
+Only complete lines are read, without their NUL padding (format 1.3): `dumpio.DumpFile`.
+
+A frame's symbols may come after its use (`fs` records, format 1.3): stacks are resolved with
+`stack()` once the whole dump was read, so that they have them.
 """
 
 from __future__ import annotations
 
-import io
-import os
 import re
-import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from .dumpformat import HEADER, KIND_BY_CODE, READS_MAJOR, RECORDS, SEQUENCED, unescape
+from .dumpio import DumpError, DumpFile, clean_line, show
 
 __all__ = ["DumpError", "DumpReader", "Frame", "ScanRecord", "unescape"]
 
@@ -29,21 +28,6 @@ _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 _SEQUENCED = tuple(tag.encode() for tag in SEQUENCED)
-
-
-class DumpError(Exception):
-    """A dump that cannot be read: `str()` is `PATH:LINE: message`, or `PATH: message`."""
-
-    def __init__(self, path: str, line: int | None, message: str) -> None:
-        super().__init__(path, line, message)
-        self.path = path
-        self.line = line
-        self.message = message
-
-    def __str__(self) -> str:
-        if self.line is None:
-            return f"{self.path}: {self.message}"
-        return f"{self.path}:{self.line}: {self.message}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,56 +58,6 @@ class ScanRecord:
     block_bytes: int
     millis: int
     line: int
-
-
-def _show(raw: bytes, limit: int = 60) -> str:
-    """A field or line as it can be quoted in a one-line message."""
-    text = raw.decode("utf-8", "backslashreplace")
-    if not text.isprintable():
-        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-    if len(text) > limit:
-        text = text[: limit - 3] + "..."
-    return text
-
-
-class _Limited(io.RawIOBase):
-    """The first `limit` bytes of a binary file."""
-
-    def __init__(self, raw: io.BufferedReader, limit: int) -> None:
-        self._raw = raw
-        self._left = limit
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        if self._left <= 0:
-            return 0
-        view = memoryview(buffer)
-        if len(view) > self._left:
-            view = view[: self._left]
-        n = self._raw.readinto(view) or 0
-        self._left -= n
-        return n
-
-    def close(self) -> None:
-        self._raw.close()
-        super().close()
-
-
-def _complete_length(f: io.BufferedReader, size: int) -> int:
-    """Length of the file up to and including its last newline."""
-    end = size
-    chunk = 1 << 16
-    while end > 0:
-        start = max(0, end - chunk)
-        f.seek(start)
-        data = f.read(end - start)
-        i = data.rfind(b"\n")
-        if i >= 0:
-            return start + i + 1
-        end = start
-    return 0
 
 
 class DumpReader:
@@ -162,47 +96,23 @@ class DumpReader:
         self._mark_functions = mark_functions
         self._marked_frames: set[int] = set()
         self._other = 0  # lines after the first that are not sequenced records, read so far
-        self._file: io.BufferedReader | None = None
+        self._file: DumpFile | None = None
+        #: frame id -> line of its `fs` record (format 1.3: its symbols, written after its use)
+        self.symbolized: dict[int, int] = {}
+        #: (frame id, SEQ) of the last `fs` record while `fi` records may follow it
+        self._open_fs: tuple[int, int] = (0, -1)
         self._open()
 
     # -- opening -------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        path = self.path
+        self._file = DumpFile(self.path)
         try:
-            raw = open(path, "rb")  # noqa: SIM115 - closed by close()
-        except FileNotFoundError:
-            raise DumpError(path, None, "no such file") from None
-        except IsADirectoryError:
-            raise DumpError(path, None, "is a directory, not a dump file") from None
-        except PermissionError:
-            raise DumpError(path, None, "cannot read the file (permission denied)") from None
-        except OSError as e:
-            raise DumpError(path, None, f"cannot read the file ({e.strerror or e})") from None
-        try:
-            st = os.fstat(raw.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise DumpError(path, None, "is not a regular file (a dump is a file on disk)")
-            size = st.st_size
-            if size == 0:
-                raise DumpError(path, None, "the file is empty (not a memdump dump)")
-            complete = _complete_length(raw, size)
-            self.truncated = complete < size
-            raw.seek(0)
-            first = raw.readline(256)
-            if complete == 0:
-                self._check_header(first, partial=True)
-            self._check_header(first, partial=False)
-            raw.seek(0)
-            buffered = io.BufferedReader(_Limited(raw, complete), buffer_size=1 << 20)
-            buffered.readline()
-        except OSError as e:
-            raw.close()
-            raise DumpError(path, None, f"cannot read the file ({e.strerror or e})") from None
+            self.truncated = self._file.truncated
+            self._check_header(self._file.first, partial=self._file.complete == 0)
         except BaseException:
-            raw.close()
+            self.close()
             raise
-        self._file = buffered
 
     def _check_header(self, first: bytes, *, partial: bool) -> None:
         line = first.rstrip(b"\n")
@@ -212,7 +122,7 @@ class DumpReader:
             )
         m = HEADER.fullmatch(line)
         if m is None or partial:
-            raise DumpError(self.path, 1, f"not a memdump dump (first line is '{_show(line)}')")
+            raise DumpError(self.path, 1, f"not a memdump dump (first line is '{show(line)}')")
         major, minor = int(m.group(1)), int(m.group(2))
         if major > READS_MAJOR:
             raise DumpError(
@@ -253,6 +163,8 @@ class DumpReader:
             f.readline()
             want = str(seq).encode()
             for n, line in enumerate(f, 2):
+                if b"\0" in line:
+                    line = clean_line(line)
                 fl = line.split(None, 2)
                 if len(fl) > 1 and fl[0] in _SEQUENCED and fl[1] == want:
                     return n
@@ -275,13 +187,38 @@ class DumpReader:
                 frames.extend(outer)
         return frames
 
+    def set_symbols(
+        self, ident: int, chain: list[tuple[str | None, str | None, int | None]]
+    ) -> None:
+        """Give frame `ident` symbols found elsewhere (`symbolize`): (function, file, line) of
+        each level, innermost first, as its `f` (or `fs`) record and `fi` records would have."""
+        frame = self.frames[ident]
+        (function, file, line), outer = chain[0], chain[1:]
+        self.frames[ident] = replace(
+            frame, function=function, file=file, line=line, inlined=bool(outer)
+        )
+        if outer:
+            levels = [Frame(frame.pc, frame.module, frame.offset, *level) for level in outer]
+            for i in range(len(levels) - 1):
+                levels[i] = replace(levels[i], inlined=True)
+            self.inlined_into[ident] = levels
+
     # -- reading (the replay runs `records()`'s steps in its own loop) -----------------------
 
-    def lines(self) -> Iterator[bytes]:
-        """The complete lines after the first, each ending with its newline."""
+    def lines(self) -> Iterable[bytes]:
+        """The complete lines after the first, each ending with its newline (padding removed)."""
         if self._file is None:
             raise ValueError("the reader is closed")
-        return self._file
+        return self._file.lines()
+
+    @property
+    def partial_records(self) -> int:
+        """How many partial records before NUL padding were ignored (format 1.3)."""
+        return len(self._file.partial_records) if self._file is not None else 0
+
+    def partial_line(self) -> int | None:
+        """Line of the first partial record before padding, or None (reads the file again)."""
+        return self._file.partial_line() if self._file is not None else None
 
     def records(self) -> Iterator[list[bytes]]:
         """Yield the sequenced records in order, each as its list of fields (bytes).
@@ -336,18 +273,26 @@ class DumpReader:
             self._frame(fl, seq)
         elif tag == b"fi":
             self._inlined(fl, seq)
+            return None
+        elif tag == b"fs":
+            self._symbols(fl, seq)
+            return None
+        elif tag == b"s" or line[0] == 35:
+            pass
         elif tag == b"n":
             self._node(fl, seq)
-        elif tag == b"s":
-            self._string(line, seq)
         elif tag == b"i":
             self._info(line, seq)
         elif tag == b"r":
             self._kind(fl, seq)
         elif tag == b"scan":
             self._scan(fl, seq)
-        elif line[0] != 35:  # not a '#' comment
+        else:
             self._unknown(tag, seq)
+        if tag == b"s":
+            self._string(line, seq)
+        elif line[0] != 35:
+            self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
         return None
 
     def read_error(self, e: OSError) -> DumpError:
@@ -358,7 +303,7 @@ class DumpReader:
     def _num(self, tok: bytes, what: str, seq: int) -> int:
         if _DEC.fullmatch(tok) is None:
             raise DumpError(
-                self.path, self._here(seq), f"malformed {what} '{_show(tok)}' (expected a number)"
+                self.path, self._here(seq), f"malformed {what} '{show(tok)}' (expected a number)"
             )
         return int(tok)
 
@@ -367,7 +312,7 @@ class DumpReader:
             raise DumpError(
                 self.path,
                 self._here(seq),
-                f"malformed {what} '{_show(tok)}' (expected a hex number like 0x1f)",
+                f"malformed {what} '{show(tok)}' (expected a hex number like 0x1f)",
             )
         return int(tok, 16)
 
@@ -395,7 +340,7 @@ class DumpReader:
         return DumpError(
             self.path,
             self._here(seq),
-            f"'{_show(tag)}' record has {found} field{'s' if found != 1 else ''}, "
+            f"'{show(tag)}' record has {found} field{'s' if found != 1 else ''}, "
             f"expected {n} ({fields})",
         )
 
@@ -435,7 +380,7 @@ class DumpReader:
             raise DumpError(
                 self.path, self._here(seq), f"frame {ident} is used before it is defined"
             )
-        if ident in self._used_frames:
+        if ident in self._used_frames and self._open_fs != (ident, seq):
             raise DumpError(
                 self.path,
                 self._here(seq),
@@ -450,6 +395,38 @@ class DumpReader:
         else:
             self.frames[ident] = replace(inner, inlined=True)
         outer.append(Frame(inner.pc, inner.module, inner.offset, function, file, line or None))
+        if function is not None and function in self._mark_functions:
+            self._marked_frames.add(ident)
+
+    def _symbols(self, fl: list[bytes], seq: int) -> None:
+        """An `fs` record (1.3): frame ID's symbols, written after the frame was used."""
+        if len(fl) != 5:
+            raise self._fields_error(b"fs", RECORDS["fs"], len(fl) - 1, seq)
+        ident = self._num(fl[1], "frame id", seq)
+        frame = self.frames.get(ident)
+        if frame is None:
+            raise DumpError(
+                self.path, self._here(seq), f"'fs' record of frame {ident}, which is not defined"
+            )
+        if ident in self.symbolized:
+            raise DumpError(
+                self.path,
+                self._here(seq),
+                f"second 'fs' record of frame {ident} (the first is at line "
+                f"{self.symbolized[ident]})",
+            )
+        if ident in self.inlined_into:
+            raise DumpError(
+                self.path,
+                self._here(seq),
+                f"'fs' record of frame {ident}, whose 'f' record has 'fi' records already",
+            )
+        function = self._str_ref(fl[2], "FUNCTION", seq)
+        file = self._str_ref(fl[3], "FILE", seq)
+        line = self._num(fl[4], "LINE", seq)
+        self.frames[ident] = replace(frame, function=function, file=file, line=line or None)
+        self.symbolized[ident] = self._here(seq)
+        self._open_fs = (ident, seq)
         if function is not None and function in self._mark_functions:
             self._marked_frames.add(ident)
 
@@ -508,7 +485,7 @@ class DumpReader:
         kind = KIND_BY_CODE.get(fl[2])
         if kind is None:
             raise DumpError(
-                self.path, self._here(seq), f"unknown leak kind '{_show(fl[2])}' (D, I, P or R)"
+                self.path, self._here(seq), f"unknown leak kind '{show(fl[2])}' (D, I, P or R)"
             )
         heuristic = None
         if len(fl) > 3:
@@ -521,7 +498,7 @@ class DumpReader:
 
     def _unknown(self, tag: bytes, seq: int) -> None:
         if _TAG.fullmatch(tag) is None:
-            raise DumpError(self.path, self._here(seq), f"malformed record (tag '{_show(tag)}')")
+            raise DumpError(self.path, self._here(seq), f"malformed record (tag '{show(tag)}')")
         name = tag.decode("ascii")
         self.unknown_tags.setdefault(name, self._here(seq))
 
@@ -530,7 +507,7 @@ class DumpReader:
         got = int(tok)
         here = self._here(seq)
         if got == seq:
-            return DumpError(self.path, here, f"malformed SEQ '{_show(tok)}' (expected {seq})")
+            return DumpError(self.path, here, f"malformed SEQ '{show(tok)}' (expected {seq})")
         if seq == 1:
             return DumpError(
                 self.path, here, f"the first event is numbered {got}, not 1 (events are missing)"
@@ -549,7 +526,7 @@ class DumpReader:
             return DumpError(
                 self.path,
                 self._here(seq),
-                f"malformed STACK '{_show(tok)}' (expected a number)",
+                f"malformed STACK '{show(tok)}' (expected a number)",
             )
         return DumpError(
             self.path, self._here(seq), f"stack {int(tok)} is used before it is defined"
@@ -571,9 +548,9 @@ class DumpReader:
         elif tag != b"e":
             return None
         if len(fl) < 2 or not fl[1]:
-            return DumpError(self.path, here, f"'{_show(tag)}' record has no SEQ")
+            return DumpError(self.path, here, f"'{show(tag)}' record has no SEQ")
         if _DEC.fullmatch(fl[1]) is None:
-            return DumpError(self.path, here, f"malformed SEQ '{_show(fl[1])}' (expected a number)")
+            return DumpError(self.path, here, f"malformed SEQ '{show(fl[1])}' (expected a number)")
         if int(fl[1]) != seq:
             return self.seq_error(fl[1], seq)
         if tag == b"e":
@@ -590,6 +567,6 @@ class DumpReader:
         error = self.diagnose(line, seq)
         if error is None:
             error = DumpError(
-                self.path, self._here(seq), f"malformed record '{_show(line.rstrip())}'"
+                self.path, self._here(seq), f"malformed record '{show(line.rstrip())}'"
             )
         return error

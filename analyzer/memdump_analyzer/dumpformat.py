@@ -18,7 +18,9 @@ __all__ = [
     "KIND_CODES",
     "KIND_WORDS",
     "OPERATIONS",
+    "PADDING",
     "READS_MAJOR",
+    "RECORDERS",
     "RECORDS",
     "SEQUENCED",
     "VERSION",
@@ -32,7 +34,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (1, 2)
+VERSION: tuple[int, int] = (1, 3)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand; a dump of a newer major version is refused
@@ -47,6 +49,7 @@ RECORDS: dict[str, str] = {
     "s": "ID TEXT",
     "f": "ID PC MODULE OFFSET FUNCTION FILE LINE",
     "fi": "ID FUNCTION FILE LINE",
+    "fs": "ID FUNCTION FILE LINE",
     "n": "ID PARENT FRAME",
     "e": "SEQ TID OP STACK RESULT ARGS...",
     "p": "SEQ WHAT DETAIL",
@@ -54,6 +57,11 @@ RECORDS: dict[str, str] = {
     "r": "ADDR KIND [HEURISTIC|LEADER]",
     "end": "SEQ REASON DETAIL",
 }
+#: the `i recorder` values (format 1.3): which recorder wrote the events
+RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
+#: the byte that pads a dump (format 1.3): NUL bytes before a record are skipped, a final run
+#: without a newline is space the recorder had not written yet
+PADDING = b"\0"
 #: the tags numbered by SEQ, in one sequence
 SEQUENCED: tuple[str, ...] = ("e", "p", "end")
 

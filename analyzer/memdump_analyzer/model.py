@@ -113,6 +113,14 @@ class Analysis:
     unknown_process_events: dict[str, int] = field(default_factory=dict)
     #: what the `free` calls did (`Replay.free_calls`): released, null, runtime, errors, untracked
     free_calls: dict[str, int] = field(default_factory=dict)
+    #: partial records before NUL padding that were ignored (format 1.3), and the first's line
+    partial_records: int = 0
+    partial_line: int | None = None
+    #: frames without symbols in the dump that were symbolised from their modules (addr2line),
+    #: what the text report says about it, and why frames kept no symbols (warnings)
+    symbolized_frames: int = 0
+    symbol_notes: list[str] = field(default_factory=list)
+    symbol_warnings: list[str] = field(default_factory=list)
 
     @property
     def leaks(self) -> list[Group]:
@@ -133,6 +141,13 @@ class Analysis:
         for what, seq in self.unknown_process_events.items():
             out.append(f"skipped process events of unknown kind '{what}' (first at event {seq})")
         if not live:
+            if self.partial_records:
+                n = self.partial_records
+                out.append(
+                    f"{_plural(n, 'partial record')} before NUL padding (first at line "
+                    f"{self.partial_line}) {'was' if n == 1 else 'were'} ignored: the recorder "
+                    "was killed while writing"
+                )
             if self.truncated:
                 out.append(
                     "the dump's last line is incomplete (the recorder was killed while writing "
@@ -156,6 +171,7 @@ class Analysis:
                 f"{self.leak_kinds['unknown'][1]:,} leaked block(s) were allocated after the "
                 "pointer scan: their leak kind is unknown"
             )
+        out.extend(self.symbol_warnings)
         if self.reused_live:
             out.append(
                 f"{self.reused_live} allocation(s) returned a block that was still live: "
@@ -168,3 +184,7 @@ _SCAN_FAILURES = {
     "timeout": "it ran out of time: set memdump scan-time-limit",
     "threads": "the registers of a thread could not be read",
 }
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import OPERATIONS, effect, unescape
+from .dumpio import clean_line
 from .model import EndRecord, HeapError
 from .rules import is_runtime_only
 
@@ -292,6 +293,8 @@ class _Replayer:
             for line in fh:
                 if not line.endswith(b"\n"):
                     break
+                if b"\0" in line:
+                    line = clean_line(line)
                 fl = line.split()
                 if fl[0] == b"p":
                     if fl[2] == b"exec":
@@ -497,6 +500,8 @@ def _find_result_line(path: str, token: bytes) -> int | None:
     found = None
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
+            if b"\0" in line:
+                line = clean_line(line)
             fl = line.split()
             if len(fl) > 5 and fl[0] == b"e" and fl[5] == token:
                 found = n

@@ -15,7 +15,7 @@ from .rules import outer_runtime_frames
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.2"
+REPORT_VERSION = "1.3"
 
 _BOLD = "\033[1m"
 _RED = "\033[1;31m"
@@ -235,12 +235,16 @@ def render_text(
         details.append(_clean(a.info["arch"]))
     if "gdb" in a.info:
         details.append(f"GDB {_clean(a.info['gdb'])}")
+    if "recorder" in a.info:
+        details.append(f"{_clean(a.info['recorder'])} recorder")
     if a.attached:
         details.append("attached to the running program")
     line = f"dump: {_clean(a.path)}"
     if details:
         line += f" ({', '.join(details)})"
     out.append(line)
+    for note in a.symbol_notes:
+        out.append(f"note: {note}")
     for warning in a.warnings(live=live):
         out.append(paint(_YELLOW, f"note: {warning}"))
 
@@ -489,6 +493,7 @@ def render_json(
             }
             for e in a.errors
         ],
+        "symbolized_frames": a.symbolized_frames,
         "warnings": [_clean(w) for w in a.warnings(live=live)],
     }
 

@@ -152,7 +152,7 @@ def test_no_colour_when_asked_even_on_a_terminal(monkeypatch: pytest.MonkeyPatch
 
 
 def test_unexpected_failure_is_one_line(monkeypatch: pytest.MonkeyPatch, capsys) -> None:  # type: ignore[no-untyped-def]
-    def boom(path: str) -> None:
+    def boom(path: str, **options: object) -> None:
         raise RuntimeError("something\nbroke")
 
     monkeypatch.setattr(cli, "analyze", boom)

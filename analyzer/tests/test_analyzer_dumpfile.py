@@ -21,18 +21,27 @@ def error_of(path: str) -> str:
     return str(info.value)
 
 
-def test_the_spec_worked_example_is_the_fixture_byte_for_byte() -> None:
+@pytest.mark.parametrize(
+    ("heading", "fixture"),
+    [("### Recorded with breakpoints", "example"), ("### Recorded in-process", "inprocess")],
+)
+def test_the_spec_worked_examples_are_the_fixtures_byte_for_byte(
+    heading: str, fixture: str
+) -> None:
+    """Byte for byte; the doc writes each NUL byte of the padding as `␀` (SYMBOL FOR NULL)."""
     doc = (REPO / "docs" / "dump-format.md").read_bytes()
-    section = doc.split(b"## Worked example", 1)[1]
+    section = doc.split(heading.encode(), 1)[1]
     m = re.search(rb"```\n(.*?)```", section, re.S)
     assert m is not None
-    assert m.group(1) == (FIXTURES / "example.memdump").read_bytes()
+    data = (FIXTURES / f"{fixture}.memdump").read_bytes()
+    assert m.group(1).replace("␀".encode(), b"\0") == data
+    assert b"\0" not in m.group(1)
 
 
 def test_example_reads_its_tables() -> None:
     with DumpReader(str(FIXTURES / "example.memdump")) as reader:
         records = list(reader.records())
-        assert reader.version == (1, 2)
+        assert reader.version == (1, 3)
         assert reader.info["program"] == "/src/leak"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"
@@ -267,7 +276,7 @@ def corrupt(tmp_path: Path, bad: str, *, before_end: bool = True) -> tuple[str, 
         ("p 4 exec /bin/true", "event 4 follows event 1 (events are missing)"),
         ("end x exit 0", "malformed SEQ 'x' (expected a number)"),
         ("", "empty line (expected a record)"),
-        ("\x00\x00\x00\x00", "malformed record (tag '\\x00\\x00\\x00\\x00')"),
+        ("\x01\x01\x01\x01", "malformed record (tag '\\x01\\x01\\x01\\x01')"),
         (
             "f 50 0x10 1 0x10 2 3",
             "'f' record has 6 fields, expected 7 (ID PC MODULE OFFSET FUNCTION FILE LINE)",

@@ -61,8 +61,9 @@ def test_json_keys() -> None:
         "errors",
         "warnings",
         "not_shown",
+        "symbolized_frames",
     }
-    assert (report["format"], report["version"]) == ("memdump-report", "1.2")
+    assert (report["format"], report["version"]) == ("memdump-report", "1.3")
     assert report["not_shown"] == {"groups": 0, "bytes": 0, "blocks": 0}
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
     summary = report["summary"]

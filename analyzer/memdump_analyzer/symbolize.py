@@ -1,0 +1,202 @@
+"""Symbols from the modules, for the frames a dump left without them (format 1.3).
+
+The in-process recorder writes its `f` records with the module and offset only; GDB appends the
+symbols (`fs` records) when the recording ends. When GDB died first, the analyser resolves the
+frames it needs itself with binutils' `addr2line -f -i -C`: once per distinct frame, one process
+per module, the frames' offsets on its standard input. `OFFSET` is the program counter minus the
+module's load bias, the address addr2line expects (the ELF virtual address of a PIE or a shared
+object, the PC itself of an ET_EXEC). Every frame's PC is a return address, so `OFFSET - 1` is
+looked up: the line of the call, as GDB and the recorder's `fs` records give it.
+
+Standard library only; no GDB.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from .dumpfile import DumpReader
+
+__all__ = ["TOOL", "Symbolized", "addr2line", "frames_without_symbols", "symbolize"]
+
+#: the program that resolves the frames
+TOOL = "addr2line"
+#: seconds one addr2line process may take
+TIMEOUT = 300
+
+#: one level of a frame's symbols: (function, file, line), None when unknown
+Level = tuple[str | None, str | None, int | None]
+
+
+@dataclass
+class Symbolized:
+    """What `symbolize` did: the frames it needed, and why some kept no function."""
+
+    #: frames without symbols that the report uses
+    wanted: int = 0
+    #: of them, those addr2line named a function for
+    frames: int = 0
+    #: addr2line could not be run (not installed): None, or why
+    tool_missing: str | None = None
+    #: modules that no longer exist (or are not files), with how many frames they hold
+    missing_modules: dict[str, int] = field(default_factory=dict)
+    #: modules addr2line failed on, with why
+    failed_modules: dict[str, str] = field(default_factory=dict)
+
+    def notes(self) -> list[str]:
+        """What the text report says about it when it symbolised frames."""
+        if not self.frames:
+            return []
+        return [
+            f"the dump has no symbols for {self.frames:,} frame"
+            f"{'s' if self.frames != 1 else ''} (the recording did not finish): "
+            f"symbolised from the modules with {TOOL}"
+        ]
+
+    def problems(self) -> list[str]:
+        """Why frames the report uses kept no symbols: warnings."""
+        out = []
+        if self.tool_missing is not None:
+            out.append(
+                f"the dump has no symbols for {self.wanted:,} frame"
+                f"{'s' if self.wanted != 1 else ''} (the recording did not finish) and "
+                f"{self.tool_missing}: they are shown by module and offset"
+            )
+        for module, n in self.missing_modules.items():
+            out.append(
+                f"{n:,} frame{'s' if n != 1 else ''} without symbols in {module}, which no "
+                "longer exists: shown by module and offset"
+            )
+        for module, why in self.failed_modules.items():
+            out.append(f"{TOOL} failed on {module} ({why}): its frames are shown by offset")
+        return out
+
+
+def frames_without_symbols(reader: DumpReader, nodes: Iterable[int]) -> list[int]:
+    """The frames of the stacks `nodes` that have no function and no `fs` record, each once."""
+    if all(f.function is not None or f.module is None for f in reader.frames.values()):
+        return []  # a dump with all its symbols: `nodes` is not even looked at
+    seen: set[int] = set()
+    out: list[int] = []
+    table = reader.nodes
+    frames = reader.frames
+    done: set[int] = set()
+    for node in nodes:
+        node = abs(node)
+        while node and node not in done:
+            done.add(node)
+            node, frame = table[node]
+            if frame in seen:
+                continue
+            seen.add(frame)
+            f = frames[frame]
+            if f.function is None and frame not in reader.symbolized and f.module is not None:
+                out.append(frame)
+    return out
+
+
+def symbolize(reader: DumpReader, nodes: Iterable[int], *, tool: str = TOOL) -> Symbolized:
+    """Resolve the frames without symbols of the stacks `nodes` from their modules, in place
+    (`reader.frames`, `reader.inlined_into`)."""
+    result = Symbolized()
+    wanted = frames_without_symbols(reader, nodes)
+    result.wanted = len(wanted)
+    if not wanted:
+        return result
+    by_module: dict[str, list[int]] = {}
+    for ident in wanted:
+        module = reader.frames[ident].module
+        assert module is not None
+        by_module.setdefault(module, []).append(ident)
+    program = shutil.which(tool)
+    if program is None:
+        result.tool_missing = f"{tool} (binutils) is not installed"
+        return result
+    for module, idents in by_module.items():
+        if not os.path.isfile(module):
+            result.missing_modules[module] = len(idents)
+            continue
+        offsets = sorted({_lookup(reader.frames[i].offset) for i in idents})
+        try:
+            found = addr2line(program, module, offsets)
+        except _Failed as e:
+            result.failed_modules[module] = str(e)
+            continue
+        for ident in idents:
+            chain = found.get(_lookup(reader.frames[ident].offset))
+            if chain and chain[0][0] is not None:
+                reader.set_symbols(ident, chain)
+                result.frames += 1
+    return result
+
+
+def _lookup(offset: int) -> int:
+    """The address looked up for a return address: inside the call instruction."""
+    return offset - 1 if offset > 0 else offset
+
+
+class _Failed(Exception):
+    """addr2line could not resolve a module: why, in a few words."""
+
+
+def addr2line(program: str, module: str, offsets: list[int]) -> dict[int, list[Level]]:
+    """offset -> its symbols, innermost first (`-i`: the inlined functions, then the function
+    they were inlined into), for each of `offsets` in `module`."""
+    text = "".join(f"0x{o:x}\n" for o in offsets)
+    try:
+        run = subprocess.run(
+            [program, "-f", "-i", "-C", "-a", "-e", module],
+            input=text.encode(),
+            capture_output=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+    except subprocess.TimeoutExpired:
+        raise _Failed(f"no answer in {TIMEOUT} s") from None
+    except OSError as e:
+        raise _Failed(e.strerror or str(e)) from None
+    if run.returncode != 0:
+        why = run.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise _Failed(why[-1] if why else f"exit status {run.returncode}")
+    return _parse(run.stdout.decode("utf-8", "surrogateescape").splitlines(), offsets)
+
+
+def _parse(lines: list[str], offsets: list[int]) -> dict[int, list[Level]]:
+    """`addr2line -a -f -i` output: each address, then (function, FILE:LINE) pairs."""
+    out: dict[int, list[Level]] = {}
+    i = 0
+    for k, offset in enumerate(offsets):
+        if i >= len(lines) or not _is_address(lines[i], offset):
+            raise _Failed("unexpected output")
+        i += 1
+        nxt = offsets[k + 1] if k + 1 < len(offsets) else None
+        chain: list[Level] = []
+        while i + 1 < len(lines) and not (nxt is not None and _is_address(lines[i], nxt)):
+            chain.append(_level(lines[i], lines[i + 1]))
+            i += 2
+        out[offset] = chain
+    return out
+
+
+def _is_address(line: str, offset: int) -> bool:
+    if not line.startswith("0x"):
+        return False
+    try:
+        return int(line, 16) == offset
+    except ValueError:
+        return False
+
+
+def _level(function: str, where: str) -> Level:
+    """One (function, FILE:LINE) pair; `??` is unknown, as is line 0 or `?`."""
+    name = None if function == "??" else function
+    where = where.split(" (discriminator", 1)[0]
+    path, _, line = where.rpartition(":")
+    if not _:
+        path, line = where, ""
+    file = None if path in ("??", "") else path
+    return name, file, int(line) if line.isdigit() and int(line) > 0 else None

@@ -1,0 +1,217 @@
+"""Frames the dump left without symbols (no `fs` record) are symbolised from their modules with
+addr2line: programs compiled here with gcc, whose lines are known."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from analyzer_testlib import run_cli
+from memdump_analyzer import analyze, render_json, render_text
+from memdump_analyzer.symbolize import Level, _parse
+
+# the line numbers below are the tests' expectations: keep them in step with the sources
+MAKE_BLOCK = """\
+#include <stdlib.h>
+#include <stdio.h>
+
+void *keep;
+
+{inline}void *make_block(size_t n)
+{{
+    void *p = malloc(n);
+    return p;
+}}
+
+int main(void)
+{{
+    keep = make_block(24);
+    printf("%p\\n", keep);
+    return 0;
+}}
+"""
+MALLOC_LINE = 8
+CALL_LINE = 14
+NOTE = (
+    "note: the dump has no symbols for {n} frames (the recording did not finish): symbolised "
+    "from the modules with addr2line"
+)
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    assert path is not None, f"{name} is needed (binutils / gcc)"
+    return path
+
+
+def build(tmp_path: Path, opt: str, inline: bool) -> tuple[Path, Path]:
+    src = tmp_path / f"prog{opt}.c"
+    src.write_text(
+        MAKE_BLOCK.format(inline="static inline __attribute__((always_inline)) " if inline else "")
+    )
+    binary = tmp_path / f"prog{opt}"
+    subprocess.run([_tool("gcc"), "-g", opt, "-o", str(binary), str(src)], check=True)
+    return src, binary
+
+
+def return_address(binary: Path, function: str, callee: str) -> int:
+    """The address after `function`'s call of `callee` (objdump), a frame's return address."""
+    out = subprocess.run(
+        [_tool("objdump"), "-d", "--no-show-raw-insn", str(binary)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    body = out.split(f"<{function}>:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+    for i, line in enumerate(body):
+        if re.search(rf"call\s.*<{re.escape(callee)}>", line):
+            return int(body[i + 1].split(":")[0], 16)
+    raise AssertionError(f"no call of {callee} in {function}")
+
+
+def dump(frames: list[tuple[str, int]], tail: str = "") -> str:
+    """A dump of the in-process recorder: one malloc(24) whose stack is `frames` (module,
+    offset), innermost first, in `f` records without symbols."""
+    lines = ["MEMDUMP 1.3", "i program /tmp/prog", "i pid 7", "i recorder in-process"]
+    modules: dict[str, int] = {}
+    node = 0
+    for ident, (module, offset) in enumerate(reversed(frames), 1):
+        if module not in modules:
+            modules[module] = len(modules) + 1
+            lines.append(f"s {modules[module]} {module}")
+        pc = 0x555555554000 + offset
+        lines.append(f"f {ident} 0x{pc:x} {modules[module]} 0x{offset:x} 0 0 0")
+        lines.append(f"n {ident} {node} {ident}")
+        node = ident
+    lines.append(f"e 1 7 malloc {node} 0x4052a0 24")
+    return "\n".join(lines) + "\n" + tail
+
+
+def write(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "t.memdump"
+    path.write_text(text)
+    return str(path)
+
+
+def test_o0_frames_get_function_file_and_line(tmp_path: Path) -> None:
+    src, binary = build(tmp_path, "-O0", inline=False)
+    inner = return_address(binary, "make_block", "malloc@plt")
+    outer = return_address(binary, "main", "make_block")
+    path = write(tmp_path, dump([(str(binary), inner), (str(binary), outer)]))
+    a = analyze(path)
+    assert a.symbolized_frames == 2
+    text = render_text(a)
+    assert NOTE.format(n=2) in text.splitlines()
+    assert (
+        f"    at make_block ({src.name}:{MALLOC_LINE})\n    by main ({src.name}:{CALL_LINE})\n"
+        in text
+    )
+    report = render_json(a)
+    assert report["symbolized_frames"] == 2
+    stack = report["leaks"][0]["stack"]
+    assert [(f["function"], f["file"], f["line"], f["inlined"]) for f in stack] == [
+        ("make_block", str(src), MALLOC_LINE, False),
+        ("main", str(src), CALL_LINE, False),
+    ]
+    assert report["warnings"] == ["the dump has no end record: the recording stopped early (GDB or "
+                                  "the machine died); everything up to the last complete record "
+                                  "(event 1) was analysed"]
+
+
+def test_o2_inlined_function_gives_the_inlined_chain(tmp_path: Path) -> None:
+    src, binary = build(tmp_path, "-O2", inline=True)
+    pc = return_address(binary, "main", "malloc@plt")
+    a = analyze(write(tmp_path, dump([(str(binary), pc)])))
+    assert a.symbolized_frames == 1
+    text = render_text(a)
+    assert NOTE.format(n=1).replace("1 frames", "1 frame") in text.splitlines()
+    assert (
+        f"    at make_block ({src.name}:{MALLOC_LINE}) (inlined)\n"
+        f"    by main ({src.name}:{CALL_LINE})\n" in text
+    )
+
+
+def test_frames_with_fs_records_are_not_symbolised_again(tmp_path: Path) -> None:
+    src, binary = build(tmp_path, "-O0", inline=False)
+    inner = return_address(binary, "make_block", "malloc@plt")
+    outer = return_address(binary, "main", "make_block")
+    # frame 1 (main's) has its symbols: an `fs` record naming another function and line
+    tail = "s 2 from_gdb\ns 3 /src/elsewhere.c\nfs 1 2 3 99\n"
+    a = analyze(write(tmp_path, dump([(str(binary), inner), (str(binary), outer)], tail)))
+    assert a.symbolized_frames == 1
+    text = render_text(a)
+    assert (
+        f"    at make_block ({src.name}:{MALLOC_LINE})\n    by from_gdb (elsewhere.c:99)\n"
+        in text
+    )
+
+
+def test_a_module_that_no_longer_exists(tmp_path: Path) -> None:
+    a = analyze(write(tmp_path, dump([("/nonexistent/libgone.so", 0x1160)])))
+    assert a.symbolized_frames == 0
+    text = render_text(a)
+    assert "    at 0x555555555160 (libgone.so+0x1160)\n" in text
+    assert (
+        "note: 1 frame without symbols in /nonexistent/libgone.so, which no longer exists: "
+        "shown by module and offset" in text.splitlines()
+    )
+    assert "symbolised from the modules" not in text
+
+
+def test_no_addr2line(tmp_path: Path) -> None:
+    src, binary = build(tmp_path, "-O0", inline=False)
+    inner = return_address(binary, "make_block", "malloc@plt")
+    path = write(tmp_path, dump([(str(binary), inner)]))
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    result = run_cli("--format", "json", path, env={"PATH": str(empty)})
+    assert result.returncode == 0
+    report = json.loads(result.stdout)
+    assert report["symbolized_frames"] == 0
+    assert report["leaks"][0]["stack"][0]["function"] is None
+    warning = (
+        "the dump has no symbols for 1 frame (the recording did not finish) and addr2line "
+        "(binutils) is not installed: they are shown by module and offset"
+    )
+    assert warning in report["warnings"]
+    assert f"memdump-analyze: warning: {warning}\n" in result.stderr
+
+
+def test_no_symbolize_option(tmp_path: Path) -> None:
+    src, binary = build(tmp_path, "-O0", inline=False)
+    inner = return_address(binary, "make_block", "malloc@plt")
+    path = write(tmp_path, dump([(str(binary), inner)]))
+    result = run_cli("--no-symbolize", path)
+    assert result.returncode == 0
+    assert f"    at 0x{0x555555554000 + inner:x} ({binary.name}+0x{inner:x})\n" in result.stdout
+    assert "symbolised" not in result.stdout
+    assert f"    at make_block ({src.name}:{MALLOC_LINE})\n" in run_cli(path).stdout
+
+
+def test_only_the_frames_a_report_uses_are_symbolised(tmp_path: Path) -> None:
+    src, binary = build(tmp_path, "-O0", inline=False)
+    inner = return_address(binary, "make_block", "malloc@plt")
+    outer = return_address(binary, "main", "make_block")
+    # the block is freed: no stack is printed but the peak's, which has both frames;
+    # a third frame no event uses is not looked up
+    text = dump([(str(binary), inner), (str(binary), outer)])
+    text += f"s 9 {binary}\nf 9 0x1 9 0x{inner + 1:x} 0 0 0\ne 2 7 free 0 - 0x4052a0\n"
+    a = analyze(write(tmp_path, text))
+    assert a.symbolized_frames == 2
+    assert a.peak_stack[0].function == "make_block"
+
+
+@pytest.mark.parametrize(
+    ("lines", "expected"),
+    [
+        (["0x0000000000001160", "f", "/a.c:8", "0x0000000000001178", "main", "/a.c:14"],
+         {0x1160: [("f", "/a.c", 8)], 0x1178: [("main", "/a.c", 14)]}),
+        (["0x0000000000001160", "??", "??:0", "0x0000000000001178", "g", "/a.c:3 (discriminator 2)",
+          "main", "/a.c:?"],
+         {0x1160: [(None, None, None)], 0x1178: [("g", "/a.c", 3), ("main", "/a.c", None)]}),
+    ],
+)
+def test_parse(lines: list[str], expected: dict[int, list[Level]]) -> None:
+    assert _parse(lines, sorted(expected)) == expected
