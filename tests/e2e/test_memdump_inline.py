@@ -87,7 +87,7 @@ def test_inlined_frames_in_the_dump_and_the_report(build: str, unwinder: str,
     run = record(build, dump=dump, before=[f"set memdump unwinder {unwinder}"])
     report = analyze(dump)
     what = f"{build}, unwinder {unwinder}\n{report.dumps()}\n{run.describe()}"
-    assert report.data["version"] == "1.2"
+    assert report.data["version"] == "1.3"
     stacks = _groups_by_size(report.data)
     assert _json_frames(stacks[32]) == _user_frames("session"), what
     _check_reserve(_json_frames(stacks[128]), what)
@@ -95,7 +95,7 @@ def test_inlined_frames_in_the_dump_and_the_report(build: str, unwinder: str,
 
     # The dump's own records: `f` then `fi` records, under the allocator's frames.
     facts = read_dump(dump)
-    assert facts.version == "1.2"
+    assert facts.version == "1.3"
     for size, check in ((32, "session"), (128, "reserve")):
         [event] = [e for e in facts.events if e[3] == "malloc" and e[-1] == str(size)]
         frames = facts.stack(int(event[4]))
