@@ -47,6 +47,18 @@ class ConfigureBreakpoint(gdb.Breakpoint):
         return False
 
 
+class UnloadingBreakpoint(gdb.Breakpoint):
+    """Internal breakpoint on memdump_recorder_unloading: a module is about to be unloaded."""
+
+    def __init__(self, session: InProcessSession, address: int) -> None:
+        super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
+        self.session = session
+
+    def stop(self) -> bool:
+        self.session.on_unloading()
+        return False
+
+
 class InProcessSession(Session):
     """One recording by the in-process recorder; `Session` is the breakpoint design it falls back
     to after an exec (the new image has no recorder)."""
@@ -116,10 +128,13 @@ class InProcessSession(Session):
         for module in self._modules.modules():
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue
-            value = module.elf.dynamic_symbols().get("memdump_recorder_configure")
-            if value and module.bias + value not in self._configure_hooks:
-                address = module.bias + value
-                self._configure_hooks[address] = ConfigureBreakpoint(self, address)
+            symbols = module.elf.dynamic_symbols()
+            for name, kind in (("memdump_recorder_configure", ConfigureBreakpoint),
+                               ("memdump_recorder_unloading", UnloadingBreakpoint)):
+                value = symbols.get(name)
+                if value and module.bias + value not in self._configure_hooks:
+                    address = module.bias + value
+                    self._configure_hooks[address] = kind(self, address)
 
     def _remove_breakpoints(self) -> None:
         for bp in self._configure_hooks.values():
@@ -147,6 +162,14 @@ class InProcessSession(Session):
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
+    def on_unloading(self) -> None:
+        """dlclose: symbolise the frames recorded so far while the module's symbols are there."""
+        try:
+            if self.state == State.RECORDING and self._load() is not None:
+                self._resolve_frames()
+        except Exception as exc:  # noqa: BLE001
+            self._hot_path_error(exc)
+
     # -- the recorder's state ----------------------------------------------------------------
     def _load(self) -> Control | None:
         """The control block now, when the process is there to read it."""
@@ -169,6 +192,10 @@ class InProcessSession(Session):
             pcs = [0]
         for fid in range(len(self._frames) + 1, len(pcs)):
             self._frames[fid] = pcs[fid]
+        for key, value in (("nested", control.unrecorded),
+                           ("partial-stacks", control.partial_stacks)):
+            if value:
+                self.counts[key] = value
         return control
 
     def _resolve_frames(self) -> None:
@@ -190,8 +217,6 @@ class InProcessSession(Session):
                           dump_bytes=control.end)
             running = self.running_time()
             status["events_per_s"] = round(control.events / running, 1) if running > 0 else 0.0
-            if control.unrecorded:
-                status["counts"]["unrecorded"] = control.unrecorded
             if control.failure:
                 status["counts"]["recorder-failure"] = control.failure
         status["pending_calls"] = 0
@@ -322,7 +347,9 @@ class InProcessSession(Session):
         if not frames_only:
             for call in self._interrupted:
                 stack = w.stack(call.pcs)
-                w.event(call.tid, call.op, stack, 0, _format_args(call.op, call.args, 0))
+                # free is an event at its entry in both designs; the others never returned
+                result = None if call.op == "free" else 0
+                w.event(call.tid, call.op, stack, result, _format_args(call.op, call.args, 0))
             self._interrupted = []
             if self._signal is not None:
                 w.process("signal", self._signal)
@@ -337,7 +364,10 @@ class InProcessSession(Session):
                 self._scan_record = None
         for fid in sorted(self._frames):
             info = self._symbols.get(fid)
-            if fid not in self._written_symbols and info is not None:
+            # a frame GDB knows nothing of gets no record: the analyser then asks the module
+            if info is None or (info.function is None and info.file is None):
+                continue
+            if fid not in self._written_symbols:
                 w.frame_symbols(fid, info)
                 self._written_symbols.add(fid)
         w.flush()

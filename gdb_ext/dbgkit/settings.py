@@ -55,7 +55,7 @@ SETTINGS: tuple[Setting, ...] = (
         "recorder",
         gdb.PARAM_ENUM,
         "in-process",
-        "how memdump records the program's heap operations",
+        "way memdump records heap operations",
         "in-process: load libmemdump_recorder.so into the program, which records each call "
         "itself (native speed); breakpoints: stop the program at every allocator call and "
         "return, loading nothing (memdump --breakpoints for one recording).",

@@ -45,7 +45,8 @@ struct mdr_control {
     uint64_t pid;                /* 23: the process that configured the recorder */
     uint64_t region;             /* 24: the recorder's own memory: not a root of the scan */
     uint64_t region_size;        /* 25 */
-    uint64_t reserved[6];        /* 26..31 */
+    uint64_t partial_stacks;     /* 26: events whose stack walk stopped before its end */
+    uint64_t reserved[5];        /* 27..31 */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
 };
 

@@ -34,6 +34,13 @@ EXPORT struct mdr_control memdump_recorder_control = {
     .depth = 32,
 };
 
+/* GDB stops here before a module is unloaded: it symbolises the frames recorded in it while it
+ * can still read its symbols. */
+EXPORT __attribute__((noinline)) void memdump_recorder_unloading(struct mdr_control *control)
+{
+    __asm__ volatile("" : : "r"(control) : "memory");
+}
+
 /* GDB stops here (a breakpoint on this address from .dynsym) and fills in the control block. */
 EXPORT __attribute__((noinline)) void memdump_recorder_configure(struct mdr_control *control)
 {
@@ -116,7 +123,7 @@ static void resolve_real(void)
 struct walk {
     uintptr_t pc0, sp0, fp0;
     uint64_t generation, depth, node;
-    int n, valid, node_len;
+    int n, valid, node_len, partial;
     char node_text[24];
     struct mdr_walk_log log;
     uintptr_t pcs[MDR_MAX_DEPTH];
@@ -303,8 +310,11 @@ __attribute__((constructor)) static void recorder_init(void)
 /* Is this call to be recorded? Sets the thread's flag when it is. */
 static inline int enter(struct mdr_thread *t)
 {
-    if (MDR_UNLIKELY(t->in_call))
+    if (MDR_UNLIKELY(t->in_call)) {
+        if (C.state == MDR_RECORDING)
+            __atomic_fetch_add(&C.unrecorded, 1, __ATOMIC_RELAXED);
         return 0;
+    }
     if (MDR_UNLIKELY(C.state != MDR_RECORDING)) {
         if (C.state != MDR_UNCONFIGURED || configure_state == 2)
             return 0;
@@ -327,7 +337,7 @@ static inline int enter(struct mdr_thread *t)
 struct call {
     enum mdr_op op;
     uint64_t args[3];
-    int n;
+    int n, partial;
     uintptr_t *pcs;
     struct walk *walk;
 };
@@ -349,12 +359,16 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
             c->walk = w;
             c->pcs = w->pcs;
             c->n = w->n;
+            c->partial = w->partial;
             goto slot;
         }
         w->valid = 0;
         w->generation = mdr_unwind_generation();
         c->pcs = w->pcs;
-        c->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log) : 0;
+        c->partial = 0;
+        c->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log,
+                                      &c->partial) : 0;
+        w->partial = c->partial;
         w->pc0 = pc;
         w->sp0 = sp;
         w->fp0 = fp;
@@ -366,7 +380,9 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
     } else {
         c->walk = NULL;
         c->pcs = local;
-        c->n = depth > 0 ? mdr_unwind(local, depth, pc, sp, fp, &t->bounds, NULL) : 0;
+        c->partial = 0;
+        c->n = depth > 0 ? mdr_unwind(local, depth, pc, sp, fp, &t->bounds, NULL, &c->partial)
+                         : 0;
     }
 slot:;
     struct mdr_slot *s = t->slot;
@@ -523,6 +539,7 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
             *p++ = '\n';
             mdr_out_commit((size_t)(p - start));
             C.events++;
+            C.partial_stacks += (uint64_t)c->partial;
             apply(op, result, c->args, rc, stack);
         }
     }
@@ -671,6 +688,8 @@ EXPORT int dlclose(void *handle)
     static int (*real_dlclose)(void *);
     if (real_dlclose == NULL)
         real_dlclose = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+    if (C.state == MDR_RECORDING)
+        memdump_recorder_unloading(&C);
     int rc = real_dlclose(handle);
     mdr_unwind_invalidate();
     return rc;

@@ -34,9 +34,11 @@ struct mdr_walk_log {
 };
 /* Return addresses, innermost first: PC (where the hooked function returns to), then its
  * callers', walking from the caller's SP and FP. At most MAX; returns how many. LOG, when
- * given, gets every stack word read. */
+ * given, gets every stack word read. *PARTIAL is set when the walk stopped on something it
+ * could not walk (no CFI, unreadable stack) before the outermost frame or the limit. */
 MDR_HIDDEN int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                          const struct mdr_stack_bounds *bounds, struct mdr_walk_log *log);
+                          const struct mdr_stack_bounds *bounds, struct mdr_walk_log *log,
+                          int *partial);
 /* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same. */
 MDR_HIDDEN int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b);
 /* Changes whenever cached unwind rules are dropped (modules unloaded). */

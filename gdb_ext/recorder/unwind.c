@@ -560,8 +560,10 @@ int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds
 #define LOAD(dst, where)                                         \
     do {                                                         \
         uintptr_t a_ = (where);                                  \
-        if (!readable(b, a_))                                    \
+        if (!readable(b, a_)) {                                  \
+            *partial = 1;                                        \
             return n;                                            \
+        }                                                        \
         (dst) = *(const uintptr_t *)a_;                          \
         if (log != NULL && log->count < MDR_WALK_READS) {        \
             log->addr[log->count] = a_;                          \
@@ -577,7 +579,7 @@ uint64_t mdr_unwind_generation(void)
 }
 
 int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
-               const struct mdr_stack_bounds *b, struct mdr_walk_log *log)
+               const struct mdr_stack_bounds *b, struct mdr_walk_log *log, int *partial)
 {
     if (MDR_UNLIKELY(rule_cache == NULL)) {
         rule_cache = mdr_map(sizeof(struct cache_entry) << CACHE_BITS);
@@ -614,6 +616,7 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
             if (fp_initial && log != NULL)
                 log->fp_used = 1;
             fp_initial = 0;
+            *partial = 1;  /* a frame-pointer guess, as GDB's heuristics would make */
             if (fp <= sp)
                 return n;
             LOAD(pc, fp + 8);
@@ -629,11 +632,16 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
             exact = 1;
             goto next;
         }
+        case K_END:
+            return n;
         default:
+            *partial = 1;
             return n;
         }
-        if (cfa <= sp)
+        if (cfa <= sp) {
+            *partial = 1;
             return n;
+        }
         if (r.bp_saved) {
             fp_initial = 0;
             LOAD(fp, cfa + (intptr_t)r.bp_off);

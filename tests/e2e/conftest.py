@@ -15,7 +15,8 @@ MODES = ("in-process", "breakpoints")
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "memdump" in metafunc.module.__name__ and "memdump_mode" in metafunc.fixturenames:
-        metafunc.parametrize("memdump_mode", MODES, indirect=True)
+        one = metafunc.definition.get_closest_marker("one_recorder") is not None
+        metafunc.parametrize("memdump_mode", MODES[:1] if one else MODES, indirect=True)
 
 
 @pytest.fixture(autouse=True)

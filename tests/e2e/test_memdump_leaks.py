@@ -11,6 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from memdump_analyzer.dumpfile import DumpReader
 from memdump_e2e import (
     analyze,
     base_name,
@@ -121,14 +122,11 @@ def test_cpp_names_without_debug_info_are_demangled(dump: Path) -> None:
     """libstdc++ has no debug information here: its frames are named from the ELF symbol tables,
     demangled the way GDB prints functions that have debug information."""
     record("leak_new_forms", dump=dump)
-    strings = {}
-    names = set()
-    for line in dump.read_text().splitlines():
-        if line.startswith("s "):
-            _, sid, text = line.split(" ", 2)
-            strings[sid] = text
-        elif line.startswith("f ") and "libstdc++" in strings[line.split()[3]]:
-            names.add(strings.get(line.split()[5], ""))
+    with DumpReader(str(dump)) as reader:
+        for _ in reader.records():
+            pass
+        names = {f.function or "" for f in reader.frames.values()
+                 if f.module and "libstdc++" in f.module}
     assert {"operator new(unsigned long, std::align_val_t)",
             "operator new(unsigned long, std::nothrow_t const&)",
             "operator new[](unsigned long, std::nothrow_t const&)"} <= names, names
