@@ -129,31 +129,72 @@ struct walk {
     uintptr_t pcs[MDR_MAX_DEPTH];
 };
 
+/* A thread's state. The recorder has no ELF TLS of its own: a TLS module would change the
+ * program's own allocations (glibc sizes each thread's dtv by the number of TLS modules, and a
+ * valgrind comparison sees 16 bytes more). The state hangs off a pthread key instead (keys below
+ * 32 live in the thread descriptor: no allocation), and is reused after the thread exits. */
 struct mdr_thread {
     int in_call;
     int ready;
     uint64_t tid;
     struct mdr_slot *slot;
-    struct walk *walks;
+    struct mdr_thread *next_free;
     int tid_len;
     char tid_text[24];
     struct mdr_stack_bounds bounds;
+    struct walk walks[WALKS];
 };
-
-static __thread struct mdr_thread self __attribute__((tls_model("initial-exec")));
 
 #define SLOTS 4096
 static struct mdr_slot *slots;
-static pthread_key_t slot_key;
+static pthread_key_t thread_key;
+static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static struct mdr_thread *free_threads;
+static volatile int free_threads_lock;
 
-static void release_slot(void *p)
+static void thread_exit(void *p)
 {
-    struct mdr_slot *s = p;
-    if (s != NULL) {
-        s->op = 0;
-        __atomic_store_n(&s->tid, 0, __ATOMIC_RELEASE);
+    struct mdr_thread *t = p;
+    if (t == NULL)
+        return;
+    if (t->slot != NULL) {
+        t->slot->op = 0;
+        __atomic_store_n(&t->slot->tid, 0, __ATOMIC_RELEASE);
+        t->slot = NULL;
     }
-    self.slot = NULL;
+    pthread_setspecific(thread_key, NULL);
+    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+    t->next_free = free_threads;
+    free_threads = t;
+    __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE);
+}
+
+static void make_thread_key(void)
+{
+    pthread_key_create(&thread_key, thread_exit);
+}
+
+/* This thread's state, made at its first call; NULL when it cannot be (no memory). */
+static inline struct mdr_thread *current(void)
+{
+    pthread_once(&thread_key_once, make_thread_key);
+    struct mdr_thread *t = pthread_getspecific(thread_key);
+    if (MDR_LIKELY(t != NULL))
+        return t;
+    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+    t = free_threads;
+    if (t != NULL)
+        free_threads = t->next_free;
+    __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE);
+    if (t == NULL)
+        t = mdr_map(sizeof *t);
+    else
+        memset(t, 0, sizeof *t);
+    if (t != NULL)
+        pthread_setspecific(thread_key, t);
+    return t;
 }
 
 static void thread_init(struct mdr_thread *t)
@@ -161,7 +202,6 @@ static void thread_init(struct mdr_thread *t)
     t->ready = 1;
     t->tid = (uint64_t)syscall(SYS_gettid);
     t->tid_len = (int)(mdr_fmt_dec(t->tid_text, t->tid) - t->tid_text);
-    t->walks = mdr_map(WALKS * sizeof(struct walk));
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
@@ -183,7 +223,6 @@ static void thread_init(struct mdr_thread *t)
             if (__atomic_compare_exchange_n(&slots[i].tid, &expected, t->tid, 0,
                                             __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
                 t->slot = &slots[i];
-                pthread_setspecific(slot_key, t->slot);
                 break;
             }
         }
@@ -245,7 +284,11 @@ static void forget_environment(void)
     }
 }
 
-static void atfork_prepare(void) { if (C.state == MDR_RECORDING) lock(self.tid ? self.tid : 1); }
+static void atfork_prepare(void)
+{
+    if (C.state == MDR_RECORDING)
+        lock((uint64_t)syscall(SYS_gettid));
+}
 static void atfork_parent(void) { if (C.lock) unlock(); }
 static void atfork_child(void)
 {
@@ -269,7 +312,6 @@ static void configure(void)
     slots = mdr_map(SLOTS * sizeof(struct mdr_slot));
     C.slots = (uint64_t)(uintptr_t)slots;
     C.slot_count = slots ? SLOTS : 0;
-    pthread_key_create(&slot_key, release_slot);
     memdump_recorder_configure(&C);
     if (C.path[0] == '\0') {
         C.failure = MDR_NO_GDB;
@@ -295,9 +337,11 @@ static void configure(void)
 
 __attribute__((constructor)) static void recorder_init(void)
 {
-    struct mdr_thread *t = &self;
     if (real.free == NULL)
         resolve_real();
+    struct mdr_thread *t = current();
+    if (t == NULL)
+        return;
     t->in_call++;
     if (configure_state != 2)
         configure();
@@ -310,6 +354,8 @@ __attribute__((constructor)) static void recorder_init(void)
 /* Is this call to be recorded? Sets the thread's flag when it is. */
 static inline int enter(struct mdr_thread *t)
 {
+    if (MDR_UNLIKELY(t == NULL))
+        return 0;
     if (MDR_UNLIKELY(t->in_call)) {
         if (C.state == MDR_RECORDING)
             __atomic_fetch_add(&C.unrecorded, 1, __ATOMIC_RELAXED);
@@ -344,14 +390,13 @@ struct call {
 
 /* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
  * find it unchanged among the thread's recent walks. */
-static inline void begin(struct mdr_thread *t, struct call *c, const void *frame,
-                         uintptr_t *local)
+static inline void begin(struct mdr_thread *t, struct call *c, const void *frame)
 {
     const uintptr_t *f = frame;
     uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
     int depth = (int)C.depth;
     struct walk *w = NULL;
-    if (MDR_LIKELY(t->walks != NULL)) {
+    {
         w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 62];
         if (w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
             w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
@@ -377,12 +422,6 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
         w->node = 0;
         w->valid = !w->log.overflow;
         c->walk = w;
-    } else {
-        c->walk = NULL;
-        c->pcs = local;
-        c->partial = 0;
-        c->n = depth > 0 ? mdr_unwind(local, depth, pc, sp, fp, &t->bounds, NULL, &c->partial)
-                         : 0;
     }
 slot:;
     struct mdr_slot *s = t->slot;
@@ -458,12 +497,14 @@ static inline void next_seq(void)
     seq_of_text = seq;
 }
 
-static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc)
+static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc,
+                   int locked)
 {
     enum mdr_op op = c->op;
     struct walk *w = c->walk;
     uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
-    lock(t->tid);
+    if (!locked)
+        lock(t->tid);
     if (MDR_LIKELY(C.state == MDR_RECORDING)) {
         uint64_t stack;
         if (w != NULL && w->node) {
@@ -549,17 +590,16 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
 }
 
 #define HOOK_BEGIN(OP, A0, A1, A2)                                  \
-    struct mdr_thread *t = &self;                                   \
+    struct mdr_thread *t = self;                                    \
     struct call c;                                                  \
-    uintptr_t local_pcs[MDR_MAX_DEPTH];                             \
     c.op = (OP);                                                    \
     c.args[0] = (uint64_t)(A0);                                     \
     c.args[1] = (uint64_t)(A1);                                     \
     c.args[2] = (uint64_t)(A2);                                     \
-    begin(t, &c, __builtin_frame_address(0), local_pcs)
+    begin(t, &c, __builtin_frame_address(0))
 
 #define HOOK_END(RESULT, RC)                                        \
-    finish(t, &c, (uint64_t)(RESULT), (RC));                        \
+    finish(t, &c, (uint64_t)(RESULT), (RC), 0);                     \
     t->in_call = 0
 
 #define REAL(name)                                                  \
@@ -571,7 +611,8 @@ EXPORT void *malloc(size_t size)
 {
     if (MDR_UNLIKELY(resolving))
         return bootstrap_alloc(size);
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(malloc)(size);
     HOOK_BEGIN(MDR_MALLOC, size, 0, 0);
     void *r = real.malloc(size);
@@ -583,13 +624,16 @@ EXPORT void free(void *ptr)
 {
     if (MDR_UNLIKELY(is_bootstrap(ptr)))
         return;
-    if (!enter(&self)) {
+    struct mdr_thread *self = current();
+    if (!enter(self)) {
         REAL(free)(ptr);
         return;
     }
+    /* Written before the block is released: once it is, another thread's malloc may get the
+     * same address, and its event must come after this one. */
     HOOK_BEGIN(MDR_FREE, ptr, 0, 0);
-    real.free(ptr);
     HOOK_END(0, 0);
+    real.free(ptr);
 }
 
 EXPORT void *calloc(size_t nmemb, size_t size)
@@ -598,7 +642,8 @@ EXPORT void *calloc(size_t nmemb, size_t size)
         void *p = bootstrap_alloc(nmemb * size);
         return p;  /* the bootstrap buffer is zero and never reused */
     }
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(calloc)(nmemb, size);
     HOOK_BEGIN(MDR_CALLOC, nmemb, size, 0);
     void *r = real.calloc(nmemb, size);
@@ -614,27 +659,38 @@ EXPORT void *realloc(void *ptr, size_t size)
             memcpy(p, ptr, size);  /* bootstrap blocks are tiny and the buffer is readable */
         return p;
     }
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(realloc)(ptr, size);
     HOOK_BEGIN(MDR_REALLOC, ptr, size, 0);
+    /* The old block is released inside the call: hold the lock across it, so that no other
+     * thread's event for its address is written before this one (see free). */
+    if (ptr != NULL)
+        lock(t->tid);
     void *r = real.realloc(ptr, size);
-    HOOK_END(r, 0);
+    finish(t, &c, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
+    t->in_call = 0;
     return r;
 }
 
 EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(reallocarray)(ptr, nmemb, size);
     HOOK_BEGIN(MDR_REALLOCARRAY, ptr, nmemb, size);
+    if (ptr != NULL)
+        lock(t->tid);
     void *r = real.reallocarray(ptr, nmemb, size);
-    HOOK_END(r, 0);
+    finish(t, &c, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
+    t->in_call = 0;
     return r;
 }
 
 EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(posix_memalign)(memptr, alignment, size);
     HOOK_BEGIN(MDR_POSIX_MEMALIGN, memptr, alignment, size);
     int rc = real.posix_memalign(memptr, alignment, size);
@@ -644,7 +700,8 @@ EXPORT int posix_memalign(void **memptr, size_t alignment, size_t size)
 
 EXPORT void *aligned_alloc(size_t alignment, size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(aligned_alloc)(alignment, size);
     HOOK_BEGIN(MDR_ALIGNED_ALLOC, alignment, size, 0);
     void *r = real.aligned_alloc(alignment, size);
@@ -654,7 +711,8 @@ EXPORT void *aligned_alloc(size_t alignment, size_t size)
 
 EXPORT void *memalign(size_t alignment, size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(memalign)(alignment, size);
     HOOK_BEGIN(memalign_is_aligned_alloc ? MDR_ALIGNED_ALLOC : MDR_MEMALIGN, alignment, size, 0);
     void *r = real.memalign(alignment, size);
@@ -664,7 +722,8 @@ EXPORT void *memalign(size_t alignment, size_t size)
 
 EXPORT void *valloc(size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(valloc)(size);
     HOOK_BEGIN(MDR_VALLOC, size, 0, 0);
     void *r = real.valloc(size);
@@ -674,7 +733,8 @@ EXPORT void *valloc(size_t size)
 
 EXPORT void *pvalloc(size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return REAL(pvalloc)(size);
     HOOK_BEGIN(MDR_PVALLOC, size, 0, 0);
     void *r = real.pvalloc(size);
