@@ -15,6 +15,7 @@ from memdump_e2e import (
     GDB_TIMEOUT,
     POLL_DEADLINE,
     analyze,
+    analyze_raw,
     expect_leaks,
     gdb_argv,
     kill_pid,
@@ -195,3 +196,55 @@ def test_attach_records_what_happens_after(dump: Path) -> None:
     report = analyze(dump)
     expect_leaks(report, {marker("leak_then_wait.c", "second"): (321, 1)})
     assert report.errors() == []
+
+
+def test_32_threads_at_once_lose_nothing(dump: Path, memdump_mode: str) -> None:
+    """32 threads released by one barrier allocate at the same time: every call is in the dump,
+    in one sequence, and each thread's leaked block is found at its line."""
+    rounds = 2000 if memdump_mode == "in-process" else 15
+    record("threads_stress", str(rounds), dump=dump)
+    facts = read_dump(dump)
+    assert facts.end == ("exit", "0")
+    assert [int(e[1]) for e in facts.events] == list(range(1, len(facts.events) + 1))
+    site = marker("threads_stress.c", "round", "FREE")
+    per_thread: dict[str, int] = {}
+    for e in facts.events:
+        top = facts.stack(int(e[4]))
+        if e[3] == "malloc" and top and (top[0].file, top[0].line) == (site.file, site.line):
+            per_thread[e[2]] = per_thread.get(e[2], 0) + 1
+    assert sorted(per_thread.values()) == [rounds] * 32
+    frees = sum(1 for e in facts.events if e[3] == "free" and e[2] in per_thread)
+    assert frees >= 32 * rounds
+    report = analyze(dump)
+    expect_leaks(report, {marker("threads_stress.c", "per_thread"): (48 * 32, 32)})
+
+
+def test_gdb_killed_frames_are_symbolised_from_the_modules(dump: Path, memdump_mode: str) -> None:
+    """In-process: GDB is SIGKILLed (the kernel then kills the program it started: ptrace's
+    EXITKILL); GDB never wrote the frames' symbols, the analyser takes them from the modules."""
+    if memdump_mode != "in-process":
+        pytest.skip("the breakpoint recorder writes each frame's symbols as it meets it")
+    argv = gdb_argv([f"memdump -o {dump}", "run"], [program("leak_then_wait")])
+    gdb = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+    inferior = 0
+    try:
+        wait_for_dump(dump, _has_event_of_size(123), "the 123-byte malloc",
+                      alive=lambda: gdb.poll() is None)
+        inferior = int(read_dump(dump).info["pid"])
+        gdb.kill()
+        gdb.wait(timeout=GDB_TIMEOUT)
+    finally:
+        if gdb.poll() is None:
+            gdb.kill()
+            gdb.wait(timeout=GDB_TIMEOUT)
+        if gdb.stdin is not None:
+            gdb.stdin.close()
+        if inferior:
+            kill_pid(inferior)
+    assert "\nfs " not in dump.read_text(errors="replace")
+    report = analyze(dump)
+    assert not report.complete
+    assert report.data["symbolized_frames"] > 0, report.dumps()
+    assert "symbolised from the modules with addr2line" in analyze_raw(dump).stdout
+    expect_leaks(report, {marker("leak_then_wait.c", "first"): (123, 1)})
