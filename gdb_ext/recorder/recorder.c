@@ -119,7 +119,7 @@ static void resolve_real(void)
  * and frame pointers) whose every stack word read is unchanged has the same stack, already
  * interned: no walk, no hash, no look-up. Sound because a walk is a function of its start and of
  * the words it reads (and of the unwind rules: the generation). */
-#define WALKS 4
+#define WALKS 16
 struct walk {
     uintptr_t pc0, sp0, fp0;
     uint64_t generation, depth, node;
@@ -149,6 +149,7 @@ struct mdr_thread {
 static struct mdr_slot *slots;
 static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
+static int thread_key_made;
 static struct mdr_thread *free_threads;
 static volatile int free_threads_lock;
 
@@ -178,7 +179,10 @@ static void make_thread_key(void)
 /* This thread's state, made at its first call; NULL when it cannot be (no memory). */
 static inline struct mdr_thread *current(void)
 {
-    pthread_once(&thread_key_once, make_thread_key);
+    if (MDR_UNLIKELY(!__atomic_load_n(&thread_key_made, __ATOMIC_ACQUIRE))) {
+        pthread_once(&thread_key_once, make_thread_key);
+        __atomic_store_n(&thread_key_made, 1, __ATOMIC_RELEASE);
+    }
     struct mdr_thread *t = pthread_getspecific(thread_key);
     if (MDR_LIKELY(t != NULL))
         return t;
@@ -397,7 +401,7 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
     int depth = (int)C.depth;
     struct walk *w = NULL;
     {
-        w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 62];
+        w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 60];
         if (w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
             w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
             mdr_walk_valid(&w->log, &t->bounds)) {

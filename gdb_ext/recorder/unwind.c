@@ -573,6 +573,39 @@ int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds
         }                                                        \
     } while (0)
 
+/* rbp loaded from the stack: in code without frame pointers it holds data that changes from
+ * call to call, and matters only if a later rule computes the CFA from rbp. Its read is logged
+ * when (if) that happens, so that such a walk still matches the next call's. */
+#define LOAD_FP(where)                                           \
+    do {                                                         \
+        uintptr_t a_ = (where);                                  \
+        if (!readable(b, a_)) {                                  \
+            *partial = 1;                                        \
+            return n;                                            \
+        }                                                        \
+        fp = *(const uintptr_t *)a_;                             \
+        fp_from = a_;                                            \
+        fp_initial = 0;                                          \
+    } while (0)
+
+/* The walk is about to use fp: log where it came from (or that it is the caller's own rbp). */
+#define USE_FP()                                                 \
+    do {                                                         \
+        if (log != NULL) {                                       \
+            if (fp_initial) {                                    \
+                log->fp_used = 1;                                \
+            } else if (fp_from != 0) {                           \
+                if (log->count < MDR_WALK_READS) {               \
+                    log->addr[log->count] = fp_from;             \
+                    log->value[log->count++] = fp;               \
+                } else {                                         \
+                    log->overflow = 1;                           \
+                }                                                \
+                fp_from = 0;                                     \
+            }                                                    \
+        }                                                        \
+    } while (0)
+
 uint64_t mdr_unwind_generation(void)
 {
     return generation;
@@ -589,6 +622,7 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
     int n = 0;
     int exact = 0;
     int fp_initial = 1;  /* fp still holds the caller's rbp as it was at the call */
+    uintptr_t fp_from = 0;  /* where fp was loaded from, while that read is not logged */
     if (log != NULL) {
         log->count = 0;
         log->overflow = 0;
@@ -603,30 +637,26 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
         exact = 0;
         switch (r.kind) {
         case K_CFA:
-            if (r.cfa_rbp && fp_initial && log != NULL)
-                log->fp_used = 1;
+            if (r.cfa_rbp)
+                USE_FP();
             cfa = (r.cfa_rbp ? fp : sp) + (intptr_t)r.cfa_off;
             break;
         case K_CFA_DEREF:
-            if (fp_initial && log != NULL)
-                log->fp_used = 1;
+            USE_FP();
             LOAD(cfa, fp + (intptr_t)r.cfa_off);
             break;
         case K_FP:
-            if (fp_initial && log != NULL)
-                log->fp_used = 1;
-            fp_initial = 0;
+            USE_FP();
             *partial = 1;  /* a frame-pointer guess, as GDB's heuristics would make */
             if (fp <= sp)
                 return n;
             LOAD(pc, fp + 8);
             sp = fp + 16;
-            LOAD(fp, fp);
+            LOAD_FP(fp);
             goto next;
         case K_SIGNAL: {
             uintptr_t g = sp + UC_GREGS;
-            fp_initial = 0;
-            LOAD(fp, g + 8 * 10);
+            LOAD_FP(g + 8 * 10);
             LOAD(pc, g + 8 * 16);
             LOAD(sp, g + 8 * 15);
             exact = 1;
@@ -642,10 +672,8 @@ int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp
             *partial = 1;
             return n;
         }
-        if (r.bp_saved) {
-            fp_initial = 0;
-            LOAD(fp, cfa + (intptr_t)r.bp_off);
-        }
+        if (r.bp_saved)
+            LOAD_FP(cfa + (intptr_t)r.bp_off);
         LOAD(pc, cfa - 8);
         sp = cfa;
     next:
