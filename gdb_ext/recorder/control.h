@@ -45,7 +45,11 @@ struct mdr_control {
     uint64_t pid;                /* 23: the process that configured the recorder */
     uint64_t region;             /* 24: the recorder's own memory: not a root of the scan */
     uint64_t region_size;        /* 25 */
-    uint64_t reserved[6];        /* 26..31 */
+    uint64_t attach;             /* 26: GDB: 1 = loaded into a running process: redirect the
+                                  *     modules' GOT entries to the hooks (got.c) */
+    uint64_t patched;            /* 27: GOT slots redirected so far */
+    uint64_t patched_modules;    /* 28: modules redirected so far */
+    uint64_t reserved[3];        /* 29..31 */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
 };
 
