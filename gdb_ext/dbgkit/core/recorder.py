@@ -33,7 +33,7 @@ CONTROL_FIELDS = (
     "magic", "version", "size", "state", "lock", "depth", "end", "seq", "next_string",
     "next_frame", "next_node", "events", "live_count", "live_bytes", "unrecorded", "live_table",
     "live_capacity", "slots", "slot_count", "frame_pcs", "failure", "failure_errno", "inherit",
-    "pid", "region", "region_size",
+    "pid", "region", "region_size", "attach", "patched", "patched_modules",
 )
 PATH_OFFSET = 32 * 8
 PATH_MAX = 4096
