@@ -171,7 +171,7 @@ def _dlopen(modules: list, library: str) -> None:
         try:
             message = _call(f"((char *(*)(void)) {error:#x})()")
             if int(message):
-                reason = message.string(length=400)
+                reason = message.string(errors="replace")
         except gdb.error:
             pass
     raise AttachError(f"cannot load the in-process recorder into the process: {reason}")
