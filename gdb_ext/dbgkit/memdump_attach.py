@@ -20,7 +20,9 @@ import os
 
 import gdb
 
-from .core.recorder import FAILURES, LIBRARY, RECORDING
+from . import output
+from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
+from .memdump_checks import CMD
 
 __all__ = ["define_detach_hook", "load"]
 
@@ -239,4 +241,42 @@ def before_detach() -> None:
     if session is None or not getattr(session, "inprocess", False) or not session.attached:
         return
     if session.inferior.pid and session.inferior.pid == session.pid:
+        try:
+            drain(session)
+        except (OSError, gdb.error) as exc:
+            output.warn(CMD, f"could not let the allocator calls in progress finish: {exc}")
         session.finish("detach")
+
+
+def drain(session: object) -> None:
+    """Before a detach: let the allocator calls in progress finish and be recorded (the recorder
+    takes no new one: DRAINING), running the process to their returns."""
+    inferior = session.inferior  # type: ignore[attr-defined]
+    control = session.control  # type: ignore[attr-defined]
+    if control is None:
+        return
+    block = control.load()
+    if block.state != RECORDING:
+        return
+    control.set(state=DRAINING)
+    told = False
+    for _ in range(ATTEMPTS):
+        read = session._read  # type: ignore[attr-defined]
+        calls = in_flight(read, block.slots, block.slot_count)
+        returns = {call.pcs[0] for call in calls if call.pcs}
+        if not calls or any(not call.pcs for call in calls):
+            return  # done, or a call whose return is unknown (depth 0): not waited for
+        if not told:
+            told = True
+            output.info(CMD, f"letting the {len(calls)} allocator call"
+                             f"{'s'[:len(calls) != 1]} in progress finish before the detach")
+        stops = [gdb.Breakpoint(f"*{a:#x}", internal=True) for a in sorted(returns)]
+        try:
+            gdb.execute("continue", to_string=True)
+        finally:
+            for bp in stops:
+                if bp.is_valid():
+                    bp.delete()
+        if not inferior.pid:
+            return
+        block = control.load()

@@ -12,7 +12,7 @@ import os
 
 import gdb
 
-from . import output
+from . import memdump_attach, output
 from .core import procfs, ptrace
 from .core.recorder import (
     DISABLED,
@@ -27,7 +27,6 @@ from .core.recorder import (
     live_blocks,
     read_tail,
 )
-from . import memdump_attach
 from .memdump_breakpoints import install_hooks
 from .memdump_checks import CMD
 from .memdump_scan import pointer_scan

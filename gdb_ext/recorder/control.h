@@ -13,7 +13,8 @@
 #define MDR_MAX_DEPTH 256
 #define MDR_PATH_MAX 4096
 
-enum mdr_state { MDR_UNCONFIGURED = 0, MDR_RECORDING = 1, MDR_DISABLED = 2 };
+/* DRAINING (GDB, before a detach): no new call is recorded, the calls in progress still are. */
+enum mdr_state { MDR_UNCONFIGURED = 0, MDR_RECORDING = 1, MDR_DISABLED = 2, MDR_DRAINING = 3 };
 
 /* Why the recorder stopped by itself (field `failure`). */
 enum mdr_failure { MDR_OK = 0, MDR_NO_GDB = 1, MDR_OPEN = 2, MDR_SPACE = 3, MDR_MEMORY = 4 };

@@ -13,6 +13,8 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <malloc.h>
+#include <stdlib.h>
 #include <elf.h>
 #include <link.h>
 #include <pthread.h>
@@ -40,6 +42,37 @@ struct patch_state {
     uintptr_t page;              /* sysconf(_SC_PAGESIZE) */
     int slots, modules;
 };
+
+/* recorder.c's hooks, by hidden aliases: a reference to `malloc` here would resolve to the C
+ * library's when the recorder is loaded RTLD_LOCAL. */
+#define HOOK(name) extern __typeof(name) mdr_real_hook_##name __attribute__((visibility("hidden")))
+HOOK(malloc);
+HOOK(calloc);
+HOOK(realloc);
+HOOK(reallocarray);
+HOOK(free);
+HOOK(posix_memalign);
+HOOK(aligned_alloc);
+HOOK(memalign);
+HOOK(valloc);
+HOOK(pvalloc);
+HOOK(dlclose);
+
+static const struct mdr_hook mdr_hooks[] = {
+    {"malloc", (const void *)mdr_real_hook_malloc},
+    {"calloc", (const void *)mdr_real_hook_calloc},
+    {"realloc", (const void *)mdr_real_hook_realloc},
+    {"reallocarray", (const void *)mdr_real_hook_reallocarray},
+    {"free", (const void *)mdr_real_hook_free},
+    {"posix_memalign", (const void *)mdr_real_hook_posix_memalign},
+    {"aligned_alloc", (const void *)mdr_real_hook_aligned_alloc},
+    {"memalign", (const void *)mdr_real_hook_memalign},
+    {"valloc", (const void *)mdr_real_hook_valloc},
+    {"pvalloc", (const void *)mdr_real_hook_pvalloc},
+    {"dlopen", (const void *)mdr_dlopen_hook},
+    {"dlclose", (const void *)mdr_real_hook_dlclose},
+};
+static const int mdr_hook_count = (int)(sizeof mdr_hooks / sizeof mdr_hooks[0]);
 
 static const void *hook_for(const char *name)
 {

@@ -454,7 +454,7 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
     struct walk *w = c->walk;
     uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
     lock(t->tid);
-    if (MDR_LIKELY(C.state == MDR_RECORDING)) {
+    if (MDR_LIKELY(C.state == MDR_RECORDING || C.state == MDR_DRAINING)) {
         uint64_t stack;
         if (w != NULL && w->node) {
             stack = w->node;
@@ -690,7 +690,7 @@ EXPORT void memdump_recorder_reattach(void)
 {
     struct mdr_thread *t = &self;
     t->in_call++;
-    if (__atomic_load_n(&configure_state, __ATOMIC_ACQUIRE) == 2 && C.state != MDR_RECORDING) {
+    if (__atomic_load_n(&configure_state, __ATOMIC_ACQUIRE) == 2 && C.state == MDR_DISABLED) {
         mdr_out_close();
         mdr_intern_reset();
         mdr_unwind_invalidate();  /* the threads' cached walks name the old dump's nodes */
@@ -722,19 +722,3 @@ ALIAS(memalign);
 ALIAS(valloc);
 ALIAS(pvalloc);
 ALIAS(dlclose);
-
-const struct mdr_hook mdr_hooks[] = {
-    {"malloc", (const void *)mdr_real_hook_malloc},
-    {"calloc", (const void *)mdr_real_hook_calloc},
-    {"realloc", (const void *)mdr_real_hook_realloc},
-    {"reallocarray", (const void *)mdr_real_hook_reallocarray},
-    {"free", (const void *)mdr_real_hook_free},
-    {"posix_memalign", (const void *)mdr_real_hook_posix_memalign},
-    {"aligned_alloc", (const void *)mdr_real_hook_aligned_alloc},
-    {"memalign", (const void *)mdr_real_hook_memalign},
-    {"valloc", (const void *)mdr_real_hook_valloc},
-    {"pvalloc", (const void *)mdr_real_hook_pvalloc},
-    {"dlopen", (const void *)mdr_dlopen_hook},
-    {"dlclose", (const void *)mdr_real_hook_dlclose},
-};
-const int mdr_hook_count = (int)(sizeof mdr_hooks / sizeof mdr_hooks[0]);

@@ -69,8 +69,6 @@ struct mdr_hook {
     const char *name;
     const void *fn;
 };
-MDR_HIDDEN extern const struct mdr_hook mdr_hooks[];
-MDR_HIDDEN extern const int mdr_hook_count;
 int memdump_recorder_patch_all(void);
 MDR_HIDDEN void *mdr_dlopen_hook(const char *file, int mode);
 /* out.c: forget the dump (a new recording of the same process opens another) */

@@ -94,16 +94,21 @@ def _started(mode: str) -> tuple[str, ...]:
 
 
 def record_commands(service: Service, dump: Path, commands: list[str], mode: str,
-                    env: dict[str, str] | None = None) -> str:
-    """gdb -p: memdump, continue; COMMANDS answered while recorded; SIGINT stops it, detach."""
-    argv = gdb_argv([f"memdump -o {dump}", "continue", "detach"], attach=service.proc.pid)
+                    env: dict[str, str] | None = None, stop: str | None = None) -> str:
+    """gdb -p: memdump, continue; COMMANDS answered while recorded; SIGINT stops it, detach.
+    STOP: a breakpoint that stops it instead (the last command is answered after the detach)."""
+    before = [f"memdump -o {dump}"] + ([f"break {stop}"] if stop else [])
+    argv = gdb_argv([*before, "continue", "detach"], attach=service.proc.pid)
     gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, env=env)
     try:
         head = _wait_for(gdb, _started(mode))
-        for command in commands:
+        for command in commands[:-1] if stop else commands:
             assert service.ask(command) == "ok"
-        os.kill(service.proc.pid, signal.SIGINT)  # GDB stops it there (and keeps the signal)
+        if stop:
+            assert service.ask(commands[-1]) == "ok"  # once GDB has detached
+        else:
+            os.kill(service.proc.pid, signal.SIGINT)  # GDB stops it there (keeps the signal)
         rest, _ = gdb.communicate(timeout=GDB_TIMEOUT)
     finally:
         if gdb.poll() is None:
@@ -150,6 +155,25 @@ def test_attach_record_detach(service: Service, dump: Path, memdump_mode: str) -
     expect_rounds(dump, [7, 5], old_freed=OLD_BLOCKS)
     assert not service.traced()
     assert service.ask("round 3") == "ok"
+    assert service.exit() == 0
+
+
+def test_detach_inside_an_allocator_call(service: Service, dump: Path,
+                                         memdump_mode: str) -> None:
+    """Detached while a thread is inside the recorder's malloc (stopped in the C library's): the
+    call finishes, recorded, before GDB lets go; then the recorder records nothing more."""
+    if memdump_mode == "breakpoints":
+        pytest.skip("the breakpoint recorder's calls in progress are memdump.sh -p's (its window)")
+    out = record_commands(service, dump, ["round 2", "one 3001"], memdump_mode,
+                          stop="__libc_malloc if $rdi == 3001")
+    assert "memdump: letting the 1 allocator call in progress finish before the detach" in out, out
+    facts = read_dump(dump)
+    assert facts.end == ("detach", "-")
+    assert facts.sizes().count(3001) == 1
+    assert (facts.events[-1][3], facts.events[-1][-1]) == ("malloc", "3001")  # nothing after
+    expect_rounds(dump, [2])
+    assert service.ask("one 3001") == "ok"
+    assert read_dump(dump).sizes().count(3001) == 1
     assert service.exit() == 0
 
 

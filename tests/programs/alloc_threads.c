@@ -122,6 +122,9 @@ int main(void) {
                 pthread_cond_wait(&cond, &mutex);
             }
             pthread_mutex_unlock(&mutex);
+        } else if (strncmp(line, "one ", 4) == 0) {
+            char *block = malloc((size_t)strtoul(line + 4, NULL, 10));  // LEAK: one
+            block[0] = 'o';
         } else if (strcmp(line, "free-old") == 0) {
             for (int i = 0; i < OLD_BLOCKS; i++) {
                 free(old[i]);  // FREE: old
