@@ -116,7 +116,7 @@ def _safe_point(session: object, modules: list) -> None:
         returns = _unsafe_threads(inferior, ranges, entries)
         if not returns:
             return
-        stops = [gdb.Breakpoint(f"*{a:#x}", internal=True) for a in sorted(entries | set(returns))
+        stops = [_stop_at(a) for a in sorted(entries | set(returns))
                  if a]
         try:
             gdb.execute("continue", to_string=True)
@@ -127,6 +127,13 @@ def _safe_point(session: object, modules: list) -> None:
         if not inferior.pid:
             raise AttachError("the process exited")
     raise AttachError("no safe point found: a thread stays inside the allocator or the loader")
+
+
+def _stop_at(address: int) -> gdb.Breakpoint:
+    """An internal breakpoint that stops the process without a word."""
+    bp = gdb.Breakpoint(f"*{address:#x}", internal=True)
+    bp.silent = True
+    return bp
 
 
 class _Locked:
@@ -270,7 +277,7 @@ def drain(session: object) -> None:
             told = True
             output.info(CMD, f"letting the {len(calls)} allocator call"
                              f"{'s'[:len(calls) != 1]} in progress finish before the detach")
-        stops = [gdb.Breakpoint(f"*{a:#x}", internal=True) for a in sorted(returns)]
+        stops = [_stop_at(a) for a in sorted(returns)]
         try:
             gdb.execute("continue", to_string=True)
         finally:

@@ -5,6 +5,7 @@ the dump, and the process runs on unharmed, recorded again and again."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import time
@@ -166,7 +167,10 @@ def test_detach_inside_an_allocator_call(service: Service, dump: Path,
         pytest.skip("the breakpoint recorder's calls in progress are memdump.sh -p's (its window)")
     out = record_commands(service, dump, ["round 2", "one 3001"], memdump_mode,
                           stop="__libc_malloc if $rdi == 3001")
-    assert "memdump: letting the 1 allocator call in progress finish before the detach" in out, out
+    # this call, and maybe one of the thread allocating forever
+    assert re.search(r"^memdump: letting the [12] allocator calls? in progress finish before the "
+                     r"detach$", out, re.M), out
+    assert "hit Breakpoint -" not in out
     facts = read_dump(dump)
     assert facts.end == ("detach", "-")
     assert facts.sizes().count(3001) == 1
