@@ -181,6 +181,16 @@ def test_detach_inside_an_allocator_call(service: Service, dump: Path,
     assert service.exit() == 0
 
 
+def test_module_loaded_after_the_attach(service: Service, dump: Path, memdump_mode: str) -> None:
+    """A library the process dlopens while recorded is recorded too (its GOT redirected by the
+    recorder's dlopen)."""
+    plugin = program("alloc_threads").parent / "libmemdump_plugin.so"
+    record_commands(service, dump, ["round 1", f"plugin {plugin}", "round 1"], memdump_mode)
+    expect_rounds(dump, [1, 1])
+    assert analyze(dump).leak_sites()[marker("plugin.c", "plugin")] == (33, 1)
+    assert service.exit() == 0
+
+
 def test_twenty_cycles(tmp_path: Path, service: Service, memdump_mode: str) -> None:
     """20 attach/record/detach cycles on one process (the recorder loaded once, configured again
     each time): no crash, each dump complete with exactly its own events."""

@@ -5,6 +5,7 @@
  * WORKERS threads malloc K blocks of 1000 + W bytes (W its number), free them, and malloc one of
  * 2000 + W bytes it keeps; `free-old` frees the blocks allocated before "ready"; `exit` (or the end
  * of stdin) exits 0. Only read(2) and write(2) do I/O (stdio would allocate). */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -109,7 +110,7 @@ int main(void) {
     }
     pthread_create(&threads[WORKERS], NULL, noise, NULL);
     say("ready\n");
-    char line[64];
+    char line[4096];
     while (read_line(line, sizeof line)) {
         if (strncmp(line, "round ", 6) == 0) {
             unsigned k = (unsigned)strtoul(line + 6, NULL, 10);
@@ -125,6 +126,14 @@ int main(void) {
         } else if (strncmp(line, "one ", 4) == 0) {
             char *block = malloc((size_t)strtoul(line + 4, NULL, 10));  // LEAK: one
             block[0] = 'o';
+        } else if (strncmp(line, "plugin ", 7) == 0) {
+            void *handle = dlopen(line + 7, RTLD_NOW);  // kept loaded
+            void *(*leak)(void) = handle ? (void *(*)(void))dlsym(handle, "plugin_leak") : NULL;
+            if (leak == NULL) {
+                say("no plugin\n");
+                continue;
+            }
+            leak();
         } else if (strcmp(line, "free-old") == 0) {
             for (int i = 0; i < OLD_BLOCKS; i++) {
                 free(old[i]);  // FREE: old
