@@ -237,8 +237,21 @@ end"""
 
 def define_detach_hook() -> None:
     """GDB has no event before a detach: a hook ends the recording while the process is stopped
-    (the recorder disabled, GDB's last records written), before it runs on its own."""
-    gdb.execute(_HOOK, to_string=True)
+    (the recorder disabled, GDB's last records written), before it runs on its own. Defined once
+    per GDB, without asking (a hook-detach of the user's is replaced)."""
+    global _hook_defined
+    if _hook_defined:
+        return
+    confirm = gdb.parameter("confirm")
+    gdb.execute("set confirm off", to_string=True)
+    try:
+        gdb.execute(_HOOK, to_string=True)
+    finally:
+        gdb.execute(f"set confirm {'on' if confirm else 'off'}", to_string=True)
+    _hook_defined = True
+
+
+_hook_defined = False
 
 
 def before_detach() -> None:
