@@ -23,6 +23,7 @@ import gdb
 from . import output
 from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
 from .memdump_checks import CMD
+from .memdump_session import State
 
 __all__ = ["define_detach_hook", "load"]
 
@@ -235,11 +236,12 @@ end
 end"""
 
 
-def define_detach_hook() -> None:
+def define_detach_hook(session: object) -> None:
     """GDB has no event before a detach: a hook ends the recording while the process is stopped
     (the recorder disabled, GDB's last records written), before it runs on its own. Defined once
     per GDB, without asking (a hook-detach of the user's is replaced)."""
-    global _hook_defined
+    global _hook_defined, _session
+    _session = session
     if _hook_defined:
         return
     confirm = gdb.parameter("confirm")
@@ -252,13 +254,13 @@ def define_detach_hook() -> None:
 
 
 _hook_defined = False
+#: the recording of a running process the hook ends (its last attach)
+_session: object = None
 
 
 def before_detach() -> None:
-    from .commands import memdump as command
-
-    session = command._active()
-    if session is None or not getattr(session, "inprocess", False) or not session.attached:
+    session = _session
+    if session is None or session.state != State.RECORDING or not session.inprocess:
         return
     if session.inferior.pid and session.inferior.pid == session.pid:
         try:

@@ -135,7 +135,7 @@ class InProcessSession(Session):
         except memdump_attach.AttachError as exc:
             self._fall_back(str(exc))
             return
-        memdump_attach.define_detach_hook()
+        memdump_attach.define_detach_hook(self)
         output.info(CMD, f"in-process recorder: loaded into process {self.pid}, {slots} "
                          f"allocator call sites redirected in {modules} modules (memdump "
                          "--breakpoints records without loading anything)")
