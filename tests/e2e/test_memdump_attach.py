@@ -248,3 +248,35 @@ def test_recorder_that_cannot_load(tmp_path: Path, dump: Path, service: Service,
     expect_rounds(dump, [4])
     assert service.ask("round 1") == "ok"
     assert service.exit() == 0
+
+
+def test_stop_and_record_again_in_one_gdb(tmp_path: Path, service: Service,
+                                          memdump_mode: str) -> None:
+    """`memdump stop` disables the recorder (the process stopped at the prompt); a second
+    `memdump` in the same GDB records into a new dump (the recorder configured again)."""
+    first, second = tmp_path / "first.memdump", tmp_path / "second.memdump"
+    argv = gdb_argv([f"memdump -o {first}", "continue", "memdump stop", f"memdump -o {second}",
+                     "continue", "detach"], attach=service.proc.pid)
+    gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        head = _wait_for(gdb, _started(memdump_mode))
+        assert service.ask("round 3") == "ok"
+        os.kill(service.proc.pid, signal.SIGINT)
+        head += _wait_for(gdb, _started(memdump_mode))
+        assert service.ask("round 4") == "ok"
+        os.kill(service.proc.pid, signal.SIGINT)
+        rest, _ = gdb.communicate(timeout=GDB_TIMEOUT)
+    finally:
+        if gdb.poll() is None:
+            gdb.kill()
+            gdb.wait()
+    out = "".join(head) + rest
+    assert gdb.returncode == 0, out
+    assert read_dump(first).end == ("stop", "-")
+    facts = read_dump(second)
+    assert facts.end == ("detach", "-")
+    assert Counter(facts.sizes())[1000] == 4
+    assert Counter(read_dump(first).sizes())[1000] == 3
+    assert service.ask("round 1") == "ok"
+    assert service.exit() == 0
