@@ -145,8 +145,10 @@ static int patch_module(struct dl_phdr_info *info, size_t size, void *data)
         if (ph->p_type == PT_DYNAMIC)
             dynamic = (const ElfW(Dyn) *)(base + ph->p_vaddr);
         else if (ph->p_type == PT_GNU_RELRO) {
+            /* the pages the loader made read-only: its end rounded down (the rest of the last
+             * page stays writable, and must stay so) */
             relro_lo = (base + ph->p_vaddr) & ~(st->page - 1);
-            relro_hi = base + ph->p_vaddr + ph->p_memsz;
+            relro_hi = (base + ph->p_vaddr + ph->p_memsz) & ~(st->page - 1);
         } else if (ph->p_type == PT_LOAD) {
             if (base + ph->p_vaddr < lo)
                 lo = base + ph->p_vaddr;
