@@ -12,7 +12,7 @@ import os
 
 import gdb
 
-from . import output
+from . import memdump_attach, output
 from .core import procfs, ptrace
 from .core.recorder import (
     DISABLED,
@@ -83,6 +83,7 @@ class InProcessSession(Session):
         self._scan_record: tuple | None = None
         self._tail = TailState()
         self._known_end = 0
+        self._attach_tried = False
 
     # -- launch ------------------------------------------------------------------------------
     def arm(self, again: bool = False) -> None:
@@ -92,7 +93,7 @@ class InProcessSession(Session):
         except gdb.GdbError:
             self._restore_environment()
             raise
-        if self.state == State.ARMED and not again:
+        if self.state == State.ARMED and not again and not self.attached:
             output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
                              "(memdump --breakpoints records without loading anything)")
 
@@ -135,6 +136,50 @@ class InProcessSession(Session):
                 if value and module.bias + value not in self._configure_hooks:
                     address = module.bias + value
                     self._configure_hooks[address] = kind(self, address)
+        if self.attached and not self._attach_tried:
+            self._attach_tried = True
+            self._attach()
+
+    def _recording_something(self) -> bool:
+        return self.control is not None if self.inprocess else bool(self.hooks)
+
+    def _attach(self) -> None:
+        """A running process: load the recorder into it, or say why not and use breakpoints."""
+        try:
+            slots, modules = memdump_attach.load(self, self.library)
+        except memdump_attach.AttachError as exc:
+            self._fall_back(str(exc))
+            return
+        memdump_attach.define_detach_hook(self)
+        output.info(CMD, f"in-process recorder: loaded into process {self.pid}, {slots} "
+                         f"allocator call sites redirected in {modules} modules (memdump "
+                         "--breakpoints records without loading anything)")
+
+    def _fall_back(self, reason: str) -> None:
+        """Record with breakpoints: the dump starts again, its header saying so."""
+        output.info(CMD, f"{reason}: recording with breakpoints")
+        for bp in self._configure_hooks.values():
+            if bp.is_valid():
+                bp.delete()
+        self._configure_hooks.clear()
+        if self.control is not None:
+            try:
+                self.control.set(state=DISABLED)
+            except OSError:
+                pass
+        self.control = None
+        self.inprocess = False
+        self.mode = "breakpoints"
+        for bp in self.exit_hooks.values():
+            if bp.is_valid():
+                bp.delete()
+        self.exit_hooks.clear()
+        self._scanned.clear()
+        os.ftruncate(self.fd, 0)
+        os.lseek(self.fd, 0, os.SEEK_SET)
+        self._memory.close()
+        Session._begin(self)
+        Session._install_hooks(self)
 
     def _remove_breakpoints(self) -> None:
         for bp in self._configure_hooks.values():
@@ -156,7 +201,7 @@ class InProcessSession(Session):
             w.flush()
             control.set(depth=self.depth, end=w.bytes_written, seq=w.seq,
                         next_string=w.next_string, next_frame=w.next_frame,
-                        next_node=w.next_node, inherit=0)
+                        next_node=w.next_node, inherit=0, attach=int(self.attached))
             control.set_path(os.path.abspath(self.path))
             self.control = control
         except Exception as exc:  # noqa: BLE001
@@ -316,6 +361,8 @@ class InProcessSession(Session):
             if not frames_only:
                 self.control.set(state=DISABLED)
             self._append_at(control.end, control, frames_only)
+            if not frames_only:  # disabled, nothing more to come: the recorder's NULs go
+                os.ftruncate(self.fd, self._known_end)
             return
         # The process is gone (or a thread of it is inside the recorder): find the end on disk.
         rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
@@ -327,6 +374,8 @@ class InProcessSession(Session):
         for fid, pc in (self._tail.frames or {}).items():
             self._frames.setdefault(fid, pc)
         if control is not None:  # stopped inside a record: leave room for it, NULs between
+            if not frames_only:
+                self.control.set(state=DISABLED)
             end = max(end, control.end) + (1 << 20)
         else:
             os.ftruncate(self.fd, end)

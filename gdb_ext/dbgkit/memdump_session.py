@@ -148,7 +148,7 @@ class Session:
             self.attached = True
             self._begin()
             self._install_hooks()
-            if not self.hooks:
+            if not self._recording_something():
                 self.finish("stop")
                 raise gdb.GdbError(
                     f"{CMD}: process {self.pid} has no allocator to hook: no loaded module exports "
@@ -159,6 +159,10 @@ class Session:
                              "(memdump stop disarms)")
         else:
             output.info(CMD, "armed: recording starts when the program runs")
+
+    def _recording_something(self) -> bool:
+        """Hooks are in place on the live process just attached to."""
+        return bool(self.hooks)
 
     def _begin(self) -> None:
         """The process exists: open the dump, write its header, set up memory and unwinding."""

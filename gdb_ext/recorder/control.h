@@ -13,7 +13,8 @@
 #define MDR_MAX_DEPTH 256
 #define MDR_PATH_MAX 4096
 
-enum mdr_state { MDR_UNCONFIGURED = 0, MDR_RECORDING = 1, MDR_DISABLED = 2 };
+/* DRAINING (GDB, before a detach): no new call is recorded, the calls in progress still are. */
+enum mdr_state { MDR_UNCONFIGURED = 0, MDR_RECORDING = 1, MDR_DISABLED = 2, MDR_DRAINING = 3 };
 
 /* Why the recorder stopped by itself (field `failure`). */
 enum mdr_failure { MDR_OK = 0, MDR_NO_GDB = 1, MDR_OPEN = 2, MDR_SPACE = 3, MDR_MEMORY = 4 };
@@ -46,7 +47,11 @@ struct mdr_control {
     uint64_t region;             /* 24: the recorder's own memory: not a root of the scan */
     uint64_t region_size;        /* 25 */
     uint64_t partial_stacks;     /* 26: events whose stack walk stopped before its end */
-    uint64_t reserved[5];        /* 27..31 */
+    uint64_t attach;             /* 27: GDB: 1 = loaded into a running process: redirect the
+                                  *     modules' GOT entries to the hooks (got.c) */
+    uint64_t patched;            /* 28: GOT slots redirected so far */
+    uint64_t patched_modules;    /* 29: modules redirected so far */
+    uint64_t reserved[2];        /* 30..31 */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
 };
 

@@ -376,3 +376,15 @@ int mdr_live_remove(uint64_t addr)
     C.live_bytes -= e[1];
     return 1;
 }
+
+void mdr_intern_reset(void)
+{
+    live = NULL;  /* the old table stays mapped: GDB may be reading it */
+    live_cap = 0;
+    live_filled = 0;
+    module_strings_used = 0;
+    C.live_table = 0;
+    C.live_capacity = 0;
+    C.live_count = 0;
+    C.live_bytes = 0;
+}

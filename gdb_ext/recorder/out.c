@@ -76,6 +76,19 @@ char *mdr_out_reserve(size_t bytes)
     return win + (end - win_off);
 }
 
+void mdr_out_close(void)
+{
+    if (win != NULL)
+        mdr_unmap(win, win_len);
+    win = NULL;
+    win_off = 0;
+    win_len = 0;
+    next_len = WINDOW_MIN;
+    if (out_fd >= 0)
+        close(out_fd);
+    out_fd = -1;
+}
+
 void mdr_out_commit(size_t bytes)
 {
     memdump_recorder_control.end += bytes;

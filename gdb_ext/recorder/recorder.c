@@ -312,10 +312,15 @@ static void configure(void)
             sched_yield();
         return;
     }
+    static int once;
     C.pid = (uint64_t)getpid();
-    slots = mdr_map(SLOTS * sizeof(struct mdr_slot));
-    C.slots = (uint64_t)(uintptr_t)slots;
-    C.slot_count = slots ? SLOTS : 0;
+    if (!once) {  /* configure() runs again for each recording of a running process */
+        once = 1;
+        slots = mdr_map(SLOTS * sizeof(struct mdr_slot));
+        C.slots = (uint64_t)(uintptr_t)slots;
+        C.slot_count = slots ? SLOTS : 0;
+        pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+    }
     memdump_recorder_configure(&C);
     if (C.path[0] == '\0') {
         C.failure = MDR_NO_GDB;
@@ -332,8 +337,9 @@ static void configure(void)
         } else {
             if (C.depth > MDR_MAX_DEPTH)
                 C.depth = MDR_MAX_DEPTH;
-            pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
+            if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
+                memdump_recorder_patch_all();
         }
     }
     __atomic_store_n(&configure_state, 2, __ATOMIC_RELEASE);
@@ -509,7 +515,7 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
     uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
     if (!locked)
         lock(t->tid);
-    if (MDR_LIKELY(C.state == MDR_RECORDING)) {
+    if (MDR_LIKELY(C.state == MDR_RECORDING || C.state == MDR_DRAINING)) {
         uint64_t stack;
         if (w != NULL && w->node) {
             stack = w->node;
@@ -758,3 +764,47 @@ EXPORT int dlclose(void *handle)
     mdr_unwind_invalidate();
     return rc;
 }
+
+/* -- a running process (got.c) ------------------------------------------------------------- */
+
+/* A new recording of a process the recorder is loaded into and disabled in (GDB attached again):
+ * configure again (GDB's breakpoint fills the control block with the new dump), on new tables. */
+EXPORT void memdump_recorder_reattach(void)
+{
+    struct mdr_thread *t = current();
+    if (t == NULL)
+        return;
+    t->in_call++;
+    if (__atomic_load_n(&configure_state, __ATOMIC_ACQUIRE) == 2 && C.state == MDR_DISABLED) {
+        mdr_out_close();
+        mdr_intern_reset();
+        mdr_unwind_invalidate();  /* the threads' cached walks name the old dump's nodes */
+        C.path[0] = '\0';
+        C.failure = MDR_OK;
+        C.failure_errno = 0;
+        C.events = 0;
+        C.unrecorded = 0;
+        C.partial_stacks = 0;
+        C.next_string = C.next_frame = C.next_node = 0;
+        C.state = MDR_UNCONFIGURED;
+        __atomic_store_n(&configure_state, 0, __ATOMIC_RELEASE);
+        configure();
+    }
+    t->in_call--;
+}
+
+/* The hooks' own addresses (hidden aliases: a reference to `malloc` here would resolve to the
+ * C library's when the recorder is loaded RTLD_LOCAL). */
+#define ALIAS(name) extern __typeof(name) mdr_real_hook_##name \
+    __attribute__((alias(#name), copy(name), visibility("hidden")))
+ALIAS(malloc);
+ALIAS(calloc);
+ALIAS(realloc);
+ALIAS(reallocarray);
+ALIAS(free);
+ALIAS(posix_memalign);
+ALIAS(aligned_alloc);
+ALIAS(memalign);
+ALIAS(valloc);
+ALIAS(pvalloc);
+ALIAS(dlclose);

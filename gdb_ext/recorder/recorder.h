@@ -66,4 +66,16 @@ MDR_HIDDEN void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack);
 MDR_HIDDEN int mdr_live_remove(uint64_t addr);
 MDR_HIDDEN int mdr_intern_init(void);
 
+/* -- got.c: a running process (attach): the modules' GOT entries redirected to the hooks -- */
+struct mdr_hook {
+    const char *name;
+    const void *fn;
+};
+int memdump_recorder_patch_all(void);
+MDR_HIDDEN void *mdr_dlopen_hook(const char *file, int mode);
+/* out.c: forget the dump (a new recording of the same process opens another) */
+MDR_HIDDEN void mdr_out_close(void);
+/* intern.c: forget the live blocks and the module strings (a new dump) */
+MDR_HIDDEN void mdr_intern_reset(void);
+
 #endif

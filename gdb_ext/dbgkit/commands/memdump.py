@@ -136,17 +136,14 @@ def _new_session(out_path: str | None, series: str | None = None,
                  breakpoints: bool = False, again: bool = False) -> Session:
     """A session that reads the settings when its recording starts and, when the program ends,
     arms the next one: each run of the program in this GDB gets its own dump. The in-process
-    recorder records unless BREAKPOINTS, a live process (attaching loads nothing yet), or the
-    library is not built."""
+    recorder records unless BREAKPOINTS or the library is not built (on a live process it is
+    loaded into it: memdump_attach)."""
     library = None
     if not breakpoints and settings.get("recorder") == "in-process":
         library = find_library(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
         if library is None:
             output.info(CMD, f"the in-process recorder ({LIBRARY}) is not built (make build): "
                              "recording with breakpoints")
-        elif gdb.selected_inferior().pid and not again:
-            output.info(CMD, "attached to a running process: recording with breakpoints")
-            library = None
     kind = Session if library is None else InProcessSession
     extra = {} if library is None else {"library": library}
     session = kind(

@@ -33,14 +33,14 @@ CONTROL_FIELDS = (
     "magic", "version", "size", "state", "lock", "depth", "end", "seq", "next_string",
     "next_frame", "next_node", "events", "live_count", "live_bytes", "unrecorded", "live_table",
     "live_capacity", "slots", "slot_count", "frame_pcs", "failure", "failure_errno", "inherit",
-    "pid", "region", "region_size", "partial_stacks",
+    "pid", "region", "region_size", "partial_stacks", "attach", "patched", "patched_modules",
 )
 PATH_OFFSET = 32 * 8
 PATH_MAX = 4096
 CONTROL_SIZE = PATH_OFFSET + PATH_MAX
 _INDEX = {name: i for i, name in enumerate(CONTROL_FIELDS)}
 
-UNCONFIGURED, RECORDING, DISABLED = 0, 1, 2
+UNCONFIGURED, RECORDING, DISABLED, DRAINING = 0, 1, 2, 3
 #: why the recorder stopped by itself (control.h's enum mdr_failure)
 FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
             3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}

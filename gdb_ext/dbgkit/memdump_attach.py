@@ -1,0 +1,304 @@
+"""The in-process recorder on a running process (`gdb -p PID`, `memdump`; docs/recorder.md).
+
+GDB loads libmemdump_recorder.so into the process by calling dlopen in it (an inferior function
+call), at a safe point: no thread inside the allocator, the loader or the recorder (their locks
+are free), found by looking at every thread's frames and, when one is inside, by running the
+process to an allocator entry or to the return from the call it is in. Other threads stay stopped
+during the call (scheduler-locking). The recorder's constructor asks GDB for its settings
+(ConfigureBreakpoint, as at a launch); `attach` in the control block makes it redirect the
+modules' GOT entries to its hooks (gdb_ext/recorder/got.c). A process the recorder is already
+loaded into (an earlier recording, disabled since) is configured again by
+memdump_recorder_reattach().
+
+Before GDB detaches, the recording ends (a `hook-detach` defined here): the recorder is disabled,
+never unloaded, and the process goes on.
+"""
+
+from __future__ import annotations
+
+import os
+
+import gdb
+
+from . import output
+from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
+from .memdump_checks import CMD
+from .memdump_session import State
+
+__all__ = ["define_detach_hook", "load"]
+
+RTLD_NOW = 2
+#: functions a thread must not be inside when the recorder is loaded (their locks)
+UNSAFE = frozenset({
+    "malloc", "free", "calloc", "realloc", "reallocarray", "posix_memalign", "aligned_alloc",
+    "memalign", "valloc", "pvalloc", "cfree", "__libc_malloc", "__libc_free", "__libc_calloc",
+    "__libc_realloc", "__libc_memalign", "__libc_valloc", "__libc_pvalloc", "malloc_trim",
+    "malloc_stats", "malloc_info", "mallinfo", "mallinfo2", "dlopen", "dlclose", "dlsym", "dlvsym",
+    "dlmopen", "dladdr", "dladdr1", "dlinfo", "__libc_dlopen_mode", "__libc_dlclose",
+    "__libc_dlsym", "dl_iterate_phdr", "fork", "_Fork", "__libc_fork", "vfork", "pthread_create",
+    "pthread_exit", "__cxa_thread_atexit_impl",
+})
+ENTRIES = ("malloc", "free", "calloc", "realloc")
+#: safe-point attempts (each runs the process until an allocator entry or a return)
+ATTEMPTS = 50
+
+
+class AttachError(Exception):
+    """The recorder cannot be loaded: the one-line reason."""
+
+
+def _basename(module: object) -> str:
+    return os.path.basename(module.path)  # type: ignore[attr-defined]
+
+
+def _symbols(module: object) -> dict[str, int]:
+    try:
+        return module.elf.dynamic_symbols() if module.elf is not None else {}  # type: ignore
+    except Exception:  # noqa: BLE001 - an unreadable module offers nothing
+        return {}
+
+
+def _find(modules: list, prefix: str, name: str) -> int | None:
+    for module in modules:
+        if _basename(module).startswith(prefix):
+            value = _symbols(module).get(name)
+            if value:
+                return module.bias + value
+    return None
+
+
+def _unsafe_threads(inferior: gdb.Inferior, ranges: list[tuple[int, int]],
+                    entries: set[int]) -> list[int]:
+    """Return addresses that take each thread out of an unsafe function (0: none known); empty
+    when every thread is at a safe point. A thread standing on an allocator's first instruction
+    (an entry breakpoint) is not inside it."""
+    returns: list[int] = []
+    for thread in inferior.threads():
+        if not thread.is_valid() or thread.is_exited():
+            continue
+        thread.switch()
+        try:
+            frame = gdb.newest_frame()
+        except gdb.error:
+            continue
+        outermost = None
+        depth = 0
+        while frame is not None and depth < 64:
+            pc = frame.pc()
+            inside = frame.name() in UNSAFE or any(lo <= pc < hi for lo, hi in ranges)
+            if inside and not (depth == 0 and pc in entries):
+                outermost = frame
+            try:
+                frame = frame.older()
+            except gdb.error:
+                break
+            depth += 1
+        if outermost is not None:
+            try:
+                caller = outermost.older()
+                returns.append(caller.pc() if caller is not None else 0)
+            except gdb.error:
+                returns.append(0)
+    return returns
+
+
+def _safe_point(session: object, modules: list) -> None:
+    """Run the process until no thread is inside the allocator, the loader or the recorder."""
+    inferior = session.inferior  # type: ignore[attr-defined]
+    ranges = [(m.start, m.end) for m in modules
+              if _basename(m).startswith(("ld-linux", "ld64.so")) or _basename(m) == LIBRARY]
+    entries = set()
+    for prefix in ("libc.so", LIBRARY):
+        for name in ENTRIES:
+            address = _find(modules, prefix, name)
+            if address:
+                entries.add(address)
+    for _ in range(ATTEMPTS):
+        returns = _unsafe_threads(inferior, ranges, entries)
+        if not returns:
+            return
+        stops = [_stop_at(a) for a in sorted(entries | set(returns))
+                 if a]
+        try:
+            gdb.execute("continue", to_string=True)
+        finally:
+            for bp in stops:
+                if bp.is_valid():
+                    bp.delete()
+        if not inferior.pid:
+            raise AttachError("the process exited")
+    raise AttachError("no safe point found: a thread stays inside the allocator or the loader")
+
+
+def _stop_at(address: int) -> gdb.Breakpoint:
+    """An internal breakpoint that stops the process without a word."""
+    bp = gdb.Breakpoint(f"*{address:#x}", internal=True)
+    bp.silent = True
+    return bp
+
+
+class _Locked:
+    """scheduler-locking on (only the calling thread runs) and unwindonsignal on, for a call."""
+
+    def __enter__(self) -> None:
+        self.saved = (gdb.parameter("scheduler-locking"), gdb.parameter("unwindonsignal"))
+        gdb.execute("set scheduler-locking on", to_string=True)
+        gdb.execute("set unwindonsignal on", to_string=True)
+
+    def __exit__(self, *exc: object) -> None:
+        gdb.execute(f"set scheduler-locking {self.saved[0]}", to_string=True)
+        gdb.execute(f"set unwindonsignal {'on' if self.saved[1] else 'off'}", to_string=True)
+
+
+def _call(expression: str, text: bytes | None = None) -> gdb.Value:
+    """Evaluate EXPRESSION, a call, in the selected thread; TEXT, if given, is put on its stack
+    (below the red zone, under a lowered stack pointer) and named $_memdump_text."""
+    gdb.newest_frame().select()
+    if text is None:
+        return gdb.parse_and_eval(expression)
+    sp = int(gdb.parse_and_eval("$sp"))
+    at = (sp - 512 - len(text) - 1) & ~15
+    gdb.selected_inferior().write_memory(at, text + b"\0")
+    gdb.set_convenience_variable("_memdump_text", at)
+    gdb.execute(f"set $sp = {(at - 256) & ~15:#x}", to_string=True)
+    try:
+        return gdb.parse_and_eval(expression)
+    finally:
+        gdb.execute(f"set $sp = {sp:#x}", to_string=True)
+
+
+def _dlopen(modules: list, library: str) -> None:
+    address = _find(modules, "libc.so", "dlopen") or _find(modules, "libdl.so", "dlopen")
+    if address is None:
+        raise AttachError("the process has no dlopen (libdl is not loaded)")
+    handle = _call(f"((void *(*)(const char *, int)) {address:#x})"
+                   f"((const char *) $_memdump_text, {RTLD_NOW})", library.encode())
+    if int(handle) != 0:
+        return
+    reason = "dlopen failed"
+    error = _find(modules, "libc.so", "dlerror") or _find(modules, "libdl.so", "dlerror")
+    if error is not None:
+        try:
+            message = _call(f"((char *(*)(void)) {error:#x})()")
+            if int(message):
+                reason = message.string(errors="replace")
+        except gdb.error:
+            pass
+    raise AttachError(f"cannot load the in-process recorder into the process: {reason}")
+
+
+def load(session: object, library: str) -> tuple[int, int]:
+    """Load (or configure again) the recorder in SESSION's stopped process and have it redirect
+    the allocator calls: returns (GOT slots, modules) redirected. Raises AttachError."""
+    session._modules.refresh()  # type: ignore[attr-defined]
+    modules = session._modules.modules()  # type: ignore[attr-defined]
+    loaded = [m for m in modules if _basename(m) == LIBRARY]
+    for module in modules:
+        name = _basename(module)
+        if name != LIBRARY and not name.startswith(("libc.so", "ld-linux", "ld64.so")) \
+                and _symbols(module).get("malloc"):
+            raise AttachError(f"{module.path} brings its own malloc (its calls to it cannot be "
+                              "redirected)")
+    if not loaded and not os.access(library, os.R_OK):
+        raise AttachError(f"cannot read the in-process recorder {library}")
+    inferior = session.inferior  # type: ignore[attr-defined]
+    selected = gdb.selected_thread()
+    try:
+        _safe_point(session, modules)
+        with _Locked():
+            if loaded:
+                reattach = _find(loaded, LIBRARY, "memdump_recorder_reattach")
+                if reattach is None:
+                    raise AttachError(f"the {LIBRARY} loaded in the process is an older one")
+                _call(f"((void (*)(void)) {reattach:#x})()")
+            else:
+                _dlopen(modules, library)
+    except gdb.error as exc:
+        raise AttachError(f"cannot load the in-process recorder into the process: {exc}") from None
+    finally:
+        if selected is not None and selected.is_valid() and inferior.pid:
+            selected.switch()
+    control = session.control  # type: ignore[attr-defined]
+    if control is None:
+        raise AttachError("the in-process recorder was loaded but did not ask for its settings")
+    control = control.load()
+    if control.state != RECORDING:
+        why = FAILURES.get(control.failure, f"failure {control.failure}")
+        raise AttachError(f"the in-process recorder did not start: {why}")
+    return control.patched, control.patched_modules
+
+
+_HOOK = """define hook-detach
+python
+from dbgkit import memdump_attach as _memdump_attach
+_memdump_attach.before_detach()
+end
+end"""
+
+
+def define_detach_hook(session: object) -> None:
+    """GDB has no event before a detach: a hook ends the recording while the process is stopped
+    (the recorder disabled, GDB's last records written), before it runs on its own. Defined once
+    per GDB, without asking (a hook-detach of the user's is replaced)."""
+    global _hook_defined, _session
+    _session = session
+    if _hook_defined:
+        return
+    confirm = gdb.parameter("confirm")
+    gdb.execute("set confirm off", to_string=True)
+    try:
+        gdb.execute(_HOOK, to_string=True)
+    finally:
+        gdb.execute(f"set confirm {'on' if confirm else 'off'}", to_string=True)
+    _hook_defined = True
+
+
+_hook_defined = False
+#: the recording of a running process the hook ends (its last attach)
+_session: object = None
+
+
+def before_detach() -> None:
+    session = _session
+    if session is None or session.state != State.RECORDING or not session.inprocess:
+        return
+    if session.inferior.pid and session.inferior.pid == session.pid:
+        try:
+            drain(session)
+        except (OSError, gdb.error) as exc:
+            output.warn(CMD, f"could not let the allocator calls in progress finish: {exc}")
+        session.finish("detach")
+
+
+def drain(session: object) -> None:
+    """Before a detach: let the allocator calls in progress finish and be recorded (the recorder
+    takes no new one: DRAINING), running the process to their returns."""
+    inferior = session.inferior  # type: ignore[attr-defined]
+    control = session.control  # type: ignore[attr-defined]
+    if control is None:
+        return
+    block = control.load()
+    if block.state != RECORDING:
+        return
+    control.set(state=DRAINING)
+    told = False
+    for _ in range(ATTEMPTS):
+        read = session._read  # type: ignore[attr-defined]
+        calls = in_flight(read, block.slots, block.slot_count)
+        returns = {call.pcs[0] for call in calls if call.pcs}
+        if not calls or any(not call.pcs for call in calls):
+            return  # done, or a call whose return is unknown (depth 0): not waited for
+        if not told:
+            told = True
+            output.info(CMD, f"letting the {len(calls)} allocator call"
+                             f"{'s'[:len(calls) != 1]} in progress finish before the detach")
+        stops = [_stop_at(a) for a in sorted(returns)]
+        try:
+            gdb.execute("continue", to_string=True)
+        finally:
+            for bp in stops:
+                if bp.is_valid():
+                    bp.delete()
+        if not inferior.pid:
+            return
+        block = control.load()
