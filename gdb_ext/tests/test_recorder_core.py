@@ -4,6 +4,7 @@ buffers laid out as gdb_ext/recorder/control.h lays them out."""
 from __future__ import annotations
 
 import os
+import re
 import struct
 from pathlib import Path
 
@@ -46,10 +47,10 @@ def test_field_list_matches_control_h() -> None:
     """Every field of control.h's struct, in order, at 8 * its index (the header's comments)."""
     text = (REPO / "gdb_ext" / "recorder" / "control.h").read_text()
     start = text.index("struct mdr_control {")
-    body = text[start:text.index("};", start)]
+    body = re.sub(r"/\*.*?\*/", "", text[start:text.index("};", start)], flags=re.S)
     names = []
     for line in body.splitlines()[1:]:
-        line = line.split("/*")[0].strip().rstrip(";")
+        line = line.strip().rstrip(";")
         if line:
             names.append(line.split()[-1].split("[")[0])
     assert names[:len(CONTROL_FIELDS)] == list(CONTROL_FIELDS)
