@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import gdb
+from memdump_analyzer.dumpformat import checked_blocks
 
 from . import output
 from .core import procfs, ptrace
@@ -112,7 +113,8 @@ class InProcessSession(Session):
         if not self.inprocess:
             super()._install_hooks()
             return
-        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=())
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=(),
+                      api=False)
         for module in self._modules.modules():
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue
@@ -243,10 +245,13 @@ class InProcessSession(Session):
         control = self._load()
         if control is None:
             return
-        self.live = live_blocks(self._read, control.live_table, control.live_capacity)
+        self.custom = {}
+        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
+                                self.custom)
         self._resolve_frames()
         status, result, millis = pointer_scan(
-            self.inferior, self.pid, self._read_some, self.live, self.scan_time_limit,
+            self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
+            self.scan_time_limit,
             at_function_entry, exclude=(control.region, control.region + control.region_size))
         self.scan_status = status
         self._scan_record = (status, result, millis)
