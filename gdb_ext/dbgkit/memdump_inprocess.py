@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 
 import gdb
-from memdump_analyzer.dumpformat import checked_blocks
+from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
 from . import output
 from .core import procfs, ptrace
@@ -327,7 +327,8 @@ class InProcessSession(Session):
         if not frames_only:
             for call in self._interrupted:
                 stack = w.stack(call.pcs)
-                w.event(call.tid, call.op, stack, 0, _format_args(call.op, call.args, 0))
+                result = None if call.op in NO_RESULT else 0  # free's RESULT is '-'
+                w.event(call.tid, call.op, stack, result, _format_args(call.op, call.args, 0))
             self._interrupted = []
             if self._signal is not None:
                 w.process("signal", self._signal)
