@@ -29,6 +29,10 @@
 #include <new>
 #include <vector>
 
+// The pools report the blocks they hand out to memdump (no-ops without it): a leaked block is
+// reported at its acquire, and a segment or a MutexPool's block is not reported twice.
+#include <memdump_api.h>
+
 namespace dbgkit::targets {
 
 namespace detail {
@@ -61,7 +65,9 @@ public:
             const std::uint64_t lowest = bits & (~bits + 1);
             if (free_.compare_exchange_weak(bits, bits & ~lowest, std::memory_order_acquire,
                                             std::memory_order_relaxed)) {
-                return storage_ + index_of(lowest) * stride_ + kBlockAlign;
+                void* block = storage_ + index_of(lowest) * stride_ + kBlockAlign;
+                MEMDUMP_ALLOC(block, stride_ - kBlockAlign);
+                return block;
             }
         }
         return nullptr;
@@ -83,6 +89,7 @@ public:
     void release(void* block) noexcept {
         const auto offset = static_cast<std::size_t>(static_cast<unsigned char*>(block) -
                                                      kBlockAlign - storage_);
+        MEMDUMP_FREE(block);  // before the bit is set: then another thread may acquire it
         free_.fetch_or(std::uint64_t{1} << (offset / stride_), std::memory_order_release);
     }
 
@@ -135,19 +142,12 @@ public:
     std::size_t item_bytes() const noexcept { return item_bytes_; }
 
     void* acquire() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!free_.empty()) {
-            void* block = free_.back();
-            free_.pop_back();
-            return block;
-        }
-        all_.reserve(all_.size() + 1);
-        free_.reserve(all_.size() + 1);  // so release never allocates
-        void* block = ::operator new(item_bytes_, std::align_val_t{detail::kBlockAlign});
-        all_.push_back(block);
+        void* block = take();
+        MEMDUMP_ALLOC(block, item_bytes_);
         return block;
     }
     void release(void* block) noexcept {
+        MEMDUMP_FREE(block);  // before the block is back on the list
         std::lock_guard<std::mutex> lock(mutex_);
         free_.push_back(block);
     }
@@ -161,6 +161,20 @@ public:
     }
 
 private:
+    void* take() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!free_.empty()) {
+            void* block = free_.back();
+            free_.pop_back();
+            return block;
+        }
+        all_.reserve(all_.size() + 1);
+        free_.reserve(all_.size() + 1);  // so release never allocates
+        void* block = ::operator new(item_bytes_, std::align_val_t{detail::kBlockAlign});
+        all_.push_back(block);
+        return block;
+    }
+
     std::size_t item_bytes_;
     mutable std::mutex mutex_;
     std::vector<void*> free_;
