@@ -92,3 +92,16 @@ def test_optimised_pools(name: str, dump: Path) -> None:
     else:
         expect_leaks(report, {marker("pool_leak_cpp.cpp", "pool_node"): (40, 1)})
     assert report.data["leaks"][0]["leak_kind"] == "definite"
+
+
+def test_pool_in_a_shared_library(dump: Path) -> None:
+    """The header in a library built with -O2 -fvisibility=hidden: its hooks are in .dynsym."""
+    record("pool_lib_main", dump=dump)
+    report = analyze(dump)
+    site = marker("pool_lib.c", "lib_object")
+    expect_leaks(report, {site: (32, 1)})
+    group = report.group_at(site)
+    assert group["leak_kind"] == "definite"
+    assert group["stack"][1]["line"] == marker("pool_lib_main.c", "lib_object", "CALL").line
+    assert report.summary["custom"] == {"allocations": 2, "frees": 1, "superblocks": 1,
+                                        "superblock_bytes": 256}
