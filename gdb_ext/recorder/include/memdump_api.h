@@ -26,10 +26,13 @@
  * The call is in the macro itself, so that the recorded stack begins in the function that
  * invokes MEMDUMP_ALLOC / MEMDUMP_FREE, at its line, at every optimisation level.
  *
- * Both symbols are declared with default visibility: a library built with -fvisibility=hidden
- * must still look the recorder's up at run time (a hidden weak undefined symbol is null for
- * good). A non-PIE executable (-no-pie) resolves an undefined weak symbol to null at link time:
- * there, only the breakpoint recorder sees the calls; PIE, the default, works with both.
+ * The four symbols have default visibility: a library built with -fvisibility=hidden must still
+ * look the recorder's up at run time (a hidden weak undefined symbol is null for good) and show
+ * its hooks in .dynsym. The macros load the recorder's address from the GOT, which the loader
+ * fills (on x86-64 with an explicit GOTPCREL load: code built with -fno-pie would use the null
+ * address the linker gave the undefined weak symbol): checked with PIE and -no-pie executables, -O0 and -O2, and a -fvisibility=hidden shared
+ * library (tests/programs/pool_*.c, tests/e2e/test_memdump_api.py). A statically linked
+ * program cannot be recorded by memdump at all.
  */
 #ifndef MEMDUMP_API_H
 #define MEMDUMP_API_H
@@ -66,12 +69,23 @@ void memdump_api_free_hook(void *ptr)
     __asm__ volatile("" : : "r"(ptr) : "memory");
 }
 
+/* The address of the recorder's function SYM, from the GOT: code built with -fno-pie would
+ * otherwise use the address the linker gave the undefined weak symbol, null, for good. */
+#if defined(__x86_64__)
+#define MEMDUMP_API_ADDRESS_(sym, var) \
+    __asm__(".weak " #sym "\n\tmovq " #sym "@GOTPCREL(%%rip), %0" : "=r"(var))
+#else
+#define MEMDUMP_API_ADDRESS_(sym, var) ((var) = &sym)
+#endif
+
 #define MEMDUMP_ALLOC(ptr, size)                                              \
     do {                                                                      \
         void *memdump_p_ = (void *)(ptr);                                     \
         size_t memdump_n_ = (size_t)(size);                                   \
-        if (memdump_api_alloc)                                                \
-            memdump_api_alloc(memdump_p_, memdump_n_);                        \
+        void (*memdump_f_)(void *, size_t);                                   \
+        MEMDUMP_API_ADDRESS_(memdump_api_alloc, memdump_f_);                  \
+        if (memdump_f_)                                                       \
+            memdump_f_(memdump_p_, memdump_n_);                               \
         else                                                                  \
             memdump_api_alloc_hook(memdump_p_, memdump_n_);                   \
     } while (0)
@@ -79,8 +93,10 @@ void memdump_api_free_hook(void *ptr)
 #define MEMDUMP_FREE(ptr)                                                     \
     do {                                                                      \
         void *memdump_p_ = (void *)(ptr);                                     \
-        if (memdump_api_free)                                                 \
-            memdump_api_free(memdump_p_);                                     \
+        void (*memdump_f_)(void *);                                           \
+        MEMDUMP_API_ADDRESS_(memdump_api_free, memdump_f_);                   \
+        if (memdump_f_)                                                       \
+            memdump_f_(memdump_p_);                                           \
         else                                                                  \
             memdump_api_free_hook(memdump_p_);                                \
     } while (0)
