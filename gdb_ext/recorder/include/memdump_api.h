@@ -30,8 +30,9 @@
  * look the recorder's up at run time (a hidden weak undefined symbol is null for good) and show
  * its hooks in .dynsym. The macros load the recorder's address from the GOT, which the loader
  * fills (on x86-64 with an explicit GOTPCREL load: code built with -fno-pie would use the null
- * address the linker gave the undefined weak symbol): checked with PIE and -no-pie executables, -O0 and -O2, and a -fvisibility=hidden shared
- * library (tests/programs/pool_*.c, tests/e2e/test_memdump_api.py). A statically linked
+ * address the linker gave the undefined weak symbol). Checked with PIE and -no-pie
+ * executables, -O0 and -O2, and a -fvisibility=hidden shared library (tests/programs/pool_*,
+ * tests/e2e/test_memdump_api.py). A statically linked
  * program cannot be recorded by memdump at all.
  */
 #ifndef MEMDUMP_API_H
