@@ -22,9 +22,11 @@
 // the block happen before the next owner's.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -56,7 +58,17 @@ public:
     }
     Segment(const Segment&) = delete;
     Segment& operator=(const Segment&) = delete;
-    ~Segment() { ::operator delete(storage_, std::align_val_t{kBlockAlign}); }
+    ~Segment() {
+        // Blocks still handed out die with the segment: memdump is told (a pool's destruction
+        // frees them, it does not leak them).
+        const std::uint64_t bits = free_.load(std::memory_order_acquire);
+        for (unsigned i = 0; i < kBlocks; ++i) {
+            if ((bits & (std::uint64_t{1} << i)) == 0) {
+                MEMDUMP_FREE(storage_ + i * stride_ + kBlockAlign);
+            }
+        }
+        ::operator delete(storage_, std::align_val_t{kBlockAlign});
+    }
 
     /// A free block of this segment, or nullptr if all 64 are handed out.
     void* try_acquire() noexcept {
@@ -135,7 +147,17 @@ public:
     MutexPool(const MutexPool&) = delete;
     MutexPool& operator=(const MutexPool&) = delete;
     ~MutexPool() {
+        // Blocks still handed out (in all_, not in free_) die with the pool: memdump is told.
+        std::sort(all_.begin(), all_.end());
+        std::sort(free_.begin(), free_.end());
+        auto free_it = free_.begin();
         for (void* block : all_) {
+            while (free_it != free_.end() && std::less<void*>()(*free_it, block)) {
+                ++free_it;
+            }
+            if (free_it == free_.end() || *free_it != block) {
+                MEMDUMP_FREE(block);
+            }
             ::operator delete(block, std::align_val_t{detail::kBlockAlign});
         }
     }
