@@ -8,6 +8,10 @@ The semantics of each operation are those of docs/dump-format.md ("Heap operatio
 - `allocated_bytes`: the sum of the sizes of the blocks made live;
 - peak: the most live bytes at any moment, the number of live blocks then, and the event that
   reached it first.
+- custom blocks (`custom_alloc`, `custom_free`: memdump_api.h) are kept apart and counted in
+  `custom_allocations` and `custom_frees` only; at the end, the malloc'd blocks that hold a live
+  custom block (superblocks) leave `live` and the custom blocks join it (docs/dump-format.md,
+  "Custom blocks").
 
 `free`, `realloc` and `reallocarray` of a pointer that is not live are errors (`invalid-free`,
 `double-free` when the pointer was freed before and not allocated again since, `invalid-realloc`),
