@@ -106,6 +106,7 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         execs=list(r.execs),
         signals=list(r.signals),
         scan=reader.scan,
+        custom=_custom(r),
         leak_kinds=leak_kinds,
         unknown_tags=dict(reader.unknown_tags),
         unknown_process_events=dict(r.unknown_process_events),
@@ -144,3 +145,11 @@ def _error_report(e: HeapError, stacks: _Stacks) -> ErrorReport:
         freed_seq=e.freed_seq,
         freed_stack=stacks.trimmed(e.freed_node) if e.freed_node is not None else None,
     )
+
+
+def _custom(r: Replay) -> dict[str, int] | None:
+    """The custom blocks' figures (docs/report-format.md, "Replay"), when the dump has any."""
+    if not r.calls.get("custom_alloc") and not r.calls.get("custom_free"):
+        return None
+    return {"allocations": r.custom_allocations, "frees": r.custom_frees,
+            "superblocks": r.superblocks, "superblock_bytes": r.superblock_bytes}

@@ -9,6 +9,8 @@ and what an operation does to the live blocks cannot drift apart.
 from __future__ import annotations
 
 import re
+from bisect import bisect_left
+from collections.abc import Iterable
 
 __all__ = [
     "FORMAT_LINE",
@@ -24,8 +26,12 @@ __all__ = [
     "RECORDS",
     "SEQUENCED",
     "VERSION",
+    "CUSTOM",
+    "NO_RESULT",
     "apply",
+    "checked_blocks",
     "effect",
+    "superblocks",
     "escape",
     "event_args",
     "format_args",
@@ -79,7 +85,14 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "memalign": ("ALIGN", "SIZE"),
     "valloc": ("SIZE",),
     "pvalloc": ("SIZE",),
+    "custom_alloc": ("SIZE",),
+    "custom_free": ("PTR",),
 }
+#: the operations of a custom allocator (memdump_api.h's MEMDUMP_ALLOC and MEMDUMP_FREE): their
+#: blocks are custom blocks, kept apart from the malloc'd ones ("Custom blocks")
+CUSTOM: frozenset[str] = frozenset(("custom_alloc", "custom_free"))
+#: the operations whose RESULT is `-`: they produce no block
+NO_RESULT: frozenset[str] = frozenset(("free", "custom_free"))
 
 #: leak kind -> (the `r` record's KIND code, valgrind's words), worst first (valgrind's order)
 _KINDS: dict[str, tuple[str, str]] = {
@@ -147,11 +160,11 @@ def effect(op: str, result: int, args: tuple[int, ...]) -> tuple[int | None, int
     released pointer that is not live is the caller's to judge (an error, or a block from before
     an attached recording).
     """
-    if op == "malloc" or op == "valloc" or op == "pvalloc":
+    if op == "malloc" or op == "valloc" or op == "pvalloc" or op == "custom_alloc":
         return None, result or None, args[0]
     if op == "calloc":
         return None, result or None, args[0] * args[1]
-    if op == "free":
+    if op == "free" or op == "custom_free":
         return args[0] or None, None, 0
     if op == "posix_memalign":
         return None, (result or None) if args[2] == 0 else None, args[1]
@@ -170,12 +183,44 @@ def effect(op: str, result: int, args: tuple[int, ...]) -> tuple[int | None, int
     raise ValueError(f"unknown heap operation '{op}'")
 
 
-def apply(live: dict[int, int], op: str, result: int, args: tuple[int, ...]) -> None:
+def apply(live: dict[int, int], op: str, result: int, args: tuple[int, ...],
+          custom: dict[int, int] | None = None) -> None:
     """Apply one heap operation to `live` (address -> size) as the format defines it: the
     recorder's live blocks, and the replay's (whose inlined fast path a property test ties to
-    this), are those of the dump."""
+    this), are those of the dump. With `custom`, the custom blocks (`custom_alloc`,
+    `custom_free`) go there, apart from the malloc'd ones (an object may start where its
+    superblock starts)."""
     release, new, size = effect(op, result, args)
+    if custom is not None and op in CUSTOM:
+        live = custom
     if release is not None:
         live.pop(release, None)
     if new is not None:
         live[new] = size
+
+
+def superblocks(blocks: dict[int, int], custom: Iterable[int]) -> set[int]:
+    """The malloc'd blocks of `blocks` (address -> size) that hold a custom block (of the
+    addresses `custom`): the superblocks a pool carves its objects from ("Custom blocks").
+    A block of size 0 holds nothing; a custom block lies in the block its address falls in."""
+    starts = sorted(custom)
+    if not starts or not blocks:
+        return set()
+    found = set()
+    for addr, size in blocks.items():
+        i = bisect_left(starts, addr)
+        if i < len(starts) and starts[i] < addr + size:
+            found.add(addr)
+    return found
+
+
+def checked_blocks(live: dict[int, int], custom: dict[int, int]) -> dict[int, int]:
+    """The blocks a leak check looks at, as valgrind's memcheck (mc_leakcheck.c): the live
+    malloc'd blocks but the superblocks of live custom blocks, and the custom blocks. Where a
+    custom block starts at its superblock's address, the custom block is the one kept."""
+    if not custom:
+        return live
+    hidden = superblocks(live, custom)
+    blocks = {addr: size for addr, size in live.items() if addr not in hidden}
+    blocks.update(custom)
+    return blocks

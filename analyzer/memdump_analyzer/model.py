@@ -107,6 +107,9 @@ class Analysis:
     signals: list[tuple[int, str]]
     #: the pointer scan at exit, if the dump has one (its status may say it failed)
     scan: ScanRecord | None = None
+    #: custom blocks (memdump_api.h): {"allocations", "frees", "superblocks",
+    #: "superblock_bytes"}; None when the dump has no custom_alloc nor custom_free
+    custom: dict[str, int] | None = None
     #: leak kind -> [bytes, blocks] of the `leak` blocks; None without a successful scan
     leak_kinds: dict[str, list[int]] | None = None
     unknown_tags: dict[str, int] = field(default_factory=dict)

@@ -8,6 +8,10 @@ The semantics of each operation are those of docs/dump-format.md ("Heap operatio
 - `allocated_bytes`: the sum of the sizes of the blocks made live;
 - peak: the most live bytes at any moment, the number of live blocks then, and the event that
   reached it first.
+- custom blocks (`custom_alloc`, `custom_free`: memdump_api.h) are kept apart and counted in
+  `custom_allocations` and `custom_frees` only; at the end, the malloc'd blocks that hold a live
+  custom block (superblocks) leave `live` and the custom blocks join it (docs/dump-format.md,
+  "Custom blocks").
 
 `free`, `realloc` and `reallocarray` of a pointer that is not live are errors (`invalid-free`,
 `double-free` when the pointer was freed before and not allocated again since, `invalid-realloc`),
@@ -33,7 +37,7 @@ import re
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
-from .dumpformat import OPERATIONS, effect, unescape
+from .dumpformat import CUSTOM, NO_RESULT, OPERATIONS, effect, superblocks, unescape
 from .dumpio import clean_line
 from .model import EndRecord, HeapError
 from .rules import is_runtime_only
@@ -87,6 +91,12 @@ class Replay:
     #: unknown `p` WHAT -> SEQ of its first use
     unknown_process_events: dict[str, int] = field(default_factory=dict)
     last_seq: int = 0
+    #: custom blocks (memdump_api.h) made live and released; the custom blocks still live at the
+    #: end are in `live`, and the malloc'd blocks that hold them (`superblocks`) are not
+    custom_allocations: int = 0
+    custom_frees: int = 0
+    superblocks: int = 0
+    superblock_bytes: int = 0
 
 
 #: the operations that can release a block: those with a PTR argument
@@ -111,6 +121,10 @@ class _Replayer:
         #: pointer as written -> stack node id of the free that released it. Its SEQ is found by
         #: a second scan only for the errors that name it: a tuple per free costs ~4% of a pass.
         self.freed: dict[bytes, int] = {}
+        #: the live custom blocks, apart from the malloc'd ones: pointer as written -> (size,
+        #: stack node id), and the custom blocks released (pointer -> stack node id)
+        self.custom: dict[bytes, tuple[int, int]] = {}
+        self.custom_freed: dict[bytes, int] = {}
         self.r = Replay(live=self.live, calls=dict.fromkeys(OPS, 0))
         self.slow_events = 0
 
@@ -141,6 +155,8 @@ class _Replayer:
                         if self._process(rec):  # exec: the image is gone, and its blocks
                             live.clear()
                             freed.clear()
+                            self.custom.clear()
+                            self.custom_freed.clear()
                             cur = 0
                     continue
                 seq += 1
@@ -272,6 +288,7 @@ class _Replayer:
         r.last_seq = seq
         if r.end is not None and r.end.seq != seq:
             r.end = None  # the recording went on after its end record: judge by the last one
+        self._hide_superblocks()
         self._check_live()
         if any(e.freed_node is not None for e in r.errors):
             self._find_freed_seqs()
@@ -354,9 +371,9 @@ class _Replayer:
         if node is None:
             raise reader.undefined_stack(fl[4], seq)
         result: int | None
-        if op == "free":
+        if op in NO_RESULT:
             if fl[5] != b"-":
-                raise reader.error(seq, f"malformed RESULT '{_text(fl[5])}' (free has '-')")
+                raise reader.error(seq, f"malformed RESULT '{_text(fl[5])}' ({op} has '-')")
             result = None
         else:
             result = self._hex(fl[5], "RESULT", seq)
@@ -391,6 +408,9 @@ class _Replayer:
         tid, op, node, result, args = self._event(fl, seq)
         self.slow_events += 1
         self.r.calls[op] += 1
+        if op in CUSTOM:
+            self._custom(fl, seq, tid, op, node, args[0])
+            return None
         if op == "free":
             if node < 0:
                 self.r.runtime_internal_frees += 1
@@ -409,6 +429,47 @@ class _Replayer:
         if rel is None and made is None:
             return None
         return (rel, made, size, node)
+
+    def _custom(self, fl: list[bytes], seq: int, tid: int, op: str, node: int, arg: int) -> None:
+        """A custom block made live (`custom_alloc`, ARG its size) or released (`custom_free`,
+        ARG the pointer), in `custom`, apart from the malloc'd blocks."""
+        if op == "custom_alloc":
+            if fl[5] != b"0x0":
+                if fl[5] in self.custom:
+                    self.r.reused_live += 1
+                self.custom[fl[5]] = (arg, node)
+                self.r.custom_allocations += 1
+            return
+        ptok = fl[6]
+        if self.custom.pop(ptok, None) is not None:
+            self.r.custom_frees += 1
+            self.custom_freed[ptok] = node
+        elif arg:
+            prev = self.custom_freed.get(ptok)
+            self._error("double-free" if prev is not None else "invalid-free", seq, tid, op,
+                        arg, node, None, prev)
+
+    def _hide_superblocks(self) -> None:
+        """The live blocks at the end, as a leak check sees them ("Custom blocks"): the custom
+        blocks, and the malloc'd blocks but those that hold a custom block."""
+        if not self.custom:
+            return
+        live = self.live
+        sizes = {int(p, 16): p for p in live if _HEX.fullmatch(p)}
+        custom = [int(p, 16) for p in self.custom if _HEX.fullmatch(p)]
+        hidden = superblocks({a: live[p][0] for a, p in sizes.items()}, custom)
+        r = self.r
+        for addr in hidden:
+            size = live.pop(sizes[addr])[0]
+            r.superblocks += 1
+            r.superblock_bytes += size
+            r.live_bytes -= size
+        for p, block in self.custom.items():
+            old = live.pop(p, None)
+            if old is not None:
+                r.live_bytes -= old[0]
+            live[p] = block
+            r.live_bytes += block[0]
 
     def _bad_free(self, fl: list[bytes], seq: int) -> None:
         """A free of a pointer that is not live (or malformed: this checks the record)."""

@@ -458,6 +458,7 @@ def render_json(
             "untracked_frees": a.untracked_frees,
             "runtime_internal_frees": a.runtime_internal_frees,
             "free_calls": dict(a.free_calls),
+            **({"custom": dict(a.custom)} if a.custom is not None else {}),
         },
         "leaks": [
             {

@@ -15,6 +15,7 @@ from memdump_analyzer.dumpformat import (
     KIND_CODES,
     KIND_WORDS,
     KINDS,
+    NO_RESULT,
     OPERATIONS,
     RECORDS,
     VERSION,
@@ -97,6 +98,9 @@ CALLS: dict[str, tuple[tuple[int, int, int], int]] = {
     "memalign": ((16, 40, 7), 0),
     "valloc": ((10, 7, 7), 0),
     "pvalloc": ((20, 7, 7), 0),
+    "custom_alloc": ((56, 7, 7), 0),
+    # the object custom_alloc made in test_apply_is_the_replay_s_effect (SEQ 14)
+    "custom_free": ((0x9380, 7, 7), 0),
 }
 
 
@@ -109,7 +113,7 @@ def test_every_operation_s_args_round_trip_through_the_reader(tmp_path: Path) ->
         args = event_args(op, regs, rc)
         assert len(args) == len(OPERATIONS[op])
         expected[seq] = (op, args)
-        result = "-" if op == "free" else f"{0x9000 + 0x40 * seq:#x}"
+        result = "-" if op in NO_RESULT else f"{0x9000 + 0x40 * seq:#x}"
         lines.append(f"e {seq} 1 {op} 0 {result} {' '.join(format_args(op, args))}\n")
     path.write_text("".join(lines))
     with DumpReader(str(path)) as reader:
@@ -132,10 +136,10 @@ def test_apply_is_the_replay_s_effect(tmp_path: Path) -> None:
     lines = [FORMAT_LINE]
     for seq, (op, (regs, rc)) in enumerate(CALLS.items(), 4):
         args = event_args(op, regs, rc)
-        result = 0 if op == "free" else 0x9000 + 0x40 * seq
+        result = 0 if op in NO_RESULT else 0x9000 + 0x40 * seq
         apply(live, op, result, args)
         lines.append(
-            f"e {seq} 1 {op} 0 {'-' if op == 'free' else f'{result:#x}'} "
+            f"e {seq} 1 {op} 0 {'-' if op in NO_RESULT else f'{result:#x}'} "
             f"{' '.join(format_args(op, args))}\n"
         )
     # the blocks of the first three lines are those `live` started with

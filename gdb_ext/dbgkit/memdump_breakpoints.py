@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 import gdb
-from memdump_analyzer.dumpformat import OPERATIONS
+from memdump_analyzer.dumpformat import CUSTOM, OPERATIONS
 
 from . import output
 from .core.elf import ElfError
@@ -20,6 +20,7 @@ from .core.procmaps import ModuleMap
 from .memdump_checks import CMD
 
 __all__ = [
+    "API_FUNCTIONS",
     "EXIT_FUNCTIONS",
     "EntryBreakpoint",
     "ExitBreakpoint",
@@ -32,6 +33,20 @@ __all__ = [
 # The process's last call: glibc's exit() runs the atexit handlers and static destructors, then
 # _exit(); _Exit is the same function (an alias) in glibc 2.36, hooked too where it is not.
 EXIT_FUNCTIONS = ("_exit", "_Exit")
+
+#: memdump_api.h's functions -> the operation a call records: the in-process recorder's (exported
+#: by libmemdump_recorder.so, which may be preloaded without recording) and the header's empty
+#: hooks, which the macros call when the recorder is absent (defined in each module that uses
+#: the header, in .dynsym, or in .symtab only for an executable without -rdynamic)
+API_FUNCTIONS = {
+    "memdump_api_alloc": "custom_alloc",
+    "memdump_api_free": "custom_free",
+    "memdump_api_alloc_hook": "custom_alloc",
+    "memdump_api_free_hook": "custom_free",
+}
+_API_NAMES = frozenset(API_FUNCTIONS)
+#: the allocator's entry points, by their own names
+_ALLOCATOR_OPS = tuple(op for op in OPERATIONS if op not in CUSTOM)
 
 
 class Recorder(Protocol):
@@ -138,10 +153,11 @@ class ReturnSites:
 
 def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
                   hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
-                  ops: Iterable[str] = tuple(OPERATIONS)) -> None:
-    """Break on every allocator entry point (of OPS), and on _exit, exported by a module of
-    MODULES not in SCANNED yet (modules are keyed by path and start); HOOKS and EXIT_HOOKS get
-    the new ones."""
+                  ops: Iterable[str] = _ALLOCATOR_OPS, api: bool = True) -> None:
+    """Break on every allocator entry point (of OPS), on memdump_api.h's functions, and on
+    _exit, exported by a module of MODULES not in SCANNED yet (modules are keyed by path and
+    start); HOOKS and EXIT_HOOKS get the new ones. API: break on memdump_api.h's functions
+    too (not when the in-process recorder records them)."""
     modules.refresh()
     for module in modules.modules():
         key = (module.path, module.start)
@@ -160,6 +176,16 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
             address = module.bias + value
             if address not in hooks:
                 hooks[address] = EntryBreakpoint(recorder, address, op)
+        found = {name: symbols[name] for name in _API_NAMES if symbols.get(name)} if api else {}
+        if api and len(found) < len(_API_NAMES):
+            try:
+                found = {**module.elf.symtab_functions(_API_NAMES), **found}
+            except (ElfError, OSError) as exc:
+                output.warn(CMD, f"cannot read the symbol table of {module.path}: {exc}")
+        for name, value in found.items():
+            address = module.bias + value
+            if value and address not in hooks:
+                hooks[address] = EntryBreakpoint(recorder, address, API_FUNCTIONS[name])
         for name in EXIT_FUNCTIONS:
             value = symbols.get(name)
             if value and module.bias + value not in exit_hooks:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 
 import gdb
+from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
 from . import memdump_attach, output
 from .core import procfs, ptrace
@@ -125,7 +126,8 @@ class InProcessSession(Session):
         if not self.inprocess:
             super()._install_hooks()
             return
-        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=())
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=(),
+                      api=False)
         for module in self._modules.modules():
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue
@@ -313,10 +315,13 @@ class InProcessSession(Session):
         control = self._load()
         if control is None:
             return
-        self.live = live_blocks(self._read, control.live_table, control.live_capacity)
+        self.custom = {}
+        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
+                                self.custom)
         self._resolve_frames()
         status, result, millis = pointer_scan(
-            self.inferior, self.pid, self._read_some, self.live, self.scan_time_limit,
+            self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
+            self.scan_time_limit,
             at_function_entry, exclude=(control.region, control.region + control.region_size))
         self.scan_status = status
         self._scan_record = (status, result, millis)
@@ -396,8 +401,9 @@ class InProcessSession(Session):
         if not frames_only:
             for call in self._interrupted:
                 stack = w.stack(call.pcs)
-                # free is an event at its entry in both designs; the others never returned
-                result = None if call.op == "free" else 0
+                # free (custom_free) is an event at its entry in both designs; the others never
+                # returned
+                result = None if call.op in NO_RESULT else 0
                 w.event(call.tid, call.op, stack, result, _format_args(call.op, call.args, 0))
             self._interrupted = []
             if self._signal is not None:

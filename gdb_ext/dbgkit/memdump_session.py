@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gdb
-from memdump_analyzer.dumpformat import apply, event_args, format_args
+from memdump_analyzer.dumpformat import apply, checked_blocks, event_args, format_args
 
 from . import output, settings
 from .core import procfs, ptrace
@@ -101,6 +101,8 @@ class Session:
         self.exit_hooks: dict[int, ExitBreakpoint] = {}
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
+        #: the live custom blocks (memdump_api.h), apart from the malloc'd ones
+        self.custom: dict[int, int] = {}
         self.scan_status: str | None = None
         self.scan_time_limit = scan_time_limit
         self._scanned: set[tuple[str, int]] = set()
@@ -399,9 +401,16 @@ class Session:
                 self.sites.release(pend.ret)
             op = bp.op
             stack = self._stack(bp.address, regs)
-            if op == "free":
-                self.live.pop(regs.rdi, None)
-                self.writer.event(tid, "free", stack, None, (f"{regs.rdi:#x}",))
+            if op == "free" or op == "custom_free":
+                (self.live if op == "free" else self.custom).pop(regs.rdi, None)
+                self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
+                if not self.writer.events & _PROGRESS_MASK:
+                    self._progress()
+                return
+            if op == "custom_alloc":  # (void *ptr, size_t size): the object is the argument
+                if regs.rdi:
+                    self.custom[regs.rdi] = regs.rsi
+                self.writer.event(tid, op, stack, regs.rdi, (str(regs.rsi),))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 return
@@ -456,7 +465,8 @@ class Session:
 
     def _scan(self, at_function_entry: bool) -> None:
         """AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
-        status, result, millis = pointer_scan(self.inferior, self.pid, self._read_some, self.live,
+        status, result, millis = pointer_scan(self.inferior, self.pid, self._read_some,
+                                              checked_blocks(self.live, self.custom),
                                               self.scan_time_limit, at_function_entry)
         self.scan_status = status
         if result is None:

@@ -68,7 +68,13 @@ struct mdr_slot {
 
 enum mdr_op {
     MDR_MALLOC, MDR_CALLOC, MDR_REALLOC, MDR_REALLOCARRAY, MDR_FREE, MDR_POSIX_MEMALIGN,
-    MDR_ALIGNED_ALLOC, MDR_MEMALIGN, MDR_VALLOC, MDR_PVALLOC, MDR_OP_COUNT
+    MDR_ALIGNED_ALLOC, MDR_MEMALIGN, MDR_VALLOC, MDR_PVALLOC,
+    MDR_CUSTOM_ALLOC, MDR_CUSTOM_FREE,  /* memdump_api.h's MEMDUMP_ALLOC, MEMDUMP_FREE */
+    MDR_OP_COUNT
 };
+
+/* A custom block's entry in the live-block table: its address with this bit set, so that an
+ * object at the start of its pool's malloc'd block (same address) has its own entry. */
+#define MDR_CUSTOM_KEY (UINT64_C(1) << 63)
 
 #endif

@@ -49,9 +49,9 @@ EXPORT __attribute__((noinline)) void memdump_recorder_configure(struct mdr_cont
 
 static const char *const op_names[MDR_OP_COUNT] = {
     "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-    "aligned_alloc", "memalign", "valloc", "pvalloc",
+    "aligned_alloc", "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free",
 };
-static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7};
+static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7, 12, 11};
 
 /* -- the real functions --------------------------------------------------------------------- */
 
@@ -463,6 +463,12 @@ static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t r
     case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
         if (result) mdr_live_add(result, a[1], stack);
         break;
+    case MDR_CUSTOM_ALLOC:
+        if (result) mdr_live_add(result | MDR_CUSTOM_KEY, a[0], stack);
+        break;
+    case MDR_CUSTOM_FREE:
+        if (a[0]) mdr_live_remove(a[0] | MDR_CUSTOM_KEY);
+        break;
     case MDR_REALLOC: case MDR_REALLOCARRAY: {
         uint64_t size = op == MDR_REALLOC ? a[1] : a[1] * a[2];
         if (a[0] == 0) {
@@ -550,7 +556,7 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
                 p = mdr_fmt_dec(p, stack);
             }
             *p++ = ' ';
-            if (op == MDR_FREE) {
+            if (op == MDR_FREE || op == MDR_CUSTOM_FREE) {
                 *p++ = '-';
                 *p++ = ' ';
                 p = mdr_fmt_hex(p, c->args[0]);
@@ -750,6 +756,26 @@ EXPORT void *pvalloc(size_t size)
     void *r = real.pvalloc(size);
     HOOK_END(r, 0);
     return r;
+}
+
+/* -- memdump_api.h: a custom allocator's objects ------------------------------------------- */
+
+/* MEMDUMP_ALLOC(ptr, size): the object PTR of SIZE bytes is live, allocated here. */
+EXPORT void memdump_api_alloc(void *ptr, size_t size)
+{
+    if (!enter(&self))
+        return;
+    HOOK_BEGIN(MDR_CUSTOM_ALLOC, size, 0, 0);
+    HOOK_END(ptr, 0);
+}
+
+/* MEMDUMP_FREE(ptr): the object PTR went back to its pool. */
+EXPORT void memdump_api_free(void *ptr)
+{
+    if (!enter(&self))
+        return;
+    HOOK_BEGIN(MDR_CUSTOM_FREE, ptr, 0, 0);
+    HOOK_END(0, 0);
 }
 
 /* Modules come and go: cached unwind rules of an unloaded module must not serve its successor. */

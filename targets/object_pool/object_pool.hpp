@@ -22,12 +22,18 @@
 // the block happen before the next owner's.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <vector>
+
+// The pools report the blocks they hand out to memdump (no-ops without it): a leaked block is
+// reported at its acquire, and a segment or a MutexPool's block is not reported twice.
+#include <memdump_api.h>
 
 namespace dbgkit::targets {
 
@@ -52,7 +58,17 @@ public:
     }
     Segment(const Segment&) = delete;
     Segment& operator=(const Segment&) = delete;
-    ~Segment() { ::operator delete(storage_, std::align_val_t{kBlockAlign}); }
+    ~Segment() {
+        // Blocks still handed out die with the segment: memdump is told (a pool's destruction
+        // frees them, it does not leak them).
+        const std::uint64_t bits = free_.load(std::memory_order_acquire);
+        for (unsigned i = 0; i < kBlocks; ++i) {
+            if ((bits & (std::uint64_t{1} << i)) == 0) {
+                MEMDUMP_FREE(storage_ + i * stride_ + kBlockAlign);
+            }
+        }
+        ::operator delete(storage_, std::align_val_t{kBlockAlign});
+    }
 
     /// A free block of this segment, or nullptr if all 64 are handed out.
     void* try_acquire() noexcept {
@@ -61,7 +77,9 @@ public:
             const std::uint64_t lowest = bits & (~bits + 1);
             if (free_.compare_exchange_weak(bits, bits & ~lowest, std::memory_order_acquire,
                                             std::memory_order_relaxed)) {
-                return storage_ + index_of(lowest) * stride_ + kBlockAlign;
+                void* block = storage_ + index_of(lowest) * stride_ + kBlockAlign;
+                MEMDUMP_ALLOC(block, stride_ - kBlockAlign);
+                return block;
             }
         }
         return nullptr;
@@ -83,6 +101,7 @@ public:
     void release(void* block) noexcept {
         const auto offset = static_cast<std::size_t>(static_cast<unsigned char*>(block) -
                                                      kBlockAlign - storage_);
+        MEMDUMP_FREE(block);  // before the bit is set: then another thread may acquire it
         free_.fetch_or(std::uint64_t{1} << (offset / stride_), std::memory_order_release);
     }
 
@@ -128,26 +147,29 @@ public:
     MutexPool(const MutexPool&) = delete;
     MutexPool& operator=(const MutexPool&) = delete;
     ~MutexPool() {
+        // Blocks still handed out (in all_, not in free_) die with the pool: memdump is told.
+        std::sort(all_.begin(), all_.end());
+        std::sort(free_.begin(), free_.end());
+        auto free_it = free_.begin();
         for (void* block : all_) {
+            while (free_it != free_.end() && std::less<void*>()(*free_it, block)) {
+                ++free_it;
+            }
+            if (free_it == free_.end() || *free_it != block) {
+                MEMDUMP_FREE(block);
+            }
             ::operator delete(block, std::align_val_t{detail::kBlockAlign});
         }
     }
     std::size_t item_bytes() const noexcept { return item_bytes_; }
 
     void* acquire() {
-        std::lock_guard<std::mutex> lock(mutex_);
-        if (!free_.empty()) {
-            void* block = free_.back();
-            free_.pop_back();
-            return block;
-        }
-        all_.reserve(all_.size() + 1);
-        free_.reserve(all_.size() + 1);  // so release never allocates
-        void* block = ::operator new(item_bytes_, std::align_val_t{detail::kBlockAlign});
-        all_.push_back(block);
+        void* block = take();
+        MEMDUMP_ALLOC(block, item_bytes_);
         return block;
     }
     void release(void* block) noexcept {
+        MEMDUMP_FREE(block);  // before the block is back on the list
         std::lock_guard<std::mutex> lock(mutex_);
         free_.push_back(block);
     }
@@ -161,6 +183,20 @@ public:
     }
 
 private:
+    void* take() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!free_.empty()) {
+            void* block = free_.back();
+            free_.pop_back();
+            return block;
+        }
+        all_.reserve(all_.size() + 1);
+        free_.reserve(all_.size() + 1);  // so release never allocates
+        void* block = ::operator new(item_bytes_, std::align_val_t{detail::kBlockAlign});
+        all_.push_back(block);
+        return block;
+    }
+
     std::size_t item_bytes_;
     mutable std::mutex mutex_;
     std::vector<void*> free_;

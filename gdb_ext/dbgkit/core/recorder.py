@@ -46,7 +46,9 @@ FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
             3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}
 #: enum mdr_op, in order
 OPS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-       "memalign", "valloc", "pvalloc")
+       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free")
+#: control.h's MDR_CUSTOM_KEY: a custom block's entry in the live-block table has this bit set
+CUSTOM_KEY = 1 << 63
 _SLOT = struct.Struct("<8Q")
 
 
@@ -101,9 +103,11 @@ class Control:
         self._write(self.address + PATH_OFFSET, data + b"\0")
 
 
-def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int) -> dict[int, int]:
-    """The live blocks (address -> size) of the recorder's table: {address, size, stack}
-    entries, address 0 empty and 1 deleted."""
+def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,
+                custom: dict[int, int] | None = None) -> dict[int, int]:
+    """The live malloc'd blocks (address -> size) of the recorder's table: {address, size,
+    stack} entries, address 0 empty and 1 deleted. The custom blocks (memdump_api.h: address
+    with CUSTOM_KEY set) go to CUSTOM, when given."""
     if not table or not capacity:
         return {}
     words = array("Q")
@@ -113,7 +117,14 @@ def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int) ->
         words.frombytes(read(table + 24 * first, 24 * count))
     addrs = words[0::3]
     sizes = words[1::3]
-    return {a: s for a, s in zip(addrs, sizes, strict=False) if a > 1}
+    live = {}
+    for a, s in zip(addrs, sizes, strict=False):
+        if a > 1:
+            if a < CUSTOM_KEY:
+                live[a] = s
+            elif custom is not None:
+                custom[a - CUSTOM_KEY] = s
+    return live
 
 
 @dataclass(frozen=True)
