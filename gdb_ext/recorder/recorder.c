@@ -763,7 +763,8 @@ EXPORT void *pvalloc(size_t size)
 /* MEMDUMP_ALLOC(ptr, size): the object PTR of SIZE bytes is live, allocated here. */
 EXPORT void memdump_api_alloc(void *ptr, size_t size)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return;
     HOOK_BEGIN(MDR_CUSTOM_ALLOC, size, 0, 0);
     HOOK_END(ptr, 0);
@@ -772,7 +773,8 @@ EXPORT void memdump_api_alloc(void *ptr, size_t size)
 /* MEMDUMP_FREE(ptr): the object PTR went back to its pool. */
 EXPORT void memdump_api_free(void *ptr)
 {
-    if (!enter(&self))
+    struct mdr_thread *self = current();
+    if (!enter(self))
         return;
     HOOK_BEGIN(MDR_CUSTOM_FREE, ptr, 0, 0);
     HOOK_END(0, 0);
