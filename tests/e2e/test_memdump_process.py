@@ -248,3 +248,29 @@ def test_gdb_killed_frames_are_symbolised_from_the_modules(dump: Path, memdump_m
     assert report.data["symbolized_frames"] > 0, report.dumps()
     assert "symbolised from the modules with addr2line" in analyze_raw(dump).stdout
     expect_leaks(report, {marker("leak_then_wait.c", "first"): (123, 1)})
+
+
+def test_signal_handler_allocating_inside_an_allocation(dump: Path, memdump_mode: str) -> None:
+    """A timer's handler mallocs and frees while main mallocs and frees: no call is recorded
+    twice or lost (nothing leaks, no error), nothing deadlocks, the program exits 0."""
+    # GDB intercepts every signal: the breakpoint recorder gets a slower timer and fewer rounds
+    args = ("100000", "50") if memdump_mode == "in-process" else ("100", "3000")
+    record("signal_alloc", *args, dump=dump)
+    facts = read_dump(dump)
+    assert facts.end == ("exit", "0")
+    sizes = facts.sizes()
+    assert sum(1 for s in sizes if s != 40) == int(args[0])
+    report = analyze(dump)
+    assert report.summary["errors"] == 0 and report.leaked == (0, 0), report.dumps()
+    assert report.summary["calls"]["free"] == report.summary["calls"]["malloc"]
+
+
+def test_fork_while_threads_allocate_never_hangs(dump: Path) -> None:
+    """Twenty forks while four threads allocate: every child (not recorded) exits 0, none hangs on
+    a lock it inherited held, and the parent's dump is complete."""
+    record("fork_threads", dump=dump)
+    facts = read_dump(dump)
+    assert facts.end == ("exit", "0")
+    assert 64 not in facts.sizes()
+    report = analyze(dump)
+    assert report.summary["errors"] == 0 and report.leaked == (0, 0), report.dumps()
