@@ -46,12 +46,12 @@ int build_pages(struct scanner *s)
                 e->first = (uint32_t)(start >> PAGE_SHIFT == p ? i : i + 1);
             }
         }
-        /* a block of its own page without coverage (cannot happen: starts are distinct) still
-         * has its entry, so that the count of its page is right */
-        struct page_entry *e = page_slot(s, (start >> PAGE_SHIFT) + 1);
-        unsigned g = (unsigned)(start & (PAGE - 1)) >> 4;
+        struct page_entry *e = page_slot(s, (start >> PAGE_SHIFT) + 1); /* its start's page */
+        unsigned g = (unsigned)(start & (PAGE - 1)) >> 5;
         e->bits[g / 64] |= (uint64_t)1 << (g % 64);
     }
+    for (uint64_t h = 0; h <= s->page_mask; h++)
+        s->pages[h].low = (uint32_t)popcount(s->pages[h].bits[0]);
     return 0;
 }
 

@@ -58,7 +58,8 @@ struct mds_args {
 };
 
 struct span { uint64_t start, end; }; /* a block's bytes, side by side for find */
-struct page_entry { uint64_t key; uint64_t first; uint64_t bits[4]; }; /* key: page + 1; 0 free */
+/* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s count */
+struct page_entry { uint64_t key; uint32_t first, low; uint64_t bits[2]; };
 struct window { uint64_t key; uint64_t len; int valid; };
 struct run { uint64_t lo, hi, used; uint8_t *data; };
 
@@ -101,9 +102,10 @@ static inline int read_exact(const struct scanner *s, void *buf, uint64_t addr, 
 
 /* Block i is "the last block starting at or below p, with p inside it" for p in
  * [start, min(end, next start)): every page of that range has an entry. An entry knows `first`,
- * the first block starting at or above the page, and which 16-byte granules of the page hold a
- * block's start: the block holding p is first - 1 + (starts in granules up to p's), one popcount,
- * corrected by a step when two blocks start in one granule or one starts above p in p's. */
+ * the first block starting at or above the page, and which 32-byte granules of the page hold a
+ * block's start (glibc's chunks are 32 bytes at least): the block holding p is first - 1 + (starts
+ * in granules up to p's), one popcount, corrected by a step when two blocks start in one granule
+ * or one starts above p in p's. An entry is 32 bytes: two in a cache line. */
 
 /* bits set in x (without -mpopcnt, GCC's builtin is a library call) */
 static inline int64_t popcount(uint64_t x)
@@ -140,10 +142,9 @@ static inline int64_t find(const struct scanner *s, uint64_t ptr)
             return -1;
         h = (h + 1) & s->page_mask;
     }
-    unsigned g = (unsigned)(ptr & (PAGE - 1)) >> 4, word = g / 64;
-    int64_t rank = popcount(e->bits[word] & (~(uint64_t)0 >> (63 - g % 64)));
-    for (unsigned k = 0; k < word; k++)
-        rank += popcount(e->bits[k]);
+    unsigned g = (unsigned)(ptr & (PAGE - 1)) >> 5, word = g / 64;
+    int64_t rank = popcount(e->bits[word] & (~(uint64_t)0 >> (63 - g % 64)))
+                   + (word ? e->low : 0);
     int64_t i = (int64_t)e->first + rank - 1;
     const struct span *blk = s->blk;
     while (i >= 0 && blk[i].start > ptr)
