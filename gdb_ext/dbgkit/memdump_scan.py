@@ -71,10 +71,13 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
                 output.progress(CMD, f"pointer scan: {nbytes / 2**20:,.0f} MiB scanned, "
                                      f"{pending:,} blocks to go")
 
-        memory = None
+        try:  # the C scan's own descriptor; without one, reach_fast scans in Python
+            memory: procfs.ProcessMemory | None = procfs.ProcessMemory(pid)
+        except OSError:
+            memory = None
         try:
-            memory = procfs.ProcessMemory(pid)
-            result = reach_fast.scan(read_some, mappings, live, threads, fd=memory.fd,
+            result = reach_fast.scan(read_some, mappings, live, threads,
+                                     fd=memory.fd if memory is not None else None,
                                      deadline=began + time_limit, progress=progress)
         except reach.ScanTimeout:
             status = "timeout"

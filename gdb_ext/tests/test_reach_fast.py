@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
+import time
 from array import array
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,7 +17,7 @@ from pathlib import Path
 
 import pytest
 import test_reach
-from dbgkit.core import reach, reach_fast
+from dbgkit.core import procfs, reach, reach_fast
 from dbgkit.core.reach import Mapping, ScanResult, ScanTimeout, Thread
 from test_reach import DATA, HEAP, LIBC_DATA, STACK, Memory
 
@@ -201,3 +203,42 @@ def test_random_graphs(seed: int) -> None:
     res = both(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000, regs)],
                heuristics=heuristics)
     assert len(res.kinds) == len(m.blocks)
+
+
+# -- a real process ----------------------------------------------------------------------------
+
+
+def test_the_library_agrees_with_python_on_a_live_process(tmp_path: Path) -> None:
+    """scan_bench's heap (glibc's arena, libc's pointers to chunk headers, a thread in pause()),
+    read through /proc/PID/mem: the same result both ways."""
+    build = Path(os.environ.get("MEMDUMP_BUILD_DIR") or Path(__file__).parents[2] / "build")
+    program = build / "tests" / "programs" / "scan_bench"
+    assert program.exists(), f"{program}: run make build"
+    listing = tmp_path / "blocks"
+    proc = subprocess.Popen([str(program), "2", "16", "2", str(listing)], stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
+        pairs = array("Q", listing.read_bytes())
+        blocks = dict(zip(pairs[::2], pairs[1::2], strict=True))
+        memory = procfs.ProcessMemory(proc.pid)
+        try:
+            blocked = None
+            for _ in range(500):  # "ready" is printed just before pause()
+                blocked = procfs.blocked_in_syscall(proc.pid, proc.pid)
+                if blocked is not None:
+                    break
+                time.sleep(0.01)
+            assert blocked is not None
+            threads = [Thread(proc.pid, blocked[0], blocked[1])]
+            maps = procfs.read_maps(proc.pid)
+            py = reach.scan(memory.read_some, maps, blocks, threads)
+            c = reach_fast.scan(memory.read_some, maps, blocks, threads, fd=memory.fd)
+        finally:
+            memory.close()
+    finally:
+        proc.kill()
+        proc.wait()
+    assert c.engine == "c"
+    assert _fields(c) == _fields(py)
+    assert set(c.kinds.values()) == {"reachable"} and c.block_bytes >= sum(blocks.values())
