@@ -72,6 +72,7 @@ sanitize-ubsan sanitize-asan sanitize-tsan: setup
 
 bench: build
 	@$(VENV)/bin/python scripts/bench-memdump.py --build-dir "$(BUILD_DIR)"
+	@$(VENV)/bin/python scripts/bench-scan.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-analyzer.py
 	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-targets.py --build-dir "$(BUILD_DIR)"
