@@ -76,6 +76,7 @@ bench: build
 	@scripts/setup.sh --bench
 	@$(VENV)/bin/python scripts/bench-memdump.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-recorder.py --build-dir "$(BUILD_DIR)"
+	@$(VENV)/bin/python scripts/bench-scan.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-analyzer.py
 	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-targets.py --build-dir "$(BUILD_DIR)"

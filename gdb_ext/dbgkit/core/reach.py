@@ -127,6 +127,8 @@ class ScanResult:
     block_bytes: int = 0
     skipped_bytes: int = 0
     seconds: float = 0.0
+    #: which implementation decided: "python" (this module) or "c" (libmemdump_scan, reach_fast)
+    engine: str = "python"
 
     def records(self) -> Iterable[tuple[int, str, str | None]]:
         """(address, kind, extra) per block, as the dump's `r` records have them: extra is the
@@ -177,11 +179,12 @@ def mmapped_region(read: Callable[[int, int], bytes], block: int) -> tuple[int, 
 
 def select_roots(
     mappings: Sequence[Mapping],
-    blocks: dict[int, int],
+    blocks: dict[int, int] | Sequence[int],
     threads: Iterable[Thread],
     read: Callable[[int, int], bytes] | None = None,
 ) -> tuple[list[Root], list[Excluded]]:
     """The root ranges among `mappings`, and the writable mappings left out with the reason.
+    `blocks`: the live blocks (address -> size), or their addresses sorted (an array).
 
     Left out: `[heap]`; any mapping that holds a block of an arena (glibc's non-main arenas); a
     large block's own mmap (the kernel merges it with anonymous neighbours, such as the arenas of
@@ -192,7 +195,7 @@ def select_roots(
     no live thread's stack pointer; `[stack]` likewise); devices other than /dev/zero. A live
     thread's stack is scanned from its stack pointer minus its red zone up.
     """
-    starts = sorted(blocks)
+    starts = sorted(blocks) if isinstance(blocks, dict) else blocks
     below = {t.sp: t.red_zone for t in threads}
     sps = sorted(below)
     roots: list[Root] = []
@@ -250,7 +253,7 @@ def select_roots(
 
 
 def _mmapped_holes(
-    read: Callable[[int, int], bytes], starts: list[int], j: int, m: Mapping
+    read: Callable[[int, int], bytes], starts: Sequence[int], j: int, m: Mapping
 ) -> list[tuple[int, int]] | None:
     """The mmapped regions of the live blocks in M (from starts[j] on), in order; None when one of
     them lives in an arena (M is then an arena heap) or its region leaves M."""
@@ -369,8 +372,10 @@ class _Scanner:
         return -1
 
     def candidates(self, data: bytes) -> list[int]:
+        """The words of DATA that may point to a block, once each, in memory order (the order
+        decides which heuristic a block is credited with; libmemdump_scan keeps the same)."""
         lo, hi = self.lo, self.hi
-        return [w for w in set(_words(data)) if lo <= w < hi]
+        return [w for w in dict.fromkeys(_words(data)) if lo <= w < hi]
 
     def _tick(self, nbytes: int) -> None:
         self._scanned += nbytes

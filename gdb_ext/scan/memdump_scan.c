@@ -1,0 +1,296 @@
+/* libmemdump_scan: the heavy part of memdump's pointer scan at exit (dbgkit.core.reach), in C.
+ *
+ * dbgkit/core/reach.py is the reference: this file does what its _Scanner does (marking from the
+ * roots, block scanning, the heuristics, the glibc chunk-header exception, cliques and their
+ * leaders) with the same rules in the same order, so that both give the same answer, word for
+ * word. Python chooses the roots and turns the arrays this fills into a ScanResult
+ * (dbgkit/core/reach_fast.py). memory.c holds the page directory, the reads and the heuristics.
+ *
+ * Order matters in one place: which heuristic a block is credited with (a start pointer found
+ * after a heuristic one clears it). Both implementations look at a block's words in memory order
+ * and take the blocks to scan from one stack, last pushed first.
+ *
+ * Memory of the process is read with pread(2) on the /proc/PID/mem descriptor the caller passes
+ * (the address is the offset; a short read means unreadable memory, as in reach.py).
+ *
+ * Cost, per live block: its address and size (16 bytes, the caller's arrays), state, pending flag
+ * and heuristic (3 bytes), owner/leader (4 bytes, the caller's array), a stack slot (4 bytes),
+ * its span (start, end: 16 bytes), a byte caching a heuristic's test of its first word, and at
+ * most one entry of the page directory (48 bytes, up to 2 slots per distinct page holding or
+ * covered by a block: at most 96 bytes per block and 24 per KiB of heap). Plus
+ * fixed buffers: 4 MiB of 4 KiB pages for the heuristics' word reads, 16 read-ahead runs of up
+ * to 1 MiB for small blocks, 1 MiB for roots and big blocks.
+ */
+#include "scan.h"
+
+static int tick(struct scanner *s, uint64_t nbytes)
+{
+    s->scanned += nbytes;
+    if (s->scanned >= s->next_check) {
+        s->next_check = s->scanned + TICK_EVERY;
+        if (s->a->tick && s->a->tick(s->scanned, s->sp))
+            return -1;
+    }
+    return 0;
+}
+
+/* -- marking ------------------------------------------------------------------------------ */
+
+static void push(struct scanner *s, uint64_t i)
+{
+    if (!s->pending[i]) {
+        s->pending[i] = 1;
+        s->stack[s->sp++] = (uint32_t)i;
+    }
+}
+
+/* ptr is the glibc chunk header that follows block i (main_arena.top, bins) */
+static int is_header_after(struct scanner *s, uint64_t ptr, uint64_t i)
+{
+    uint64_t size_field, base = s->starts[i] - 16;
+    if (!word_at(s, s->starts[i] - 8, &size_field))
+        return 0;
+    uint64_t add = size_field & ~(uint64_t)7;
+    return add <= UINT64_MAX - base && ptr == base + add;
+}
+
+static void mark(struct scanner *s, uint64_t ptr, int definite, int allocator)
+{
+    int64_t found = find(s, ptr);
+    if (found < 0)
+        return;
+    uint64_t i = (uint64_t)found;
+    uint8_t state = s->state[i];
+    uint64_t start = s->starts[i];
+    if (state == REACHABLE) {
+        if (ptr == start)
+            s->heur[i] = 0;
+        return;
+    }
+    int via_start;
+    if (ptr == start) {
+        via_start = 1;
+    } else {
+        if (allocator && is_header_after(s, ptr, i))
+            return;
+        /* from a possibly lost block a heuristic changes nothing: no need to look */
+        int name = s->hmask && definite ? heuristic_for(s, ptr, i) : 0;
+        via_start = name != 0;
+        if (name && definite)
+            s->heur[i] = (uint8_t)name;
+    }
+    if (via_start && definite) {
+        s->state[i] = REACHABLE;
+        push(s, i);
+    } else if (state == UNREACHED) {
+        s->state[i] = POSSIBLE;
+        push(s, i);
+    }
+}
+
+static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t clique,
+                  int definite, int allocator)
+{
+    uint64_t lo = s->lo, hi = s->hi;
+    for (uint64_t off = 0; off + 8 <= len; off += 8) {
+        uint64_t w, ahead;
+        if (off + 8 * 9 <= len) { /* the page directory's entry of a word 8 words on */
+            memcpy(&ahead, data + off + 8 * 8, 8);
+            prefetch_page(s, ahead);
+        }
+
+        memcpy(&w, data + off, 8);
+        if (w < lo || w >= hi)
+            continue;
+        if (clique < 0) {
+            mark(s, w, definite, allocator);
+            continue;
+        }
+        int64_t j = find(s, w);
+        if (j >= 0 && j != clique && s->state[j] == UNREACHED) {
+            s->state[j] = INDIRECT;
+            s->owner[j] = (uint32_t)clique;
+            push(s, (uint64_t)j);
+        }
+    }
+}
+
+/* [start, end) in WINDOW pieces, page by page where a piece is unreadable (reach's chunks) */
+static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int64_t clique,
+                  int definite, int allocator)
+{
+    for (uint64_t addr = start; addr < end; addr += WINDOW) {
+        uint64_t n = end - addr < WINDOW ? end - addr : WINDOW;
+        if (read_exact(s, s->chunk, addr, n)) {
+            if (root) {
+                s->a->root_bytes += n;
+                if (tick(s, n))
+                    return -1;
+            }
+            words(s, s->chunk, n, clique, definite, allocator);
+            continue;
+        }
+        for (uint64_t page = addr; page < addr + n; page += PAGE) {
+            uint64_t size = PAGE - page % PAGE;
+            if (size > addr + n - page)
+                size = addr + n - page;
+            if (!read_exact(s, s->chunk, page, size)) {
+                s->a->skipped_bytes += size;
+                continue;
+            }
+            if (root) {
+                s->a->root_bytes += size;
+                if (tick(s, size))
+                    return -1;
+            }
+            words(s, s->chunk, size, clique, definite, allocator);
+        }
+    }
+    return 0;
+}
+
+static int scan_block(struct scanner *s, uint64_t i, int64_t clique, int definite)
+{
+    uint64_t start = s->starts[i];
+    uint64_t first = (start + 7) & ~(uint64_t)7, end = (start + s->sizes[i]) & ~(uint64_t)7;
+    if (end <= first)
+        return 0;
+    s->a->block_bytes += end - first;
+    if (end - first <= SMALL) {
+        const uint8_t *data = block_data(s, first, end - first);
+        if (tick(s, end - first))
+            return -1;
+        if (data)
+            words(s, data, end - first, clique, definite, 0);
+        return 0;
+    }
+    if (tick(s, end - first))
+        return -1;
+    return chunks(s, first, end, 0, clique, definite, 0);
+}
+
+static int process(struct scanner *s, int64_t clique)
+{
+    while (s->sp) {
+        uint64_t top = s->stack[--s->sp];
+        s->pending[top] = 0;
+        if (scan_block(s, top, clique, s->state[top] != POSSIBLE))
+            return -1;
+    }
+    return 0;
+}
+
+static int run(struct scanner *s)
+{
+    struct mds_args *a = s->a;
+    for (uint64_t r = 0; r < a->n_roots; r++) {
+        uint64_t first = (a->roots[3 * r] + 7) & ~(uint64_t)7;
+        uint64_t end = a->roots[3 * r + 1] & ~(uint64_t)7;
+        if (chunks(s, first, end, 1, -1, 1, a->roots[3 * r + 2] != 0))
+            return -1;
+    }
+    for (uint64_t k = 0; k < a->n_registers; k++)
+        if (a->registers[k] >= s->lo && a->registers[k] < s->hi)
+            mark(s, a->registers[k], 1, 0);
+    if (process(s, -1))
+        return -1;
+    for (uint64_t i = 0; i < s->n; i++) {
+        if (s->state[i] == UNREACHED) {
+            push(s, i);
+            if (process(s, (int64_t)i))
+                return -1;
+        }
+    }
+    return 0;
+}
+
+/* Each indirect block's final leader: its owner, or the owner's, until a definite one. */
+static void resolve_leaders(struct scanner *s)
+{
+    uint32_t *owner = s->owner;
+    for (uint64_t i = 0; i < s->n; i++) {
+        if (s->state[i] != INDIRECT)
+            continue;
+        uint32_t j = owner[i];
+        while (s->state[j] == INDIRECT)
+            j = owner[j];
+        for (uint32_t k = (uint32_t)i; s->state[k] == INDIRECT && owner[k] != j;) {
+            uint32_t next = owner[k];
+            owner[k] = j;
+            k = next;
+        }
+    }
+}
+
+/* 0: done; 1: the tick callback stopped it; -1: out of memory or too many blocks. */
+EXPORT int mds_scan(struct mds_args *a)
+{
+    struct scanner *s = calloc(1, sizeof *s);
+    if (!s)
+        return -1;
+    int rc = -1;
+    s->a = a;
+    s->fd = (int)a->fd;
+    s->starts = a->starts;
+    s->sizes = a->sizes;
+    s->n = a->n_blocks;
+    s->state = a->state;
+    s->heur = a->heuristic;
+    s->owner = a->leader;
+    s->hmask = (unsigned)a->heuristics;
+    s->run_size = 64 * 1024;
+    a->root_bytes = a->block_bytes = a->skipped_bytes = 0;
+    if (s->n >= NO_OWNER)
+        goto out;
+    memset(s->state, UNREACHED, s->n);
+    memset(s->heur, 0, s->n);
+    for (uint64_t i = 0; i < s->n; i++)
+        s->owner[i] = NO_OWNER;
+    if (s->n == 0) {
+        rc = 0;
+        goto out;
+    }
+    s->lo = s->starts[0];
+    s->blk = malloc(s->n * sizeof *s->blk);
+    if (!s->blk)
+        goto out;
+    for (uint64_t i = 0; i < s->n; i++) {
+        s->blk[i].start = s->starts[i];
+        s->blk[i].end = block_end(s, i);
+        if (s->blk[i].end > s->hi)
+            s->hi = s->blk[i].end;
+    }
+    s->pending = calloc(s->n, 1);
+    s->stack = malloc(s->n * sizeof *s->stack);
+    s->small_mem = malloc((uint64_t)WORD_CACHED << WORD_BITS);
+    s->first_vtable = calloc(s->n, 1);
+    s->chunk = malloc(WINDOW);
+    s->exact = malloc(SMALL);
+    int ok = s->pending && s->stack && s->small_mem && s->chunk && s->exact && s->first_vtable;
+    for (unsigned k = 0; ok && k < RUNS; k++)
+        ok = (s->runs[k].data = malloc(RUN_MAX + SMALL + PAGE)) != NULL;
+    if (!ok || build_pages(s))
+        goto out;
+    rc = run(s) ? 1 : 0;
+    if (rc == 0)
+        resolve_leaders(s);
+out:
+    for (unsigned k = 0; k < RUNS; k++)
+        free(s->runs[k].data);
+    free(s->pages);
+    free(s->blk);
+    free(s->pending);
+    free(s->first_vtable);
+    free(s->stack);
+    free(s->small_mem);
+    free(s->chunk);
+    free(s->exact);
+    free(s);
+    return rc;
+}
+
+/* The layout this file was built with, checked by the loader: 1 and sizeof(struct mds_args). */
+EXPORT uint64_t mds_abi(void)
+{
+    return (uint64_t)1 << 32 | sizeof(struct mds_args);
+}

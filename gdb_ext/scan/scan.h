@@ -1,0 +1,166 @@
+/* scan.h: what the files of libmemdump_scan share (memdump_scan.c says what the library does).
+ * memory.c: the page directory, the reads and the heuristics; memdump_scan.c: the marking. */
+#ifndef MEMDUMP_SCAN_H
+#define MEMDUMP_SCAN_H
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { UNREACHED = 0, POSSIBLE = 1, REACHABLE = 2, INDIRECT = 3 };
+/* heuristics: the bit a caller sets in mds_args.heuristics is 1 << (code - 1) */
+enum { H_STDSTRING = 1, H_LENGTH64 = 2, H_NEWARRAY = 3, H_MULTIPLE = 4 };
+#define HBIT(code) (1u << ((code) - 1))
+enum { FIRST_UNKNOWN = 0, FIRST_VTABLE = 1, FIRST_OTHER = 2 };
+
+#define PAGE 4096u
+#define PAGE_SHIFT 12
+#define WINDOW (1u << 20)        /* roots and big blocks are read in pieces of this size */
+#define SMALL_BITS 16
+#define SMALL (1u << SMALL_BITS) /* a block up to this size is read whole (or not at all) */
+#define WORD_BITS 12             /* the heuristics read words through 4 KiB pages... */
+#define WORD_CACHED 1024         /* ...1024 of them cached (4 MiB), direct-mapped */
+#define RUNS 16
+#define RUN_MIN PAGE
+#define RUN_MAX WINDOW
+#define VTABLE_MAX_CHECK 20
+#define VT_SLOTS 4096
+#define TICK_EVERY (8u * WINDOW)
+#define NO_OWNER UINT32_MAX
+
+typedef int (*mds_tick_fn)(uint64_t scanned, uint64_t pending);
+
+/* Every field is 8 bytes: ctypes mirrors it as a list of c_uint64 / c_void_p. */
+struct mds_args {
+    int64_t fd;
+    uint64_t heuristics;               /* HBIT(code) of each heuristic to try */
+    uint64_t n_blocks;
+    const uint64_t *starts;            /* sorted, distinct */
+    const uint64_t *sizes;
+    uint64_t n_roots;
+    const uint64_t *roots;             /* start, end, allocator (0/1) per root */
+    uint64_t n_registers;
+    const uint64_t *registers;
+    uint64_t n_exec;
+    const uint64_t *exec_maps;         /* start, end: executable file mappings, sorted */
+    uint64_t n_file;
+    const uint64_t *file_maps;         /* start, end: readable file mappings, sorted */
+    uint64_t n_maps;
+    const uint64_t *maps;              /* start, end: every mapping, sorted (bounds read-ahead) */
+    mds_tick_fn tick;                  /* every 8 MiB scanned; non-zero return stops the scan */
+    uint8_t *state;                    /* out: UNREACHED..INDIRECT per block */
+    uint8_t *heuristic;                /* out: heuristic code of a block reached through one */
+    uint32_t *leader;                  /* out: an indirect block's clique leader, else NO_OWNER */
+    uint64_t root_bytes, block_bytes, skipped_bytes; /* out */
+};
+
+struct span { uint64_t start, end; }; /* a block's bytes, side by side for find */
+/* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s count */
+struct page_entry { uint64_t key; uint32_t first, low; uint64_t bits[2]; };
+struct window { uint64_t key; uint64_t len; int valid; };
+struct run { uint64_t lo, hi, used; uint8_t *data; };
+
+struct scanner {
+    struct mds_args *a;
+    int fd;
+    const uint64_t *starts, *sizes;
+    struct span *blk;
+    uint64_t n, lo, hi;
+    struct page_entry *pages;
+    uint64_t page_mask;
+    uint8_t *state, *pending, *heur;
+    uint8_t *first_vtable; /* per block: FIRST_* (multipleinheritance's test of its first word) */
+    uint32_t *owner, *stack;
+    uint64_t sp;
+    unsigned hmask;
+    struct window small[WORD_CACHED];
+    uint8_t *small_mem;
+    struct run runs[RUNS];
+    unsigned run_next;
+    uint64_t run_size;
+    uint8_t *chunk, *exact;
+    uint64_t vt_key[VT_SLOTS];
+    uint8_t vt_val[VT_SLOTS];
+    uint64_t scanned, next_check;
+};
+
+static inline uint64_t block_end(const struct scanner *s, uint64_t i)
+{
+    /* a block of 0 bytes is found by a pointer to its start (mc_leakcheck.c) */
+    return s->starts[i] + (s->sizes[i] ? s->sizes[i] : 1);
+}
+
+static inline int read_exact(const struct scanner *s, void *buf, uint64_t addr, uint64_t size)
+{
+    return pread(s->fd, buf, size, (off_t)addr) == (ssize_t)size;
+}
+
+/* -- the page directory: page -> the blocks that may hold an address in it ------------------ */
+
+/* Block i is "the last block starting at or below p, with p inside it" for p in
+ * [start, min(end, next start)): every page of that range has an entry. An entry knows `first`,
+ * the first block starting at or above the page, and which 32-byte granules of the page hold a
+ * block's start (glibc's chunks are 32 bytes at least): the block holding p is first - 1 + (starts
+ * in granules up to p's), one popcount, corrected by a step when two blocks start in one granule
+ * or one starts above p in p's. An entry is 32 bytes: two in a cache line. */
+
+/* bits set in x (without -mpopcnt, GCC's builtin is a library call) */
+static inline int64_t popcount(uint64_t x)
+{
+    x = x - (x >> 1 & 0x5555555555555555ull);
+    x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
+    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
+    return (int64_t)((x * 0x0101010101010101ull) >> 56);
+}
+
+static inline uint64_t page_hash(uint64_t key, uint64_t mask)
+{
+    return (key * 0x9E3779B97F4A7C15ull) >> 17 & mask;
+}
+
+static inline void prefetch_page(const struct scanner *s, uint64_t ptr)
+{
+    if (ptr >= s->lo && ptr < s->hi)
+        __builtin_prefetch(&s->pages[page_hash((ptr >> PAGE_SHIFT) + 1, s->page_mask)]);
+}
+
+/* The block holding ptr (reach's find: the last block starting at or below it), or -1. */
+static inline int64_t find(const struct scanner *s, uint64_t ptr)
+{
+    if (ptr < s->lo || ptr >= s->hi)
+        return -1;
+    uint64_t key = (ptr >> PAGE_SHIFT) + 1, h = page_hash(key, s->page_mask);
+    const struct page_entry *e;
+    for (;;) {
+        e = &s->pages[h];
+        if (e->key == key)
+            break;
+        if (!e->key)
+            return -1;
+        h = (h + 1) & s->page_mask;
+    }
+    unsigned g = (unsigned)(ptr & (PAGE - 1)) >> 5, word = g / 64;
+    int64_t rank = popcount(e->bits[word] & (~(uint64_t)0 >> (63 - g % 64)))
+                   + (word ? e->low : 0);
+    int64_t i = (int64_t)e->first + rank - 1;
+    const struct span *blk = s->blk;
+    while (i >= 0 && blk[i].start > ptr)
+        i--;
+    while ((uint64_t)(i + 1) < s->n && blk[i + 1].start <= ptr)
+        i++;
+    if (i < 0)
+        return -1;
+    return ptr < blk[i].end ? i : -1;
+}
+
+int build_pages(struct scanner *s);
+int get_small(struct scanner *s, void *out, uint64_t addr, uint64_t size);
+int word_at(struct scanner *s, uint64_t addr, uint64_t *out);
+int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr);
+const uint8_t *block_data(struct scanner *s, uint64_t first, uint64_t len);
+int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i);
+
+#endif
