@@ -61,6 +61,9 @@ class Pending:
     ret: int
     stack: int
     args: tuple[int, ...]
+    #: free is written at its entry; it stays pending until it returns, so that its entry hit
+    #: again (a signal delivered there: the handler returns to the breakpoint) is not a second free
+    written: bool = False
 
 
 class State(enum.Enum):
@@ -365,6 +368,8 @@ class Session:
         are written with RESULT 0x0: they never return, and the call is the evidence."""
         for tid, pend in sorted(self.pending.items()):
             self.sites.release(pend.ret)
+            if pend.written:
+                continue
             self.writer.event(tid, pend.op, pend.stack, 0, _format_args(pend.op, pend.args, 0))
         self.pending.clear()
 
@@ -406,6 +411,10 @@ class Session:
                 self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
+                if op == "free":
+                    ret = int.from_bytes(self._read(sp, 8), "little")
+                    self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi,), written=True)
+                    self.sites.acquire(ret)
                 return
             if op == "custom_alloc":  # (void *ptr, size_t size): the object is the argument
                 if regs.rdi:
@@ -431,6 +440,8 @@ class Session:
                 return  # another activation of the same call site (recursion), not ours
             del self.pending[tid]
             self.sites.release(pend.ret)
+            if pend.written:
+                return  # free: written at its entry
             op = pend.op
             result = regs.rax
             rc = 0
