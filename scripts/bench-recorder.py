@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark memdump's in-process recorder against heaptrack and valgrind memcheck (issue 12).
+"""Benchmark memdump's in-process recorder against heaptrack and valgrind memcheck.
 
 Runs tests/programs/alloc_bench (N heap events, each malloc 11 frames deep, built -O2 without
 frame pointers) natively, under heaptrack, valgrind memcheck, memdump (its default, in-process
