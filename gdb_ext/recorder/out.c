@@ -2,7 +2,7 @@
  *
  * Records are formatted straight into a window of the file mapped MAP_SHARED: they are in the
  * page cache, hence in the file, as soon as they are written, whatever happens to the process
- * or to GDB afterwards. Windows grow from 1 MiB to 64 MiB; each is reserved with
+ * or to GDB afterwards. Windows grow from 2 MiB to 16 MiB (the program's resident memory counts the current one); each is reserved with
  * posix_fallocate first, so a full disk is an error here (the recorder stops, saying so)
  * instead of a SIGBUS at a page fault. The file ends with the unused part of the last window:
  * NUL bytes, which GDB truncates at the end (a reader skips them: docs/dump-format.md).
@@ -17,7 +17,7 @@
 #include "recorder.h"
 
 #define WINDOW_MIN (2u << 20)
-#define WINDOW_MAX (64u << 20)
+#define WINDOW_MAX (16u << 20)
 #define PAGE 4096u
 /* Windows start at a multiple of 2 MiB of the file, at an address aligned alike: the kernel
  * then maps the page cache's large folios whole, one fault for many pages (measured: 6x fewer
@@ -112,12 +112,10 @@ char *mdr_fmt_hex(char *p, uint64_t v)
     static const char digits[] = "0123456789abcdef";
     *p++ = '0';
     *p++ = 'x';
-    int shift = 60;
-    while (shift > 0 && !((v >> shift) & 0xf))
-        shift -= 4;
-    for (; shift >= 0; shift -= 4)
-        *p++ = digits[(v >> shift) & 0xf];
-    return p;
+    int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;  /* hex digits */
+    for (int i = n - 1; i >= 0; i--, v >>= 4)
+        p[i] = digits[v & 0xf];
+    return p + n;
 }
 
 /* TEXT escaped as docs/dump-format.md says: backslash, newline, carriage return. */
