@@ -114,9 +114,9 @@ def _has_event_of_size(size: int):  # noqa: ANN202
     return ready
 
 
-def test_gdb_killed_dump_still_readable(dump: Path) -> None:
-    """GDB is SIGKILLed while the program waits on stdin: the dump has no end, the analyser says the
-    recording stopped early and still reports the leak made before."""
+def _kill_gdb_while_the_program_waits(dump: Path) -> tuple[str, int]:
+    """Record leak_then_wait, SIGKILL GDB once the 123-byte malloc is in the dump: (the dump's text
+    then, GDB's exit status)."""
     argv = gdb_argv([f"memdump -o {dump}", "run"], [program("leak_then_wait")])
     gdb = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
                            stderr=subprocess.DEVNULL)
@@ -125,7 +125,6 @@ def test_gdb_killed_dump_still_readable(dump: Path) -> None:
         text = wait_for_dump(dump, _has_event_of_size(123), "the 123-byte malloc",
                              alive=lambda: gdb.poll() is None)
         inferior = int(read_dump(dump).info["pid"])
-        assert "\nend " not in text
         gdb.kill()
         gdb.wait(timeout=GDB_TIMEOUT)
     finally:
@@ -136,7 +135,15 @@ def test_gdb_killed_dump_still_readable(dump: Path) -> None:
             gdb.stdin.close()
         if inferior:
             kill_pid(inferior)  # orphaned: blocked on read, with breakpoints left in its code
-    assert gdb.returncode == -signal.SIGKILL
+    return text, gdb.returncode
+
+
+def test_gdb_killed_dump_still_readable(dump: Path) -> None:
+    """GDB is SIGKILLed while the program waits on stdin: the dump has no end, the analyser says the
+    recording stopped early and still reports the leak made before."""
+    text, returncode = _kill_gdb_while_the_program_waits(dump)
+    assert "\nend " not in text
+    assert returncode == -signal.SIGKILL
     facts = read_dump(dump)
     assert facts.end is None
     report = analyze(dump)
@@ -224,24 +231,7 @@ def test_gdb_killed_frames_are_symbolised_from_the_modules(dump: Path, memdump_m
     EXITKILL); GDB never wrote the frames' symbols, the analyser takes them from the modules."""
     if memdump_mode != "in-process":
         pytest.skip("the breakpoint recorder writes each frame's symbols as it meets it")
-    argv = gdb_argv([f"memdump -o {dump}", "run"], [program("leak_then_wait")])
-    gdb = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)
-    inferior = 0
-    try:
-        wait_for_dump(dump, _has_event_of_size(123), "the 123-byte malloc",
-                      alive=lambda: gdb.poll() is None)
-        inferior = int(read_dump(dump).info["pid"])
-        gdb.kill()
-        gdb.wait(timeout=GDB_TIMEOUT)
-    finally:
-        if gdb.poll() is None:
-            gdb.kill()
-            gdb.wait(timeout=GDB_TIMEOUT)
-        if gdb.stdin is not None:
-            gdb.stdin.close()
-        if inferior:
-            kill_pid(inferior)
+    _kill_gdb_while_the_program_waits(dump)
     assert "\nfs " not in dump.read_text(errors="replace")
     report = analyze(dump)
     assert not report.complete
