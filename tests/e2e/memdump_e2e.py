@@ -372,11 +372,13 @@ def all_paths(items: Iterable[str]) -> list[str]:
     return [os.path.basename(i) for i in items]
 
 
-def read_line(proc: subprocess.Popen[bytes], timeout: float) -> str:
-    """One line of PROC's stdout, read a byte at a time (unbuffered: nothing is read ahead, so
-    later lines stay for the next call or communicate()), within TIMEOUT seconds."""
-    assert proc.stdout is not None
-    fd = proc.stdout.fileno()
+def read_line(proc: subprocess.Popen[bytes], timeout: float, stderr: bool = False) -> str:
+    """One line of PROC's stdout (its stderr with STDERR), read a byte at a time (unbuffered:
+    nothing is read ahead, so later lines stay for the next call or communicate()), within
+    TIMEOUT seconds."""
+    stream = proc.stderr if stderr else proc.stdout
+    assert stream is not None
+    fd = stream.fileno()
     deadline = time.monotonic() + timeout
     data = b""
     with selectors.DefaultSelector() as selector:

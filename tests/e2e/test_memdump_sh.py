@@ -252,10 +252,16 @@ def target() -> Iterator[Target]:
         t.kill()
 
 
+def _default_sigint() -> None:
+    # A test run started in the background ignores SIGINT, and a shell cannot trap a signal
+    # ignored when it started: the script must get SIGINT as a user's terminal sends it.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def attach(target: Target, *args: str | Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([str(SCRIPT), *(str(a) for a in args), "-p", str(target.proc.pid)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, preexec_fn=_default_sigint)
 
 
 def finish(script: subprocess.Popen[bytes]) -> tuple[str, str]:
@@ -323,8 +329,7 @@ def test_attach_until_signalled_inside_an_allocator_call(dump: Path, target: Tar
     assert script.stderr is not None
     waiting = ""
     while "allocator call in progress" not in waiting:
-        waiting = script.stderr.readline().decode()
-        assert waiting, "memdump.sh said nothing about the call in progress"
+        waiting = read_line(script, GDB_TIMEOUT, stderr=True) + "\n"
     assert waiting == ("memdump: stopping once the 1 allocator call in progress returns (stop "
                        "again, or wait 10 s, to stop without)\n")
     target.send("go")
@@ -353,8 +358,7 @@ def test_attach_second_signal_stops_without_the_call_in_progress(dump: Path,
     assert script.stderr is not None
     waiting = ""
     while "allocator call in progress" not in waiting:
-        waiting = script.stderr.readline().decode()
-        assert waiting, "memdump.sh said nothing about the call in progress"
+        waiting = read_line(script, GDB_TIMEOUT, stderr=True) + "\n"
     script.send_signal(signal.SIGINT)
     _, err = finish(script)
     assert script.returncode == 0, err
