@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 from pathlib import Path
 
 import memdump_e2e
@@ -25,6 +26,15 @@ def memdump_mode(request: pytest.FixtureRequest) -> str:
     mode = getattr(request, "param", MODES[0])
     memdump_e2e.MODE = mode
     return mode
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _sigint_as_from_a_terminal() -> None:
+    """A test run started in the background ignores SIGINT, and so would the programs it starts
+    (memdump.sh -p cannot trap a signal ignored when it started): handled here, it is the
+    default again in every program the tests execute."""
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -252,16 +252,10 @@ def target() -> Iterator[Target]:
         t.kill()
 
 
-def _default_sigint() -> None:
-    # A test run started in the background ignores SIGINT, and a shell cannot trap a signal
-    # ignored when it started: the script must get SIGINT as a user's terminal sends it.
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def attach(target: Target, *args: str | Path) -> subprocess.Popen[bytes]:
     return subprocess.Popen([str(SCRIPT), *(str(a) for a in args), "-p", str(target.proc.pid)],
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, preexec_fn=_default_sigint)
+                            stderr=subprocess.PIPE)
 
 
 def finish(script: subprocess.Popen[bytes]) -> tuple[str, str]:
