@@ -57,13 +57,14 @@ def timed(cmd: list[str], cwd: Path) -> float:
 
 
 def count_stops(dump: Path) -> tuple[int, int]:
-    """(events, breakpoint stops) of a dump: an allocation stops at entry and return, free once."""
+    """(events, breakpoint stops) of a dump: every operation stops at its entry and its return
+    (a free's return is watched too, docs/memdump.md)."""
     events = stops = 0
     with dump.open() as fh:
         for line in fh:
             if line.startswith("e "):
                 events += 1
-                stops += 1 if line.split(" ", 4)[3] == "free" else 2
+                stops += 2
     return events, stops
 
 
@@ -95,7 +96,8 @@ def main() -> int:
 
         def memdump_cmd(n: int) -> list[str]:
             return gdb + ["-ex", f"source {ROOT / 'gdb_ext' / 'memdump.py'}",
-                          "-ex", f"memdump -o {work / 'bench.memdump'}", "-ex", "run",
+                          "-ex", f"memdump --breakpoints -o {work / 'bench.memdump'}",
+                          "-ex", "run",
                           "--args", str(program), str(n)]
 
         def empty_cmd(n: int) -> list[str]:
