@@ -117,14 +117,7 @@ def _safe_point(session: object, modules: list) -> None:
         returns = _unsafe_threads(inferior, ranges, entries)
         if not returns:
             return
-        stops = [_stop_at(a) for a in sorted(entries | set(returns))
-                 if a]
-        try:
-            gdb.execute("continue", to_string=True)
-        finally:
-            for bp in stops:
-                if bp.is_valid():
-                    bp.delete()
+        _continue_to(entries | set(returns))
         if not inferior.pid:
             raise AttachError("the process exited")
     raise AttachError("no safe point found: a thread stays inside the allocator or the loader")
@@ -135,6 +128,17 @@ def _stop_at(address: int) -> gdb.Breakpoint:
     bp = gdb.Breakpoint(f"*{address:#x}", internal=True)
     bp.silent = True
     return bp
+
+
+def _continue_to(addresses: set[int]) -> None:
+    """Run the process until it reaches one of ADDRESSES (0s ignored), silently."""
+    stops = [_stop_at(a) for a in sorted(addresses) if a]
+    try:
+        gdb.execute("continue", to_string=True)
+    finally:
+        for bp in stops:
+            if bp.is_valid():
+                bp.delete()
 
 
 class _Locked:
@@ -292,13 +296,7 @@ def drain(session: object) -> None:
             told = True
             output.info(CMD, f"letting the {len(calls)} allocator call"
                              f"{'s'[:len(calls) != 1]} in progress finish before the detach")
-        stops = [_stop_at(a) for a in sorted(returns)]
-        try:
-            gdb.execute("continue", to_string=True)
-        finally:
-            for bp in stops:
-                if bp.is_valid():
-                    bp.delete()
+        _continue_to(returns)
         if not inferior.pid:
             return
         block = control.load()

@@ -20,8 +20,9 @@
 #define WINDOW_MAX (16u << 20)
 #define PAGE 4096u
 /* Windows start at a multiple of 2 MiB of the file, at an address aligned alike: the kernel
- * then maps the page cache's large folios whole, one fault for many pages (measured: 6x fewer
- * faults than page-aligned windows on ext4). */
+ * then maps the page cache's large folios whole, one fault for many pages (measured on ext4: half
+ * the faults of page-aligned windows, 32,017 against 66,798 over a whole
+ * 8M-event recording, GDB's own included). */
 #define ALIGN (2u << 20)
 
 static int out_fd = -1;
