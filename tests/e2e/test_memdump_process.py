@@ -243,8 +243,10 @@ def test_gdb_killed_frames_are_symbolised_from_the_modules(dump: Path, memdump_m
 def test_signal_handler_allocating_inside_an_allocation(dump: Path, memdump_mode: str) -> None:
     """A timer's handler mallocs and frees while main mallocs and frees: no call is recorded
     twice or lost (nothing leaks, no error), nothing deadlocks, the program exits 0."""
-    # GDB intercepts every signal: the breakpoint recorder gets a slower timer and fewer rounds
-    args = ("100000", "50") if memdump_mode == "in-process" else ("100", "3000")
+    # GDB intercepts every signal (about 100 us each): a timer faster than that would leave the
+    # program no time between two of them on a loaded machine. The breakpoint recorder gets a
+    # slower timer and fewer rounds.
+    args = ("1000000", "1000") if memdump_mode == "in-process" else ("100", "3000")
     record("signal_alloc", *args, dump=dump)
     facts = read_dump(dump)
     assert facts.end == ("exit", "0")
