@@ -3,8 +3,10 @@
 
 Writes a dump of N heap events (mostly malloc and free, a few calloc, realloc, posix_memalign,
 thread exits with glibc's tcache frees, leaks left at the end) into a fresh temporary directory,
-runs `scripts/memdump-analyze --format json` on it several times and prints a markdown table with
-the median wall time, the events per second and the analyser's peak resident memory.
+once as the in-process recorder writes it (malloc and free as short `+`/`-` records, format 2.0)
+and once with `e` records only, as the breakpoint recorder does; runs `scripts/memdump-analyze
+--format json` on each several times and prints a markdown table with the median wall time, the
+events per second and the analyser's peak resident memory.
 
     scripts/bench-analyzer.py                    # 1,000,000 events, median of 3
     scripts/bench-analyzer.py 100000 1000000 --runs 5
@@ -31,6 +33,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(HERE), "analyzer"))
 from memdump_analyzer.dumpformat import FORMAT_LINE, escape, format_args  # noqa: E402
 
 ANALYZER = os.path.join(HERE, "memdump-analyze")
+#: how the dumps are written: as the in-process recorder writes them (short malloc and free
+#: records), and with `e` records only (the breakpoint recorder)
+FORMS = ("in-process", "breakpoints")
 
 PROGRAM = "/opt/bench/bin/server"
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -40,6 +45,7 @@ LIBSTDCXX = "/lib/x86_64-linux-gnu/libstdc++.so.6"
 @dataclass
 class Result:
     events: int
+    form: str
     dump_bytes: int
     seconds: float
     max_rss_kib: int
@@ -51,8 +57,10 @@ class _Writer:
     Unlike the recorder's DumpWriter it writes a prebuilt stack tree, a node at a time; the
     format's version line, escaping and ARGS are dumpformat's."""
 
-    def __init__(self, f, seed: int) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, f, seed: int, short: bool) -> None:  # type: ignore[no-untyped-def]
         self.f = f
+        self.short = short
+        self.short_tid = 0
         self.rng = random.Random(seed)
         self.out: list[bytes] = []
         self.strings: dict[str, int] = {}
@@ -157,19 +165,28 @@ class _Writer:
     def event(
         self, tid: int, op: str, node: int, result: int | None, args: tuple[int, ...]
     ) -> None:
-        """One `e` record; RESULT None is free's `-`."""
+        """One `e` record, or a short one; RESULT None is free's `-`."""
         self.define(node)
         self.seq += 1
         res = b"-" if result is None else b"%#x" % result
-        self.out.append(b"e %d %d %s %d %s %s\n" % (
-            self.seq, tid, op.encode(), node, res, " ".join(format_args(op, args)).encode()))
+        if self.short and (op == "malloc" or op == "free"):
+            if tid != self.short_tid:
+                self.out.append(b"t %d\n" % tid)
+                self.short_tid = tid
+            if op == "malloc":
+                self.out.append(b"+ %d %s %d\n" % (node, res, args[0]))
+            else:
+                self.out.append(b"- %d %#x\n" % (node, args[0]))
+        else:
+            self.out.append(b"e %d %d %s %d %s %s\n" % (
+                self.seq, tid, op.encode(), node, res, " ".join(format_args(op, args)).encode()))
         if len(self.out) >= 4096:
             self.flush()
 
 
-def write_dump(path: str, n_events: int, seed: int = 1) -> None:
+def write_dump(path: str, n_events: int, seed: int = 1, short: bool = True) -> None:
     with open(path, "wb") as f:
-        w = _Writer(f, seed)
+        w = _Writer(f, seed, short)
         rng = w.rng
         f.write(
             FORMAT_LINE.encode() + b"i program %s\ni pid 31337\ni arch x86_64\ni depth 32\n"
@@ -255,16 +272,19 @@ def main() -> int:
     tmp = tempfile.mkdtemp(prefix="memdump-bench-")
     results = []
     try:
-        for n in args.events:
-            dump = os.path.join(tmp, f"bench-{n}.memdump")
+        for n, form in ((n, form) for n in args.events for form in FORMS):
+            dump = os.path.join(tmp, f"bench-{n}-{form}.memdump")
             sys.stderr.write(f"bench-analyzer: writing {n:,} events to {dump}\n")
-            write_dump(dump, n)
+            write_dump(dump, n, short=form == "in-process")
             run_once(dump, os.path.join(tmp, "report.json"))  # warm-up: caches, bytecode
             runs = [run_once(dump, os.path.join(tmp, "report.json")) for _ in range(args.runs)]
+            size = os.path.getsize(dump)
+            os.unlink(dump)
             results.append(
                 Result(
                     n,
-                    os.path.getsize(dump),
+                    form,
+                    size,
                     statistics.median(s for s, _ in runs),
                     max(rss for _, rss in runs),
                 )
@@ -280,12 +300,12 @@ def main() -> int:
         "report) after one warm-up run; goal: "
         "1,000,000 events/s.",
         "",
-        "| events | dump MiB | seconds | events/s | peak RSS MiB |",
-        "| ---: | ---: | ---: | ---: | ---: |",
+        "| events | written as | dump MiB | seconds | events/s | peak RSS MiB |",
+        "| ---: | --- | ---: | ---: | ---: | ---: |",
     ]
     for r in results:
         lines.append(
-            f"| {r.events:,} | {r.dump_bytes / 2**20:,.1f} | {r.seconds:.2f} "
+            f"| {r.events:,} | {r.form} | {r.dump_bytes / 2**20:,.1f} | {r.seconds:.2f} "
             f"| {r.events / r.seconds:,.0f} | {r.max_rss_kib / 1024:,.1f} |"
         )
     sizes = " ".join(str(n) for n in args.events)

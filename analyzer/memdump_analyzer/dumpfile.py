@@ -4,8 +4,11 @@
 `records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `fs`, `n`) in the reader's tables
 and yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with
 its SEQ checked, and for an `e` record its STACK too; everything else about an event is the
-consumer's to check. The replay (`replay.py`) runs the same steps in its own loop over `lines()`,
-with `other()` for every line that is not an `e` record: one generator less per event.
+consumer's to check. The short records of format 2.0 (`+` malloc and `-` free, of the thread the
+last `t` record named) are yielded as the `e` records they stand for (`expand()`). The replay
+(`replay.py`) runs the same steps in its own loop over `lines()`, unpacking malloc and free itself
+and calling `thread()` for a `t` record and `other()` for every other line that is not an event:
+one generator and no list per event.
 
 Only complete lines are read, without their NUL padding (format 1.3): `dumpio.DumpFile`.
 
@@ -19,8 +22,17 @@ import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 
-from .dumpformat import HEADER, KIND_BY_CODE, READS_MAJOR, RECORDS, SEQUENCED, unescape
-from .dumpio import DumpError, DumpFile, clean_line, show
+from .dumperrors import EventErrors
+from .dumpformat import (
+    HEADER,
+    KIND_BY_CODE,
+    READS_MAJOR,
+    RECORDS,
+    SEQUENCED,
+    SHORT_OPS,
+    unescape,
+)
+from .dumpio import DumpError, DumpFile, show
 
 __all__ = ["DumpError", "DumpReader", "Frame", "ScanRecord", "unescape"]
 
@@ -28,6 +40,7 @@ _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 _SEQUENCED = tuple(tag.encode() for tag in SEQUENCED)
+_SHORT = tuple(tag.encode() for tag in SHORT_OPS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +73,7 @@ class ScanRecord:
     line: int
 
 
-class DumpReader:
+class DumpReader(EventErrors):
     """Reads one dump. Use as a context manager, or call `close()`.
 
     `mark_functions`: function names; a stack node whose stack contains a frame with one of these
@@ -97,6 +110,8 @@ class DumpReader:
         self._marked_frames: set[int] = set()
         self._other = 0  # lines after the first that are not sequenced records, read so far
         self._file: DumpFile | None = None
+        #: the thread of the short event records that follow, as written (`t` record, 2.0)
+        self.tid: bytes | None = None
         #: frame id -> line of its `fs` record (format 1.3: its symbols, written after its use)
         self.symbolized: dict[int, int] = {}
         #: (frame id, SEQ) of the last `fs` record while `fi` records may follow it
@@ -157,19 +172,6 @@ class DumpReader:
         """A `DumpError` for the sequenced record `seq` that `records()` last yielded."""
         return DumpError(self.path, self.line_of(seq), message)
 
-    def find_line_of(self, seq: int) -> int | None:
-        """Line number of sequenced record `seq`, found by reading the file again (slow)."""
-        with open(self.path, "rb") as f:
-            f.readline()
-            want = str(seq).encode()
-            for n, line in enumerate(f, 2):
-                if b"\0" in line:
-                    line = clean_line(line)
-                fl = line.split(None, 2)
-                if len(fl) > 1 and fl[0] in _SEQUENCED and fl[1] == want:
-                    return n
-        return None
-
     # -- stacks ------------------------------------------------------------------------------
 
     def stack(self, node: int) -> list[Frame]:
@@ -224,6 +226,7 @@ class DumpReader:
         """Yield the sequenced records in order, each as its list of fields (bytes).
 
         `e` records are `line.split()`; their SEQ is checked, and that their STACK is defined.
+        The short records `+` and `-` (2.0) are given as the `e` records they stand for.
         `p` and `end` records are `[TAG, SEQ, WHAT, b"", DETAIL]` (see `other()`).
         """
         node_ids = self.node_ids
@@ -232,13 +235,18 @@ class DumpReader:
         try:
             for line in self.lines():
                 fl = line.split()
-                if fl[0] == b"e":
+                tag = fl[0]
+                if tag == b"e" or tag in _SHORT:
                     seq += 1
-                    if int(fl[1]) != seq:
+                    if tag != b"e":
+                        fl = self.expand(fl, seq, str(seq).encode())
+                    elif int(fl[1]) != seq:
                         raise self.seq_error(fl[1], seq)
                     if fl[4] not in node_ids:
                         raise self.undefined_stack(fl[4], seq)
                     yield fl
+                elif tag == b"t":
+                    self.thread(fl, seq)
                 else:
                     rec = self.other(line, fl, seq)
                     if rec is not None:
@@ -248,6 +256,27 @@ class DumpReader:
             raise self.malformed(line, seq) from None
         except OSError as e:
             raise self.read_error(e) from None
+
+    def expand(self, fl: list[bytes], seq: int, seq_text: bytes = b"") -> list[bytes]:
+        """The `e` record's fields that short record `fl` (`+` or `-`, numbered `seq`) stands
+        for, with SEQ `seq_text` and the TID of the last `t` record."""
+        tid = self.tid
+        if fl[0] == b"+":
+            if len(fl) == 4 and tid is not None:
+                return [b"e", seq_text, tid, b"malloc", fl[1], fl[2], fl[3]]
+        elif len(fl) == 3 and tid is not None:
+            return [b"e", seq_text, tid, b"free", fl[1], b"-", fl[2]]
+        raise self._short_error(fl, seq)
+
+    def thread(self, fl: list[bytes], seq: int) -> bytes:
+        """A `t` record (2.0; `seq`: the last SEQ): its TID is the short records' from now."""
+        self._other += 1
+        if len(fl) != 2:
+            raise self._fields_error(fl[0], RECORDS["t"], len(fl) - 1, seq)
+        if not fl[1].isdigit():
+            self._num(fl[1], "TID", seq)  # raises the error
+        self.tid = fl[1]
+        return fl[1]
 
     def other(self, line: bytes, fl: list[bytes], seq: int) -> list[bytes] | None:
         """Read a line that is not an `e` record; `seq` is the SEQ of the last sequenced record.
@@ -295,9 +324,6 @@ class DumpReader:
             self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
         return None
 
-    def read_error(self, e: OSError) -> DumpError:
-        return DumpError(self.path, None, f"cannot read the file ({e.strerror or e})")
-
     # Definitions are rare next to events: they are read carefully, not fast.
 
     def _num(self, tok: bytes, what: str, seq: int) -> int:
@@ -334,15 +360,6 @@ class DumpReader:
             raise DumpError(
                 self.path, self._here(seq), f"string {ident} is used before it is defined"
             ) from None
-
-    def _fields_error(self, tag: bytes, fields: str, found: int, seq: int) -> DumpError:
-        n = sum(1 for word in fields.split() if not word.startswith("["))  # [X]: optional
-        return DumpError(
-            self.path,
-            self._here(seq),
-            f"'{show(tag)}' record has {found} field{'s' if found != 1 else ''}, "
-            f"expected {n} ({fields})",
-        )
 
     def _string(self, line: bytes, seq: int) -> None:
         fl = line.rstrip(b"\n").split(b" ", 2)
@@ -501,72 +518,3 @@ class DumpReader:
             raise DumpError(self.path, self._here(seq), f"malformed record (tag '{show(tag)}')")
         name = tag.decode("ascii")
         self.unknown_tags.setdefault(name, self._here(seq))
-
-    def seq_error(self, tok: bytes, seq: int) -> DumpError:
-        """The error for SEQ `tok` where `seq` was expected (raises ValueError if not a number)."""
-        got = int(tok)
-        here = self._here(seq)
-        if got == seq:
-            return DumpError(self.path, here, f"malformed SEQ '{show(tok)}' (expected {seq})")
-        if seq == 1:
-            return DumpError(
-                self.path, here, f"the first event is numbered {got}, not 1 (events are missing)"
-            )
-        prev = seq - 1
-        if got > seq:
-            return DumpError(
-                self.path, here, f"event {got} follows event {prev} (events are missing)"
-            )
-        return DumpError(
-            self.path, here, f"event {got} follows event {prev} (events are out of order)"
-        )
-
-    def undefined_stack(self, tok: bytes, seq: int) -> DumpError:
-        if _DEC.fullmatch(tok) is None:
-            return DumpError(
-                self.path,
-                self._here(seq),
-                f"malformed STACK '{show(tok)}' (expected a number)",
-            )
-        return DumpError(
-            self.path, self._here(seq), f"stack {int(tok)} is used before it is defined"
-        )
-
-    def diagnose(self, line: bytes, seq: int) -> DumpError | None:
-        """The error in a line's tag, SEQ or (for `e`) STACK, or None when those are right.
-
-        For a line that made a fast path raise: `seq` is the SEQ that the line should have if it
-        is a sequenced record, or the last one if it is not.
-        """
-        fl = line.split()
-        if not fl:
-            return DumpError(self.path, self._here(seq) + 1, "empty line (expected a record)")
-        tag = fl[0]
-        here = self._here(seq)
-        if tag in (b"p", b"end"):
-            fl = line.rstrip(b"\n").split(b" ", 3)
-        elif tag != b"e":
-            return None
-        if len(fl) < 2 or not fl[1]:
-            return DumpError(self.path, here, f"'{show(tag)}' record has no SEQ")
-        if _DEC.fullmatch(fl[1]) is None:
-            return DumpError(self.path, here, f"malformed SEQ '{show(fl[1])}' (expected a number)")
-        if int(fl[1]) != seq:
-            return self.seq_error(fl[1], seq)
-        if tag == b"e":
-            if len(fl) < 6:
-                found = len(fl) - 1
-                fields = f"field{'s' if found != 1 else ''}, expected at least 5 ({RECORDS['e']})"
-                return DumpError(self.path, here, f"'e' record has {found} {fields}")
-            if fl[4] not in self.node_ids:
-                return self.undefined_stack(fl[4], seq)
-        return None
-
-    def malformed(self, line: bytes, seq: int) -> DumpError:
-        """The error for a line that made a fast path raise, as precise as `diagnose` can be."""
-        error = self.diagnose(line, seq)
-        if error is None:
-            error = DumpError(
-                self.path, self._here(seq), f"malformed record '{show(line.rstrip())}'"
-            )
-        return error

@@ -25,6 +25,7 @@ __all__ = [
     "RECORDERS",
     "RECORDS",
     "SEQUENCED",
+    "SHORT_OPS",
     "VERSION",
     "CUSTOM",
     "NO_RESULT",
@@ -40,10 +41,11 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (1, 3)
+VERSION: tuple[int, int] = (2, 0)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
-#: the major version readers understand; a dump of a newer major version is refused
+#: the major version readers understand (and every older one); a dump of a newer major version is
+#: refused
 READS_MAJOR = VERSION[0]
 #: the first line, as a reader matches it (without its newline)
 HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
@@ -58,6 +60,9 @@ RECORDS: dict[str, str] = {
     "fs": "ID FUNCTION FILE LINE",
     "n": "ID PARENT FRAME",
     "e": "SEQ TID OP STACK RESULT ARGS...",
+    "t": "TID",
+    "+": "STACK RESULT SIZE",
+    "-": "STACK PTR",
     "p": "SEQ WHAT DETAIL",
     "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
     "r": "ADDR KIND [HEURISTIC|LEADER]",
@@ -68,8 +73,10 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 #: the byte that pads a dump (format 1.3): NUL bytes before a record are skipped, a final run
 #: without a newline is space the recorder had not written yet
 PADDING = b"\0"
-#: the tags numbered by SEQ, in one sequence
-SEQUENCED: tuple[str, ...] = ("e", "p", "end")
+#: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0)
+SEQUENCED: tuple[str, ...] = ("e", "+", "-", "p", "end")
+#: the short event records (format 2.0) -> the heap operation each one is
+SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free"}
 
 #: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C
 #: library exports two of these names at one address (glibc: aligned_alloc is memalign), the

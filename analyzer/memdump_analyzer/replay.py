@@ -37,9 +37,16 @@ import re
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
-from .dumpformat import CUSTOM, NO_RESULT, OPERATIONS, effect, superblocks, unescape
-from .dumpio import clean_line
+from .dumpformat import (
+    CUSTOM,
+    NO_RESULT,
+    OPERATIONS,
+    effect,
+    superblocks,
+    unescape,
+)
 from .model import EndRecord, HeapError
+from .rescan import find_freed_seqs, result_line
 from .rules import is_runtime_only
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
@@ -100,7 +107,6 @@ class Replay:
 
 
 #: the operations that can release a block: those with a PTR argument
-_RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
@@ -132,6 +138,9 @@ class _Replayer:
         reader = self.reader
         node_ids = reader.node_ids
         other = reader.other
+        expand = reader.expand
+        thread = reader.thread
+        tid: bytes | None = None
         live = self.live
         freed = self.freed
         live_pop = live.pop
@@ -148,7 +157,33 @@ class _Replayer:
         try:
             for line in reader.lines():
                 fl = line.split()
-                if fl[0] != b"e":
+                tag = fl[0]
+                # malloc and free are unpacked here, from `e` records or short ones (2.0)
+                if tag == b"+":  # malloc: STACK RESULT SIZE
+                    seq += 1
+                    op = b"malloc"
+                    _, node, p, size = fl
+                    if tid is None:
+                        raise ValueError(tag)
+                elif tag == b"-":  # free: STACK PTR
+                    seq += 1
+                    op = b"free"
+                    _, node, p = fl
+                    if tid is None:
+                        raise ValueError(tag)
+                elif tag == b"e":
+                    seq += 1
+                    if int(fl[1]) != seq:
+                        raise reader.seq_error(fl[1], seq)
+                    op = fl[3]
+                    if op == b"malloc":
+                        _, _, _, _, node, p, size = fl
+                    elif op == b"free":
+                        _, _, _, _, node, _, p = fl
+                elif tag == b"t":  # the thread of the short records that follow
+                    tid = thread(fl, seq)
+                    continue
+                else:
                     rec = other(line, fl, seq)
                     if rec is not None:
                         seq += 1
@@ -159,14 +194,9 @@ class _Replayer:
                             self.custom_freed.clear()
                             cur = 0
                     continue
-                seq += 1
-                if int(fl[1]) != seq:
-                    raise reader.seq_error(fl[1], seq)
-                op = fl[3]
                 # an allocation or a resize: release the live block `release`, then make `p`
                 # live with `size` bytes (a `free` is done in its branch)
                 if op == b"malloc":
-                    _, _, _, _, node, p, size = fl
                     nid = node_ids[node]
                     n_malloc += 1
                     if p == b"0x0":
@@ -176,7 +206,6 @@ class _Replayer:
                         raise ValueError(size)
                     release = None
                 elif op == b"free":
-                    _, _, _, _, node, _, p = fl
                     nid = node_ids[node]
                     n_free += 1
                     if nid < 0:
@@ -184,7 +213,7 @@ class _Replayer:
                         continue
                     b = live_pop(p, None)
                     if b is None:
-                        bad_free(fl, seq)
+                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
                     else:
                         frees += 1
                         cur -= b[0]
@@ -291,43 +320,8 @@ class _Replayer:
         self._hide_superblocks()
         self._check_live()
         if any(e.freed_node is not None for e in r.errors):
-            self._find_freed_seqs()
+            find_freed_seqs(self.reader.path, self.r.errors, self.reader.node_ids)
         return r
-
-    def _find_freed_seqs(self) -> None:
-        """Second scan, for errors with a "freed at": the SEQ of the release the first pass saw.
-
-        Mirrors the first pass: a release is a `free`, `realloc` or `reallocarray` of the pointer
-        that is not itself an error nor the C library's internal free; an `exec` forgets them all.
-        """
-        by_seq = {e.seq: e for e in self.r.errors if e.freed_node is not None}
-        wanted = {b"%#x" % e.pointer for e in by_seq.values()}
-        errors = {e.seq for e in self.r.errors}
-        node_ids = self.reader.node_ids
-        last: dict[bytes, int] = {}
-        with open(self.reader.path, "rb") as fh:
-            fh.readline()
-            for line in fh:
-                if not line.endswith(b"\n"):
-                    break
-                if b"\0" in line:
-                    line = clean_line(line)
-                fl = line.split()
-                if fl[0] == b"p":
-                    if fl[2] == b"exec":
-                        last.clear()
-                    continue
-                if fl[0] != b"e" or len(fl) < 7 or fl[6] not in wanted:
-                    continue
-                seq = int(fl[1])
-                error = by_seq.get(seq)
-                if error is not None:
-                    error.freed_seq = last.get(fl[6])
-                    if len(by_seq) == 1:
-                        return
-                    del by_seq[seq]
-                elif seq not in errors and fl[3] in _RELEASES and node_ids[fl[4]] >= 0:
-                    last[fl[6]] = seq
 
     # -- checks --------------------------------------------------------------------------------
 
@@ -337,7 +331,7 @@ class _Replayer:
             if _HEX.fullmatch(p) is None:
                 raise DumpError(
                     self.reader.path,
-                    _find_result_line(self.reader.path, p),
+                    result_line(self.reader.path, p),
                     f"malformed RESULT '{_text(p)}' (expected a hex number like 0x1f)",
                 )
 
@@ -348,6 +342,8 @@ class _Replayer:
             raise error
         if fl and fl[0] == b"e":
             self._event(fl, seq)
+        elif fl and fl[0] in (b"+", b"-"):
+            self._event(self.reader.expand(fl, seq), seq)
 
     def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:
         """Check the fields of `e` record `seq` after its SEQ: (TID, OP, STACK, RESULT, ARGS).
@@ -498,7 +494,7 @@ class _Replayer:
                 op,
                 ptr,
                 node,
-                None,  # its SEQ: _find_freed_seqs, after the pass
+                None,  # its SEQ: find_freed_seqs, after the pass
                 prev,
             )
         elif self.reader.info.get("attached") == "1":
@@ -554,16 +550,3 @@ class _Replayer:
         else:  # writers emit only `exec` and `signal` (docs/dump-format.md)
             r.unknown_process_events.setdefault(what, seq)
         return False
-
-
-def _find_result_line(path: str, token: bytes) -> int | None:
-    """The line of the last `e` record whose RESULT is `token` (reads the file again)."""
-    found = None
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            if b"\0" in line:
-                line = clean_line(line)
-            fl = line.split()
-            if len(fl) > 5 and fl[0] == b"e" and fl[5] == token:
-                found = n
-    return found

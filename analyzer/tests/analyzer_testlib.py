@@ -44,10 +44,17 @@ def main_at(line: int, file: str = "/src/app.c") -> list[F]:
 
 
 class Dump:
-    """Writes a dump line by line; definitions are made on first use, SEQs are counted."""
+    """Writes a dump line by line; definitions are made on first use, SEQs are counted.
 
-    def __init__(self, *, attached: bool = False, header: str = "MEMDUMP 1.0") -> None:
+    `short`: write malloc and free as the in-process recorder does, `+` and `-` records after a
+    `t` record naming their thread (format 2.0)."""
+
+    def __init__(
+        self, *, attached: bool = False, header: str = "MEMDUMP 1.0", short: bool = False
+    ) -> None:
         self.lines: list[str] = [header]
+        self.short = short
+        self.short_tid: int | None = None
         for key, value in (
             ("program", APP),
             ("pid", "100"),
@@ -111,14 +118,23 @@ class Dump:
         node = stack if isinstance(stack, int) else self.stack(stack)
         self.seq += 1
         fields = " ".join(str(a) for a in args)
-        self.lines.append(f"e {self.seq} {tid} {op} {node} {result} {fields}")
+        if self.short and op in ("malloc", "free"):
+            if tid != self.short_tid:
+                self.lines.append(f"t {tid}")
+                self.short_tid = tid
+            if op == "malloc":
+                self.lines.append(f"+ {node} {result} {fields}")
+            else:
+                self.lines.append(f"- {node} {fields}")
+        else:
+            self.lines.append(f"e {self.seq} {tid} {op} {node} {result} {fields}")
         return self.seq
 
-    def malloc(self, ptr: str, size: int, stack: list[F] | int = 0) -> int:
-        return self.e("malloc", ptr, size, stack=stack)
+    def malloc(self, ptr: str, size: int, stack: list[F] | int = 0, tid: int = 100) -> int:
+        return self.e("malloc", ptr, size, stack=stack, tid=tid)
 
-    def free(self, ptr: str, stack: list[F] | int = 0) -> int:
-        return self.e("free", "-", ptr, stack=stack)
+    def free(self, ptr: str, stack: list[F] | int = 0, tid: int = 100) -> int:
+        return self.e("free", "-", ptr, stack=stack, tid=tid)
 
     def p(self, what: str, detail: str) -> int:
         self.seq += 1

@@ -47,7 +47,7 @@ def test_fail_on_leak_ignores_runtime_blocks(tmp_path: Path) -> None:
     [
         (b"", "{path}: the file is empty (not a memdump dump)"),
         (b"hello\n", "{path}:1: not a memdump dump (first line is 'hello')"),
-        (b"MEMDUMP 2.0\n", "{path}:1: dump format 2.0 is newer than this analyser (reads 1.x)"),
+        (b"MEMDUMP 3.0\n", "{path}:1: dump format 3.0 is newer than this analyser (reads 2.x)"),
         (
             b"MEMDUMP 1.0\ne 1 1 malloc 0 0x10 1\ne 3 1 free 0 - 0x10\n",
             "{path}:3: event 3 follows event 1 (events are missing)",

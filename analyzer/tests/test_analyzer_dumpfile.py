@@ -41,7 +41,7 @@ def test_the_spec_worked_examples_are_the_fixtures_byte_for_byte(
 def test_example_reads_its_tables() -> None:
     with DumpReader(str(FIXTURES / "example.memdump")) as reader:
         records = list(reader.records())
-        assert reader.version == (1, 3)
+        assert reader.version == (2, 0)
         assert reader.info["program"] == "/src/leak"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"
@@ -92,8 +92,8 @@ def test_newer_minor_version_is_read(tmp_path: Path) -> None:
 
 
 def test_newer_major_version_is_refused(tmp_path: Path) -> None:
-    path = Dump(header="MEMDUMP 2.0").write(tmp_path)
-    assert error_of(path) == f"{path}:1: dump format 2.0 is newer than this analyser (reads 1.x)"
+    path = Dump(header="MEMDUMP 3.0").write(tmp_path)
+    assert error_of(path) == f"{path}:1: dump format 3.0 is newer than this analyser (reads 2.x)"
 
 
 @pytest.mark.parametrize(

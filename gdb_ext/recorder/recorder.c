@@ -2,8 +2,10 @@
  *
  * Each hooked call walks its stack before the real function runs (into the thread's in-flight
  * slot, so that a call a fatal signal stops is still known), then, under one process-wide lock,
- * interns the stack, writes its `e` record and updates the live blocks. The lock makes the
- * file order the SEQ order and puts every definition before its first use. Nothing here calls
+ * interns the stack, writes its event and updates the live blocks. The lock makes the file
+ * order the SEQ order and puts every definition before its first use. malloc and free, nearly
+ * every event, are written in the short form (`+` and `-` after a `t` record naming the thread,
+ * docs/dump-format.md): half the bytes of an `e` record, and the bytes are most of the cost. Nothing here calls
  * the allocator it records: the recorder's memory is mmap'd.
  *
  * Reentrancy: a thread flag marks a thread inside a hooked call. A hooked call it makes then
@@ -257,6 +259,8 @@ static inline void unlock(void)
 /* -- start-up ------------------------------------------------------------------------------- */
 
 static int configure_state;  /* 0 not yet, 1 in progress, 2 done */
+/* the thread of the last `t` record written (under the lock): short records follow it */
+static uint64_t short_tid;
 
 static void forget_environment(void)
 {
@@ -337,6 +341,7 @@ static void configure(void)
         } else {
             if (C.depth > MDR_MAX_DEPTH)
                 C.depth = MDR_MAX_DEPTH;
+            short_tid = 0;  /* a new dump: its first short record needs its `t` */
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();
@@ -513,6 +518,93 @@ static inline void next_seq(void)
     seq_of_text = seq;
 }
 
+/* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted. */
+static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
+{
+    if (w != NULL && w->node == stack) {
+        memcpy(p, w->node_text, 24);
+        return p + w->node_len;
+    }
+    return mdr_fmt_dec(p, stack);
+}
+
+/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), after `t TID` when the previous short
+ * record was another thread's; SEQ is implicit: one more than the last sequenced record. */
+static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
+                                 const struct walk *w, uint64_t block, uint64_t size)
+{
+    ++C.seq;
+    if (MDR_UNLIKELY(t->tid != short_tid)) {
+        *p++ = 't';
+        *p++ = ' ';
+        memcpy(p, t->tid_text, 24);
+        p += t->tid_len;
+        *p++ = '\n';
+        short_tid = t->tid;
+    }
+    *p++ = op == MDR_MALLOC ? '+' : '-';
+    *p++ = ' ';
+    p = put_stack(p, stack, w);
+    *p++ = ' ';
+    p = mdr_fmt_hex(p, block);
+    if (op == MDR_MALLOC) {
+        *p++ = ' ';
+        p = mdr_fmt_dec(p, size);
+    }
+    return p;
+}
+
+/* `e SEQ TID OP STACK RESULT ARGS...`: every operation but malloc and free. */
+static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
+                          const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
+{
+    next_seq();
+    *p++ = 'e';
+    *p++ = ' ';
+    memcpy(p, seq_text, 24);
+    p += seq_len;
+    *p++ = ' ';
+    memcpy(p, t->tid_text, 24);
+    p += t->tid_len;
+    *p++ = ' ';
+    memcpy(p, op_names[op], op_len[op]);
+    p += op_len[op];
+    *p++ = ' ';
+    p = put_stack(p, stack, w);
+    *p++ = ' ';
+    if (op == MDR_CUSTOM_FREE) {
+        *p++ = '-';
+        *p++ = ' ';
+        return mdr_fmt_hex(p, a[0]);
+    }
+    p = mdr_fmt_hex(p, result);
+    *p++ = ' ';
+    switch (op) {
+    case MDR_REALLOC:
+        p = mdr_fmt_hex(p, a[0]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, a[1]);
+    case MDR_REALLOCARRAY:
+        p = mdr_fmt_hex(p, a[0]);
+        *p++ = ' ';
+        p = mdr_fmt_dec(p, a[1]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, a[2]);
+    case MDR_CALLOC: case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
+        p = mdr_fmt_dec(p, a[0]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, a[1]);
+    case MDR_POSIX_MEMALIGN:
+        p = mdr_fmt_dec(p, a[1]);
+        *p++ = ' ';
+        p = mdr_fmt_dec(p, a[2]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, rc);
+    default:
+        return mdr_fmt_dec(p, a[0]);
+    }
+}
+
 static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc,
                    int locked)
 {
@@ -537,62 +629,11 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
             C.state = MDR_DISABLED;
         } else {
             char *start = p;
-            next_seq();
-            *p++ = 'e';
-            *p++ = ' ';
-            memcpy(p, seq_text, 24);
-            p += seq_len;
-            *p++ = ' ';
-            memcpy(p, t->tid_text, 24);
-            p += t->tid_len;
-            *p++ = ' ';
-            memcpy(p, op_names[op], op_len[op]);
-            p += op_len[op];
-            *p++ = ' ';
-            if (w != NULL && w->node == stack) {
-                memcpy(p, w->node_text, 24);
-                p += w->node_len;
-            } else {
-                p = mdr_fmt_dec(p, stack);
-            }
-            *p++ = ' ';
-            if (op == MDR_FREE || op == MDR_CUSTOM_FREE) {
-                *p++ = '-';
-                *p++ = ' ';
-                p = mdr_fmt_hex(p, c->args[0]);
-            } else {
-                p = mdr_fmt_hex(p, result);
-                *p++ = ' ';
-                switch (op) {
-                case MDR_REALLOC:
-                    p = mdr_fmt_hex(p, c->args[0]);
-                    *p++ = ' ';
-                    p = mdr_fmt_dec(p, c->args[1]);
-                    break;
-                case MDR_REALLOCARRAY:
-                    p = mdr_fmt_hex(p, c->args[0]);
-                    *p++ = ' ';
-                    p = mdr_fmt_dec(p, c->args[1]);
-                    *p++ = ' ';
-                    p = mdr_fmt_dec(p, c->args[2]);
-                    break;
-                case MDR_CALLOC: case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
-                    p = mdr_fmt_dec(p, c->args[0]);
-                    *p++ = ' ';
-                    p = mdr_fmt_dec(p, c->args[1]);
-                    break;
-                case MDR_POSIX_MEMALIGN:
-                    p = mdr_fmt_dec(p, c->args[1]);
-                    *p++ = ' ';
-                    p = mdr_fmt_dec(p, c->args[2]);
-                    *p++ = ' ';
-                    p = mdr_fmt_dec(p, rc);
-                    break;
-                default:
-                    p = mdr_fmt_dec(p, c->args[0]);
-                    break;
-                }
-            }
+            if (MDR_LIKELY(op == MDR_MALLOC || op == MDR_FREE))
+                p = short_record(p, t, op, stack, w, op == MDR_FREE ? c->args[0] : result,
+                                 c->args[0]);
+            else
+                p = event_record(p, t, op, stack, w, result, c->args, rc);
             *p++ = '\n';
             mdr_out_commit((size_t)(p - start));
             C.events++;

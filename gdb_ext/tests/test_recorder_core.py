@@ -129,3 +129,19 @@ def test_read_tail_takes_the_last_seq_ids_and_frames(tmp_path: Path) -> None:
     assert (state.seq, state.events, state.next_string, state.next_frame, state.next_node) == \
         (31, 1, 5, 10, 13)
     assert state.frames == {9: 0x401000}
+
+
+def test_read_tail_counts_short_records(tmp_path: Path) -> None:
+    """`+` and `-` (format 2.0) have no SEQ of their own: each is the next one."""
+    path = tmp_path / "d.memdump"
+    text = (b"MEMDUMP 2.0\nn 1 0 0\ne 7 5 calloc 1 0x10 1 8\nt 5\n+ 1 0x20 8\n- 1 0x20\n"
+            b"t 6\n\0\0+ 1 0x30 8\ne 11 6 realloc 1 0x40 0x30 16\n- 1 0x40\n")
+    path.write_bytes(text)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        state = read_tail(fd, 0, len(text), TailState())
+        assert (state.seq, state.events) == (12, 6)
+        state = read_tail(fd, text.index(b"t 6"), len(text), TailState(seq=9))
+        assert (state.seq, state.events) == (12, 3)
+    finally:
+        os.close(fd)

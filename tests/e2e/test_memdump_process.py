@@ -109,7 +109,7 @@ def test_exec_drops_the_old_image(dump: Path) -> None:
 
 def _has_event_of_size(size: int):  # noqa: ANN202
     def ready(text: str) -> bool:
-        return any(line.startswith("e ") and line.endswith(f" {size}")
+        return any(line.startswith(("e ", "+ ")) and line.endswith(f" {size}")
                    for line in text.split("\n")[:-1])
     return ready
 

@@ -210,7 +210,10 @@ def read_tail(fd: int, start: int, end: int, state: TailState) -> TailState:
     for line in _lines(fd, start, end):
         line = line.lstrip(b"\0")
         tag, _, rest = line.partition(b" ")
-        if tag == b"e" or tag == b"p" or tag == b"end":
+        if tag == b"+" or tag == b"-":  # malloc and free, short: SEQ is the next one
+            state.seq += 1
+            state.events += 1
+        elif tag == b"e" or tag == b"p" or tag == b"end":
             state.seq = int(rest.split(b" ", 1)[0])
             state.events += tag == b"e"
         elif tag == b"s":

@@ -1,0 +1,76 @@
+"""Second readings of a dump, for the few errors whose details the replay's one pass cannot keep.
+
+The replay (replay.py) keeps per freed pointer only the stack that freed it; the SEQ of that free
+is found here, for the errors that name it, by reading the file again. So is the line of a live
+block's malformed RESULT. Both read short records (format 2.0) as the `e` records they stand for.
+"""
+
+from __future__ import annotations
+
+from .dumpformat import OPERATIONS, SEQUENCED
+from .dumpio import clean_line
+from .model import HeapError
+
+__all__ = ["find_freed_seqs", "result_line"]
+
+_RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
+_SEQUENCED = frozenset(tag.encode() for tag in SEQUENCED)
+
+
+def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes, int]) -> None:
+    """Set `freed_seq` of the errors with a "freed at": the SEQ of the release the replay saw.
+
+    Mirrors the replay: a release is a `free`, `realloc` or `reallocarray` of the pointer that is
+    not itself an error nor the C library's internal free (a marked STACK in `node_ids`); an
+    `exec` forgets them all.
+    """
+    by_seq = {e.seq: e for e in all_errors if e.freed_node is not None}
+    wanted = {b"%#x" % e.pointer for e in by_seq.values()}
+    errors = {e.seq for e in all_errors}
+    last: dict[bytes, int] = {}
+    seq = 0
+    with open(path, "rb") as fh:
+        fh.readline()
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            if b"\0" in line:
+                line = clean_line(line)
+            fl = line.split()
+            tag = fl[0]
+            if tag not in _SEQUENCED:
+                continue
+            seq += 1
+            if tag == b"-" and len(fl) == 3:  # a free, short (2.0)
+                op, node, ptr = b"free", fl[1], fl[2]
+            elif tag == b"e" and len(fl) >= 7:
+                op, node, ptr = fl[3], fl[4], fl[6]
+            else:
+                if tag == b"p" and fl[2] == b"exec":
+                    last.clear()
+                continue
+            if ptr not in wanted:
+                continue
+            error = by_seq.get(seq)
+            if error is not None:
+                error.freed_seq = last.get(ptr)
+                if len(by_seq) == 1:
+                    return
+                del by_seq[seq]
+            elif seq not in errors and op in _RELEASES and node_ids[node] >= 0:
+                last[ptr] = seq
+
+
+def result_line(path: str, token: bytes) -> int | None:
+    """The line of the last event (`e` or `+`) whose RESULT is `token`."""
+    found = None
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            if b"\0" in line:
+                line = clean_line(line)
+            fl = line.split()
+            if (len(fl) > 5 and fl[0] == b"e" and fl[5] == token) or (
+                len(fl) > 2 and fl[0] == b"+" and fl[2] == token
+            ):
+                found = n
+    return found
