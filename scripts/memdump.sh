@@ -22,8 +22,8 @@ done </proc/$$/environ
 
 usage() {
     cat <<EOF
-usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints] [--]
-                          PROGRAM [ARGS...]
+usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
+                          [--children] [--] PROGRAM [ARGS...]
        scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
                           -p PID [--for SECONDS]
 
@@ -41,6 +41,8 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
   --depth N          record at most N frames per call stack (memdump's default: 32)
   --breakpoints      stop the program at every allocator call instead of loading memdump's
                      in-process recorder into it (slow; for programs nothing may be loaded into)
+  --children         also record the processes the program forks and the programs they execute,
+                     each into DUMP-STEM.PID.memdump (in-process recorder; not with -p)
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
@@ -75,6 +77,7 @@ sh_quote() {
 
 dump=""
 breakpoints=0
+children=0
 report=0
 json=""
 depth=""
@@ -90,6 +93,7 @@ while [[ $# -gt 0 ]]; do
         --output=*) dump="${1#*=}"; shift ;;
         --report) report=1; shift ;;
         --breakpoints) breakpoints=1; shift ;;
+        --children) children=1; shift ;;
         --json)
             [[ $# -ge 2 ]] || bad_usage "$1 needs a file name (see --help)"
             json="$2"
@@ -129,6 +133,7 @@ if [[ -n "$json" && -d "$json" ]]; then
     bad_usage "--json ${json}: is a directory"
 fi
 if [[ -n "$pid" ]]; then
+    [[ "$children" -eq 0 ]] || bad_usage "--children needs a program to run (a running process's children are its own)"
     [[ $# -eq 0 ]] || bad_usage "-p records a running process: no program to run as well ('$1')"
     [[ "$pid" =~ ^[1-9][0-9]{0,9}$ ]] || bad_usage "-p needs a process id, not '${pid}'"
     if [[ -n "$window" && ! "$window" =~ ^[0-9]+(\.[0-9]+)?$ ]]; then
@@ -184,6 +189,7 @@ memdump_start() {
     fi
     local mode=""
     [[ "$breakpoints" -eq 0 ]] || mode=" --breakpoints"
+    [[ "$children" -eq 0 ]] || mode="${mode} --children"
     if [[ -n "$dump" ]]; then
         echo "memdump${mode} -o $(argv_quote "$dump")"
     else

@@ -127,7 +127,9 @@ class DumpFile:
         if size == 0:
             raise DumpError(self.path, None, "the file is empty (not a memdump dump)")
         self.complete = complete = self._complete_length(size)
-        self.truncated = complete < size
+        # a final line without its newline: a record cut short (NUL bytes alone are space the
+        # recorder had not written yet: no record was cut)
+        self.truncated = self._tail_written
         head = os.pread(self._fd, 256, 0)
         cut = head.find(b"\n")
         self.first = head if cut < 0 else head[: cut + 1]
@@ -140,11 +142,16 @@ class DumpFile:
         self._pieces.append((start, complete, None))
 
     def _complete_length(self, size: int) -> int:
-        """Length of the file up to and including its last newline."""
+        """Length of the file up to and including its last newline; sets `_tail_written` when
+        what follows it is more than NUL bytes."""
         end = size
+        self._tail_written = False
         while end > 0:
             begin = max(0, end - _CHUNK)
-            i = os.pread(self._fd, end - begin, begin).rfind(b"\n")
+            data = os.pread(self._fd, end - begin, begin)
+            i = data.rfind(b"\n")
+            if data[i + 1 :].strip(b"\0"):
+                self._tail_written = True
             if i >= 0:
                 return begin + i + 1
             end = begin

@@ -126,6 +126,13 @@ class Analysis:
     symbol_warnings: list[str] = field(default_factory=list)
 
     @property
+    def cut_by(self) -> str:
+        """What can have ended a recording without its end record."""
+        if "parent" in self.info:  # a child recorded without GDB (`set memdump children on`)
+            return "the process was killed, called _exit or executed another program"
+        return "GDB or the machine died"
+
+    @property
     def leaks(self) -> list[Group]:
         return [g for g in self.groups if g.kind == "leak"]
 
@@ -158,8 +165,8 @@ class Analysis:
                 )
             if not self.complete:
                 out.append(
-                    "the dump has no end record: the recording stopped early (GDB or the machine "
-                    f"died); everything up to the last complete record (event {self.last_seq}) "
+                    f"the dump has no end record: the recording stopped early ({self.cut_by}); "
+                    f"everything up to the last complete record (event {self.last_seq}) "
                     "was analysed"
                 )
         if self.error_count > len(self.errors):

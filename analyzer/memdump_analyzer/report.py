@@ -113,7 +113,7 @@ def _ending(analysis: Analysis, live: bool) -> str:
             text = f"the program is still running (event {analysis.last_seq:,})"
         else:
             text = (
-                f"stopped early at event {analysis.last_seq:,} (GDB or the machine died); "
+                f"stopped early at event {analysis.last_seq:,} ({analysis.cut_by}); "
                 "everything up to it was analysed"
             )
     else:
@@ -237,7 +237,9 @@ def render_text(
         details.append(f"GDB {_clean(a.info['gdb'])}")
     if "recorder" in a.info:
         details.append(f"{_clean(a.info['recorder'])} recorder")
-    if a.attached:
+    if "parent" in a.info:  # a child recorded without GDB (`set memdump children on`)
+        details.append(f"a child of process {_clean(a.info['parent'])}, recorded without GDB")
+    elif a.attached:
         details.append("attached to the running program")
     line = f"dump: {_clean(a.path)}"
     if details:
@@ -368,7 +370,9 @@ def _frees_text(a: Analysis) -> str:
 def _kind_rows(a: Analysis) -> list[tuple[str, str]]:
     """valgrind's LEAK SUMMARY lines for the leaked blocks, or why they are unknown."""
     if a.leak_kinds is None:
-        if a.scan is None:
+        if a.scan is None and "parent" in a.info:
+            why = "no pointer scan (recorded without GDB)"
+        elif a.scan is None:
             why = "no pointer scan (the program did not reach _exit while recorded)"
         else:
             why = "the pointer scan at exit did not complete"

@@ -36,6 +36,9 @@ Level = tuple[str | None, str | None, int | None]
 class Symbolized:
     """What `symbolize` did: the frames it needed, and why some kept no function."""
 
+    #: why the dump has frames without symbols: GDB did not finish the recording, or a process
+    #: was recorded without GDB (a child, `set memdump children on`)
+    why: str = "the recording did not finish"
     #: frames without symbols that the report uses
     wanted: int = 0
     #: of them, those addr2line named a function for
@@ -53,7 +56,7 @@ class Symbolized:
             return []
         return [
             f"the dump has no symbols for {self.frames:,} frame"
-            f"{'s' if self.frames != 1 else ''} (the recording did not finish): "
+            f"{'s' if self.frames != 1 else ''} ({self.why}): "
             f"symbolised from the modules with {TOOL}"
         ]
 
@@ -63,7 +66,7 @@ class Symbolized:
         if self.tool_missing is not None:
             out.append(
                 f"the dump has no symbols for {self.wanted:,} frame"
-                f"{'s' if self.wanted != 1 else ''} (the recording did not finish) and "
+                f"{'s' if self.wanted != 1 else ''} ({self.why}) and "
                 f"{self.tool_missing}: they are shown by module and offset"
             )
         for module, n in self.missing_modules.items():
@@ -103,6 +106,8 @@ def symbolize(reader: DumpReader, nodes: Iterable[int], *, tool: str = TOOL) -> 
     """Resolve the frames without symbols of the stacks `nodes` from their modules, in place
     (`reader.frames`, `reader.inlined_into`)."""
     result = Symbolized()
+    if "parent" in reader.info:  # a child recorded without GDB (`set memdump children on`)
+        result.why = "recorded without GDB"
     wanted = frames_without_symbols(reader, nodes)
     result.wanted = len(wanted)
     if not wanted:

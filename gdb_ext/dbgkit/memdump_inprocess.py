@@ -203,7 +203,8 @@ class InProcessSession(Session):
             w.flush()
             control.set(depth=self.depth, end=w.bytes_written, seq=w.seq,
                         next_string=w.next_string, next_frame=w.next_frame,
-                        next_node=w.next_node, inherit=0, attach=int(self.attached))
+                        next_node=w.next_node, inherit=int(self.children and not self.attached),
+                        attach=int(self.attached))
             control.set_path(os.path.abspath(self.path))
             self.control = control
         except Exception as exc:  # noqa: BLE001

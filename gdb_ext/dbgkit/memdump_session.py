@@ -115,6 +115,8 @@ class Session:
         self._clock = RunClock(gdb.events.cont)
         #: a path this recording continues the series of (`memdump -o FILE`, then FILE-2, ...)
         self.series: str | None = None
+        #: record the processes the program starts too (in-process recorder: children.c)
+        self.children = False
         #: the settings' current values (settings.get): read again when the recording starts
         self.settings: Callable[[str], object] | None = None
         #: called with this session when the program it recorded ended (not on `memdump stop`)

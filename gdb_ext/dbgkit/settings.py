@@ -86,6 +86,17 @@ SETTINGS: tuple[Setting, ...] = (
         "evicted is created again when needed.",
     ),
     Setting(
+        "children",
+        gdb.PARAM_BOOLEAN,
+        False,
+        "recording of the processes the program starts",
+        "on: each process the program forks, and each program those execute, is recorded too, "
+        "by the in-process recorder alone, into its own dump STEM.PID.memdump beside the "
+        "program's (valgrind's --trace-children=yes; without GDB there: no pointer scan, and "
+        "the analyser reads the symbols from the modules); off: only the process GDB follows "
+        "(memdump --children for one recording).",
+    ),
+    Setting(
         "scan-time-limit",
         gdb.PARAM_ZUINTEGER,
         120,

@@ -90,6 +90,13 @@ void mdr_out_close(void)
     out_fd = -1;
 }
 
+void mdr_out_finish(void)
+{
+    if (out_fd >= 0 && ftruncate(out_fd, (off_t)memdump_recorder_control.end) != 0)
+        memdump_recorder_control.failure_errno = (uint64_t)errno;
+    mdr_out_close();
+}
+
 void mdr_out_commit(size_t bytes)
 {
     memdump_recorder_control.end += bytes;

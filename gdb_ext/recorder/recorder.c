@@ -259,13 +259,18 @@ static inline void unlock(void)
 /* -- start-up ------------------------------------------------------------------------------- */
 
 static int configure_state;  /* 0 not yet, 1 in progress, 2 done */
+/* children asked for (children.c): this process is a forked child, recorded alone */
+static int forked_child, recorded_alone;
 /* the thread of the last `t` record written (under the lock): short records follow it */
 static uint64_t short_tid;
 
 static void forget_environment(void)
 {
-    if (C.inherit)
+    if (C.inherit) {  /* children asked for: they keep the recorder, and know this process */
+        if (!recorded_alone)
+            mdr_children_traced();
         return;
+    }
     const char *pre = getenv("LD_PRELOAD");
     if (pre != NULL) {
         char kept[4096];
@@ -298,12 +303,41 @@ static void atfork_prepare(void)
         lock((uint64_t)syscall(SYS_gettid));
 }
 static void atfork_parent(void) { if (C.lock) unlock(); }
+static void forget_recording(void);
+
 static void atfork_child(void)
 {
-    /* The child shares the dump's mapping: it must never write. */
+    /* The child shares the dump's mapping: it must never write to it. */
     if (C.lock)
         unlock();
+    if (C.inherit && C.state == MDR_RECORDING) {  /* children asked for: its own dump */
+        forget_recording();
+        forked_child = 1;
+        struct mdr_thread *t = current();  /* the one thread, with the parent thread's id */
+        if (t != NULL && t->ready) {
+            t->tid = (uint64_t)syscall(SYS_gettid);
+            t->tid_len = (int)(mdr_fmt_dec(t->tid_text, t->tid) - t->tid_text);
+            if (t->slot != NULL)
+                t->slot->tid = t->tid;
+        }
+    } else {
+        C.state = MDR_DISABLED;
+    }
+}
+
+/* A process recorded alone (children.c) ends: its `end` record, the file cut after it. */
+static void recorded_alone_exit(int status, void *arg)
+{
+    (void)arg;
+    if (!recorded_alone || C.state != MDR_RECORDING)
+        return;
+    lock((uint64_t)syscall(SYS_gettid));
+    char *p = mdr_out_reserve(64);
+    if (p != NULL)
+        mdr_out_commit((size_t)(mdr_children_end(p, status) - p));
     C.state = MDR_DISABLED;
+    unlock();
+    mdr_out_finish();
 }
 
 /* The first call into the recorder: ask GDB for the configuration, open the dump. */
@@ -326,6 +360,12 @@ static void configure(void)
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     }
     memdump_recorder_configure(&C);
+    recorded_alone = C.path[0] == '\0' && mdr_children_configure(forked_child);
+    if (recorded_alone) {
+        static int registered;  /* a forked child inherits its parent's exit handlers */
+        if (!registered)
+            registered = on_exit(recorded_alone_exit, NULL) == 0;
+    }
     if (C.path[0] == '\0') {
         C.failure = MDR_NO_GDB;
         C.state = MDR_DISABLED;
@@ -845,21 +885,27 @@ EXPORT void memdump_recorder_reattach(void)
         return;
     t->in_call++;
     if (__atomic_load_n(&configure_state, __ATOMIC_ACQUIRE) == 2 && C.state == MDR_DISABLED) {
-        mdr_out_close();
-        mdr_intern_reset();
-        mdr_unwind_invalidate();  /* the threads' cached walks name the old dump's nodes */
-        C.path[0] = '\0';
-        C.failure = MDR_OK;
-        C.failure_errno = 0;
-        C.events = 0;
-        C.unrecorded = 0;
-        C.partial_stacks = 0;
-        C.next_string = C.next_frame = C.next_node = 0;
-        C.state = MDR_UNCONFIGURED;
-        __atomic_store_n(&configure_state, 0, __ATOMIC_RELEASE);
+        forget_recording();
         configure();
     }
     t->in_call--;
+}
+
+/* Forget the dump and the tables: the next hooked call (or reattach) configures a new one. */
+static void forget_recording(void)
+{
+    mdr_out_close();
+    mdr_intern_reset();
+    mdr_unwind_invalidate();  /* the threads' cached walks name the old dump's nodes */
+    C.path[0] = '\0';
+    C.failure = MDR_OK;
+    C.failure_errno = 0;
+    C.events = 0;
+    C.unrecorded = 0;
+    C.partial_stacks = 0;
+    C.next_string = C.next_frame = C.next_node = 0;
+    C.state = MDR_UNCONFIGURED;
+    __atomic_store_n(&configure_state, 0, __ATOMIC_RELEASE);
 }
 
 /* The hooks' own addresses (hidden aliases: a reference to `malloc` here would resolve to the

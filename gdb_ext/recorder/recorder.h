@@ -77,5 +77,17 @@ MDR_HIDDEN void *mdr_dlopen_hook(const char *file, int mode);
 MDR_HIDDEN void mdr_out_close(void);
 /* intern.c: forget the live blocks and the module strings (a new dump) */
 MDR_HIDDEN void mdr_intern_reset(void);
+/* out.c: the recording is over: cut the file after its last record, and close it */
+MDR_HIDDEN void mdr_out_finish(void);
+
+/* -- children.c: a process GDB does not record, when children are asked for -- */
+/* Configure a recording of this process alone (FORKED: it inherited its parent's blocks) into
+ * its own dump, its header written; 0 when it is not one to record (or the dump cannot be made:
+ * control block `failure`). */
+MDR_HIDDEN int mdr_children_configure(int forked);
+/* This process is the one GDB records: its children must know it. */
+MDR_HIDDEN void mdr_children_traced(void);
+/* The `end` record of a process recorded alone that exits with STATUS, at P. */
+MDR_HIDDEN char *mdr_children_end(char *p, int status);
 
 #endif

@@ -26,6 +26,12 @@ SETTINGS = [
     ("return-sites", "N", "64", "number of return-address breakpoints memdump keeps inserted",
      "They catch the allocators' results; each breakpoint slows every stop a little, and one "
      "evicted is created again when needed."),
+    ("children", "on|off", "off", "recording of the processes the program starts",
+     "on: each process the program forks, and each program those execute, is recorded too, by "
+     "the in-process recorder alone, into its own dump STEM.PID.memdump beside the program's "
+     "(valgrind's --trace-children=yes; without GDB there: no pointer scan, and the analyser "
+     "reads the symbols from the modules); off: only the process GDB follows (memdump "
+     "--children for one recording)."),
     ("scan-time-limit", "N", "120",
      "time limit in seconds of the pointer scan at the program's exit",
      "Past it the dump says timeout and the leak kinds are unknown; 0 turns the scan off."),

@@ -66,6 +66,17 @@ def test_exit_status(dump: Path) -> None:
     assert read_dump(dump).end == ("exit", "3")
 
 
+@pytest.mark.one_recorder
+def test_children(dump: Path) -> None:
+    """--children: fork_leak's child (80 bytes leaked) gets its own dump beside the program's."""
+    proc = memdump_sh("-o", dump, "--children", "--", program("fork_leak"))
+    assert proc.returncode == 0, proc.stderr
+    [child] = [p for p in dump.parent.glob(f"{dump.stem}.*.memdump")]
+    facts = read_dump(child)
+    assert (facts.info["parent"], facts.end) == (read_dump(dump).info["pid"], ("exit", "0"))
+    assert facts.sizes() == [80, 90]
+
+
 def test_killed_by_sigsegv_exits_139(dump: Path) -> None:
     proc = memdump_sh("-o", dump, "--", program("crash_segv"))
     assert proc.returncode == 139, proc.stderr
@@ -406,6 +417,8 @@ def test_attach_refusals(tmp_path: Path) -> None:
             (["-p", "1", "--", "true"], 2, "memdump.sh: -p records a running process: no "
                                            "program to run as well ('true')"),
             (["--for", "1", "--", "true"], 2, "memdump.sh: --for needs -p PID"),
+            (["--children", "-p", "1"], 2, "memdump.sh: --children needs a program to run (a "
+                                           "running process's children are its own)"),
             (["-p", "1", "--for", "soon"], 2, "memdump.sh: --for needs a number of seconds, "
                                               "not 'soon'"),
         ]

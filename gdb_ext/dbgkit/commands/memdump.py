@@ -43,6 +43,9 @@ def _build_parser() -> base.Parser:
     parser.add_argument("--breakpoints", action="store_true",
                         help="stop the program at every allocator call instead of loading the "
                              "in-process recorder into it (slow; nothing is loaded)")
+    parser.add_argument("--children", action="store_true",
+                        help="also record the processes the program forks and the programs "
+                             "they execute, each into its own dump (in-process recorder only)")
     sub = parser.add_subparsers(dest="action", metavar="{status,leaks,stop}",
                                 parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
@@ -127,13 +130,14 @@ def _start(args: argparse.Namespace) -> None:
             f"{CMD}: cannot write the dump in the current directory {os.getcwd()}: "
             "permission denied (use memdump -o FILE)"
         )
-    session = _new_session(args.output, breakpoints=args.breakpoints)
+    session = _new_session(args.output, breakpoints=args.breakpoints, children=args.children)
     session.arm()
     _session = session
 
 
 def _new_session(out_path: str | None, series: str | None = None,
-                 breakpoints: bool = False, again: bool = False) -> Session:
+                 breakpoints: bool = False, again: bool = False,
+                 children: bool = False) -> Session:
     """A session that reads the settings when its recording starts and, when the program ends,
     arms the next one: each run of the program in this GDB gets its own dump. The in-process
     recorder records unless BREAKPOINTS or the library is not built (on a live process it is
@@ -155,6 +159,10 @@ def _new_session(out_path: str | None, series: str | None = None,
         **extra,
     )
     session.series = series
+    session.children = children or bool(settings.get("children"))
+    if session.children and library is None:
+        output.warn(CMD, "children are recorded by the in-process recorder only: this recording "
+                         "follows the program alone")
     session.settings = settings.get
     session.on_program_end = _rearm
     return session
@@ -166,7 +174,8 @@ def _rearm(ended: Session) -> None:
     if _session is not ended:
         return
     session = _new_session(None, series=ended.series or ended.out_path,
-                           breakpoints=not isinstance(ended, InProcessSession), again=True)
+                           breakpoints=not isinstance(ended, InProcessSession), again=True,
+                           children=ended.children)
     session.previous = ended
     session.arm(again=True)
     _session = session
