@@ -176,10 +176,13 @@ common_settings() {
     echo "set width 0"
     echo "set print inferior-events off"
     echo "set print thread-events off"
-    # Signals reach the program as without GDB; fatal ones stop first so memdump notes them.
+    # Signals reach the program as without GDB; fatal ones stop first so memdump notes them, and
+    # so do those whose default action ends the program, which memdump scans for leaks when the
+    # program does not catch them (not the timers' SIGALRM, SIGVTALRM, SIGPROF: too frequent).
     echo "handle all nostop noprint pass"
     echo "handle SIGINT nostop noprint pass"
     echo "handle SIGSEGV SIGBUS SIGILL SIGFPE SIGABRT stop print pass"
+    echo "handle SIGTERM SIGHUP SIGQUIT SIGUSR1 SIGUSR2 SIGPIPE SIGXCPU SIGXFSZ stop print pass"
 }
 
 memdump_start() {

@@ -31,7 +31,7 @@ from .core.recorder import (
 from .memdump_breakpoints import install_hooks
 from .memdump_checks import CMD
 from .memdump_scan import pointer_scan
-from .memdump_session import FATAL_SIGNALS, Session, State, _format_args
+from .memdump_session import FATAL_SIGNALS, Session, State, _format_args, dies_of
 
 __all__ = ["InProcessSession"]
 
@@ -290,7 +290,8 @@ class InProcessSession(Session):
             self._clock.stopped()
         if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
             return
-        if event.stop_signal in FATAL_SIGNALS and self.inferior.pid == self.pid:
+        if self.inferior.pid == self.pid and (event.stop_signal in FATAL_SIGNALS
+                                              or dies_of(self.pid, event.stop_signal)):
             control = self._load()
             if control is not None:
                 try:

@@ -117,6 +117,7 @@ CASES = {
     "leak_threads": [],
     "crash_segv": [],
     "crash_abort": [],
+    "leak_sigterm": [],
     "no_leak": [],
     "no_leak_cpp": [],
     "memdump_demo": [],
