@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 
 from .aggregation import build_analysis
-from .dumpfile import DumpError, DumpReader, Frame
+from .dumpfile import DumpError, DumpReader, Frame, ScanRecord
 from .model import Analysis, ErrorReport, Group
 from .replay import Replay
 from .replay import replay as _replay
@@ -30,6 +31,7 @@ __all__ = [
     "ErrorReport",
     "Frame",
     "Group",
+    "LiveScan",
     "__version__",
     "analyze",
     "dumps_json",
@@ -38,6 +40,34 @@ __all__ = [
 ]
 
 __version__ = "1.0.0"
+
+
+@dataclass
+class LiveScan:
+    """A pointer scan of a live process: its status (`ok`, `timeout`, `threads`, or why it
+    could not run), what it read, and (address, kind, heuristic or leader) per block, as the
+    dump's `scan` and `r` records give them."""
+
+    status: str
+    root_bytes: int = 0
+    block_bytes: int = 0
+    millis: int = 0
+    records: list[tuple[int, str, str | None]] = field(default_factory=list)
+
+    def apply(self, reader: DumpReader, after: int) -> None:
+        """Put this scan in the reader's tables, as if the dump's last `scan` record (line 0:
+        made now, not read from the dump)."""
+        reader.scan = ScanRecord(after, self.status, self.root_bytes, self.block_bytes,
+                                 self.millis, 0)
+        reader.kinds = {}
+        reader.leaders = {}
+        for addr, kind, extra in self.records:
+            key = b"%#x" % addr
+            if kind == "indirect" and extra is not None:
+                reader.leaders[key] = extra.encode()
+                reader.kinds[key] = (kind, None)
+            else:
+                reader.kinds[key] = (kind, extra)
 
 
 def _printed_nodes(result: Replay) -> Iterator[int]:
@@ -52,11 +82,15 @@ def _printed_nodes(result: Replay) -> Iterator[int]:
         yield result.peak_node
 
 
-def analyze(path: str, *, symbolize: bool = True) -> Analysis:
+def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
+            addresses: bool = False) -> Analysis:
     """Read and replay the dump at `path` in one pass; group and classify its live blocks.
 
     `symbolize`: the frames the report uses that the dump left without symbols (no `fs` record:
     the recording did not finish) are resolved from their modules with addr2line.
+    `scan`: a pointer scan made now on the process being recorded (GDB's `memdump leaks`): its
+    kinds replace those of the dump's last `scan` record, if any. `addresses`: each group keeps
+    its blocks' addresses and sizes (`Group.addresses`).
     Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
     """
     # The replay makes a few short-lived lists and tuples per event and no reference cycles;
@@ -66,10 +100,12 @@ def analyze(path: str, *, symbolize: bool = True) -> Analysis:
     try:
         with DumpReader(path, mark_functions=_RUNTIME_FREE_FUNCTIONS) as reader:
             result = _replay(reader)
+            if scan is not None:
+                scan.apply(reader, result.last_seq)
             symbols = None
             if symbolize:
                 symbols = _symbolize(reader, _printed_nodes(result))
-            analysis = build_analysis(reader, result)
+            analysis = build_analysis(reader, result, addresses)
             analysis.partial_records = reader.partial_records
             if reader.partial_records:
                 analysis.partial_line = reader.partial_line()

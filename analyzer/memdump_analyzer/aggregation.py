@@ -27,8 +27,9 @@ class _Stacks:
         return frames
 
 
-def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
-    """Group the live blocks and resolve the stacks of a finished replay."""
+def build_analysis(reader: DumpReader, r: Replay, addresses: bool = False) -> Analysis:
+    """Group the live blocks and resolve the stacks of a finished replay. `addresses`: each group
+    keeps its blocks' addresses and sizes."""
     stacks = _Stacks(reader)
     scanned = reader.scan is not None and reader.scan.status == "ok"
     kinds = reader.kinds
@@ -36,8 +37,11 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
     # live blocks by stack node and leak kind, in allocation order:
     # -> [bytes, blocks, rank, indirect bytes, indirect blocks]
     by_node: dict[tuple[int, str | None], list[int]] = {}
+    blocks_of: dict[tuple[int, str | None], list[tuple[int, int]]] = {}
     for p, (size, node) in r.live.items():
         key = (node, (kinds[p][0] if p in kinds else "unknown") if scanned else None)
+        if addresses:
+            blocks_of.setdefault(key, []).append((int(p, 16), size))
         agg = by_node.get(key)
         if agg is None:
             agg = by_node[key] = [size, 1, len(by_node), 0, 0]
@@ -53,9 +57,15 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         frames = stacks.trimmed(abs(node))
         key = (tuple(f.pc for f in frames), leak_kind)
         group = by_stack.get(key)
+        if addresses:
+            held = blocks_of[(node, leak_kind)]
+            if group is not None:
+                group.addresses += held
+        else:
+            held = []
         if group is None:
             by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind,
-                                  ibytes, iblocks)
+                                  ibytes, iblocks, held)
         else:
             group.bytes += nbytes
             group.blocks += blocks

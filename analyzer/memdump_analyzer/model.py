@@ -48,6 +48,9 @@ class Group:
     #: valgrind's "N (D direct, I indirect) bytes"; `bytes` and `blocks` are the direct ones
     indirect_bytes: int = 0
     indirect_blocks: int = 0
+    #: (address, size) of its blocks, in allocation order, when the analysis was asked to keep
+    #: them (GDB's `memdump block-list`)
+    addresses: list[tuple[int, int]] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:
@@ -175,7 +178,8 @@ class Analysis:
             )
         if self.scan is not None and self.scan.status != "ok":
             why = _SCAN_FAILURES.get(self.scan.status, self.scan.status)
-            out.append(f"the pointer scan at exit did not complete ({why}): leak kinds are unknown")
+            when = "" if live else " at exit"
+            out.append(f"the pointer scan{when} did not complete ({why}): leak kinds are unknown")
         if self.leak_kinds is not None and self.leak_kinds["unknown"][1]:
             out.append(
                 f"{self.leak_kinds['unknown'][1]:,} leaked block(s) were allocated after the "
@@ -193,6 +197,8 @@ class Analysis:
 _SCAN_FAILURES = {
     "timeout": "it ran out of time: set memdump scan-time-limit",
     "threads": "the registers of a thread could not be read",
+    "in-allocator": "a thread was inside an allocator call, changing the heap",
+    "off": "set memdump scan-time-limit is 0",
 }
 
 

@@ -258,7 +258,7 @@ def render_text(
         for i, g in enumerate(shown, 1):
             out.append("")
             title = f"{label} {i:,} of {listed:,}: {_group_size(g)}"
-            if g.leak_kind is not None and not live:
+            if g.leak_kind is not None:  # live: when `memdump leaks` could scan
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
             out.extend(_stack_text(g.stack, max_frames, fold))
@@ -299,7 +299,7 @@ def render_text(
     if a.runtime_blocks and not show_runtime:
         runtime += " (the C/C++ runtime's own; --show-runtime lists them)"
     rows.append(("runtime", runtime))
-    if not live:
+    if not live or a.scan is not None:
         rows.extend(_kind_rows(a))
     calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
     rows.append(("calls", calls or "none"))
@@ -374,6 +374,8 @@ def _kind_rows(a: Analysis) -> list[tuple[str, str]]:
             why = "no pointer scan (recorded without GDB)"
         elif a.scan is None:
             why = "no pointer scan (the program did not reach _exit while recorded)"
+        elif a.scan.line == 0:  # made now, on the live process (memdump leaks)
+            why = "the pointer scan did not complete"
         else:
             why = "the pointer scan at exit did not complete"
         return [("leak kinds", f"unknown: {why}")]

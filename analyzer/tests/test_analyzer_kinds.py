@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import LIBC, Dump, F, main_at, run_cli
-from memdump_analyzer import DumpError, analyze, render_json, render_text
+from memdump_analyzer import DumpError, LiveScan, analyze, render_json, render_text
 
 
 def _dump(scan: str | None = "ok") -> Dump:
@@ -45,8 +45,26 @@ def test_groups_split_by_kind_and_the_summary(tmp_path: Path) -> None:
     report = render_json(a)
     assert [g["leak_kind"] for g in report["leaks"]] == ["reachable", "indirect", "definite"]
     assert report["summary"]["leak_kinds"]["indirect"] == {"bytes": 32, "blocks": 2}
-    # a live report shows no kinds
-    assert "lost" not in render_text(a, live=True).split("SUMMARY")[1]
+    # a live report (memdump leaks) shows the kinds of the scan it has
+    assert "    definitely lost: 16 bytes in 1 block\n" in render_text(a, live=True)
+
+
+def test_a_live_scan_replaces_the_dump_s(tmp_path: Path) -> None:
+    """GDB's `memdump leaks` scans the process now: its kinds are the report's, not the dump's
+    last scan's; a scan that could not run leaves the kinds unknown and says why."""
+    path = _dump().write(tmp_path)
+    scan = LiveScan("ok", 8192, 148, 3, [(0x10, "definite", None), (0x20, "indirect", "0x10"),
+                                         (0x30, "possible", None), (0x40, "reachable", None)])
+    a = analyze(path, scan=scan)
+    assert [(g.bytes, g.blocks, g.leak_kind, g.indirect_bytes) for g in a.leaks] == [
+        (100, 1, "reachable", 0), (16, 1, "definite", 16), (16, 1, "indirect", 0),
+        (16, 1, "possible", 0)]
+    assert a.scan is not None and (a.scan.root_bytes, a.scan.line) == (8192, 0)
+    busy = analyze(path, scan=LiveScan("in-allocator"))
+    assert busy.leak_kinds is None
+    assert ("the pointer scan did not complete (a thread was inside an allocator call, changing "
+            "the heap): leak kinds are unknown") in busy.warnings(live=True)
+    assert "leak kinds:  unknown: the pointer scan did not complete" in render_text(busy, live=True)
 
 
 def test_blocks_allocated_after_the_scan_are_unknown(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
 from . import memdump_attach, output
 from .core import procfs, ptrace
+from .core.reach import ScanResult
 from .core.recorder import (
     DISABLED,
     FAILURES,
@@ -31,7 +32,8 @@ from .core.recorder import (
 from .memdump_breakpoints import install_hooks
 from .memdump_checks import CMD
 from .memdump_scan import pointer_scan
-from .memdump_session import FATAL_SIGNALS, Session, State, _format_args, dies_of
+from .memdump_session import Session, State, _format_args
+from .memdump_signals import FATAL_SIGNALS, dies_of
 
 __all__ = ["InProcessSession"]
 
@@ -310,21 +312,52 @@ class InProcessSession(Session):
                              "was recorded; use memdump --breakpoints")
         super().on_exit_call()
 
+    def scan_now(self, at_function_entry: bool) -> tuple[str, ScanResult | None, int]:
+        if not self.inprocess:
+            return super().scan_now(at_function_entry)
+        control = self._load()
+        if control is None:
+            return "threads", None, 0
+        self.custom = {}
+        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
+                                self.custom)
+        return pointer_scan(
+            self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
+            self.scan_time_limit,
+            at_function_entry, exclude=(control.region, control.region + control.region_size))
+
+    def live_blocks(self) -> dict[int, int]:
+        control = self._load() if self.inprocess else None
+        if control is None:
+            return super().live_blocks()
+        self.custom = {}
+        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
+                                self.custom)
+        return checked_blocks(self.live, self.custom)
+
+    def recorder_memory(self) -> tuple[int, int] | None:
+        control = self._load() if self.inprocess else None
+        return None if control is None else (control.region, control.region + control.region_size)
+
+    def calls_in_progress(self) -> list[tuple[int, str]]:
+        if not self.inprocess:
+            return super().calls_in_progress()
+        control = self._load()
+        if control is None:
+            return []
+        calls = [(c.tid, c.op) for c in in_flight(self._read, control.slots, control.slot_count)]
+        if control.lock and all(tid != control.lock for tid, _ in calls):
+            calls.append((control.lock, "the recorder"))
+        return sorted(calls)
+
     def _scan(self, at_function_entry: bool) -> None:
         if not self.inprocess:
             super()._scan(at_function_entry)
             return
-        control = self._load()
-        if control is None:
+        if self._load() is None:
             return
-        self.custom = {}
-        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
-                                self.custom)
         self._resolve_frames()
-        status, result, millis = pointer_scan(
-            self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
-            self.scan_time_limit,
-            at_function_entry, exclude=(control.region, control.region + control.region_size))
+        status, result, millis = self.scan_now(at_function_entry)
         self.scan_status = status
         self._scan_record = (status, result, millis)
         self.counts["scan-ms"] = millis

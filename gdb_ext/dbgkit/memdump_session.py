@@ -28,6 +28,7 @@ from .core import procfs, ptrace
 from .core.dumpnames import DumpPathError, create_dump, open_dump
 from .core.dumpwriter import DumpWriter, FrameInfo
 from .core.procmaps import ModuleMap
+from .core.reach import ScanResult
 from .core.runclock import RunClock
 from .core.unwind import Unwinder
 from .memdump_breakpoints import (
@@ -39,6 +40,7 @@ from .memdump_breakpoints import (
 )
 from .memdump_checks import CMD, cannot_record
 from .memdump_scan import pointer_scan
+from .memdump_signals import FATAL_SIGNALS, dies_of
 from .memdump_symbols import gdb_backtrace as _gdb_backtrace
 from .memdump_symbols import resolve
 
@@ -48,31 +50,6 @@ _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 # Progress is reported each time the event count crosses a multiple of 65,536.
 _PROGRESS_MASK = 0xFFFF
 
-# Signals after which the program cannot go on by itself; the dump notes them before the end record.
-FATAL_SIGNALS = frozenset({"SIGSEGV", "SIGBUS", "SIGILL", "SIGFPE", "SIGABRT", "SIGSYS", "SIGTRAP"})
-# The other signals whose default action ends the process (signal(7): Term and Core); the real-time
-# signals, which GDB names SIG34 to SIG64, too.
-_TERMINATING = frozenset({"SIGHUP", "SIGINT", "SIGQUIT", "SIGUSR1", "SIGUSR2", "SIGPIPE",
-                          "SIGALRM", "SIGTERM", "SIGSTKFLT", "SIGXCPU", "SIGXFSZ", "SIGVTALRM",
-                          "SIGPROF", "SIGIO", "SIGPOLL", "SIGPWR", "SIGLOST"})
-
-
-def dies_of(pid: int, signame: str) -> bool:
-    """Whether the signal the program stopped with kills it when GDB lets it go on: a signal
-    whose default action ends the process, that GDB passes to it, and that the program neither
-    catches nor ignores (valgrind reports the leaks of a program killed by SIGTERM too)."""
-    if signame not in _TERMINATING and not (
-        signame.startswith("SIG") and signame[3:].isdigit() and 34 <= int(signame[3:]) <= 64
-    ):
-        return False
-    try:  # "SIGTERM  Yes  Yes  Yes  Terminated": stop, print, pass to program
-        rows = gdb.execute(f"info signals {signame}", to_string=True).splitlines()
-    except gdb.error:
-        return False
-    row = next((r.split() for r in rows if r.split()[:1] == [signame]), None)
-    if row is None or len(row) < 4 or row[3] != "Yes":
-        return False
-    return not procfs.caught(pid, signame)
 
 
 @dataclass
@@ -500,11 +477,27 @@ class Session:
             return
         self._scan(at_function_entry)
 
+    def scan_now(self, at_function_entry: bool) -> tuple[str, ScanResult | None, int]:
+        """The pointer scan of the stopped process's live blocks: (status, result, millis).
+        AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
+        return pointer_scan(self.inferior, self.pid, self._read_some,
+                            checked_blocks(self.live, self.custom), self.scan_time_limit,
+                            at_function_entry)
+
+    def live_blocks(self) -> dict[int, int]:
+        """The blocks a leak check looks at now (address -> size)."""
+        return checked_blocks(self.live, self.custom)
+
+    def recorder_memory(self) -> tuple[int, int] | None:
+        """[start, end) of the in-process recorder's own memory, which is not a root."""
+        return None
+
+    def calls_in_progress(self) -> list[tuple[int, str]]:
+        """(thread id, operation) of the allocator calls some thread is inside of."""
+        return sorted((tid, pend.op) for tid, pend in self.pending.items() if not pend.written)
+
     def _scan(self, at_function_entry: bool) -> None:
-        """AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
-        status, result, millis = pointer_scan(self.inferior, self.pid, self._read_some,
-                                              checked_blocks(self.live, self.custom),
-                                              self.scan_time_limit, at_function_entry)
+        status, result, millis = self.scan_now(at_function_entry)
         self.scan_status = status
         if result is None:
             self.writer.scan(status, 0, 0, millis)

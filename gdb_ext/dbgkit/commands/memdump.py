@@ -9,7 +9,7 @@ import textwrap
 
 import gdb
 
-from .. import output, settings
+from .. import memdump_live, output, settings
 from ..core.recorder import LIBRARY, find_library
 from ..memdump_checks import CMD, cannot_record, check_program
 from ..memdump_inprocess import InProcessSession
@@ -46,7 +46,8 @@ def _build_parser() -> base.Parser:
     parser.add_argument("--children", action="store_true",
                         help="also record the processes the program forks and the programs "
                              "they execute, each into its own dump (in-process recorder only)")
-    sub = parser.add_subparsers(dest="action", metavar="{status,leaks,stop}",
+    sub = parser.add_subparsers(dest="action",
+                                metavar="{status,leaks,who-points-at,block-list,stop}",
                                 parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
     st.add_argument("--json", action="store_true", help="print JSON")
@@ -60,6 +61,16 @@ def _build_parser() -> base.Parser:
     lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
     lk.add_argument("-o", "--output", dest="report", metavar="FILE",
                     help="write the report to FILE and print a one-line summary")
+    wp = sub.add_parser("who-points-at",
+                        help="list the roots and live blocks holding a pointer into ADDR "
+                             "(valgrind's who_points_at)")
+    wp.add_argument("address", metavar="ADDR", help="address (an expression: 0x..., a pointer)")
+    wp.add_argument("length", metavar="LEN", nargs="?", default="1",
+                    help="bytes from ADDR a pointer may point into (default 1: ADDR itself)")
+    bl = sub.add_parser("block-list",
+                        help="list the blocks of group N of the last memdump leaks, with their "
+                             "addresses (valgrind's block_list)")
+    bl.add_argument("group", metavar="N", type=int, help="the group's number (LEAK N of ...)")
     sub.add_parser("stop", help="stop recording and close the dump")
     return parser
 
@@ -84,7 +95,8 @@ class MemdumpCommand(base.Command):
             raise
 
     def run(self, args: argparse.Namespace) -> None:
-        {None: _start, "status": _status, "leaks": _leaks, "stop": _stop}[args.action](args)
+        {None: _start, "status": _status, "leaks": _leaks, "who-points-at": _who_points_at,
+         "block-list": _block_list, "stop": _stop}[args.action](args)
 
 
 _SUBCOMMANDS = ("status", "leaks", "stop")
@@ -254,10 +266,13 @@ def _leaks(args: argparse.Namespace) -> None:
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
 
     session.sync_dump()
+    scan = memdump_live.live_scan(session)
     try:
-        analysis = analyze(session.path)
+        analysis = analyze(session.path, scan=scan, addresses=True)
     except DumpError as exc:
         raise gdb.GdbError(f"{CMD}: {exc}") from None
+    global _last_groups
+    _last_groups = [g for g in analysis.groups if args.show_runtime or g.kind == "leak"]
     live = session.state == State.RECORDING
     if args.json:
         text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
@@ -277,6 +292,44 @@ def _leaks(args: argparse.Namespace) -> None:
                          f"live (runtime's own apart); report in {args.report}")
         return
     output.block(text)
+
+
+#: the groups the last `memdump leaks` listed, in its order (`memdump block-list N`)
+_last_groups: list = []
+
+
+@needs_recording
+def _who_points_at(args: argparse.Namespace) -> None:
+    session = _need_session()
+    memdump_live.check_stopped(session)
+    try:
+        start = int(gdb.parse_and_eval(args.address)) & 0xFFFFFFFFFFFFFFFF
+        length = int(gdb.parse_and_eval(args.length))
+    except gdb.error as exc:
+        raise gdb.GdbError(f"{CMD}: who-points-at: {exc}") from None
+    if length < 1:
+        raise gdb.GdbError(f"{CMD}: who-points-at: LEN must be at least 1, not {length}")
+    found = memdump_live.points_at(session, start, length)
+    lines = [f"Searching for pointers to {start:#x}" if length == 1 else
+             f"Searching for pointers pointing in {length:,} bytes from {start:#x}"]
+    lines += [memdump_live.describe(p, start) for p in found]
+    lines.append(f"{len(found):,} pointer{'s' if len(found) != 1 else ''} found")
+    output.block("\n".join(lines))
+
+
+@needs_recording
+def _block_list(args: argparse.Namespace) -> None:
+    if not _last_groups:
+        raise gdb.GdbError(f"{CMD}: block-list: no groups yet: run memdump leaks first")
+    if not 1 <= args.group <= len(_last_groups):
+        raise gdb.GdbError(f"{CMD}: block-list: no group {args.group} (the last memdump leaks "
+                           f"listed {len(_last_groups)})")
+    group = _last_groups[args.group - 1]
+    kind = f", {group.leak_kind}" if group.leak_kind else ""
+    lines = [f"LEAK {args.group}: {group.bytes:,} bytes in {group.blocks:,} "
+             f"block{'s' if group.blocks != 1 else ''}{kind}"]
+    lines += [f"  {addr:#x}[{size:,}]" for addr, size in sorted(group.addresses)]
+    output.block("\n".join(lines))
 
 
 def _stop(args: argparse.Namespace) -> None:

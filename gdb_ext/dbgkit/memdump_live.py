@@ -1,0 +1,132 @@
+"""Leak checks on the live process, at any stop: `memdump leaks` (the pointer scan now, as
+valgrind's `monitor leak_check`), `memdump who-points-at ADDR [LEN]` and `memdump block-list N`.
+
+GDB glue: the session gives the live blocks and the scan (Session.scan_now); the report is the
+analyser's, given this scan in place of the dump's (memdump_analyzer.LiveScan).
+"""
+
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass
+
+import gdb
+from memdump_analyzer import LiveScan
+
+from . import output
+from .core import procfs, ptrace, reach
+from .memdump_checks import CMD
+from .memdump_session import Session, State
+
+__all__ = ["Pointer", "live_scan", "points_at"]
+
+
+def live_scan(session: Session) -> LiveScan | None:
+    """The pointer scan of the stopped process, or None when the program is not running (the
+    dump's own scan at exit, if any, is then the one reported). A thread inside an allocator
+    call is changing the heap: no scan then, and memdump says why."""
+    if session.state != State.RECORDING or not session.inferior.pid:
+        return None
+    if session.scan_time_limit == 0:
+        return LiveScan("off")
+    calls = session.calls_in_progress()
+    if calls:
+        busy = ", ".join(f"thread {tid} in {op}" for tid, op in calls)
+        output.warn(CMD, f"no pointer scan at this stop: {busy} (the heap is being changed); "
+                         "leak kinds unknown: finish the call, or stop elsewhere")
+        return LiveScan("in-allocator")
+    status, result, millis = session.scan_now(at_function_entry=False)
+    if result is None:
+        return LiveScan(status, millis=millis)
+    return LiveScan(status, result.root_bytes, result.block_bytes, millis, list(result.records()))
+
+
+@dataclass(frozen=True)
+class Pointer:
+    """A word pointing into the block searched: where it is, what it points at, and what holds
+    it (a root's name, or a live block: its address and size)."""
+
+    at: int
+    target: int
+    root: str | None = None
+    block: int | None = None
+    block_size: int = 0
+
+
+def points_at(session: Session, start: int, length: int) -> list[Pointer]:
+    """Every root word and every live block's word holding an address in [START, START+LENGTH)
+    (LENGTH 0 or 1: START itself), valgrind's `who_points_at`: the roots the scan would read
+    (threads' stacks from their stack pointers, data segments, the registers) and the live
+    blocks, in address order."""
+    pid = session.pid
+    lo, hi = start, start + max(length, 1)
+    found: list[Pointer] = []
+    threads = []
+    for thread in session.inferior.threads():
+        regs = ptrace.get_regs(thread.ptid[1])
+        if regs is None:
+            continue
+        threads.append(reach.Thread(thread.ptid[1], regs.rsp, ()))
+        for name in ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "r10",
+                     "r11", "r12", "r13", "r14", "r15"):
+            value = getattr(regs, name)
+            if lo <= value < hi:
+                found.append(Pointer(0, value, f"register {name} of thread {thread.ptid[1]}"))
+    live = session.live_blocks()
+    mappings = procfs.read_maps(pid)
+    own = session.recorder_memory()
+    if own is not None:
+        mappings = [m for m in mappings if m.end <= own[0] or m.start >= own[1]]
+    memory = procfs.ProcessMemory(pid)
+    try:
+        roots, _ = reach.select_roots(mappings, live, threads, memory.read_some)
+        for root in roots:
+            found += _search(memory, root.start, root.end, lo, hi, root=root.what)
+        for addr in sorted(live):
+            size = live[addr]
+            found += _search(memory, addr, addr + size, lo, hi, block=addr, block_size=size)
+    finally:
+        memory.close()
+    return found
+
+
+def _search(memory: procfs.ProcessMemory, start: int, end: int, lo: int, hi: int,
+            root: str | None = None, block: int | None = None, block_size: int = 0,
+            ) -> list[Pointer]:
+    """The aligned words of [START, END) whose value is in [LO, HI)."""
+    out = []
+    first = (start + 7) & ~7
+    pos = first
+    while pos + 8 <= end:
+        size = min(end - pos, 1 << 20) & ~7
+        try:
+            data = memory.read_some(pos, size)
+        except OSError:
+            break
+        if len(data) < 8:
+            break
+        words = array("Q", data[: len(data) & ~7])
+        if any(lo <= w < hi for w in words):
+            for i, w in enumerate(words):
+                if lo <= w < hi:
+                    out.append(Pointer(pos + 8 * i, w, root, block, block_size))
+        pos += len(words) * 8
+    return out
+
+
+def describe(ptr: Pointer, start: int) -> str:
+    """valgrind's lines for one pointer found."""
+    inside = "points at" if ptr.target == start else \
+        f"interior points at {ptr.target - start:,} bytes inside"
+    if ptr.at == 0:
+        return f"{ptr.root} {inside} {start:#x}"
+    head = f"*{ptr.at:#x} {inside} {start:#x}"
+    if ptr.block is not None:
+        return (f"{head}\n  Address {ptr.at:#x} is {ptr.at - ptr.block:,} bytes inside a block of "
+                f"size {ptr.block_size:,} at {ptr.block:#x}")
+    return f"{head}\n  Address {ptr.at:#x} is in {ptr.root}"
+
+
+def check_stopped(session: Session) -> None:
+    if session.state != State.RECORDING or not session.inferior.pid:
+        raise gdb.GdbError(f"{CMD}: the program is not running")

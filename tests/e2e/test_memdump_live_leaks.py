@@ -1,0 +1,116 @@
+"""Leak checks in a running process: `memdump leaks` scans at any stop (valgrind's `monitor
+leak_check`), `memdump block-list N`, `memdump who-points-at ADDR [LEN]`, and a stop inside an
+allocator call, where no scan can be trusted.
+
+tests/programs/live_leaks.c builds every leak kind by the line marked `BREAK: check`, where its
+valgrind build (live_leaks_valgrind) asks valgrind for its leak check: the reference answer.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from memdump_e2e import Report, Site, marker, program, record
+
+SRC = "live_leaks.c"
+CHECK = marker(SRC, "check", "BREAK")
+KIND_WORDS = {"definitely lost": "definite", "indirectly lost": "indirect",
+              "possibly lost": "possible", "still reachable": "reachable"}
+
+
+def _json_blocks(text: str) -> list[dict]:
+    return [json.loads(m.group(0)) for m in re.finditer(r"(?ms)^\{$.*?^\}$", text)]
+
+
+def _kinds(report: Report) -> dict[tuple[Site, str], tuple[int, int]]:
+    """{(the first frame's file:line in live_leaks.c, leak kind): (bytes, blocks)}."""
+    out = {}
+    for group in report.groups("leak"):
+        site = next(Site(Path(f["file"]).name, f["line"]) for f in group["stack"]
+                    if f.get("file") and f["file"].endswith(SRC))
+        out[(site, group["leak_kind"])] = (group["bytes"], group["blocks"])
+    return out
+
+
+def _valgrind_kinds() -> dict[tuple[Site, str], tuple[int, int]]:
+    """valgrind's leak check at the same line (VALGRIND_DO_LEAK_CHECK), by allocation site."""
+    exe = program("live_leaks_valgrind")
+    if not exe.exists() or shutil.which("valgrind") is None:
+        pytest.skip("valgrind or its memcheck.h is not installed")
+    proc = subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=all", str(exe)],
+                          capture_output=True, text=True, timeout=120, check=True)
+    first_check = proc.stderr.split("LEAK SUMMARY")[0]
+    out = {}
+    for record_text in re.split(r"\n==\d+== \n", first_check):
+        head = re.search(r"([\d,]+)(?: \(([\d,]+) direct, [\d,]+ indirect\))? bytes in ([\d,]+) "
+                         r"blocks are (definitely lost|indirectly lost|possibly lost|still "
+                         r"reachable)", record_text)
+        if head is None:
+            continue
+        line = re.search(rf"\({SRC}:(\d+)\)", record_text)
+        assert line is not None, record_text
+        nbytes = int((head.group(2) or head.group(1)).replace(",", ""))
+        out[(Site(SRC, int(line.group(1))), KIND_WORDS[head.group(4)])] = (
+            nbytes, int(head.group(3).replace(",", "")))
+    return out
+
+
+def test_leaks_at_a_stop_are_valgrinds(tmp_path: Path, dump: Path) -> None:
+    """The kinds `memdump leaks` finds at the breakpoint are valgrind's at that line, to the byte;
+    at exit everything was freed."""
+    live_json = tmp_path / "live.json"
+    run = record("live_leaks", dump=dump, before=[f"break {CHECK}"], after=[
+        f"memdump leaks --json -o {live_json}", "memdump leaks", "continue"])
+    live = Report(json.loads(live_json.read_text()))
+    expected = {(marker(SRC, "lost"), "definite"): (48, 1),
+                (marker(SRC, "lost-child"), "indirect"): (16, 1),
+                (marker(SRC, "inside"), "possible"): (64, 1),
+                (marker(SRC, "held"), "reachable"): (40, 1),
+                (marker(SRC, "held-child"), "reachable"): (24, 1)}
+    assert _kinds(live) == expected, run.describe()
+    assert _kinds(live) == _valgrind_kinds()
+    kinds = live.summary["leak_kinds"]
+    assert {k: (v["bytes"], v["blocks"]) for k, v in kinds.items()} == {
+        "definite": (48, 1), "indirect": (16, 1), "possible": (64, 1), "reachable": (64, 2),
+        "unknown": (0, 0)}
+    assert "    definitely lost: 48 bytes in 1 block\n" in run.stdout
+    assert "64 (48 direct, 16 indirect) bytes in 1 block, definitely lost\n" in run.stdout
+
+
+def test_block_list_and_who_points_at(dump: Path) -> None:
+    """block-list N gives the blocks of the Nth group of the last `memdump leaks`; who-points-at
+    finds the global that holds a block and the one pointing inside another, as valgrind's."""
+    run = record("live_leaks", dump=dump, before=[f"break {CHECK}"], after=[
+        "memdump leaks", "memdump block-list 1", "memdump block-list 9",
+        "printf \"held=%p &held=%p inside=%p &inside=%p\\n\", held, &held, inside, &inside",
+        "memdump who-points-at held", "memdump who-points-at inside-8 64"])
+    m = re.search(r"held=(0x[0-9a-f]+) &held=(0x[0-9a-f]+) inside=(0x[0-9a-f]+) "
+                  r"&inside=(0x[0-9a-f]+)", run.stdout)
+    assert m is not None, run.describe()
+    held, held_at, inside, inside_at = (int(g, 16) for g in m.groups())
+    block = inside - 8
+    # group 1: the largest, 64 bytes possibly lost (listed before the 64 direct+indirect)
+    assert f"LEAK 1: 64 bytes in 1 block, possible\n  {block:#x}[64]\n" in run.stdout
+    assert "memdump: block-list: no group 9 (the last memdump leaks listed 5)" in run.stderr
+    assert f"Searching for pointers to {held:#x}\n" in run.stdout
+    assert (f"*{held_at:#x} points at {held:#x}\n  Address {held_at:#x} is in "
+            f"{program('live_leaks')}\n") in run.stdout
+    assert (f"Searching for pointers pointing in 64 bytes from {block:#x}\n"
+            f"*{inside_at:#x} interior points at 8 bytes inside {block:#x}\n") in run.stdout
+
+
+def test_a_stop_inside_malloc_is_not_scanned(dump: Path) -> None:
+    """Stopped inside malloc(40) (the C library's, under the recorder's hook in-process): the heap
+    is being changed, so memdump says it cannot scan there instead of guessing."""
+    run = record("live_leaks", dump=dump,
+                 before=["set breakpoint pending on", "break __libc_malloc if $rdi == 40"],
+                 after=["memdump leaks"])
+    assert re.search(r"memdump: warning: no pointer scan at this stop: thread \d+ in malloc "
+                     r"\(the heap is being changed\); leak kinds unknown", run.output), \
+        run.describe()
+    assert "leak kinds:  unknown: the pointer scan did not complete" in run.stdout
