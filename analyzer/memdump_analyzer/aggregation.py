@@ -55,7 +55,7 @@ def build_analysis(reader: DumpReader, r: Replay) -> Analysis:
         group = by_stack.get(key)
         if group is None:
             by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind,
-                                  ibytes, iblocks)
+                                  ibytes, iblocks, tuple(stacks.reader.stack(abs(node))))
         else:
             group.bytes += nbytes
             group.blocks += blocks

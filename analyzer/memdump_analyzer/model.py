@@ -48,6 +48,9 @@ class Group:
     #: valgrind's "N (D direct, I indirect) bytes"; `bytes` and `blocks` are the direct ones
     indirect_bytes: int = 0
     indirect_blocks: int = 0
+    #: the whole stack of the group's first block, allocator and below-main frames included
+    #: (what suppressions match, docs/memdump.md "Leaks in CI")
+    raw: tuple[Frame, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -124,6 +127,10 @@ class Analysis:
     symbolized_frames: int = 0
     symbol_notes: list[str] = field(default_factory=list)
     symbol_warnings: list[str] = field(default_factory=list)
+    #: with suppressions (`suppressions.apply`): the leak groups they removed from `groups`, and
+    #: per suppression that matched, (name, file, line, groups, bytes, blocks); None without
+    suppressed_groups: list[Group] | None = None
+    used_suppressions: list[tuple[str, str, int, int, int, int]] = field(default_factory=list)
 
     @property
     def leaks(self) -> list[Group]:
