@@ -21,7 +21,7 @@ from .gensupp import suppression_text
 from .model import Analysis, Group
 from .report import SuppressionOf, dumps_json, render_json, render_text
 from .sarif import render_sarif
-from .suppressions import Suppression, SuppressionError, linkage_names, load_all
+from .suppressions import Suppression, SuppressionError, group_names, load_all
 from .suppressions import apply as apply_suppressions
 
 PROG = "memdump-analyze"
@@ -204,12 +204,15 @@ class _UsageError(Exception):
     """A bad option value: one line, exit 2."""
 
 
-def _load(path: str, suppressions: list[Suppression], symbolize: bool = True) -> Analysis:
+def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
+          symbolize: bool = True) -> Analysis:
+    """The analysis of a dump, its warnings said; the suppressions applied to the groups of
+    `kinds` (valgrind checks only the loss records it shows or counts as errors)."""
     analysis = analyze(path, symbolize=symbolize)
     for warning in analysis.warnings():
         _say(f"warning: {warning}")
     if suppressions:
-        apply_suppressions(analysis, suppressions)
+        apply_suppressions(analysis, suppressions, kinds)
     return analysis
 
 
@@ -219,11 +222,11 @@ def _suppressions(args: argparse.Namespace) -> list[Suppression]:
 
 
 def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
-    linkage = linkage_names(analysis.leaks)
+    names = group_names(analysis, analysis.leaks)
 
     def text(group: Group, number: int) -> str:
         return suppression_text(group, f"memdump-leak-{number}-{group.leak_kind or 'leak'}",
-                                linkage)
+                                names)
 
     return text
 
@@ -232,7 +235,7 @@ def _run(args: argparse.Namespace) -> int:
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
-    analysis = _load(args.dump, suppressions, not args.no_symbolize)
+    analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize)
     if args.suppressions and analysis.suppressed_groups is None:
         analysis.suppressed_groups = []
     if (args.fail_on_leak and analysis.leak_kinds is None
@@ -276,7 +279,9 @@ def _run_diff(args: argparse.Namespace) -> int:
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
-    result = diff(_load(args.base, suppressions), _load(args.new, suppressions), show_kinds)
+    kinds = show_kinds | error_kinds
+    result = diff(_load(args.base, suppressions, kinds), _load(args.new, suppressions, kinds),
+                  show_kinds)
     if args.format == "json":
         text = dumps_json(render_diff_json(result, args.max_frames))
     else:

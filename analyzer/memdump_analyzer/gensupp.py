@@ -3,7 +3,7 @@ writes for its loss record, which `--suppressions` applies back."""
 
 from __future__ import annotations
 
-from .dumpfile import Frame
+from .callsites import StackNames
 from .model import Group
 from .suppressions import valgrind_view
 
@@ -14,9 +14,9 @@ NUM_CALLERS = 12
 
 
 def _slot(names: tuple[str, ...]) -> str:
-    """The allocation slot's `fun:` pattern: the name when it is known, else a glob of the
-    names it may be (`_Zn?m`: `new` or `new[]`, which GDB cannot tell apart), `*` for a C
-    allocation function (the dump does not say which)."""
+    """The allocation slot's `fun:` pattern: valgrind's name when the call site says which
+    function it called, else a glob of the names it may be (`_Zn?m`: `new` or `new[]`), `*` for
+    a C allocation function (the module could not be read)."""
     mangled = [n for n in names if n.startswith("_Z")]
     if len(mangled) == 2:
         return "_Zn?" + mangled[0][4:]
@@ -25,19 +25,19 @@ def _slot(names: tuple[str, ...]) -> str:
     return names[0] if len(names) == 1 else "*"
 
 
-def suppression_text(
-    group: Group, name: str, linkage: dict[Frame, str] | None = None
-) -> str:
-    """The suppression of `group` named `name`, valgrind's layout (three-space indent)."""
+def suppression_text(group: Group, name: str, names: StackNames | None = None) -> str:
+    """The suppression of `group` named `name`, valgrind's layout (three-space indent);
+    `names`: the frames' linkage names and the call sites' callees (`group_names`)."""
+    names = names or StackNames()
     lines = ["{", f"   {name}", "   Memcheck:Leak"]
     if group.leak_kind in ("definite", "indirect", "possible", "reachable"):
         lines.append(f"   match-leak-kinds: {group.leak_kind}")
-    view = valgrind_view(group.raw or group.stack)[:NUM_CALLERS]
+    view = valgrind_view(group.raw or group.stack, names.callees)[:NUM_CALLERS]
     for vf in view:
         if vf.slot:
             lines.append(f"   fun:{_slot(vf.names)}")
             continue
-        known = linkage.get(vf.frame) if linkage and vf.frame is not None else None
+        known = names.linkage.get(vf.frame) if vf.frame is not None else None
         if known is None and vf.names != ("???",):
             known = vf.names[-1]  # valgrind's name of it (`clone`, `strdup`, `main`)
         if known is not None:

@@ -13,10 +13,12 @@ any run of characters, `^` at its start and `$` at its end anchoring it.
 
 The stack valgrind matches starts with the allocation function the program called (its replacement
 of `malloc`, `_Znwm`...), then the caller. A memdump stack starts at the allocator's caller
-(`operator new`, `strdup` in libc, or the program), and the dump does not say which C allocation
-function was called (a `+` record is any of them): `valgrind_view` rebuilds valgrind's stack with an
-*allocation slot* first, which matches every name the call could have had (docs/memdump.md,
-"Leaks in CI").
+(`operator new`, `strdup` in libc, or the program), and the dump does not say which allocation
+function was called (a `+` record is any of them; libstdc++'s `operator new[]` tail-calls `operator
+new`): `valgrind_view` rebuilds valgrind's stack with an *allocation slot* first, named after the
+call instruction before the call site's return address (`callsites`), else every name the call
+may have had. valgrind's choice among matching entries and its counts are `apply`'s
+(docs/memdump.md, "Leaks in CI").
 """
 
 from __future__ import annotations
@@ -28,16 +30,18 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .callsites import StackNames, stack_names
 from .dumpfile import Frame
 from .dumpformat import KINDS, public_name
 from .model import Analysis, Group
-from .symbolize import TOOL, AddrLineError, addr2line
 
 __all__ = [
     "Suppression",
     "SuppressionError",
     "ViewFrame",
     "apply",
+    "call_site",
+    "group_names",
     "load",
     "load_all",
     "lsan_match",
@@ -53,6 +57,14 @@ _C_ALLOCATORS = ("malloc", "calloc", "realloc", "reallocarray", "memalign", "pos
                  "aligned_alloc", "valloc", "pvalloc")
 #: a second frame valgrind 3.19 shows under its replacement: `memalign` then `posix_memalign`
 _VALGRIND_WRAPPERS = ("posix_memalign", "reallocarray")
+#: the function the program called -> the names valgrind 3.19's stack starts with (measured:
+#: aligned_alloc, valloc and posix_memalign are its memalign; reallocarray(NULL, ...) its malloc)
+_VALGRIND_SLOT = {
+    "malloc": ("malloc",), "calloc": ("calloc",), "realloc": ("realloc",),
+    "reallocarray": ("malloc", "realloc"), "memalign": ("memalign",),
+    "aligned_alloc": ("memalign",), "valloc": ("memalign",), "pvalloc": ("memalign",),
+    "posix_memalign": ("memalign",),
+}
 _STRDUPS = ("strdup", "__strdup", "strndup", "__strndup", "wcsdup", "__wcsdup")
 _NEW_SUFFIX = {
     "unsigned long": "m",
@@ -322,26 +334,47 @@ def _names(frame: Frame) -> tuple[str, ...]:
     return (name, alias) if alias else (name,)
 
 
-def valgrind_view(raw: Sequence[Frame]) -> list[ViewFrame]:
-    """The stack valgrind matches for a block allocated at `raw` (a memdump stack, innermost
-    first): the allocation slot, then the frames from the allocator's caller to `main` (or to
-    the thread's outermost frame)."""
+def call_site(raw: Sequence[Frame]) -> int:
+    """The index in `raw` of the allocator's caller: after the allocator's own frames
+    (`operator new`, a `malloc` that `operator new` called...), at `strdup` in libc."""
     start = 0
-    new_name = None
     while start < len(raw):
         name = public_name(raw[start].function)
         if name is None or name in _STRDUPS or not _ALLOCATOR_FRAME.match(name):
             break
-        if name.startswith(("operator new", "_Zn")):
-            new_name = name
         start += 1
-    if new_name is not None:
+    return start if start < len(raw) else 0
+
+
+def valgrind_view(
+    raw: Sequence[Frame], callees: dict[tuple[str, int], str] | None = None
+) -> list[ViewFrame]:
+    """The stack valgrind matches for a block allocated at `raw` (a memdump stack, innermost
+    first): the allocation slot, then the frames from the allocator's caller to `main` (or to
+    the thread's outermost frame). `callees`: the functions call sites called
+    (`callsites.called_functions`), which make the slot exact."""
+    start = call_site(raw)
+    new_name = None
+    for f in raw[:start]:
+        name = public_name(f.function) or ""
+        if name.startswith(("operator new", "_Zn")):
+            new_name = name  # the outermost: the one the program called
+    site = raw[start] if raw else None
+    callee = None
+    if callees and site is not None and site.module is not None:
+        callee = callees.get((site.module, site.offset))
+    extra: list[ViewFrame] = []
+    if callee is not None and (callee in _VALGRIND_SLOT or callee.startswith(("_Znw", "_Zna"))):
+        slot = _VALGRIND_SLOT.get(callee, (callee,))
+        if callee == "posix_memalign":  # valgrind 3.19: memalign, then posix_memalign
+            extra.append(ViewFrame(("posix_memalign",)))
+    elif new_name is not None:
         slot = _new_names(new_name)
-    elif start < len(raw) and public_name(raw[start].function) in _STRDUPS:
+    elif site is not None and public_name(site.function) in _STRDUPS:
         slot = ("malloc",)
     else:
         slot = _C_ALLOCATORS
-    view = [ViewFrame(slot, slot=True)]
+    view = [ViewFrame(slot, slot=True), *extra]
     body = raw[start:]
     end = len(body)
     for i in range(len(body) - 1, -1, -1):
@@ -391,24 +424,54 @@ def _frame_ok(kind: str, pattern: str, vf: ViewFrame, linkage: dict[Frame, str])
     return _PATTERNS.get(file).match(os.path.basename(vf.file)) is not None
 
 
-def matches(s: Suppression, group: Group, linkage: dict[Frame, str] | None = None) -> bool:
+def matches(s: Suppression, group: Group, names: StackNames | None = None) -> bool:
     """Does `s` suppress `group` (its kind, and its stack `group.raw`)?"""
     if not s.applies_to_leaks:
         return False
     raw = group.raw or group.stack
     if s.template is not None:
-        return any(lsan_match(s.template, public_name(f.function)) or lsan_match(
-            s.template, f.module) or lsan_match(s.template, f.file) for f in raw)
+        return any(_lsan_frame(s.template, f) for f in _lsan_frames(raw))
     if s.leak_kinds is not None and group.leak_kind not in s.leak_kinds:
         return False
-    view = valgrind_view(raw)
+    names = names or StackNames()
+    view = valgrind_view(raw, names.callees)
     frames = list(s.frames)
-    # valgrind 3.19 shows posix_memalign under memalign, reallocarray under realloc: a frame
-    # memdump's stack has not (the dump's stack starts at the program's call)
+    # valgrind 3.19 shows posix_memalign under memalign: when the dump does not say which C
+    # function was called, that frame is not in memdump's stack
     if (len(frames) > 1 and frames[1][0] == "fun" and frames[1][1] in _VALGRIND_WRAPPERS
             and view[0].names == _C_ALLOCATORS):
         del frames[1]
-    return _match(frames, 0, view, 0, linkage or {})
+    return _match(frames, 0, view, 0, names.linkage)
+
+
+def _lsan_frame(template: str, f: Frame) -> bool:
+    return (lsan_match(template, f.module) or lsan_match(template, public_name(f.function))
+            or lsan_match(template, f.file))
+
+
+def _lsan_frames(raw: Sequence[Frame]) -> Sequence[Frame]:
+    """The frames LeakSanitizer's stack has after its allocator's (its interceptor of `malloc`,
+    `operator new`, `strdup`... is frame #0, which memdump's stack has not): from the program's
+    call on, libc's strdup left out (ASan intercepts it)."""
+    start = call_site(raw)
+    if start < len(raw) and public_name(raw[start].function) in _STRDUPS:
+        start += 1
+    return raw[start:]
+
+
+def _lsan_winner(lsan: Sequence[Suppression], raw: Sequence[Frame]) -> Suppression | None:
+    """lsan_common.cpp's GetSuppressionForAddr over the stack, innermost frame first: the
+    first suppression matching the frame's module, else the first matching its function or
+    source file."""
+    for f in _lsan_frames(raw):
+        for s in lsan:
+            if s.template is not None and lsan_match(s.template, f.module):
+                return s
+        for s in lsan:
+            if s.template is not None and (lsan_match(s.template, public_name(f.function))
+                                           or lsan_match(s.template, f.file)):
+                return s
+    return None
 
 
 def _match(sup: list[tuple[str, str]], i: int, view: list[ViewFrame], j: int,
@@ -425,74 +488,54 @@ def _match(sup: list[tuple[str, str]], i: int, view: list[ViewFrame], j: int,
     return True
 
 
-def linkage_names(groups: Iterable[Group], program: str = TOOL) -> dict[Frame, str]:
-    """The linkage (mangled) names of the groups' frames, from their modules with addr2line:
-    what valgrind's `fun:` lines name. Frames whose module cannot be read have none."""
-    by_module: dict[str, set[Frame]] = {}
-    for g in groups:
-        for f in g.raw or g.stack:
-            if f.module is not None and f.function is not None:
-                by_module.setdefault(f.module, set()).add(f)
-    out: dict[Frame, str] = {}
-    if shutil.which(program) is None:
-        return out
-    for module, frames in by_module.items():
-        if not os.path.isfile(module):
-            continue
-        offsets = sorted({f.offset - 1 if f.offset > 0 else 0 for f in frames})
-        try:
-            found = addr2line(program, module, offsets, demangle=False)
-        except AddrLineError:
-            continue
-        at: dict[int, list[Frame]] = {}
-        for f in frames:
-            at.setdefault(f.offset, []).append(f)
-        for offset, fs in at.items():
-            chain = [name for name, _, _ in found.get(offset - 1 if offset > 0 else 0, [])]
-            inlined = [f for f in fs if f.inlined]
-            outer = [f for f in fs if not f.inlined]
-            if outer and chain:
-                _keep(out, outer[0], chain[-1])
-            if len(inlined) == 1 and len(chain) == 2:
-                _keep(out, inlined[0], chain[0])
-    return out
+#: valgrind's order of loss records of equal size (mc_leakcheck.c, Reachedness)
+_KIND_ORDER = {"definite": 0, "indirect": 1, "possible": 2, "reachable": 3}
 
 
-def _keep(out: dict[Frame, str], frame: Frame, linkage: str | None) -> None:
-    """A C++ frame's linkage name, when it names GDB's function (the module on disk is the one
-    recorded): `_ZL11make_widgetv` for `make_widget()`. A C function's is its name already."""
-    name = frame.function or ""
-    if not linkage or not linkage.startswith("_Z") or "(" not in name:
-        return
-    base = name.split("(", 1)[0].rsplit("::", 1)[-1].split("<", 1)[0]
-    if base and f"{len(base)}{base}" in linkage:
-        out[frame] = linkage
+def group_names(analysis: Analysis, groups: Sequence[Group]) -> StackNames:
+    return stack_names(groups, call_site, analysis.info.get("arch"))
 
 
-def apply(analysis: Analysis, suppressions: Sequence[Suppression]) -> None:
-    """Remove from `analysis` the leak groups a suppression matches (the first that does), as
-    valgrind leaves suppressed loss records out of its LEAK SUMMARY; count them by suppression."""
-    leaks = [g for g in analysis.groups if g.kind == "leak"]
-    linkage = linkage_names(leaks) if any(
-        k == "fun" for s in suppressions for k, _ in s.frames) else {}
+def apply(analysis: Analysis, suppressions: Sequence[Suppression],
+          kinds: frozenset[str] | None = None) -> None:
+    """Remove from `analysis` the leak groups of `kinds` (None: all; a group of unknown kind
+    always) that a suppression matches, as valgrind leaves suppressed loss records out of its
+    LEAK SUMMARY, and count them by suppression. valgrind's choice among several matching
+    entries is followed: its loss records in order (total size, kind, blocks), its entries
+    searched last read first, each that matches moved to the front. LeakSanitizer's entries
+    are tried first, in their order."""
+    eligible = [g for g in analysis.groups if g.kind == "leak" and (
+        kinds is None or g.leak_kind in (None, "unknown") or g.leak_kind in kinds)]
+    eligible.sort(key=lambda g: (g.total_bytes, _KIND_ORDER.get(g.leak_kind or "", 4), g.blocks,
+                                 g.order))
+    lsan = [s for s in suppressions if s.template is not None]
+    order = [s for s in reversed(suppressions) if s.template is None and s.applies_to_leaks]
+    names = group_names(analysis, eligible) if order else StackNames()
     used: dict[int, list[int]] = {}
     suppressed: list[Group] = []
-    for g in leaks:
-        for n, s in enumerate(suppressions):
-            if matches(s, g, linkage):
-                agg = used.setdefault(n, [0, 0, 0])
-                agg[0] += 1
-                agg[1] += g.bytes
-                agg[2] += g.blocks
-                suppressed.append(g)
-                break
+    for g in eligible:
+        winner = _lsan_winner(lsan, g.raw or g.stack) if lsan else None
+        if winner is None:
+            for n, s in enumerate(order):
+                if matches(s, g, names):
+                    winner = order.pop(n)
+                    order.insert(0, winner)
+                    break
+        if winner is None:
+            continue
+        agg = used.setdefault(id(winner), [0, 0, 0])
+        agg[0] += 1
+        # valgrind's used_suppression: direct and indirect bytes; LeakSanitizer's: the block's
+        agg[1] += g.bytes if winner.template is not None else g.total_bytes
+        agg[2] += g.blocks
+        suppressed.append(g)
     gone = set(map(id, suppressed))
     analysis.groups = [g for g in analysis.groups if id(g) not in gone]
     analysis.suppressed_groups = suppressed
-    analysis.used_suppressions = [
-        (suppressions[n].name, suppressions[n].path, suppressions[n].line, *agg)
-        for n, agg in sorted(used.items(), key=lambda item: (-item[1][0], item[0]))
-    ]
+    # LeakSanitizer's in their files' order, then valgrind's as it lists them: its final order
+    listed = [*lsan, *order]
+    analysis.used_suppressions = [(s.name, s.path, s.line, *used[id(s)]) for s in listed
+                                  if id(s) in used]
     analysis.leaked_bytes -= sum(g.bytes for g in suppressed)
     analysis.leaked_blocks -= sum(g.blocks for g in suppressed)
     if analysis.leak_kinds is not None:
