@@ -77,7 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Report the leaks and heap errors recorded in a memdump dump.",
-        epilog="`memdump-analyze diff [options] BASE NEW` compares two dumps (diff --help). "
+        epilog="`memdump-analyze diff [options] BASE NEW` compares two dumps (diff --help; `diff` "
+        "only as the first argument: a dump named diff is ./diff). "
         "Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
         "2 bad dump, suppression file or usage. MEMDUMP_DEBUG=1 shows the traceback of an "
         "internal error.",
@@ -156,7 +157,8 @@ def _ci_options(parser: argparse.ArgumentParser) -> None:
         "--suppressions", action="append", default=[], metavar="FILE",
         help="leave out the leak groups a suppression of FILE matches (repeatable): valgrind's "
         "format ({ name, Memcheck:Leak, match-leak-kinds:, fun:/obj:/src: frames, ... }) or "
-        "LeakSanitizer's (leak:PATTERN lines); counted by name in the report",
+        "LeakSanitizer's (leak:PATTERN lines); counted by name in the report. As valgrind, "
+        "only the groups of --show-leak-kinds and --errors-for-leak-kinds are checked",
     )
 
 
