@@ -65,7 +65,8 @@ def build_analysis(reader: DumpReader, r: Replay, addresses: bool = False) -> An
             held = []
         if group is None:
             by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind,
-                                  ibytes, iblocks, held)
+                                  ibytes, iblocks, held,
+                                  tuple(stacks.reader.stack(abs(node))))
         else:
             group.bytes += nbytes
             group.blocks += blocks

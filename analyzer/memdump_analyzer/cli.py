@@ -1,4 +1,4 @@
-"""The command line: `memdump-analyze [options] DUMP`.
+"""The command line: `memdump-analyze [options] DUMP` and `memdump-analyze diff [options] BASE NEW`.
 
 Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked blocks of
 the `--errors-for-leak-kinds` (alias `--leak-kinds`; default definite,possible, as valgrind's; every
@@ -14,10 +14,15 @@ import sys
 
 from . import analyze
 from .colour import colour_wanted
+from .diff import diff, render_diff_json, render_diff_text
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
-from .model import Analysis
-from .report import dumps_json, render_json, render_text
+from .gensupp import suppression_text
+from .model import Analysis, Group
+from .report import SuppressionOf, dumps_json, render_json, render_text
+from .sarif import render_sarif
+from .suppressions import Suppression, SuppressionError, group_names, load_all
+from .suppressions import apply as apply_suppressions
 
 PROG = "memdump-analyze"
 EXIT_OK = 0
@@ -72,11 +77,18 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Report the leaks and heap errors recorded in a memdump dump.",
-        epilog="Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
-        "2 bad dump or usage. MEMDUMP_DEBUG=1 shows the traceback of an internal error.",
+        epilog="`memdump-analyze diff [options] BASE NEW` compares two dumps (diff --help; `diff` "
+        "only as the first argument: a dump named diff is ./diff). "
+        "Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
+        "2 bad dump, suppression file or usage. MEMDUMP_DEBUG=1 shows the traceback of an "
+        "internal error.",
     )
     parser.add_argument(
-        "--format", choices=("text", "json"), default="text", help="report format (text)"
+        "--format",
+        choices=("text", "json", "sarif"),
+        default="text",
+        help="report format (text); sarif: SARIF 2.1.0 for code scanning, one result per leak "
+        "group --show-leak-kinds lists",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument(
@@ -126,7 +138,52 @@ def build_parser() -> argparse.ArgumentParser:
         help="do not symbolise from the modules (addr2line) the frames the dump has no symbols "
         "for (the recording did not finish): they are shown by module and offset",
     )
-    parser.add_argument("dump", metavar="DUMP", help="the dump file written by `memdump`")
+    _ci_options(parser)
+    parser.add_argument("--gen-suppressions", action="store_true",
+                        help="after each listed leak group, the suppression in valgrind's format "
+                        "that --suppressions applies back (JSON: each leak's `suppression`)")
+    parser.add_argument("--sarif-root", metavar="DIR",
+                        help="--format sarif: source files under DIR are named relative to it "
+                        "(uriBaseId %%SRCROOT%%), as code scanning wants (the current directory)")
+    parser.add_argument("--sarif-information-uri", metavar="URI",
+                        help="the tool's informationUri in --format sarif (none by default)")
+    parser.add_argument("dump", metavar="DUMP", help="the dump file written by `memdump` (a dump "
+                        "named `diff`: ./diff)")
+    return parser
+
+
+def _ci_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--suppressions", action="append", default=[], metavar="FILE",
+        help="leave out the leak groups a suppression of FILE matches (repeatable): valgrind's "
+        "format ({ name, Memcheck:Leak, match-leak-kinds:, fun:/obj:/src: frames, ... }) or "
+        "LeakSanitizer's (leak:PATTERN lines); counted by name in the report. As valgrind, "
+        "only the groups of --show-leak-kinds and --errors-for-leak-kinds are checked",
+    )
+
+
+def build_diff_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=f"{PROG} diff",
+        description="The leak groups of NEW that BASE has not, and those that grew, matched by "
+        "leak kind and stack (function and file:line of each frame, not addresses).",
+        epilog="Exit status: 0 diff written; 1 with --fail-on-leak when NEW adds a leak group "
+        "or one grew (of --errors-for-leak-kinds); 2 bad dump, suppression file or usage.",
+    )
+    parser.add_argument("--format", choices=("text", "json"), default="text",
+                        help="diff format (text)")
+    parser.add_argument("-o", "--output", metavar="FILE", help="write the diff to FILE")
+    parser.add_argument("--fail-on-leak", action="store_true",
+                        help="exit with 1 when NEW adds a leak group or a group grew")
+    parser.add_argument("--show-leak-kinds", metavar="LIST",
+                        help="the leak kinds compared (definite,possible, as valgrind)")
+    parser.add_argument("--errors-for-leak-kinds", metavar="LIST",
+                        help="the leak kinds --fail-on-leak counts (definite,possible)")
+    parser.add_argument("--max-frames", type=_positive, metavar="N",
+                        help="show at most N frames of a stack")
+    _ci_options(parser)
+    parser.add_argument("base", metavar="BASE", help="the dump of the reference run")
+    parser.add_argument("new", metavar="NEW", help="the dump of the run to check")
     return parser
 
 
@@ -149,17 +206,50 @@ class _UsageError(Exception):
     """A bad option value: one line, exit 2."""
 
 
+def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
+          symbolize: bool = True) -> Analysis:
+    """The analysis of a dump, its warnings said; the suppressions applied to the groups of
+    `kinds` (valgrind checks only the loss records it shows or counts as errors)."""
+    analysis = analyze(path, symbolize=symbolize)
+    for warning in analysis.warnings():
+        _say(f"warning: {warning}")
+    if suppressions:
+        apply_suppressions(analysis, suppressions, kinds)
+    return analysis
+
+
+def _suppressions(args: argparse.Namespace) -> list[Suppression]:
+    """The suppression files' entries; an empty list (not None) when none was given."""
+    return load_all(args.suppressions)
+
+
+def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
+    names = group_names(analysis, analysis.leaks)
+
+    def text(group: Group, number: int) -> str:
+        return suppression_text(group, f"memdump-leak-{number}-{group.leak_kind or 'leak'}",
+                                names)
+
+    return text
+
+
 def _run(args: argparse.Namespace) -> int:
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
-    analysis = analyze(args.dump, symbolize=not args.no_symbolize)
-    for warning in analysis.warnings():
-        _say(f"warning: {warning}")
+    suppressions = _suppressions(args)
+    analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize)
+    if args.suppressions and analysis.suppressed_groups is None:
+        analysis.suppressed_groups = []
     if (args.fail_on_leak and analysis.leak_kinds is None
             and args.errors_for_leak_kinds is not None and error_kinds != set(_ALL_KINDS)):
         _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
              "whatever --errors-for-leak-kinds says")
-    if args.format == "json":
+    gen = _gen_suppressions(analysis) if args.gen_suppressions else None
+    if args.format == "sarif":
+        text = dumps_json(render_sarif(analysis, show_leak_kinds=show_kinds,
+                                       error_kinds=error_kinds, root=args.sarif_root,
+                                       information_uri=args.sarif_information_uri))
+    elif args.format == "json":
         text = dumps_json(
             render_json(
                 analysis,
@@ -167,6 +257,7 @@ def _run(args: argparse.Namespace) -> int:
                 max_frames=args.max_frames,
                 top=args.top,
                 show_leak_kinds=show_kinds,
+                suppression_of=gen,
             )
         )
     else:
@@ -179,11 +270,31 @@ def _run(args: argparse.Namespace) -> int:
             color=color,
             show_leak_kinds=show_kinds,
             show_runtime_frames=args.show_runtime_frames,
+            suppression_of=gen,
         )
     failing = failing_blocks(analysis, error_kinds)
     code = EXIT_LEAK if args.fail_on_leak and failing > 0 else EXIT_OK
+    return _write(args.output, text, code)
+
+
+def _run_diff(args: argparse.Namespace) -> int:
+    show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
+    error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
+    suppressions = _suppressions(args)
+    kinds = show_kinds | error_kinds
+    result = diff(_load(args.base, suppressions, kinds), _load(args.new, suppressions, kinds),
+                  show_kinds)
+    if args.format == "json":
+        text = dumps_json(render_diff_json(result, args.max_frames))
+    else:
+        text = render_diff_text(result, args.max_frames)
+    code = EXIT_LEAK if args.fail_on_leak and result.failing(error_kinds) else EXIT_OK
+    return _write(args.output, text, code)
+
+
+def _write(output: str | None, text: str, code: int) -> int:
     data = text.encode("utf-8")
-    if args.output is None:
+    if output is None:
         try:
             sys.stdout.buffer.write(data)
             sys.stdout.flush()
@@ -193,18 +304,25 @@ def _run(args: argparse.Namespace) -> int:
             os.dup2(devnull, sys.stdout.fileno())
         return code
     try:
-        with open(args.output, "wb") as f:
+        with open(output, "wb") as f:
             f.write(data)
     except OSError as e:
-        raise DumpError(args.output, None, f"cannot write the report ({e.strerror or e})") from None
+        raise DumpError(output, None, f"cannot write the report ({e.strerror or e})") from None
     return code
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    # `diff` first is the subcommand; a dump named diff is ./diff
+    if argv[:1] == ["diff"]:
+        args = build_diff_parser().parse_args(argv[1:])
+        run = _run_diff
+    else:
+        args = build_parser().parse_args(argv)
+        run = _run
     try:
-        return _run(args)
-    except DumpError as e:
+        return run(args)
+    except (DumpError, SuppressionError) as e:
         _say(str(e))
         return EXIT_BAD_INPUT
     except _UsageError as e:

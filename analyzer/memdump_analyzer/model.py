@@ -51,6 +51,9 @@ class Group:
     #: (address, size) of its blocks, in allocation order, when the analysis was asked to keep
     #: them (GDB's `memdump block-list`)
     addresses: list[tuple[int, int]] = field(default_factory=list)
+    #: the whole stack of the group's first block, allocator and below-main frames included
+    #: (what suppressions match, docs/memdump.md "Leaks in CI")
+    raw: tuple[Frame, ...] = ()
 
     @property
     def total_bytes(self) -> int:
@@ -127,6 +130,10 @@ class Analysis:
     symbolized_frames: int = 0
     symbol_notes: list[str] = field(default_factory=list)
     symbol_warnings: list[str] = field(default_factory=list)
+    #: with suppressions (`suppressions.apply`): the leak groups they removed from `groups`, and
+    #: per suppression that matched, (name, file, line, groups, bytes, blocks); None without
+    suppressed_groups: list[Group] | None = None
+    used_suppressions: list[tuple[str, str, int, int, int, int]] = field(default_factory=list)
 
     @property
     def cut_by(self) -> str:

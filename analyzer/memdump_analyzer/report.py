@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from .dumpfile import Frame
@@ -15,7 +15,10 @@ from .rules import outer_runtime_frames
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.3"
+REPORT_VERSION = "1.4"
+
+#: `--gen-suppressions`: the suppression text of a listed leak group and its number in the list
+SuppressionOf = Callable[[Group, int], str]
 
 _BOLD = "\033[1m"
 _RED = "\033[1;31m"
@@ -211,6 +214,7 @@ def render_text(
     color: bool = False,
     show_leak_kinds: frozenset[str] | None = None,
     show_runtime_frames: bool = False,
+    suppression_of: SuppressionOf | None = None,
 ) -> str:
     """The text report. `live`: the program is still running (no end record is expected, and
     its live blocks are labelled LIVE, not LEAK). `show_leak_kinds`: the leak kinds whose groups
@@ -262,6 +266,8 @@ def render_text(
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
             out.extend(_stack_text(g.stack, max_frames, fold))
+            if suppression_of is not None and kind == "leak":
+                out.extend(suppression_of(g, i).rstrip("\n").split("\n"))
         if by_top:
             out.append("")
             out.append(
@@ -301,6 +307,8 @@ def render_text(
     rows.append(("runtime", runtime))
     if not live or a.scan is not None:
         rows.extend(_kind_rows(a))
+    if a.suppressed_groups is not None:
+        rows.append(("suppressed", _size(*_suppressed(a))))
     calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
     rows.append(("calls", calls or "none"))
     rows.append(("allocations", _plural(a.allocations, "block")))
@@ -331,7 +339,33 @@ def render_text(
     width = max(len(k) for k, _ in rows) + 2
     for key, value in rows:
         out.append(f"    {key + ':':<{width}}{value}")
+    if a.used_suppressions:
+        out.append("")
+    for name, path, line, count, nbytes, blocks in a.used_suppressions:
+        # valgrind -v's line
+        out.append(f"used_suppression: {count:6d} {_clean(name)} {_clean(path)}:{line} "
+                   f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
     return "\n".join(out) + "\n"
+
+
+def _suppressed(a: Analysis) -> tuple[int, int]:
+    groups = a.suppressed_groups or []
+    return sum(g.bytes for g in groups), sum(g.blocks for g in groups)
+
+
+def _suppressed_json(a: Analysis) -> dict[str, Any] | None:
+    if a.suppressed_groups is None:
+        return None
+    nbytes, blocks = _suppressed(a)
+    return {
+        "bytes": nbytes,
+        "blocks": blocks,
+        "suppressions": [
+            {"name": _clean(name), "file": _clean(path), "line": line, "count": count,
+             "bytes": b, "blocks": n}
+            for name, path, line, count, b, n in a.used_suppressions
+        ],
+    }
 
 
 def _frees_text(a: Analysis) -> str:
@@ -426,6 +460,7 @@ def render_json(
     max_frames: int | None = None,
     top: int | None = None,
     show_leak_kinds: frozenset[str] | None = None,
+    suppression_of: SuppressionOf | None = None,
 ) -> dict[str, Any]:
     """The JSON report as a dict (serialise it with `dumps_json`); the options are
     `render_text`'s, and `leaks` lists the groups the text report lists."""
@@ -477,10 +512,13 @@ def render_json(
                 "indirect_blocks": g.indirect_blocks,
                 "runtime_frames": outer_runtime_frames(g.stack),
                 "stack": _stack_json(g.stack, max_frames),
+                **({"suppression": suppression_of(g, i)}
+                   if suppression_of is not None and kind == "leak" else {}),
             }
-            for _, _, shown, _, _ in sections
-            for g in shown
+            for kind, _, shown, _, _ in sections
+            for i, g in enumerate(shown, 1)
         ],
+        "suppressed": _suppressed_json(a),
         "not_shown": {
             "groups": len(left_out),
             "bytes": sum(g.bytes for g in left_out),

@@ -21,7 +21,9 @@ from dataclasses import dataclass, field
 
 from .dumpfile import DumpReader
 
-__all__ = ["TOOL", "Symbolized", "addr2line", "frames_without_symbols", "symbolize"]
+__all__ = [
+    "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "symbolize"
+]
 
 #: the program that resolves the frames
 TOOL = "addr2line"
@@ -148,13 +150,19 @@ class _Failed(Exception):
     """addr2line could not resolve a module: why, in a few words."""
 
 
-def addr2line(program: str, module: str, offsets: list[int]) -> dict[int, list[Level]]:
+AddrLineError = _Failed
+
+
+def addr2line(
+    program: str, module: str, offsets: list[int], *, demangle: bool = True
+) -> dict[int, list[Level]]:
     """offset -> its symbols, innermost first (`-i`: the inlined functions, then the function
-    they were inlined into), for each of `offsets` in `module`."""
+    they were inlined into), for each of `offsets` in `module`; `demangle=False`: the functions'
+    linkage names (`_ZL11make_widgetv`), as valgrind's suppressions name them."""
     text = "".join(f"0x{o:x}\n" for o in offsets)
     try:
         run = subprocess.run(
-            [program, "-f", "-i", "-C", "-a", "-e", module],
+            [program, "-f", "-i", *(["-C"] if demangle else []), "-a", "-e", module],
             input=text.encode(),
             capture_output=True,
             timeout=TIMEOUT,

@@ -99,7 +99,7 @@ def test_help() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
     assert result.stdout.startswith(
-        "usage: memdump-analyze [-h] [--format {text,json}] [-o FILE] [--show-runtime]"
+        "usage: memdump-analyze [-h] [--format {text,json,sarif}] [-o FILE]"
     )
 
 

@@ -1,0 +1,143 @@
+"""The function a call site called, read from the module's code with binutils' objdump.
+
+A memdump stack starts at the allocator's caller: its first frame's program counter is the return
+address of the call to `malloc`, `calloc`, `operator new[]`... A dump does not say which of them
+it was (the recorders watch `malloc`, which `operator new` calls, and libstdc++'s `operator
+new[]` tail-calls `operator new`), valgrind's suppressions do. The instruction before the return
+address names it: `call 1040 <_Znam@plt>`, or `call *0x2e7a(%rip)  # 3fc0 <calloc@GLIBC_2.2.5>`
+(-fno-plt), one objdump process per call site, only for the sites suppressions need.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+
+from .dumpfile import Frame
+from .model import Group
+from .symbolize import TOOL as ADDR2LINE
+from .symbolize import AddrLineError, addr2line
+
+__all__ = ["TOOL", "StackNames", "called_functions", "linkage_names", "stack_names"]
+
+TOOL = "objdump"
+#: seconds one objdump process may take
+TIMEOUT = 30
+#: x86-64's call instructions: `e8 rel32` (5 bytes), `ff 15 disp32` (6 bytes, through the GOT)
+_CALL_LENGTHS = (5, 6)
+_CALL = re.compile(r"^\s*([0-9a-f]+):\s+call\w*\s.*<([^<>]+)>\s*$")
+
+
+def _name(symbol: str) -> str:
+    """`_Znam@plt` -> `_Znam`, `calloc@GLIBC_2.2.5` -> `calloc`, `malloc+0x10` -> `malloc`."""
+    return symbol.split("@", 1)[0].split("+", 1)[0]
+
+
+def _call_before(program: str, module: str, offset: int) -> str | None:
+    for length in _CALL_LENGTHS:
+        start = offset - length
+        if start < 0:
+            continue
+        try:
+            run = subprocess.run(
+                [program, "-d", "--no-show-raw-insn", f"--start-address=0x{start:x}",
+                 f"--stop-address=0x{offset:x}", module],
+                capture_output=True, text=True, errors="replace", timeout=TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        if run.returncode != 0:
+            return None
+        for line in run.stdout.splitlines():
+            match = _CALL.match(line)
+            if match and int(match.group(1), 16) == start:
+                return _name(match.group(2))
+    return None
+
+
+def called_functions(
+    sites: Iterable[tuple[str, int]], *, program: str = TOOL, arch: str | None = "x86_64"
+) -> dict[tuple[str, int], str]:
+    """(module, return offset) -> the function the call before it called, for the sites whose
+    module is readable and whose instruction before is a call objdump names; x86-64 only."""
+    out: dict[tuple[str, int], str] = {}
+    if arch not in (None, "x86_64") or shutil.which(program) is None:
+        return out
+    for module, offset in sorted(set(sites)):
+        if not os.path.isfile(module):
+            continue
+        name = _call_before(program, module, offset)
+        if name:
+            out[(module, offset)] = name
+    return out
+
+
+def linkage_names(groups: Iterable[Group], program: str = ADDR2LINE) -> dict[Frame, str]:
+    """The linkage (mangled) names of the groups' frames, from their modules with addr2line:
+    what valgrind's `fun:` lines name. Frames whose module cannot be read have none."""
+    by_module: dict[str, set[Frame]] = {}
+    for g in groups:
+        for f in g.raw or g.stack:
+            if f.module is not None and f.function is not None:
+                by_module.setdefault(f.module, set()).add(f)
+    out: dict[Frame, str] = {}
+    if shutil.which(program) is None:
+        return out
+    for module, frames in by_module.items():
+        if not os.path.isfile(module):
+            continue
+        offsets = sorted({f.offset - 1 if f.offset > 0 else 0 for f in frames})
+        try:
+            found = addr2line(program, module, offsets, demangle=False)
+        except AddrLineError:
+            continue
+        at: dict[int, list[Frame]] = {}
+        for f in frames:
+            at.setdefault(f.offset, []).append(f)
+        for offset, fs in at.items():
+            chain = [name for name, _, _ in found.get(offset - 1 if offset > 0 else 0, [])]
+            inlined = [f for f in fs if f.inlined]
+            outer = [f for f in fs if not f.inlined]
+            if outer and chain:
+                _keep(out, outer[0], chain[-1])
+            if len(inlined) == 1 and len(chain) == 2:
+                _keep(out, inlined[0], chain[0])
+    return out
+
+
+def _keep(out: dict[Frame, str], frame: Frame, linkage: str | None) -> None:
+    """A C++ frame's linkage name, when it names GDB's function (the module on disk is the one
+    recorded): `_ZL11make_widgetv` for `make_widget()`. A C function's is its name already."""
+    name = frame.function or ""
+    if not linkage or not linkage.startswith("_Z") or "(" not in name:
+        return
+    base = name.split("(", 1)[0].rsplit("::", 1)[-1].split("<", 1)[0]
+    if base and f"{len(base)}{base}" in linkage:
+        out[frame] = linkage
+
+
+@dataclass
+class StackNames:
+    """What suppressions match beyond the dump: the frames' linkage names, and the functions the
+    allocation call sites called."""
+
+    linkage: dict[Frame, str] = field(default_factory=dict)
+    callees: dict[tuple[str, int], str] = field(default_factory=dict)
+
+
+def stack_names(
+    groups: Sequence[Group], site: Callable[[Sequence[Frame]], int], arch: str | None
+) -> StackNames:
+    """The names of the groups' frames and call sites (`site`: the index of a stack's call
+    site, `suppressions.call_site`)."""
+    sites = []
+    for g in groups:
+        raw = g.raw or g.stack
+        if raw:
+            f = raw[site(raw)]
+            if f.module is not None:
+                sites.append((f.module, f.offset))
+    return StackNames(linkage_names(groups), called_functions(sites, arch=arch))

@@ -1,0 +1,178 @@
+"""`--format sarif`: the leak groups as SARIF 2.1.0 (OASIS), for code scanning (GitHub).
+
+One result per leak group the report lists, one rule per leak kind; the result's location is the
+top frame of the program's own code (not the allocator's, trimmed already, nor the runtime's, rule
+`runtime-frame`), the whole stack a code flow, and `partialFingerprints` a hash of the stack's
+functions and file:line (no address), equal for two runs of the same program.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from . import __version__
+from .dumpfile import Frame
+from .model import Analysis, Group
+from .report import KIND_NAMES, _by_kind
+from .rules import is_runtime_frame
+
+__all__ = ["FINGERPRINT", "RULES", "SARIF_SCHEMA", "fingerprint", "render_sarif", "user_frame"]
+
+SARIF_VERSION = "2.1.0"
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+#: the partialFingerprints key (versioned: a change of the hash is a new key)
+FINGERPRINT = "memdumpStack/v1"
+
+#: leak kind -> (rule id, name, help); "unknown": no scan, or allocated after it
+RULES: dict[str, tuple[str, str, str]] = {
+    "definite": ("memdump/definitely-lost", "DefinitelyLost",
+                 "No pointer to the block was found at exit: the program lost it. Free it on "
+                 "every path, or keep a pointer to it."),
+    "indirect": ("memdump/indirectly-lost", "IndirectlyLost",
+                 "The block is pointed to only from lost blocks: freeing the definitely lost "
+                 "block that owns it (and its contents) fixes it."),
+    "possible": ("memdump/possibly-lost", "PossiblyLost",
+                 "Only a pointer into the middle of the block was found at exit: the program "
+                 "probably lost its start."),
+    "reachable": ("memdump/still-reachable", "StillReachable",
+                  "A pointer to the block was still held at exit: the program could have freed "
+                  "it."),
+    "unknown": ("memdump/leak", "Leak",
+                "The block was still allocated at exit; its leak kind is unknown (the dump has "
+                "no pointer scan, or the block was allocated after it)."),
+}
+
+
+def _kind(g: Group) -> str:
+    return g.leak_kind if g.leak_kind in RULES else "unknown"
+
+
+def user_frame(stack: Sequence[Frame]) -> Frame | None:
+    """The top frame of the program's own code with a source line; else the top one with one."""
+    with_line = [f for f in stack if f.file is not None and f.line]
+    for f in with_line:
+        if not is_runtime_frame(f):
+            return f
+    return with_line[0] if with_line else None
+
+
+def fingerprint(g: Group) -> str:
+    """sha256 of the kind and each frame's function and file:line (its module when it has no
+    line; module and offset when it has no function either), innermost first: no address, so
+    equal across runs."""
+    parts = [_kind(g)]
+    for f in g.stack:
+        if f.file is not None and f.line:
+            where = f"{os.path.basename(f.file)}:{f.line}"
+        elif f.function is not None:  # a library's function: its module, not the offset
+            where = os.path.basename(f.module or "?")
+        else:
+            where = f"{os.path.basename(f.module or '?')}+0x{f.offset:x}"
+        parts.append(f"{f.function or '?'}@{where}")
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "surrogateescape")).hexdigest()
+
+
+def _uri(path: str, root: str) -> dict[str, str]:
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute, root)
+    if not relative.startswith(os.pardir + os.sep) and relative != os.pardir:
+        return {"uri": relative.replace(os.sep, "/"), "uriBaseId": "%SRCROOT%"}
+    return {"uri": "file://" + absolute}
+
+
+def _location(f: Frame, root: str, text: str | None = None) -> dict[str, Any]:
+    name = f.function or f"0x{f.pc:x}"
+    loc: dict[str, Any] = {"message": {"text": text or name}}
+    if f.file is not None and f.line:
+        loc["physicalLocation"] = {"artifactLocation": _uri(f.file, root),
+                                   "region": {"startLine": f.line}}
+    loc["logicalLocations"] = [{"fullyQualifiedName": name, "kind": "function"}]
+    return loc
+
+
+def _size(g: Group) -> str:
+    blocks = f"{g.blocks:,} block{'s' if g.blocks != 1 else ''}"
+    if g.indirect_bytes:
+        return (f"{g.total_bytes:,} ({g.bytes:,} direct, {g.indirect_bytes:,} indirect) bytes "
+                f"in {blocks}")
+    return f"{g.bytes:,} byte{'s' if g.bytes != 1 else ''} in {blocks}"
+
+
+def _result(g: Group, error_kinds: frozenset[str], rule_index: dict[str, int],
+            root: str) -> dict[str, Any]:
+    kind = _kind(g)
+    if kind in error_kinds or kind == "unknown":
+        level = "error"
+    elif kind == "reachable":
+        level = "note"
+    else:
+        level = "warning"
+    top = user_frame(g.stack)
+    state = KIND_NAMES[kind] if kind != "unknown" else "still allocated at exit"
+    where = ""
+    if top is not None:
+        where = f", allocated in {top.function or 'an unknown function'} " \
+                f"({os.path.basename(top.file or '')}:{top.line})"
+    result: dict[str, Any] = {
+        "ruleId": RULES[kind][0],
+        "ruleIndex": rule_index[kind],
+        "level": level,
+        "message": {"text": f"{_size(g)} {'is' if g.blocks == 1 else 'are'} {state}{where}"},
+        "partialFingerprints": {FINGERPRINT: fingerprint(g)},
+        "properties": {"bytes": g.bytes, "blocks": g.blocks, "indirectBytes": g.indirect_bytes,
+                       "indirectBlocks": g.indirect_blocks, "leakKind": kind},
+    }
+    if top is not None:
+        result["locations"] = [_location(top, root)]
+    if g.stack:
+        # the code flow runs as the program did: the outermost frame first, the allocation last
+        flow = [{"location": _location(f, root), "nestingLevel": depth}
+                for depth, f in enumerate(reversed(g.stack))]
+        result["codeFlows"] = [{"message": {"text": "the allocation's stack"},
+                                "threadFlows": [{"locations": flow}]}]
+    return result
+
+
+def render_sarif(
+    analysis: Analysis,
+    *,
+    show_leak_kinds: frozenset[str] | None = None,
+    error_kinds: frozenset[str] = frozenset(("definite", "possible")),
+    root: str | None = None,
+    information_uri: str | None = None,
+) -> dict[str, Any]:
+    """The SARIF log (a dict: serialise with report.dumps_json) of the program's leak groups that
+    `show_leak_kinds` lists; file paths relative to `root` (default: the current directory) when
+    they are under it (`uriBaseId` `%SRCROOT%`), else absolute `file://` URIs."""
+    root = os.path.abspath(root or os.getcwd())
+    listed, _ = _by_kind(analysis.leaks, show_leak_kinds)
+    order = list(RULES)
+    rule_index = {k: i for i, k in enumerate(order)}
+    driver: dict[str, Any] = {
+        "name": "memdump-analyze",
+        "version": __version__,
+        "rules": [
+            {
+                "id": RULES[k][0],
+                "name": RULES[k][1],
+                "shortDescription": {"text": f"Memory {KIND_NAMES[k]}" if k != "unknown"
+                                     else "Memory still allocated at exit"},
+                "fullDescription": {"text": RULES[k][2]},
+                "help": {"text": RULES[k][2]},
+                "defaultConfiguration": {"level": "error" if k in error_kinds else "warning"},
+            }
+            for k in order
+        ],
+    }
+    if information_uri:
+        driver["informationUri"] = information_uri
+    run: dict[str, Any] = {
+        "tool": {"driver": driver},
+        "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + root.rstrip("/") + "/"}},
+        "results": [_result(g, error_kinds, rule_index, root) for g in listed],
+        "properties": {"dump": analysis.path, "program": analysis.program},
+    }
+    return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
