@@ -135,6 +135,11 @@ class Analysis:
     suppressed_groups: list[Group] | None = None
     used_suppressions: list[tuple[str, str, int, int, int, int]] = field(default_factory=list)
 
+    #: GDB's `memdump leaks --increased|--changed`: (bytes, blocks) gained since the previous
+    #: `memdump leaks`, per listed group (by `id`) and per leak kind; None otherwise
+    deltas: dict[int, tuple[int, int]] | None = None
+    kind_deltas: dict[str, tuple[int, int]] | None = None
+
     @property
     def cut_by(self) -> str:
         """What can have ended a recording without its end record."""

@@ -15,7 +15,7 @@ from .rules import outer_runtime_frames
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.4"
+REPORT_VERSION = "1.5"
 
 #: `--gen-suppressions`: the suppression text of a listed leak group and its number in the list
 SuppressionOf = Callable[[Group, int], str]
@@ -51,15 +51,23 @@ def _size(nbytes: int, blocks: int) -> str:
     return f"{_plural(nbytes, 'byte')} in {_plural(blocks, 'block')}"
 
 
-def _group_size(g: Group) -> str:
+def _group_size(g: Group, delta: tuple[int, int] | None = None) -> str:
     """valgrind's `428 (24 direct, 404 indirect) bytes in 1 block` when the group's blocks lead
-    indirectly lost ones, else `24 bytes in 1 block`."""
+    indirectly lost ones, else `24 bytes in 1 block`; with DELTA (`memdump leaks --increased`),
+    valgrind's `24 (+8) bytes in 1 (+0) block`."""
+    if delta is not None:
+        return _size_delta(g.total_bytes, g.blocks, delta)
     if not g.indirect_bytes and not g.indirect_blocks:
         return _size(g.bytes, g.blocks)
     return (
         f"{g.total_bytes:,} ({g.bytes:,} direct, {g.indirect_bytes:,} indirect) bytes in "
         f"{_plural(g.blocks, 'block')}"
     )
+
+
+def _size_delta(nbytes: int, blocks: int, delta: tuple[int, int]) -> str:
+    return (f"{nbytes:,} ({delta[0]:+,}) bytes in {blocks:,} ({delta[1]:+,}) "
+            f"block{'s' if blocks != 1 else ''}")
 
 
 def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], Sequence[Group]]:
@@ -261,7 +269,8 @@ def render_text(
         label, code = (leak_word, _RED) if kind == "leak" else ("RUNTIME", _DIM)
         for i, g in enumerate(shown, 1):
             out.append("")
-            title = f"{label} {i:,} of {listed:,}: {_group_size(g)}"
+            delta = a.deltas.get(id(g)) if a.deltas is not None else None
+            title = f"{label} {i:,} of {listed:,}: {_group_size(g, delta)}"
             if g.leak_kind is not None:  # live: when `memdump leaks` could scan
                 title += f", {KIND_NAMES[g.leak_kind]}"
             out.append(paint(code, title))
@@ -286,7 +295,10 @@ def render_text(
             )
     if not a.leaks:
         out.append("")
-        out.append("No live blocks of the program." if live else "No leaks.")
+        if a.deltas is not None:
+            out.append("No group of the program changed since the previous memdump leaks.")
+        else:
+            out.append("No live blocks of the program." if live else "No leaks.")
 
     for i, e in enumerate(a.errors, 1):
         out.append("")
@@ -416,7 +428,9 @@ def _kind_rows(a: Analysis) -> list[tuple[str, str]]:
     rows = []
     for kind, (nbytes, blocks) in a.leak_kinds.items():
         if kind != "unknown" or blocks:
-            rows.append((KIND_NAMES[kind], _size(nbytes, blocks)))
+            delta = a.kind_deltas.get(kind) if a.kind_deltas is not None else None
+            size = _size(nbytes, blocks) if delta is None else _size_delta(nbytes, blocks, delta)
+            rows.append((KIND_NAMES[kind], size))
     return rows
 
 
@@ -514,6 +528,8 @@ def render_json(
                 "stack": _stack_json(g.stack, max_frames),
                 **({"suppression": suppression_of(g, i)}
                    if suppression_of is not None and kind == "leak" else {}),
+                **({"delta": dict(zip(("bytes", "blocks"), a.deltas[id(g)], strict=True))}
+                   if a.deltas is not None and id(g) in a.deltas else {}),
             }
             for kind, _, shown, _, _ in sections
             for i, g in enumerate(shown, 1)

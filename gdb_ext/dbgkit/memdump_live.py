@@ -11,14 +11,15 @@ from array import array
 from dataclasses import dataclass
 
 import gdb
-from memdump_analyzer import LiveScan
+from memdump_analyzer import Analysis, LiveScan
+from memdump_analyzer.diff import stack_key
 
 from . import output
 from .core import procfs, ptrace, reach
 from .memdump_checks import CMD
 from .memdump_session import Session, State
 
-__all__ = ["Pointer", "live_scan", "points_at"]
+__all__ = ["Pointer", "compare", "live_scan", "points_at", "snapshot"]
 
 
 def live_scan(session: Session) -> LiveScan | None:
@@ -39,6 +40,48 @@ def live_scan(session: Session) -> LiveScan | None:
     if result is None:
         return LiveScan(status, millis=millis)
     return LiveScan(status, result.root_bytes, result.block_bytes, millis, list(result.records()))
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """What a `memdump leaks` found: (bytes, blocks) per group (its stack key: kind, functions and
+    lines) and per leak kind."""
+
+    groups: dict[tuple, tuple[int, int]]
+    kinds: dict[str, tuple[int, int]]
+
+
+def snapshot(analysis: Analysis) -> Snapshot:
+    groups = {stack_key(g): (g.total_bytes, g.blocks) for g in analysis.leaks}
+    kinds = {k: (v[0], v[1]) for k, v in (analysis.leak_kinds or {}).items()}
+    return Snapshot(groups, kinds)
+
+
+def compare(analysis: Analysis, previous: Snapshot | None, mode: str | None) -> None:
+    """valgrind's `leak_check ... increased|changed`: keep in ANALYSIS the program's groups that
+    grew (or changed) since PREVIOUS (all of them the first time), each with its (+N) deltas, and
+    the leak kinds' deltas. MODE None: nothing is changed."""
+    if mode is None:
+        return
+    before = previous if previous is not None else Snapshot({}, {})
+    deltas: dict[int, tuple[int, int]] = {}
+    kept = []
+    for g in analysis.groups:
+        if g.kind != "leak":
+            kept.append(g)
+            continue
+        was = before.groups.get(stack_key(g), (0, 0))
+        delta = (g.total_bytes - was[0], g.blocks - was[1])
+        grew = delta[0] > 0 or delta[1] > 0
+        if grew or (mode == "changed" and delta != (0, 0)):
+            deltas[id(g)] = delta
+            kept.append(g)
+    analysis.groups = kept
+    analysis.deltas = deltas
+    if analysis.leak_kinds is not None:
+        analysis.kind_deltas = {
+            k: (v[0] - before.kinds.get(k, (0, 0))[0], v[1] - before.kinds.get(k, (0, 0))[1])
+            for k, v in analysis.leak_kinds.items()}
 
 
 @dataclass(frozen=True)

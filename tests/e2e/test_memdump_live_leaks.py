@@ -18,6 +18,7 @@ import pytest
 from memdump_e2e import Report, Site, marker, program, record
 
 SRC = "live_leaks.c"
+FIRST = marker(SRC, "first", "BREAK")
 CHECK = marker(SRC, "check", "BREAK")
 KIND_WORDS = {"definitely lost": "definite", "indirectly lost": "indirect",
               "possibly lost": "possible", "still reachable": "reachable"}
@@ -37,16 +38,19 @@ def _kinds(report: Report) -> dict[tuple[Site, str], tuple[int, int]]:
     return out
 
 
-def _valgrind_kinds() -> dict[tuple[Site, str], tuple[int, int]]:
-    """valgrind's leak check at the same line (VALGRIND_DO_LEAK_CHECK), by allocation site."""
+def _valgrind_kinds(check: int = 1) -> dict[tuple[Site, str], tuple[int, int]]:
+    """valgrind's leak check at the same line (VALGRIND_DO_LEAK_CHECK; CHECK 0: at `first`, 1:
+    at `check`), by allocation site."""
     exe = program("live_leaks_valgrind")
     if not exe.exists() or shutil.which("valgrind") is None:
         pytest.skip("valgrind or its memcheck.h is not installed")
     proc = subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=all", str(exe)],
                           capture_output=True, text=True, timeout=120, check=True)
-    first_check = proc.stderr.split("LEAK SUMMARY")[0]
+    text = proc.stderr.split("LEAK SUMMARY")[check]
+    if check:
+        text = text.split("suppressed:", 1)[1]  # the previous check's summary
     out = {}
-    for record_text in re.split(r"\n==\d+== \n", first_check):
+    for record_text in re.split(r"\n==\d+== \n", text):
         head = re.search(r"([\d,]+)(?: \(([\d,]+) direct, [\d,]+ indirect\))? bytes in ([\d,]+) "
                          r"blocks are (definitely lost|indirectly lost|possibly lost|still "
                          r"reachable)", record_text)
@@ -114,3 +118,36 @@ def test_a_stop_inside_malloc_is_not_scanned(dump: Path) -> None:
                      r"\(the heap is being changed\); leak kinds unknown", run.output), \
         run.describe()
     assert "leak kinds:  unknown: the pointer scan did not complete" in run.stdout
+
+
+def test_increased_and_changed_since_the_previous_check(dump: Path) -> None:
+    """`memdump leaks` at `first`, then `--increased` at `check`: only the groups that grew, with
+    valgrind's (+N) deltas, as valgrind's two checks at those lines differ; `--changed` right
+    after finds nothing."""
+    run = record("live_leaks", dump=dump, before=[f"break {FIRST}", f"break {CHECK}"], after=[
+        "memdump leaks", "continue", "echo ==increased==\\n", "memdump leaks --increased",
+        "echo ==changed==\\n", "memdump leaks --changed --json"])
+    first, rest = run.stdout.split("==increased==\n", 1)
+    increased, changed = rest.split("==changed==\n", 1)
+    before, after = _valgrind_kinds(0), _valgrind_kinds(1)
+    grown = {key for key, (nbytes, blocks) in after.items()
+             if (nbytes, blocks) > before.get(key, (0, 0))}
+    assert grown == {(marker(SRC, "lost"), "definite"), (marker(SRC, "lost-child"), "indirect"),
+                     (marker(SRC, "inside"), "possible")}
+    lines = [line for line in increased.splitlines() if line.startswith(("LIVE", "    at"))]
+    assert lines == [
+        "LIVE 1 of 3: 64 (+64) bytes in 1 (+1) block, possibly lost",
+        f"    at main ({marker(SRC, 'inside')})",
+        "LIVE 2 of 3: 64 (+64) bytes in 1 (+1) block, definitely lost",
+        f"    at lose ({marker(SRC, 'lost')})",
+        "LIVE 3 of 3: 16 (+16) bytes in 1 (+1) block, indirectly lost",
+        f"    at lose ({marker(SRC, 'lost-child')})",
+    ], increased
+    for row in ("    definitely lost: 48 (+48) bytes in 1 (+1) block\n",
+                "    indirectly lost: 16 (+16) bytes in 1 (+1) block\n",
+                "    possibly lost:   64 (+64) bytes in 1 (+1) block\n",
+                "    still reachable: 64 (-64) bytes in 2 (-1) blocks\n"):
+        assert row in increased, increased
+    assert "64 bytes in 1 block, still reachable" in first
+    [report] = _json_blocks(changed)
+    assert report["leaks"] == []

@@ -1,9 +1,10 @@
 /* @brief Leak kinds at a stop in the middle of the run (GDB's `memdump leaks`), then none at
- * exit. At the line marked `BREAK: check`: 40 bytes still reachable from a global, with a
+ * exit. At the line marked `BREAK: first`, the reachable and the possibly lost blocks below are
+ * live; at the line marked `BREAK: check`: 40 bytes still reachable from a global, with a
  * 24-byte child reachable through it; a 48-byte block definitely lost, owning a 16-byte block
  * (indirectly lost); a 64-byte block possibly lost (a global points inside it). Built with
- * valgrind's memcheck.h when it is there (LIVE_LEAKS_VALGRIND), the same point asks valgrind for
- * its leak check (VALGRIND_DO_LEAK_CHECK), the answer the test compares with. */
+ * valgrind's memcheck.h when it is there (LIVE_LEAKS_VALGRIND), both points ask valgrind for
+ * its leak check (VALGRIND_DO_LEAK_CHECK), the answers the tests compare with. */
 #include <stdlib.h>
 #include <string.h>
 #ifdef LIVE_LEAKS_VALGRIND
@@ -41,6 +42,7 @@ int main(void) {
     memset(block, 0, 64);
     inside = block + 8;
     block = NULL;
+    VALGRIND_DO_LEAK_CHECK;  // BREAK: first
     lose();
     scrub();
     VALGRIND_DO_LEAK_CHECK;  // BREAK: check

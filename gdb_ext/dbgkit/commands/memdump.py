@@ -59,6 +59,13 @@ def _build_parser() -> base.Parser:
                     help="show the C/C++ runtime's outermost frames (start_thread, std::thread's "
                          "internals) instead of folding them into one line")
     lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
+    change = lk.add_mutually_exclusive_group()
+    change.add_argument("--increased", action="store_true",
+                        help="only the groups that grew since the previous memdump leaks, with "
+                             "valgrind's (+N) deltas")
+    change.add_argument("--changed", action="store_true",
+                        help="only the groups that grew or shrank since the previous memdump "
+                             "leaks, with their deltas")
     lk.add_argument("-o", "--output", dest="report", metavar="FILE",
                     help="write the report to FILE and print a one-line summary")
     wp = sub.add_parser("who-points-at",
@@ -271,6 +278,10 @@ def _leaks(args: argparse.Namespace) -> None:
         analysis = analyze(session.path, scan=scan, addresses=True)
     except DumpError as exc:
         raise gdb.GdbError(f"{CMD}: {exc}") from None
+    previous = _previous_leaks.get(session.path)
+    _previous_leaks[session.path] = memdump_live.snapshot(analysis)
+    memdump_live.compare(analysis, previous,
+                         "increased" if args.increased else "changed" if args.changed else None)
     global _last_groups
     _last_groups = [g for g in analysis.groups if args.show_runtime or g.kind == "leak"]
     live = session.state == State.RECORDING
@@ -296,6 +307,8 @@ def _leaks(args: argparse.Namespace) -> None:
 
 #: the groups the last `memdump leaks` listed, in its order (`memdump block-list N`)
 _last_groups: list = []
+#: dump path -> what its last `memdump leaks` found (`memdump leaks --increased|--changed`)
+_previous_leaks: dict = {}
 
 
 @needs_recording
