@@ -335,14 +335,6 @@ class InProcessSession(Session):
                                 self.custom)
         return checked_blocks(self.live, self.custom)
 
-    def block_ages(self) -> dict[int, float]:
-        control = self._load() if self.inprocess else None
-        if control is None:
-            return super().block_ages()
-        times: dict[int, int] = {}
-        live_blocks(self._read, control.live_table, control.live_capacity, None, times)
-        return {addr: (control.clock_cs - cs) / 100 for addr, cs in times.items()}
-
     def recorder_memory(self) -> tuple[int, int] | None:
         control = self._load() if self.inprocess else None
         return None if control is None else (control.region, control.region + control.region_size)

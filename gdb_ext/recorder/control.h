@@ -51,8 +51,7 @@ struct mdr_control {
                                   *     modules' GOT entries to the hooks (got.c) */
     uint64_t patched;            /* 28: GOT slots redirected so far */
     uint64_t patched_modules;    /* 29: modules redirected so far */
-    volatile uint64_t clock_cs;  /* 30: centiseconds since the recording began (clock.c) */
-    uint64_t reserved;           /* 31 */
+    uint64_t reserved[2];        /* 30..31 */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
 };
 

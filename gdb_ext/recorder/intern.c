@@ -360,7 +360,7 @@ void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
     }
     e[0] = addr;
     e[1] = size;
-    e[2] = stack | (C.clock_cs & 0x7fffffffu) << 32;  /* the allocation's time (clock.c) */
+    e[2] = stack;
     C.live_bytes += size;
 }
 

@@ -312,7 +312,6 @@ static void atfork_child(void)
         unlock();
     if (C.inherit && C.state == MDR_RECORDING) {  /* children asked for: its own dump */
         forget_recording();
-        mdr_clock_forget();
         forked_child = 1;
         struct mdr_thread *t = current();  /* the one thread, with the parent thread's id */
         if (t != NULL && t->ready) {
@@ -383,8 +382,6 @@ static void configure(void)
             if (C.depth > MDR_MAX_DEPTH)
                 C.depth = MDR_MAX_DEPTH;
             short_tid = 0;  /* a new dump: its first short record needs its `t` */
-            if (forked_child)  /* (a process starting up gets its clock from the constructor) */
-                mdr_clock_start();
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();
@@ -403,12 +400,9 @@ __attribute__((constructor)) static void recorder_init(void)
     t->in_call++;
     if (configure_state != 2)
         configure();
-    /* here, not in configure(): a call before the C library's own start-up sees no environ,
-     * and cannot start a thread */
-    if (C.state == MDR_RECORDING) {
+    /* here, not in configure(): a call before the C library's own start-up sees no environ */
+    if (C.state == MDR_RECORDING)
         forget_environment();
-        mdr_clock_start();
-    }
     t->in_call--;
 }
 
@@ -893,8 +887,6 @@ EXPORT void memdump_recorder_reattach(void)
     if (__atomic_load_n(&configure_state, __ATOMIC_ACQUIRE) == 2 && C.state == MDR_DISABLED) {
         forget_recording();
         configure();
-        if (C.state == MDR_RECORDING)
-            mdr_clock_start();
     }
     t->in_call--;
 }

@@ -80,10 +80,6 @@ MDR_HIDDEN void mdr_intern_reset(void);
 /* out.c: the recording is over: cut the file after its last record, and close it */
 MDR_HIDDEN void mdr_out_finish(void);
 
-/* -- clock.c: the time of each allocation, from a thread that ticks every 10 ms -- */
-MDR_HIDDEN void mdr_clock_start(void);
-MDR_HIDDEN void mdr_clock_forget(void);
-
 /* -- children.c: a process GDB does not record, when children are asked for -- */
 /* Configure a recording of this process alone (FORKED: it inherited its parent's blocks) into
  * its own dump, its header written; 0 when it is not one to record (or the dump cannot be made:
