@@ -359,7 +359,7 @@ class InProcessSession(Session):
         self._resolve_frames()
         status, result, millis = self.scan_now(at_function_entry)
         self.scan_status = status
-        self._scan_record = (status, result, millis)
+        self._scan_record = self.final_scan = (status, result, millis)
         self.counts["scan-ms"] = millis
 
     def _clear_objfiles(self) -> None:

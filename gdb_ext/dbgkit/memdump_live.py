@@ -28,6 +28,9 @@ def live_scan(session: Session) -> LiveScan | None:
     call is changing the heap: no scan then, and memdump says why."""
     if session.state != State.RECORDING or not session.inferior.pid:
         return None
+    if session.final_scan is not None:  # stopped at or after _exit (or a fatal signal): that scan
+        status, result, millis = session.final_scan
+        return _live(status, result, millis)
     if session.scan_time_limit == 0:
         return LiveScan("off")
     calls = session.calls_in_progress()
@@ -36,7 +39,10 @@ def live_scan(session: Session) -> LiveScan | None:
         output.warn(CMD, f"no pointer scan at this stop: {busy} (the heap is being changed); "
                          "leak kinds unknown: finish the call, or stop elsewhere")
         return LiveScan("in-allocator")
-    status, result, millis = session.scan_now(at_function_entry=False)
+    return _live(*session.scan_now(at_function_entry=False))
+
+
+def _live(status: str, result: reach.ScanResult | None, millis: int) -> LiveScan:
     if result is None:
         return LiveScan(status, millis=millis)
     return LiveScan(status, result.root_bytes, result.block_bytes, millis, list(result.records()))

@@ -104,6 +104,8 @@ class Session:
         self.exit_hooks: dict[int, ExitBreakpoint] = {}
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
+        #: the scan at exit or at a fatal signal, once made: (status, result, millis)
+        self.final_scan: tuple[str, ScanResult | None, int] | None = None
         #: the live custom blocks (memdump_api.h), apart from the malloc'd ones
         self.custom: dict[int, int] = {}
         self.scan_status: str | None = None
@@ -499,6 +501,7 @@ class Session:
     def _scan(self, at_function_entry: bool) -> None:
         status, result, millis = self.scan_now(at_function_entry)
         self.scan_status = status
+        self.final_scan = (status, result, millis)
         if result is None:
             self.writer.scan(status, 0, 0, millis)
             return
