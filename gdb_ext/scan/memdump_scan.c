@@ -121,13 +121,14 @@ static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int
 {
     for (uint64_t addr = start; addr < end; addr += WINDOW) {
         uint64_t n = end - addr < WINDOW ? end - addr : WINDOW;
-        if (read_exact(s, s->chunk, addr, n)) {
+        const uint8_t *data = snapped(s, addr, n);
+        if (data || read_exact(s, s->chunk, addr, n)) {
             if (root) {
                 s->a->root_bytes += n;
                 if (tick(s, n))
                     return -1;
             }
-            words(s, s->chunk, n, clique, definite, allocator);
+            words(s, data ? data : s->chunk, n, clique, definite, allocator);
             continue;
         }
         for (uint64_t page = addr; page < addr + n; page += PAGE) {
@@ -231,6 +232,7 @@ EXPORT int mds_scan(struct mds_args *a)
     int rc = -1;
     s->a = a;
     s->fd = (int)a->fd;
+    s->pid = (pid_t)a->pid;
     s->starts = a->starts;
     s->sizes = a->sizes;
     s->n = a->n_blocks;
@@ -240,6 +242,8 @@ EXPORT int mds_scan(struct mds_args *a)
     s->hmask = (unsigned)a->heuristics;
     s->run_size = 64 * 1024;
     a->root_bytes = a->block_bytes = a->skipped_bytes = 0;
+    a->snapshot = SNAP_NONE;
+    a->snapshot_bytes = a->snapshot_calls = 0;
     if (s->n >= NO_OWNER)
         goto out;
     memset(s->state, UNREACHED, s->n);
@@ -271,10 +275,14 @@ EXPORT int mds_scan(struct mds_args *a)
         ok = (s->runs[k].data = malloc(RUN_MAX + SMALL + PAGE)) != NULL;
     if (!ok || build_pages(s))
         goto out;
+    rc = take_snapshot(s);
+    if (rc)
+        goto out;
     rc = run(s) ? 1 : 0;
     if (rc == 0)
         resolve_leaders(s);
 out:
+    drop_snapshot(s);
     for (unsigned k = 0; k < RUNS; k++)
         free(s->runs[k].data);
     free(s->pages);
@@ -292,5 +300,5 @@ out:
 /* The layout this file was built with, checked by the loader: 1 and sizeof(struct mds_args). */
 EXPORT uint64_t mds_abi(void)
 {
-    return (uint64_t)1 << 32 | sizeof(struct mds_args);
+    return (uint64_t)2 << 32 | sizeof(struct mds_args);
 }

@@ -2,6 +2,9 @@
  * process (pread on /proc/PID/mem) and valgrind's heuristics (memdump_scan.c says the rest). */
 #include "scan.h"
 
+#include <errno.h>
+#include <sys/uio.h>
+
 static uint64_t cover_end(const struct scanner *s, uint64_t i)
 {
     uint64_t end = block_end(s, i);
@@ -57,10 +60,31 @@ int build_pages(struct scanner *s)
 
 /* -- reading ------------------------------------------------------------------------------ */
 
+/* SIZE bytes at ADDR, all of them or 0: with process_vm_readv when there is a pid (one system
+ * call without the page walk of /proc/PID/mem), else, or when it fails, with pread (which also
+ * reads what process_vm_readv cannot, such as PROT_NONE pages: the same answer as reach.py). */
+int read_exact(struct scanner *s, void *buf, uint64_t addr, uint64_t size)
+{
+    if (s->pid > 0) {
+        struct iovec local = {buf, size}, remote = {(void *)(uintptr_t)addr, size};
+        ssize_t got = process_vm_readv(s->pid, &local, 1, &remote, 1, 0);
+        if (got == (ssize_t)size)
+            return 1;
+        if (got < 0 && errno != EFAULT)
+            s->pid = 0; /* refused: pread from now on */
+    }
+    return pread(s->fd, buf, size, (off_t)addr) == (ssize_t)size;
+}
+
 /* SIZE bytes at ADDR through cached 4 KiB pages (the heuristics look at words scattered over
  * the heap: a page costs one pread as a word does); 0 when unreadable. */
 int get_small(struct scanner *s, void *out, uint64_t addr, uint64_t size)
 {
+    const uint8_t *held = snapped(s, addr, size);
+    if (held) {
+        memcpy(out, held, size);
+        return 1;
+    }
     uint64_t key = addr >> WORD_BITS;
     if ((addr + size - 1) >> WORD_BITS == key) {
         unsigned slot = (unsigned)(key % WORD_CACHED);
@@ -108,6 +132,9 @@ int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr)
  * taken in address order, the common case). */
 const uint8_t *block_data(struct scanner *s, uint64_t first, uint64_t len)
 {
+    const uint8_t *held = snapped(s, first, len);
+    if (held)
+        return held;
     for (unsigned k = 0; k < RUNS; k++) {
         struct run *r = &s->runs[k];
         if (first >= r->lo && first + len <= r->hi) {

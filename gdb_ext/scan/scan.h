@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -30,12 +31,17 @@ enum { FIRST_UNKNOWN = 0, FIRST_VTABLE = 1, FIRST_OTHER = 2 };
 #define VT_SLOTS 4096
 #define TICK_EVERY (8u * WINDOW)
 #define NO_OWNER UINT32_MAX
+#define MERGE_GAP PAGE           /* the snapshot reads two blocks at most this far apart at once */
+#define BATCH_IOVS 1024          /* IOV_MAX: remote iovecs per process_vm_readv */
+#define BATCH_BYTES (256u << 20) /* and bytes per call (the kernel takes up to 2 GiB) */
 
 typedef int (*mds_tick_fn)(uint64_t scanned, uint64_t pending);
 
 /* Every field is 8 bytes: ctypes mirrors it as a list of c_uint64 / c_void_p. */
 struct mds_args {
-    int64_t fd;
+    int64_t fd;                        /* /proc/PID/mem (or any file where the offset is the address) */
+    int64_t pid;                       /* the process, for process_vm_readv; 0: read FD only */
+    uint64_t budget;                   /* most bytes the snapshot may hold; 0: no snapshot */
     uint64_t heuristics;               /* HBIT(code) of each heuristic to try */
     uint64_t n_blocks;
     const uint64_t *starts;            /* sorted, distinct */
@@ -55,17 +61,26 @@ struct mds_args {
     uint8_t *heuristic;                /* out: heuristic code of a block reached through one */
     uint32_t *leader;                  /* out: an indirect block's clique leader, else NO_OWNER */
     uint64_t root_bytes, block_bytes, skipped_bytes; /* out */
+    uint64_t snapshot;                 /* out: SNAP_*, how the blocks were read */
+    uint64_t snapshot_bytes;           /* out: bytes of the process the snapshot holds */
+    uint64_t snapshot_calls;           /* out: system calls that filled it */
 };
+
+/* how the blocks were read: no snapshot (over budget, or none asked), a snapshot filled by
+ * process_vm_readv, or one filled by pread on FD (no pid, or process_vm_readv refused) */
+enum { SNAP_NONE = 0, SNAP_VM = 1, SNAP_PREAD = 2 };
 
 struct span { uint64_t start, end; }; /* a block's bytes, side by side for find */
 /* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s count */
 struct page_entry { uint64_t key; uint32_t first, low; uint64_t bits[2]; };
 struct window { uint64_t key; uint64_t len; int valid; };
 struct run { uint64_t lo, hi, used; uint8_t *data; };
+struct seg { uint64_t lo, hi; const uint8_t *data; }; /* a piece of the snapshot */
 
 struct scanner {
     struct mds_args *a;
     int fd;
+    pid_t pid; /* process_vm_readv's, 0 when it is not to be used */
     const uint64_t *starts, *sizes;
     struct span *blk;
     uint64_t n, lo, hi;
@@ -85,6 +100,10 @@ struct scanner {
     uint64_t vt_key[VT_SLOTS];
     uint8_t vt_val[VT_SLOTS];
     uint64_t scanned, next_check;
+    struct seg *segs; /* the snapshot: sorted, disjoint */
+    uint64_t n_segs, seg_hint;
+    uint8_t *snap;
+    uint64_t snap_len;
 };
 
 static inline uint64_t block_end(const struct scanner *s, uint64_t i)
@@ -93,9 +112,27 @@ static inline uint64_t block_end(const struct scanner *s, uint64_t i)
     return s->starts[i] + (s->sizes[i] ? s->sizes[i] : 1);
 }
 
-static inline int read_exact(const struct scanner *s, void *buf, uint64_t addr, uint64_t size)
+/* LEN bytes at ADDR in the snapshot, or NULL when it does not hold all of them */
+static inline const uint8_t *snapped(struct scanner *s, uint64_t addr, uint64_t len)
 {
-    return pread(s->fd, buf, size, (off_t)addr) == (ssize_t)size;
+    if (!s->n_segs)
+        return NULL;
+    const struct seg *g = &s->segs[s->seg_hint];
+    if (addr < g->lo || addr >= g->hi) {
+        uint64_t lo = 0, hi = s->n_segs; /* the first piece starting above addr */
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (s->segs[mid].lo <= addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0)
+            return NULL;
+        g = &s->segs[lo - 1];
+        s->seg_hint = lo - 1;
+    }
+    return addr >= g->lo && addr < g->hi && len <= g->hi - addr ? g->data + (addr - g->lo) : NULL;
 }
 
 /* -- the page directory: page -> the blocks that may hold an address in it ------------------ */
@@ -157,6 +194,9 @@ static inline int64_t find(const struct scanner *s, uint64_t ptr)
 }
 
 int build_pages(struct scanner *s);
+int read_exact(struct scanner *s, void *buf, uint64_t addr, uint64_t size);
+int take_snapshot(struct scanner *s);
+void drop_snapshot(struct scanner *s);
 int get_small(struct scanner *s, void *out, uint64_t addr, uint64_t size);
 int word_at(struct scanner *s, uint64_t addr, uint64_t *out);
 int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr);
