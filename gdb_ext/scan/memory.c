@@ -51,10 +51,12 @@ int build_pages(struct scanner *s)
         }
         struct page_entry *e = page_slot(s, (start >> PAGE_SHIFT) + 1); /* its start's page */
         unsigned g = (unsigned)(start & (PAGE - 1)) >> 5;
+        if (e->bits[g / 64] & (uint64_t)1 << (g % 64))
+            e->multi = 1;
         e->bits[g / 64] |= (uint64_t)1 << (g % 64);
     }
     for (uint64_t h = 0; h <= s->page_mask; h++)
-        s->pages[h].low = (uint32_t)popcount(s->pages[h].bits[0]);
+        s->pages[h].low = (uint16_t)popcount(s->pages[h].bits[0]);
     return 0;
 }
 
@@ -207,7 +209,8 @@ static int is_vtable(struct scanner *s, uint64_t addr)
 
 int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i)
 {
-    uint64_t start = s->starts[i], size = s->sizes[i], w0, w1;
+    /* ptr is not the start: the block is not empty and its extent is its size */
+    uint64_t start = s->blk[i].start, size = extent_of(s, i), w0, w1;
     unsigned h = s->hmask;
     if ((h & HBIT(H_STDSTRING)) && ptr == start + 24 && size >= 16) {
         if (word_at(s, start + 8, &w1) && size >= 25 && w1 == size - 25 && word_at(s, start, &w0)
@@ -225,10 +228,10 @@ int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i)
     if ((h & HBIT(H_MULTIPLE)) && ptr % 8 == 0 && ptr + 8 <= start + size && size >= 8) {
         /* reach.py's test, its terms taken in another order (none has an effect): the one on
          * the block's first word, known once per block, comes first */
-        if (s->first_vtable[i] == FIRST_UNKNOWN)
-            s->first_vtable[i] = word_at(s, start, &w0) && w0 % 8 == 0 && w0 >= PAGE
+        if (s->blk[i].first == FIRST_UNKNOWN)
+            s->blk[i].first = word_at(s, start, &w0) && w0 % 8 == 0 && w0 >= PAGE
                                  && is_vtable(s, w0) ? FIRST_VTABLE : FIRST_OTHER;
-        if (s->first_vtable[i] == FIRST_VTABLE && word_at(s, ptr, &w1) && w1 % 8 == 0
+        if (s->blk[i].first == FIRST_VTABLE && word_at(s, ptr, &w1) && w1 % 8 == 0
             && w1 >= PAGE && is_vtable(s, w1))
             return H_MULTIPLE;
     }

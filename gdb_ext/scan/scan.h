@@ -31,6 +31,8 @@ enum { FIRST_UNKNOWN = 0, FIRST_VTABLE = 1, FIRST_OTHER = 2 };
 #define VT_SLOTS 4096
 #define TICK_EVERY (8u * WINDOW)
 #define NO_OWNER UINT32_MAX
+#define AHEAD 8                  /* words() prefetches a word's page directory entry 2 * AHEAD
+                                  * words ahead, its block record AHEAD words ahead (power of 2) */
 #define MERGE_GAP PAGE           /* the snapshot reads two blocks at most this far apart at once */
 #define BATCH_IOVS 1024          /* IOV_MAX: remote iovecs per process_vm_readv */
 #define BATCH_BYTES (256u << 20) /* and bytes per call (the kernel takes up to 2 GiB) */
@@ -64,15 +66,22 @@ struct mds_args {
     uint64_t snapshot;                 /* out: SNAP_*, how the blocks were read */
     uint64_t snapshot_bytes;           /* out: bytes of the process the snapshot holds */
     uint64_t snapshot_calls;           /* out: system calls that filled it */
+    uint64_t snapshot_ns;              /* out: nanoseconds it took (mmap, copy, pieces) */
 };
 
 /* how the blocks were read: no snapshot (over budget, or none asked), a snapshot filled by
  * process_vm_readv, or one filled by pread on FD (no pid, or process_vm_readv refused) */
 enum { SNAP_NONE = 0, SNAP_VM = 1, SNAP_PREAD = 2 };
 
-struct span { uint64_t start, end; }; /* a block's bytes, side by side for find */
-/* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s count */
-struct page_entry { uint64_t key; uint32_t first, low; uint64_t bits[2]; };
+/* what the marking needs of a block, in one 16-byte record (one cache miss): its start, its
+ * extent (size, 1 for 0 bytes: a pointer to its start finds it; EXTENT_BIG from 4 GiB, then
+ * sizes[] tells), its state (UNREACHED..INDIRECT), whether it is on the stack, the heuristic it
+ * was reached through, and FIRST_* (multipleinheritance's test of its first word) */
+struct span { uint64_t start; uint32_t extent; uint8_t state, pending, heur, first; };
+#define EXTENT_BIG UINT32_MAX
+/* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s
+ * count; multi: some granule of the page holds two starts */
+struct page_entry { uint64_t key; uint32_t first; uint16_t low, multi; uint64_t bits[2]; };
 struct window { uint64_t key; uint64_t len; int valid; };
 struct run { uint64_t lo, hi, used; uint8_t *data; };
 struct seg { uint64_t lo, hi; const uint8_t *data; }; /* a piece of the snapshot */
@@ -86,8 +95,6 @@ struct scanner {
     uint64_t n, lo, hi;
     struct page_entry *pages;
     uint64_t page_mask;
-    uint8_t *state, *pending, *heur;
-    uint8_t *first_vtable; /* per block: FIRST_* (multipleinheritance's test of its first word) */
     uint32_t *owner, *stack;
     uint64_t sp;
     unsigned hmask;
@@ -110,6 +117,13 @@ static inline uint64_t block_end(const struct scanner *s, uint64_t i)
 {
     /* a block of 0 bytes is found by a pointer to its start (mc_leakcheck.c) */
     return s->starts[i] + (s->sizes[i] ? s->sizes[i] : 1);
+}
+
+/* block_end - start, from the block's record */
+static inline uint64_t extent_of(const struct scanner *s, uint64_t i)
+{
+    uint32_t e = s->blk[i].extent;
+    return e != EXTENT_BIG ? e : s->sizes[i];
 }
 
 /* LEN bytes at ADDR in the snapshot, or NULL when it does not hold all of them */
@@ -147,6 +161,9 @@ static inline const uint8_t *snapped(struct scanner *s, uint64_t addr, uint64_t 
 /* bits set in x (without -mpopcnt, GCC's builtin is a library call) */
 static inline int64_t popcount(uint64_t x)
 {
+#ifdef __POPCNT__
+    return __builtin_popcountll(x);
+#endif
     x = x - (x >> 1 & 0x5555555555555555ull);
     x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
     x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
@@ -158,18 +175,24 @@ static inline uint64_t page_hash(uint64_t key, uint64_t mask)
     return (key * 0x9E3779B97F4A7C15ull) >> 17 & mask;
 }
 
-static inline void prefetch_page(const struct scanner *s, uint64_t ptr)
-{
-    if (ptr >= s->lo && ptr < s->hi)
-        __builtin_prefetch(&s->pages[page_hash((ptr >> PAGE_SHIFT) + 1, s->page_mask)]);
-}
-
-/* The block holding ptr (reach's find: the last block starting at or below it), or -1. */
-static inline int64_t find(const struct scanner *s, uint64_t ptr)
+/* ptr's slot in the page directory, where its probe starts; NO_SLOT outside [lo, hi) */
+#define NO_SLOT UINT64_MAX
+static inline uint64_t slot_of(const struct scanner *s, uint64_t ptr)
 {
     if (ptr < s->lo || ptr >= s->hi)
+        return NO_SLOT;
+    return page_hash((ptr >> PAGE_SHIFT) + 1, s->page_mask);
+}
+
+/* The block the page directory names for ptr (its slot H), as a candidate: (i + 1) * 2 + multi,
+ * i the right block but when a block starts above ptr in its granule, or (multi) two blocks
+ * start in one granule of its page: settle corrects it. -1 when ptr is outside [lo, hi) or its
+ * page has no entry. It does not depend on the marking: words() looks it up ahead. */
+static inline int64_t lookup_at(const struct scanner *s, uint64_t ptr, uint64_t h)
+{
+    if (h == NO_SLOT)
         return -1;
-    uint64_t key = (ptr >> PAGE_SHIFT) + 1, h = page_hash(key, s->page_mask);
+    uint64_t key = (ptr >> PAGE_SHIFT) + 1;
     const struct page_entry *e;
     for (;;) {
         e = &s->pages[h];
@@ -182,15 +205,45 @@ static inline int64_t find(const struct scanner *s, uint64_t ptr)
     unsigned g = (unsigned)(ptr & (PAGE - 1)) >> 5, word = g / 64;
     int64_t rank = popcount(e->bits[word] & (~(uint64_t)0 >> (63 - g % 64)))
                    + (word ? e->low : 0);
-    int64_t i = (int64_t)e->first + rank - 1;
+    return ((int64_t)e->first + rank) * 2 + (e->multi != 0);
+}
+
+static inline int64_t lookup(const struct scanner *s, uint64_t ptr)
+{
+    return lookup_at(s, ptr, slot_of(s, ptr));
+}
+
+/* The block record a candidate names (to prefetch), or NULL */
+static inline const struct span *candidate_block(const struct scanner *s, int64_t c)
+{
+    return c >= 2 ? &s->blk[(c >> 1) - 1] : NULL;
+}
+
+/* The block holding ptr, from lookup's candidate C, or -1. */
+static inline int64_t settle(const struct scanner *s, uint64_t ptr, int64_t c)
+{
+    if (c < 0)
+        return -1;
     const struct span *blk = s->blk;
-    while (i >= 0 && blk[i].start > ptr)
+    int64_t i = (c >> 1) - 1;
+    while (i >= 0 && blk[i].start > ptr) /* it starts above ptr in ptr's granule */
         i--;
-    while ((uint64_t)(i + 1) < s->n && blk[i + 1].start <= ptr)
-        i++;
+    if (c & 1) /* the next one may start in the same granule */
+        while ((uint64_t)(i + 1) < s->n && blk[i + 1].start <= ptr)
+            i++;
     if (i < 0)
         return -1;
-    return ptr < blk[i].end ? i : -1;
+    uint64_t d = ptr - blk[i].start;
+    uint32_t e = blk[i].extent;
+    if (d < e)
+        return i;
+    return e == EXTENT_BIG && d < s->sizes[i] ? i : -1;
+}
+
+/* The block holding ptr (reach's find: the last block starting at or below it), or -1. */
+static inline int64_t find(const struct scanner *s, uint64_t ptr)
+{
+    return settle(s, ptr, lookup(s, ptr));
 }
 
 int build_pages(struct scanner *s);

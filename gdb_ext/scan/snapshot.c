@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
+#include <time.h>
 
 struct ranges { struct seg *at; uint64_t n, cap; };
 
@@ -145,8 +146,16 @@ static int fill(struct scanner *s, struct ranges *r, struct ranges *holes, int *
 
 /* 0: the snapshot is taken, or not (over budget, no memory: then the scan reads as before);
  * 1: the tick callback stopped it; -1: out of memory. */
+static uint64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (uint64_t)t.tv_sec * 1000000000u + (uint64_t)t.tv_nsec;
+}
+
 int take_snapshot(struct scanner *s)
 {
+    uint64_t began = now_ns();
     struct ranges r = {0}, holes = {0};
     uint64_t total;
     int rc = 0;
@@ -163,6 +172,9 @@ int take_snapshot(struct scanner *s)
                      -1, 0);
     if (mem == MAP_FAILED)
         goto out; /* the scan reads as before */
+    /* 2 MiB pages where the system allows them (transparent_hugepage "madvise"): the copy
+     * faults in 512 times less often */
+    madvise(mem, total, MADV_HUGEPAGE);
     s->snap = mem;
     s->snap_len = total;
     uint64_t off = 0;
@@ -201,6 +213,7 @@ out:
     free(holes.at);
     if (rc)
         drop_snapshot(s);
+    s->a->snapshot_ns = now_ns() - began;
     return rc;
 }
 

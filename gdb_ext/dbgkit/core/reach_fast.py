@@ -52,6 +52,7 @@ class _Args(ctypes.Structure):
         ("root_bytes", ctypes.c_uint64), ("block_bytes", ctypes.c_uint64),
         ("skipped_bytes", ctypes.c_uint64), ("snapshot", ctypes.c_uint64),
         ("snapshot_bytes", ctypes.c_uint64), ("snapshot_calls", ctypes.c_uint64),
+        ("snapshot_ns", ctypes.c_uint64),
     ]
 
 
@@ -67,6 +68,8 @@ class FastScanResult(ScanResult):
     snapshot_bytes: int = 0
     #: system calls that filled it
     snapshot_calls: int = 0
+    #: seconds the copy took (part of `seconds`)
+    snapshot_seconds: float = 0.0
 
 
 def snapshot_budget(meminfo: str = "/proc/meminfo") -> int:
@@ -219,4 +222,5 @@ def scan(
         excluded=excluded, root_bytes=args.root_bytes if n else 0,
         block_bytes=args.block_bytes, skipped_bytes=args.skipped_bytes,
         seconds=time.monotonic() - began, engine="c", reads=_READS[args.snapshot],
-        snapshot_bytes=args.snapshot_bytes, snapshot_calls=args.snapshot_calls)
+        snapshot_bytes=args.snapshot_bytes, snapshot_calls=args.snapshot_calls,
+        snapshot_seconds=args.snapshot_ns / 1e9)
