@@ -10,16 +10,25 @@
  * after a heuristic one clears it). Both implementations look at a block's words in memory order
  * and take the blocks to scan from one stack, last pushed first.
  *
- * Memory of the process is read with pread(2) on the /proc/PID/mem descriptor the caller passes
- * (the address is the offset; a short read means unreadable memory, as in reach.py).
+ * Memory of the process: before the marking, the blocks are copied into a snapshot in this
+ * process with few process_vm_readv(2) calls (snapshot.c); the marking then finds a block's
+ * bytes there, without a system call. Whatever the snapshot does not hold whole (no snapshot:
+ * over the caller's budget; pages process_vm_readv cannot copy) is read as before with pread(2) on
+ * the /proc/PID/mem descriptor the caller passes (the address is the offset; a short read means
+ * unreadable memory, as in reach.py): the answer is the same either way. Roots are read with
+ * process_vm_readv, then pread if it fails.
  *
- * Cost, per live block: its address and size (16 bytes, the caller's arrays), state, pending flag
- * and heuristic (3 bytes), owner/leader (4 bytes, the caller's array), a stack slot (4 bytes),
- * its span (start, end: 16 bytes), a byte caching a heuristic's test of its first word, and at
- * most one entry of the page directory (48 bytes, up to 2 slots per distinct page holding or
- * covered by a block: at most 96 bytes per block and 24 per KiB of heap). Plus
- * fixed buffers: 4 MiB of 4 KiB pages for the heuristics' word reads, 16 read-ahead runs of up
- * to 1 MiB for small blocks, 1 MiB for roots and big blocks.
+ * Cost, per live block: its address and size (16 bytes, the caller's arrays), state and
+ * heuristic (2 bytes, the caller's arrays), owner/leader (4 bytes, the caller's array), a stack
+ * slot (4 bytes), its record (16 bytes: start, extent, state, pending flag, heuristic, the test
+ * of its first word), and at most one entry of the page directory (32 bytes, up to 3 slots per
+ * distinct page holding or covered by a block: at most 96 bytes per block and 24 per KiB of
+ * heap). The snapshot: the blocks' bytes with their 16-byte chunk headers and the gaps of less
+ * than a page between neighbours (on scan_bench's heap 1.02 times the live bytes; a sparse heap
+ * costs more, up to a page per block), plus 24 bytes per piece of it (at most one per block),
+ * only while the scan runs and only when it fits in the caller's budget (reach_fast: half of
+ * MemAvailable), else none. Plus fixed buffers: 4 MiB of 4 KiB pages for the heuristics' word
+ * reads, 16 read-ahead runs of up to 1 MiB for small blocks, 1 MiB for roots and big blocks.
  */
 #include "scan.h"
 

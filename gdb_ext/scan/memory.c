@@ -1,5 +1,6 @@
 /* memory.c: libmemdump_scan's page directory (which block holds an address), its reads of the
- * process (pread on /proc/PID/mem) and valgrind's heuristics (memdump_scan.c says the rest). */
+ * process (from the snapshot, else pread on /proc/PID/mem) and valgrind's heuristics
+ * (memdump_scan.c says the rest). */
 #include "scan.h"
 
 #include <errno.h>
@@ -78,8 +79,8 @@ int read_exact(struct scanner *s, void *buf, uint64_t addr, uint64_t size)
     return pread(s->fd, buf, size, (off_t)addr) == (ssize_t)size;
 }
 
-/* SIZE bytes at ADDR through cached 4 KiB pages (the heuristics look at words scattered over
- * the heap: a page costs one pread as a word does); 0 when unreadable. */
+/* SIZE bytes at ADDR from the snapshot, else through cached 4 KiB pages (the heuristics look at
+ * words scattered over the heap: a page costs one pread as a word does); 0 when unreadable. */
 int get_small(struct scanner *s, void *out, uint64_t addr, uint64_t size)
 {
     const uint8_t *held = snapped(s, addr, size);
@@ -128,8 +129,8 @@ int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr)
     return (int64_t)(lo - 1);
 }
 
-/* A small block's LEN bytes at FIRST, whole, or NULL when any is unreadable. Small blocks are
- * read in runs: a window around the block (within its mapping) whose size follows how much of
+/* A small block's LEN bytes at FIRST, whole, or NULL when any is unreadable: from the snapshot,
+ * else read in runs: a window around the block (within its mapping) whose size follows how much of
  * the previous windows the scan used, from one page (blocks taken far apart) to 1 MiB (blocks
  * taken in address order, the common case). */
 const uint8_t *block_data(struct scanner *s, uint64_t first, uint64_t len)
