@@ -357,3 +357,52 @@ EXPORT uint64_t mds_abi(void)
 {
     return (uint64_t)2 << 32 | sizeof(struct mds_args);
 }
+
+/* Sorts the N pairs STARTS[k], SIZES[k] by start, in place (the caller's live blocks come as a
+ * dictionary: Python's sort of 800,000 addresses takes longer than the scan's copy of 400 MiB).
+ * A least-significant-digit radix sort, 16 bits a pass, as many passes as the largest start
+ * needs. 0, or -1 when out of memory (the arrays unchanged). */
+EXPORT int mds_sort(uint64_t *starts, uint64_t *sizes, uint64_t n)
+{
+    uint64_t top = 0;
+    for (uint64_t k = 0; k < n; k++)
+        top |= starts[k];
+    uint64_t *tmp_starts = malloc(n * sizeof *tmp_starts), *tmp_sizes = malloc(n * sizeof *tmp_sizes);
+    uint64_t *count = malloc(((size_t)1 << 16) * sizeof *count);
+    int rc = -1;
+    if (n && (!tmp_starts || !tmp_sizes || !count))
+        goto out;
+    uint64_t *from_starts = starts, *from_sizes = sizes, *to_starts = tmp_starts,
+             *to_sizes = tmp_sizes;
+    for (unsigned shift = 0; shift < 64 && top >> shift; shift += 16) {
+        memset(count, 0, ((size_t)1 << 16) * sizeof *count);
+        for (uint64_t k = 0; k < n; k++)
+            count[from_starts[k] >> shift & 0xFFFF]++;
+        for (uint64_t d = 0, sum = 0; d < ((uint64_t)1 << 16); d++) {
+            uint64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t at = count[from_starts[k] >> shift & 0xFFFF]++;
+            to_starts[at] = from_starts[k];
+            to_sizes[at] = from_sizes[k];
+        }
+        uint64_t *t = from_starts;
+        from_starts = to_starts;
+        to_starts = t;
+        t = from_sizes;
+        from_sizes = to_sizes;
+        to_sizes = t;
+    }
+    if (from_starts != starts) {
+        memcpy(starts, from_starts, n * sizeof *starts);
+        memcpy(sizes, from_sizes, n * sizeof *sizes);
+    }
+    rc = 0;
+out:
+    free(tmp_starts);
+    free(tmp_sizes);
+    free(count);
+    return rc;
+}

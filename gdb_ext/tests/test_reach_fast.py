@@ -147,6 +147,16 @@ def test_unreadable_blocks_read_the_same_with_or_without_the_snapshot(budget: in
     assert py.kinds[blocks[0]] == "reachable" and py.kinds[blocks[5]] == "reachable"
 
 
+@pytest.mark.parametrize("count", [0, 1, 2, 1000])
+def test_the_library_sorts_the_blocks_as_python_does(count: int) -> None:
+    rng = random.Random(count)
+    starts = rng.sample(range(0, 1 << 64, 16), count) + ([0x7FFF_0000_0010, 0x10] if count else [])
+    blocks = {a: rng.randrange(1 << 40) for a in starts}
+    lib = reach_fast.library()
+    got = reach_fast._as_arrays(blocks, lib)
+    assert list(got[0]) == sorted(blocks) and list(got[1]) == [blocks[a] for a in sorted(blocks)]
+
+
 def test_the_budget_is_half_of_the_available_memory(tmp_path: Path) -> None:
     info = tmp_path / "meminfo"
     info.write_text("MemTotal:       16000000 kB\nMemAvailable:    4000000 kB\n")
