@@ -2,8 +2,9 @@
 mappings, then dbgkit.core.reach decides each live block's leak kind.
 
 GDB glue only (it asks GDB for the threads); the deciding is reach's (through reach_fast: the C
-library libmemdump_scan.so when it is built, reading a /proc/PID/mem descriptor opened here), the
-reading procfs's.
+library libmemdump_scan.so when it is built, which copies the blocks with process_vm_readv, GDB
+being the process's tracer, or reads the /proc/PID/mem descriptor opened here), the reading
+procfs's.
 """
 
 from __future__ import annotations
@@ -82,7 +83,7 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
             memory = None
         try:
             result = reach_fast.scan(read_some, mappings, live, threads,
-                                     fd=memory.fd if memory is not None else None,
+                                     fd=memory.fd if memory is not None else None, pid=pid,
                                      deadline=began + time_limit, progress=progress)
         except reach.ScanTimeout:
             status = "timeout"

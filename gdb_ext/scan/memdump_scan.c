@@ -10,16 +10,25 @@
  * after a heuristic one clears it). Both implementations look at a block's words in memory order
  * and take the blocks to scan from one stack, last pushed first.
  *
- * Memory of the process is read with pread(2) on the /proc/PID/mem descriptor the caller passes
- * (the address is the offset; a short read means unreadable memory, as in reach.py).
+ * Memory of the process: before the marking, the blocks are copied into a snapshot in this
+ * process with few process_vm_readv(2) calls (snapshot.c); the marking then finds a block's
+ * bytes there, without a system call. Whatever the snapshot does not hold whole (no snapshot:
+ * over the caller's budget; pages process_vm_readv cannot copy) is read as before with pread(2) on
+ * the /proc/PID/mem descriptor the caller passes (the address is the offset; a short read means
+ * unreadable memory, as in reach.py): the answer is the same either way. Roots are read with
+ * process_vm_readv, then pread if it fails.
  *
- * Cost, per live block: its address and size (16 bytes, the caller's arrays), state, pending flag
- * and heuristic (3 bytes), owner/leader (4 bytes, the caller's array), a stack slot (4 bytes),
- * its span (start, end: 16 bytes), a byte caching a heuristic's test of its first word, and at
- * most one entry of the page directory (48 bytes, up to 2 slots per distinct page holding or
- * covered by a block: at most 96 bytes per block and 24 per KiB of heap). Plus
- * fixed buffers: 4 MiB of 4 KiB pages for the heuristics' word reads, 16 read-ahead runs of up
- * to 1 MiB for small blocks, 1 MiB for roots and big blocks.
+ * Cost, per live block: its address and size (16 bytes, the caller's arrays), state and
+ * heuristic (2 bytes, the caller's arrays), owner/leader (4 bytes, the caller's array), a stack
+ * slot (4 bytes), its record (16 bytes: start, extent, state, pending flag, heuristic, the test
+ * of its first word), and at most one entry of the page directory (32 bytes, up to 3 slots per
+ * distinct page holding or covered by a block: at most 96 bytes per block and 24 per KiB of
+ * heap). The snapshot: the blocks' bytes with their 16-byte chunk headers and the gaps of less
+ * than a page between neighbours (on scan_bench's heap 1.02 times the live bytes; a sparse heap
+ * costs more, up to a page per block), plus 24 bytes per piece of it (at most one per block),
+ * only while the scan runs and only when it fits in the caller's budget (reach_fast: half of
+ * MemAvailable), else none. Plus fixed buffers: 4 MiB of 4 KiB pages for the heuristics' word
+ * reads, 16 read-ahead runs of up to 1 MiB for small blocks, 1 MiB for roots and big blocks.
  */
 #include "scan.h"
 
@@ -38,8 +47,8 @@ static int tick(struct scanner *s, uint64_t nbytes)
 
 static void push(struct scanner *s, uint64_t i)
 {
-    if (!s->pending[i]) {
-        s->pending[i] = 1;
+    if (!s->blk[i].pending) {
+        s->blk[i].pending = 1;
         s->stack[s->sp++] = (uint32_t)i;
     }
 }
@@ -47,24 +56,22 @@ static void push(struct scanner *s, uint64_t i)
 /* ptr is the glibc chunk header that follows block i (main_arena.top, bins) */
 static int is_header_after(struct scanner *s, uint64_t ptr, uint64_t i)
 {
-    uint64_t size_field, base = s->starts[i] - 16;
-    if (!word_at(s, s->starts[i] - 8, &size_field))
+    uint64_t size_field, base = s->blk[i].start - 16;
+    if (!word_at(s, s->blk[i].start - 8, &size_field))
         return 0;
     uint64_t add = size_field & ~(uint64_t)7;
     return add <= UINT64_MAX - base && ptr == base + add;
 }
 
-static void mark(struct scanner *s, uint64_t ptr, int definite, int allocator)
+/* ptr, found in block I: mark's cases that change something or need a look */
+static __attribute__((noinline)) void mark_slow(struct scanner *s, uint64_t ptr, uint64_t i,
+                                                int definite, int allocator)
 {
-    int64_t found = find(s, ptr);
-    if (found < 0)
-        return;
-    uint64_t i = (uint64_t)found;
-    uint8_t state = s->state[i];
-    uint64_t start = s->starts[i];
+    uint8_t state = s->blk[i].state;
+    uint64_t start = s->blk[i].start;
     if (state == REACHABLE) {
         if (ptr == start)
-            s->heur[i] = 0;
+            s->blk[i].heur = 0;
         return;
     }
     int via_start;
@@ -77,38 +84,86 @@ static void mark(struct scanner *s, uint64_t ptr, int definite, int allocator)
         int name = s->hmask && definite ? heuristic_for(s, ptr, i) : 0;
         via_start = name != 0;
         if (name && definite)
-            s->heur[i] = (uint8_t)name;
+            s->blk[i].heur = (uint8_t)name;
     }
     if (via_start && definite) {
-        s->state[i] = REACHABLE;
+        s->blk[i].state = REACHABLE;
         push(s, i);
     } else if (state == UNREACHED) {
-        s->state[i] = POSSIBLE;
+        s->blk[i].state = POSSIBLE;
         push(s, i);
     }
+}
+
+/* ptr, found in block FOUND (or -1: none) */
+static inline void mark(struct scanner *s, uint64_t ptr, int64_t found, int definite, int allocator)
+{
+    if (found < 0)
+        return;
+    struct span *b = &s->blk[found];
+    if (b->state == REACHABLE) {
+        if (ptr == b->start)
+            b->heur = 0;
+        return;
+    }
+    if (b->state == POSSIBLE && !allocator) { /* cases where mark_slow would change nothing */
+        if (!definite)
+            return;
+        /* no heuristic can apply: they look at pointers to start + 8 and start + 24, and at
+         * any word of a block whose first word is a vtable's address */
+        uint64_t off = ptr - b->start;
+        if (off != 0 && off != 8 && off != 24
+            && (b->first == FIRST_OTHER || !(s->hmask & HBIT(H_MULTIPLE))))
+            return;
+    }
+    mark_slow(s, ptr, (uint64_t)found, definite, allocator);
 }
 
 static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t clique,
                   int definite, int allocator)
 {
-    uint64_t lo = s->lo, hi = s->hi;
-    for (uint64_t off = 0; off + 8 <= len; off += 8) {
-        uint64_t w, ahead;
-        if (off + 8 * 9 <= len) { /* the page directory's entry of a word 8 words on */
-            memcpy(&ahead, data + off + 8 * 8, 8);
-            prefetch_page(s, ahead);
+    /* The memory a word's lookup needs is fetched while earlier words are looked up: the page
+     * directory's entry of the word 2 * AHEAD words on (its slot kept in SLOT), the block
+     * record of the candidate of the one AHEAD words on (kept in CAND till its turn). */
+    uint64_t n = len / 8, w;
+    int64_t cand[AHEAD];
+    uint64_t slot[AHEAD];
+    for (uint64_t t = 0; t < n && t < 2 * AHEAD; t++) {
+        memcpy(&w, data + 8 * t, 8);
+        if (t < AHEAD) {
+            cand[t] = lookup(s, w);
+        } else {
+            slot[t % AHEAD] = slot_of(s, w);
+            if (slot[t % AHEAD] != NO_SLOT)
+                __builtin_prefetch(&s->pages[slot[t % AHEAD]]);
         }
-
-        memcpy(&w, data + off, 8);
-        if (w < lo || w >= hi)
+    }
+    for (uint64_t t = 0; t < n; t++) {
+        unsigned k = (unsigned)(t % AHEAD);
+        int64_t c = cand[k];
+        if (t + AHEAD < n) {
+            memcpy(&w, data + 8 * (t + AHEAD), 8);
+            cand[k] = lookup_at(s, w, slot[k]);
+            const struct span *b = candidate_block(s, cand[k]);
+            if (b)
+                __builtin_prefetch(b);
+        }
+        if (t + 2 * AHEAD < n) {
+            memcpy(&w, data + 8 * (t + 2 * AHEAD), 8);
+            slot[k] = slot_of(s, w);
+            if (slot[k] != NO_SLOT)
+                __builtin_prefetch(&s->pages[slot[k]]);
+        }
+        if (c < 0)
             continue;
+        memcpy(&w, data + 8 * t, 8);
+        int64_t j = settle(s, w, c);
         if (clique < 0) {
-            mark(s, w, definite, allocator);
+            mark(s, w, j, definite, allocator);
             continue;
         }
-        int64_t j = find(s, w);
-        if (j >= 0 && j != clique && s->state[j] == UNREACHED) {
-            s->state[j] = INDIRECT;
+        if (j >= 0 && j != clique && s->blk[j].state == UNREACHED) {
+            s->blk[j].state = INDIRECT;
             s->owner[j] = (uint32_t)clique;
             push(s, (uint64_t)j);
         }
@@ -121,13 +176,14 @@ static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int
 {
     for (uint64_t addr = start; addr < end; addr += WINDOW) {
         uint64_t n = end - addr < WINDOW ? end - addr : WINDOW;
-        if (read_exact(s, s->chunk, addr, n)) {
+        const uint8_t *data = snapped(s, addr, n);
+        if (data || read_exact(s, s->chunk, addr, n)) {
             if (root) {
                 s->a->root_bytes += n;
                 if (tick(s, n))
                     return -1;
             }
-            words(s, s->chunk, n, clique, definite, allocator);
+            words(s, data ? data : s->chunk, n, clique, definite, allocator);
             continue;
         }
         for (uint64_t page = addr; page < addr + n; page += PAGE) {
@@ -151,7 +207,7 @@ static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int
 
 static int scan_block(struct scanner *s, uint64_t i, int64_t clique, int definite)
 {
-    uint64_t start = s->starts[i];
+    uint64_t start = s->blk[i].start;
     uint64_t first = (start + 7) & ~(uint64_t)7, end = (start + s->sizes[i]) & ~(uint64_t)7;
     if (end <= first)
         return 0;
@@ -173,8 +229,8 @@ static int process(struct scanner *s, int64_t clique)
 {
     while (s->sp) {
         uint64_t top = s->stack[--s->sp];
-        s->pending[top] = 0;
-        if (scan_block(s, top, clique, s->state[top] != POSSIBLE))
+        s->blk[top].pending = 0;
+        if (scan_block(s, top, clique, s->blk[top].state != POSSIBLE))
             return -1;
     }
     return 0;
@@ -191,11 +247,11 @@ static int run(struct scanner *s)
     }
     for (uint64_t k = 0; k < a->n_registers; k++)
         if (a->registers[k] >= s->lo && a->registers[k] < s->hi)
-            mark(s, a->registers[k], 1, 0);
+            mark(s, a->registers[k], find(s, a->registers[k]), 1, 0);
     if (process(s, -1))
         return -1;
     for (uint64_t i = 0; i < s->n; i++) {
-        if (s->state[i] == UNREACHED) {
+        if (s->blk[i].state == UNREACHED) {
             push(s, i);
             if (process(s, (int64_t)i))
                 return -1;
@@ -209,12 +265,12 @@ static void resolve_leaders(struct scanner *s)
 {
     uint32_t *owner = s->owner;
     for (uint64_t i = 0; i < s->n; i++) {
-        if (s->state[i] != INDIRECT)
+        if (s->blk[i].state != INDIRECT)
             continue;
         uint32_t j = owner[i];
-        while (s->state[j] == INDIRECT)
+        while (s->blk[j].state == INDIRECT)
             j = owner[j];
-        for (uint32_t k = (uint32_t)i; s->state[k] == INDIRECT && owner[k] != j;) {
+        for (uint32_t k = (uint32_t)i; s->blk[k].state == INDIRECT && owner[k] != j;) {
             uint32_t next = owner[k];
             owner[k] = j;
             k = next;
@@ -231,19 +287,20 @@ EXPORT int mds_scan(struct mds_args *a)
     int rc = -1;
     s->a = a;
     s->fd = (int)a->fd;
+    s->pid = (pid_t)a->pid;
     s->starts = a->starts;
     s->sizes = a->sizes;
     s->n = a->n_blocks;
-    s->state = a->state;
-    s->heur = a->heuristic;
     s->owner = a->leader;
     s->hmask = (unsigned)a->heuristics;
     s->run_size = 64 * 1024;
     a->root_bytes = a->block_bytes = a->skipped_bytes = 0;
+    a->snapshot = SNAP_NONE;
+    a->snapshot_bytes = a->snapshot_calls = a->snapshot_ns = 0;
     if (s->n >= NO_OWNER)
         goto out;
-    memset(s->state, UNREACHED, s->n);
-    memset(s->heur, 0, s->n);
+    memset(a->state, UNREACHED, s->n);
+    memset(a->heuristic, 0, s->n);
     for (uint64_t i = 0; i < s->n; i++)
         s->owner[i] = NO_OWNER;
     if (s->n == 0) {
@@ -251,36 +308,42 @@ EXPORT int mds_scan(struct mds_args *a)
         goto out;
     }
     s->lo = s->starts[0];
-    s->blk = malloc(s->n * sizeof *s->blk);
+    s->blk = calloc(s->n, sizeof *s->blk);
     if (!s->blk)
         goto out;
     for (uint64_t i = 0; i < s->n; i++) {
+        uint64_t end = block_end(s, i), extent = end - s->starts[i];
         s->blk[i].start = s->starts[i];
-        s->blk[i].end = block_end(s, i);
-        if (s->blk[i].end > s->hi)
-            s->hi = s->blk[i].end;
+        s->blk[i].extent = extent < EXTENT_BIG ? (uint32_t)extent : EXTENT_BIG;
+        if (end > s->hi)
+            s->hi = end;
     }
-    s->pending = calloc(s->n, 1);
     s->stack = malloc(s->n * sizeof *s->stack);
     s->small_mem = malloc((uint64_t)WORD_CACHED << WORD_BITS);
-    s->first_vtable = calloc(s->n, 1);
     s->chunk = malloc(WINDOW);
     s->exact = malloc(SMALL);
-    int ok = s->pending && s->stack && s->small_mem && s->chunk && s->exact && s->first_vtable;
+    int ok = s->stack && s->small_mem && s->chunk && s->exact;
     for (unsigned k = 0; ok && k < RUNS; k++)
         ok = (s->runs[k].data = malloc(RUN_MAX + SMALL + PAGE)) != NULL;
     if (!ok || build_pages(s))
         goto out;
+    rc = take_snapshot(s);
+    if (rc)
+        goto out;
     rc = run(s) ? 1 : 0;
-    if (rc == 0)
+    if (rc == 0) {
         resolve_leaders(s);
+        for (uint64_t i = 0; i < s->n; i++) {
+            a->state[i] = s->blk[i].state;
+            a->heuristic[i] = s->blk[i].heur;
+        }
+    }
 out:
+    drop_snapshot(s);
     for (unsigned k = 0; k < RUNS; k++)
         free(s->runs[k].data);
     free(s->pages);
     free(s->blk);
-    free(s->pending);
-    free(s->first_vtable);
     free(s->stack);
     free(s->small_mem);
     free(s->chunk);
@@ -292,5 +355,54 @@ out:
 /* The layout this file was built with, checked by the loader: 1 and sizeof(struct mds_args). */
 EXPORT uint64_t mds_abi(void)
 {
-    return (uint64_t)1 << 32 | sizeof(struct mds_args);
+    return (uint64_t)2 << 32 | sizeof(struct mds_args);
+}
+
+/* Sorts the N pairs STARTS[k], SIZES[k] by start, in place (the caller's live blocks come as a
+ * dictionary: Python's sort of 800,000 addresses takes longer than the scan's copy of 400 MiB).
+ * A least-significant-digit radix sort, 16 bits a pass, as many passes as the largest start
+ * needs. 0, or -1 when out of memory (the arrays unchanged). */
+EXPORT int mds_sort(uint64_t *starts, uint64_t *sizes, uint64_t n)
+{
+    uint64_t top = 0;
+    for (uint64_t k = 0; k < n; k++)
+        top |= starts[k];
+    uint64_t *tmp_starts = malloc(n * sizeof *tmp_starts), *tmp_sizes = malloc(n * sizeof *tmp_sizes);
+    uint64_t *count = malloc(((size_t)1 << 16) * sizeof *count);
+    int rc = -1;
+    if (n && (!tmp_starts || !tmp_sizes || !count))
+        goto out;
+    uint64_t *from_starts = starts, *from_sizes = sizes, *to_starts = tmp_starts,
+             *to_sizes = tmp_sizes;
+    for (unsigned shift = 0; shift < 64 && top >> shift; shift += 16) {
+        memset(count, 0, ((size_t)1 << 16) * sizeof *count);
+        for (uint64_t k = 0; k < n; k++)
+            count[from_starts[k] >> shift & 0xFFFF]++;
+        for (uint64_t d = 0, sum = 0; d < ((uint64_t)1 << 16); d++) {
+            uint64_t c = count[d];
+            count[d] = sum;
+            sum += c;
+        }
+        for (uint64_t k = 0; k < n; k++) {
+            uint64_t at = count[from_starts[k] >> shift & 0xFFFF]++;
+            to_starts[at] = from_starts[k];
+            to_sizes[at] = from_sizes[k];
+        }
+        uint64_t *t = from_starts;
+        from_starts = to_starts;
+        to_starts = t;
+        t = from_sizes;
+        from_sizes = to_sizes;
+        to_sizes = t;
+    }
+    if (from_starts != starts) {
+        memcpy(starts, from_starts, n * sizeof *starts);
+        memcpy(sizes, from_sizes, n * sizeof *sizes);
+    }
+    rc = 0;
+out:
+    free(tmp_starts);
+    free(tmp_sizes);
+    free(count);
+    return rc;
 }

@@ -1,6 +1,10 @@
 /* memory.c: libmemdump_scan's page directory (which block holds an address), its reads of the
- * process (pread on /proc/PID/mem) and valgrind's heuristics (memdump_scan.c says the rest). */
+ * process (from the snapshot, else pread on /proc/PID/mem) and valgrind's heuristics
+ * (memdump_scan.c says the rest). */
 #include "scan.h"
+
+#include <errno.h>
+#include <sys/uio.h>
 
 static uint64_t cover_end(const struct scanner *s, uint64_t i)
 {
@@ -48,19 +52,42 @@ int build_pages(struct scanner *s)
         }
         struct page_entry *e = page_slot(s, (start >> PAGE_SHIFT) + 1); /* its start's page */
         unsigned g = (unsigned)(start & (PAGE - 1)) >> 5;
+        if (e->bits[g / 64] & (uint64_t)1 << (g % 64))
+            e->multi = 1;
         e->bits[g / 64] |= (uint64_t)1 << (g % 64);
     }
     for (uint64_t h = 0; h <= s->page_mask; h++)
-        s->pages[h].low = (uint32_t)popcount(s->pages[h].bits[0]);
+        s->pages[h].low = (uint16_t)popcount(s->pages[h].bits[0]);
     return 0;
 }
 
 /* -- reading ------------------------------------------------------------------------------ */
 
-/* SIZE bytes at ADDR through cached 4 KiB pages (the heuristics look at words scattered over
- * the heap: a page costs one pread as a word does); 0 when unreadable. */
+/* SIZE bytes at ADDR, all of them or 0: with process_vm_readv when there is a pid (one system
+ * call without the page walk of /proc/PID/mem), else, or when it fails, with pread (which also
+ * reads what process_vm_readv cannot, such as PROT_NONE pages: the same answer as reach.py). */
+int read_exact(struct scanner *s, void *buf, uint64_t addr, uint64_t size)
+{
+    if (s->pid > 0) {
+        struct iovec local = {buf, size}, remote = {(void *)(uintptr_t)addr, size};
+        ssize_t got = process_vm_readv(s->pid, &local, 1, &remote, 1, 0);
+        if (got == (ssize_t)size)
+            return 1;
+        if (got < 0 && errno != EFAULT)
+            s->pid = 0; /* refused: pread from now on */
+    }
+    return pread(s->fd, buf, size, (off_t)addr) == (ssize_t)size;
+}
+
+/* SIZE bytes at ADDR from the snapshot, else through cached 4 KiB pages (the heuristics look at
+ * words scattered over the heap: a page costs one pread as a word does); 0 when unreadable. */
 int get_small(struct scanner *s, void *out, uint64_t addr, uint64_t size)
 {
+    const uint8_t *held = snapped(s, addr, size);
+    if (held) {
+        memcpy(out, held, size);
+        return 1;
+    }
     uint64_t key = addr >> WORD_BITS;
     if ((addr + size - 1) >> WORD_BITS == key) {
         unsigned slot = (unsigned)(key % WORD_CACHED);
@@ -102,12 +129,15 @@ int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr)
     return (int64_t)(lo - 1);
 }
 
-/* A small block's LEN bytes at FIRST, whole, or NULL when any is unreadable. Small blocks are
- * read in runs: a window around the block (within its mapping) whose size follows how much of
+/* A small block's LEN bytes at FIRST, whole, or NULL when any is unreadable: from the snapshot,
+ * else read in runs: a window around the block (within its mapping) whose size follows how much of
  * the previous windows the scan used, from one page (blocks taken far apart) to 1 MiB (blocks
  * taken in address order, the common case). */
 const uint8_t *block_data(struct scanner *s, uint64_t first, uint64_t len)
 {
+    const uint8_t *held = snapped(s, first, len);
+    if (held)
+        return held;
     for (unsigned k = 0; k < RUNS; k++) {
         struct run *r = &s->runs[k];
         if (first >= r->lo && first + len <= r->hi) {
@@ -180,7 +210,8 @@ static int is_vtable(struct scanner *s, uint64_t addr)
 
 int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i)
 {
-    uint64_t start = s->starts[i], size = s->sizes[i], w0, w1;
+    /* ptr is not the start: the block is not empty and its extent is its size */
+    uint64_t start = s->blk[i].start, size = extent_of(s, i), w0, w1;
     unsigned h = s->hmask;
     if ((h & HBIT(H_STDSTRING)) && ptr == start + 24 && size >= 16) {
         if (word_at(s, start + 8, &w1) && size >= 25 && w1 == size - 25 && word_at(s, start, &w0)
@@ -198,10 +229,10 @@ int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i)
     if ((h & HBIT(H_MULTIPLE)) && ptr % 8 == 0 && ptr + 8 <= start + size && size >= 8) {
         /* reach.py's test, its terms taken in another order (none has an effect): the one on
          * the block's first word, known once per block, comes first */
-        if (s->first_vtable[i] == FIRST_UNKNOWN)
-            s->first_vtable[i] = word_at(s, start, &w0) && w0 % 8 == 0 && w0 >= PAGE
+        if (s->blk[i].first == FIRST_UNKNOWN)
+            s->blk[i].first = word_at(s, start, &w0) && w0 % 8 == 0 && w0 >= PAGE
                                  && is_vtable(s, w0) ? FIRST_VTABLE : FIRST_OTHER;
-        if (s->first_vtable[i] == FIRST_VTABLE && word_at(s, ptr, &w1) && w1 % 8 == 0
+        if (s->blk[i].first == FIRST_VTABLE && word_at(s, ptr, &w1) && w1 % 8 == 0
             && w1 >= PAGE && is_vtable(s, w1))
             return H_MULTIPLE;
     }

@@ -1,11 +1,13 @@
 /* scan.h: what the files of libmemdump_scan share (memdump_scan.c says what the library does).
- * memory.c: the page directory, the reads and the heuristics; memdump_scan.c: the marking. */
+ * memory.c: the page directory, the reads and the heuristics; memdump_scan.c: the marking;
+ * snapshot.c: the copy of the blocks taken before the marking. */
 #ifndef MEMDUMP_SCAN_H
 #define MEMDUMP_SCAN_H
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -30,12 +32,19 @@ enum { FIRST_UNKNOWN = 0, FIRST_VTABLE = 1, FIRST_OTHER = 2 };
 #define VT_SLOTS 4096
 #define TICK_EVERY (8u * WINDOW)
 #define NO_OWNER UINT32_MAX
+#define AHEAD 8                  /* words() prefetches a word's page directory entry 2 * AHEAD
+                                  * words ahead, its block record AHEAD words ahead (power of 2) */
+#define MERGE_GAP PAGE           /* the snapshot reads two blocks at most this far apart at once */
+#define BATCH_IOVS 1024          /* IOV_MAX: remote iovecs per process_vm_readv */
+#define BATCH_BYTES (256u << 20) /* and bytes per call (the kernel takes up to 2 GiB) */
 
 typedef int (*mds_tick_fn)(uint64_t scanned, uint64_t pending);
 
 /* Every field is 8 bytes: ctypes mirrors it as a list of c_uint64 / c_void_p. */
 struct mds_args {
-    int64_t fd;
+    int64_t fd;                        /* /proc/PID/mem (or any file where the offset is the address) */
+    int64_t pid;                       /* the process, for process_vm_readv; 0: read FD only */
+    uint64_t budget;                   /* most bytes the snapshot may hold; 0: no snapshot */
     uint64_t heuristics;               /* HBIT(code) of each heuristic to try */
     uint64_t n_blocks;
     const uint64_t *starts;            /* sorted, distinct */
@@ -55,24 +64,38 @@ struct mds_args {
     uint8_t *heuristic;                /* out: heuristic code of a block reached through one */
     uint32_t *leader;                  /* out: an indirect block's clique leader, else NO_OWNER */
     uint64_t root_bytes, block_bytes, skipped_bytes; /* out */
+    uint64_t snapshot;                 /* out: SNAP_*, how the blocks were read */
+    uint64_t snapshot_bytes;           /* out: bytes of the process the snapshot holds */
+    uint64_t snapshot_calls;           /* out: system calls that filled it */
+    uint64_t snapshot_ns;              /* out: nanoseconds it took (mmap, copy, pieces) */
 };
 
-struct span { uint64_t start, end; }; /* a block's bytes, side by side for find */
-/* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s count */
-struct page_entry { uint64_t key; uint32_t first, low; uint64_t bits[2]; };
+/* how the blocks were read: no snapshot (over budget, or none asked), a snapshot filled by
+ * process_vm_readv, or one filled by pread on FD (no pid, or process_vm_readv refused) */
+enum { SNAP_NONE = 0, SNAP_VM = 1, SNAP_PREAD = 2 };
+
+/* what the marking needs of a block, in one 16-byte record (one cache miss): its start, its
+ * extent (size, 1 for 0 bytes: a pointer to its start finds it; EXTENT_BIG from 4 GiB, then
+ * sizes[] tells), its state (UNREACHED..INDIRECT), whether it is on the stack, the heuristic it
+ * was reached through, and FIRST_* (multipleinheritance's test of its first word) */
+struct span { uint64_t start; uint32_t extent; uint8_t state, pending, heur, first; };
+#define EXTENT_BIG UINT32_MAX
+/* key: page + 1 (0: free); bits: the 32-byte granules where a block starts; low: bits[0]'s
+ * count; multi: some granule of the page holds two starts */
+struct page_entry { uint64_t key; uint32_t first; uint16_t low, multi; uint64_t bits[2]; };
 struct window { uint64_t key; uint64_t len; int valid; };
 struct run { uint64_t lo, hi, used; uint8_t *data; };
+struct seg { uint64_t lo, hi; const uint8_t *data; }; /* a piece of the snapshot */
 
 struct scanner {
     struct mds_args *a;
     int fd;
+    pid_t pid; /* process_vm_readv's, 0 when it is not to be used */
     const uint64_t *starts, *sizes;
     struct span *blk;
     uint64_t n, lo, hi;
     struct page_entry *pages;
     uint64_t page_mask;
-    uint8_t *state, *pending, *heur;
-    uint8_t *first_vtable; /* per block: FIRST_* (multipleinheritance's test of its first word) */
     uint32_t *owner, *stack;
     uint64_t sp;
     unsigned hmask;
@@ -85,6 +108,10 @@ struct scanner {
     uint64_t vt_key[VT_SLOTS];
     uint8_t vt_val[VT_SLOTS];
     uint64_t scanned, next_check;
+    struct seg *segs; /* the snapshot: sorted, disjoint */
+    uint64_t n_segs, seg_hint;
+    uint8_t *snap;
+    uint64_t snap_len;
 };
 
 static inline uint64_t block_end(const struct scanner *s, uint64_t i)
@@ -93,9 +120,34 @@ static inline uint64_t block_end(const struct scanner *s, uint64_t i)
     return s->starts[i] + (s->sizes[i] ? s->sizes[i] : 1);
 }
 
-static inline int read_exact(const struct scanner *s, void *buf, uint64_t addr, uint64_t size)
+/* block_end - start, from the block's record */
+static inline uint64_t extent_of(const struct scanner *s, uint64_t i)
 {
-    return pread(s->fd, buf, size, (off_t)addr) == (ssize_t)size;
+    uint32_t e = s->blk[i].extent;
+    return e != EXTENT_BIG ? e : s->sizes[i];
+}
+
+/* LEN bytes at ADDR in the snapshot, or NULL when it does not hold all of them */
+static inline const uint8_t *snapped(struct scanner *s, uint64_t addr, uint64_t len)
+{
+    if (!s->n_segs)
+        return NULL;
+    const struct seg *g = &s->segs[s->seg_hint];
+    if (addr < g->lo || addr >= g->hi) {
+        uint64_t lo = 0, hi = s->n_segs; /* the first piece starting above addr */
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (s->segs[mid].lo <= addr)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == 0)
+            return NULL;
+        g = &s->segs[lo - 1];
+        s->seg_hint = lo - 1;
+    }
+    return addr >= g->lo && addr < g->hi && len <= g->hi - addr ? g->data + (addr - g->lo) : NULL;
 }
 
 /* -- the page directory: page -> the blocks that may hold an address in it ------------------ */
@@ -110,6 +162,9 @@ static inline int read_exact(const struct scanner *s, void *buf, uint64_t addr, 
 /* bits set in x (without -mpopcnt, GCC's builtin is a library call) */
 static inline int64_t popcount(uint64_t x)
 {
+#ifdef __POPCNT__
+    return __builtin_popcountll(x);
+#endif
     x = x - (x >> 1 & 0x5555555555555555ull);
     x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
     x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
@@ -121,18 +176,24 @@ static inline uint64_t page_hash(uint64_t key, uint64_t mask)
     return (key * 0x9E3779B97F4A7C15ull) >> 17 & mask;
 }
 
-static inline void prefetch_page(const struct scanner *s, uint64_t ptr)
-{
-    if (ptr >= s->lo && ptr < s->hi)
-        __builtin_prefetch(&s->pages[page_hash((ptr >> PAGE_SHIFT) + 1, s->page_mask)]);
-}
-
-/* The block holding ptr (reach's find: the last block starting at or below it), or -1. */
-static inline int64_t find(const struct scanner *s, uint64_t ptr)
+/* ptr's slot in the page directory, where its probe starts; NO_SLOT outside [lo, hi) */
+#define NO_SLOT UINT64_MAX
+static inline uint64_t slot_of(const struct scanner *s, uint64_t ptr)
 {
     if (ptr < s->lo || ptr >= s->hi)
+        return NO_SLOT;
+    return page_hash((ptr >> PAGE_SHIFT) + 1, s->page_mask);
+}
+
+/* The block the page directory names for ptr (its slot H), as a candidate: (i + 1) * 2 + multi,
+ * i the right block but when a block starts above ptr in its granule, or (multi) two blocks
+ * start in one granule of its page: settle corrects it. -1 when ptr is outside [lo, hi) or its
+ * page has no entry. It does not depend on the marking: words() looks it up ahead. */
+static inline int64_t lookup_at(const struct scanner *s, uint64_t ptr, uint64_t h)
+{
+    if (h == NO_SLOT)
         return -1;
-    uint64_t key = (ptr >> PAGE_SHIFT) + 1, h = page_hash(key, s->page_mask);
+    uint64_t key = (ptr >> PAGE_SHIFT) + 1;
     const struct page_entry *e;
     for (;;) {
         e = &s->pages[h];
@@ -145,18 +206,51 @@ static inline int64_t find(const struct scanner *s, uint64_t ptr)
     unsigned g = (unsigned)(ptr & (PAGE - 1)) >> 5, word = g / 64;
     int64_t rank = popcount(e->bits[word] & (~(uint64_t)0 >> (63 - g % 64)))
                    + (word ? e->low : 0);
-    int64_t i = (int64_t)e->first + rank - 1;
+    return ((int64_t)e->first + rank) * 2 + (e->multi != 0);
+}
+
+static inline int64_t lookup(const struct scanner *s, uint64_t ptr)
+{
+    return lookup_at(s, ptr, slot_of(s, ptr));
+}
+
+/* The block record a candidate names (to prefetch), or NULL */
+static inline const struct span *candidate_block(const struct scanner *s, int64_t c)
+{
+    return c >= 2 ? &s->blk[(c >> 1) - 1] : NULL;
+}
+
+/* The block holding ptr, from lookup's candidate C, or -1. */
+static inline int64_t settle(const struct scanner *s, uint64_t ptr, int64_t c)
+{
+    if (c < 0)
+        return -1;
     const struct span *blk = s->blk;
-    while (i >= 0 && blk[i].start > ptr)
+    int64_t i = (c >> 1) - 1;
+    while (i >= 0 && blk[i].start > ptr) /* it starts above ptr in ptr's granule */
         i--;
-    while ((uint64_t)(i + 1) < s->n && blk[i + 1].start <= ptr)
-        i++;
+    if (c & 1) /* the next one may start in the same granule */
+        while ((uint64_t)(i + 1) < s->n && blk[i + 1].start <= ptr)
+            i++;
     if (i < 0)
         return -1;
-    return ptr < blk[i].end ? i : -1;
+    uint64_t d = ptr - blk[i].start;
+    uint32_t e = blk[i].extent;
+    if (d < e)
+        return i;
+    return e == EXTENT_BIG && d < s->sizes[i] ? i : -1;
+}
+
+/* The block holding ptr (reach's find: the last block starting at or below it), or -1. */
+static inline int64_t find(const struct scanner *s, uint64_t ptr)
+{
+    return settle(s, ptr, lookup(s, ptr));
 }
 
 int build_pages(struct scanner *s);
+int read_exact(struct scanner *s, void *buf, uint64_t addr, uint64_t size);
+int take_snapshot(struct scanner *s);
+void drop_snapshot(struct scanner *s);
 int get_small(struct scanner *s, void *out, uint64_t addr, uint64_t size);
 int word_at(struct scanner *s, uint64_t addr, uint64_t *out);
 int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr);

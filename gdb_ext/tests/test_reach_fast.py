@@ -1,8 +1,10 @@
 """reach_fast: libmemdump_scan.so gives the ScanResult reach.py gives, on every case of
-test_reach.py and on random graphs (interior pointers, cycles, cliques joining, heuristics).
+test_reach.py and on random graphs (interior pointers, cycles, cliques joining, heuristics),
+with its snapshot of the blocks and without (over its budget: pread as it goes).
 
 The library reads memory with pread on a descriptor whose offsets are addresses: the fake memory
-of test_reach.Memory is written at its addresses into a memfd (sparse)."""
+of test_reach.Memory is written at its addresses into a memfd (sparse); without a pid it fills
+its snapshot with pread too. process_vm_readv is tested on a live process (scan_bench)."""
 
 from __future__ import annotations
 
@@ -61,9 +63,12 @@ def both(read, maps, blocks, threads, **kw) -> ScanResult:  # noqa: ANN001, ANN0
         starts = array("Q", sorted(blocks))
         c2 = reach_fast.scan(read, maps, (starts, array("Q", (blocks[a] for a in starts))),
                              threads, fd=fd, **kw)
-    assert (py.engine, c.engine, c2.engine) == ("python", "c", "c")
+        c3 = reach_fast.scan(read, maps, blocks, threads, fd=fd, budget=0, **kw)  # no snapshot
+    assert (py.engine, c.engine, c2.engine, c3.engine) == ("python", "c", "c", "c")
+    assert c.reads == ("snapshot (pread)" if blocks else "pread") and c3.reads == "pread"
     assert _fields(c) == _fields(py)
     assert _fields(c2) == _fields(py)
+    assert _fields(c3) == _fields(py)
     assert list(c.kinds) == list(py.kinds)  # same order: records() writes them so
     return py
 
@@ -91,6 +96,74 @@ def test_an_unreadable_root_is_skipped() -> None:
     py = reach.scan(m.read, [*m.maps, hole], m.blocks, [Thread(1, STACK + 0x8000)])
     assert c.skipped_bytes == py.skipped_bytes == 0x3000
     assert _fields(c) == _fields(py)
+
+
+class ShortMemory(Memory):
+    """Memory that cannot be read from `end` up, as a memfd truncated there reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.end = 0
+
+    def read(self, addr: int, size: int) -> bytes:
+        if addr >= self.end:
+            raise OSError(5, "unreadable")
+        return super().read(addr, min(size, self.end - addr))
+
+
+@pytest.mark.parametrize("budget", [None, 0, 1 << 14])
+def test_unreadable_blocks_read_the_same_with_or_without_the_snapshot(budget: int | None) -> None:
+    """Blocks (small and big) wholly, partly and not readable, pointing at each other: the
+    snapshot leaves out the pages it cannot copy and those are read as without it. A budget
+    smaller than the copy means no snapshot."""
+    m = ShortMemory()
+    m.map(BIG_MAP, 0x40000, "rw-p")
+    m.map(BIG_MAP + 0x40000, 0x8000, "rw-p")  # adjacent, unreadable from its second page
+    big = BIG_MAP + 16  # its mapping's own block, read in pieces, readable
+    m.put(BIG_MAP, 0, 0x40000 | 2)
+    m.blocks[big] = 0x40000 - 16
+    tail = BIG_MAP + 0x40000 + 0x10  # small blocks across the edge of readable memory
+    blocks = []
+    for k in range(12):
+        addr = tail + k * 0x400
+        m.put(addr - 8, 0x401)
+        m.blocks[addr] = 0x3F0
+        blocks.append(addr)
+    m.end = BIG_MAP + 0x40000 + 0x1000
+    kept = m.alloc(64)
+    m.put(DATA, kept, big + 0x100)
+    m.put(kept, *blocks[:6])  # readable, crossing the edge, unreadable
+    m.put(big + 0x3F000, blocks[1] + 8, kept + 8)
+    m.put(blocks[0], blocks[2])
+    threads = [Thread(1, STACK + 0x8000)]
+    py = reach.scan(m.read, m.maps, m.blocks, threads)
+    with memfd(m) as fd:
+        os.ftruncate(fd, m.end)
+        c = reach_fast.scan(m.read, m.maps, m.blocks, threads, fd=fd, budget=budget)
+    assert c.reads == ("pread" if budget is not None else "snapshot (pread)")
+    assert _fields(c) == _fields(py)
+    if budget is None:  # the pages past the end stay out of the snapshot
+        assert 0 < c.snapshot_bytes < sum(m.blocks.values())
+    assert py.kinds[blocks[0]] == "reachable" and py.kinds[blocks[5]] == "reachable"
+
+
+@pytest.mark.parametrize("count", [0, 1, 2, 1000])
+def test_the_library_sorts_the_blocks_as_python_does(count: int) -> None:
+    rng = random.Random(count)
+    starts = rng.sample(range(0, 1 << 64, 16), count) + ([0x7FFF_0000_0010, 0x10] if count else [])
+    blocks = {a: rng.randrange(1 << 40) for a in starts}
+    lib = reach_fast.library()
+    got = reach_fast._as_arrays(blocks, lib)
+    assert list(got[0]) == sorted(blocks) and list(got[1]) == [blocks[a] for a in sorted(blocks)]
+
+
+def test_the_budget_is_half_of_the_available_memory(tmp_path: Path) -> None:
+    info = tmp_path / "meminfo"
+    info.write_text("MemTotal:       16000000 kB\nMemAvailable:    4000000 kB\n")
+    assert reach_fast.snapshot_budget(str(info)) == 4000000 * 1024 // 2
+    info.write_text("MemTotal:       16000000 kB\n")
+    assert reach_fast.snapshot_budget(str(info)) == 0
+    assert reach_fast.snapshot_budget(str(tmp_path / "none")) == 0
 
 
 def test_without_a_descriptor_or_library_python_decides(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -208,37 +281,72 @@ def test_random_graphs(seed: int) -> None:
 # -- a real process ----------------------------------------------------------------------------
 
 
-def test_the_library_agrees_with_python_on_a_live_process(tmp_path: Path) -> None:
-    """scan_bench's heap (glibc's arena, libc's pointers to chunk headers, a thread in pause()),
-    read through /proc/PID/mem: the same result both ways."""
+@contextmanager
+def scan_bench(tmp_path: Path, *args: str) -> Iterator[tuple[int, dict[int, int], list[Thread]]]:
+    """A waiting scan_bench process: (pid, its blocks, its thread)."""
     build = Path(os.environ.get("MEMDUMP_BUILD_DIR") or Path(__file__).parents[2] / "build")
     program = build / "tests" / "programs" / "scan_bench"
     assert program.exists(), f"{program}: run make build"
     listing = tmp_path / "blocks"
-    proc = subprocess.Popen([str(program), "2", "16", "2", str(listing)], stdout=subprocess.PIPE,
+    proc = subprocess.Popen([str(program), *args, str(listing)], stdout=subprocess.PIPE,
                             text=True)
     try:
         assert proc.stdout is not None and proc.stdout.readline() == "ready\n"
         pairs = array("Q", listing.read_bytes())
         blocks = dict(zip(pairs[::2], pairs[1::2], strict=True))
-        memory = procfs.ProcessMemory(proc.pid)
-        try:
-            blocked = None
-            for _ in range(500):  # "ready" is printed just before pause()
-                blocked = procfs.blocked_in_syscall(proc.pid, proc.pid)
-                if blocked is not None:
-                    break
-                time.sleep(0.01)
-            assert blocked is not None
-            threads = [Thread(proc.pid, blocked[0], blocked[1])]
-            maps = procfs.read_maps(proc.pid)
-            py = reach.scan(memory.read_some, maps, blocks, threads)
-            c = reach_fast.scan(memory.read_some, maps, blocks, threads, fd=memory.fd)
-        finally:
-            memory.close()
+        blocked = None
+        for _ in range(500):  # "ready" is printed just before pause()
+            blocked = procfs.blocked_in_syscall(proc.pid, proc.pid)
+            if blocked is not None:
+                break
+            time.sleep(0.01)
+        assert blocked is not None
+        yield proc.pid, blocks, [Thread(proc.pid, blocked[0], blocked[1])]
     finally:
         proc.kill()
         proc.wait()
-    assert c.engine == "c"
-    assert _fields(c) == _fields(py)
+
+
+def test_the_library_agrees_with_python_on_a_live_process(tmp_path: Path) -> None:
+    """scan_bench's heap (glibc's arena, libc's pointers to chunk headers, a thread in pause()),
+    read through /proc/PID/mem and process_vm_readv: the same result both ways."""
+    with scan_bench(tmp_path, "2", "16", "2") as (pid, blocks, threads):
+        memory = procfs.ProcessMemory(pid)
+        try:
+            maps = procfs.read_maps(pid)
+            py = reach.scan(memory.read_some, maps, blocks, threads)
+            c = reach_fast.scan(memory.read_some, maps, blocks, threads, fd=memory.fd, pid=pid)
+            slow = reach_fast.scan(memory.read_some, maps, blocks, threads, fd=memory.fd,
+                                   pid=pid, budget=0)
+        finally:
+            memory.close()
+    assert (c.engine, c.reads, slow.reads) == ("c", "snapshot", "pread")
+    assert c.snapshot_bytes >= sum(blocks.values()) and c.snapshot_calls >= 1
+    assert _fields(c) == _fields(py) == _fields(slow)
     assert set(c.kinds.values()) == {"reachable"} and c.block_bytes >= sum(blocks.values())
+
+
+@pytest.mark.parametrize("pid", ["own", "refused"])
+def test_unreadable_blocks_of_a_live_process(tmp_path: Path, pid: str) -> None:
+    """Blocks process_vm_readv cannot copy: in a PROT_NONE page (which /proc/PID/mem reads: one
+    points to a block after it, indirect then), across the end of the heap, in no mapping. And
+    process_vm_readv refused (a pid that is not the process's): the snapshot is read with pread."""
+    with scan_bench(tmp_path, "1", "16", "2") as (own, blocks, threads):
+        memory = procfs.ProcessMemory(own)
+        try:
+            maps = procfs.read_maps(own)
+            guard = next(m for m in maps if m.reserved and m.end - m.start == 0x1000)
+            heap = next(m for m in maps if m.path == "[heap]")
+            nowhere = heap.end + 0x2000
+            assert not any(m.start < nowhere + 0x100 and nowhere < m.end for m in maps)
+            fake = {guard.start: 0x1000, guard.end: 0x40, heap.end - 0x40: 0x1000,
+                    nowhere: 0x100, guard.start - 0x100: 0x200}
+            blocks = {**blocks, **fake}
+            py = reach.scan(memory.read_some, maps, blocks, threads)
+            c = reach_fast.scan(memory.read_some, maps, blocks, threads, fd=memory.fd,
+                                pid=own if pid == "own" else 0x7FFFFFFF)
+        finally:
+            memory.close()
+    assert c.reads == ("snapshot" if pid == "own" else "snapshot (pread)")
+    assert _fields(c) == _fields(py)
+    assert py.kinds[guard.start] == "definite" and py.kinds[guard.end] == "indirect"

@@ -7,10 +7,13 @@
  * block when SPREAD is 0, else one of the SPREAD blocks around it (structures built together sit
  * together). With LIST, writes each block's address and size
  * (two 8-byte words) there, prints "ready" and waits to be killed, the scan's moment; without it,
- * exits (valgrind's run). */
+ * exits (valgrind's run). With LIST, it also maps three pages, the middle one PROT_NONE (which
+ * /proc/PID/mem reads and process_vm_readv does not: the scan's tests put blocks there), its
+ * first word pointing to the third page. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static void *head;
@@ -74,6 +77,14 @@ int main(int argc, char **argv)
     free(blocks);
     free(sizes);
     if (argc > 4) {
+        long page = sysconf(_SC_PAGESIZE);
+        uint8_t *three = mmap(NULL, 3 * (size_t)page, PROT_READ | PROT_WRITE,
+                              MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (three == MAP_FAILED)
+            return 1;
+        *(uint64_t *)(void *)(three + page) = (uint64_t)(uintptr_t)(three + 2 * page);
+        if (mprotect(three + page, (size_t)page, PROT_NONE))
+            return 1;
         printf("ready\n");
         fflush(stdout);
         for (;;)
