@@ -26,6 +26,49 @@ _GENERAL_REGISTERS = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r
                       "r11", "r12", "r13", "r14", "r15")
 
 
+#: exit's path to _exit: glibc's exit() (and quick_exit()) run the atexit handlers and the static
+#: destructors in __run_exit_handlers, then call _exit. exit and quick_exit are exported, so
+#: their frames are named without the C library's debug information.
+_EXIT_PATH = frozenset({"exit", "__GI_exit", "quick_exit", "__GI_quick_exit",
+                        "__run_exit_handlers"})
+#: the registers a caller keeps across a call (System V x86-64): its live values
+_CALLEE_SAVED = ("rbx", "rbp", "r12", "r13", "r14", "r15")
+#: at _exit's first instruction, the registers it overwrites before its exit_group system call
+#: (glibc 2.36: the two system call numbers in rsi and rdx, errno's offset in r8, the number in
+#: rax; the syscall instruction itself writes rcx and r11): what they hold then is no value the
+#: process still has when it ends, where valgrind looks
+_EXIT_OVERWRITES = frozenset({"rax", "rcx", "rdx", "rsi", "r8", "r11"})
+
+
+def _exit_caller() -> tuple[int, tuple[int, ...]] | None:
+    """At _exit, when the selected thread came through exit(): the stack pointer of the frame
+    that called exit() (main's return to __libc_start_call_main, or a function calling exit)
+    and that frame's callee-saved registers, as GDB unwinds them. None when the program called
+    _exit itself, or the stack cannot be walked.
+
+    valgrind scans only the stack words a program wrote: exit's path grows the stack again over
+    the frames of calls that returned, and leaves most of their words as they were, stale
+    pointers included, which valgrind's V bits mark undefined. Its own live values are the
+    runtime's (the exit handlers' list, in the C library's data) and, in the registers it saved,
+    its caller's: so the exiting thread is scanned from its caller's frame up, with those
+    registers and its registers at _exit."""
+    try:
+        frame = gdb.selected_frame()
+        found = None
+        for _ in range(64):
+            if frame is None:
+                return None
+            if frame.name() in _EXIT_PATH:
+                found = frame
+            elif found is not None:
+                return int(frame.read_register("rsp")), tuple(
+                    int(frame.read_register(name)) & 0xFFFFFFFFFFFFFFFF for name in _CALLEE_SAVED)
+            frame = frame.older()
+    except gdb.error:
+        return None
+    return None
+
+
 def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int], bytes],
                  live: dict[int, int], time_limit: int, at_function_entry: bool,
                  exclude: tuple[int, int] | None = None,
@@ -42,13 +85,18 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
     # lies only garbage of calls that have returned (exit's handlers), not a red zone.
     current = gdb.selected_thread()
     exiting = current.ptid[1] if current is not None and at_function_entry else 0
+    caller = _exit_caller() if exiting else None
     for thread in inferior.threads():
         tid = thread.ptid[1]
         regs = ptrace.get_regs(tid)
         if regs is not None:
-            threads.append(reach.Thread(tid, regs.rsp, tuple(
-                getattr(regs, name) for name in _GENERAL_REGISTERS),
-                red_zone=0 if tid == exiting else reach.RED_ZONE))
+            values = tuple(getattr(regs, name) for name in _GENERAL_REGISTERS
+                           if tid != exiting or name not in _EXIT_OVERWRITES)
+            if tid == exiting and caller is not None:
+                threads.append(reach.Thread(tid, caller[0], values + caller[1], red_zone=0))
+            else:
+                threads.append(reach.Thread(tid, regs.rsp, values,
+                                            red_zone=0 if tid == exiting else reach.RED_ZONE))
             continue
         # GDB runs a native target in non-stop mode under the hood: while a breakpoint's
         # stop() runs, the other threads are not stopped. One blocked in a system call
