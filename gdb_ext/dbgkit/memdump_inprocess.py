@@ -324,7 +324,8 @@ class InProcessSession(Session):
         return pointer_scan(
             self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
             self.scan_time_limit,
-            at_function_entry, exclude=(control.region, control.region + control.region_size))
+            at_function_entry, exclude=(control.region, control.region + control.region_size),
+            attached=self.attached)
 
     def live_blocks(self) -> dict[int, int]:
         control = self._load() if self.inprocess else None

@@ -128,7 +128,8 @@ def points_at(session: Session, start: int, length: int) -> list[Pointer]:
         mappings = [m for m in mappings if m.end <= own[0] or m.start >= own[1]]
     memory = procfs.ProcessMemory(pid)
     try:
-        roots, _ = reach.select_roots(mappings, live, threads, memory.read_some)
+        known = [live[a] for a in sorted(live)] if session.attached else None
+        roots, _ = reach.select_roots(mappings, live, threads, memory.read_some, known)
         for root in roots:
             found += _search(memory, root.start, root.end, lo, hi, root=root.what)
         for addr in sorted(live):

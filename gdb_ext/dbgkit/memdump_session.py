@@ -484,7 +484,7 @@ class Session:
         AT_FUNCTION_ENTRY: the selected thread stands on a function's first instruction."""
         return pointer_scan(self.inferior, self.pid, self._read_some,
                             checked_blocks(self.live, self.custom), self.scan_time_limit,
-                            at_function_entry)
+                            at_function_entry, attached=self.attached)
 
     def live_blocks(self) -> dict[int, int]:
         """The blocks a leak check looks at now (address -> size)."""

@@ -19,7 +19,7 @@ namespace {
 
 constexpr const char* kUsage =
     "usage: tcp_echo_server [--mode threads|epoll|epoll-et] [--bind ADDR] [--port N]\n"
-    "                       [--max-payload BYTES]\n"
+    "                       [--max-payload BYTES] [--leak-per-peer BYTES]\n"
     "\n"
     "Echoes every request of the protocol in docs/tcp-echo-protocol.md until SIGINT or SIGTERM.\n"
     "The first line on stdout is `listening on ADDR:PORT pid PID`. SIGUSR1 prints the context\n"
@@ -32,6 +32,8 @@ constexpr const char* kUsage =
     "  --port N            TCP port, 0 for any free port (default 0)\n"
     "  --max-payload BYTES largest payload accepted; a longer request drops the peer\n"
     "                      (default 1048576, at most 67108864)\n"
+    "  --leak-per-peer BYTES a bug to hunt with leak checkers: each connection leaks the\n"
+    "                      previous connection's BYTES-byte greeting buffer (default 0: none)\n"
     "  --help              this text\n"
     "\n"
     "Exit status: 0 after a clean shutdown, 1 when the server cannot start, 2 on a bad argument.\n";
@@ -53,6 +55,8 @@ Options parse(int argc, char** argv) {
             opt.server.bind = args.value();
         } else if (args.is("--port")) {
             opt.server.port = static_cast<std::uint16_t>(args.count(0, 65535));
+        } else if (args.is("--leak-per-peer")) {
+            opt.server.leak_per_peer = static_cast<std::uint32_t>(args.count(0, 1 << 20));
         } else if (args.is("--max-payload")) {
             opt.server.max_payload =
                 static_cast<std::uint32_t>(args.count(0, dbgkit::targets::echo::kMaxMaxPayload));

@@ -23,6 +23,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -48,6 +49,10 @@ struct ServerOptions {
     std::uint16_t port = 0;          ///< 0: any free port (see TCPServer::port())
     std::uint32_t max_payload = echo::kDefaultMaxPayload;
     Logger log;  ///< empty: stderr
+    /// A bug to hunt with leak checkers (docs/memdump.md, "Hunting a leak in a running server"):
+    /// each connection replaces the server's greeting buffer of this many bytes without freeing
+    /// the previous one. 0 (default): no such buffer.
+    std::uint32_t leak_per_peer = 0;
 };
 
 /// Counters of a server's life so far.
@@ -255,6 +260,12 @@ protected:
         const std::uint64_t id = ++last_peer_id_;
         peers_.emplace(id, Peer{fd, detail::format_address(addr)});
         accepted_.fetch_add(1);
+        if (options_.leak_per_peer > 0) {  // the bug: the previous greeting is never freed
+            greeting_ = static_cast<char*>(std::malloc(options_.leak_per_peer));
+            if (greeting_ != nullptr) {
+                std::memset(greeting_, 'g', options_.leak_per_peer);
+            }
+        }
         return id;
     }
 
@@ -384,6 +395,7 @@ private:
     bool started_ = false;
     bool stopped_ = false;
     std::uint64_t last_peer_id_ = 0;                // guarded by mutex_
+    char* greeting_ = nullptr;                      // guarded by mutex_ (leak_per_peer)
     std::map<std::uint64_t, Peer> peers_;           // guarded by mutex_
     std::vector<ctxsw::ThreadSwitches> exited_;     // guarded by mutex_
     std::atomic<std::uint64_t> accepted_{0}, closed_{0}, dropped_{0}, refused_{0}, messages_{0},

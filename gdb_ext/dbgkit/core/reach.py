@@ -182,6 +182,7 @@ def select_roots(
     blocks: dict[int, int] | Sequence[int],
     threads: Iterable[Thread],
     read: Callable[[int, int], bytes] | None = None,
+    unknown_heap: Sequence[int] | None = None,
 ) -> tuple[list[Root], list[Excluded]]:
     """The root ranges among `mappings`, and the writable mappings left out with the reason.
     `blocks`: the live blocks (address -> size), or their addresses sorted (an array).
@@ -194,6 +195,10 @@ def select_roots(
     threads that are gone (glibc caches them: anonymous, with a `---p` guard just below, holding
     no live thread's stack pointer; `[stack]` likewise); devices other than /dev/zero. A live
     thread's stack is scanned from its stack pointer minus its red zone up.
+
+    `unknown_heap`: the sizes of `blocks` (in the order of their sorted addresses) when the
+    recording began on a running process: blocks allocated before it are unknown, and their
+    pointers to the known ones count, so the heap is a root too, but for the known blocks.
     """
     starts = sorted(blocks) if isinstance(blocks, dict) else blocks
     below = {t.sp: t.red_zone for t in threads}
@@ -241,6 +246,9 @@ def select_roots(
             reason = "arena"
         elif anonymous and prev is not None and prev.end == m.start and prev.reserved:
             reason = "stale-stack"
+        if reason in ("heap", "arena") and unknown_heap is not None:
+            roots.extend(_around_blocks(m, starts, unknown_heap))
+            continue
         if reason is not None:
             excluded.append(Excluded(m.start, m.end, m.path, reason))
             continue
@@ -250,6 +258,22 @@ def select_roots(
         )
         roots.append(Root(m.start, m.end, m.path or "[anon]", allocator))
     return roots, excluded
+
+
+def _around_blocks(m: Mapping, starts: Sequence[int], sizes: Sequence[int]) -> list[Root]:
+    """The parts of heap mapping M that hold no known block (blocks allocated before an attach,
+    the allocator's own memory), as roots."""
+    roots = []
+    at = m.start
+    for j in range(bisect.bisect_left(starts, m.start), len(starts)):
+        if starts[j] >= m.end:
+            break
+        if at < starts[j]:
+            roots.append(Root(at, starts[j], m.path or "[anon]"))
+        at = max(at, starts[j] + max(sizes[j], 1))
+    if at < m.end:
+        roots.append(Root(at, m.end, m.path or "[anon]"))
+    return roots
 
 
 def _mmapped_holes(
@@ -560,8 +584,10 @@ def scan(
     heuristics: frozenset[str] = DEFAULT_HEURISTICS,
     deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    attached: bool = False,
 ) -> ScanResult:
     """Classify every live block (`blocks`: address -> size) like valgrind memcheck.
+    `attached`: blocks from before the recording exist, unknown (`select_roots`).
 
     `read(addr, size)` returns process memory (raising OSError, or short, where unreadable);
     `mappings` are the process's /proc/PID/maps; `threads` the live threads. Raises
@@ -569,7 +595,8 @@ def scan(
     called every 8 MiB scanned.
     """
     began = time.monotonic()
-    roots, excluded = select_roots(mappings, blocks, threads, read)
+    known = [blocks[a] for a in sorted(blocks)] if attached else None
+    roots, excluded = select_roots(mappings, blocks, threads, read, known)
     s = _Scanner(read, blocks, mappings, heuristics, deadline, progress)
     if blocks:
         s.run(roots, threads)

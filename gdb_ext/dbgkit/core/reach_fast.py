@@ -159,6 +159,7 @@ def scan(
     heuristics: frozenset[str] = DEFAULT_HEURISTICS,
     deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None,
+    attached: bool = False,
 ) -> ScanResult:
     """reach.scan's answer, from the C library when it loads and FD (an open /proc/PID/mem, or
     any file where the offset is the address) is given. `blocks`: address -> size, or two
@@ -171,10 +172,11 @@ def scan(
         if not isinstance(blocks, dict):
             blocks = dict(zip(*blocks, strict=True))
         return reach.scan(read, mappings, blocks, threads, heuristics=heuristics,
-                          deadline=deadline, progress=progress)
+                          deadline=deadline, progress=progress, attached=attached)
     began = time.monotonic()
     starts, sizes = _as_arrays(blocks, lib)
-    roots, excluded = reach.select_roots(mappings, starts, threads, read)
+    roots, excluded = reach.select_roots(mappings, starts, threads, read,
+                                         sizes if attached else None)
     n = len(starts)
     state, heur = bytearray(n), bytearray(n)
     leader = array("I", bytes(4 * n))
