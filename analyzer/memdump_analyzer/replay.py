@@ -45,8 +45,9 @@ from .dumpformat import (
     superblocks,
     unescape,
 )
+from .families import RELEASES_B, FamilyChecks
 from .model import EndRecord, HeapError
-from .rescan import find_freed_seqs, result_line
+from .rescan import find_alloc_events, find_freed_seqs, result_line
 from .rules import is_runtime_only
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
@@ -104,9 +105,8 @@ class Replay:
     custom_frees: int = 0
     superblocks: int = 0
     superblock_bytes: int = 0
-
-
-#: the operations that can release a block: those with a PTR argument
+    #: blocks released by `delete` and `delete[]` (2.1), of `frees`
+    delete_frees: int = 0
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
@@ -118,7 +118,7 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-class _Replayer:
+class _Replayer(FamilyChecks):
     def __init__(self, reader: DumpReader, max_errors: int) -> None:
         self.reader = reader
         self.max_errors = max_errors
@@ -131,6 +131,9 @@ class _Replayer:
         #: stack node id), and the custom blocks released (pointer -> stack node id)
         self.custom: dict[bytes, tuple[int, int]] = {}
         self.custom_freed: dict[bytes, int] = {}
+        #: (2.1) the live blocks of the `new` and `new[]` families: pointer as written -> b"new"
+        #: or b"new[]"; a live block not in it is of the `malloc` family
+        self.fam: dict[bytes, bytes] = {}
         self.r = Replay(live=self.live, calls=dict.fromkeys(OPS, 0))
         self.slow_events = 0
 
@@ -147,9 +150,14 @@ class _Replayer:
         live_setdefault = live.setdefault
         slow = self._slow
         bad_free = self._bad_free
-        more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign"), 0)
+        fam = self.fam
+        fam_pop = fam.pop
+        mismatched = self._mismatched
+        released_by = RELEASES_B
+        more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
+                                    b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
-        n_malloc = n_free = n_calloc = n_realloc = internal = realloc_frees = 0
+        n_malloc = n_free = n_calloc = n_realloc = internal = deleted = 0
         allocs = frees = total = cur = peak = peak_blocks = peak_seq = peak_node = 0
         line = b""
         fl: list[bytes] = []
@@ -178,7 +186,7 @@ class _Replayer:
                     op = fl[3]
                     if op == b"malloc":
                         _, _, _, _, node, p, size = fl
-                    elif op == b"free":
+                    elif op == b"free" or op == b"delete" or op == b"delete[]":
                         _, _, _, _, node, _, p = fl
                 elif tag == b"t":  # the thread of the short records that follow
                     tid = thread(fl, seq)
@@ -192,6 +200,7 @@ class _Replayer:
                             freed.clear()
                             self.custom.clear()
                             self.custom_freed.clear()
+                            fam.clear()
                             cur = 0
                     continue
                 # an allocation or a resize: release the live block `release`, then make `p`
@@ -205,12 +214,15 @@ class _Replayer:
                     if size < 0:
                         raise ValueError(size)
                     release = None
-                elif op == b"free":
+                elif op == b"free" or op == b"delete" or op == b"delete[]":
                     nid = node_ids[node]
-                    n_free += 1
-                    if nid < 0:
-                        internal += 1  # e.g. glibc's tcache_thread_shutdown
-                        continue
+                    if op == b"free":
+                        n_free += 1
+                        if nid < 0:
+                            internal += 1  # e.g. glibc's tcache_thread_shutdown
+                            continue
+                    else:
+                        more_calls[op] += 1
                     b = live_pop(p, None)
                     if b is None:
                         bad_free(fl if tag == b"e" else expand(fl, seq), seq)
@@ -218,6 +230,14 @@ class _Replayer:
                         frees += 1
                         cur -= b[0]
                         freed[p] = nid
+                        # 2.1: a block released by another family's operation (a C program
+                        # has no other family: `fam` is empty, and its frees are free's)
+                        if fam or op != b"free":
+                            if op != b"free":
+                                deleted += 1
+                            family = fam_pop(p, b"malloc") if fam else b"malloc"
+                            if family != released_by[op]:
+                                mismatched(fl, seq, family, b)
                     continue
                 elif op == b"calloc":
                     _, _, _, _, node, p, nmemb, size = fl
@@ -232,7 +252,7 @@ class _Replayer:
                     size *= nmemb
                     release = None
                 elif op == b"realloc" and (
-                    fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live)
+                    fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live and fl[6] not in fam)
                 ):
                     # realloc(NULL, n), or a live block resized; the rest is _slow's
                     _, _, _, _, node, p, release, size = fl
@@ -261,6 +281,17 @@ class _Replayer:
                     if size < 0:
                         raise ValueError(size)
                     release = None
+                elif op == b"new" or op == b"new[]":  # 2.1: as malloc, of its own family
+                    _, _, _, _, node, p, size = fl
+                    nid = node_ids[node]
+                    more_calls[op] += 1
+                    if p == b"0x0":
+                        continue
+                    size = int(size)
+                    if size < 0:
+                        raise ValueError(size)
+                    fam[p] = op
+                    release = None
                 else:
                     act = slow(fl, seq)
                     if act is None:
@@ -269,7 +300,6 @@ class _Replayer:
                 if release is not None:
                     b = live_pop(release)
                     frees += 1
-                    realloc_frees += 1
                     cur -= b[0]
                     freed[release] = nid
                     if p is None:
@@ -280,6 +310,8 @@ class _Replayer:
                     cur -= old[0]
                     live[p] = b
                     self.r.reused_live += 1
+                    if op != b"new" and op != b"new[]":
+                        fam.pop(p, None)  # a malloc'd block now
                 allocs += 1
                 total += size
                 cur += size
@@ -305,9 +337,12 @@ class _Replayer:
         )
         r.runtime_internal_frees += internal
         r.free_calls["runtime"] += internal
-        r.free_calls["released"] = frees - realloc_frees
+        free_calls = r.free_calls  # the free calls that released a block: the others are counted
+        free_calls["released"] = r.calls["free"] - sum(n for k, n in free_calls.items()
+                                                      if k != "released")
         r.allocations = allocs
         r.frees = frees
+        r.delete_frees = deleted
         r.allocated_bytes = total
         r.live_bytes = cur
         r.peak_bytes = peak
@@ -321,6 +356,8 @@ class _Replayer:
         self._check_live()
         if any(e.freed_node is not None for e in r.errors):
             find_freed_seqs(self.reader.path, self.r.errors, self.reader.node_ids)
+        if any(e.alloc_node is not None for e in r.errors):
+            find_alloc_events(self.reader.path, self.r.errors)
         return r
 
     # -- checks --------------------------------------------------------------------------------
@@ -421,6 +458,8 @@ class _Replayer:
         release, new, size = effect(op, result or 0, tuple(args))
         # pointers are kept as written: RESULT is fl[5], PTR fl[6]
         rel = fl[6] if release is not None and not bad else None
+        if rel is not None and rel in self.fam:  # 2.1: realloc of a new'd block
+            self._mismatched(fl, seq, self.fam.pop(rel), self.live[rel])
         made = fl[5] if new is not None else None
         if rel is None and made is None:
             return None
@@ -516,22 +555,18 @@ class _Replayer:
         node: int,
         freed_seq: int | None,
         freed_node: int | None,
+        alloc: tuple[int, int, str] | None = None,
     ) -> None:
+        """ALLOC: a mismatched-free's block (size, STACK, family)."""
         r = self.r
         r.error_count += 1
         if len(r.errors) < self.max_errors:
-            r.errors.append(
-                HeapError(
-                    kind,
-                    seq,
-                    tid,
-                    op,
-                    ptr,
-                    abs(node),
-                    freed_seq,
-                    None if freed_node is None else abs(freed_node),
-                )
-            )
+            error = HeapError(kind, seq, tid, op, ptr, abs(node), freed_seq,
+                              None if freed_node is None else abs(freed_node))
+            if alloc is not None:
+                error.alloc_size, node, error.alloc_op = alloc
+                error.alloc_node = abs(node)
+            r.errors.append(error)
 
     def _process(self, rec: list[bytes]) -> bool:
         """A `p` or `end` record, [TAG, SEQ, WHAT, b"", DETAIL]; True for an `exec`."""

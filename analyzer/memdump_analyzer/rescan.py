@@ -1,8 +1,9 @@
 """Second readings of a dump, for the few errors whose details the replay's one pass cannot keep.
 
 The replay (replay.py) keeps per freed pointer only the stack that freed it; the SEQ of that free
-is found here, for the errors that name it, by reading the file again. So is the line of a live
-block's malformed RESULT. Both read short records (format 2.0) as the `e` records they stand for.
+is found here, for the errors that name it, by reading the file again; so are the OP and SEQ of
+the allocation of a mismatched-free's block (format 2.1), and the line of a live block's malformed
+RESULT. Both read short records (format 2.0) as the `e` records they stand for.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from .dumpformat import OPERATIONS, SEQUENCED
 from .dumpio import clean_line
 from .model import HeapError
 
-__all__ = ["find_freed_seqs", "result_line"]
+__all__ = ["find_alloc_events", "find_freed_seqs", "result_line"]
 
 _RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
 _SEQUENCED = frozenset(tag.encode() for tag in SEQUENCED)
@@ -59,6 +60,43 @@ def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes
                 del by_seq[seq]
             elif seq not in errors and op in _RELEASES and node_ids[node] >= 0:
                 last[ptr] = seq
+
+
+def _events(path: str):  # noqa: ANN202 - a generator of (SEQ, fields)
+    """(SEQ, fields) of each sequenced record, short ones as they are."""
+    seq = 0
+    with open(path, "rb") as fh:
+        fh.readline()
+        for line in fh:
+            if not line.endswith(b"\n"):
+                break
+            if b"\0" in line:
+                line = clean_line(line)
+            fl = line.split()
+            if fl and fl[0] in _SEQUENCED:
+                seq += 1
+                yield seq, fl
+
+
+def find_alloc_events(path: str, all_errors: list[HeapError]) -> None:
+    """Set `alloc_op` and `alloc_seq` of the mismatched-free errors: the last event before the
+    error whose RESULT is the block's pointer (the allocation that made it live)."""
+    by_seq = {e.seq: e for e in all_errors if e.alloc_node is not None}
+    wanted = {b"%#x" % e.pointer for e in by_seq.values()}
+    last: dict[bytes, tuple[bytes, int]] = {}
+    for seq, fl in _events(path):
+        error = by_seq.get(seq)
+        if error is not None:
+            found = last.get(b"%#x" % error.pointer)
+            if found is not None:
+                error.alloc_op, error.alloc_seq = found[0].decode(), found[1]
+            del by_seq[seq]
+            if not by_seq:
+                return
+        if fl[0] == b"+" and len(fl) == 4 and fl[2] in wanted:
+            last[fl[2]] = (b"malloc", seq)
+        elif fl[0] == b"e" and len(fl) > 5 and fl[5] in wanted:
+            last[fl[5]] = (fl[3], seq)
 
 
 def result_line(path: str, token: bytes) -> int | None:

@@ -50,7 +50,7 @@ def test_operations_are_the_spec_s_table() -> None:
     spec: dict[str, tuple[str, ...]] = {}
     for row in _table("### Heap operations"):
         args = tuple(row[1].strip("`").split())
-        for op in re.findall(r"`(\w+)`", row[0]):
+        for op in re.findall(r"`([\w\[\]]+)`", row[0]):
             spec[op] = args
     assert spec == OPERATIONS
     assert list(spec) == list(OPERATIONS)  # the order names aliases (aligned_alloc first)
@@ -101,6 +101,11 @@ CALLS: dict[str, tuple[tuple[int, int, int], int]] = {
     "custom_alloc": ((56, 7, 7), 0),
     # the object custom_alloc made in test_apply_is_the_replay_s_effect (SEQ 14)
     "custom_free": ((0x9380, 7, 7), 0),
+    "new": ((4, 7, 7), 0),
+    "new[]": ((40, 7, 7), 0),
+    # the blocks new and new[] made in test_apply_is_the_replay_s_effect (SEQ 16 and 17)
+    "delete": ((0x9400, 7, 7), 0),
+    "delete[]": ((0x9440, 7, 7), 0),
 }
 
 

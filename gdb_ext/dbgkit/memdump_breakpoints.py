@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Protocol
 
 import gdb
-from memdump_analyzer.dumpformat import CUSTOM, OPERATIONS
+from memdump_analyzer.dumpformat import CUSTOM, CXX_ENTRY_POINTS, OPERATIONS
 
 from . import output
 from .core.elf import ElfError
@@ -45,8 +45,13 @@ API_FUNCTIONS = {
     "memdump_api_free_hook": "custom_free",
 }
 _API_NAMES = frozenset(API_FUNCTIONS)
-#: the allocator's entry points, by their own names
-_ALLOCATOR_OPS = tuple(op for op in OPERATIONS if op not in CUSTOM)
+#: the allocator's entry points -> the operation a call records: the C library's by their own
+#: names, libstdc++'s operators by their mangled names (format 2.1: every form of `operator new`
+#: is `new`, ...)
+_ALLOCATOR_OPS = {
+    **{op: op for op in OPERATIONS if op not in CUSTOM and op not in CXX_ENTRY_POINTS.values()},
+    **CXX_ENTRY_POINTS,
+}
 
 
 class Recorder(Protocol):
@@ -154,7 +159,8 @@ class ReturnSites:
 def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
                   hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
                   ops: Iterable[str] = _ALLOCATOR_OPS, api: bool = True) -> None:
-    """Break on every allocator entry point (of OPS), on memdump_api.h's functions, and on
+    """Break on every allocator entry point (of OPS, names of `_ALLOCATOR_OPS`), on
+    memdump_api.h's functions, and on
     _exit, exported by a module of MODULES not in SCANNED yet (modules are keyed by path and
     start); HOOKS and EXIT_HOOKS get the new ones. API: break on memdump_api.h's functions
     too (not when the in-process recorder records them)."""
@@ -169,13 +175,13 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
         except ElfError as exc:
             output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
             continue
-        for op in ops:
-            value = symbols.get(op)
+        for name in ops:
+            value = symbols.get(name)
             if not value:
                 continue
             address = module.bias + value
             if address not in hooks:
-                hooks[address] = EntryBreakpoint(recorder, address, op)
+                hooks[address] = EntryBreakpoint(recorder, address, _ALLOCATOR_OPS[name])
         found = {name: symbols[name] for name in _API_NAMES if symbols.get(name)} if api else {}
         if api and len(found) < len(_API_NAMES):
             try:

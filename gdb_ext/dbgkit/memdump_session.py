@@ -21,7 +21,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import gdb
-from memdump_analyzer.dumpformat import apply, checked_blocks, event_args, format_args
+from memdump_analyzer.dumpformat import (
+    NO_RESULT,
+    apply,
+    checked_blocks,
+    event_args,
+    format_args,
+)
 
 from . import output, settings
 from .core import procfs, ptrace
@@ -61,7 +67,8 @@ class Pending:
     ret: int
     stack: int
     args: tuple[int, ...]
-    #: free is written at its entry; it stays pending until it returns, so that its entry hit
+    #: free (and delete) is written at its entry; it stays pending until it returns, so that its
+    #: entry hit
     #: again (a signal delivered there: the handler returns to the breakpoint) is not a second free
     written: bool = False
 
@@ -408,12 +415,12 @@ class Session:
                 self.sites.release(pend.ret)
             op = bp.op
             stack = self._stack(bp.address, regs)
-            if op == "free" or op == "custom_free":
-                (self.live if op == "free" else self.custom).pop(regs.rdi, None)
+            if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
+                (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
                 self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
-                if op == "free":
+                if op != "custom_free":
                     ret = int.from_bytes(self._read(sp, 8), "little")
                     self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi,), written=True)
                     self.sites.acquire(ret)

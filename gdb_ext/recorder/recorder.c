@@ -52,8 +52,9 @@ EXPORT __attribute__((noinline)) void memdump_recorder_configure(struct mdr_cont
 static const char *const op_names[MDR_OP_COUNT] = {
     "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
     "aligned_alloc", "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free",
+    "new", "new[]", "delete", "delete[]",
 };
-static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7, 12, 11};
+static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7, 12, 11, 3, 5, 6, 8};
 
 /* -- the real functions --------------------------------------------------------------------- */
 
@@ -435,13 +436,7 @@ static inline int enter(struct mdr_thread *t)
 
 /* -- recording ------------------------------------------------------------------------------ */
 
-struct call {
-    enum mdr_op op;
-    uint64_t args[3];
-    int n, partial;
-    uintptr_t *pcs;
-    struct walk *walk;
-};
+#define call mdr_call  /* recorder.h: cxx.c's hooks make calls too */
 
 /* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
  * find it unchanged among the thread's recent walks. */
@@ -493,13 +488,13 @@ slot:;
 static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
 {
     switch (op) {
-    case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC:
+    case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC: case MDR_NEW: case MDR_NEW_ARRAY:
         if (result) mdr_live_add(result, a[0], stack);
         break;
     case MDR_CALLOC:
         if (result) mdr_live_add(result, a[0] * a[1], stack);
         break;
-    case MDR_FREE:
+    case MDR_FREE: case MDR_DELETE: case MDR_DELETE_ARRAY:
         mdr_live_remove(a[0]);
         break;
     case MDR_POSIX_MEMALIGN:
@@ -612,7 +607,7 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
-    if (op == MDR_CUSTOM_FREE) {
+    if (op == MDR_CUSTOM_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY) {
         *p++ = '-';
         *p++ = ' ';
         return mdr_fmt_hex(p, a[0]);
@@ -684,6 +679,29 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
     unlock();
     if (t->slot != NULL)
         __atomic_store_n(&t->slot->op, 0, __ATOMIC_RELEASE);
+}
+
+/* -- cxx.c's hooks: the same steps, out of line ------------------------------------------- */
+
+MDR_HIDDEN struct mdr_thread *mdr_hook_enter(void)
+{
+    struct mdr_thread *t = current();
+    return enter(t) ? t : NULL;
+}
+
+MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const void *frame)
+{
+    begin(t, c, frame);
+}
+
+MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result)
+{
+    finish(t, c, result, 0, 0);
+}
+
+MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
+{
+    t->in_call = 0;
 }
 
 #define HOOK_BEGIN(OP, A0, A1, A2)                                  \

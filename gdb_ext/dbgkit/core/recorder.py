@@ -46,7 +46,8 @@ FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
             3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}
 #: enum mdr_op, in order
 OPS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free")
+       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free", "new", "new[]", "delete",
+       "delete[]")
 #: control.h's MDR_CUSTOM_KEY: a custom block's entry in the live-block table has this bit set
 CUSTOM_KEY = 1 << 63
 _SLOT = struct.Struct("<8Q")
