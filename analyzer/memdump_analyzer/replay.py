@@ -511,8 +511,9 @@ class _Replayer(FamilyChecks):
         tid, op, node, _, args = self._event(fl, seq)
         ptr = args[0]
         if ptr == 0:
-            self.r.free_calls["null"] += 1
-            return  # free(NULL)
+            if op == "free":
+                self.r.free_calls["null"] += 1
+            return  # free(NULL), delete of NULL
         self._bad_pointer("invalid-free", fl, seq, tid, op, ptr, node)
 
     def _bad_pointer(

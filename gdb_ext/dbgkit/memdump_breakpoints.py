@@ -52,6 +52,16 @@ _ALLOCATOR_OPS = {
     **{op: op for op in OPERATIONS if op not in CUSTOM and op not in CXX_ENTRY_POINTS.values()},
     **CXX_ENTRY_POINTS,
 }
+#: the C++ runtime's exception allocation: a throwing operator new that failed calls it (inline:
+#: libstdc++ 12 does not call std::__throw_bad_alloc) before it throws std::bad_alloc, and never
+#: returns. The recorder writes the new there (RESULT 0x0), as the in-process recorder does before
+#: it throws (docs/recorder.md, "C++ operators"), and the exception's malloc is an outermost call
+ALLOCATE_EXCEPTION = "__cxa_allocate_exception"
+#: the pseudo-operation of its breakpoints
+BAD_ALLOC = "bad_alloc"
+#: the forms of operator new that throw std::bad_alloc (the others return NULL)
+_THROWING_NEW = frozenset(name for name, op in CXX_ENTRY_POINTS.items()
+                          if op in ("new", "new[]") and "nothrow" not in name)
 
 
 class Recorder(Protocol):
@@ -72,11 +82,13 @@ class Recorder(Protocol):
 class EntryBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on one allocator entry point."""
 
-    def __init__(self, session: Recorder, address: int, op: str) -> None:
+    def __init__(self, session: Recorder, address: int, op: str, throws: bool = False) -> None:
         super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
         self.session = session
         self.address = address
         self.op = op
+        #: a form of operator new that throws std::bad_alloc when it fails
+        self.throws = throws
 
     def stop(self) -> bool:
         self.session.on_entry(self)
@@ -181,7 +193,11 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
                 continue
             address = module.bias + value
             if address not in hooks:
-                hooks[address] = EntryBreakpoint(recorder, address, _ALLOCATOR_OPS[name])
+                hooks[address] = EntryBreakpoint(recorder, address, _ALLOCATOR_OPS[name],
+                                                 name in _THROWING_NEW)
+        value = symbols.get(ALLOCATE_EXCEPTION) if ops else None
+        if value and module.bias + value not in hooks:
+            hooks[module.bias + value] = EntryBreakpoint(recorder, module.bias + value, BAD_ALLOC)
         found = {name: symbols[name] for name in _API_NAMES if symbols.get(name)} if api else {}
         if api and len(found) < len(_API_NAMES):
             try:

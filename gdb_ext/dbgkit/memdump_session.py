@@ -37,6 +37,7 @@ from .core.procmaps import ModuleMap
 from .core.runclock import RunClock
 from .core.unwind import Unwinder
 from .memdump_breakpoints import (
+    BAD_ALLOC,
     EntryBreakpoint,
     ExitBreakpoint,
     ReturnBreakpoint,
@@ -71,6 +72,8 @@ class Pending:
     #: entry hit
     #: again (a signal delivered there: the handler returns to the breakpoint) is not a second free
     written: bool = False
+    #: a form of operator new that throws std::bad_alloc when it fails
+    throws: bool = False
 
 
 class State(enum.Enum):
@@ -405,6 +408,10 @@ class Session:
                 return
             sp = regs.rsp
             pend = self.pending.get(tid)
+            if bp.op == BAD_ALLOC:
+                if pend is not None and pend.throws:
+                    self._failed_new(tid, pend)
+                return
             if pend is not None:
                 if sp <= pend.sp:
                     # The allocator calling itself (one operation), by call (deeper stack) or by
@@ -433,10 +440,19 @@ class Session:
                     self._progress()
                 return
             ret = int.from_bytes(self._read(sp, 8), "little")
-            self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi, regs.rsi, regs.rdx))
+            self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi, regs.rsi, regs.rdx),
+                                        throws=bp.throws)
             self.sites.acquire(ret)
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
+
+    def _failed_new(self, tid: int, pend: Pending) -> None:
+        """A throwing operator new failed: it allocates std::bad_alloc, throws it and never
+        returns. Its event is written now, RESULT 0x0, and the thread's next call is an
+        outermost one (the exception object's malloc), as in the in-process recorder."""
+        del self.pending[tid]
+        self.sites.release(pend.ret)
+        self.writer.event(tid, pend.op, pend.stack, 0, _format_args(pend.op, pend.args, 0))
 
     def on_return(self, bp: ReturnBreakpoint) -> None:
         try:
