@@ -66,6 +66,10 @@ RECORDS: dict[str, str] = {
     "t": "TID",
     "+": "STACK RESULT SIZE",
     "-": "STACK PTR",
+    "+n": "STACK RESULT SIZE",
+    "+a": "STACK RESULT SIZE",
+    "-n": "STACK PTR",
+    "-a": "STACK PTR",
     "p": "SEQ WHAT DETAIL",
     "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
     "r": "ADDR KIND [HEURISTIC|LEADER]",
@@ -76,10 +80,13 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 #: the byte that pads a dump (format 1.3): NUL bytes before a record are skipped, a final run
 #: without a newline is space the recorder had not written yet
 PADDING = b"\0"
-#: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0)
-SEQUENCED: tuple[str, ...] = ("e", "+", "-", "p", "end")
-#: the short event records (format 2.0) -> the heap operation each one is
-SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free"}
+#: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0; the C++
+#: operators' short records: 2.1)
+SEQUENCED: tuple[str, ...] = ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+#: the short event records (format 2.0; 2.1: the C++ operators') -> the heap operation each one
+#: is: a `+` tag is an allocation (STACK RESULT SIZE), a `-` tag a release (STACK PTR)
+SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
+                             "-n": "delete", "-a": "delete[]"}
 
 #: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C
 #: library exports two of these names at one address (glibc: aligned_alloc is memalign), the

@@ -36,16 +36,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .customblocks import CustomBlocks
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import (
     CUSTOM,
     NO_RESULT,
     OPERATIONS,
     effect,
-    superblocks,
     unescape,
 )
-from .families import RELEASES_B, FamilyChecks
+from .families import RELEASES_B, SHORT_CXX, FamilyChecks
 from .model import EndRecord, HeapError
 from .rescan import find_alloc_events, find_freed_seqs, result_line
 from .rules import is_runtime_only
@@ -118,7 +118,7 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-class _Replayer(FamilyChecks):
+class _Replayer(CustomBlocks, FamilyChecks):
     def __init__(self, reader: DumpReader, max_errors: int) -> None:
         self.reader = reader
         self.max_errors = max_errors
@@ -154,6 +154,7 @@ class _Replayer(FamilyChecks):
         fam_pop = fam.pop
         mismatched = self._mismatched
         released_by = RELEASES_B
+        short_cxx = SHORT_CXX
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
                                     b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
@@ -191,6 +192,17 @@ class _Replayer(FamilyChecks):
                 elif tag == b"t":  # the thread of the short records that follow
                     tid = thread(fl, seq)
                     continue
+                elif tag in short_cxx:  # the C++ operators, short (2.1)
+                    seq += 1
+                    op = short_cxx[tag]
+                    if tag[0] == 43:  # `+n`, `+a`: STACK RESULT SIZE
+                        _, node, p, size = fl
+                        fl = [b"e", b"", tid, op, node, p, size]
+                    else:  # `-n`, `-a`: STACK PTR
+                        _, node, p = fl
+                        fl = [b"e", b"", tid, op, node, b"-", p]
+                    if tid is None:
+                        raise ValueError(tag)
                 else:
                     rec = other(line, fl, seq)
                     if rec is not None:
@@ -225,7 +237,7 @@ class _Replayer(FamilyChecks):
                         more_calls[op] += 1
                     b = live_pop(p, None)
                     if b is None:
-                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
+                        bad_free(fl if fl[0] == b"e" else expand(fl, seq), seq)
                     else:
                         frees += 1
                         cur -= b[0]
@@ -379,7 +391,7 @@ class _Replayer(FamilyChecks):
             raise error
         if fl and fl[0] == b"e":
             self._event(fl, seq)
-        elif fl and fl[0] in (b"+", b"-"):
+        elif fl and (fl[0] in (b"+", b"-") or fl[0] in SHORT_CXX):
             self._event(self.reader.expand(fl, seq), seq)
 
     def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:
@@ -464,47 +476,6 @@ class _Replayer(FamilyChecks):
         if rel is None and made is None:
             return None
         return (rel, made, size, node)
-
-    def _custom(self, fl: list[bytes], seq: int, tid: int, op: str, node: int, arg: int) -> None:
-        """A custom block made live (`custom_alloc`, ARG its size) or released (`custom_free`,
-        ARG the pointer), in `custom`, apart from the malloc'd blocks."""
-        if op == "custom_alloc":
-            if fl[5] != b"0x0":
-                if fl[5] in self.custom:
-                    self.r.reused_live += 1
-                self.custom[fl[5]] = (arg, node)
-                self.r.custom_allocations += 1
-            return
-        ptok = fl[6]
-        if self.custom.pop(ptok, None) is not None:
-            self.r.custom_frees += 1
-            self.custom_freed[ptok] = node
-        elif arg:
-            prev = self.custom_freed.get(ptok)
-            self._error("double-free" if prev is not None else "invalid-free", seq, tid, op,
-                        arg, node, None, prev)
-
-    def _hide_superblocks(self) -> None:
-        """The live blocks at the end, as a leak check sees them ("Custom blocks"): the custom
-        blocks, and the malloc'd blocks but those that hold a custom block."""
-        if not self.custom:
-            return
-        live = self.live
-        sizes = {int(p, 16): p for p in live if _HEX.fullmatch(p)}
-        custom = [int(p, 16) for p in self.custom if _HEX.fullmatch(p)]
-        hidden = superblocks({a: live[p][0] for a, p in sizes.items()}, custom)
-        r = self.r
-        for addr in hidden:
-            size = live.pop(sizes[addr])[0]
-            r.superblocks += 1
-            r.superblock_bytes += size
-            r.live_bytes -= size
-        for p, block in self.custom.items():
-            old = live.pop(p, None)
-            if old is not None:
-                r.live_bytes -= old[0]
-            live[p] = block
-            r.live_bytes += block[0]
 
     def _bad_free(self, fl: list[bytes], seq: int) -> None:
         """A free of a pointer that is not live (or malformed: this checks the record)."""

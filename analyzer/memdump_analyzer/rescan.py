@@ -8,7 +8,7 @@ RESULT. Both read short records (format 2.0) as the `e` records they stand for.
 
 from __future__ import annotations
 
-from .dumpformat import OPERATIONS, SEQUENCED
+from .dumpformat import OPERATIONS, SEQUENCED, SHORT_OPS
 from .dumpio import clean_line
 from .model import HeapError
 
@@ -16,6 +16,9 @@ __all__ = ["find_alloc_events", "find_freed_seqs", "result_line"]
 
 _RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
 _SEQUENCED = frozenset(tag.encode() for tag in SEQUENCED)
+_SHORT_OPS = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()}
+#: the short records of an allocation (`+`, and 2.1's `+n`, `+a`)
+_ALLOCS = frozenset(tag for tag in _SHORT_OPS if tag[0] == 43)
 
 
 def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes, int]) -> None:
@@ -42,8 +45,8 @@ def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes
             if tag not in _SEQUENCED:
                 continue
             seq += 1
-            if tag == b"-" and len(fl) == 3:  # a free, short (2.0)
-                op, node, ptr = b"free", fl[1], fl[2]
+            if tag[0] == 45 and len(fl) == 3:  # a free or delete, short (2.0, 2.1)
+                op, node, ptr = _SHORT_OPS[tag], fl[1], fl[2]
             elif tag == b"e" and len(fl) >= 7:
                 op, node, ptr = fl[3], fl[4], fl[6]
             else:
@@ -93,8 +96,8 @@ def find_alloc_events(path: str, all_errors: list[HeapError]) -> None:
             del by_seq[seq]
             if not by_seq:
                 return
-        if fl[0] == b"+" and len(fl) == 4 and fl[2] in wanted:
-            last[fl[2]] = (b"malloc", seq)
+        if fl[0][0] == 43 and len(fl) == 4 and fl[2] in wanted:  # `+`, `+n`, `+a`
+            last[fl[2]] = (_SHORT_OPS[fl[0]], seq)
         elif fl[0] == b"e" and len(fl) > 5 and fl[5] in wanted:
             last[fl[5]] = (fl[3], seq)
 
@@ -108,7 +111,7 @@ def result_line(path: str, token: bytes) -> int | None:
                 line = clean_line(line)
             fl = line.split()
             if (len(fl) > 5 and fl[0] == b"e" and fl[5] == token) or (
-                len(fl) > 2 and fl[0] == b"+" and fl[2] == token
+                len(fl) > 2 and fl[0] in _ALLOCS and fl[2] == token
             ):
                 found = n
     return found

@@ -19,8 +19,11 @@ def _errors(path: str) -> list[tuple[str, str, int, str | None, int | None, int 
             for e in analyze(path, symbolize=False).errors]
 
 
-def test_every_mismatch_and_the_matching_pairs(tmp_path: Path) -> None:
-    d = Dump(header=V21)
+@pytest.mark.parametrize("short", [False, True], ids=["e-records", "short-records"])
+def test_every_mismatch_and_the_matching_pairs(tmp_path: Path, short: bool) -> None:
+    """The same events as `e` records, and as the in-process recorder writes them (2.1's `+n`,
+    `+a`, `-n`, `-a` with 2.0's `+` and `-`): the same errors and figures."""
+    d = Dump(header=V21, short=short)
     d.e("new", "0x1000", 4, stack=main_at(10))            # 1
     d.free("0x1000", stack=main_at(11))                   # 2: free of new
     d.e("new[]", "0x1000", 10, stack=main_at(12))         # 3
@@ -43,6 +46,8 @@ def test_every_mismatch_and_the_matching_pairs(tmp_path: Path) -> None:
     d.e("delete", "-", "0x0", stack=main_at(29))          # 20: delete of NULL: fine
     d.end()
     path = d.write(tmp_path)
+    tags = {line.split()[0] for line in d.text().splitlines()}
+    assert tags >= {"+n", "+a", "-n", "-a", "+", "-"} if short else not tags & {"+n", "+", "-"}
     assert _errors(path) == [
         ("mismatched-free", "free", 2, "new", 1, 4),
         ("mismatched-free", "free", 4, "new[]", 3, 10),
@@ -126,9 +131,18 @@ def test_delete_errors_are_free_s(tmp_path: Path) -> None:
     ("e 1 100 delete[] 0 - 16", "malformed PTR '16' (expected a hex number like 0x1f)"),
     ("e 1 100 delete 0 -", "'delete' event has 0 arguments, expected 1 (PTR)"),
     ("e 1 100 new() 0 0x10 4", "unknown heap operation 'new()'"),
+    ("t 100\n+n 0 0x10", "'+n' record has 2 fields, expected 3 (STACK RESULT SIZE)"),
+    ("t 100\n-a 0 0x10 4", "'-a' record has 3 fields, expected 2 (STACK PTR)"),
+    ("-n 0 0x10", "'-n' record before any 't' record (the thread of its event is unknown)"),
+    ("t 100\n+a 0 0x10 x", "malformed SIZE 'x' (expected a number)"),
+    ("t 100\n-n 0 16", "malformed PTR '16' (expected a hex number like 0x1f)"),
+    ("t 100\n+n 7 0x10 4", "stack 7 is used before it is defined"),
 ])
 def test_malformed_operator_records(tmp_path: Path, record: str, message: str) -> None:
     d = Dump(header=V21)
+    *threads, record = record.split("\n")
+    for t in threads:
+        d.raw(t)
     line = d.raw(record)
     d.raw("end 2 exit 0")
     path = d.write(tmp_path)

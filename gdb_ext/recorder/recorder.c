@@ -5,7 +5,8 @@
  * interns the stack, writes its event and updates the live blocks. The lock makes the file
  * order the SEQ order and puts every definition before its first use. malloc and free, nearly
  * every event, are written in the short form (`+` and `-` after a `t` record naming the thread,
- * docs/dump-format.md): half the bytes of an `e` record, and the bytes are most of the cost. Nothing here calls
+ * docs/dump-format.md), and so are the C++ operators (cxx.c; `+n`, `-n`, `+a`, `-a`): half the
+ * bytes of an `e` record, and the bytes are most of the cost. Nothing here calls
  * the allocator it records: the recorder's memory is mmap'd.
  *
  * Reentrancy: a thread flag marks a thread inside a hooked call. A hooked call it makes then
@@ -563,8 +564,10 @@ static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
     return mdr_fmt_dec(p, stack);
 }
 
-/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), after `t TID` when the previous short
- * record was another thread's; SEQ is implicit: one more than the last sequenced record. */
+/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), and the C++ operators' `+n`, `+a`
+ * (new, new[]: as malloc) and `-n`, `-a` (delete, delete[]: as free, format 2.1), after `t TID`
+ * when the previous short record was another thread's; SEQ is implicit: one more than the last
+ * sequenced record. */
 static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                                  const struct walk *w, uint64_t block, uint64_t size)
 {
@@ -577,19 +580,22 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
         *p++ = '\n';
         short_tid = t->tid;
     }
-    *p++ = op == MDR_MALLOC ? '+' : '-';
+    int alloc = op == MDR_MALLOC || op == MDR_NEW || op == MDR_NEW_ARRAY;
+    *p++ = alloc ? '+' : '-';
+    if (op >= MDR_NEW)
+        *p++ = op == MDR_NEW || op == MDR_DELETE ? 'n' : 'a';
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
     p = mdr_fmt_hex(p, block);
-    if (op == MDR_MALLOC) {
+    if (alloc) {
         *p++ = ' ';
         p = mdr_fmt_dec(p, size);
     }
     return p;
 }
 
-/* `e SEQ TID OP STACK RESULT ARGS...`: every operation but malloc and free. */
+/* `e SEQ TID OP STACK RESULT ARGS...`: every operation but those of short records. */
 static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
@@ -664,9 +670,10 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
             C.state = MDR_DISABLED;
         } else {
             char *start = p;
-            if (MDR_LIKELY(op == MDR_MALLOC || op == MDR_FREE))
-                p = short_record(p, t, op, stack, w, op == MDR_FREE ? c->args[0] : result,
-                                 c->args[0]);
+            if (MDR_LIKELY(op == MDR_MALLOC || op == MDR_FREE || op >= MDR_NEW)) {
+                int release = op == MDR_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY;
+                p = short_record(p, t, op, stack, w, release ? c->args[0] : result, c->args[0]);
+            }
             else
                 p = event_record(p, t, op, stack, w, result, c->args, rc);
             *p++ = '\n';

@@ -211,7 +211,7 @@ def read_tail(fd: int, start: int, end: int, state: TailState) -> TailState:
     for line in _lines(fd, start, end):
         line = line.lstrip(b"\0")
         tag, _, rest = line.partition(b" ")
-        if tag == b"+" or tag == b"-":  # malloc and free, short: SEQ is the next one
+        if tag[:1] == b"+" or tag[:1] == b"-":  # short events (+, -, 2.1's +n ...): SEQ is next
             state.seq += 1
             state.events += 1
         elif tag == b"e" or tag == b"p" or tag == b"end":
