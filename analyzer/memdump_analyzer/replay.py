@@ -155,6 +155,8 @@ class _Replayer(CustomBlocks, FamilyChecks):
         mismatched = self._mismatched
         released_by = RELEASES_B
         short_cxx = SHORT_CXX
+        more_allocs = frozenset((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
+                                 b"new[]"))
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
                                     b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
@@ -187,7 +189,9 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     op = fl[3]
                     if op == b"malloc":
                         _, _, _, _, node, p, size = fl
-                    elif op == b"free" or op == b"delete" or op == b"delete[]":
+                    elif op == b"free":
+                        _, _, _, _, node, _, p = fl
+                    elif op == b"delete" or op == b"delete[]":
                         _, _, _, _, node, _, p = fl
                 elif tag == b"t":  # the thread of the short records that follow
                     tid = thread(fl, seq)
@@ -226,30 +230,36 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     if size < 0:
                         raise ValueError(size)
                     release = None
-                elif op == b"free" or op == b"delete" or op == b"delete[]":
+                elif op == b"free":
                     nid = node_ids[node]
-                    if op == b"free":
-                        n_free += 1
-                        if nid < 0:
-                            internal += 1  # e.g. glibc's tcache_thread_shutdown
-                            continue
-                    else:
-                        more_calls[op] += 1
+                    n_free += 1
+                    if nid < 0:
+                        internal += 1  # e.g. glibc's tcache_thread_shutdown
+                        continue
                     b = live_pop(p, None)
                     if b is None:
-                        bad_free(fl if fl[0] == b"e" else expand(fl, seq), seq)
+                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
                     else:
                         frees += 1
                         cur -= b[0]
                         freed[p] = nid
-                        # 2.1: a block released by another family's operation (a C program
-                        # has no other family: `fam` is empty, and its frees are free's)
-                        if fam or op != b"free":
-                            if op != b"free":
-                                deleted += 1
-                            family = fam_pop(p, b"malloc") if fam else b"malloc"
-                            if family != released_by[op]:
-                                mismatched(fl, seq, family, b)
+                        if fam and p in fam:  # 2.1: a new'd block (a C program has none)
+                            mismatched(fl, seq, fam_pop(p), b)
+                    continue
+                elif op == b"delete" or op == b"delete[]":  # 2.1: as free, of its family
+                    nid = node_ids[node]
+                    more_calls[op] += 1
+                    b = live_pop(p, None)
+                    if b is None:  # NULL, or an error: _bad_free says which
+                        self._bad_free(fl if fl[0] == b"e" else expand(fl, seq), seq)
+                        continue
+                    frees += 1
+                    deleted += 1
+                    cur -= b[0]
+                    freed[p] = nid
+                    family = fam_pop(p, b"malloc")
+                    if family != released_by[op]:
+                        mismatched(fl, seq, family, b)
                     continue
                 elif op == b"calloc":
                     _, _, _, _, node, p, nmemb, size = fl
@@ -277,11 +287,14 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     size = int(size)
                     if size < 0:
                         raise ValueError(size)
-                elif op == b"posix_memalign" or op == b"aligned_alloc" or op == b"memalign":
+                elif op in more_allocs:  # posix_memalign, aligned_alloc, memalign, new, new[]
                     if op == b"posix_memalign":
                         _, _, _, _, node, p, align, size, rc = fl
                         if int(rc):
                             p = b"0x0"  # failed; RESULT is only meaningful when RC is 0
+                    elif op == b"new" or op == b"new[]":  # 2.1: as malloc, of its own family
+                        _, _, _, _, node, p, size = fl
+                        align = b"0"
                     else:
                         _, _, _, _, node, p, align, size = fl
                     nid = node_ids[node]
@@ -292,17 +305,8 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     size = int(size)
                     if size < 0:
                         raise ValueError(size)
-                    release = None
-                elif op == b"new" or op == b"new[]":  # 2.1: as malloc, of its own family
-                    _, _, _, _, node, p, size = fl
-                    nid = node_ids[node]
-                    more_calls[op] += 1
-                    if p == b"0x0":
-                        continue
-                    size = int(size)
-                    if size < 0:
-                        raise ValueError(size)
-                    fam[p] = op
+                    if op == b"new" or op == b"new[]":  # the block's family
+                        fam[p] = op
                     release = None
                 else:
                     act = slow(fl, seq)

@@ -24,7 +24,8 @@ _ALLOCS = frozenset(tag for tag in _SHORT_OPS if tag[0] == 43)
 def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes, int]) -> None:
     """Set `freed_seq` of the errors with a "freed at": the SEQ of the release the replay saw.
 
-    Mirrors the replay: a release is a `free`, `realloc` or `reallocarray` of the pointer that is
+    Mirrors the replay: a release is a `free`, `delete`, `delete[]`, `realloc` or `reallocarray`
+    of the pointer that is
     not itself an error nor the C library's internal free (a marked STACK in `node_ids`); an
     `exec` forgets them all.
     """
@@ -32,37 +33,26 @@ def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes
     wanted = {b"%#x" % e.pointer for e in by_seq.values()}
     errors = {e.seq for e in all_errors}
     last: dict[bytes, int] = {}
-    seq = 0
-    with open(path, "rb") as fh:
-        fh.readline()
-        for line in fh:
-            if not line.endswith(b"\n"):
-                break
-            if b"\0" in line:
-                line = clean_line(line)
-            fl = line.split()
-            tag = fl[0]
-            if tag not in _SEQUENCED:
-                continue
-            seq += 1
-            if tag[0] == 45 and len(fl) == 3:  # a free or delete, short (2.0, 2.1)
-                op, node, ptr = _SHORT_OPS[tag], fl[1], fl[2]
-            elif tag == b"e" and len(fl) >= 7:
-                op, node, ptr = fl[3], fl[4], fl[6]
-            else:
-                if tag == b"p" and fl[2] == b"exec":
-                    last.clear()
-                continue
-            if ptr not in wanted:
-                continue
-            error = by_seq.get(seq)
-            if error is not None:
-                error.freed_seq = last.get(ptr)
-                if len(by_seq) == 1:
-                    return
-                del by_seq[seq]
-            elif seq not in errors and op in _RELEASES and node_ids[node] >= 0:
-                last[ptr] = seq
+    for seq, fl in _events(path):
+        tag = fl[0]
+        if tag[0] == 45 and len(fl) == 3:  # a free or delete, short (2.0, 2.1)
+            op, node, ptr = _SHORT_OPS[tag], fl[1], fl[2]
+        elif tag == b"e" and len(fl) >= 7:
+            op, node, ptr = fl[3], fl[4], fl[6]
+        else:
+            if tag == b"p" and fl[2] == b"exec":
+                last.clear()
+            continue
+        if ptr not in wanted:
+            continue
+        error = by_seq.get(seq)
+        if error is not None:
+            error.freed_seq = last.get(ptr)
+            if len(by_seq) == 1:
+                return
+            del by_seq[seq]
+        elif seq not in errors and op in _RELEASES and node_ids[node] >= 0:
+            last[ptr] = seq
 
 
 def _events(path: str):  # noqa: ANN202 - a generator of (SEQ, fields)

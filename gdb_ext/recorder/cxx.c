@@ -144,18 +144,17 @@ static void *record_new(struct mdr_thread *t, enum mdr_op op, int nothrow_index,
     EXPORT_AS(name)
 
 #define UNUSED __attribute__((unused))
-NEW_HOOK(_Znwm, MDR_NEW, NW, NW_NT, 0, 0, (size_t size), 0);
-NEW_HOOK(_ZnwmRKSt9nothrow_t, MDR_NEW, NW_NT, NW_NT, 0, 1,
-         (size_t size, const void *nt UNUSED), 0);
-NEW_HOOK(_ZnwmSt11align_val_t, MDR_NEW, NW_AL, NW_AL_NT, 1, 0, (size_t size, size_t al), al);
-NEW_HOOK(_ZnwmSt11align_val_tRKSt9nothrow_t, MDR_NEW, NW_AL_NT, NW_AL_NT, 1, 1,
-         (size_t size, size_t al, const void *nt UNUSED), al);
-NEW_HOOK(_Znam, MDR_NEW_ARRAY, NA, NA_NT, 0, 0, (size_t size), 0);
-NEW_HOOK(_ZnamRKSt9nothrow_t, MDR_NEW_ARRAY, NA_NT, NA_NT, 0, 1,
-         (size_t size, const void *nt UNUSED), 0);
-NEW_HOOK(_ZnamSt11align_val_t, MDR_NEW_ARRAY, NA_AL, NA_AL_NT, 1, 0, (size_t size, size_t al), al);
-NEW_HOOK(_ZnamSt11align_val_tRKSt9nothrow_t, MDR_NEW_ARRAY, NA_AL_NT, NA_AL_NT, 1, 1,
-         (size_t size, size_t al, const void *nt UNUSED), al);
+#define NEW_FORMS(N, OP, plain, nothrow, aligned, aligned_nothrow)                            \
+    NEW_HOOK(N, OP, plain, nothrow, 0, 0, (size_t size), 0);                                  \
+    NEW_HOOK(N##RKSt9nothrow_t, OP, nothrow, nothrow, 0, 1,                                   \
+             (size_t size, const void *nt UNUSED), 0);                                        \
+    NEW_HOOK(N##St11align_val_t, OP, aligned, aligned_nothrow, 1, 0, (size_t size, size_t al), \
+             al);                                                                             \
+    NEW_HOOK(N##St11align_val_tRKSt9nothrow_t, OP, aligned_nothrow, aligned_nothrow, 1, 1,    \
+             (size_t size, size_t al, const void *nt UNUSED), al)
+
+NEW_FORMS(_Znwm, MDR_NEW, NW, NW_NT, NW_AL, NW_AL_NT);
+NEW_FORMS(_Znam, MDR_NEW_ARRAY, NA, NA_NT, NA_AL, NA_AL_NT);
 
 /* operator delete in form NAME (PARAMS), recorded as OP, then released by its real form INDEX
  * of type TYPE called with ARGS (free when no libstdc++ is loaded); the thread's flag stays set

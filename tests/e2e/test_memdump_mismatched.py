@@ -9,7 +9,6 @@ import os
 import shutil
 import signal
 import subprocess
-import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -27,26 +26,12 @@ from memdump_e2e import (
     read_dump,
     read_line,
     record,
+    wait_for_output,
 )
 
 #: GDB's lines once an attached process records (either recorder)
 STARTED = ("memdump: in-process recorder: loaded", "recording with breakpoints",
            "memdump: recording process")
-
-
-def _wait_for_recording(gdb: subprocess.Popen[str]) -> str:
-    """GDB's output up to the line that says the attached process records."""
-    assert gdb.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + POLL_DEADLINE
-    while time.monotonic() < deadline:
-        line = gdb.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if any(w in line for w in STARTED):
-            return "".join(lines)
-    pytest.fail("GDB did not start recording:\n" + "".join(lines))
 
 SOURCE = "mismatched_free.cpp"
 TIMEOUT = 120
@@ -199,7 +184,7 @@ def test_attached_process(dump: Path) -> None:
         gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True)
         try:
-            head = _wait_for_recording(gdb)
+            head = "".join(wait_for_output(gdb, STARTED))
             assert proc.stdin is not None
             proc.stdin.write(b"run\n")
             proc.stdin.flush()
