@@ -155,8 +155,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
         mismatched = self._mismatched
         released_by = RELEASES_B
         short_cxx = SHORT_CXX
-        more_allocs = frozenset((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
-                                 b"new[]"))
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
                                     b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
@@ -193,20 +191,20 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         _, _, _, _, node, _, p = fl
                     elif op == b"delete" or op == b"delete[]":
                         _, _, _, _, node, _, p = fl
-                elif tag == b"t":  # the thread of the short records that follow
-                    tid = thread(fl, seq)
-                    continue
+                    elif op == b"new" or op == b"new[]":
+                        _, _, _, _, node, p, size = fl
                 elif tag in short_cxx:  # the C++ operators, short (2.1)
                     seq += 1
                     op = short_cxx[tag]
                     if tag[0] == 43:  # `+n`, `+a`: STACK RESULT SIZE
                         _, node, p, size = fl
-                        fl = [b"e", b"", tid, op, node, p, size]
                     else:  # `-n`, `-a`: STACK PTR
                         _, node, p = fl
-                        fl = [b"e", b"", tid, op, node, b"-", p]
                     if tid is None:
                         raise ValueError(tag)
+                elif tag == b"t":  # the thread of the short records that follow
+                    tid = thread(fl, seq)
+                    continue
                 else:
                     rec = other(line, fl, seq)
                     if rec is not None:
@@ -246,12 +244,23 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         if fam and p in fam:  # 2.1: a new'd block (a C program has none)
                             mismatched(fl, seq, fam_pop(p), b)
                     continue
+                elif op == b"new" or op == b"new[]":  # 2.1: as malloc, of its own family
+                    nid = node_ids[node]
+                    more_calls[op] += 1
+                    if p != b"0x0":
+                        size = int(size)
+                        if size < 0:
+                            raise ValueError(size)
+                        fam[p] = op
+                        release = None
+                    else:
+                        continue
                 elif op == b"delete" or op == b"delete[]":  # 2.1: as free, of its family
                     nid = node_ids[node]
                     more_calls[op] += 1
                     b = live_pop(p, None)
                     if b is None:  # NULL, or an error: _bad_free says which
-                        self._bad_free(fl if fl[0] == b"e" else expand(fl, seq), seq)
+                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
                         continue
                     frees += 1
                     deleted += 1
@@ -287,14 +296,11 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     size = int(size)
                     if size < 0:
                         raise ValueError(size)
-                elif op in more_allocs:  # posix_memalign, aligned_alloc, memalign, new, new[]
+                elif op == b"posix_memalign" or op == b"aligned_alloc" or op == b"memalign":
                     if op == b"posix_memalign":
                         _, _, _, _, node, p, align, size, rc = fl
                         if int(rc):
                             p = b"0x0"  # failed; RESULT is only meaningful when RC is 0
-                    elif op == b"new" or op == b"new[]":  # 2.1: as malloc, of its own family
-                        _, _, _, _, node, p, size = fl
-                        align = b"0"
                     else:
                         _, _, _, _, node, p, align, size = fl
                     nid = node_ids[node]
@@ -305,8 +311,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     size = int(size)
                     if size < 0:
                         raise ValueError(size)
-                    if op == b"new" or op == b"new[]":  # the block's family
-                        fam[p] = op
                     release = None
                 else:
                     act = slow(fl, seq)
