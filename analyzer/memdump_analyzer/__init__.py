@@ -78,6 +78,8 @@ def _printed_nodes(result: Replay) -> Iterator[int]:
         yield e.node
         if e.freed_node is not None:
             yield e.freed_node
+        if e.alloc_node is not None:
+            yield e.alloc_node
     if result.peak_node is not None:
         yield result.peak_node
 

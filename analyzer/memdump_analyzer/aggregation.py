@@ -122,6 +122,7 @@ def build_analysis(reader: DumpReader, r: Replay, addresses: bool = False) -> An
         unknown_tags=dict(reader.unknown_tags),
         unknown_process_events=dict(r.unknown_process_events),
         free_calls=dict(r.free_calls),
+        delete_frees=r.delete_frees,
     )
 
 
@@ -155,6 +156,10 @@ def _error_report(e: HeapError, stacks: _Stacks) -> ErrorReport:
         stack=stacks.trimmed(e.node),
         freed_seq=e.freed_seq,
         freed_stack=stacks.trimmed(e.freed_node) if e.freed_node is not None else None,
+        alloc_op=e.alloc_op,
+        alloc_seq=e.alloc_seq,
+        alloc_size=e.alloc_size,
+        alloc_stack=stacks.trimmed(e.alloc_node) if e.alloc_node is not None else None,
     )
 
 

@@ -41,6 +41,7 @@ _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 _SEQUENCED = tuple(tag.encode() for tag in SEQUENCED)
 _SHORT = tuple(tag.encode() for tag in SHORT_OPS)
+_SHORT_OPS = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -261,11 +262,12 @@ class DumpReader(EventErrors):
         """The `e` record's fields that short record `fl` (`+` or `-`, numbered `seq`) stands
         for, with SEQ `seq_text` and the TID of the last `t` record."""
         tid = self.tid
-        if fl[0] == b"+":
+        tag = fl[0]
+        if tag[0] == 43:  # `+`, `+n`, `+a`: an allocation
             if len(fl) == 4 and tid is not None:
-                return [b"e", seq_text, tid, b"malloc", fl[1], fl[2], fl[3]]
+                return [b"e", seq_text, tid, _SHORT_OPS[tag], fl[1], fl[2], fl[3]]
         elif len(fl) == 3 and tid is not None:
-            return [b"e", seq_text, tid, b"free", fl[1], b"-", fl[2]]
+            return [b"e", seq_text, tid, _SHORT_OPS[tag], fl[1], b"-", fl[2]]
         raise self._short_error(fl, seq)
 
     def thread(self, fl: list[bytes], seq: int) -> bytes:

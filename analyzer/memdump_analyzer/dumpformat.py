@@ -28,7 +28,10 @@ __all__ = [
     "SHORT_OPS",
     "VERSION",
     "CUSTOM",
+    "CXX_ENTRY_POINTS",
+    "FAMILY",
     "NO_RESULT",
+    "RELEASES",
     "apply",
     "checked_blocks",
     "effect",
@@ -41,7 +44,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 0)
+VERSION: tuple[int, int] = (2, 1)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -63,6 +66,10 @@ RECORDS: dict[str, str] = {
     "t": "TID",
     "+": "STACK RESULT SIZE",
     "-": "STACK PTR",
+    "+n": "STACK RESULT SIZE",
+    "+a": "STACK RESULT SIZE",
+    "-n": "STACK PTR",
+    "-a": "STACK PTR",
     "p": "SEQ WHAT DETAIL",
     "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
     "r": "ADDR KIND [HEURISTIC|LEADER]",
@@ -73,10 +80,13 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 #: the byte that pads a dump (format 1.3): NUL bytes before a record are skipped, a final run
 #: without a newline is space the recorder had not written yet
 PADDING = b"\0"
-#: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0)
-SEQUENCED: tuple[str, ...] = ("e", "+", "-", "p", "end")
-#: the short event records (format 2.0) -> the heap operation each one is
-SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free"}
+#: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0; the C++
+#: operators' short records: 2.1)
+SEQUENCED: tuple[str, ...] = ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+#: the short event records (format 2.0; 2.1: the C++ operators') -> the heap operation each one
+#: is: a `+` tag is an allocation (STACK RESULT SIZE), a `-` tag a release (STACK PTR)
+SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
+                             "-n": "delete", "-a": "delete[]"}
 
 #: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C
 #: library exports two of these names at one address (glibc: aligned_alloc is memalign), the
@@ -94,12 +104,61 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "pvalloc": ("SIZE",),
     "custom_alloc": ("SIZE",),
     "custom_free": ("PTR",),
+    "new": ("SIZE",),
+    "new[]": ("SIZE",),
+    "delete": ("PTR",),
+    "delete[]": ("PTR",),
 }
 #: the operations of a custom allocator (memdump_api.h's MEMDUMP_ALLOC and MEMDUMP_FREE): their
 #: blocks are custom blocks, kept apart from the malloc'd ones ("Custom blocks")
 CUSTOM: frozenset[str] = frozenset(("custom_alloc", "custom_free"))
 #: the operations whose RESULT is `-`: they produce no block
-NO_RESULT: frozenset[str] = frozenset(("free", "custom_free"))
+NO_RESULT: frozenset[str] = frozenset(("free", "custom_free", "delete", "delete[]"))
+
+#: (2.1) the C++ operators: libstdc++'s exported entry points (mangled, as in .dynsym) -> the
+#: operation a call records. Every form of one operator is one operation: the nothrow and
+#: aligned forms of `operator new` are `new` (SIZE, their first argument), the sized, aligned
+#: and nothrow forms of `operator delete` are `delete` (PTR, their first argument).
+CXX_ENTRY_POINTS: dict[str, str] = {
+    "_Znwm": "new",
+    "_ZnwmRKSt9nothrow_t": "new",
+    "_ZnwmSt11align_val_t": "new",
+    "_ZnwmSt11align_val_tRKSt9nothrow_t": "new",
+    "_Znam": "new[]",
+    "_ZnamRKSt9nothrow_t": "new[]",
+    "_ZnamSt11align_val_t": "new[]",
+    "_ZnamSt11align_val_tRKSt9nothrow_t": "new[]",
+    "_ZdlPv": "delete",
+    "_ZdlPvm": "delete",
+    "_ZdlPvRKSt9nothrow_t": "delete",
+    "_ZdlPvSt11align_val_t": "delete",
+    "_ZdlPvmSt11align_val_t": "delete",
+    "_ZdlPvSt11align_val_tRKSt9nothrow_t": "delete",
+    "_ZdaPv": "delete[]",
+    "_ZdaPvm": "delete[]",
+    "_ZdaPvRKSt9nothrow_t": "delete[]",
+    "_ZdaPvSt11align_val_t": "delete[]",
+    "_ZdaPvmSt11align_val_t": "delete[]",
+    "_ZdaPvSt11align_val_tRKSt9nothrow_t": "delete[]",
+}
+#: (2.1) the allocation family of the blocks each operation makes live: a block must be released
+#: by an operation of its family (`RELEASES`), else the release is a mismatched deallocation
+#: (valgrind memcheck's "Mismatched free() / delete / delete []"); the custom operations have
+#: their own blocks and are not in it
+FAMILY: dict[str, str] = {
+    **{op: "malloc" for op in ("malloc", "calloc", "realloc", "reallocarray", "posix_memalign",
+                               "aligned_alloc", "memalign", "valloc", "pvalloc")},
+    "new": "new",
+    "new[]": "new[]",
+}
+#: (2.1) the operations that release a block -> the family of the blocks they may release
+RELEASES: dict[str, str] = {
+    "free": "malloc",
+    "realloc": "malloc",
+    "reallocarray": "malloc",
+    "delete": "new",
+    "delete[]": "new[]",
+}
 
 #: leak kind -> (the `r` record's KIND code, valgrind's words), worst first (valgrind's order)
 _KINDS: dict[str, tuple[str, str]] = {
@@ -167,11 +226,12 @@ def effect(op: str, result: int, args: tuple[int, ...]) -> tuple[int | None, int
     released pointer that is not live is the caller's to judge (an error, or a block from before
     an attached recording).
     """
-    if op == "malloc" or op == "valloc" or op == "pvalloc" or op == "custom_alloc":
+    if (op == "malloc" or op == "valloc" or op == "pvalloc" or op == "custom_alloc"
+            or op == "new" or op == "new[]"):
         return None, result or None, args[0]
     if op == "calloc":
         return None, result or None, args[0] * args[1]
-    if op == "free" or op == "custom_free":
+    if op == "free" or op == "custom_free" or op == "delete" or op == "delete[]":
         return args[0] or None, None, 0
     if op == "posix_memalign":
         return None, (result or None) if args[2] == 0 else None, args[1]

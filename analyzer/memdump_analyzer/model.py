@@ -14,7 +14,7 @@ __all__ = ["Analysis", "EndRecord", "ErrorReport", "Group", "HeapError"]
 class HeapError:
     """A misuse of the heap seen in the events. Stacks are stack node ids."""
 
-    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
+    kind: str  # "invalid-free" | "double-free" | "invalid-realloc" | "mismatched-free"
     seq: int
     tid: int
     op: str
@@ -22,6 +22,12 @@ class HeapError:
     node: int
     freed_seq: int | None = None
     freed_node: int | None = None
+    #: mismatched-free (2.1): the block's size and allocation stack; the allocation's OP and SEQ
+    #: are found after the pass (rescan.find_alloc_events)
+    alloc_size: int | None = None
+    alloc_node: int | None = None
+    alloc_op: str | None = None
+    alloc_seq: int | None = None
 
 
 @dataclass(slots=True)
@@ -63,7 +69,7 @@ class Group:
 
 @dataclass
 class ErrorReport:
-    kind: str  # "invalid-free" | "double-free" | "invalid-realloc"
+    kind: str  # "invalid-free" | "double-free" | "invalid-realloc" | "mismatched-free"
     seq: int
     tid: int
     op: str
@@ -71,6 +77,11 @@ class ErrorReport:
     stack: tuple[Frame, ...]
     freed_seq: int | None = None
     freed_stack: tuple[Frame, ...] | None = None
+    #: mismatched-free: the allocation of the block (its OP, SEQ, size and stack)
+    alloc_op: str | None = None
+    alloc_seq: int | None = None
+    alloc_size: int | None = None
+    alloc_stack: tuple[Frame, ...] | None = None
 
 
 @dataclass
@@ -122,6 +133,8 @@ class Analysis:
     unknown_process_events: dict[str, int] = field(default_factory=dict)
     #: what the `free` calls did (`Replay.free_calls`): released, null, runtime, errors, untracked
     free_calls: dict[str, int] = field(default_factory=dict)
+    #: the blocks released by `delete` and `delete[]` (format 2.1)
+    delete_frees: int = 0
     #: partial records before NUL padding that were ignored (format 1.3), and the first's line
     partial_records: int = 0
     partial_line: int | None = None

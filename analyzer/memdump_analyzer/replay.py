@@ -36,17 +36,18 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from .customblocks import CustomBlocks
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import (
     CUSTOM,
     NO_RESULT,
     OPERATIONS,
     effect,
-    superblocks,
     unescape,
 )
+from .families import RELEASES_B, SHORT_CXX, FamilyChecks
 from .model import EndRecord, HeapError
-from .rescan import find_freed_seqs, result_line
+from .rescan import find_alloc_events, find_freed_seqs, result_line
 from .rules import is_runtime_only
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
@@ -104,9 +105,8 @@ class Replay:
     custom_frees: int = 0
     superblocks: int = 0
     superblock_bytes: int = 0
-
-
-#: the operations that can release a block: those with a PTR argument
+    #: blocks released by `delete` and `delete[]` (2.1), of `frees`
+    delete_frees: int = 0
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
@@ -118,7 +118,7 @@ def _text(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
-class _Replayer:
+class _Replayer(CustomBlocks, FamilyChecks):
     def __init__(self, reader: DumpReader, max_errors: int) -> None:
         self.reader = reader
         self.max_errors = max_errors
@@ -131,6 +131,9 @@ class _Replayer:
         #: stack node id), and the custom blocks released (pointer -> stack node id)
         self.custom: dict[bytes, tuple[int, int]] = {}
         self.custom_freed: dict[bytes, int] = {}
+        #: (2.1) the live blocks of the `new` and `new[]` families: pointer as written -> b"new"
+        #: or b"new[]"; a live block not in it is of the `malloc` family
+        self.fam: dict[bytes, bytes] = {}
         self.r = Replay(live=self.live, calls=dict.fromkeys(OPS, 0))
         self.slow_events = 0
 
@@ -147,9 +150,15 @@ class _Replayer:
         live_setdefault = live.setdefault
         slow = self._slow
         bad_free = self._bad_free
-        more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign"), 0)
+        fam = self.fam
+        fam_pop = fam.pop
+        mismatched = self._mismatched
+        released_by = RELEASES_B
+        short_cxx = SHORT_CXX
+        more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
+                                    b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
-        n_malloc = n_free = n_calloc = n_realloc = internal = realloc_frees = 0
+        n_malloc = n_free = n_calloc = n_realloc = internal = deleted = 0
         allocs = frees = total = cur = peak = peak_blocks = peak_seq = peak_node = 0
         line = b""
         fl: list[bytes] = []
@@ -180,6 +189,19 @@ class _Replayer:
                         _, _, _, _, node, p, size = fl
                     elif op == b"free":
                         _, _, _, _, node, _, p = fl
+                    elif op == b"delete" or op == b"delete[]":
+                        _, _, _, _, node, _, p = fl
+                    elif op == b"new" or op == b"new[]":
+                        _, _, _, _, node, p, size = fl
+                elif tag in short_cxx:  # the C++ operators, short (2.1)
+                    seq += 1
+                    op = short_cxx[tag]
+                    if tag[0] == 43:  # `+n`, `+a`: STACK RESULT SIZE
+                        _, node, p, size = fl
+                    else:  # `-n`, `-a`: STACK PTR
+                        _, node, p = fl
+                    if tid is None:
+                        raise ValueError(tag)
                 elif tag == b"t":  # the thread of the short records that follow
                     tid = thread(fl, seq)
                     continue
@@ -192,6 +214,7 @@ class _Replayer:
                             freed.clear()
                             self.custom.clear()
                             self.custom_freed.clear()
+                            fam.clear()
                             cur = 0
                     continue
                 # an allocation or a resize: release the live block `release`, then make `p`
@@ -218,6 +241,34 @@ class _Replayer:
                         frees += 1
                         cur -= b[0]
                         freed[p] = nid
+                        if fam and p in fam:  # 2.1: a new'd block (a C program has none)
+                            mismatched(fl, seq, fam_pop(p), b)
+                    continue
+                elif op == b"new" or op == b"new[]":  # 2.1: as malloc, of its own family
+                    nid = node_ids[node]
+                    more_calls[op] += 1
+                    if p != b"0x0":
+                        size = int(size)
+                        if size < 0:
+                            raise ValueError(size)
+                        fam[p] = op
+                        release = None
+                    else:
+                        continue
+                elif op == b"delete" or op == b"delete[]":  # 2.1: as free, of its family
+                    nid = node_ids[node]
+                    more_calls[op] += 1
+                    b = live_pop(p, None)
+                    if b is None:  # NULL, or an error: _bad_free says which
+                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
+                        continue
+                    frees += 1
+                    deleted += 1
+                    cur -= b[0]
+                    freed[p] = nid
+                    family = fam_pop(p, b"malloc")
+                    if family != released_by[op]:
+                        mismatched(fl, seq, family, b)
                     continue
                 elif op == b"calloc":
                     _, _, _, _, node, p, nmemb, size = fl
@@ -232,7 +283,7 @@ class _Replayer:
                     size *= nmemb
                     release = None
                 elif op == b"realloc" and (
-                    fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live)
+                    fl[6] == b"0x0" or (fl[7] != b"0" and fl[6] in live and fl[6] not in fam)
                 ):
                     # realloc(NULL, n), or a live block resized; the rest is _slow's
                     _, _, _, _, node, p, release, size = fl
@@ -269,7 +320,6 @@ class _Replayer:
                 if release is not None:
                     b = live_pop(release)
                     frees += 1
-                    realloc_frees += 1
                     cur -= b[0]
                     freed[release] = nid
                     if p is None:
@@ -280,6 +330,8 @@ class _Replayer:
                     cur -= old[0]
                     live[p] = b
                     self.r.reused_live += 1
+                    if op != b"new" and op != b"new[]":
+                        fam.pop(p, None)  # a malloc'd block now
                 allocs += 1
                 total += size
                 cur += size
@@ -305,9 +357,12 @@ class _Replayer:
         )
         r.runtime_internal_frees += internal
         r.free_calls["runtime"] += internal
-        r.free_calls["released"] = frees - realloc_frees
+        free_calls = r.free_calls  # the free calls that released a block: the others are counted
+        free_calls["released"] = r.calls["free"] - sum(n for k, n in free_calls.items()
+                                                      if k != "released")
         r.allocations = allocs
         r.frees = frees
+        r.delete_frees = deleted
         r.allocated_bytes = total
         r.live_bytes = cur
         r.peak_bytes = peak
@@ -321,6 +376,8 @@ class _Replayer:
         self._check_live()
         if any(e.freed_node is not None for e in r.errors):
             find_freed_seqs(self.reader.path, self.r.errors, self.reader.node_ids)
+        if any(e.alloc_node is not None for e in r.errors):
+            find_alloc_events(self.reader.path, self.r.errors)
         return r
 
     # -- checks --------------------------------------------------------------------------------
@@ -342,7 +399,7 @@ class _Replayer:
             raise error
         if fl and fl[0] == b"e":
             self._event(fl, seq)
-        elif fl and fl[0] in (b"+", b"-"):
+        elif fl and (fl[0] in (b"+", b"-") or fl[0] in SHORT_CXX):
             self._event(self.reader.expand(fl, seq), seq)
 
     def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:
@@ -421,59 +478,21 @@ class _Replayer:
         release, new, size = effect(op, result or 0, tuple(args))
         # pointers are kept as written: RESULT is fl[5], PTR fl[6]
         rel = fl[6] if release is not None and not bad else None
+        if rel is not None and rel in self.fam:  # 2.1: realloc of a new'd block
+            self._mismatched(fl, seq, self.fam.pop(rel), self.live[rel])
         made = fl[5] if new is not None else None
         if rel is None and made is None:
             return None
         return (rel, made, size, node)
-
-    def _custom(self, fl: list[bytes], seq: int, tid: int, op: str, node: int, arg: int) -> None:
-        """A custom block made live (`custom_alloc`, ARG its size) or released (`custom_free`,
-        ARG the pointer), in `custom`, apart from the malloc'd blocks."""
-        if op == "custom_alloc":
-            if fl[5] != b"0x0":
-                if fl[5] in self.custom:
-                    self.r.reused_live += 1
-                self.custom[fl[5]] = (arg, node)
-                self.r.custom_allocations += 1
-            return
-        ptok = fl[6]
-        if self.custom.pop(ptok, None) is not None:
-            self.r.custom_frees += 1
-            self.custom_freed[ptok] = node
-        elif arg:
-            prev = self.custom_freed.get(ptok)
-            self._error("double-free" if prev is not None else "invalid-free", seq, tid, op,
-                        arg, node, None, prev)
-
-    def _hide_superblocks(self) -> None:
-        """The live blocks at the end, as a leak check sees them ("Custom blocks"): the custom
-        blocks, and the malloc'd blocks but those that hold a custom block."""
-        if not self.custom:
-            return
-        live = self.live
-        sizes = {int(p, 16): p for p in live if _HEX.fullmatch(p)}
-        custom = [int(p, 16) for p in self.custom if _HEX.fullmatch(p)]
-        hidden = superblocks({a: live[p][0] for a, p in sizes.items()}, custom)
-        r = self.r
-        for addr in hidden:
-            size = live.pop(sizes[addr])[0]
-            r.superblocks += 1
-            r.superblock_bytes += size
-            r.live_bytes -= size
-        for p, block in self.custom.items():
-            old = live.pop(p, None)
-            if old is not None:
-                r.live_bytes -= old[0]
-            live[p] = block
-            r.live_bytes += block[0]
 
     def _bad_free(self, fl: list[bytes], seq: int) -> None:
         """A free of a pointer that is not live (or malformed: this checks the record)."""
         tid, op, node, _, args = self._event(fl, seq)
         ptr = args[0]
         if ptr == 0:
-            self.r.free_calls["null"] += 1
-            return  # free(NULL)
+            if op == "free":
+                self.r.free_calls["null"] += 1
+            return  # free(NULL), delete of NULL
         self._bad_pointer("invalid-free", fl, seq, tid, op, ptr, node)
 
     def _bad_pointer(
@@ -516,22 +535,18 @@ class _Replayer:
         node: int,
         freed_seq: int | None,
         freed_node: int | None,
+        alloc: tuple[int, int, str] | None = None,
     ) -> None:
+        """ALLOC: a mismatched-free's block (size, STACK, family)."""
         r = self.r
         r.error_count += 1
         if len(r.errors) < self.max_errors:
-            r.errors.append(
-                HeapError(
-                    kind,
-                    seq,
-                    tid,
-                    op,
-                    ptr,
-                    abs(node),
-                    freed_seq,
-                    None if freed_node is None else abs(freed_node),
-                )
-            )
+            error = HeapError(kind, seq, tid, op, ptr, abs(node), freed_seq,
+                              None if freed_node is None else abs(freed_node))
+            if alloc is not None:
+                error.alloc_size, node, error.alloc_op = alloc
+                error.alloc_node = abs(node)
+            r.errors.append(error)
 
     def _process(self, rec: list[bytes]) -> bool:
         """A `p` or `end` record, [TAG, SEQ, WHAT, b"", DETAIL]; True for an `exec`."""

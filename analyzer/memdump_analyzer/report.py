@@ -15,7 +15,7 @@ from .rules import outer_runtime_frames
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.5"
+REPORT_VERSION = "1.6"
 
 #: `--gen-suppressions`: the suppression text of a listed leak group and its number in the list
 SuppressionOf = Callable[[Group, int], str]
@@ -204,6 +204,9 @@ def _error_title(e: ErrorReport) -> str:
     where = f"(event {e.seq:,}, thread {e.tid})"
     if e.kind == "double-free":
         return f"double free of 0x{e.pointer:x} {where}: the block was already freed"
+    if e.kind == "mismatched-free":  # valgrind's "Mismatched free() / delete / delete []"
+        return (f"mismatched {e.op} of 0x{e.pointer:x} {where}: the block was allocated by "
+                f"{e.alloc_op}")
     if e.kind == "invalid-free":
         return f"invalid {e.op} of 0x{e.pointer:x} {where}: not a block the program allocated"
     if e.freed_seq is not None:
@@ -307,6 +310,11 @@ def render_text(
         if e.freed_stack is not None and e.freed_seq is not None:
             out.append(f"  freed at event {e.freed_seq:,}:")
             out.extend(_stack_text(e.freed_stack, max_frames, fold))
+        if e.alloc_stack is not None:
+            at = f" at event {e.alloc_seq:,}" if e.alloc_seq is not None else ""
+            out.append(f"  Address 0x{e.pointer:x} is 0 bytes inside a block of size "
+                       f"{e.alloc_size:,} alloc'd by {e.alloc_op}{at}:")
+            out.extend(_stack_text(e.alloc_stack, max_frames, fold))
 
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
@@ -383,12 +391,12 @@ def _suppressed_json(a: Analysis) -> dict[str, Any] | None:
 def _frees_text(a: Analysis) -> str:
     """`N blocks`, and why that is not the count of `free` calls when it is not: the calls that
     released no block (free(NULL), the runtime's own frees, errors, blocks from before an attached
-    recording) and the blocks released by realloc, from the replay's figures."""
+    recording) and the blocks released by delete and realloc, from the replay's figures."""
     text = _plural(a.frees, "block")
     calls = a.calls.get("free", 0)
     fc = a.free_calls
     by_free = fc.get("released", a.frees)
-    by_realloc = a.frees - by_free
+    by_realloc = a.frees - by_free - a.delete_frees
     notes = []
     if calls != by_free:
         why = []
@@ -405,8 +413,11 @@ def _frees_text(a: Analysis) -> str:
                 why.append(f"{n:,} {one if n == 1 else many}")
         note = f"{by_free:,} of the {_plural(calls, 'free call')} released blocks"
         notes.append(note + (f"; {', '.join(why)}" if why else ""))
-    elif by_realloc:
+    elif by_realloc or a.delete_frees:
         notes.append(f"{by_free:,} by free")
+    if a.delete_frees:
+        names = " and ".join(op for op in ("delete", "delete[]") if a.calls.get(op))
+        notes.append(f"{a.delete_frees:,} by {names}")
     if by_realloc:
         names = " and ".join(op for op in ("realloc", "reallocarray") if a.calls.get(op))
         notes.append(f"{by_realloc:,} by {names or 'realloc'}")
@@ -551,6 +562,10 @@ def render_json(
                 "freed_at": None
                 if e.freed_stack is None
                 else {"seq": e.freed_seq, "stack": _stack_json(e.freed_stack, max_frames)},
+                "allocated_at": None
+                if e.alloc_stack is None
+                else {"op": e.alloc_op, "seq": e.alloc_seq, "bytes": e.alloc_size,
+                      "stack": _stack_json(e.alloc_stack, max_frames)},
             }
             for e in a.errors
         ],

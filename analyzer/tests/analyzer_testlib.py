@@ -18,6 +18,10 @@ REPO = ANALYZER.parent
 
 sys.path.insert(0, str(ANALYZER))
 
+from memdump_analyzer.dumpformat import SHORT_OPS  # noqa: E402
+
+#: heap operation -> its short record's tag (format 2.0, 2.1)
+SHORT_TAGS = {op: tag for tag, op in SHORT_OPS.items()}
 APP = "/src/app"
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBSTDCXX = "/lib/x86_64-linux-gnu/libstdc++.so.6"
@@ -47,7 +51,8 @@ class Dump:
     """Writes a dump line by line; definitions are made on first use, SEQs are counted.
 
     `short`: write malloc and free as the in-process recorder does, `+` and `-` records after a
-    `t` record naming their thread (format 2.0)."""
+    `t` record naming their thread (format 2.0), and the C++ operators as `+n`, `+a`, `-n`, `-a`
+    (2.1)."""
 
     def __init__(
         self, *, attached: bool = False, header: str = "MEMDUMP 1.0", short: bool = False
@@ -118,14 +123,15 @@ class Dump:
         node = stack if isinstance(stack, int) else self.stack(stack)
         self.seq += 1
         fields = " ".join(str(a) for a in args)
-        if self.short and op in ("malloc", "free"):
+        if self.short and op in SHORT_TAGS:
             if tid != self.short_tid:
                 self.lines.append(f"t {tid}")
                 self.short_tid = tid
-            if op == "malloc":
-                self.lines.append(f"+ {node} {result} {fields}")
+            tag = SHORT_TAGS[op]
+            if tag.startswith("+"):
+                self.lines.append(f"{tag} {node} {result} {fields}")
             else:
-                self.lines.append(f"- {node} {fields}")
+                self.lines.append(f"{tag} {node} {fields}")
         else:
             self.lines.append(f"e {self.seq} {tid} {op} {node} {result} {fields}")
         return self.seq

@@ -4,12 +4,17 @@ reader reads back. (`gdb_ext/tests/test_track.py` ties `apply` to the replay's f
 from __future__ import annotations
 
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, REPO
 from memdump_analyzer import DumpReader
 from memdump_analyzer.dumpformat import (
+    CUSTOM,
+    CXX_ENTRY_POINTS,
+    FAMILY,
     FORMAT_LINE,
     KIND_BY_CODE,
     KIND_CODES,
@@ -18,6 +23,7 @@ from memdump_analyzer.dumpformat import (
     NO_RESULT,
     OPERATIONS,
     RECORDS,
+    RELEASES,
     VERSION,
     apply,
     escape,
@@ -50,10 +56,27 @@ def test_operations_are_the_spec_s_table() -> None:
     spec: dict[str, tuple[str, ...]] = {}
     for row in _table("### Heap operations"):
         args = tuple(row[1].strip("`").split())
-        for op in re.findall(r"`(\w+)`", row[0]):
+        for op in re.findall(r"`([\w\[\]]+)`", row[0]):
             spec[op] = args
     assert spec == OPERATIONS
     assert list(spec) == list(OPERATIONS)  # the order names aliases (aligned_alloc first)
+
+
+def test_cxx_entry_points_are_the_spec_s_table_and_libstdcxx_s() -> None:
+    spec = {}
+    for row in _table("### C++ operators (2.1)"):
+        for name in re.findall(r"`(\w+)`", row[1]):
+            spec[name] = row[0].strip("`")
+    assert spec == CXX_ENTRY_POINTS
+    assert set(FAMILY.values()) == set(RELEASES.values()) == {"malloc", "new", "new[]"}
+    assert {op for op in OPERATIONS if op not in CUSTOM} == set(FAMILY) | set(RELEASES)
+    lib = Path("/usr/lib/x86_64-linux-gnu/libstdc++.so.6")
+    if not lib.exists() or shutil.which("nm") is None:
+        pytest.skip("no libstdc++.so.6 to compare with")
+    out = subprocess.run(["nm", "-D", "--defined-only", str(lib.resolve())], capture_output=True,
+                         text=True, check=True).stdout
+    exported = {m.group(1) for m in re.finditer(r" T (_Z(?:nw|na|dl|da)\w+)@", out)}
+    assert exported == set(CXX_ENTRY_POINTS)
 
 
 def test_records_are_the_spec_s_table() -> None:
@@ -101,6 +124,11 @@ CALLS: dict[str, tuple[tuple[int, int, int], int]] = {
     "custom_alloc": ((56, 7, 7), 0),
     # the object custom_alloc made in test_apply_is_the_replay_s_effect (SEQ 14)
     "custom_free": ((0x9380, 7, 7), 0),
+    "new": ((4, 7, 7), 0),
+    "new[]": ((40, 7, 7), 0),
+    # the blocks new and new[] made in test_apply_is_the_replay_s_effect (SEQ 16 and 17)
+    "delete": ((0x9400, 7, 7), 0),
+    "delete[]": ((0x9440, 7, 7), 0),
 }
 
 

@@ -64,7 +64,7 @@ def test_json_keys() -> None:
         "symbolized_frames",
         "suppressed",
     }
-    assert (report["format"], report["version"]) == ("memdump-report", "1.5")
+    assert (report["format"], report["version"]) == ("memdump-report", "1.6")
     assert report["suppressed"] is None
     assert report["not_shown"] == {"groups": 0, "bytes": 0, "blocks": 0}
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}
@@ -111,7 +111,8 @@ def test_json_keys() -> None:
             assert re.fullmatch("0x[0-9a-f]+", frame["pc"])
             assert re.fullmatch("0x[0-9a-f]+", frame["offset"])
     [error] = report["errors"]
-    assert set(error) == {"kind", "op", "seq", "tid", "pointer", "stack", "freed_at"}
+    assert set(error) == {"kind", "op", "seq", "tid", "pointer", "stack", "freed_at",
+                          "allocated_at"}
     assert (error["kind"], error["pointer"], error["seq"]) == ("double-free", "0x5555555592a0", 6)
     assert error["freed_at"]["seq"] == 5
     assert error["stack"][0]["file"] == "/src/app.cc"  # full paths in JSON

@@ -38,6 +38,10 @@ UNSAFE = frozenset({
     "__libc_dlsym", "dl_iterate_phdr", "fork", "_Fork", "__libc_fork", "vfork", "pthread_create",
     "pthread_exit", "__cxa_thread_atexit_impl",
 })
+#: the C++ operators (dump format 2.1), as GDB names their frames (demangled, or mangled): a thread
+#: inside one when the GOT is redirected would have its inner malloc or free recorded as the
+#: operation, and the operator's counterpart reported as a mismatch
+UNSAFE_PREFIXES = ("operator new", "operator delete", "_Znwm", "_Znam", "_ZdlPv", "_ZdaPv")
 ENTRIES = ("malloc", "free", "calloc", "realloc")
 #: safe-point attempts (each runs the process until an allocator entry or a return)
 ATTEMPTS = 50
@@ -85,7 +89,9 @@ def _unsafe_threads(inferior: gdb.Inferior, ranges: list[tuple[int, int]],
         depth = 0
         while frame is not None and depth < 64:
             pc = frame.pc()
-            inside = frame.name() in UNSAFE or any(lo <= pc < hi for lo, hi in ranges)
+            name = frame.name() or ""
+            inside = (name in UNSAFE or name.startswith(UNSAFE_PREFIXES)
+                      or any(lo <= pc < hi for lo, hi in ranges))
             if inside and not (depth == 0 and pc in entries):
                 outermost = frame
             try:

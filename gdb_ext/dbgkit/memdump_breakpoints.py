@@ -9,10 +9,17 @@ the recorder is anything with the methods and attributes of `Recorder` (memdump_
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol
 
 import gdb
-from memdump_analyzer.dumpformat import CUSTOM, OPERATIONS
+from memdump_analyzer.dumpformat import (
+    CUSTOM,
+    CXX_ENTRY_POINTS,
+    OPERATIONS,
+    event_args,
+    format_args,
+)
 
 from . import output
 from .core.elf import ElfError
@@ -21,6 +28,7 @@ from .memdump_checks import CMD
 
 __all__ = [
     "API_FUNCTIONS",
+    "Pending",
     "EXIT_FUNCTIONS",
     "EntryBreakpoint",
     "ExitBreakpoint",
@@ -45,8 +53,23 @@ API_FUNCTIONS = {
     "memdump_api_free_hook": "custom_free",
 }
 _API_NAMES = frozenset(API_FUNCTIONS)
-#: the allocator's entry points, by their own names
-_ALLOCATOR_OPS = tuple(op for op in OPERATIONS if op not in CUSTOM)
+#: the allocator's entry points -> the operation a call records: the C library's by their own
+#: names, libstdc++'s operators by their mangled names (format 2.1: every form of `operator new`
+#: is `new`, ...)
+_ALLOCATOR_OPS = {
+    **{op: op for op in OPERATIONS if op not in CUSTOM and op not in CXX_ENTRY_POINTS.values()},
+    **CXX_ENTRY_POINTS,
+}
+#: the C++ runtime's exception allocation: a throwing operator new that failed calls it (inline:
+#: libstdc++ 12 does not call std::__throw_bad_alloc) before it throws std::bad_alloc, and never
+#: returns. The recorder writes the new there (RESULT 0x0), as the in-process recorder does before
+#: it throws (docs/recorder.md, "C++ operators"), and the exception's malloc is an outermost call
+ALLOCATE_EXCEPTION = "__cxa_allocate_exception"
+#: the pseudo-operation of its breakpoints
+BAD_ALLOC = "bad_alloc"
+#: the forms of operator new that throw std::bad_alloc (the others return NULL)
+_THROWING_NEW = frozenset(name for name, op in CXX_ENTRY_POINTS.items()
+                          if op in ("new", "new[]") and "nothrow" not in name)
 
 
 class Recorder(Protocol):
@@ -67,11 +90,13 @@ class Recorder(Protocol):
 class EntryBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on one allocator entry point."""
 
-    def __init__(self, session: Recorder, address: int, op: str) -> None:
+    def __init__(self, session: Recorder, address: int, op: str, throws: bool = False) -> None:
         super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
         self.session = session
         self.address = address
         self.op = op
+        #: a form of operator new that throws std::bad_alloc when it fails
+        self.throws = throws
 
     def stop(self) -> bool:
         self.session.on_entry(self)
@@ -154,7 +179,8 @@ class ReturnSites:
 def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
                   hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
                   ops: Iterable[str] = _ALLOCATOR_OPS, api: bool = True) -> None:
-    """Break on every allocator entry point (of OPS), on memdump_api.h's functions, and on
+    """Break on every allocator entry point (of OPS, names of `_ALLOCATOR_OPS`), on
+    memdump_api.h's functions, and on
     _exit, exported by a module of MODULES not in SCANNED yet (modules are keyed by path and
     start); HOOKS and EXIT_HOOKS get the new ones. API: break on memdump_api.h's functions
     too (not when the in-process recorder records them)."""
@@ -169,13 +195,17 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
         except ElfError as exc:
             output.warn(CMD, f"cannot read the symbols of {module.path}: {exc}")
             continue
-        for op in ops:
-            value = symbols.get(op)
+        for name in ops:
+            value = symbols.get(name)
             if not value:
                 continue
             address = module.bias + value
             if address not in hooks:
-                hooks[address] = EntryBreakpoint(recorder, address, op)
+                hooks[address] = EntryBreakpoint(recorder, address, _ALLOCATOR_OPS[name],
+                                                 name in _THROWING_NEW)
+        value = symbols.get(ALLOCATE_EXCEPTION) if ops else None
+        if value and module.bias + value not in hooks:
+            hooks[module.bias + value] = EntryBreakpoint(recorder, module.bias + value, BAD_ALLOC)
         found = {name: symbols[name] for name in _API_NAMES if symbols.get(name)} if api else {}
         if api and len(found) < len(_API_NAMES):
             try:
@@ -191,3 +221,25 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
             if value and module.bias + value not in exit_hooks:
                 address = module.bias + value
                 exit_hooks[address] = ExitBreakpoint(recorder, address)
+
+
+@dataclass
+class Pending:
+    """An allocator call of one thread between its entry and its return."""
+
+    op: str
+    sp: int
+    ret: int
+    stack: int
+    args: tuple[int, ...]
+    #: free (and delete) is written at its entry; it stays pending until it returns, so that its
+    #: entry hit again (a signal delivered there: the handler returns to the breakpoint) is not a
+    #: second free
+    written: bool = False
+    #: a form of operator new that throws std::bad_alloc when it fails
+    throws: bool = False
+
+
+def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
+    """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
+    return format_args(op, event_args(op, args, rc))

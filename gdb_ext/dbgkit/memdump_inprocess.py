@@ -29,10 +29,10 @@ from .core.recorder import (
     live_blocks,
     read_tail,
 )
-from .memdump_breakpoints import install_hooks
+from .memdump_breakpoints import _format_args, install_hooks
 from .memdump_checks import CMD
 from .memdump_scan import pointer_scan
-from .memdump_session import Session, State, _format_args
+from .memdump_session import Session, State
 from .memdump_signals import FATAL_SIGNALS, dies_of
 
 __all__ = ["InProcessSession"]

@@ -18,10 +18,14 @@ import signal
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import gdb
-from memdump_analyzer.dumpformat import apply, checked_blocks, event_args, format_args
+from memdump_analyzer.dumpformat import (
+    NO_RESULT,
+    apply,
+    checked_blocks,
+    event_args,
+)
 
 from . import output, settings
 from .core import procfs, ptrace
@@ -32,10 +36,13 @@ from .core.reach import ScanResult
 from .core.runclock import RunClock
 from .core.unwind import Unwinder
 from .memdump_breakpoints import (
+    BAD_ALLOC,
     EntryBreakpoint,
     ExitBreakpoint,
+    Pending,
     ReturnBreakpoint,
     ReturnSites,
+    _format_args,
     install_hooks,
 )
 from .memdump_checks import CMD, cannot_record
@@ -50,20 +57,6 @@ _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 # Progress is reported each time the event count crosses a multiple of 65,536.
 _PROGRESS_MASK = 0xFFFF
 
-
-
-@dataclass
-class Pending:
-    """An allocator call of one thread between its entry and its return."""
-
-    op: str
-    sp: int
-    ret: int
-    stack: int
-    args: tuple[int, ...]
-    #: free is written at its entry; it stays pending until it returns, so that its entry hit
-    #: again (a signal delivered there: the handler returns to the breakpoint) is not a second free
-    written: bool = False
 
 
 class State(enum.Enum):
@@ -401,6 +394,10 @@ class Session:
                 return
             sp = regs.rsp
             pend = self.pending.get(tid)
+            if bp.op == BAD_ALLOC:
+                if pend is not None and pend.throws:
+                    self._failed_new(tid, pend)
+                return
             if pend is not None:
                 if sp <= pend.sp:
                     # The allocator calling itself (one operation), by call (deeper stack) or by
@@ -411,12 +408,12 @@ class Session:
                 self.sites.release(pend.ret)
             op = bp.op
             stack = self._stack(bp.address, regs)
-            if op == "free" or op == "custom_free":
-                (self.live if op == "free" else self.custom).pop(regs.rdi, None)
+            if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
+                (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
                 self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
-                if op == "free":
+                if op != "custom_free":
                     ret = int.from_bytes(self._read(sp, 8), "little")
                     self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi,), written=True)
                     self.sites.acquire(ret)
@@ -429,10 +426,19 @@ class Session:
                     self._progress()
                 return
             ret = int.from_bytes(self._read(sp, 8), "little")
-            self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi, regs.rsi, regs.rdx))
+            self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi, regs.rsi, regs.rdx),
+                                        throws=bp.throws)
             self.sites.acquire(ret)
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
+
+    def _failed_new(self, tid: int, pend: Pending) -> None:
+        """A throwing operator new failed: it allocates std::bad_alloc, throws it and never
+        returns. Its event is written now, RESULT 0x0, and the thread's next call is an
+        outermost one (the exception object's malloc), as in the in-process recorder."""
+        del self.pending[tid]
+        self.sites.release(pend.ret)
+        self.writer.event(tid, pend.op, pend.stack, 0, _format_args(pend.op, pend.args, 0))
 
     def on_return(self, bp: ReturnBreakpoint) -> None:
         try:
@@ -575,10 +581,3 @@ class Session:
             "counts": dict(self.counts),
             "ended": self.ended_reason or None,
         }
-
-
-def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
-    """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
-    return format_args(op, event_args(op, args, rc))
-
-

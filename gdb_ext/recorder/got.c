@@ -79,6 +79,10 @@ static const void *hook_for(const char *name)
     for (int i = 0; i < mdr_hook_count; i++)
         if (strcmp(mdr_hooks[i].name, name) == 0)
             return mdr_hooks[i].fn;
+    if (name[0] == '_' && name[1] == 'Z')  /* the C++ operators (cxx.c) */
+        for (int i = 0; i < mdr_cxx_hook_count; i++)
+            if (strcmp(mdr_cxx_hooks[i].name, name) == 0)
+                return mdr_cxx_hooks[i].fn;
     return NULL;
 }
 

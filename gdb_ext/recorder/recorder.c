@@ -5,7 +5,8 @@
  * interns the stack, writes its event and updates the live blocks. The lock makes the file
  * order the SEQ order and puts every definition before its first use. malloc and free, nearly
  * every event, are written in the short form (`+` and `-` after a `t` record naming the thread,
- * docs/dump-format.md): half the bytes of an `e` record, and the bytes are most of the cost. Nothing here calls
+ * docs/dump-format.md), and so are the C++ operators (cxx.c; `+n`, `-n`, `+a`, `-a`): half the
+ * bytes of an `e` record, and the bytes are most of the cost. Nothing here calls
  * the allocator it records: the recorder's memory is mmap'd.
  *
  * Reentrancy: a thread flag marks a thread inside a hooked call. A hooked call it makes then
@@ -52,8 +53,9 @@ EXPORT __attribute__((noinline)) void memdump_recorder_configure(struct mdr_cont
 static const char *const op_names[MDR_OP_COUNT] = {
     "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
     "aligned_alloc", "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free",
+    "new", "new[]", "delete", "delete[]",
 };
-static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7, 12, 11};
+static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7, 12, 11, 3, 5, 6, 8};
 
 /* -- the real functions --------------------------------------------------------------------- */
 
@@ -435,13 +437,7 @@ static inline int enter(struct mdr_thread *t)
 
 /* -- recording ------------------------------------------------------------------------------ */
 
-struct call {
-    enum mdr_op op;
-    uint64_t args[3];
-    int n, partial;
-    uintptr_t *pcs;
-    struct walk *walk;
-};
+#define call mdr_call  /* recorder.h: cxx.c's hooks make calls too */
 
 /* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
  * find it unchanged among the thread's recent walks. */
@@ -493,13 +489,13 @@ slot:;
 static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
 {
     switch (op) {
-    case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC:
+    case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC: case MDR_NEW: case MDR_NEW_ARRAY:
         if (result) mdr_live_add(result, a[0], stack);
         break;
     case MDR_CALLOC:
         if (result) mdr_live_add(result, a[0] * a[1], stack);
         break;
-    case MDR_FREE:
+    case MDR_FREE: case MDR_DELETE: case MDR_DELETE_ARRAY:
         mdr_live_remove(a[0]);
         break;
     case MDR_POSIX_MEMALIGN:
@@ -568,8 +564,10 @@ static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
     return mdr_fmt_dec(p, stack);
 }
 
-/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), after `t TID` when the previous short
- * record was another thread's; SEQ is implicit: one more than the last sequenced record. */
+/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), and the C++ operators' `+n`, `+a`
+ * (new, new[]: as malloc) and `-n`, `-a` (delete, delete[]: as free, format 2.1), after `t TID`
+ * when the previous short record was another thread's; SEQ is implicit: one more than the last
+ * sequenced record. */
 static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                                  const struct walk *w, uint64_t block, uint64_t size)
 {
@@ -582,19 +580,22 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
         *p++ = '\n';
         short_tid = t->tid;
     }
-    *p++ = op == MDR_MALLOC ? '+' : '-';
+    int alloc = op == MDR_MALLOC || op == MDR_NEW || op == MDR_NEW_ARRAY;
+    *p++ = alloc ? '+' : '-';
+    if (op >= MDR_NEW)
+        *p++ = op == MDR_NEW || op == MDR_DELETE ? 'n' : 'a';
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
     p = mdr_fmt_hex(p, block);
-    if (op == MDR_MALLOC) {
+    if (alloc) {
         *p++ = ' ';
         p = mdr_fmt_dec(p, size);
     }
     return p;
 }
 
-/* `e SEQ TID OP STACK RESULT ARGS...`: every operation but malloc and free. */
+/* `e SEQ TID OP STACK RESULT ARGS...`: every operation but those of short records. */
 static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
@@ -612,7 +613,7 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
-    if (op == MDR_CUSTOM_FREE) {
+    if (op == MDR_CUSTOM_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY) {
         *p++ = '-';
         *p++ = ' ';
         return mdr_fmt_hex(p, a[0]);
@@ -669,9 +670,10 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
             C.state = MDR_DISABLED;
         } else {
             char *start = p;
-            if (MDR_LIKELY(op == MDR_MALLOC || op == MDR_FREE))
-                p = short_record(p, t, op, stack, w, op == MDR_FREE ? c->args[0] : result,
-                                 c->args[0]);
+            if (MDR_LIKELY(op == MDR_MALLOC || op == MDR_FREE || op >= MDR_NEW)) {
+                int release = op == MDR_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY;
+                p = short_record(p, t, op, stack, w, release ? c->args[0] : result, c->args[0]);
+            }
             else
                 p = event_record(p, t, op, stack, w, result, c->args, rc);
             *p++ = '\n';
@@ -684,6 +686,29 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
     unlock();
     if (t->slot != NULL)
         __atomic_store_n(&t->slot->op, 0, __ATOMIC_RELEASE);
+}
+
+/* -- cxx.c's hooks: the same steps, out of line ------------------------------------------- */
+
+MDR_HIDDEN struct mdr_thread *mdr_hook_enter(void)
+{
+    struct mdr_thread *t = current();
+    return enter(t) ? t : NULL;
+}
+
+MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const void *frame)
+{
+    begin(t, c, frame);
+}
+
+MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result)
+{
+    finish(t, c, result, 0, 0);
+}
+
+MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
+{
+    t->in_call = 0;
 }
 
 #define HOOK_BEGIN(OP, A0, A1, A2)                                  \

@@ -66,11 +66,34 @@ MDR_HIDDEN void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack);
 MDR_HIDDEN int mdr_live_remove(uint64_t addr);
 MDR_HIDDEN int mdr_intern_init(void);
 
+/* -- recorder.c's hooked call, for cxx.c's hooks (the C++ operators) -- */
+struct mdr_thread;
+struct walk;
+struct mdr_call {
+    enum mdr_op op;
+    uint64_t args[3];
+    int n, partial;
+    uintptr_t *pcs;
+    struct walk *walk;
+};
+/* This thread, when the call is to be recorded (its in-call flag is then set); NULL when it
+ * passes through (a call nested in a recorded one, or nothing is recorded). */
+MDR_HIDDEN struct mdr_thread *mdr_hook_enter(void);
+/* Walk the stack of the hook whose frame pointer is FRAME (C->op and C->args set). */
+MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const void *frame);
+/* Write the call's event with RESULT; the in-call flag stays set. */
+MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result);
+/* The hooked call is over: the thread's next call is recorded again. */
+MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t);
+
 /* -- got.c: a running process (attach): the modules' GOT entries redirected to the hooks -- */
 struct mdr_hook {
     const char *name;
     const void *fn;
 };
+/* cxx.c: the C++ operators' hooks, for got.c */
+extern MDR_HIDDEN const struct mdr_hook mdr_cxx_hooks[];
+extern MDR_HIDDEN const int mdr_cxx_hook_count;
 int memdump_recorder_patch_all(void);
 MDR_HIDDEN void *mdr_dlopen_hook(const char *file, int mode);
 /* out.c: forget the dump (a new recording of the same process opens another) */

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT / "analyzer"))
 
 from dbgkit.core.dumpwriter import DumpWriter, FrameInfo  # noqa: E402
 from memdump_analyzer.dumpfile import DumpReader  # noqa: E402
-from memdump_analyzer.dumpformat import apply, event_args, format_args  # noqa: E402
+from memdump_analyzer.dumpformat import NO_RESULT, apply, event_args, format_args  # noqa: E402
 from memdump_analyzer.replay import replay  # noqa: E402
 
 
@@ -26,13 +26,14 @@ def _events(rng: random.Random, n: int) -> list[tuple[str, tuple[int, int, int],
     out = []
     for _ in range(n):
         op = rng.choice(["malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-                         "aligned_alloc", "memalign", "valloc", "pvalloc"])
+                         "aligned_alloc", "memalign", "valloc", "pvalloc", "new", "new[]",
+                         "delete", "delete[]"])
         nxt += 0x40
         result = 0 if rng.random() < 0.1 else nxt
         size = rng.choice([0, 1, 24, 100])
         old = rng.choice(live) if live and rng.random() < 0.8 else rng.choice([0, 0x9999990])
         rc = 0
-        if op == "free":
+        if op in NO_RESULT:  # free, delete, delete[] (mismatches included: they release too)
             args, result = (old, 0, 0), 0
         elif op in ("realloc", "reallocarray"):
             args = (old, size, 3) if op == "reallocarray" else (old, size, 0)
@@ -66,7 +67,7 @@ def test_apply_matches_the_replay(tmp_path: Path) -> None:
         for op, args, result, rc in events:
             dump_args = event_args(op, args, rc)
             apply(live, op, result, dump_args)
-            writer.event(1, op, stack, None if op == "free" else result,
+            writer.event(1, op, stack, None if op in NO_RESULT else result,
                          format_args(op, dump_args))
         writer.end("exit", "0")
         os.close(fd)

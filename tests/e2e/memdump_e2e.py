@@ -390,3 +390,18 @@ def read_line(proc: subprocess.Popen[bytes], timeout: float, stderr: bool = Fals
             assert byte, f"end of output after {data!r}"
             data += byte
     return data.decode().rstrip("\n")
+
+
+def wait_for_output(stream: subprocess.Popen[str], what: tuple[str, ...]) -> list[str]:
+    """GDB's output lines up to the first holding one of WHAT (it started recording)."""
+    assert stream.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + POLL_DEADLINE
+    while time.monotonic() < deadline:
+        line = stream.stdout.readline()
+        if not line:
+            pytest.fail("GDB ended before recording:\n" + "".join(lines))
+        lines.append(line)
+        if any(w in line for w in what):
+            return lines
+    pytest.fail("GDB did not start recording:\n" + "".join(lines))

@@ -8,7 +8,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +23,7 @@ from memdump_e2e import (
     program,
     read_dump,
     read_line,
+    wait_for_output,
 )
 
 SRC = "alloc_threads.c"
@@ -71,21 +71,6 @@ def service() -> Iterator[Service]:
         s.kill()
 
 
-def _wait_for(stream: subprocess.Popen[str], what: tuple[str, ...]) -> list[str]:
-    """GDB's output lines up to the first holding one of WHAT."""
-    assert stream.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + POLL_DEADLINE
-    while time.monotonic() < deadline:
-        line = stream.stdout.readline()
-        if not line:
-            pytest.fail("GDB ended before recording:\n" + "".join(lines))
-        lines.append(line)
-        if any(w in line for w in what):
-            return lines
-    pytest.fail("GDB did not start recording:\n" + "".join(lines))
-
-
 #: GDB's line once the process records (and runs at the next continue)
 STARTED = ("memdump: in-process recorder: loaded", "recording with breakpoints")
 
@@ -103,7 +88,7 @@ def record_commands(service: Service, dump: Path, commands: list[str], mode: str
     gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True, env=env)
     try:
-        head = _wait_for(gdb, _started(mode))
+        head = wait_for_output(gdb, _started(mode))
         for command in commands[:-1] if stop else commands:
             assert service.ask(command) == "ok"
         if stop:
@@ -259,10 +244,10 @@ def test_stop_and_record_again_in_one_gdb(tmp_path: Path, service: Service,
     gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     try:
-        head = _wait_for(gdb, _started(memdump_mode))
+        head = wait_for_output(gdb, _started(memdump_mode))
         assert service.ask("round 3") == "ok"
         os.kill(service.proc.pid, signal.SIGINT)
-        head += _wait_for(gdb, _started(memdump_mode))
+        head += wait_for_output(gdb, _started(memdump_mode))
         assert service.ask("round 4") == "ok"
         os.kill(service.proc.pid, signal.SIGINT)
         rest, _ = gdb.communicate(timeout=GDB_TIMEOUT)

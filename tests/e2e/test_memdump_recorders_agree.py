@@ -24,6 +24,7 @@ PROGRAMS = [
     ("leak_strdup", ()),
     ("leak_new", ()),
     ("leak_new_forms", ()),
+    ("mismatched_free", ()),
     ("deep_recursion", ()),
     ("reach_cpp", ()),
     ("inline_frames_gcc_O2", ()),

@@ -110,19 +110,20 @@ def test_top_lists_the_largest_groups_in_text_and_json(demo_dump: Path) -> None:
 def test_the_free_calls_that_released_no_block_are_explained(demo_dump: Path,
                                                               memdump_mode: str) -> None:
     """As the worker thread exits, glibc's __libc_thread_freeres calls free(NULL) twice and
-    empties the thread's cache (tcache_thread_shutdown, two frees): 8 free calls, 4 blocks
-    freed by the demo. Those two frees are direct calls inside glibc: the breakpoints on free's
-    entry see them, the in-process recorder (which sees calls through the dynamic symbol, as
-    heaptrack does) does not."""
+    empties the thread's cache (tcache_thread_shutdown, two frees): 4 free calls, none of which
+    released a block: the demo's 4 blocks are released by delete (dump format 2.1). Those two
+    frees are direct calls inside glibc: the breakpoints on free's entry see them, the in-process
+    recorder (which sees calls through the dynamic symbol, as heaptrack does) does not."""
     summary = analyze(demo_dump).summary
     runtime = 2 if memdump_mode == "breakpoints" else 0
-    calls = 6 + runtime
+    calls = 2 + runtime
     assert summary["calls"]["free"] == calls and summary["frees"] == 4
-    assert summary["free_calls"] == {"released": 4, "null": 2, "runtime": runtime, "errors": 0,
+    assert (summary["calls"]["new"], summary["calls"]["delete"]) == (6, 4)
+    assert summary["free_calls"] == {"released": 0, "null": 2, "runtime": runtime, "errors": 0,
                                      "untracked": 0}
     text = analyze_raw(demo_dump).stdout
-    assert f"    calls:           malloc 13, calloc 1, free {calls}\n" in text
+    assert f"    calls:           malloc 7, calloc 1, free {calls}, new 6, delete 4\n" in text
     explained = "2 freed NULL, 2 freed the C/C++ runtime's own memory" if runtime else \
         "2 freed NULL"
-    assert (f"    frees:           4 blocks (4 of the {calls} free calls released blocks; "
-            f"{explained})\n") in text, text
+    assert (f"    frees:           4 blocks (0 of the {calls} free calls released blocks; "
+            f"{explained}; 4 by delete)\n") in text, text

@@ -46,7 +46,8 @@ FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
             3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}
 #: enum mdr_op, in order
 OPS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free")
+       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free", "new", "new[]", "delete",
+       "delete[]")
 #: control.h's MDR_CUSTOM_KEY: a custom block's entry in the live-block table has this bit set
 CUSTOM_KEY = 1 << 63
 _SLOT = struct.Struct("<8Q")
@@ -210,7 +211,7 @@ def read_tail(fd: int, start: int, end: int, state: TailState) -> TailState:
     for line in _lines(fd, start, end):
         line = line.lstrip(b"\0")
         tag, _, rest = line.partition(b" ")
-        if tag == b"+" or tag == b"-":  # malloc and free, short: SEQ is the next one
+        if tag[:1] == b"+" or tag[:1] == b"-":  # short events (+, -, 2.1's +n ...): SEQ is next
             state.seq += 1
             state.events += 1
         elif tag == b"e" or tag == b"p" or tag == b"end":
