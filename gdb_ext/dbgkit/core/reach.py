@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 from memdump_analyzer.dumpformat import KINDS
 
+from .heapparts import around_blocks, mmapped_holes
 from .procfs import Mapping, parse_maps  # the scan's input, part of its API
 
 __all__ = [
@@ -154,29 +155,6 @@ def _is_libc(path: str) -> bool:
     return base.startswith("libc.so") or (base.startswith("libc-") and base.endswith(".so"))
 
 
-def mmapped_region(read: Callable[[int, int], bytes], block: int) -> tuple[int, int] | None:
-    """[start, end) of the mmap glibc made for BLOCK alone (a large block), from its chunk header;
-    None when the block lives in an arena. glibc (malloc/malloc.c): the chunk is 16 bytes before
-    the block, its size word has IS_MMAPPED (2) set, and its prev_size word is the chunk's offset
-    in the mapping (for aligned allocations); munmap_chunk unmaps [chunk - prev_size, chunk + size).
-    """
-    try:
-        header = read(block - 16, 16)
-    except OSError:
-        return None
-    if len(header) != 16:
-        return None
-    prev_size = int.from_bytes(header[:8], "little")
-    size_word = int.from_bytes(header[8:], "little")
-    if not size_word & 2:
-        return None
-    chunk = block - 16
-    start, end = chunk - prev_size, chunk + (size_word & ~7)
-    if start % PAGE or (end - start) % PAGE or end <= block:
-        return None
-    return start, end
-
-
 def select_roots(
     mappings: Sequence[Mapping],
     blocks: dict[int, int] | Sequence[int],
@@ -222,7 +200,7 @@ def select_roots(
         if m.path == "[heap]":
             reason = "heap"
         elif j < len(starts) and starts[j] < m.end:
-            holes = _mmapped_holes(read, starts, j, m) if read is not None else None
+            holes = mmapped_holes(read, starts, j, m) if read is not None else None
             if holes is None:
                 reason = "heap"
             else:
@@ -247,7 +225,8 @@ def select_roots(
         elif anonymous and prev is not None and prev.end == m.start and prev.reserved:
             reason = "stale-stack"
         if reason in ("heap", "arena") and unknown_heap is not None:
-            roots.extend(_around_blocks(m, starts, unknown_heap))
+            roots.extend(Root(lo, hi, m.path or "[anon]")
+                         for lo, hi in around_blocks(m.start, m.end, starts, unknown_heap))
             continue
         if reason is not None:
             excluded.append(Excluded(m.start, m.end, m.path, reason))
@@ -258,37 +237,6 @@ def select_roots(
         )
         roots.append(Root(m.start, m.end, m.path or "[anon]", allocator))
     return roots, excluded
-
-
-def _around_blocks(m: Mapping, starts: Sequence[int], sizes: Sequence[int]) -> list[Root]:
-    """The parts of heap mapping M that hold no known block (blocks allocated before an attach,
-    the allocator's own memory), as roots."""
-    roots = []
-    at = m.start
-    for j in range(bisect.bisect_left(starts, m.start), len(starts)):
-        if starts[j] >= m.end:
-            break
-        if at < starts[j]:
-            roots.append(Root(at, starts[j], m.path or "[anon]"))
-        at = max(at, starts[j] + max(sizes[j], 1))
-    if at < m.end:
-        roots.append(Root(at, m.end, m.path or "[anon]"))
-    return roots
-
-
-def _mmapped_holes(
-    read: Callable[[int, int], bytes], starts: Sequence[int], j: int, m: Mapping
-) -> list[tuple[int, int]] | None:
-    """The mmapped regions of the live blocks in M (from starts[j] on), in order; None when one of
-    them lives in an arena (M is then an arena heap) or its region leaves M."""
-    holes = []
-    while j < len(starts) and starts[j] < m.end:
-        region = mmapped_region(read, starts[j])
-        if region is None or region[0] < m.start or region[1] > m.end:
-            return None
-        holes.append(region)
-        j += 1
-    return holes
 
 
 class _Reader:
