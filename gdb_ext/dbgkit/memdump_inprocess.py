@@ -9,6 +9,7 @@ GDB glue only: the control block, the live-block table, the dump's tail are core
 from __future__ import annotations
 
 import os
+import time
 
 import gdb
 from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
@@ -335,6 +336,15 @@ class InProcessSession(Session):
         self.live = live_blocks(self._read, control.live_table, control.live_capacity,
                                 self.custom)
         return checked_blocks(self.live, self.custom)
+
+    def block_ages(self) -> dict[int, float]:
+        control = self._load() if self.inprocess else None
+        if control is None:
+            return super().block_ages()
+        times: dict[int, int] = {}
+        live_blocks(self._read, control.live_table, control.live_capacity, None, times)
+        now = time.time()
+        return {addr: now - (control.clock_base + seconds) for addr, seconds in times.items()}
 
     def recorder_memory(self) -> tuple[int, int] | None:
         control = self._load() if self.inprocess else None

@@ -19,7 +19,7 @@ from .core import procfs, ptrace, reach
 from .memdump_checks import CMD
 from .memdump_session import Session, State
 
-__all__ = ["Pointer", "compare", "live_scan", "points_at", "snapshot"]
+__all__ = ["Pointer", "compare", "live_scan", "older_than", "points_at", "snapshot"]
 
 
 def live_scan(session: Session) -> LiveScan | None:
@@ -88,6 +88,36 @@ def compare(analysis: Analysis, previous: Snapshot | None, mode: str | None) -> 
         analysis.kind_deltas = {
             k: (v[0] - before.kinds.get(k, (0, 0))[0], v[1] - before.kinds.get(k, (0, 0))[1])
             for k, v in analysis.leak_kinds.items()}
+
+
+def older_than(analysis: Analysis, ages: dict[int, float], seconds: float) -> None:
+    """Keep in ANALYSIS the blocks allocated at least SECONDS ago (AGES: address -> seconds), as
+    memleax lists leaks by age: each group keeps its old blocks (its indirect figures only when
+    it keeps them all), the totals and the kinds' are theirs."""
+    kept = []
+    for g in analysis.groups:
+        old = [(a, size) for a, size in g.addresses if ages.get(a, 0.0) >= seconds]
+        if not old:
+            continue
+        if len(old) < len(g.addresses):
+            g.indirect_bytes = g.indirect_blocks = 0
+        g.addresses = old
+        g.bytes, g.blocks = sum(size for _, size in old), len(old)
+        kept.append(g)
+    analysis.groups = kept
+    leaks = analysis.leaks
+    analysis.leaked_bytes = sum(g.bytes for g in leaks)
+    analysis.leaked_blocks = sum(g.blocks for g in leaks)
+    runtime = analysis.runtime
+    analysis.runtime_bytes = sum(g.bytes for g in runtime)
+    analysis.runtime_blocks = sum(g.blocks for g in runtime)
+    if analysis.leak_kinds is not None:
+        kinds = {k: [0, 0] for k in analysis.leak_kinds}
+        for g in leaks:
+            kind = kinds[g.leak_kind or "unknown"]
+            kind[0] += g.bytes
+            kind[1] += g.blocks
+        analysis.leak_kinds = kinds
 
 
 @dataclass(frozen=True)

@@ -99,6 +99,9 @@ class Session:
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
         self.final_scan: tuple[str, ScanResult | None, int] | None = None
+        #: when each live block was allocated (time.time(), the
+        #: in-process recorder's clock; blocks freed may stay)
+        self.born: dict[int, float] = {}
         #: the live custom blocks (memdump_api.h), apart from the malloc'd ones
         self.custom: dict[int, int] = {}
         self.scan_status: str | None = None
@@ -460,6 +463,8 @@ class Session:
                 rc = result & 0xFFFFFFFF
                 result = int.from_bytes(self._read(pend.args[0], 8), "little") if rc == 0 else 0
             apply(self.live, op, result, event_args(op, pend.args, rc))
+            if result in self.live:
+                self.born[result] = time.time()
             self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
@@ -495,6 +500,11 @@ class Session:
     def live_blocks(self) -> dict[int, int]:
         """The blocks a leak check looks at now (address -> size)."""
         return checked_blocks(self.live, self.custom)
+
+    def block_ages(self) -> dict[int, float]:
+        """Seconds since each live block was allocated."""
+        now = time.time()
+        return {addr: now - self.born.get(addr, now) for addr in self.live}
 
     def recorder_memory(self) -> tuple[int, int] | None:
         """[start, end) of the in-process recorder's own memory, which is not a root."""

@@ -51,7 +51,10 @@ struct mdr_control {
                                   *     modules' GOT entries to the hooks (got.c) */
     uint64_t patched;            /* 28: GOT slots redirected so far */
     uint64_t patched_modules;    /* 29: modules redirected so far */
-    uint64_t reserved[2];        /* 30..31 */
+    uint64_t clock_base;         /* 30: time(NULL) when the recording began: each live-block
+                                  *     entry's stack word keeps time(NULL) - clock_base at the
+                                  *     allocation in bits 32 to 62 */
+    uint64_t reserved;           /* 31 */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
 };
 

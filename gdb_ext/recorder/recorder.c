@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "recorder.h"
@@ -384,6 +385,7 @@ static void configure(void)
             if (C.depth > MDR_MAX_DEPTH)
                 C.depth = MDR_MAX_DEPTH;
             short_tid = 0;  /* a new dump: its first short record needs its `t` */
+            C.clock_base = (uint64_t)time(NULL);
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();

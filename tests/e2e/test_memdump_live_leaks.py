@@ -151,3 +151,18 @@ def test_increased_and_changed_since_the_previous_check(dump: Path) -> None:
     assert "64 bytes in 1 block, still reachable" in first
     [report] = _json_blocks(changed)
     assert report["leaks"] == []
+
+
+def test_older_than(dump: Path) -> None:
+    """leak_ages allocates 30 bytes, sleeps 2.5 s, allocates 20: at the breakpoint only the first
+    is older than 2 s (ages are counted in whole seconds: up to 1 s too old); --older-than 0 lists
+    both; a negative age is refused."""
+    brk = marker("leak_ages.c", "check", "BREAK")
+    run = record("leak_ages", dump=dump, before=[f"break {brk}"], after=[
+        "memdump leaks --older-than 2 --json", "memdump leaks --older-than 0 --json",
+        "memdump leaks --older-than -1"])
+    old, both = _json_blocks(run.stdout)
+    assert [(g["bytes"], g["blocks"]) for g in old["leaks"]] == [(30, 1)]
+    assert old["summary"]["leaked"] == {"bytes": 30, "blocks": 1}
+    assert [(g["bytes"], g["blocks"]) for g in both["leaks"]] == [(30, 1), (20, 1)]
+    assert "memdump: --older-than needs a number of seconds >= 0, not -1" in run.stderr

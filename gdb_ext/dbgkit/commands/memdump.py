@@ -59,6 +59,8 @@ def _build_parser() -> base.Parser:
                     help="show the C/C++ runtime's outermost frames (start_thread, std::thread's "
                          "internals) instead of folding them into one line")
     lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
+    lk.add_argument("--older-than", type=float, metavar="SECONDS",
+                    help="only the blocks allocated at least SECONDS ago")
     change = lk.add_mutually_exclusive_group()
     change.add_argument("--increased", action="store_true",
                         help="only the groups that grew since the previous memdump leaks, with "
@@ -272,19 +274,26 @@ def _leaks(args: argparse.Namespace) -> None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
 
+    live = session.state == State.RECORDING
+    if args.older_than is not None and not (live and session.inferior.pid):
+        raise gdb.GdbError(f"{CMD}: --older-than: the program is not running")
     session.sync_dump()
     scan = memdump_live.live_scan(session)
     try:
         analysis = analyze(session.path, scan=scan, addresses=True)
     except DumpError as exc:
         raise gdb.GdbError(f"{CMD}: {exc}") from None
+    if args.older_than is not None:
+        if args.older_than < 0:
+            raise gdb.GdbError(f"{CMD}: --older-than needs a number of seconds >= 0, not "
+                               f"{args.older_than:g}")
+        memdump_live.older_than(analysis, session.block_ages(), args.older_than)
     previous = _previous_leaks.get(session.path)
     _previous_leaks[session.path] = memdump_live.snapshot(analysis)
     memdump_live.compare(analysis, previous,
                          "increased" if args.increased else "changed" if args.changed else None)
     global _last_groups
     _last_groups = [g for g in analysis.groups if args.show_runtime or g.kind == "leak"]
-    live = session.state == State.RECORDING
     if args.json:
         text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
                                       top=args.top))

@@ -34,6 +34,7 @@ CONTROL_FIELDS = (
     "next_frame", "next_node", "events", "live_count", "live_bytes", "unrecorded", "live_table",
     "live_capacity", "slots", "slot_count", "frame_pcs", "failure", "failure_errno", "inherit",
     "pid", "region", "region_size", "partial_stacks", "attach", "patched", "patched_modules",
+    "clock_base",
 )
 PATH_OFFSET = 32 * 8
 PATH_MAX = 4096
@@ -105,10 +106,13 @@ class Control:
 
 
 def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,
-                custom: dict[int, int] | None = None) -> dict[int, int]:
+                custom: dict[int, int] | None = None,
+                times: dict[int, int] | None = None) -> dict[int, int]:
     """The live malloc'd blocks (address -> size) of the recorder's table: {address, size,
     stack} entries, address 0 empty and 1 deleted. The custom blocks (memdump_api.h: address
-    with CUSTOM_KEY set) go to CUSTOM, when given."""
+    with CUSTOM_KEY set) go to CUSTOM, when given; TIMES, when given, gets each malloc'd block's
+    allocation time (the stack word's bits 32 to 62: seconds after the control block's
+    `clock_base`)."""
     if not table or not capacity:
         return {}
     words = array("Q")
@@ -125,6 +129,10 @@ def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,
                 live[a] = s
             elif custom is not None:
                 custom[a - CUSTOM_KEY] = s
+    if times is not None:
+        for a, stack in zip(addrs, words[2::3], strict=False):
+            if 1 < a < CUSTOM_KEY:
+                times[a] = stack >> 32 & 0x7FFFFFFF
     return live
 
 
