@@ -17,6 +17,11 @@
 ///                                    the trace says so).
 ///   PRETTY_EXCEPTION_NO_SHORT_MACROS define it to get only the PRETTY_-prefixed macros, not
 ///                                    THROW_RUNTIME_ERROR and friends.
+///   PRETTY_EXCEPTION_SNIPPETS        N > 0: printed traces show N source lines either side of each
+///                                    user frame's line (default 0: none; set_snippets() at run time).
+///   PRETTY_EXCEPTION_TRACE_ALL       1: every TU that includes the header links the __cxa_throw hook
+///                                    and the stack of every exception is captured from the start,
+///                                    as after trace_all_exceptions() (default 0).
 #ifndef PRETTY_EXCEPTION_H
 #define PRETTY_EXCEPTION_H
 
@@ -66,9 +71,8 @@
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
-#else
-#include <dlfcn.h>
 #endif
+#include <dlfcn.h>
 
 #ifndef PRETTY_EXCEPTION_SYSLOG
 #define PRETTY_EXCEPTION_SYSLOG 0
@@ -81,6 +85,12 @@
 #endif
 #ifndef PRETTY_EXCEPTION_MAX_FRAMES
 #define PRETTY_EXCEPTION_MAX_FRAMES 64
+#endif
+#ifndef PRETTY_EXCEPTION_TRACE_ALL
+#define PRETTY_EXCEPTION_TRACE_ALL 0
+#endif
+#ifndef PRETTY_EXCEPTION_SNIPPETS
+#define PRETTY_EXCEPTION_SNIPPETS 0
 #endif
 
 #define PRETTY_EXCEPTION_VERSION_MAJOR 1
@@ -144,17 +154,22 @@ namespace detail {
 // ---------------------------------------------------------------------------------------------
 // Shared state of one captured stack: raw PCs at capture, frames once symbolised.
 // ---------------------------------------------------------------------------------------------
-struct trace_state {
+/// The raw PCs of one walk: what capture fills, with no allocation.
+struct raw_capture {
     // User-provided so that make_shared does not zero the PC array on the throw path.
-    trace_state() noexcept {}  // NOLINT(modernize-use-equals-default)
-    trace_state(const trace_state&) = delete;
-    trace_state& operator=(const trace_state&) = delete;
+    raw_capture() noexcept {}  // NOLINT(modernize-use-equals-default)
 
     std::size_t count = 0;        // PCs kept
     bool truncated = false;       // more frames than PRETTY_EXCEPTION_MAX_FRAMES
     bool incomplete = false;      // the unwinder stopped before the outermost frame
     bool hide_runtime = false;    // drop leading C++ runtime frames (a stack taken in std::terminate)
     std::uintptr_t pcs[PRETTY_EXCEPTION_MAX_FRAMES];
+};
+
+struct trace_state : raw_capture {
+    trace_state() noexcept {}  // NOLINT(modernize-use-equals-default)
+    trace_state(const trace_state&) = delete;
+    trace_state& operator=(const trace_state&) = delete;
 
     std::once_flag once;
     std::vector<frame> frames;
@@ -166,7 +181,7 @@ struct trace_state {
 // Capture: _Unwind_Backtrace (libgcc_s, which every C++ program with exceptions already uses).
 // ---------------------------------------------------------------------------------------------
 struct unwind_walk {
-    trace_state* state;
+    raw_capture* state;
     std::uintptr_t start_at;  // first frame to keep: the return address into the user's code
     bool started;
     bool stopped;             // we stopped the walk (buffer full)
@@ -188,7 +203,7 @@ inline _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) noexcept 
         if (ip != w->start_at) return _URC_NO_REASON;  // a frame of the capture machinery
         w->started = true;
     }
-    trace_state& s = *w->state;
+    raw_capture& s = *w->state;
     if (s.count == PRETTY_EXCEPTION_MAX_FRAMES) {
         s.truncated = true;
         w->stopped = true;
@@ -202,7 +217,9 @@ inline _Unwind_Reason_Code unwind_one(_Unwind_Context* ctx, void* arg) noexcept 
 /// Fill `s` with the stack from the frame whose PC is `start_at` outwards. When `start_at` is not
 /// met (it always is, barring a compiler surprise), keep every frame: the leading internal ones are
 /// then hidden by name at symbolisation.
-[[gnu::noinline]] inline void capture_into(trace_state& s, std::uintptr_t start_at) noexcept {
+/// Async-signal-safe as far as the unwinder is (libgcc 12 with glibc >= 2.35: _dl_find_object, no lock,
+/// no allocation); allocates nothing itself.
+[[gnu::noinline]] inline void capture_into(raw_capture& s, std::uintptr_t start_at) noexcept {
     unwind_walk w{&s, start_at, start_at == 0, false, false};
     _Unwind_Reason_Code rc = _Unwind_Backtrace(&unwind_one, &w);
     if (!w.started) {
@@ -319,6 +336,143 @@ inline const traced_base* find_trace(const std::exception& e) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Any exception: a hook on __cxa_throw records the stack of every throw in a per-thread ring.
+//
+// Every `throw` expression, in the program and in libstdc++ (std::vector::at, std::stoi), calls
+// __cxa_throw, through the PLT when it is in a shared library. A definition in the executable
+// interposes on libstdc++'s, so every throw of the process passes through it; it records the stack
+// and calls the next definition (libstdc++'s, or a sanitizer's interceptor) found by
+// dlsym(RTLD_NEXT). The function is inline and named __cxa_throw only in assembly, so it is emitted
+// (weak, once per program) in the translation units that take its address: trace_all_exceptions(),
+// or every one with PRETTY_EXCEPTION_TRACE_ALL=1.
+// ---------------------------------------------------------------------------------------------
+
+/// One recorded throw: the thrown object (its most-derived address) and type, and the raw stack.
+struct thrown_entry {
+    const void* object = nullptr;
+    const std::type_info* type = nullptr;
+    raw_capture raw;
+    std::shared_ptr<trace_state> made;  // the stack_trace handed out for it, so it symbolises once
+};
+
+/// The last throws of one thread, newest at `next - 1`. 16 covers an exception caught while others
+/// are thrown and caught inside its handler (a rethrow, a nested exception).
+struct thrown_ring {
+    static constexpr unsigned size = 16;
+    unsigned next = 0;
+    thrown_entry slots[size];
+};
+
+/// This thread's ring, allocated at its first traced throw (nullptr before, or when out of memory).
+inline thrown_ring* this_thread_ring(bool create) noexcept {
+    static thread_local std::unique_ptr<thrown_ring> ring;
+    if (!ring && create) ring.reset(new (std::nothrow) thrown_ring());
+    return ring.get();
+}
+
+inline std::atomic<bool>& trace_all_flag() noexcept {
+    static std::atomic<bool> on{PRETTY_EXCEPTION_TRACE_ALL != 0};
+    return on;
+}
+
+/// Set by traced<T>'s constructor to its own address: the throw of a PRETTY_THROW exception already
+/// has its stack, the hook does not take it again.
+inline const void*& self_traced_object() noexcept {
+    static thread_local const void* object = nullptr;
+    return object;
+}
+
+/// Drop this thread's records of `object`: its memory now holds a new exception. Does not allocate.
+inline void forget_thrown(const void* object) noexcept {
+    if (thrown_ring* ring = this_thread_ring(false)) {
+        for (thrown_entry& e : ring->slots) {
+            if (e.object == object) {
+                e.object = nullptr;
+                e.type = nullptr;
+            }
+        }
+    }
+}
+
+/// Record the stack of a throw of `object` (type `type`) from `start_at` outwards. Allocates only
+/// the thread's ring, at its first throw; never throws.
+[[gnu::noinline]] inline void record_throw(const void* object, const std::type_info* type,
+                                           std::uintptr_t start_at) noexcept {
+    thrown_ring* ring = this_thread_ring(true);
+    if (ring == nullptr) return;
+    thrown_entry& e = ring->slots[ring->next % thrown_ring::size];
+    ring->next = (ring->next + 1) % thrown_ring::size;
+    e.made.reset();
+    e.object = object;
+    e.type = type;
+    e.raw.count = 0;
+    e.raw.truncated = false;
+    e.raw.incomplete = false;
+    e.raw.hide_runtime = false;
+    capture_into(e.raw, start_at);
+}
+
+using cxa_throw_fn = void (*)(void*, std::type_info*, void (*)(void*));
+
+/// libstdc++'s __cxa_throw (or the next interposer's): what the hook passes the throw on to.
+inline cxa_throw_fn next_cxa_throw() noexcept {
+    static const cxa_throw_fn next = reinterpret_cast<cxa_throw_fn>(::dlsym(RTLD_NEXT, "__cxa_throw"));
+    return next;
+}
+
+[[noreturn]] inline void cxa_throw_hook(void* object, std::type_info* type, void (*destroy)(void*)) __asm__(
+    "__cxa_throw");
+
+/// The __cxa_throw of a program that traces all exceptions. Not async-signal-safe (neither is a
+/// throw); allocates this thread's ring once; records nothing while trace_all_exceptions(false).
+#if PRETTY_EXCEPTION_TRACE_ALL
+[[gnu::used]]
+#endif
+[[noreturn]] inline void cxa_throw_hook(void* object, std::type_info* type, void (*destroy)(void*)) {
+    const void*& self = self_traced_object();
+    forget_thrown(object);  // a new exception at the address of one this thread recorded before
+    if (self != object && trace_all_flag().load(std::memory_order_relaxed))
+        record_throw(object, type, reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
+    self = nullptr;
+    const cxa_throw_fn next = next_cxa_throw();
+    if (next == nullptr) {  // statically linked libstdc++: its own __cxa_throw won, this is unused
+        static const char msg[] = "pretty_exception: no __cxa_throw to pass the throw to\n";
+        (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+        std::abort();
+    }
+    next(object, type, destroy);
+    __builtin_unreachable();
+}
+
+/// The recorded stack of the throw of `object`, of dynamic type `type` (nullptr: any type), on this
+/// thread; an empty trace when the ring no longer holds it. Allocates (one block, once per throw).
+inline stack_trace find_thrown(const void* object, const std::type_info* type) noexcept {
+    thrown_ring* ring = this_thread_ring(false);
+    if (ring == nullptr) return stack_trace();
+    for (unsigned i = 1; i <= thrown_ring::size; ++i) {
+        thrown_entry& e = ring->slots[(ring->next + thrown_ring::size - i) % thrown_ring::size];
+        if (e.type == nullptr || (object != nullptr && e.object != object) || (type != nullptr && *e.type != *type))
+            continue;
+        if (!e.made) {
+            try {
+                e.made = std::make_shared<trace_state>();
+            } catch (...) {
+                return stack_trace();
+            }
+            static_cast<raw_capture&>(*e.made) = e.raw;
+        }
+        return trace_access::make(e.made);
+    }
+    return stack_trace();
+}
+
+/// True when this process's __cxa_throw is the hook (so plain throws are recorded).
+inline bool hook_in_place() noexcept {
+    void* volatile mine = reinterpret_cast<void*>(&cxa_throw_hook);
+    return ::dlsym(RTLD_DEFAULT, "__cxa_throw") == mine;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Configuration: atomics, so reading it is cheap, thread-safe and signal-safe.
 // ---------------------------------------------------------------------------------------------
 constexpr int syslog_enabled_bit = 1 << 16;
@@ -333,6 +487,21 @@ inline std::atomic<int>& syslog_word() noexcept {
 inline std::atomic<int>& colour_word() noexcept {
     static std::atomic<int> word{static_cast<int>(colour_mode::automatic)};
     return word;
+}
+
+inline std::atomic<bool>& runtime_frames_word() noexcept {
+    static std::atomic<bool> shown{false};
+    return shown;
+}
+
+inline std::atomic<bool (*)(const frame&)>& filter_word() noexcept {
+    static std::atomic<bool (*)(const frame&)> filter{nullptr};
+    return filter;
+}
+
+inline std::atomic<int>& snippet_word() noexcept {
+    static std::atomic<int> lines{PRETTY_EXCEPTION_SNIPPETS};
+    return lines;
 }
 
 inline bool no_colour_env() noexcept {
@@ -362,8 +531,12 @@ inline std::string demangle(const char* name) {
         {"std::basic_istream<char, std::char_traits<char> >", "std::istream"},
     };
     for (const auto& e : expansions) {
-        for (std::size_t at = out.find(e[0]); at != std::string::npos; at = out.find(e[0], at + e[1].size()))
+        for (std::size_t at = out.find(e[0]); at != std::string::npos; at = out.find(e[0], at + e[1].size())) {
             out.replace(at, e[0].size(), e[1]);
+            // The demangler's "> >" keeps two closing brackets apart; once the inner template is a
+            // short name the space is stray: "std::allocator<std::string> >", not "<std::string > >".
+            if (out.compare(at + e[1].size(), 2, " >") == 0) out.erase(at + e[1].size(), 1);
+        }
     }
     return out;
 }
@@ -860,17 +1033,97 @@ inline void append_frame(std::string& out, std::size_t index, const frame& f, co
     if (f.inlined) out += " (inlined)";
 }
 
+/// A frame of the exception machinery or the C++ runtime: libstdc++, libgcc_s, libc++, libunwind,
+/// the ABI's __cxa_* and _Unwind_* functions, std::__throw_* helpers, and this header's own.
+inline bool is_runtime_frame(const frame& f) noexcept {
+    std::string_view fn = f.function;
+    if (const auto sp = fn.find(' '); sp != std::string_view::npos && sp < fn.find('('))
+        fn = fn.substr(sp + 1);  // a template's return type
+    const std::string_view mod = basename_of(f.module);
+    return starts_with(mod, "libstdc++") || starts_with(mod, "libgcc_s") || starts_with(mod, "libc++") ||
+           starts_with(mod, "libunwind") || starts_with(fn, "__cxa") || starts_with(fn, "__cxxabiv1::") ||
+           starts_with(fn, "_Unwind_") || starts_with(fn, "__gxx_personality") || starts_with(fn, "std::__throw") ||
+           starts_with(fn, "std::throw_with_nested") || starts_with(fn, "std::rethrow_exception") ||
+           starts_with(fn, "std::terminate") || starts_with(fn, "pretty_exception::");
+}
+
+/// Whether a frame is printed: runtime frames only when shown, then the user's filter.
+inline bool frame_shown(const frame& f, std::size_t& runtime_hidden, std::size_t& filtered) noexcept {
+    if (!runtime_frames_word().load(std::memory_order_relaxed) && is_runtime_frame(f)) {
+        ++runtime_hidden;
+        return false;
+    }
+    if (bool (*filter)(const frame&) = filter_word().load(std::memory_order_relaxed)) {
+        bool keep = true;
+        try {
+            keep = filter(f);
+        } catch (...) {
+        }
+        if (!keep) {
+            ++filtered;
+            return false;
+        }
+    }
+    return true;
+}
+
+/// Lines `line - context` to `line + context` of `path`, the frame's line marked with '>'. Files
+/// under /usr/ (the standard library's headers, glibc's sources) are not the user's: no snippet.
+inline void append_snippet(std::string& out, const frame& f, int context, const char* indent) {
+    if (context <= 0 || f.file.empty() || f.line <= 0 || starts_with(f.file, "/usr/")) return;
+    std::FILE* file = std::fopen(f.file.c_str(), "re");
+    if (file == nullptr) return;
+    const int first = std::max(1, f.line - context);
+    const int last = f.line + context;
+    const int width = static_cast<int>(std::to_string(last).size());
+    std::string text;
+    int number = 1;
+    bool at_line_start = true;
+    for (int c = std::fgetc(file); c != EOF && number <= last; c = std::fgetc(file)) {
+        if (number >= first) {
+            if (at_line_start) {
+                char head[32];
+                std::snprintf(head, sizeof head, "   %s %*d | ", number == f.line ? ">" : " ", width, number);
+                text += indent;
+                text += head;
+            }
+            if (c != '\r') text += static_cast<char>(c);
+        }
+        at_line_start = c == '\n';
+        if (at_line_start) ++number;
+    }
+    std::fclose(file);
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    out += text;
+}
+
 inline void append_trace(std::string& out, const stack_trace& t, const palette& p, const char* indent,
                          bool one_line) {
     const auto& frames = t.frames();
-    for (std::size_t i = 0; i < frames.size(); ++i) {
+    const int context = one_line ? 0 : snippet_word().load(std::memory_order_relaxed);
+    std::size_t shown = 0;
+    std::size_t runtime_hidden = 0;
+    std::size_t filtered = 0;
+    for (const frame& f : frames) {
+        if (!frame_shown(f, runtime_hidden, filtered)) continue;
         if (one_line) {
-            if (i != 0) out += " | ";
+            if (shown != 0) out += " | ";
         } else {
             out += indent;
         }
-        append_frame(out, i, frames[i], p);
+        append_frame(out, shown++, f, p);
         if (!one_line) out += '\n';
+        append_snippet(out, f, context, indent);
+    }
+    if (!one_line && runtime_hidden != 0) {
+        out += indent;
+        out += "(" + std::to_string(runtime_hidden) + (runtime_hidden == 1 ? " frame" : " frames") +
+               " of the C++ runtime hidden: show_runtime_frames(true) shows them)\n";
+    }
+    if (!one_line && filtered != 0) {
+        out += indent;
+        out += "(" + std::to_string(filtered) + (filtered == 1 ? " frame" : " frames") +
+               " hidden by the frame filter)\n";
     }
     if (frames.empty() && t.size() != 0) {  // symbolisation failed: raw addresses
         for (std::size_t i = 0; i < t.size(); ++i) {
@@ -898,7 +1151,15 @@ inline void append_trace(std::string& out, const stack_trace& t, const palette& 
 
 inline std::string type_name(const std::exception& e) {
     const traced_base* t = find_trace(e);
-    return demangle(t != nullptr ? t->type().name() : typeid(e).name());
+    std::string name = demangle(t != nullptr ? t->type().name() : typeid(e).name());
+    // std::throw_with_nested throws a type derived from the one it was given: show that one.
+    constexpr std::string_view nested = "std::_Nested_exception<";
+    if (name.size() > nested.size() && starts_with(name, nested) && name.back() == '>') {
+        name.pop_back();
+        if (!name.empty() && name.back() == ' ') name.pop_back();
+        name.erase(0, nested.size());
+    }
+    return name;
 }
 
 /// Render `e` (and the exceptions nested in it, std::nested_exception) into `out`.
@@ -929,8 +1190,14 @@ inline void describe_into(std::string& out, const std::exception& e, bool colour
         out += p.reset;
         out += one_line ? std::string_view(" | stack: ") : std::string_view("\n  stack, innermost first:\n");
         append_trace(out, t->trace(), p, "    ", one_line);
+    } else if (const stack_trace any = find_thrown(dynamic_cast<const void*>(&e), &typeid(e)); !any.empty()) {
+        out += one_line ? std::string_view(" | stack at the throw: ")
+                        : std::string_view("\n  stack at the throw, innermost first:\n");
+        append_trace(out, any, p, "    ", one_line);
     } else if (!one_line) {
-        out += "\n  (no throw site or stack: not thrown with PRETTY_THROW)\n";
+        out += trace_all_flag().load(std::memory_order_relaxed)
+                   ? "\n  (no stack: thrown before trace_all_exceptions(), on another thread, or 16 throws ago)\n"
+                   : "\n  (no throw site or stack: not thrown with PRETTY_THROW)\n";
     }
     if (const auto* nested = dynamic_cast<const std::nested_exception*>(&e);
         nested != nullptr && nested->nested_ptr() && depth < 8) {
@@ -1006,16 +1273,19 @@ private:
     traced(std::integral_constant<int, 0>, std::uintptr_t start_at, const source_site& site,
            const std::string& message)
         : T(message), traced_base(site, typeid(T), detail::trace_access::make(detail::capture(start_at))) {
+        detail::self_traced_object() = static_cast<const void*>(this);
         detail::trace_to_syslog(*this);
     }
     traced(std::integral_constant<int, 1>, std::uintptr_t start_at, const source_site& site,
            const std::string& message)
         : T(message.c_str()), traced_base(site, typeid(T), detail::trace_access::make(detail::capture(start_at))) {
+        detail::self_traced_object() = static_cast<const void*>(this);
         detail::trace_to_syslog(*this);
     }
     traced(std::integral_constant<int, 2>, std::uintptr_t start_at, const source_site& site,
            const std::string& message)
         : T(), traced_base(site, typeid(T), detail::trace_access::make(detail::capture(start_at))) {
+        detail::self_traced_object() = static_cast<const void*>(this);
         if (auto* s = detail::trace_access::state(trace())) {
             try {
                 s->message = message;
@@ -1103,6 +1373,30 @@ inline void set_colour(colour_mode mode) noexcept {
 inline colour_mode get_colour() noexcept {
     return static_cast<colour_mode>(detail::colour_word().load(std::memory_order_relaxed));
 }
+
+/// Show the frames of the exception machinery and the C++ runtime in printed traces (libstdc++,
+/// libgcc_s, __cxa_*, _Unwind_*, std::__throw_*); hidden by default, with a line saying how many.
+/// frames() always has them. Process-wide; thread-safe, async-signal-safe, does not allocate.
+inline void show_runtime_frames(bool shown) noexcept {
+    detail::runtime_frames_word().store(shown, std::memory_order_relaxed);
+}
+/// Whether printed traces show the runtime's frames.
+inline bool runtime_frames_shown() noexcept { return detail::runtime_frames_word().load(std::memory_order_relaxed); }
+
+/// A frame filter: return false to leave the frame out of printed traces (frames() keeps it).
+using frame_filter = bool (*)(const frame&);
+/// Set the frame filter (nullptr: none), applied after the runtime frames are hidden; a filter that
+/// throws keeps the frame. Returns the previous one. Thread-safe, async-signal-safe, does not allocate.
+inline frame_filter set_frame_filter(frame_filter filter) noexcept {
+    return detail::filter_word().exchange(filter, std::memory_order_relaxed);
+}
+
+/// Source snippets in printed traces: `lines` lines either side of each user frame's line (files
+/// not under /usr/), 0 for none; PRETTY_EXCEPTION_SNIPPETS gives the starting value. Printing then
+/// reads the source files. Thread-safe, async-signal-safe, does not allocate.
+inline void set_snippets(int lines) noexcept { detail::snippet_word().store(lines, std::memory_order_relaxed); }
+/// The number of snippet lines either side (0: no snippets).
+inline int get_snippets() noexcept { return detail::snippet_word().load(std::memory_order_relaxed); }
 
 /// Switch syslog tracing on or off, with facility and priority (process-wide, thread-safe,
 /// async-signal-safe). With tracing on, every traced exception sends one record when constructed.
@@ -1210,7 +1504,8 @@ namespace detail {
                 std::rethrow_exception(ep);
             } catch (const std::exception& e) {
                 describe_into(out, e, colour, false);
-                need_stack = find_trace(e) == nullptr;
+                need_stack = find_trace(e) == nullptr &&
+                             find_thrown(dynamic_cast<const void*>(&e), &typeid(e)).empty();
             } catch (...) {
                 const std::type_info* t = abi::__cxa_current_exception_type();
                 out += p.type;
@@ -1235,6 +1530,42 @@ namespace detail {
 }
 
 }  // namespace detail
+
+/// Capture the stack of every exception thrown from now on, whoever throws it (a `throw` in the
+/// program, std::vector::at or std::stoi in libstdc++, another library), so that describe(e),
+/// to_string(e) and stack_of(e) inside the catch block, and current_trace(), give the throw-site stack.
+/// `on == false` stops capturing. Returns true when the hook is in place (it is unless libstdc++ is
+/// linked statically, or this header is only in a library loaded with dlopen). Call it first thing
+/// in main. Thread-safe; does not allocate (the first throw of each thread allocates its ring).
+/// Cost: one stack walk per throw; see the README.
+inline bool trace_all_exceptions(bool on = true) noexcept {
+    detail::trace_all_flag().store(on, std::memory_order_relaxed);
+    return detail::hook_in_place();
+}
+
+/// The throw-site stack of `e`: its own for a PRETTY_THROW exception; else the one the hook recorded
+/// (trace_all_exceptions()) when `e` was thrown on this thread among its last 16 throws; else an
+/// empty trace. A rethrow (`throw;`, std::rethrow_exception) keeps the first throw's stack.
+/// Allocates one block the first time for a recorded stack; never throws; not async-signal-safe.
+inline stack_trace stack_of(const std::exception& e) noexcept {
+    if (const traced_base* t = detail::find_trace(e)) return t->trace();
+    return detail::find_thrown(dynamic_cast<const void*>(&e), &typeid(e));
+}
+
+/// The throw-site stack of the exception being handled (inside a catch block, of any type, also
+/// `catch (...)`); an empty trace outside one. As stack_of(). Never throws; not async-signal-safe.
+inline stack_trace current_trace() noexcept {
+    const std::type_info* type = abi::__cxa_current_exception_type();
+    if (type == nullptr) return stack_trace();
+    try {
+        std::rethrow_exception(std::current_exception());
+    } catch (const std::exception& e) {
+        return stack_of(e);
+    } catch (...) {
+    }
+    // Not a std::exception: its address is out of reach, its type is the key.
+    return detail::find_thrown(nullptr, type);
+}
 
 /// Install the terminate handler: an uncaught exception is described on stderr (a traced one with its
 /// throw stack, any other with the stack at std::terminate, which for an exception that found no
