@@ -1,4 +1,4 @@
-/// @brief The header without libdw (frames as module+offset, and the trace says so) and with syslog switched on by macros.
+/// @brief The header without libdw (frames and crash reports as module+offset, and the trace says so) and with syslog switched on by macros.
 #include "pretty_exception.h"
 #include "test_support.h"
 
@@ -10,6 +10,7 @@ namespace pe_test {
 
 volatile int g_sink = 0;
 int g_line = 0;
+int* volatile g_null_int = nullptr;
 
 PE_TEST_NOINLINE int nl_thrower(int x) {
     if (x > 0) { g_line = __LINE__; THROW_INVALID_ARGUMENT("without libdw ", x); }
@@ -59,4 +60,25 @@ TEST(PrettyTraceNoLibdw, SiteExactFramesModulePlusOffsetAndANote) {
             << text;
         EXPECT_NE(text.find("\n    note: built without libdw"), std::string::npos) << text;
     }
+}
+
+// Without libdw the crash handler writes raw frames itself: module+offset from _dl_find_object.
+TEST(PrettyTraceNoLibdw, CrashGivesModulePlusOffset) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        pretty_exception::install_crash_handler(false);
+        pe_test::g_sink = *pe_test::g_null_int;
+    });
+    ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
+    EXPECT_EQ(WTERMSIG(r.status), SIGSEGV);
+    char exe[4096];
+    const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
+    ASSERT_GT(n, 0);
+    EXPECT_EQ(r.output.rfind("pretty_exception: SIGSEGV (address not mapped to object) at address 0x0; stack of the "
+                             "faulting thread, innermost first:\n    #0 0x",
+                             0),
+              0u) << r.output;
+    EXPECT_NE(r.output.find(" in " + std::string(exe, static_cast<std::size_t>(n)) + "+0x"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("\n    note: raw addresses: built without libdw (addr2line -f -i -C -e MODULE OFFSET "
+                            "resolves them)\n"),
+              std::string::npos) << r.output;
 }
