@@ -1,7 +1,9 @@
-/// @brief pretty_exception example: the crash handler reports a null-pointer write with the faulting thread's stack, then the process dies of SIGSEGV; and any exception's throw site after trace_all_exceptions().
+/// @brief pretty_exception example: the crash handler reports a write through a stale pointer with the faulting thread's stack, then the process dies of SIGSEGV; and any exception's throw site after trace_all_exceptions().
 #include "pretty_exception.h"
 
 #include <cstring>
+
+#include <sys/mman.h>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -15,7 +17,7 @@ struct entry {
 
 [[gnu::noinline]] int lookup(const std::vector<entry>& entries, std::size_t i) { return entries.at(i).value; }
 
-// e is null below: SIGSEGV. (A volatile store: GCC 12 drops a call whose only effect is a plain store
+// e points into an unmapped page below: SIGSEGV. (A volatile store: GCC 12 drops a call whose only effect is a plain store
 // to memory nothing reads afterwards.)
 [[gnu::noinline]] void store(entry* e, int value) { *static_cast<volatile int*>(&e->value) = value; }
 
@@ -32,7 +34,10 @@ int main(int argc, char** argv) {
     } catch (const std::exception& e) {
         std::cerr << pretty_exception::describe(e);
     }
-    settings::entry* volatile missing = nullptr;  // volatile: the compiler may not see it is null
-    if (crash) settings::store(missing, 8080);
+    // A stale pointer: into a page that is gone (unmapped) by the time it is used.
+    void* page = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    settings::entry* volatile stale = static_cast<settings::entry*>(page);
+    ::munmap(page, 4096);
+    if (crash) settings::store(stale, 8080);
     return port;
 }

@@ -74,10 +74,48 @@
 #endif
 
 #if PRETTY_EXCEPTION_USE_LIBDW
+#if defined(__has_include)
+#if !__has_include(<elfutils/libdwfl.h>) || !__has_include(<dwarf.h>)
+#error "pretty_exception: PRETTY_EXCEPTION_USE_LIBDW=1 needs elfutils' libdw headers: install libdw-dev (Debian, Ubuntu) or elfutils-devel (Fedora) and link with -ldw, or define PRETTY_EXCEPTION_USE_LIBDW=0"
+#endif
+#endif
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
 #include <fcntl.h>
+// Every libdw function the header calls is a weak reference but one, dwfl_version, which only
+// detail::add_ldw_to_the_link_or_define_PRETTY_EXCEPTION_USE_LIBDW_0() calls. Linking without -ldw then
+// fails with one error whose "in function" line says what to do, instead of one "undefined reference"
+// per libdw function.
+#pragma weak dwarf_attr
+#pragma weak dwarf_attr_integrate
+#pragma weak dwarf_child
+#pragma weak dwarf_dieoffset
+#pragma weak dwarf_filesrc
+#pragma weak dwarf_formstring
+#pragma weak dwarf_formudata
+#pragma weak dwarf_getsrc_die
+#pragma weak dwarf_getsrcfiles
+#pragma weak dwarf_haspc
+#pragma weak dwarf_lineno
+#pragma weak dwarf_linesrc
+#pragma weak dwarf_ranges
+#pragma weak dwarf_siblingof
+#pragma weak dwarf_tag
+#pragma weak dwfl_addrmodule
+#pragma weak dwfl_begin
+#pragma weak dwfl_end
+#pragma weak dwfl_errmsg
+#pragma weak dwfl_linux_proc_find_elf
+#pragma weak dwfl_linux_proc_report
+#pragma weak dwfl_module_addrdie
+#pragma weak dwfl_module_addrinfo
+#pragma weak dwfl_module_getelf
+#pragma weak dwfl_module_info
+#pragma weak dwfl_module_nextcu
+#pragma weak dwfl_report_begin
+#pragma weak dwfl_report_end
+#pragma weak dwfl_standard_find_debuginfo
 #endif
 #include <dlfcn.h>
 
@@ -259,7 +297,7 @@ struct trace_access;
 /// Copies share the capture and the symbolised frames. Never throws.
 class stack_trace {
 public:
-    /// An empty trace ("not captured"). Does not allocate.
+    /// An empty trace ("not captured"). Does not allocate; async-signal-safe.
     stack_trace() noexcept = default;
 
     /// Capture the caller's stack (the caller is frame #0). Allocates one block; not
@@ -268,21 +306,24 @@ public:
         return stack_trace(detail::capture(reinterpret_cast<std::uintptr_t>(__builtin_return_address(0))));
     }
 
-    /// True when nothing was captured (no frames).
+    /// True when nothing was captured (no frames). Does not allocate; async-signal-safe.
     bool empty() const noexcept { return !state_ || state_->count == 0; }
-    /// Number of raw PCs captured. Does not allocate.
+    /// Number of raw PCs captured. Does not allocate; async-signal-safe.
     std::size_t size() const noexcept { return state_ ? state_->count : 0; }
-    /// Raw looked-up address of frame `i` (< size()). Does not allocate.
+    /// Raw looked-up address of frame `i` (< size()). Does not allocate; async-signal-safe.
     std::uintptr_t address(std::size_t i) const noexcept {
         return state_ && i < state_->count ? state_->pcs[i] : 0;
     }
     /// Symbolised frames, innermost first, including inlined ones and without this header's own
-    /// frames. Resolved once (thread-safe) on first call; later calls are free. Allocates; never throws.
+    /// frames. Resolved once (thread-safe) on first call; later calls are free. Allocates and takes a
+    /// lock the first time; never throws; not async-signal-safe.
     const std::vector<frame>& frames() const noexcept;
-    /// Sentences saying what is missing (cut, incomplete, no debug-info reader, out of memory).
+    /// Sentences saying what is missing (cut, incomplete, no debug-info reader, out of memory). As
+    /// frames(): allocates the first time; never throws; not async-signal-safe.
     const std::vector<std::string>& notes() const noexcept;
-    /// The frames, one per line (`#N function at file:line` or `in module+0xoffset`). Never throws:
-    /// returns "" when out of memory.
+    /// The frames, one per line (`#N function at file:line` or `in module+0xoffset`), as printed (runtime
+    /// frames hidden, filter, snippets). Allocates; not async-signal-safe; never throws: returns "" when
+    /// out of memory.
     std::string to_string(bool colour = false) const noexcept;
 
 private:
@@ -308,17 +349,20 @@ class traced_base {
 public:
     virtual ~traced_base() = default;
 
-    /// Source file of the throw (__FILE__). Does not allocate.
+    /// Source file of the throw (__FILE__). Does not allocate; async-signal-safe.
     const char* file() const noexcept { return site_.file; }
-    /// Line of the throw (__LINE__). Does not allocate.
+    /// Line of the throw (__LINE__). Does not allocate; async-signal-safe.
     int line() const noexcept { return site_.line; }
-    /// Enclosing function of the throw (__PRETTY_FUNCTION__). Does not allocate.
+    /// Enclosing function of the throw (__PRETTY_FUNCTION__). Does not allocate; async-signal-safe.
     const char* function() const noexcept { return site_.function; }
-    /// The requested exception type (`T` of `traced<T>`), not `traced<T>` itself.
+    /// The requested exception type (`T` of `traced<T>`), not `traced<T>` itself. Does not allocate;
+    /// async-signal-safe.
     const std::type_info& type() const noexcept { return *type_; }
-    /// The stack at the throw, innermost first. Symbolised on first use of `frames()`.
+    /// The stack at the throw, innermost first. Symbolised on first use of `frames()`. Does not
+    /// allocate; async-signal-safe (its frames() is not).
     const stack_trace& trace() const noexcept { return trace_; }
-    /// The message given at the throw when `T`'s constructor could not take it; else nullptr.
+    /// The message given at the throw when `T`'s constructor could not take it; else nullptr. Does not
+    /// allocate; async-signal-safe.
     const char* stored_message() const noexcept {
         auto* s = detail::trace_access::state(trace_);
         return s && !s->message.empty() ? s->message.c_str() : nullptr;
@@ -628,6 +672,13 @@ inline bool is_internal(const frame& f, bool runtime_too) noexcept {
 
 #if PRETTY_EXCEPTION_USE_LIBDW
 
+/// The one strong reference to libdw (see the #pragma weak list above): a link without -ldw reports
+/// "in function `...add_ldw_to_the_link_or_define_PRETTY_EXCEPTION_USE_LIBDW_0()': undefined reference
+/// to `dwfl_version'". libdw's version string, never nullptr when libdw is loaded.
+[[gnu::noinline]] inline const char* add_ldw_to_the_link_or_define_PRETTY_EXCEPTION_USE_LIBDW_0() noexcept {
+    return ::dwfl_version(nullptr);
+}
+
 /// One process-wide libdwfl session, guarded by a mutex: debug info is read once per module, and
 /// later traces reuse it. Deliberately never freed (it may be needed until the last terminate).
 class dw_symboliser {
@@ -892,6 +943,45 @@ public:
     bool ready() {
         if (dwfl_ != nullptr) return true;
         if (!error_.empty()) return false;
+        // The weak references are null when libdw is not there to bind them (a static link with libdw.a
+        // pulls in only what strong references need).
+        void* const functions[] = {
+            reinterpret_cast<void*>(&::dwarf_attr),
+            reinterpret_cast<void*>(&::dwarf_attr_integrate),
+            reinterpret_cast<void*>(&::dwarf_child),
+            reinterpret_cast<void*>(&::dwarf_dieoffset),
+            reinterpret_cast<void*>(&::dwarf_filesrc),
+            reinterpret_cast<void*>(&::dwarf_formstring),
+            reinterpret_cast<void*>(&::dwarf_formudata),
+            reinterpret_cast<void*>(&::dwarf_getsrc_die),
+            reinterpret_cast<void*>(&::dwarf_getsrcfiles),
+            reinterpret_cast<void*>(&::dwarf_haspc),
+            reinterpret_cast<void*>(&::dwarf_lineno),
+            reinterpret_cast<void*>(&::dwarf_linesrc),
+            reinterpret_cast<void*>(&::dwarf_ranges),
+            reinterpret_cast<void*>(&::dwarf_siblingof),
+            reinterpret_cast<void*>(&::dwarf_tag),
+            reinterpret_cast<void*>(&::dwfl_addrmodule),
+            reinterpret_cast<void*>(&::dwfl_begin),
+            reinterpret_cast<void*>(&::dwfl_end),
+            reinterpret_cast<void*>(&::dwfl_errmsg),
+            reinterpret_cast<void*>(&::dwfl_linux_proc_find_elf),
+            reinterpret_cast<void*>(&::dwfl_linux_proc_report),
+            reinterpret_cast<void*>(&::dwfl_module_addrdie),
+            reinterpret_cast<void*>(&::dwfl_module_addrinfo),
+            reinterpret_cast<void*>(&::dwfl_module_getelf),
+            reinterpret_cast<void*>(&::dwfl_module_info),
+            reinterpret_cast<void*>(&::dwfl_module_nextcu),
+            reinterpret_cast<void*>(&::dwfl_report_begin),
+            reinterpret_cast<void*>(&::dwfl_report_end),
+            reinterpret_cast<void*>(&::dwfl_standard_find_debuginfo),
+        };
+        bool all = add_ldw_to_the_link_or_define_PRETTY_EXCEPTION_USE_LIBDW_0() != nullptr;
+        for (void* f : functions) all = all && f != nullptr;
+        if (!all) {
+            error_ = "no function names or file:line: libdw is not linked in whole (link with -ldw, dynamically)";
+            return false;
+        }
         callbacks_.find_elf = &dw_symboliser::find_elf;
         callbacks_.find_debuginfo = ::dwfl_standard_find_debuginfo;
         callbacks_.section_address = nullptr;
@@ -1287,7 +1377,7 @@ class traced : public T, public traced_base {
 
 public:
     /// Throw site `site`, message `message`; captures the stack from the caller outwards. Allocates
-    /// (the message and one block for the stack); the stack part never throws.
+    /// (the message and one block for the stack); the stack part never throws; not async-signal-safe.
     [[gnu::noinline]] traced(const source_site& site, const std::string& message)
         : traced(detail::capture_tag{}, reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)),
                  site, message) {}
@@ -1381,11 +1471,12 @@ inline const std::vector<std::string>& stack_trace::notes() const noexcept {
 // ---------------------------------------------------------------------------------------------
 
 /// The throw site and stack of `e` if it was thrown by PRETTY_THROW (or is a traced<T>), else nullptr.
-/// Does not allocate; never throws.
+/// Does not allocate; never throws; async-signal-safe (a dynamic_cast).
 inline const traced_base* trace_of(const std::exception& e) noexcept { return detail::find_trace(e); }
 
 /// Colour for output written to file descriptor `fd` (-1: not a file): NO_COLOR (set, non-empty)
-/// says no; else colour_mode::always yes, never no, automatic when `fd` is a terminal. Never throws.
+/// says no; else colour_mode::always yes, never no, automatic when `fd` is a terminal. Never throws;
+/// does not allocate; not async-signal-safe (getenv).
 inline bool colour_for(int fd) noexcept {
     if (detail::no_colour_env()) return false;
     switch (static_cast<colour_mode>(detail::colour_word().load(std::memory_order_relaxed))) {
@@ -1396,11 +1487,11 @@ inline bool colour_for(int fd) noexcept {
     return fd >= 0 && ::isatty(fd) == 1;
 }
 
-/// Set the colour mode (process-wide, thread-safe, async-signal-safe).
+/// Set the colour mode (process-wide, thread-safe, async-signal-safe, does not allocate).
 inline void set_colour(colour_mode mode) noexcept {
     detail::colour_word().store(static_cast<int>(mode), std::memory_order_relaxed);
 }
-/// The current colour mode.
+/// The current colour mode. Does not allocate; async-signal-safe.
 inline colour_mode get_colour() noexcept {
     return static_cast<colour_mode>(detail::colour_word().load(std::memory_order_relaxed));
 }
@@ -1411,7 +1502,7 @@ inline colour_mode get_colour() noexcept {
 inline void show_runtime_frames(bool shown) noexcept {
     detail::runtime_frames_word().store(shown, std::memory_order_relaxed);
 }
-/// Whether printed traces show the runtime's frames.
+/// Whether printed traces show the runtime's frames. Does not allocate; async-signal-safe.
 inline bool runtime_frames_shown() noexcept { return detail::runtime_frames_word().load(std::memory_order_relaxed); }
 
 /// A frame filter: return false to leave the frame out of printed traces (frames() keeps it).
@@ -1426,18 +1517,18 @@ inline frame_filter set_frame_filter(frame_filter filter) noexcept {
 /// not under /usr/), 0 for none; PRETTY_EXCEPTION_SNIPPETS gives the starting value. Printing then
 /// reads the source files. Thread-safe, async-signal-safe, does not allocate.
 inline void set_snippets(int lines) noexcept { detail::snippet_word().store(lines, std::memory_order_relaxed); }
-/// The number of snippet lines either side (0: no snippets).
+/// The number of snippet lines either side (0: no snippets). Does not allocate; async-signal-safe.
 inline int get_snippets() noexcept { return detail::snippet_word().load(std::memory_order_relaxed); }
 
 /// Switch syslog tracing on or off, with facility and priority (process-wide, thread-safe,
-/// async-signal-safe). With tracing on, every traced exception sends one record when constructed.
+/// async-signal-safe, does not allocate). With tracing on, every traced exception sends one record when constructed.
 inline void set_syslog(bool enabled, int facility = PRETTY_EXCEPTION_SYSLOG_FACILITY,
                        int priority = PRETTY_EXCEPTION_SYSLOG_PRIORITY) noexcept {
     detail::syslog_word().store((enabled ? detail::syslog_enabled_bit : 0) | (facility & LOG_FACMASK) |
                                     (priority & LOG_PRIMASK),
                                 std::memory_order_relaxed);
 }
-/// The current syslog tracing settings.
+/// The current syslog tracing settings. Does not allocate; async-signal-safe.
 inline syslog_settings get_syslog() noexcept {
     const int w = detail::syslog_word().load(std::memory_order_relaxed);
     return syslog_settings{(w & detail::syslog_enabled_bit) != 0, w & LOG_FACMASK, w & LOG_PRIMASK};
@@ -1445,7 +1536,8 @@ inline syslog_settings get_syslog() noexcept {
 
 /// The pretty description of `e`: type (demangled), message, throw site and stack (for a traced
 /// exception), and the exceptions nested in it. Plain text unless colour_mode::always is set (and
-/// NO_COLOR is not). Symbolises on first use. Allocates; never throws ("" when out of memory).
+/// NO_COLOR is not). Symbolises on first use. Allocates; never throws ("" when out of memory); not
+/// async-signal-safe.
 inline std::string to_string(const std::exception& e) noexcept {
     try {
         std::string out;
@@ -1456,7 +1548,8 @@ inline std::string to_string(const std::exception& e) noexcept {
     }
 }
 
-/// The same description on one line, frames separated by " | " (what syslog receives). Never throws.
+/// The same description on one line, frames separated by " | " (what syslog receives). Allocates;
+/// never throws; not async-signal-safe.
 inline std::string to_one_line(const std::exception& e) noexcept {
     try {
         std::string out;
@@ -1477,7 +1570,8 @@ inline std::string stack_trace::to_string(bool colour) const noexcept {
     }
 }
 
-/// Write the description of `e` to `fd` (default stderr), coloured per colour_for(fd). Never throws.
+/// Write the description of `e` to `fd` (default stderr), coloured per colour_for(fd). Allocates;
+/// never throws; not async-signal-safe.
 inline void print(const std::exception& e, int fd = STDERR_FILENO) noexcept {
     try {
         std::string out;
@@ -1488,10 +1582,12 @@ inline void print(const std::exception& e, int fd = STDERR_FILENO) noexcept {
 }
 
 /// `os << describe(e)`: the description, coloured when `os` is std::cout/cerr/clog on a terminal.
+/// Streaming allocates and throws only what the stream throws; not async-signal-safe.
 struct description {
     const std::exception& exception;
 };
-/// Wrap `e` for streaming: `std::cerr << pretty_exception::describe(e)`.
+/// Wrap `e` for streaming: `std::cerr << pretty_exception::describe(e)`. Does not allocate;
+/// async-signal-safe (the streaming is not).
 inline description describe(const std::exception& e) noexcept { return description{e}; }
 
 inline std::ostream& operator<<(std::ostream& os, const description& d) {
@@ -1508,7 +1604,7 @@ inline std::ostream& operator<<(std::ostream& os, const description& d) {
 }
 
 /// `os << e` for anything derived from std::exception or traced_base, found by ADL for traced<T>
-/// and `const traced_base&`, or after `using pretty_exception::operator<<;`.
+/// and `const traced_base&`, or after `using pretty_exception::operator<<;`. As describe().
 template <class E, std::enable_if_t<std::is_base_of_v<std::exception, E> || std::is_base_of_v<traced_base, E>,
                                     int> = 0>
 std::ostream& operator<<(std::ostream& os, const E& e) {
@@ -1568,7 +1664,8 @@ namespace detail {
 /// to_string(e) and stack_of(e) inside the catch block, and current_trace(), give the throw-site stack.
 /// `on == false` stops capturing. Returns true when the hook is in place (it is unless libstdc++ is
 /// linked statically, or this header is only in a library loaded with dlopen). Call it first thing
-/// in main. Thread-safe; does not allocate (the first throw of each thread allocates its ring).
+/// in main. Thread-safe; does not allocate (the first throw of each thread allocates its ring); not
+/// async-signal-safe (dlsym).
 /// Cost: one stack walk per throw; see the README.
 inline bool trace_all_exceptions(bool on = true) noexcept {
     detail::trace_all_flag().store(on, std::memory_order_relaxed);
@@ -1602,7 +1699,8 @@ inline stack_trace current_trace() noexcept {
 /// Install the terminate handler: an uncaught exception is described on stderr (a traced one with its
 /// throw stack, any other with the stack at std::terminate, which for an exception that found no
 /// handler still contains the throw site), then the process aborts. Returns the previous handler.
-/// Call it once, early (e.g. first thing in main). Thread-safe.
+/// Call it once, early (e.g. first thing in main). Thread-safe; does not allocate; not
+/// async-signal-safe. The handler itself allocates (it describes the exception).
 inline std::terminate_handler install_terminate_handler() noexcept {
     return std::set_terminate(&detail::terminate_handler);
 }

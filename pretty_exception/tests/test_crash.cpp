@@ -38,11 +38,17 @@ extern "C" int __sanitizer_install_malloc_and_free_hooks(void (*malloc_hook)(con
                                                          void (*free_hook)(const volatile void*));
 namespace pe_test {
 void watch_allocations() {
-    __sanitizer_install_malloc_and_free_hooks(
+    // Both hooks must be given, or the sanitizer installs neither (and returns 0).
+    const int installed = __sanitizer_install_malloc_and_free_hooks(
         [](const volatile void*, std::size_t) {
             if (g_no_malloc.load(std::memory_order_relaxed)) forbidden_allocation();
         },
-        nullptr);
+        [](const volatile void*) {});
+    if (installed == 0) {
+        static const char msg[] = "FAIL: the sanitizer did not install the allocation hooks\n";
+        (void)!::write(STDERR_FILENO, msg, sizeof msg - 1);
+        ::_exit(98);
+    }
 }
 }  // namespace pe_test
 #else
@@ -69,13 +75,15 @@ void watch_allocations() {}
 namespace pe_test {
 
 volatile int g_crash_sink = 0;
-int* volatile g_null = nullptr;
+// Not null: UBSan would report a null pointer first (and allocate doing so). Page 0 is unmapped all
+// the same.
+int* volatile g_bad = reinterpret_cast<int*>(16);
 volatile int g_zero_divisor = 0;
 
 // Each crash is on one line with the constant that names it, so the faulting instruction's line is
 // that line whatever the compiler schedules.
 constexpr int k_line_segv = __LINE__; PE_TEST_NOINLINE void write_through(int* p) { *p = 42; g_crash_sink = 1; }
-constexpr int k_line_segv_caller = __LINE__; PE_TEST_NOINLINE void crash_segv() { write_through(g_null); g_crash_sink = 2; }
+constexpr int k_line_segv_caller = __LINE__; PE_TEST_NOINLINE void crash_segv() { write_through(g_bad); g_crash_sink = 2; }
 constexpr int k_line_fpe = __LINE__; PE_TEST_NOINLINE int divide(int a) { return a / g_zero_divisor; }
 constexpr int k_line_ill = __LINE__; PE_TEST_NOINLINE void trap() { __builtin_trap(); }
 constexpr int k_line_abort = __LINE__; PE_TEST_NOINLINE void crash_abort() { std::abort(); }
@@ -129,14 +137,31 @@ void expect_report(const pe_test::child_result& r, int sig, const std::string& h
 
 }  // namespace
 
+// The watch itself works: an allocation after the flag is set ends the child with 99.
+TEST(PrettyCrash, AllocationWatchCatchesAnAllocation) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        pe_test::watch_allocations();
+        pe_test::g_no_malloc.store(true);
+        void* volatile p = std::malloc(64);
+        pe_test::g_no_malloc.store(false);
+        std::free(p);
+    });
+    ASSERT_TRUE(WIFEXITED(r.status)) << r.output;
+    EXPECT_EQ(WEXITSTATUS(r.status), 99);
+    EXPECT_EQ(r.output, "FORBIDDEN: the crash handler allocated\n");
+}
+
 TEST(PrettyCrash, SegvGivesTheFaultingFrameFirst) {
     const auto r = pe_test::crash_child([] { pe_test::crash_segv(); });
-    expect_report(r, SIGSEGV, "SIGSEGV (address not mapped to object) at address 0x0",
+    expect_report(r, SIGSEGV, "SIGSEGV (address not mapped to object) at address 0x10",
                   {"pe_test::write_through(int*) at " + pe_test::at(pe_test::k_line_segv),
                    "pe_test::crash_segv() at " + pe_test::at(pe_test::k_line_segv_caller)});
 }
 
 TEST(PrettyCrash, FpeIntegerDivideByZero) {
+#if PE_TEST_UBSAN
+    GTEST_SKIP() << "UBSan build: -fsanitize=integer-divide-by-zero reports the division before the CPU faults";
+#endif
     const auto r = pe_test::crash_child([] { pe_test::g_crash_sink = pe_test::divide(7); });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     const std::string head = "pretty_exception: SIGFPE (integer divide by zero) at address 0x";
@@ -235,7 +260,7 @@ TEST(PrettyCrash, SyslogRecord) {
     const std::string record = r.output.substr(at + 7);
     // "<PRI>timestamp ident: process N killed by ...": LOG_USER | LOG_CRIT.
     EXPECT_EQ(record.rfind("<" + std::to_string(LOG_USER | LOG_CRIT) + ">", 0), 0u) << record;
-    const std::string want = " killed by SIGSEGV (address not mapped to object) at address 0x0 | stack: "
+    const std::string want = " killed by SIGSEGV (address not mapped to object) at address 0x10 | stack: "
                              "#0 pe_test::write_through(int*) at " + pe_test::at(pe_test::k_line_segv) +
                              " | #1 pe_test::crash_segv() at " + pe_test::at(pe_test::k_line_segv_caller) + " | ";
     EXPECT_NE(record.find(want), std::string::npos) << record;

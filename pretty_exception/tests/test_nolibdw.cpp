@@ -10,7 +10,7 @@ namespace pe_test {
 
 volatile int g_sink = 0;
 int g_line = 0;
-int* volatile g_null_int = nullptr;
+int* volatile g_bad_int = reinterpret_cast<int*>(16);  // unmapped; not null, which UBSan reports first
 
 PE_TEST_NOINLINE int nl_thrower(int x) {
     if (x > 0) { g_line = __LINE__; THROW_INVALID_ARGUMENT("without libdw ", x); }
@@ -66,14 +66,14 @@ TEST(PrettyTraceNoLibdw, SiteExactFramesModulePlusOffsetAndANote) {
 TEST(PrettyTraceNoLibdw, CrashGivesModulePlusOffset) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         pretty_exception::install_crash_handler(false);
-        pe_test::g_sink = *pe_test::g_null_int;
+        pe_test::g_sink = *pe_test::g_bad_int;
     });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     EXPECT_EQ(WTERMSIG(r.status), SIGSEGV);
     char exe[4096];
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
     ASSERT_GT(n, 0);
-    EXPECT_EQ(r.output.rfind("pretty_exception: SIGSEGV (address not mapped to object) at address 0x0; stack of the "
+    EXPECT_EQ(r.output.rfind("pretty_exception: SIGSEGV (address not mapped to object) at address 0x10; stack of the "
                              "faulting thread, innermost first:\n    #0 0x",
                              0),
               0u) << r.output;
