@@ -471,6 +471,8 @@ inline cxa_throw_fn next_cxa_throw() noexcept {
     return next;
 }
 
+inline void trace_thrown_to_syslog(void* object, const std::type_info* type) noexcept;
+
 [[noreturn]] inline void cxa_throw_hook(void* object, std::type_info* type, void (*destroy)(void*)) __asm__(
     "__cxa_throw");
 
@@ -482,8 +484,10 @@ inline cxa_throw_fn next_cxa_throw() noexcept {
 [[noreturn]] inline void cxa_throw_hook(void* object, std::type_info* type, void (*destroy)(void*)) {
     const void*& self = self_traced_object();
     forget_thrown(object);  // a new exception at the address of one this thread recorded before
-    if (self != object && trace_all_flag().load(std::memory_order_relaxed))
+    if (self != object && trace_all_flag().load(std::memory_order_relaxed)) {
         record_throw(object, type, reinterpret_cast<std::uintptr_t>(__builtin_return_address(0)));
+        trace_thrown_to_syslog(object, type);
+    }
     self = nullptr;
     const cxa_throw_fn next = next_cxa_throw();
     if (next == nullptr) {  // statically linked libstdc++: its own __cxa_throw won, this is unused
@@ -1352,6 +1356,33 @@ inline void trace_to_syslog(const std::exception& e) noexcept {
     try {
         std::string line;
         describe_into(line, e, false, true);
+        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
+    } catch (...) {
+        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",
+                 "pretty_exception: an exception was thrown; out of memory while describing it");
+    }
+}
+
+/// The syslog record of a throw the hook recorded (trace_all_exceptions()), if tracing is on: as
+/// trace_to_syslog() for a std::exception, the type and the stack for anything else.
+inline void trace_thrown_to_syslog(void* object, const std::type_info* type) noexcept {
+    const int w = syslog_word().load(std::memory_order_relaxed);
+    if ((w & syslog_enabled_bit) == 0) return;
+#if defined(__GLIBCXX__)
+    // What a `catch (const std::exception&)` would match, and the address it would bind to: libstdc++'s
+    // type_info::__do_catch, the check the personality routine makes.
+    void* adjusted = object;
+    if (typeid(std::exception).__do_catch(type, &adjusted, 1)) {
+        trace_to_syslog(*static_cast<const std::exception*>(adjusted));
+        return;
+    }
+#endif
+    try {
+        std::string line = demangle(type->name()) + " (not derived from std::exception)";
+        if (const stack_trace t = find_thrown(object, type); !t.empty()) {
+            line += " | stack at the throw: ";
+            append_trace(line, t, make_palette(false), "", true);
+        }
         ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
     } catch (...) {
         ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",

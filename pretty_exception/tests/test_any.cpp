@@ -6,6 +6,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pe_test {
@@ -261,4 +262,64 @@ TEST(PrettyDemangle, NoStraySpaceAfterShortenedNames) {
               "std::vector<std::string, std::allocator<std::string> >");
     EXPECT_EQ(pretty_exception::detail::demangle(typeid(std::vector<std::vector<int>>).name()),
               "std::vector<std::vector<int, std::allocator<int> >, std::allocator<std::vector<int, std::allocator<int> > > >");
+}
+
+// An uncaught plain exception: the terminate handler prints the recorded throw stack, not the stack
+// at std::terminate (a thread of its own: GoogleTest catches on the main one).
+TEST_F(PrettyAny, TerminateHandlerUsesTheRecordedStack) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        pretty_exception::install_terminate_handler();
+        std::thread t([] { pe_test::throw_plain(); });
+        t.join();
+    });
+    ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
+    EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
+    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\n"
+                             "std::runtime_error: plain\n"
+                             "  stack at the throw, innermost first:\n"
+                             "    #0 pe_test::throw_plain() at " + pe_test::at(pe_test::k_line_plain) + "\n",
+                             0),
+              0u) << r.output;
+    EXPECT_EQ(r.output.find("stack at std::terminate"), std::string::npos) << r.output;
+}
+
+// With syslog tracing on, every recorded throw sends its record too: a library's std::exception and a
+// `throw 42` (received at a private /dev/log, as in test_output.cpp).
+TEST_F(PrettyAny, SyslogRecordsOfAnyException) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        const int sock = pe_test::bind_private_dev_log();
+        if (sock < 0) return;
+        const auto receive = [sock] { return pe_test::receive_record(sock); };
+        pretty_exception::set_syslog(true, LOG_LOCAL1, LOG_NOTICE);
+        try {
+            pe_test::parse("x");
+        } catch (const std::exception&) {
+        }
+        std::printf("STOI:%s\n", receive().c_str());
+        try {
+            pe_test::throw_int(7);
+        } catch (...) {
+        }
+        std::printf("INT:%s\n", receive().c_str());
+        std::printf("AGAIN:%s\n", receive().c_str());
+    });
+    ASSERT_EQ(r.status, 0) << r.output;
+    if (r.output.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << "no private mount namespace here: " << r.output;
+    const auto field = [&r](const std::string& name) {
+        const auto at = r.output.find(name + ":");
+        if (at == std::string::npos) return std::string("<missing>");
+        const auto start = at + name.size() + 1;
+        return r.output.substr(start, r.output.find('\n', start) - start);
+    };
+    const std::string pri = "<" + std::to_string(LOG_LOCAL1 | LOG_NOTICE) + ">";
+    const std::string stoi = field("STOI");
+    EXPECT_EQ(stoi.rfind(pri, 0), 0u) << stoi;
+    EXPECT_NE(stoi.find(": std::invalid_argument: stoi | stack at the throw: #0 "), std::string::npos) << stoi;
+    EXPECT_NE(stoi.find(" pe_test::parse(std::string const&) at " + pe_test::at(pe_test::k_line_stoi) + " | "),
+              std::string::npos) << stoi;
+    const std::string thrown_int = field("INT");
+    EXPECT_NE(thrown_int.find(": int (not derived from std::exception) | stack at the throw: #0 pe_test::throw_int(int) at " +
+                              pe_test::at(pe_test::k_line_int) + " | "),
+              std::string::npos) << thrown_int;
+    EXPECT_EQ(field("AGAIN"), "<none>");
 }

@@ -247,10 +247,8 @@ TEST(PrettyCrash, SyslogRecord) {
         const int sock = pe_test::bind_private_dev_log();
         if (sock < 0) return;
         const auto crashed = pe_test::crash_child([] { pe_test::crash_segv(); }, true);
-        char buf[65536];
-        const ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
         std::printf("SIGNAL:%d\nRECORD:%s\n", WIFSIGNALED(crashed.status) ? WTERMSIG(crashed.status) : -1,
-                    n > 0 ? std::string(buf, static_cast<std::size_t>(n)).c_str() : "<none>");
+                    pe_test::receive_record(sock).c_str());
     });
     ASSERT_EQ(r.status, 0) << r.output;
     if (r.output.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << "no private mount namespace here: " << r.output;

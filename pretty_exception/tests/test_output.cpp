@@ -144,11 +144,7 @@ TEST(PrettyOutput, SyslogRecordsReachDevLog) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         const int sock = pe_test::bind_private_dev_log();
         if (sock < 0) return;
-        const auto receive = [sock] {
-            char buf[65536];
-            const ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
-            return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("<none>");
-        };
+        const auto receive = [sock] { return pe_test::receive_record(sock); };
 
         // Off by default: nothing is sent.
         try {

@@ -119,6 +119,13 @@ inline int bind_private_dev_log() {
     return sock;
 }
 
+/// The next record waiting on `sock` (from bind_private_dev_log()), or "<none>".
+inline std::string receive_record(int sock) {
+    char buf[65536];
+    const ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("<none>");
+}
+
 }  // namespace pe_test
 
 #endif  // PRETTY_EXCEPTION_TEST_SUPPORT_H
