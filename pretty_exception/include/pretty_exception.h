@@ -1857,6 +1857,7 @@ struct crash_config {
     std::atomic<bool> installed{false};
     std::atomic<bool> to_syslog{true};
     std::atomic<long> handling_thread{0};  // the thread reporting a crash (gettid), 0 for none
+    std::atomic<bool> helper_entry_in_executable{false};  // re-executing the program reaches the helper
     char exe[4096] = {};                   // /proc/self/exe's target, for the raw fallback
 };
 
@@ -1900,6 +1901,8 @@ inline bool run_crash_helper(int sig, int code, std::uintptr_t address, const ra
     (void)raw;
     return false;
 #endif
+    // Re-executing a program whose executable lacks the helper's entry would start it a second time.
+    if (!crash_settings().helper_entry_in_executable.load(std::memory_order_relaxed)) return false;
     static signal_text<64 + 20 * PRETTY_EXCEPTION_MAX_FRAMES + 256> value;  // only the reporting thread
     value.size = 0;
     value.add(crash_helper_variable);
@@ -2004,11 +2007,16 @@ inline void crash_handler(int sig, siginfo_t* info, void* context) noexcept {
         if (!run_crash_helper(sig, info != nullptr ? info->si_code : 0,
                               info != nullptr ? reinterpret_cast<std::uintptr_t>(info->si_addr) : 0, raw)) {
             write_raw_frames(raw);
-            write_all(STDERR_FILENO, PRETTY_EXCEPTION_USE_LIBDW
-                                         ? "    note: raw addresses: the symbolising helper could not run "
-                                           "(addr2line -f -i -C -e MODULE OFFSET resolves them)\n"
-                                         : "    note: raw addresses: built without libdw "
-                                           "(addr2line -f -i -C -e MODULE OFFSET resolves them)\n");
+            write_all(STDERR_FILENO,
+                      !PRETTY_EXCEPTION_USE_LIBDW
+                          ? "    note: raw addresses: built without libdw (addr2line -f -i -C -e MODULE OFFSET "
+                            "resolves them)\n"
+                      : !config.helper_entry_in_executable.load(std::memory_order_relaxed)
+                          ? "    note: raw addresses: install_crash_handler() was called from a shared library, "
+                            "and the helper runs only in an executable that calls it (addr2line -f -i -C -e "
+                            "MODULE OFFSET resolves them)\n"
+                          : "    note: raw addresses: the symbolising helper could not run (addr2line -f -i -C "
+                            "-e MODULE OFFSET resolves them)\n");
         }
     }
     // The default action, for the same signal: pending until this handler returns, then fatal.
@@ -2069,6 +2077,23 @@ inline bool run_as_crash_helper() noexcept {
 /// Evaluated before main in every program that calls install_crash_handler(): the helper's entry.
 inline const bool crash_helper_checked = run_as_crash_helper();
 
+/// Whether `address` lies in the main executable (the first object dl_iterate_phdr reports).
+inline bool in_executable(const void* address) noexcept {
+    module_hit hit{reinterpret_cast<std::uintptr_t>(address), nullptr, 0, false};
+    ::dl_iterate_phdr(
+        [](dl_phdr_info* info, std::size_t, void* arg) -> int {
+            auto* h = static_cast<module_hit*>(arg);
+            for (int i = 0; i < info->dlpi_phnum; ++i) {
+                const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+                const std::uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+                if (ph.p_type == PT_LOAD && h->address >= lo && h->address < lo + ph.p_memsz) h->found = true;
+            }
+            return 1;  // the executable comes first: stop there
+        },
+        &hit);
+    return hit.found;
+}
+
 }  // namespace detail
 
 /// Give the calling thread an alternate signal stack of 64 KiB (mmap, once per thread), so that the
@@ -2100,7 +2125,9 @@ inline bool install_alternate_stack() noexcept {
 /// in main. Not async-signal-safe; allocates the alternate stack. Returns false if a sigaction failed.
 inline bool install_crash_handler(bool to_syslog = true) noexcept {
     detail::crash_config& config = detail::crash_settings();
-    (void)detail::crash_helper_checked;  // links the helper's entry into this program
+    // Links the helper's entry into the module that calls this. Only an executable's entry is reached
+    // when the program is executed again; from a shared library the handler prints raw addresses.
+    config.helper_entry_in_executable.store(detail::in_executable(&detail::crash_helper_checked));
     config.to_syslog.store(to_syslog);
     if (config.exe[0] == '\0') {
         const ssize_t n = ::readlink("/proc/self/exe", config.exe, sizeof config.exe - 1);
