@@ -1,4 +1,4 @@
-/// @brief pretty_exception: throw any std::exception type with file, line, function and a lazily symbolised call stack; print it in colour, trace it to syslog.
+/// @brief pretty_exception: throw any std::exception type with file, line, function and a lazily symbolised call stack; print it in colour, trace it to syslog; the throw-site stack of any exception (trace_all_exceptions); a crash handler (install_crash_handler).
 ///
 /// Header-only, C++17, Linux (glibc) with GCC or Clang. See pretty_exception/README.md for the guide.
 ///
