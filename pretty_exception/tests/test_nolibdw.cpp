@@ -21,7 +21,8 @@ PE_TEST_NOINLINE int nl_thrower(int x) {
 
 static_assert(PRETTY_EXCEPTION_USE_LIBDW == 0, "this test is built without libdw");
 
-// Built with PRETTY_EXCEPTION_SYSLOG=1, _FACILITY=LOG_LOCAL7 and _PRIORITY=LOG_CRIT.
+// Built with PRETTY_EXCEPTION_SYSLOG=1, _FACILITY=LOG_LOCAL7 and _PRIORITY=LOG_CRIT, TRACE_ALL=1 and
+// SNIPPETS=2.
 TEST(PrettyTraceNoLibdw, SyslogMacrosSetTheStartingSettings) {
     const pretty_exception::syslog_settings s = pretty_exception::get_syslog();
     EXPECT_TRUE(s.enabled);
@@ -81,4 +82,19 @@ TEST(PrettyTraceNoLibdw, CrashGivesModulePlusOffset) {
     EXPECT_NE(r.output.find("\n    note: raw addresses: built without libdw (addr2line -f -i -C -e MODULE OFFSET "
                             "resolves them)\n"),
               std::string::npos) << r.output;
+}
+
+// PRETTY_EXCEPTION_TRACE_ALL=1: plain throws are recorded without a call to trace_all_exceptions(), and
+// PRETTY_EXCEPTION_SNIPPETS=2 is the starting snippet setting.
+TEST(PrettyTraceNoLibdw, CompileTimeSwitchesForAnyExceptionAndSnippets) {
+    pretty_exception::set_syslog(false);  // this test throws: send nothing to the machine's syslog
+    EXPECT_EQ(pretty_exception::get_snippets(), 2);
+    try {
+        throw std::runtime_error("plain");
+    } catch (const std::exception& e) {
+        const pretty_exception::stack_trace t = pretty_exception::stack_of(e);
+        ASSERT_FALSE(t.empty());
+        EXPECT_EQ(pretty_exception::to_string(e).rfind("std::runtime_error: plain\n  stack at the throw, innermost first:\n    #0 ?? in ", 0),
+                  0u) << pretty_exception::to_string(e);
+    }
 }
