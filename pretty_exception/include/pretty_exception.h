@@ -1906,7 +1906,7 @@ inline bool run_crash_helper(int sig, int code, std::uintptr_t address, const ra
     static signal_text<64 + 20 * PRETTY_EXCEPTION_MAX_FRAMES + 256> value;  // only the reporting thread
     value.size = 0;
     value.add(crash_helper_variable);
-    value.add("=1 ");
+    value.add("=2 ");
     value.add_dec(static_cast<long>(::getpid()));
     value.add(" ");
     value.add_dec(sig);
@@ -1918,7 +1918,10 @@ inline bool run_crash_helper(int sig, int code, std::uintptr_t address, const ra
     const int word = syslog_word().load(std::memory_order_relaxed);
     value.add_dec(crash_settings().to_syslog.load(std::memory_order_relaxed) ? ((word & LOG_FACMASK) | LOG_CRIT) : -1);
     value.add(" ");
-    value.add_dec((raw.truncated ? 1 : 0) | (raw.incomplete ? 2 : 0));
+    value.add_dec((raw.truncated ? 1 : 0) | (raw.incomplete ? 2 : 0) |
+                  (runtime_frames_word().load(std::memory_order_relaxed) ? 4 : 0));
+    value.add(" ");
+    value.add_dec(snippet_word().load(std::memory_order_relaxed));  // the printing settings, as here
     for (std::size_t i = 0; i < raw.count; ++i) {
         value.add(" ");
         value.add_hex(raw.pcs[i]);
@@ -2036,9 +2039,9 @@ inline bool run_as_crash_helper() noexcept {
     if (value == nullptr) return false;
     try {
         char* p = nullptr;
-        const long version = std::strtol(value, &p, 10);
+        const long version = std::strtol(value, &p, 10);  // 2: with the printing settings
         const long pid = std::strtol(p, &p, 10);
-        if (version != 1 || pid != static_cast<long>(::getppid())) {
+        if (version != 2 || pid != static_cast<long>(::getppid())) {
             ::unsetenv(crash_helper_variable);  // not ours (copied from a crashed parent's environment?)
             return false;
         }
@@ -2047,6 +2050,8 @@ inline bool run_as_crash_helper() noexcept {
         const auto address = static_cast<std::uintptr_t>(std::strtoull(p, &p, 16));
         const long log = std::strtol(p, &p, 10);
         const long flags = std::strtol(p, &p, 10);
+        runtime_frames_word().store((flags & 4) != 0);
+        snippet_word().store(static_cast<int>(std::strtol(p, &p, 10)));
         auto state = std::make_shared<trace_state>();
         state->truncated = (flags & 1) != 0;
         state->incomplete = (flags & 2) != 0;

@@ -158,6 +158,23 @@ TEST(PrettyCrash, SegvGivesTheFaultingFrameFirst) {
                    "pe_test::crash_segv() at " + pe_test::at(pe_test::k_line_segv_caller)});
 }
 
+// The crashed process's printing settings reach the helper (snippets here; show_runtime_frames() goes
+// the same way).
+TEST(PrettyCrash, HelperPrintsSnippetsAsTheProcessAsked) {
+    const auto r = pe_test::crash_child([] {
+        pretty_exception::set_snippets(1);
+        pe_test::crash_segv();
+    });
+    ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
+    const int l = pe_test::k_line_segv;
+    EXPECT_NE(r.output.find("\n    #0 pe_test::write_through(int*) at " + pe_test::at(l) + "\n"
+                            "         " + std::to_string(l - 1) + " | // that line whatever the compiler schedules.\n"
+                            "       > " + std::to_string(l) + " | constexpr int k_line_segv = __LINE__; "
+                            "PE_TEST_NOINLINE void write_through(int* p) { *p = 42; g_crash_sink = 1; }\n"
+                            "         " + std::to_string(l + 1) + " | constexpr int k_line_segv_caller = __LINE__;"),
+              std::string::npos) << r.output;
+}
+
 TEST(PrettyCrash, FpeIntegerDivideByZero) {
 #if PE_TEST_UBSAN
     GTEST_SKIP() << "UBSan build: -fsanitize=integer-divide-by-zero reports the division before the CPU faults";
