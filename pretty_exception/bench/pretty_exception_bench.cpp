@@ -1,5 +1,8 @@
 /// @brief Benchmark: throw+catch of a pretty exception vs std::runtime_error at several depths, and the cost of printing.
 //
+// Built twice: pretty_exception_bench without the __cxa_throw hook, pretty_exception_bench_any
+// (PE_BENCH_ANY=1) with it, where "plain" is a throw through the hook switched off and "any" the same
+// throw with trace_all_exceptions(true).
 // Prints one JSON object (nanoseconds). scripts/bench-pretty-exception.py runs it several times,
 // takes medians and writes the table in docs/benchmarks.md. One process measures the cold first
 // printing once (libdw start-up, reading debug information), so it must run as a fresh process.
@@ -11,6 +14,10 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+
+#ifndef PE_BENCH_ANY
+#define PE_BENCH_ANY 0
+#endif
 
 namespace bench {
 
@@ -89,13 +96,21 @@ int main(int argc, char** argv) {
         const int d = depths[i];
         bench::throw_catch_ns<false>(d, iterations / 10);  // warm-up: unwinder caches, allocator
         bench::throw_catch_ns<true>(d, iterations / 10);
-        // Interleaved halves, so drift of a shared machine weighs on both alike.
-        double plain = 0, pretty = 0;
+        // Interleaved halves, so drift of a shared machine weighs on all alike.
+        double plain = 0, pretty = 0, any = 0;
         for (int half = 0; half < 2; ++half) {
             plain += bench::throw_catch_ns<false>(d, iterations / 2) / 2;
             pretty += bench::throw_catch_ns<true>(d, iterations / 2) / 2;
+#if PE_BENCH_ANY
+            // The same plain throw, its stack recorded by the __cxa_throw hook.
+            pretty_exception::trace_all_exceptions(true);
+            any += bench::throw_catch_ns<false>(d, iterations / 2) / 2;
+            pretty_exception::trace_all_exceptions(false);
+#endif
         }
-        std::printf("%s{\"depth\": %d, \"plain_ns\": %.1f, \"pretty_ns\": %.1f}", i ? ", " : "", d, plain, pretty);
+        std::printf("%s{\"depth\": %d, \"plain_ns\": %.1f, \"pretty_ns\": %.1f", i ? ", " : "", d, plain, pretty);
+        if (PE_BENCH_ANY) std::printf(", \"any_ns\": %.1f", any);
+        std::printf("}");
     }
     std::printf("]}\n");
     return 0;

@@ -9,10 +9,7 @@
 #include <string>
 #include <thread>
 
-#include <sched.h>
-#include <sys/mount.h>
 #include <sys/socket.h>
-#include <sys/un.h>
 
 namespace pe_test {
 
@@ -145,29 +142,9 @@ TEST(PrettyOutput, ConfigSwitches) {
 // it, binds a datagram socket at /dev/log there and receives what the real syslog() sends.
 TEST(PrettyOutput, SyslogRecordsReachDevLog) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
-        const bool root = ::geteuid() == 0;
-        if (::unshare(root ? CLONE_NEWNS : (CLONE_NEWUSER | CLONE_NEWNS)) != 0) {
-            std::printf("SKIP: unshare: %s\n", std::strerror(errno));
-            return;
-        }
-        if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
-            ::mount("pe-test-dev", "/dev", "tmpfs", 0, "size=64k") != 0) {
-            std::printf("SKIP: mount: %s\n", std::strerror(errno));
-            return;
-        }
-        const int sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-        sockaddr_un addr{};
-        addr.sun_family = AF_UNIX;
-        std::strcpy(addr.sun_path, "/dev/log");
-        if (sock < 0 || ::bind(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
-            std::printf("FAIL: bind /dev/log: %s\n", std::strerror(errno));
-            return;
-        }
-        const auto receive = [sock] {
-            char buf[65536];
-            const ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
-            return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("<none>");
-        };
+        const int sock = pe_test::bind_private_dev_log();
+        if (sock < 0) return;
+        const auto receive = [sock] { return pe_test::receive_record(sock); };
 
         // Off by default: nothing is sent.
         try {

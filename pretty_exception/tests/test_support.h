@@ -5,12 +5,17 @@
 #include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <functional>
 #include <string>
 
 #include <poll.h>
 #include <pty.h>
+#include <sched.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -89,6 +94,36 @@ inline child_result run_child(terminal where, const std::function<void()>& body)
         if (c != '\r') clean += c;
     result.output = clean;
     return result;
+}
+
+/// In a child process: take a mount namespace of its own (as root; else with a user namespace too),
+/// mount an empty tmpfs on /dev in it and bind a datagram socket at /dev/log, where syslog(3) sends
+/// each record. Returns the socket, or -1 after printing "SKIP: why" (no namespaces here) or
+/// "FAIL: why" on stdout.
+inline int bind_private_dev_log() {
+    const bool root = ::geteuid() == 0;
+    if (::unshare(root ? CLONE_NEWNS : (CLONE_NEWUSER | CLONE_NEWNS)) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+        ::mount("pe-test-dev", "/dev", "tmpfs", 0, "size=64k") != 0) {
+        std::printf("SKIP: private mount namespace: %s\n", std::strerror(errno));
+        return -1;
+    }
+    const int sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strcpy(addr.sun_path, "/dev/log");
+    if (sock < 0 || ::bind(sock, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0) {
+        std::printf("FAIL: bind /dev/log: %s\n", std::strerror(errno));
+        return -1;
+    }
+    return sock;
+}
+
+/// The next record waiting on `sock` (from bind_private_dev_log()), or "<none>".
+inline std::string receive_record(int sock) {
+    char buf[65536];
+    const ssize_t n = ::recv(sock, buf, sizeof buf, MSG_DONTWAIT);
+    return n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : std::string("<none>");
 }
 
 }  // namespace pe_test
