@@ -90,6 +90,7 @@ def analyze(dump: Path) -> dict:
 class Bench:
     def __init__(self, program: Path, work: Path, runs: int, valgrind_max: int, bp_max: int):
         self.program, self.work, self.runs = program, work, runs
+        self.spread: dict[str, float] = {}
         self.valgrind_max, self.bp_max = valgrind_max, bp_max
         self.dump = work / "bench.memdump"
         self.heaptrack_dir = work / "heaptrack"
@@ -159,6 +160,8 @@ class Bench:
                 walls.setdefault(name, []).append(wall)
                 if kb is not None:
                     rss.setdefault(name, []).append(kb)
+        if n == 0:  # how much a start-up varies from run to run: below it, no figure
+            self.spread = {name: max(ws) - min(ws) for name, ws in walls.items()}
         return {name: (statistics.median(ws),
                        int(statistics.median(rss[name])) if name in rss else None)
                 for name, ws in walls.items()}
@@ -247,10 +250,18 @@ def main() -> int:
         if name not in t:
             return None
         tool_startup = startup[name][0] - startup["native"][0]
-        return (t[name][0] - t["native"][0] - tool_startup) / n * 1e6
+        overhead = t[name][0] - t["native"][0] - tool_startup
+        if overhead <= bench.spread.get(name, 0.0):
+            return None  # lost in the start-up's run-to-run spread
+        return overhead / n * 1e6
 
-    def rate(name: str, n: int, t: dict) -> float:
-        return n / (t[name][0] - (startup[name][0] - startup["native"][0]))
+    def rate(name: str, n: int, t: dict) -> str:
+        if per_event(name, n, t) is None:
+            return "—"
+        return f"{n / (t[name][0] - (startup[name][0] - startup['native'][0])):,.0f}"
+
+    def us(x: float | None, digits: int = 3) -> str:
+        return "—" if x is None else f"{x:.{digits}f}"
 
     def dump_mib(name: str, n: int) -> str:
         sizes_ = bench.dump_bytes.get((name, n))
@@ -280,13 +291,15 @@ def main() -> int:
             f"| {n:,} | {fmt_s(t['native'][0])} | {fmt_s(t['heaptrack'][0])} | "
             f"{fmt_s(vg[0] if vg else None)} | {fmt_s(t['memdump'][0])} | "
             f"{fmt_s(bp[0] if bp else None)} "
-            f"| {ht:.3f} | {md:.3f} | {md / ht:.2f}x | {rate('memdump', n, t):,.0f} "
+            f"| {us(ht)} | {us(md)} | "
+            f"{f'{md / ht:.2f}x' if md is not None and ht is not None else '—'} "
+            f"| {rate('memdump', n, t)} "
             f"| {dump_mib('memdump', n)} |")
     if "breakpoints" in startup and bp_size in rows:
         t = rows[bp_size]
         lines += ["", f"memdump --breakpoints at {bp_size:,} events: "
-                  f"{per_event('breakpoints', bp_size, t):.1f} µs/event, "
-                  f"{rate('breakpoints', bp_size, t):,.0f} events/s."]
+                  f"{us(per_event('breakpoints', bp_size, t), 1)} µs/event, "
+                  f"{rate('breakpoints', bp_size, t)} events/s."]
 
     lines += ["", "| start-up (N = 0) | s |", "| --- | ---: |"]
     names = {"native": "native", "gdb": "GDB alone (`gdb -batch -ex r`)", "memdump": label,
@@ -310,8 +323,12 @@ def main() -> int:
                   "| ---: | ---: | ---: | ---: | ---: | ---: |"]
         for n, t in flat.items():
             lines.append(f"| {n:,} | {fmt_s(t['native'][0])} | {fmt_s(t['memdump'][0])} | "
-                         f"{per_event('memdump', n, t):.3f} | {rate('memdump', n, t):,.0f} | "
+                         f"{us(per_event('memdump', n, t))} | {rate('memdump', n, t)} | "
                          f"{dump_mib('memdump', n)} |")
+    spread = ", ".join(f"{name} {s * 1000:.0f} ms" for name, s in bench.spread.items()
+                       if name in ("memdump", "heaptrack"))
+    lines += ["", f"—: the overhead was within the start-up's run-to-run spread ({spread}), "
+              "too small to measure at that size."]
     lines += ["", f"Reproduce: `make build && python3 scripts/bench-recorder.py --runs {args.runs} "
               f"--sizes {args.sizes} --flat-sizes {args.flat_sizes} "
               f"--valgrind-max {args.valgrind_max} --breakpoints-size {bp_size}`"]
