@@ -7,6 +7,7 @@ analyser's, given this scan in place of the dump's (memdump_analyzer.LiveScan).
 
 from __future__ import annotations
 
+import re
 from array import array
 from dataclasses import dataclass
 
@@ -150,7 +151,7 @@ def points_at(session: Session, start: int, length: int) -> list[Pointer]:
                      "r11", "r12", "r13", "r14", "r15"):
             value = getattr(regs, name)
             if lo <= value < hi:
-                found.append(Pointer(0, value, f"register {name} of thread {thread.ptid[1]}"))
+                found.append(Pointer(0, value, f"thread {thread.ptid[1]} register {name.upper()}"))
     live = session.live_blocks()
     mappings = procfs.read_maps(pid)
     own = session.recorder_memory()
@@ -160,8 +161,12 @@ def points_at(session: Session, start: int, length: int) -> list[Pointer]:
     try:
         known = [live[a] for a in sorted(live)] if session.attached else None
         roots, _ = reach.select_roots(mappings, live, threads, memory.read_some, known)
+        stacks = {t.sp: t.tid for t in threads}
         for root in roots:
-            found += _search(memory, root.start, root.end, lo, hi, root=root.what)
+            owner = next((tid for sp, tid in stacks.items() if root.start <= sp < root.end), None)
+            found += _search(memory, root.start, root.end, lo, hi,
+                             root=root.what if owner is None else f"thread {owner}'s stack")
+        found.sort(key=lambda p: p.at)
         for addr in sorted(live):
             size = live[addr]
             found += _search(memory, addr, addr + size, lo, hi, block=addr, block_size=size)
@@ -195,16 +200,36 @@ def _search(memory: procfs.ProcessMemory, start: int, end: int, lo: int, hi: int
 
 
 def describe(ptr: Pointer, start: int) -> str:
-    """valgrind's lines for one pointer found."""
+    """valgrind's lines for one pointer found: where it is (a register, a block, a thread's stack,
+    a data symbol when the debug information knows one, else the mapping)."""
     inside = "points at" if ptr.target == start else \
         f"interior points at {ptr.target - start:,} bytes inside"
     if ptr.at == 0:
-        return f"{ptr.root} {inside} {start:#x}"
+        return f"{ptr.root} {inside.replace('points', 'pointing')} {start:#x}"
     head = f"*{ptr.at:#x} {inside} {start:#x}"
     if ptr.block is not None:
         return (f"{head}\n  Address {ptr.at:#x} is {ptr.at - ptr.block:,} bytes inside a block of "
                 f"size {ptr.block_size:,} at {ptr.block:#x}")
+    if ptr.root is not None and ptr.root.endswith("'s stack"):
+        return f"{head}\n  Address {ptr.at:#x} is on {ptr.root}"
+    symbol = _data_symbol(ptr.at)
+    if symbol is not None:
+        return (f"{head}\n  Address {ptr.at:#x} is {symbol[1]:,} bytes inside data symbol "
+                f"\"{symbol[0]}\"")
     return f"{head}\n  Address {ptr.at:#x} is in {ptr.root}"
+
+
+_INFO_SYMBOL = re.compile(r"^(\S+)(?: \+ (\d+))? in section \S+")
+
+
+def _data_symbol(addr: int) -> tuple[str, int] | None:
+    """The data symbol holding ADDR and the offset in it (GDB's `info symbol`), or None."""
+    try:
+        text = gdb.execute(f"info symbol {addr:#x}", to_string=True).strip()
+    except gdb.error:
+        return None
+    m = _INFO_SYMBOL.match(text)
+    return None if m is None else (m.group(1), int(m.group(2) or 0))
 
 
 def check_stopped(session: Session) -> None:

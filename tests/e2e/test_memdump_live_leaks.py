@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -102,8 +103,8 @@ def test_block_list_and_who_points_at(dump: Path) -> None:
     assert f"LEAK 1: 64 bytes in 1 block, possible\n  {block:#x}[64]\n" in run.stdout
     assert "memdump: block-list: no group 9 (the last memdump leaks listed 5)" in run.stderr
     assert f"Searching for pointers to {held:#x}\n" in run.stdout
-    assert (f"*{held_at:#x} points at {held:#x}\n  Address {held_at:#x} is in "
-            f"{program('live_leaks')}\n") in run.stdout
+    assert (f"*{held_at:#x} points at {held:#x}\n  Address {held_at:#x} is 0 bytes inside data "
+            'symbol "held"\n') in run.stdout
     assert (f"Searching for pointers pointing in 64 bytes from {block:#x}\n"
             f"*{inside_at:#x} interior points at 8 bytes inside {block:#x}\n") in run.stdout
 
@@ -166,3 +167,60 @@ def test_older_than(dump: Path) -> None:
     assert old["summary"]["leaked"] == {"bytes": 30, "blocks": 1}
     assert [(g["bytes"], g["blocks"]) for g in both["leaks"]] == [(30, 1), (20, 1)]
     assert "memdump: --older-than needs a number of seconds >= 0, not -1" in run.stderr
+
+
+def _valgrind_monitor(commands: list[str]) -> str:
+    """valgrind's answers to monitor COMMANDS at the `check` line of live_leaks_valgrind (its
+    gdbserver, through vgdb), with `$held` and `$inside` set to the program's pointers."""
+    exe = program("live_leaks_valgrind")
+    if not exe.exists() or shutil.which("valgrind") is None or shutil.which("vgdb") is None:
+        pytest.skip("valgrind, vgdb or memcheck.h is not installed")
+    server = subprocess.Popen(["valgrind", "--vgdb=yes", "--vgdb-error=0", str(exe)],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        argv = ["gdb", "-nx", "-batch", "-ex", f"target remote | vgdb --pid={server.pid}",
+                "-ex", f"break {CHECK}", "-ex", "continue",
+                "-ex", "printf \"held=%p inside=%p\\n\", held, inside"]
+        for command in commands:
+            argv += ["-ex", command]
+        argv += ["-ex", "kill", str(exe)]
+        for _ in range(50):  # vgdb finds the server once valgrind has started it
+            run = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                                 stdin=subprocess.DEVNULL)
+            if "held=" in run.stdout:
+                break
+            time.sleep(0.2)
+        return run.stdout + run.stderr + server.communicate(timeout=60)[1]
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.communicate()
+
+
+def test_who_points_at_and_block_list_are_valgrinds(dump: Path) -> None:
+    """The same questions to valgrind's gdbserver (monitor who_points_at, block_list) and to
+    memdump at the same line: the same holders (a data symbol, 0 or 8 bytes inside) and the same
+    blocks in the possibly lost group (valgrind's loss record 5 of 6 at that point)."""
+    vg = _valgrind_monitor([
+        "python gdb.execute(f\"monitor who_points_at {int(gdb.parse_and_eval('held')):#x}\")",
+        "python gdb.execute(f\"monitor who_points_at "
+        "{int(gdb.parse_and_eval('inside')) - 8:#x} 64\")",
+        "monitor leak_check full reachable any", "monitor block_list 5"])
+    ours = record("live_leaks", dump=dump, before=[f"break {CHECK}"], after=[
+        "memdump leaks", "memdump who-points-at held", "memdump who-points-at inside-8 64",
+        "memdump block-list 1"]).stdout
+
+    def holders(text: str) -> list[str]:
+        return re.findall(r"(\*0x[0-9a-f]+ (?:interior )?points at (?:[\d,]+ bytes inside )?)"
+                          r"0x[0-9a-f]+\n\s*Address 0x[0-9a-f]+ is (.*)", text, re.I)
+
+    strip = [(re.sub(r"0x[0-9a-f]+", "ADDR", a, flags=re.I), b) for a, b in holders(vg)]
+    mine = [(re.sub(r"0x[0-9a-f]+", "ADDR", a), b) for a, b in holders(ours)]
+    assert strip == [("*ADDR points at ", '0 bytes inside data symbol "held"'),
+                     ("*ADDR interior points at 8 bytes inside ", '0 bytes inside data symbol '
+                      '"inside"')], vg
+    assert mine == strip, ours
+    vg_blocks = re.findall(r"0x[0-9A-F]+\[(\d+)\]", vg)
+    our_blocks = re.findall(r"^  0x[0-9a-f]+\[(\d+)\]$", ours, re.M)
+    assert vg_blocks == our_blocks == ["64"], (vg, ours)
