@@ -32,6 +32,8 @@
  */
 #include "scan.h"
 
+#include <sys/mman.h>
+
 static int tick(struct scanner *s, uint64_t nbytes)
 {
     s->scanned += nbytes;
@@ -119,6 +121,28 @@ static inline void mark(struct scanner *s, uint64_t ptr, int64_t found, int defi
     mark_slow(s, ptr, (uint64_t)found, definite, allocator);
 }
 
+/* A pointer at OFF into block J, found while a block is scanned as possibly lost, that may
+ * change something when that block is scanned again as reachable: one to a block's start, or one
+ * a heuristic looks at. Every other pointer then finds its block possibly lost or reachable (the
+ * first scan left no block it points to unreached) and changes nothing: mark's fast path. */
+static inline int matters_later(struct scanner *s, uint64_t off, uint64_t j)
+{
+    return off == 0 || off == 8 || off == 24
+           || ((s->hmask & HBIT(H_MULTIPLE)) && first_word(s, j) != FIRST_OTHER);
+}
+
+/* Keeps what the pointer at OFF into block J means for the block being scanned (memo_open) */
+static inline void remember(struct scanner *s, uint64_t off, uint64_t j)
+{
+    if (!matters_later(s, off, j))
+        return;
+    if (s->memo_used == s->memo_cap || off > UINT32_MAX) {
+        s->memo_open = 0; /* this block is read again when it is scanned as reachable */
+        return;
+    }
+    s->memo_entries[s->memo_used++] = j << 32 | off;
+}
+
 static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t clique,
                   int definite, int allocator)
 {
@@ -159,6 +183,8 @@ static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t 
         memcpy(&w, data + 8 * t, 8);
         int64_t j = settle(s, w, c);
         if (clique < 0) {
+            if (s->memo_open && j >= 0)
+                remember(s, w - s->blk[j].start, (uint64_t)j);
             mark(s, w, j, definite, allocator);
             continue;
         }
@@ -205,6 +231,21 @@ static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int
     return 0;
 }
 
+/* Block i, scanned as possibly lost before and now as reachable: the pointers its first scan
+ * kept, in the same order (valgrind's order scans such a block twice; the second reading would
+ * find the same words, and only these can change anything). */
+static void replay(struct scanner *s, uint64_t i)
+{
+    uint64_t at = s->memo[i] >> 32, n = s->memo[i] & UINT32_MAX;
+    for (uint64_t k = at; k < at + n; k++) {
+        uint64_t j = s->memo_entries[k] >> 32;
+        mark(s, s->blk[j].start + (s->memo_entries[k] & UINT32_MAX), (int64_t)j, 1, 0);
+    }
+}
+
+static int read_block(struct scanner *s, uint64_t first, uint64_t end, int64_t clique,
+                      int definite);
+
 static int scan_block(struct scanner *s, uint64_t i, int64_t clique, int definite)
 {
     uint64_t start = s->blk[i].start;
@@ -212,6 +253,27 @@ static int scan_block(struct scanner *s, uint64_t i, int64_t clique, int definit
     if (end <= first)
         return 0;
     s->a->block_bytes += end - first;
+    if (clique >= 0 || !s->memo)
+        return read_block(s, first, end, clique, definite);
+    if (definite && s->memo[i] != MEMO_NONE) {
+        replay(s, i);
+        s->a->replayed++;
+        return tick(s, end - first);
+    }
+    uint64_t at = s->memo_used;
+    s->memo_open = !definite;
+    int rc = read_block(s, first, end, clique, definite);
+    if (s->memo_open && !rc)
+        s->memo[i] = at << 32 | (s->memo_used - at);
+    else
+        s->memo_used = at;
+    s->memo_open = 0;
+    return rc;
+}
+
+static int read_block(struct scanner *s, uint64_t first, uint64_t end, int64_t clique,
+                      int definite)
+{
     if (end - first <= SMALL) {
         const uint8_t *data = block_data(s, first, end - first);
         if (tick(s, end - first))
@@ -260,6 +322,32 @@ static int run(struct scanner *s)
     return 0;
 }
 
+/* The memo of the possibly lost blocks' scans (replay), if memory allows: an entry per pointer
+ * that matters_later, up to one per 8 words of the heap (touched as used: a heap of possibly
+ * lost blocks full of start pointers keeps some blocks' memos, and the others are read again). */
+static void start_memo(struct scanner *s)
+{
+    uint64_t bytes = 0;
+    for (uint64_t i = 0; i < s->n; i++)
+        bytes += extent_of(s, i);
+    uint64_t cap = s->a->memo_cap ? s->a->memo_cap : bytes / 64 + 65536;
+    if (cap > MEMO_MAX_COUNT)
+        cap = MEMO_MAX_COUNT;
+    s->memo = malloc(s->n * sizeof *s->memo);
+    void *mem = mmap(NULL, cap * sizeof *s->memo_entries, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (!s->memo || mem == MAP_FAILED) {
+        free(s->memo);
+        s->memo = NULL;
+        if (mem != MAP_FAILED)
+            munmap(mem, cap * sizeof *s->memo_entries);
+        return;
+    }
+    memset(s->memo, 0xFF, s->n * sizeof *s->memo); /* MEMO_NONE */
+    s->memo_entries = mem;
+    s->memo_cap = cap;
+}
+
 /* Each indirect block's final leader: its owner, or the owner's, until a definite one. */
 static void resolve_leaders(struct scanner *s)
 {
@@ -296,7 +384,7 @@ EXPORT int mds_scan(struct mds_args *a)
     s->run_size = 64 * 1024;
     a->root_bytes = a->block_bytes = a->skipped_bytes = 0;
     a->snapshot = SNAP_NONE;
-    a->snapshot_bytes = a->snapshot_calls = a->snapshot_ns = 0;
+    a->snapshot_bytes = a->snapshot_calls = a->snapshot_ns = a->replayed = 0;
     if (s->n >= NO_OWNER)
         goto out;
     memset(a->state, UNREACHED, s->n);
@@ -327,6 +415,7 @@ EXPORT int mds_scan(struct mds_args *a)
         ok = (s->runs[k].data = malloc(RUN_MAX + SMALL + PAGE)) != NULL;
     if (!ok || build_pages(s))
         goto out;
+    start_memo(s);
     rc = take_snapshot(s);
     if (rc)
         goto out;
@@ -342,6 +431,9 @@ out:
     drop_snapshot(s);
     for (unsigned k = 0; k < RUNS; k++)
         free(s->runs[k].data);
+    free(s->memo);
+    if (s->memo_entries)
+        munmap(s->memo_entries, s->memo_cap * sizeof *s->memo_entries);
     free(s->pages);
     free(s->blk);
     free(s->stack);
@@ -352,10 +444,10 @@ out:
     return rc;
 }
 
-/* The layout this file was built with, checked by the loader: 1 and sizeof(struct mds_args). */
+/* The layout this file was built with, checked by the loader: 3 and sizeof(struct mds_args). */
 EXPORT uint64_t mds_abi(void)
 {
-    return (uint64_t)2 << 32 | sizeof(struct mds_args);
+    return (uint64_t)3 << 32 | sizeof(struct mds_args);
 }
 
 /* Sorts the N pairs STARTS[k], SIZES[k] by start, in place (the caller's live blocks come as a

@@ -208,6 +208,19 @@ static int is_vtable(struct scanner *s, uint64_t addr)
     return result;
 }
 
+/* FIRST_VTABLE when block i's first word is a vtable's address, else FIRST_OTHER (worked out
+ * once: it depends on memory alone) */
+int first_word(struct scanner *s, uint64_t i)
+{
+    uint64_t w0;
+    if (s->blk[i].first == FIRST_UNKNOWN)
+        s->blk[i].first = extent_of(s, i) >= 8 && word_at(s, s->blk[i].start, &w0) && w0 % 8 == 0
+                                  && w0 >= PAGE && is_vtable(s, w0)
+                              ? FIRST_VTABLE
+                              : FIRST_OTHER;
+    return s->blk[i].first;
+}
+
 int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i)
 {
     /* ptr is not the start: the block is not empty and its extent is its size */
@@ -229,10 +242,7 @@ int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i)
     if ((h & HBIT(H_MULTIPLE)) && ptr % 8 == 0 && ptr + 8 <= start + size && size >= 8) {
         /* reach.py's test, its terms taken in another order (none has an effect): the one on
          * the block's first word, known once per block, comes first */
-        if (s->blk[i].first == FIRST_UNKNOWN)
-            s->blk[i].first = word_at(s, start, &w0) && w0 % 8 == 0 && w0 >= PAGE
-                                 && is_vtable(s, w0) ? FIRST_VTABLE : FIRST_OTHER;
-        if (s->blk[i].first == FIRST_VTABLE && word_at(s, ptr, &w1) && w1 % 8 == 0
+        if (first_word(s, i) == FIRST_VTABLE && word_at(s, ptr, &w1) && w1 % 8 == 0
             && w1 >= PAGE && is_vtable(s, w1))
             return H_MULTIPLE;
     }

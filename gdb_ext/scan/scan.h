@@ -68,6 +68,8 @@ struct mds_args {
     uint64_t snapshot_bytes;           /* out: bytes of the process the snapshot holds */
     uint64_t snapshot_calls;           /* out: system calls that filled it */
     uint64_t snapshot_ns;              /* out: nanoseconds it took (mmap, copy, pieces) */
+    uint64_t memo_cap;                 /* most entries of the memo (replay); 0: the default */
+    uint64_t replayed;                 /* out: blocks whose scan as reachable was replayed */
 };
 
 /* how the blocks were read: no snapshot (over budget, or none asked), a snapshot filled by
@@ -112,7 +114,14 @@ struct scanner {
     uint64_t n_segs, seg_hint;
     uint8_t *snap;
     uint64_t snap_len;
+    /* what the scan of a possibly lost block found that its scan as reachable needs, per block
+     * (MEMO_NONE, or entry index << 32 | count), and the entries (block << 32 | offset) */
+    uint64_t *memo, *memo_entries;
+    uint64_t memo_used, memo_cap;
+    int memo_open; /* the block being scanned keeps its memo */
 };
+#define MEMO_NONE UINT64_MAX
+#define MEMO_MAX_COUNT 0xFFFFFFFEu
 
 static inline uint64_t block_end(const struct scanner *s, uint64_t i)
 {
@@ -256,5 +265,6 @@ int word_at(struct scanner *s, uint64_t addr, uint64_t *out);
 int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr);
 const uint8_t *block_data(struct scanner *s, uint64_t first, uint64_t len);
 int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i);
+int first_word(struct scanner *s, uint64_t i);
 
 #endif

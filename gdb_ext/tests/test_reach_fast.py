@@ -64,7 +64,11 @@ def both(read, maps, blocks, threads, **kw) -> ScanResult:  # noqa: ANN001, ANN0
         c2 = reach_fast.scan(read, maps, (starts, array("Q", (blocks[a] for a in starts))),
                              threads, fd=fd, **kw)
         c3 = reach_fast.scan(read, maps, blocks, threads, fd=fd, budget=0, **kw)  # no snapshot
+        # a memo of one pointer: nearly every block scanned twice is read twice, as reach.py does
+        c4 = reach_fast.scan(read, maps, blocks, threads, fd=fd, memo_cap=1, **kw)
     assert (py.engine, c.engine, c2.engine, c3.engine) == ("python", "c", "c", "c")
+    assert _fields(c4) == _fields(py)
+    assert c4.replayed <= c.replayed
     assert c.reads == ("snapshot (pread)" if blocks else "pread") and c3.reads == "pread"
     assert _fields(c) == _fields(py)
     assert _fields(c2) == _fields(py)
@@ -276,6 +280,28 @@ def test_random_graphs(seed: int) -> None:
     res = both(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000, regs)],
                heuristics=heuristics)
     assert len(res.kinds) == len(m.blocks)
+
+
+def test_a_block_reached_as_possibly_lost_then_as_reachable_is_read_once() -> None:
+    """valgrind's order scans such a block twice; the library replays the second scan from the
+    pointers the first one kept that can change anything (a start pointer, the offsets the
+    heuristics look at), and reads it again only when its memo is full."""
+    m = Memory()
+    a, b, c, d, e = (m.alloc(64) for _ in range(5))
+    m.put(DATA, a, b)     # both reachable; b is pushed last and scanned first
+    m.put(b, c + 8)       # c possibly lost, scanned as such
+    m.put(c + 16, d, b)   # c's scan keeps two start pointers: d becomes possibly lost
+    m.put(a, c, e + 8)    # a's scan: c reachable (its second scan), e possibly lost
+    threads = [Thread(1, STACK + 0x8000, ())]
+    res = both(m.read, m.maps, m.blocks, threads)
+    assert [res.kinds[x] for x in (a, b, c, d, e)] == [
+        "reachable", "reachable", "reachable", "reachable", "possible"]
+    with memfd(m) as fd:
+        # c's second scan and d's (its first kept nothing) are replayed...
+        assert reach_fast.scan(m.read, m.maps, m.blocks, threads, fd=fd).replayed == 2
+        # ...but a memo of one pointer cannot hold c's two: c is read again
+        assert reach_fast.scan(m.read, m.maps, m.blocks, threads, fd=fd,
+                               memo_cap=1).replayed == 1
 
 
 # -- a real process ----------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from .reach import DEFAULT_HEURISTICS, HEURISTICS, Mapping, ScanResult, ScanTime
 __all__ = ["FastScanResult", "library", "library_path", "scan", "snapshot_budget"]
 
 _LIB_NAME = "libmemdump_scan.so"
-_ABI_VERSION = 2
+_ABI_VERSION = 3
 _KINDS = ("definite", "possible", "reachable", "indirect")  # the library's state codes
 _NO_OWNER = 0xFFFFFFFF
 _READS = ("pread", "snapshot", "snapshot (pread)")  # the library's SNAP_* codes
@@ -52,7 +52,8 @@ class _Args(ctypes.Structure):
         ("root_bytes", ctypes.c_uint64), ("block_bytes", ctypes.c_uint64),
         ("skipped_bytes", ctypes.c_uint64), ("snapshot", ctypes.c_uint64),
         ("snapshot_bytes", ctypes.c_uint64), ("snapshot_calls", ctypes.c_uint64),
-        ("snapshot_ns", ctypes.c_uint64),
+        ("snapshot_ns", ctypes.c_uint64), ("memo_cap", ctypes.c_uint64),
+        ("replayed", ctypes.c_uint64),
     ]
 
 
@@ -70,6 +71,9 @@ class FastScanResult(ScanResult):
     snapshot_calls: int = 0
     #: seconds the copy took (part of `seconds`)
     snapshot_seconds: float = 0.0
+    #: blocks scanned as possibly lost and then as reachable whose second scan was replayed from
+    #: what the first one kept (the others were read again)
+    replayed: int = 0
 
 
 def snapshot_budget(meminfo: str = "/proc/meminfo") -> int:
@@ -160,13 +164,15 @@ def scan(
     deadline: float | None = None,
     progress: Callable[[int, int], None] | None = None,
     attached: bool = False,
+    memo_cap: int = 0,
 ) -> ScanResult:
     """reach.scan's answer, from the C library when it loads and FD (an open /proc/PID/mem, or
     any file where the offset is the address) is given. `blocks`: address -> size, or two
     parallel arrays (addresses sorted ascending, sizes). `read` serves the root selection (and
     the Python scan when the library is not there). PID: the process, whose blocks the library
     copies with process_vm_readv (without it, with pread on FD) before it scans, when the copy
-    fits in BUDGET bytes (default `snapshot_budget()`; 0: never, read as needed)."""
+    fits in BUDGET bytes (default `snapshot_budget()`; 0: never, read as needed). MEMO_CAP: most
+    pointers kept for the replays (0: the library's default; tests make it small)."""
     lib = library() if fd is not None else None
     if lib is None:
         if not isinstance(blocks, dict):
@@ -208,7 +214,8 @@ def scan(
         n_file=len(file_maps) // 2, file_maps=_address(file_maps),
         n_maps=len(all_maps) // 2, maps=_address(all_maps), tick=callback,
         state=ctypes.addressof(c_state) if n else None,
-        heuristic=ctypes.addressof(c_heur) if n else None, leader=_address(leader))
+        heuristic=ctypes.addressof(c_heur) if n else None, leader=_address(leader),
+        memo_cap=memo_cap)
     rc = lib.mds_scan(ctypes.byref(args)) if n else 0
     del c_state, c_heur  # release the exports of the bytearrays
     if rc == 1:
@@ -230,4 +237,4 @@ def scan(
         block_bytes=args.block_bytes, skipped_bytes=args.skipped_bytes,
         seconds=time.monotonic() - began, engine="c", reads=_READS[args.snapshot],
         snapshot_bytes=args.snapshot_bytes, snapshot_calls=args.snapshot_calls,
-        snapshot_seconds=args.snapshot_ns / 1e9)
+        snapshot_seconds=args.snapshot_ns / 1e9, replayed=args.replayed)
