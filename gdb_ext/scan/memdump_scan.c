@@ -143,55 +143,66 @@ static inline void remember(struct scanner *s, uint64_t off, uint64_t j)
     s->memo_entries[s->memo_used++] = j << 32 | off;
 }
 
-static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t clique,
-                  int definite, int allocator)
+/* ptr, found in a block (or a root), in block J (or -1): what it changes */
+static inline void found(struct scanner *s, uint64_t ptr, int64_t j, int64_t clique, int definite,
+                         int allocator)
 {
-    /* The memory a word's lookup needs is fetched while earlier words are looked up: the page
-     * directory's entry of the word 2 * AHEAD words on (its slot kept in SLOT), the block
-     * record of the candidate of the one AHEAD words on (kept in CAND till its turn). */
-    uint64_t n = len / 8, w;
-    int64_t cand[AHEAD];
-    uint64_t slot[AHEAD];
-    for (uint64_t t = 0; t < n && t < 2 * AHEAD; t++) {
-        memcpy(&w, data + 8 * t, 8);
-        if (t < AHEAD) {
-            cand[t] = lookup(s, w);
-        } else {
-            slot[t % AHEAD] = slot_of(s, w);
-            if (slot[t % AHEAD] != NO_SLOT)
-                __builtin_prefetch(&s->pages[slot[t % AHEAD]]);
-        }
+    if (clique < 0) {
+        if (s->memo_open && j >= 0)
+            remember(s, ptr - s->blk[j].start, (uint64_t)j);
+        mark(s, ptr, j, definite, allocator);
+        return;
     }
-    for (uint64_t t = 0; t < n; t++) {
-        unsigned k = (unsigned)(t % AHEAD);
-        int64_t c = cand[k];
-        if (t + AHEAD < n) {
-            memcpy(&w, data + 8 * (t + AHEAD), 8);
-            cand[k] = lookup_at(s, w, slot[k]);
-            const struct span *b = candidate_block(s, cand[k]);
-            if (b)
-                __builtin_prefetch(b);
+    if (j >= 0 && j != clique && s->blk[j].state == UNREACHED) {
+        s->blk[j].state = INDIRECT;
+        s->owner[j] = (uint32_t)clique;
+        push(s, (uint64_t)j);
+    }
+}
+
+/* Built twice, the loader's ifunc choosing: with popcnt where the CPU has it, and without */
+#if defined(__x86_64__) && !defined(__POPCNT__)
+#define CLONED __attribute__((target_clones("popcnt", "default")))
+#else
+#define CLONED
+#endif
+
+CLONED static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t clique,
+                         int definite, int allocator)
+{
+    /* A batch of words at a time: first the words inside [lo, hi) are picked out (most of a
+     * heap's words are not pointers: that costs a compare), then each one's lookup is
+     * pipelined: the page directory's entry of the pointer 2 * AHEAD on is fetched, and the
+     * block record of the candidate of the one AHEAD on, while this one is settled and marked.
+     * Memory order is kept: it decides which heuristic a block is credited with. */
+    uint64_t ptr[BATCH], slot[BATCH];
+    int64_t cand[BATCH];
+    const uint64_t lo = s->lo, range = s->hi - s->lo, n = len / 8;
+    for (uint64_t base = 0; base < n; base += BATCH) {
+        uint64_t m = n - base < BATCH ? n - base : BATCH, k = 0;
+        for (uint64_t t = 0; t < m; t++) {
+            uint64_t w;
+            memcpy(&w, data + 8 * (base + t), 8);
+            ptr[k] = w;
+            k += w - lo < range;
         }
-        if (t + 2 * AHEAD < n) {
-            memcpy(&w, data + 8 * (t + 2 * AHEAD), 8);
-            slot[k] = slot_of(s, w);
-            if (slot[k] != NO_SLOT)
-                __builtin_prefetch(&s->pages[slot[k]]);
-        }
-        if (c < 0)
-            continue;
-        memcpy(&w, data + 8 * t, 8);
-        int64_t j = settle(s, w, c);
-        if (clique < 0) {
-            if (s->memo_open && j >= 0)
-                remember(s, w - s->blk[j].start, (uint64_t)j);
-            mark(s, w, j, definite, allocator);
-            continue;
-        }
-        if (j >= 0 && j != clique && s->blk[j].state == UNREACHED) {
-            s->blk[j].state = INDIRECT;
-            s->owner[j] = (uint32_t)clique;
-            push(s, (uint64_t)j);
+        for (uint64_t t = 0; t < k + 2 * AHEAD; t++) {
+            if (t < k) {
+                slot[t] = page_hash((ptr[t] >> PAGE_SHIFT) + 1, s->page_mask);
+                __builtin_prefetch(&s->pages[slot[t]]);
+            }
+            if (t >= AHEAD && t - AHEAD < k) {
+                uint64_t u = t - AHEAD;
+                cand[u] = lookup_at(s, ptr[u], slot[u]);
+                const struct span *b = candidate_block(s, cand[u]);
+                if (b)
+                    __builtin_prefetch(b);
+            }
+            if (t >= 2 * AHEAD) {
+                uint64_t u = t - 2 * AHEAD;
+                if (cand[u] >= 0)
+                    found(s, ptr[u], settle(s, ptr[u], cand[u]), clique, definite, allocator);
+            }
         }
     }
 }

@@ -34,6 +34,7 @@ enum { FIRST_UNKNOWN = 0, FIRST_VTABLE = 1, FIRST_OTHER = 2 };
 #define NO_OWNER UINT32_MAX
 #define AHEAD 8                  /* words() prefetches a word's page directory entry 2 * AHEAD
                                   * words ahead, its block record AHEAD words ahead (power of 2) */
+#define BATCH 512                /* words() picks the pointers out of this many words at once */
 #define MERGE_GAP PAGE           /* the snapshot reads two blocks at most this far apart at once */
 #define BATCH_IOVS 1024          /* IOV_MAX: remote iovecs per process_vm_readv */
 #define BATCH_BYTES (256u << 20) /* and bytes per call (the kernel takes up to 2 GiB) */
@@ -70,6 +71,8 @@ struct mds_args {
     uint64_t snapshot_ns;              /* out: nanoseconds it took (mmap, copy, pieces) */
     uint64_t memo_cap;                 /* most entries of the memo (replay); 0: the default */
     uint64_t replayed;                 /* out: blocks whose scan as reachable was replayed */
+    uint64_t copy_split;               /* a snapshot this large is copied by two threads;
+                                        * 0: the default, SPLIT_MIN */
 };
 
 /* how the blocks were read: no snapshot (over budget, or none asked), a snapshot filled by
@@ -168,16 +171,11 @@ static inline const uint8_t *snapped(struct scanner *s, uint64_t addr, uint64_t 
  * in granules up to p's), one popcount, corrected by a step when two blocks start in one granule
  * or one starts above p in p's. An entry is 32 bytes: two in a cache line. */
 
-/* bits set in x (without -mpopcnt, GCC's builtin is a library call) */
+/* bits set in x: the popcnt instruction in words()' clone for the CPUs that have it, a call to
+ * libgcc's __popcountdi2 elsewhere (Debian's x86-64 baseline has no popcnt) */
 static inline int64_t popcount(uint64_t x)
 {
-#ifdef __POPCNT__
     return __builtin_popcountll(x);
-#endif
-    x = x - (x >> 1 & 0x5555555555555555ull);
-    x = (x & 0x3333333333333333ull) + (x >> 2 & 0x3333333333333333ull);
-    x = (x + (x >> 4)) & 0x0F0F0F0F0F0F0F0Full;
-    return (int64_t)((x * 0x0101010101010101ull) >> 56);
 }
 
 static inline uint64_t page_hash(uint64_t key, uint64_t mask)

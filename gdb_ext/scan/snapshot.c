@@ -15,11 +15,15 @@
 #include "scan.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/uio.h>
 #include <time.h>
 
 struct ranges { struct seg *at; uint64_t n, cap; };
+
+#define SPLIT_MIN (64u << 20) /* a copy this large is made by two threads */
 
 static int add(struct ranges *r, uint64_t lo, uint64_t hi)
 {
@@ -85,8 +89,10 @@ static ssize_t transfer(struct scanner *s, int how, uint8_t *dst, struct iovec *
 }
 
 /* Fill the ranges R (their data set, back to back in s->snap); the pages that could not be
- * copied go to HOLES. 0, or 1 when the tick callback stopped it. */
-static int fill(struct scanner *s, struct ranges *r, struct ranges *holes, int *how)
+ * copied go to HOLES, the system calls are counted in CALLS. 0, or 1 when the tick callback
+ * (TICKS: the caller's thread only) stopped it, -1 out of memory. */
+static int fill(struct scanner *s, struct ranges *r, struct ranges *holes, int *how,
+                uint64_t *calls, int ticks)
 {
     struct iovec remote[BATCH_IOVS];
     uint64_t k = 0, addr = r->n ? r->at[0].lo : 0, since_tick = 0;
@@ -106,13 +112,13 @@ static int fill(struct scanner *s, struct ranges *r, struct ranges *holes, int *
         }
         uint8_t *dst = (uint8_t *)r->at[k].data + (addr - r->at[k].lo);
         ssize_t got = transfer(s, *how, dst, remote, n, total);
-        s->a->snapshot_calls++;
+        ++*calls;
         if (got < 0 && *how == SNAP_VM && errno != EFAULT) {
             *how = SNAP_PREAD; /* refused: the same ranges with pread */
             continue;
         }
         since_tick += got > 0 ? (uint64_t)got : 0;
-        if (since_tick >= TICK_EVERY || s->a->snapshot_calls % 4096 == 0) {
+        if (ticks && (since_tick >= TICK_EVERY || *calls % 4096 == 0)) {
             since_tick = 0;
             if (s->a->tick && s->a->tick(s->scanned, 0))
                 return 1;
@@ -142,6 +148,92 @@ static int fill(struct scanner *s, struct ranges *r, struct ranges *holes, int *
             addr = r->at[k].lo;
     }
     return 0;
+}
+
+/* The second half of a copy, in a thread of its own: two cores fault in and fill the fresh
+ * pages at once (the copy is most of its time in the kernel, zeroing and copying pages). */
+struct half {
+    struct scanner *s;
+    struct ranges r, holes;
+    int how, rc;
+    uint64_t calls;
+};
+
+static void *fill_half(void *arg)
+{
+    struct half *h = arg;
+    h->rc = fill(h->s, &h->r, &h->holes, &h->how, &h->calls, 0);
+    return NULL;
+}
+
+/* R split at the page boundary nearest half its bytes: ranges [0, k] with the k-th cut at MID
+ * stay in R's copy FIRST; the rest go to SECOND. -1: out of memory, 1: too small to split. */
+static int split(const struct ranges *r, uint64_t total, uint64_t s_split,
+                 struct ranges *first, struct ranges *second)
+{
+    if (total < (s_split ? s_split : SPLIT_MIN) || r->n == 0)
+        return 1;
+    uint64_t k = 0, before = 0;
+    while (before + (r->at[k].hi - r->at[k].lo) < total / 2) {
+        before += r->at[k].hi - r->at[k].lo;
+        k++;
+    }
+    uint64_t mid = (r->at[k].lo + (total / 2 - before)) & ~(uint64_t)(PAGE - 1);
+    if (mid <= r->at[k].lo || mid >= r->at[k].hi)
+        mid = r->at[k].lo; /* cut before range k */
+    first->n = mid == r->at[k].lo ? k : k + 1;
+    second->n = r->n - k;
+    first->at = malloc((first->n + 1) * sizeof *first->at);
+    second->at = malloc(second->n * sizeof *second->at);
+    if (!first->at || !second->at)
+        return -1;
+    first->cap = first->n + 1;
+    second->cap = second->n;
+    memcpy(first->at, r->at, first->n * sizeof *r->at);
+    memcpy(second->at, r->at + k, second->n * sizeof *r->at);
+    if (first->n == k + 1)
+        first->at[k].hi = mid;
+    second->at[0].data += mid - second->at[0].lo;
+    second->at[0].lo = mid;
+    return first->n ? 0 : 1;
+}
+
+/* Fill R, in two threads when it is large; the holes of both, in order, in HOLES. */
+static int fill_all(struct scanner *s, struct ranges *r, uint64_t total, struct ranges *holes,
+                    int *how)
+{
+    struct ranges first = {0};
+    struct half second = {.s = s, .how = *how};
+    int rc = split(r, total, s->a->copy_split, &first, &second.r);
+    pthread_t thread;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the process's signals stay with its threads */
+    int started = rc == 0 && pthread_create(&thread, NULL, fill_half, &second) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc < 0) {
+        free(first.at);
+        free(second.r.at);
+        return -1;
+    }
+    if (!started) {
+        free(first.at);
+        free(second.r.at);
+        return fill(s, r, holes, how, &s->a->snapshot_calls, 1);
+    }
+    rc = fill(s, &first, holes, how, &s->a->snapshot_calls, 1);
+    pthread_join(thread, NULL);
+    s->a->snapshot_calls += second.calls;
+    if (second.how == SNAP_PREAD)
+        *how = SNAP_PREAD;
+    for (uint64_t k = 0; rc == 0 && k < second.holes.n; k++)
+        rc = add(holes, second.holes.at[k].lo, second.holes.at[k].hi);
+    if (rc == 0)
+        rc = second.rc;
+    free(first.at);
+    free(second.r.at);
+    free(second.holes.at);
+    return rc;
 }
 
 /* 0: the snapshot is taken, or not (over budget, no memory: then the scan reads as before);
@@ -183,7 +275,7 @@ int take_snapshot(struct scanner *s)
         off += r.at[k].hi - r.at[k].lo;
     }
     int how = s->pid > 0 ? SNAP_VM : SNAP_PREAD;
-    rc = fill(s, &r, &holes, &how);
+    rc = fill_all(s, &r, total, &holes, &how);
     if (rc)
         goto out;
     rc = -1;

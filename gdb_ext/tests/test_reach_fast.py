@@ -66,8 +66,10 @@ def both(read, maps, blocks, threads, **kw) -> ScanResult:  # noqa: ANN001, ANN0
         c3 = reach_fast.scan(read, maps, blocks, threads, fd=fd, budget=0, **kw)  # no snapshot
         # a memo of one pointer: nearly every block scanned twice is read twice, as reach.py does
         c4 = reach_fast.scan(read, maps, blocks, threads, fd=fd, memo_cap=1, **kw)
+        c5 = reach_fast.scan(read, maps, blocks, threads, fd=fd, copy_split=1, **kw)  # 2 threads
     assert (py.engine, c.engine, c2.engine, c3.engine) == ("python", "c", "c", "c")
     assert _fields(c4) == _fields(py)
+    assert _fields(c5) == _fields(py) and c5.snapshot_bytes == c.snapshot_bytes
     assert c4.replayed <= c.replayed
     assert c.reads == ("snapshot (pread)" if blocks else "pread") and c3.reads == "pread"
     assert _fields(c) == _fields(py)
@@ -352,11 +354,13 @@ def test_the_library_agrees_with_python_on_a_live_process(tmp_path: Path) -> Non
     assert set(c.kinds.values()) == {"reachable"} and c.block_bytes >= sum(blocks.values())
 
 
+@pytest.mark.parametrize("split", [0, 1])
 @pytest.mark.parametrize("pid", ["own", "refused"])
-def test_unreadable_blocks_of_a_live_process(tmp_path: Path, pid: str) -> None:
+def test_unreadable_blocks_of_a_live_process(tmp_path: Path, pid: str, split: int) -> None:
     """Blocks process_vm_readv cannot copy: in a PROT_NONE page (which /proc/PID/mem reads: one
     points to a block after it, indirect then), across the end of the heap, in no mapping. And
-    process_vm_readv refused (a pid that is not the process's): the snapshot is read with pread."""
+    process_vm_readv refused (a pid that is not the process's): the snapshot is read with pread.
+    SPLIT 1: the snapshot copied by two threads, the holes of both kept."""
     with scan_bench(tmp_path, "1", "16", "2") as (own, blocks, threads):
         memory = procfs.ProcessMemory(own)
         try:
@@ -370,7 +374,7 @@ def test_unreadable_blocks_of_a_live_process(tmp_path: Path, pid: str) -> None:
             blocks = {**blocks, **fake}
             py = reach.scan(memory.read_some, maps, blocks, threads)
             c = reach_fast.scan(memory.read_some, maps, blocks, threads, fd=memory.fd,
-                                pid=own if pid == "own" else 0x7FFFFFFF)
+                                pid=own if pid == "own" else 0x7FFFFFFF, copy_split=split)
         finally:
             memory.close()
     assert c.reads == ("snapshot" if pid == "own" else "snapshot (pread)")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import bisect
 import os
 import time
+from collections import abc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
@@ -117,7 +118,7 @@ class Excluded:
 class ScanResult:
     """The kind of every block (by start address) and what the scan looked at."""
 
-    kinds: dict[int, str]
+    kinds: abc.Mapping[int, str]  # address -> kind, ascending
     #: blocks found reachable only through a heuristic: address -> heuristic name
     heuristics: dict[int, str] = field(default_factory=dict)
     #: indirect block's address -> address of the definite block whose clique it belongs to
