@@ -91,6 +91,29 @@ def timed(cmd: list[str]) -> float:
     return time.perf_counter() - began
 
 
+def memdump_scan_ms(program: Path, mib: int, spread: int, every: int,
+                    work: Path) -> tuple[int, int]:
+    """The program recorded as a user would (`gdb -batch -ex 'source gdb_ext/memdump.py' -ex
+    memdump -ex run`, the in-process recorder): (the milliseconds of its scan at exit, from the
+    dump's `scan` record, the wall milliseconds of the whole run)."""
+    dump = work / "scan.memdump"
+    began = time.perf_counter()
+    subprocess.run(["gdb", "-batch", "-nx", "-ex", f"source {ROOT / 'gdb_ext' / 'memdump.py'}",
+                    "-ex", f"memdump -o {dump}", "-ex", "run", "--args", str(program), str(mib),
+                    str(spread), str(every)],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=3600)
+    wall = int((time.perf_counter() - began) * 1000)
+    with dump.open("rb") as f:
+        for line in f:
+            if line.startswith(b"scan "):
+                fields = line.split()
+                if fields[2] != b"ok":
+                    sys.exit(f"bench-scan: memdump's scan at exit ended {fields[2].decode()}")
+                dump.unlink()
+                return int(fields[5]), wall
+    sys.exit(f"bench-scan: {dump} has no scan record")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build-dir", default=str(ROOT / "build"))
@@ -98,10 +121,10 @@ def main() -> int:
     parser.add_argument("--sizes", default="100,400", help="MiB of live blocks")
     parser.add_argument("--python-max", type=int, default=100,
                         help="largest size the Python scan runs at (it does 20 MB/s)")
-    parser.add_argument("--heaps", default="64/1,0/1,64/8",
+    parser.add_argument("--heaps", default="64/32,64/1,0/1,64/8",
                         help="SPREAD/EVERY,...: interior pointers reach the SPREAD blocks around "
                              "(0: anywhere); one word in EVERY is one")
-    parser.add_argument("--python-heaps", default="64/1,64/8",
+    parser.add_argument("--python-heaps", default="64/32,64/8",
                         help="heaps the Python scan runs on (anywhere, it does 0.25 MB/s)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
@@ -146,14 +169,18 @@ def main() -> int:
                         sys.exit(f"bench-scan: the C scan and {other} disagree")
                 if getattr(c, "reads", "") != "snapshot":
                     sys.exit(f"bench-scan: the C scan read the heap by {c.reads}, not a snapshot")
+                in_gdb = [memdump_scan_ms(program, mib, spread, every, work)
+                          for _ in range(args.runs)]
+                gdb_scan = statistics.median(ms for ms, _ in in_gdb) / 1000
+                gdb_wall = statistics.median(wall for _, wall in in_gdb) / 1000
                 valgrind = (statistics.median(
                     timed(["valgrind", "-q", "--leak-check=full", str(program), str(mib),
                            str(spread), str(every)]) for _ in range(args.runs)) if has_valgrind
                     else float("nan"))
                 med = {e: statistics.median(ts) for e, ts in times.items()}
                 rows.append((spread, every, mib, blocks, c.block_bytes, heap_bytes, med, valgrind,
-                             c.snapshot_bytes, c.snapshot_calls, copies,
-                             load_of(os.getloadavg())))
+                             c.snapshot_bytes, c.snapshot_calls, copies, c.replayed,
+                             (gdb_scan, gdb_wall), load_of(os.getloadavg())))
                 print(rows[-1], file=sys.stderr)
     finally:
         shutil.rmtree(work, ignore_errors=True)
@@ -168,24 +195,34 @@ def main() -> int:
         "and the median; C, pread: the same library over its snapshot budget, reading "
         "/proc/PID/mem as it goes.",
         "",
-        "| pointers | heap (MiB) | blocks | bytes scanned (MiB) | snapshot (MiB, calls) "
-        "| Python (s) | Python MB/s | C (s) | C MB/s | copy, first / median (s) | C, pread (s) "
-        "| C, pread MB/s | valgrind memcheck, whole run (s) |",
+        "memdump at exit: the same program recorded by `gdb -batch -ex 'source "
+        "gdb_ext/memdump.py' -ex memdump -ex run --args scan_bench MIB SPREAD EVERY` (the "
+        "in-process recorder): its scan at exit as the dump's `scan` record times it (the live "
+        "blocks read from the recorder, the roots chosen, the scan), and the whole run's wall "
+        "time. Replayed: blocks scanned as possibly lost, then as reachable, whose second scan "
+        "came from what the first kept.",
+        "",
+        "| pointers | heap (MiB) | blocks | bytes scanned (MiB) | replayed | "
+        "snapshot (MiB, calls) | Python (s) | Python MB/s | C (s) | C MB/s "
+        "| copy, first / median (s) | C, pread (s) | C, pread MB/s "
+        "| memdump at exit: scan (s) | MB/s | whole run (s) "
+        "| valgrind memcheck, whole run (s) |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: "
-        "| ---: |",
+        "| ---: | ---: | ---: | ---: | ---: |",
     ]
     for (spread, every, mib, blocks, scanned, heap_bytes, med, vg, snap_bytes, snap_calls,
-         copies, _load) in rows:
+         copies, replayed, (gdb_scan, gdb_wall), _load) in rows:
         reach_text = ("every word" if every == 1 else f"1 word in {every}") + ", to " + (
             f"the {spread} blocks around" if spread else "any block")
         py = med.get("python")
         py_cells = (f"{py:.2f} | {heap_bytes / py / 1e6:,.0f}" if py is not None else "- | -")
         lines.append(
-            f"| {reach_text} | {mib} | {blocks:,} | {scanned / 2**20:,.0f} | "
+            f"| {reach_text} | {mib} | {blocks:,} | {scanned / 2**20:,.0f} | {replayed:,} | "
             f"{snap_bytes / 2**20:,.0f}, {snap_calls:,} | {py_cells} | "
             f"{med['c']:.3f} | {heap_bytes / med['c'] / 1e6:,.0f} | "
             f"{copies[0]:.2f} / {statistics.median(copies):.2f} | {med['c-pread']:.3f} | "
-            f"{heap_bytes / med['c-pread'] / 1e6:,.0f} | {vg:.2f} |")
+            f"{heap_bytes / med['c-pread'] / 1e6:,.0f} | {gdb_scan:.3f} | "
+            f"{heap_bytes / gdb_scan / 1e6:,.0f} | {gdb_wall:.2f} | {vg:.2f} |")
     lines += ["", f"Reproduce: `make build && python3 scripts/bench-scan.py --runs {args.runs} "
               f"--sizes {args.sizes} --heaps {args.heaps} --python-max {args.python_max} "
               f"--python-heaps {args.python_heaps}`"]

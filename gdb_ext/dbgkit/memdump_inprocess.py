@@ -27,6 +27,7 @@ from .core.recorder import (
     data_end,
     frame_pcs,
     in_flight,
+    live_arrays,
     live_blocks,
     read_tail,
 )
@@ -319,14 +320,19 @@ class InProcessSession(Session):
         control = self._load()
         if control is None:
             return "threads", None, 0
-        self.custom = {}
-        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
-                                self.custom)
+        began = time.monotonic()  # reading the recorder's live blocks is part of the scan
+        fast = live_arrays(self._read, control.live_table, control.live_capacity)
+        if fast is not None and not fast[1]:
+            self.live, self.custom = fast  # type: ignore[assignment] - read only until an exec
+        else:
+            self.custom = {}
+            self.live = live_blocks(self._read, control.live_table, control.live_capacity,
+                                    self.custom)
         return pointer_scan(
             self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
             self.scan_time_limit,
             at_function_entry, exclude=(control.region, control.region + control.region_size),
-            attached=self.attached)
+            attached=self.attached, began=began)
 
     def live_blocks(self) -> dict[int, int]:
         control = self._load() if self.inprocess else None
@@ -380,6 +386,7 @@ class InProcessSession(Session):
         if self.state != State.RECORDING or not self.inferior.pid:
             return
         # An exec: the recorder went with the old image; the new one is recorded with breakpoints.
+        self.live = {}  # a dictionary again, which the breakpoints keep
         self._append_tail(frames_only=True)
         self.inprocess = False
         self.control = None

@@ -72,15 +72,16 @@ def _exit_caller() -> tuple[int, tuple[int, ...]] | None:
 def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int], bytes],
                  live: dict[int, int], time_limit: int, at_function_entry: bool,
                  exclude: tuple[int, int] | None = None, attached: bool = False,
-                 ) -> tuple[str, reach.ScanResult | None, int]:
+                 began: float | None = None) -> tuple[str, reach.ScanResult | None, int]:
     """Scan process PID (INFERIOR's) for pointers to the LIVE blocks, within TIME_LIMIT seconds:
     (status, result, milliseconds). Status `ok` with a result; `threads` (a thread is running:
     its stack would pass for a dead thread's) or `timeout` without. AT_FUNCTION_ENTRY: the
     selected thread stands on a function's first instruction (_exit). EXCLUDE: the range of
     the in-process recorder's own memory (its tables point at every block: not a root).
     ATTACHED: the recording began on a running process, whose blocks from before are unknown:
-    the heap around the known blocks is a root (their pointers count)."""
-    began = time.monotonic()
+    the heap around the known blocks is a root (their pointers count). BEGAN: when the caller
+    began to gather the blocks (time.monotonic()), where the milliseconds count from."""
+    began = time.monotonic() if began is None else began
     threads: list[reach.Thread] = []
     unreadable = []
     # The thread that called _exit stands on its first instruction: below its stack pointer

@@ -18,6 +18,7 @@ from dbgkit.core.recorder import (
     data_end,
     frame_pcs,
     in_flight,
+    live_arrays,
     live_blocks,
     read_tail,
 )
@@ -86,6 +87,27 @@ def test_live_blocks_skip_empty_and_deleted_entries() -> None:
         mem.write(table + 24 * i, struct.pack("<3Q", *entry))
     assert live_blocks(mem.read, table, len(entries)) == {0x5000: 24, 0x6000: 0}
     assert live_blocks(mem.read, 0, 0) == {}
+
+
+def test_live_arrays_are_live_blocks_sorted(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scan's way to the table: the entries sorted by the library, the empty and deleted
+    ones and the custom blocks (bit 63) cut off the ends; the same blocks as live_blocks."""
+    monkeypatch.setenv("MEMDUMP_BUILD_DIR", os.environ.get("MEMDUMP_BUILD_DIR",
+                                                           str(REPO / "build")))
+    mem = Memory()
+    table = 0x11000
+    entries = [(0, 0, 0), (0x7000, 24, 3), (1, 99, 0), (0x5000, 0, 4),
+               (recorder.CUSTOM_KEY | 0x5010, 16, 5), (0x6000, 8, 4), (0, 0, 0), (1, 1, 1)]
+    for i, entry in enumerate(entries):
+        mem.write(table + 24 * i, struct.pack("<3Q", *entry))
+    blocks, custom = live_arrays(mem.read, table, len(entries))
+    custom_too: dict[int, int] = {}
+    assert dict(blocks) == live_blocks(mem.read, table, len(entries), custom_too)
+    assert list(blocks.items()) == [(0x5000, 0), (0x6000, 8), (0x7000, 24)]
+    assert custom == custom_too == {0x5010: 16}
+    assert blocks[0x6000] == 8 and 0x6008 not in blocks
+    empty, none = live_arrays(mem.read, 0, 0)
+    assert (len(empty), none) == (0, {})
 
 
 def test_in_flight_calls_by_thread() -> None:

@@ -7,11 +7,14 @@ The layout mirrors gdb_ext/recorder/control.h: every field is 8 bytes, field N a
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+
+from .reach_fast import SortedBlocks, sorted_pairs
 
 __all__ = [
     "CONTROL_FIELDS",
@@ -115,11 +118,7 @@ def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,
     `clock_base`)."""
     if not table or not capacity:
         return {}
-    words = array("Q")
-    step = 1 << 16  # entries per read
-    for first in range(0, capacity, step):
-        count = min(step, capacity - first)
-        words.frombytes(read(table + 24 * first, 24 * count))
+    words = _table_words(read, table, capacity)
     addrs = words[0::3]
     sizes = words[1::3]
     live = {}
@@ -134,6 +133,32 @@ def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,
             if 1 < a < CUSTOM_KEY:
                 times[a] = stack >> 32 & 0x7FFFFFFF
     return live
+
+
+def _table_words(read: Callable[[int, int], bytes], table: int, capacity: int) -> array:
+    words = array("Q")
+    step = 1 << 16  # entries per read
+    for first in range(0, capacity, step):
+        count = min(step, capacity - first)
+        words.frombytes(read(table + 24 * first, 24 * count))
+    return words
+
+
+def live_arrays(read: Callable[[int, int], bytes], table: int,
+                capacity: int) -> tuple[SortedBlocks, dict[int, int]] | None:
+    """live_blocks' answer without a dictionary of the malloc'd blocks: (those blocks sorted,
+    the custom blocks), the entries sorted by the scan's library (a Python loop over a table of
+    2M entries takes 0.3 s); None when the library is not there."""
+    if not table or not capacity:
+        return SortedBlocks(array("Q"), array("Q")), {}
+    words = _table_words(read, table, capacity)
+    addrs, sizes = words[0::3], words[1::3]
+    if not sorted_pairs(addrs, sizes):
+        return None
+    lo = bisect.bisect_right(addrs, 1)  # 0 empty, 1 deleted
+    hi = bisect.bisect_left(addrs, CUSTOM_KEY, lo)
+    custom = {a - CUSTOM_KEY: s for a, s in zip(addrs[hi:], sizes[hi:], strict=True)}
+    return SortedBlocks(addrs[lo:hi], sizes[lo:hi]), custom
 
 
 @dataclass(frozen=True)
