@@ -210,7 +210,7 @@ static int is_vtable(struct scanner *s, uint64_t addr)
 
 /* FIRST_VTABLE when block i's first word is a vtable's address, else FIRST_OTHER (worked out
  * once: it depends on memory alone) */
-int first_word(struct scanner *s, uint64_t i)
+int first_word_of(struct scanner *s, uint64_t i)
 {
     uint64_t w0;
     if (s->blk[i].first == FIRST_UNKNOWN)

@@ -263,6 +263,14 @@ int word_at(struct scanner *s, uint64_t addr, uint64_t *out);
 int64_t in_ranges(const uint64_t *pairs, uint64_t n, uint64_t addr);
 const uint8_t *block_data(struct scanner *s, uint64_t first, uint64_t len);
 int heuristic_for(struct scanner *s, uint64_t ptr, uint64_t i);
-int first_word(struct scanner *s, uint64_t i);
+int first_word_of(struct scanner *s, uint64_t i);
+
+/* FIRST_VTABLE when block i's first word is a vtable's address, else FIRST_OTHER (memory.c works
+ * it out once: it depends on memory alone) */
+static inline int first_word(struct scanner *s, uint64_t i)
+{
+    int first = s->blk[i].first;
+    return first != FIRST_UNKNOWN ? first : first_word_of(s, i);
+}
 
 #endif
