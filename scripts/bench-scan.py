@@ -126,6 +126,9 @@ def main() -> int:
                              "(0: anywhere); one word in EVERY is one")
     parser.add_argument("--python-heaps", default="64/32,64/8",
                         help="heaps the Python scan runs on (anywhere, it does 0.25 MB/s)")
+    parser.add_argument("--valgrind-runs", type=int, default=1,
+                        help="runs of valgrind's whole run per heap (for scale only; one takes "
+                             "200 s where pointers go to any block of 400 MiB)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
     build = Path(args.build_dir).resolve()
@@ -175,7 +178,8 @@ def main() -> int:
                 gdb_wall = statistics.median(wall for _, wall in in_gdb) / 1000
                 valgrind = (statistics.median(
                     timed(["valgrind", "-q", "--leak-check=full", str(program), str(mib),
-                           str(spread), str(every)]) for _ in range(args.runs)) if has_valgrind
+                           str(spread), str(every)]) for _ in range(args.valgrind_runs))
+                    if has_valgrind and args.valgrind_runs > 0
                     else float("nan"))
                 med = {e: statistics.median(ts) for e, ts in times.items()}
                 rows.append((spread, every, mib, blocks, c.block_bytes, heap_bytes, med, valgrind,
@@ -187,7 +191,8 @@ def main() -> int:
 
     loads = [row[-1] for row in rows]
     lines = [
-        f"Machine: {machine()}; median of {args.runs} runs; MB/s = live heap bytes (10^6) per "
+        f"Machine: {machine()}; median of {args.runs} runs (valgrind: {args.valgrind_runs}); "
+        "MB/s = live heap bytes (10^6) per "
         f"second of scan; load average (1 min) during the runs: {min(loads)} to {max(loads)}.",
         "",
         "C: the blocks copied first into a snapshot (process_vm_readv), then scanned in memory; "
@@ -225,7 +230,7 @@ def main() -> int:
             f"{heap_bytes / gdb_scan / 1e6:,.0f} | {gdb_wall:.2f} | {vg:.2f} |")
     lines += ["", f"Reproduce: `make build && python3 scripts/bench-scan.py --runs {args.runs} "
               f"--sizes {args.sizes} --heaps {args.heaps} --python-max {args.python_max} "
-              f"--python-heaps {args.python_heaps}`"]
+              f"--python-heaps {args.python_heaps} --valgrind-runs {args.valgrind_runs}`"]
     table = "\n".join(lines)
     print(table)
     if not args.no_write:
