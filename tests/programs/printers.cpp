@@ -117,6 +117,12 @@ int main() {
     shmemq_try_dequeue(queue, message, sizeof message);
     shmemq_testing_lock(queue);  // PRINTS: *queue = shmemq_t "/dbgkit-printers-<pid>", normal robust, mapped at <addr> (896 bytes), attached as #0 (pid <pid>) = {hdr = shmemq v1: 8 slots of 64 bytes (slot 72, segment 896 bytes), normal robust lock locked by LWP <pid>, 2 queued (written 3, read 1), creator <pid>, attached [<pid>], recoveries 0, repairs 0}
 
+    // Found through a typedef of the typedef the printer is registered for (the struct's tag,
+    // _shmemq, is not).
+    typedef shmemq_t queue_handle;
+    queue_handle* aliased = queue;
+    (void)aliased;  // PRINTS: *aliased = shmemq_t "/dbgkit-printers-<pid>", normal robust, mapped at <addr> (896 bytes), attached as #0 (pid <pid>) = {hdr = shmemq v1: 8 slots of 64 bytes (slot 72, segment 896 bytes), normal robust lock locked by LWP <pid>, 2 queued (written 3, read 1), creator <pid>, attached [<pid>], recoveries 0, repairs 0}
+
     const std::string broken_name = name + "-broken";
     shmemq_options options;
     shmemq_options_init(&options);

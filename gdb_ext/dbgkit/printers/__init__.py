@@ -13,12 +13,11 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import gdb
 import gdb.printing
-import gdb.types
 
 NAME = "dbgkit"
 FRAMEWORK = ("base",)
@@ -49,22 +48,31 @@ class Collection(gdb.printing.PrettyPrinter):
 
     def __call__(self, val: gdb.Value) -> Any:
         """The printer for VAL, or None: each subprinter's regexp is tried on the type's name as
-        written (typedefs kept, cv-qualifiers and references removed), then on its basic type's
-        tag (typedefs stripped too)."""
+        written (cv-qualifiers and references removed), then on each typedef name it leads
+        through, then on the basic type's tag (no typedefs left)."""
         if not self.enabled:
             return None
         vtype = val.type
         if vtype.code in (gdb.TYPE_CODE_REF, gdb.TYPE_CODE_RVALUE_REF):
             vtype = vtype.target()
             val = val.referenced_value()
-        names = [vtype.unqualified().name, gdb.types.get_basic_type(vtype).tag]
-        for name in names:
-            if not name:
-                continue
+        for name in type_names(vtype):
             for sub in self.subprinters:
                 if sub.enabled and sub.regexp.match(name):
                     return sub.printer_class(val)
         return None
+
+
+def type_names(vtype: gdb.Type) -> Iterator[str]:
+    """The names a value's type goes by, as written first: `my_lock`, then `pthread_mutex_t` for
+    `typedef pthread_mutex_t my_lock`, then the basic type's tag (None for an anonymous union)."""
+    vtype = vtype.unqualified()
+    while vtype.code == gdb.TYPE_CODE_TYPEDEF:
+        if vtype.name:
+            yield vtype.name
+        vtype = vtype.target().unqualified()
+    if vtype.tag:
+        yield vtype.tag
 
 
 def printer_modules() -> list[str]:

@@ -101,8 +101,7 @@ class SegmentLinearPoolPrinter(SegmentPoolPrinter):
 
 
 class SegmentTreePoolPrinter(SegmentPoolPrinter):
-    """dbgkit::targets::SegmentTreePool: a tree of segments, 64 children a node, named by path
-    (`root`, `root.3`, `root.3.0`)."""
+    """dbgkit::targets::SegmentTreePool: a tree of segments named by path (root, root.3, ...)."""
 
     def extra(self) -> str:
         return f" ({str(self.val['choice_']).rsplit('::', 1)[-1]})"

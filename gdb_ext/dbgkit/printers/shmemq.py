@@ -66,4 +66,5 @@ class HandlePrinter(Printer):
 
 def add_printers(collection: Any) -> None:
     collection.add_printer("shmemq_header", "^shmemq_header$", HeaderPrinter)
-    collection.add_printer("shmemq_t", "^(shmemq_t|_shmemq)$", HandlePrinter)
+    # shmemq.c and its users name the handle only as shmemq_t (and typedefs of it)
+    collection.add_printer("shmemq_t", "^shmemq_t$", HandlePrinter)
