@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import re
 
-from memdump_e2e import REPO, SOURCES, GdbRun, marker, program, run_gdb
+import pytest
+from memdump_e2e import REPO, SOURCES, GdbRun, build_dir, marker, program, run_gdb
 
 SOURCE = "printers.cpp"
 DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
@@ -83,6 +84,22 @@ def test_the_printers_load_from_the_programs_debug_gdb_scripts_section() -> None
     objfile = f"objfile {program('printers')} pretty-printers:\n  dbgkit\n    AtomicRing\n"
     assert objfile in run.stdout, run.describe()
     assert "global pretty-printers:\n  builtin\n    mpx_bound128\nobjfile" in run.stdout
+
+
+@pytest.mark.parametrize("relative", ["spsc_ring/spsc_ring_bench", "mpmc_queue/mpmc_queue_tests",
+                                      "object_pool/object_pool_bench", "shmemq/shmemq_bench"])
+def test_every_target_program_carries_the_entry(relative: str) -> None:
+    """GDB loading a target program (no process) runs its entry: the printers are registered for
+    that objfile, and the section holds the script once."""
+    path = build_dir() / "targets" / relative
+    if not path.is_file():
+        pytest.fail(f"{path} is not built: run `make build`", pytrace=False)
+    run = run_gdb(["gdb", "-nx", "-batch", "-iex", f"set auto-load safe-path {path.parent}",
+                   "-ex", "info auto-load python-scripts", "-ex", f"info pretty-printer {path}",
+                   str(path)])
+    assert re.search(r"^Yes\s+gdb\.inlined-script\.dbgkit-printers *$", run.stdout, re.MULTILINE)
+    assert f"objfile {path} pretty-printers:\n  dbgkit\n    AtomicRing\n" in run.stdout
+    assert path.read_bytes().count(b"gdb.inlined-script.dbgkit-printers\n") == 1
 
 
 def test_without_the_safe_path_gdb_declines_and_prints_the_raw_struct() -> None:
