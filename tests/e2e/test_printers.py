@@ -86,6 +86,25 @@ def test_the_printers_load_from_the_programs_debug_gdb_scripts_section() -> None
     assert "global pretty-printers:\n  builtin\n    mpx_bound128\nobjfile" in run.stdout
 
 
+def test_a_cut_or_looping_list_is_named_not_walked() -> None:
+    """GDB itself breaks the FineQueue `fine` (7 popped, 8 and 9 queued): tail_ off the list, then
+    the last node pointing back to the first; both are put back before the program ends."""
+    first = "fine.head_->next._M_b._M_p"
+    last = f"{first}->next._M_b._M_p"
+    run = gdb_at_break(printed=[], after=(
+        "set var $tail = fine.tail_", "set var fine.tail_ = 0",
+        "echo PRINTS cut\\n", "print fine",
+        f"set var {last}->next._M_b._M_p = {first}",
+        "echo PRINTS loop\\n", "print fine",
+        "echo PRINTS first\\n", f"print/x (unsigned long){first}",
+        f"set var {last}->next._M_b._M_p = 0", "set var fine.tail_ = $tail",
+        "echo PRINTS mended\\n", "print fine"))
+    pid, got = printed(run)
+    assert got["cut"] == "<corrupt: list ends after 2 nodes, before tail_ 0x0>", run.describe()
+    assert got["loop"] == f"<corrupt: list loops back to node {got['first']}>", run.describe()
+    assert pattern(expectations()["fine"], pid).fullmatch(got["mended"]), run.describe()
+
+
 @pytest.mark.parametrize("relative", ["spsc_ring/spsc_ring_bench", "mpmc_queue/mpmc_queue_tests",
                                       "object_pool/object_pool_bench", "shmemq/shmemq_bench"])
 def test_every_target_program_carries_the_entry(relative: str) -> None:

@@ -90,14 +90,16 @@ class SegmentLinearPoolPrinter(SegmentPoolPrinter):
 
     def segments(self) -> Iterator[tuple[str, gdb.Value]]:
         node = self.val["root_"]
-        n = 0
+        seen = {int(node.address)}
         while True:
-            yield f"[{n}]", node["segment"]
+            yield f"[{len(seen) - 1}]", node["segment"]
             nxt = number(node["next"])
             if nxt == 0:
                 return
+            if nxt in seen:
+                raise Corrupt(f"chain loops back to node {nxt:#x}")
+            seen.add(nxt)
             node = gdb.Value(nxt).cast(self.val["root_"].type.pointer()).dereference()
-            n += 1
 
 
 class SegmentTreePoolPrinter(SegmentPoolPrinter):

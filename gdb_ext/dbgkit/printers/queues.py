@@ -11,9 +11,9 @@ from .base import Corrupt, Printer, deque_items, number, optional_value, std_mut
 
 NS = "dbgkit::targets::"
 
-#: FineQueue's walk stops here: a longer list is shown as "at least" this many (a cycle in a
-#: corrupt list would otherwise never end)
-MAX_NODES = 1 << 20
+#: FineQueue's walk stops here (each node is a read from the process): a longer list is shown as
+#: "at least" this many
+MAX_NODES = 1 << 17
 
 
 def _open(closed: gdb.Value | int) -> str:
@@ -43,20 +43,20 @@ class FineQueuePrinter(Printer):
 
     def _walk(self) -> Iterator[gdb.Value]:
         """The nodes after the dummy, up to tail_ (at most MAX_NODES); Corrupt when the list
-        ends before tail_."""
+        ends or loops before tail_."""
         tail = int(self.val["tail_"])
         node = self.val["head_"]
         if int(node) == 0:
             raise Corrupt("no dummy node (head_ is null)")
-        seen = 0
-        while int(node) != tail:
-            if seen == MAX_NODES:
-                return
+        seen = {int(node)}
+        while int(node) != tail and len(seen) <= MAX_NODES:
             nxt = number(node.dereference()["next"])
             if nxt == 0:
-                raise Corrupt(f"list ends after {seen} nodes, before tail_ {tail:#x}")
+                raise Corrupt(f"list ends after {len(seen) - 1} nodes, before tail_ {tail:#x}")
+            if nxt in seen:
+                raise Corrupt(f"list loops back to node {nxt:#x}")
+            seen.add(nxt)
             node = gdb.Value(nxt).cast(node.type)
-            seen += 1
             yield node
 
     def summary(self) -> str:
