@@ -5,9 +5,11 @@ loading them twice registers them once (docs/printers.md)."""
 from __future__ import annotations
 
 import re
+import subprocess
+from pathlib import Path
 
 import pytest
-from memdump_e2e import REPO, SOURCES, GdbRun, build_dir, marker, program, run_gdb
+from memdump_e2e import GDB_TIMEOUT, REPO, SOURCES, GdbRun, build_dir, marker, program, run_gdb
 
 SOURCE = "printers.cpp"
 DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
@@ -103,6 +105,24 @@ def test_a_cut_or_looping_list_is_named_not_walked() -> None:
     assert got["cut"] == "<corrupt: list ends after 2 nodes, before tail_ 0x0>", run.describe()
     assert got["loop"] == f"<corrupt: list loops back to node {got['first']}>", run.describe()
     assert pattern(expectations()["fine"], pid).fullmatch(got["mended"]), run.describe()
+
+
+def test_an_entry_whose_gdb_ext_is_gone_says_so_in_one_line(tmp_path: Path) -> None:
+    """The template built as CMake builds it, but naming a gdb_ext/ that does not exist (a tree
+    moved after the build): GDB goes on, with one line saying why there are no printers."""
+    gone = tmp_path / "moved" / "gdb_ext"
+    template = (REPO / "gdb_ext" / "dbgkit-gdb-scripts.c.in").read_text()
+    entry = tmp_path / "entry.c"
+    entry.write_text(template.replace("@DBGKIT_GDB_EXT_HEX@", str(gone).encode().hex()))
+    main = tmp_path / "main.c"
+    main.write_text("int main(void) { return 0; }\n")
+    binary = tmp_path / "prog"
+    subprocess.run(["gcc", "-g", str(entry), str(main), "-o", str(binary)], check=True,
+                   timeout=GDB_TIMEOUT)
+    run = run_gdb(["gdb", "-nx", "-batch", "-iex", f"set auto-load safe-path {tmp_path}",
+                   "-ex", "info auto-load python-scripts", str(binary)])
+    assert run.stderr == f"dbgkit: printers not loaded: {gone} is gone\n", run.describe()
+    assert re.search(r"^Yes\s+gdb\.inlined-script\.dbgkit-printers *$", run.stdout, re.MULTILINE)
 
 
 @pytest.mark.parametrize("relative", ["spsc_ring/spsc_ring_bench", "mpmc_queue/mpmc_queue_tests",
