@@ -8,6 +8,7 @@ from dbgkit.core.containers import (
     FUTEX_OWNER_DIED,
     FUTEX_WAITERS,
     bitmap_free,
+    c_string,
     deque_size,
     mutex_state,
     ring_state,
@@ -44,13 +45,23 @@ def test_inconsistent_rings_are_named_and_list_nothing(head: int, tail: int, slo
 
 def test_deque_size_is_libstdcxx_iterator_difference() -> None:
     # one node: elements from offset 2 to 7
-    assert deque_size(128, 10, 10, 2, 7) == 5
+    assert deque_size(128, 10, 10, 2, 7, 8) == 5
     # three nodes: 126 in the first (from offset 2), 128 in the middle, 3 in the last
-    assert deque_size(128, 10, 12, 2, 3) == 126 + 128 + 3
-    with pytest.raises(ValueError, match="^buffer of 0 elements$"):
-        deque_size(0, 0, 0, 0, 0)
-    with pytest.raises(ValueError, match="^finish node -2 nodes before start$"):
-        deque_size(8, 5, 3, 0, 0)
+    assert deque_size(128, 10, 12, 2, 3, 8) == 126 + 128 + 3
+    assert deque_size(128, 10, 10, 0, 0, 1) == 0  # empty
+
+
+@pytest.mark.parametrize(("fields", "problem"), [
+    ((0, 0, 0, 0, 0, 8), "buffer of 0 elements"),
+    ((8, 5, 3, 0, 0, 8), "finish node -2 nodes before start"),
+    ((8, 5, 13, 0, 0, 8), r"9 nodes past the map's end \(8 left\)"),
+    ((8, 5, 6, 8, 0, 8), "start at 8 in a buffer of 8"),
+    ((8, 5, 6, 0, -1, 8), "finish at -1 in a buffer of 8"),
+])
+def test_a_deque_no_libstdcxx_could_build_is_refused(fields: tuple[int, ...],
+                                                     problem: str) -> None:
+    with pytest.raises(ValueError, match=f"^{problem}$"):
+        deque_size(*fields)
 
 
 def test_bitmap_free_counts_set_bits_of_the_segment_only() -> None:
@@ -77,3 +88,10 @@ def test_mutex_state_reads_normal_and_robust_lock_words() -> None:
     assert mutex_state(4321 | FUTEX_WAITERS, 4321) == "locked by LWP 4321, waiters"
     assert mutex_state(4321 | FUTEX_OWNER_DIED, 4321) == "locked by LWP 4321, owner died"
     assert mutex_state(1, 0) == "locked (no owner recorded)"
+
+
+def test_c_string_stops_at_nul_and_escapes_what_is_not_printable() -> None:
+    assert c_string(b"/queue\0garbage") == '"/queue"'
+    assert c_string(b"a\nb\x1b[31m\xff") == '"a\\x0ab\\x1b[31m\\xff"'
+    assert c_string(b'say "\\hi"') == '"say \\"\\\\hi\\""'
+    assert c_string(b"") == '""'

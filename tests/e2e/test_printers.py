@@ -88,6 +88,31 @@ def test_the_printers_load_from_the_programs_debug_gdb_scripts_section() -> None
     assert "global pretty-printers:\n  builtin\n    mpx_bound128\nobjfile" in run.stdout
 
 
+#: a pointer to every type a printer is registered for, as GDB parses it in the test program
+POINTERS = ("dbgkit::targets::LockedRing<int>*",
+            "dbgkit::targets::detail::AtomicRing<unsigned long, dbgkit::targets::detail::SeqCst, "
+            "dbgkit::targets::detail::AdjacentIndices>*",
+            "dbgkit::targets::CoarseQueue<int>*", "dbgkit::targets::FineQueue<int>*",
+            "dbgkit::targets::detail::PcRun*", "dbgkit::targets::NewDeletePool*",
+            "dbgkit::targets::MutexPool*", "dbgkit::targets::SegmentLinearPool*",
+            "dbgkit::targets::SegmentTreePool*", "dbgkit::targets::detail::Segment*",
+            "typeof(queue)", "typeof(queue->hdr)")
+
+
+def test_noise_prints_as_markers_never_as_errors() -> None:
+    """Every type printed over a fixed pseudo-random buffer: each print gives a value (no GDB
+    error in its place, no Python exception) and no control character reaches the screen."""
+    exprs = [f"*({t})(noise + {offset})" for t in POINTERS for offset in (0, 1000, 2000)]
+    run = gdb_at_break(printed=exprs)
+    _, got = printed(run)
+    assert sorted(got) == sorted(exprs), run.describe()
+    assert "Python Exception" not in run.output, run.describe()
+    for expr, text in got.items():
+        assert text.isprintable(), (expr, text)
+        assert "Cannot access memory" not in text.replace("<unreadable: Cannot access memory",
+                                                          ""), (expr, text)
+
+
 def test_a_cut_or_looping_list_is_named_not_walked() -> None:
     """GDB itself breaks the FineQueue `fine` (7 popped, 8 and 9 queued): tail_ off the list, then
     the last node pointing back to the first; both are put back before the program ends."""

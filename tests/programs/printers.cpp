@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -137,11 +138,19 @@ int main() {
     const unsigned int creator = 4242;
     std::memcpy(creating + 48, &creator, sizeof creator);
     (void)zeros;  // PRINTS: *(dbgkit::targets::LockedRing<int>*)zeros = dbgkit::targets::LockedRing<int> of capacity 0, head 0, tail 0, unlocked <corrupt: no slots (not constructed)>
-    (void)zeros;  // PRINTS: *(dbgkit::targets::CoarseQueue<int>*)zeros = <corrupt: deque with buffer of 0 elements>
+    (void)zeros;  // PRINTS: *(dbgkit::targets::CoarseQueue<int>*)zeros = <corrupt: deque with no map (not constructed)>
     (void)zeros;  // PRINTS: *(dbgkit::targets::FineQueue<int>*)zeros = <corrupt: no dummy node (head_ is null)>
     (void)zeros;  // PRINTS: *(typeof(queue->hdr))zeros = <corrupt: bad magic 0x0>
     (void)creating;  // PRINTS: *(typeof(queue->hdr))creating = <corrupt: being initialised by pid 4242>
     (void)queue;  // PRINTS: *queue->hdr = shmemq v1: 8 slots of 64 bytes (slot 72, segment 896 bytes), normal robust lock locked by LWP <pid>, 2 queued (written 3, read 1), creator <pid>, attached [<pid>], recoveries 0, repairs 0
+
+    // Noise (a fixed pseudo-random sequence) that the robustness test prints as every type.
+    alignas(64) static unsigned char noise[4096];
+    std::uint32_t state = 12345;
+    for (unsigned char& byte : noise) {
+        state = state * 1103515245u + 12345u;
+        byte = static_cast<unsigned char>(state >> 16);
+    }
 
     std::puts("printers: ready");  // BREAK: printers
 

@@ -57,16 +57,35 @@ def ring_state(head: int, tail: int, slots: int) -> RingState:
 
 
 def deque_size(buffer_elements: int, start_node: int, finish_node: int, start_offset: int,
-               finish_offset: int) -> int:
-    """Elements of a libstdc++ std::deque from its two iterators: node indices (pointers divided by
-    the pointer size) and each iterator's offset of _M_cur from the start of its buffer
-    (libstdc++'s deque::size(): stl_deque.h operator- of two iterators)."""
+               finish_offset: int, map_nodes: int) -> int:
+    """Elements of a libstdc++ std::deque from its two iterators: their node indices (pointers
+    divided by the pointer size), MAP_NODES the map's nodes from start's to the map's end, and
+    each iterator's offset of _M_cur in its buffer (stl_deque.h: deque::size() is the difference
+    of the two iterators). ValueError names the first field a real deque cannot have: each
+    offset is below the buffer size (finish moves on when its buffer fills), both nodes are in
+    the map."""
     if buffer_elements <= 0:
         raise ValueError(f"buffer of {buffer_elements} elements")
     nodes = finish_node - start_node
     if nodes < 0:
         raise ValueError(f"finish node {nodes} nodes before start")
+    if nodes >= map_nodes:
+        raise ValueError(f"{nodes + 1} nodes past the map's end ({map_nodes} left)")
+    for name, offset in (("start", start_offset), ("finish", finish_offset)):
+        if not 0 <= offset < buffer_elements:
+            raise ValueError(f"{name} at {offset} in a buffer of {buffer_elements}")
     return buffer_elements * (nodes - 1) + finish_offset + (buffer_elements - start_offset)
+
+
+def c_string(raw: bytes) -> str:
+    """A char array's text up to its first NUL, quoted as C would write it: printable ASCII as is,
+    every other byte as \\xNN (a garbage name must not put control characters on the screen)."""
+    text = raw.split(b"\0", 1)[0]
+    out = []
+    for byte in text:
+        char = chr(byte)
+        out.append("\\" + char if char in '"\\' else char if 32 <= byte < 127 else f"\\x{byte:02x}")
+    return '"' + "".join(out) + '"'
 
 
 def bitmap_free(bits: int, width: int = 64) -> int:

@@ -114,10 +114,16 @@ def deque_items(deq: gdb.Value) -> tuple[int, Iterator[gdb.Value]]:
     buffer = int(start["_M_last"] - start["_M_first"])
     node_size = start["_M_node"].dereference().type.sizeof
     first_node, last_node = int(start["_M_node"]), int(finish["_M_node"])
+    map_start = int(impl["_M_map"])
+    if map_start == 0:
+        raise Corrupt("deque with no map (not constructed)")
+    if not map_start <= first_node < map_start + int(impl["_M_map_size"]) * node_size:
+        raise Corrupt(f"deque's start node {first_node:#x} outside its map at {map_start:#x}")
     try:
         length = deque_size(buffer, first_node // node_size, last_node // node_size,
                             int(start["_M_cur"] - start["_M_first"]),
-                            int(finish["_M_cur"] - finish["_M_first"]))
+                            int(finish["_M_cur"] - finish["_M_first"]),
+                            int(impl["_M_map_size"]) - (first_node - map_start) // node_size)
     except ValueError as e:
         raise Corrupt(f"deque with {e}") from None
 
@@ -140,6 +146,11 @@ def optional_value(opt: gdb.Value) -> gdb.Value | None:
     if not bool(payload["_M_engaged"]):
         return None
     return payload["_M_payload"]["_M_value"]
+
+
+def read_bytes(val: gdb.Value) -> bytes:
+    """The bytes of VAL (an array member) in one read from the process."""
+    return bytes(gdb.selected_inferior().read_memory(val.address, val.type.sizeof))
 
 
 def std_mutex_state(mutex: gdb.Value) -> str:

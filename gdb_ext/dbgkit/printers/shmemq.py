@@ -6,14 +6,17 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import gdb
+
 from ..core.containers import (
     SHMEMQ_FLAG_ROBUST,
     SHMEMQ_LOCK_KINDS,
     SHMEMQ_VERSION,
+    c_string,
     shmemq_count_problem,
     shmemq_magic_problem,
 )
-from .base import Corrupt, Printer, std_mutex_state
+from .base import Corrupt, Printer, read_bytes, std_mutex_state
 
 
 def _lock(kind: int, robust: bool) -> str:
@@ -54,14 +57,19 @@ class HandlePrinter(Printer):
 
     def summary(self) -> str:
         q = self.val
-        name = q["name"].string(length=-1, errors="backslashreplace")
-        return (f'shmemq_t "{name}", {_lock(int(q["kind"]), bool(int(q["robust"])))}, '
+        name = c_string(read_bytes(q["name"]))
+        return (f"shmemq_t {name}, {_lock(int(q['kind']), bool(int(q['robust'])))}, "
                 f"mapped at {int(q['hdr']):#x} ({int(q['size'])} bytes), attached as "
                 f"#{int(q['attach_index'])} (pid {int(q['attach_pid'])})")
 
     def items(self) -> Iterator[tuple[str, Any]]:
         hdr = self.val["hdr"]
-        yield "hdr", hdr.dereference() if int(hdr) else "<null>"
+        try:
+            header = hdr.dereference()
+            header.fetch_lazy()
+        except gdb.MemoryError:
+            header = hdr  # unmapped (a detached handle, or garbage): the pointer says where
+        yield "hdr", header
 
 
 def add_printers(collection: Any) -> None:
