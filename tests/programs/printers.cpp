@@ -133,12 +133,15 @@ int main() {
 
     // Memory as it is before a constructor runs (zeros), and a shmemq header whose creator has
     // stored its pid (offset 48) but not yet the magic.
-    alignas(64) unsigned char zeros[512] = {};
+    alignas(64) unsigned char zeros[2048] = {};
     alignas(64) unsigned char creating[320] = {};
     const unsigned int creator = 4242;
     std::memcpy(creating + 48, &creator, sizeof creator);
     (void)zeros;  // PRINTS: *(dbgkit::targets::LockedRing<int>*)zeros = dbgkit::targets::LockedRing<int> of capacity 0, head 0, tail 0, unlocked <corrupt: no slots (not constructed)>
     (void)zeros;  // PRINTS: *(dbgkit::targets::CoarseQueue<int>*)zeros = <corrupt: deque with no map (not constructed)>
+    (void)zeros;  // PRINTS: *(dbgkit::targets::SegmentLinearPool*)zeros = <corrupt: segment at <addr> has no storage (not constructed)>
+    (void)zeros;  // PRINTS: *(dbgkit::targets::SegmentTreePool*)zeros = <corrupt: segment at <addr> has no storage (not constructed)>
+    (void)zeros;  // PRINTS: *(dbgkit::targets::detail::PcRun*)zeros = <corrupt: deque with no map (not constructed)>
     (void)zeros;  // PRINTS: *(dbgkit::targets::FineQueue<int>*)zeros = <corrupt: no dummy node (head_ is null)>
     (void)zeros;  // PRINTS: *(typeof(queue->hdr))zeros = <corrupt: bad magic 0x0>
     (void)creating;  // PRINTS: *(typeof(queue->hdr))creating = <corrupt: being initialised by pid 4242>

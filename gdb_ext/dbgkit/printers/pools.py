@@ -17,6 +17,12 @@ SEGMENT_BLOCKS = 64  # detail::Segment::kBlocks
 MAX_SEGMENTS = 1 << 16
 
 
+def _check_segment(segment: gdb.Value) -> None:
+    """Corrupt unless the segment has its storage (every constructed one has)."""
+    if int(segment["storage_"]) == 0:
+        raise Corrupt(f"segment at {int(segment.address):#x} has no storage (not constructed)")
+
+
 def _counts(owned: int, out: int) -> str:
     return f"{owned} owned, {owned - out} free, {out} out"
 
@@ -25,6 +31,7 @@ class SegmentPrinter(Printer):
     """dbgkit::targets::detail::Segment: 64 blocks and the bitmap of the free ones."""
 
     def summary(self) -> str:
+        _check_segment(self.val)
         bits = number(self.val["free_"])
         free = bitmap_free(bits)
         return (f"{SEGMENT_BLOCKS - free} of {SEGMENT_BLOCKS} blocks out, stride "
@@ -66,6 +73,7 @@ class SegmentPoolPrinter(Printer):
         for name, segment in self.segments():
             if len(found) == MAX_SEGMENTS:
                 raise Corrupt(f"more than {MAX_SEGMENTS} segments (a cycle?)")
+            _check_segment(segment)
             found.append((name, segment))
         return found
 
