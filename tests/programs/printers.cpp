@@ -124,9 +124,15 @@ int main() {
     queue_handle* aliased = queue;
     (void)aliased;  // PRINTS: *aliased = shmemq_t "/dbgkit-printers-<pid>", normal robust, mapped at <addr> (896 bytes), attached as #0 (pid <pid>) = {hdr = shmemq v1: 8 slots of 64 bytes (slot 72, segment 896 bytes), normal robust lock locked by LWP <pid>, 2 queued (written 3, read 1), creator <pid>, attached [<pid>], recoveries 0, repairs 0}
 
-    const std::string broken_name = name + "-broken";
     shmemq_options options;
     shmemq_options_init(&options);
+    options.lock = SHMEMQ_LOCK_ADAPTIVE;
+    options.robust = 0;
+    shmemq_t* adaptive = shmemq_open((name + "-adaptive").c_str(), 2, 8, &options);
+    shmemq_try_enqueue(adaptive, message, 8);
+    shmemq_try_enqueue(adaptive, message, 8);  // PRINTS: *adaptive->hdr = shmemq v1: 2 slots of 8 bytes (slot 16, segment 352 bytes), adaptive lock unlocked, spin estimate 0, 2 queued (written 2, read 0), creator <pid>, attached [<pid>], recoveries 0, repairs 0
+
+    const std::string broken_name = name + "-broken";
     options.lock = SHMEMQ_LOCK_LOCKFREE;
     shmemq_t* broken = shmemq_open(broken_name.c_str(), 4, 16, &options);
     shmemq_testing_set_counts(broken, 5, 3);  // PRINTS: *broken = shmemq_t "/dbgkit-printers-<pid>-broken", lockfree, mapped at <addr> (416 bytes), attached as #0 (pid <pid>) = {hdr = shmemq v1: 4 slots of 16 bytes (slot 24, segment 416 bytes), lockfree, <corrupt: read_count 5 > write_count 3> (written 3, read 5), creator <pid>, attached [<pid>], recoveries 0, repairs 0}
@@ -159,6 +165,7 @@ int main() {
 
     shmemq_testing_unlock(queue);
     shmemq_destroy(broken, 1);
+    shmemq_destroy(adaptive, 1);
     shmemq_destroy(queue, 1);
     plain.release(a);
     plain.release(b);

@@ -38,6 +38,8 @@ class HeaderPrinter(Printer):
         lock = _lock(kind, bool(int(h["flags"]) & SHMEMQ_FLAG_ROBUST))
         if kind != 2:
             lock += f" lock {std_mutex_state(h['mutex'])}"
+        if kind == 1:
+            lock += f", spin estimate {int(h['spins'])}"
         written, read, slots = int(h["write_count"]), int(h["read_count"]), int(h["max_count"])
         counts = f"written {written}, read {read}"
         problem = shmemq_count_problem(written, read, slots)
