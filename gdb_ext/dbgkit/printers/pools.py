@@ -72,7 +72,7 @@ class SegmentPoolPrinter(Printer):
         found = []
         for name, segment in self.segments():
             if len(found) == MAX_SEGMENTS:
-                raise Corrupt(f"more than {MAX_SEGMENTS} segments (a cycle?)")
+                raise Corrupt(f"more than {MAX_SEGMENTS} segments, not walked")
             _check_segment(segment)
             found.append((name, segment))
         return found
