@@ -1,4 +1,5 @@
-"""dbgkit: the toolkit's GDB commands. Importing has no side effects; `load()` registers them."""
+"""dbgkit: the toolkit's GDB commands and pretty printers. Importing has no side effects; `load()`
+registers them."""
 
 from __future__ import annotations
 
@@ -6,12 +7,13 @@ _loaded = False
 
 
 def load() -> None:
-    """Register settings and every command with GDB once; later calls do nothing."""
+    """Register settings, every command and the printers with GDB once; later calls do nothing."""
     global _loaded
     if _loaded:
         return
-    from . import commands, settings
+    from . import commands, printers, settings
 
     settings.register()
     commands.load_all()
+    printers.load()
     _loaded = True
