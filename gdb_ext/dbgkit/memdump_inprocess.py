@@ -131,7 +131,9 @@ class InProcessSession(Session):
             super()._install_hooks()
             return
         install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=(),
-                      api=False)
+                      api=False, flags=self.api_flags)
+        if self.state == State.RECORDING:
+            self._api_flags_on()
         for module in self._modules.modules():
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue

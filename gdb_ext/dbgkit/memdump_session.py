@@ -50,6 +50,7 @@ from .memdump_scan import pointer_scan
 from .memdump_signals import FATAL_SIGNALS, dies_of
 from .memdump_symbols import gdb_backtrace as _gdb_backtrace
 from .memdump_symbols import resolve
+from .memdump_tags import MarkBreakpoint, TagsMixin
 
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
@@ -74,7 +75,7 @@ def _signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-class Session:
+class Session(TagsMixin):
     """One recording, from `memdump` to the program's exit, `detach` or `memdump stop`."""
 
     #: the dump's `i recorder` (docs/recorder.md): GDB stops at every allocator call
@@ -95,12 +96,13 @@ class Session:
         self.sites = ReturnSites(self, return_sites)
         self.hooks: dict[int, EntryBreakpoint] = {}
         self.exit_hooks: dict[int, ExitBreakpoint] = {}
+        self.marks: dict[int, MarkBreakpoint] = {}  # memdump_api.h's tags and phases
+        self.api_flags: set[int] = set()
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
         self.final_scan: tuple[str, ScanResult | None, int] | None = None
-        #: when each live block was allocated (time.time(), the
-        #: in-process recorder's clock; blocks freed may stay)
+        #: when each live block was allocated (time.time(); blocks freed may stay)
         self.born: dict[int, float] = {}
         #: the live custom blocks (memdump_api.h), apart from the malloc'd ones
         self.custom: dict[int, int] = {}
@@ -209,6 +211,7 @@ class Session:
         else:
             self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
+        self._api_flags_on()
 
     def finish(self, reason: str, detail: str = "-") -> None:
         """Write the end record, remove every breakpoint, close the dump."""
@@ -220,6 +223,7 @@ class Session:
             except OSError as exc:
                 output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
         self._clock.close()
+        self._api_flags_on(False)
         recorded = self.writer is not None
         self.state = State.ENDED
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
@@ -240,19 +244,18 @@ class Session:
             self.on_program_end(self)
 
     def sync_dump(self) -> None:
-        """Make the dump complete up to this stop before it is read (memdump leaks): every
-        record of this design is on disk as soon as it is made."""
+        """Complete the dump up to this stop (memdump leaks): this design's records are already."""
 
     def running_time(self) -> float:
         """Seconds the program has run while recorded (not stopped at GDB's prompt)."""
         return self._clock.seconds()
 
     def _remove_breakpoints(self) -> None:
-        for bp in (*self.hooks.values(), *self.exit_hooks.values()):
+        for bp in (*self.hooks.values(), *self.exit_hooks.values(), *self.marks.values()):
             if bp.is_valid():
                 bp.delete()
-        self.hooks.clear()
-        self.exit_hooks.clear()
+        for table in (self.hooks, self.exit_hooks, self.marks):
+            table.clear()
         self.sites.clear()
         self.pending.clear()
 
@@ -385,7 +388,10 @@ class Session:
 
     # -- hooks -------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
-        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks)
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks,
+                      marks=self.marks, flags=self.api_flags)
+        if self.state == State.RECORDING:
+            self._api_flags_on()
 
     # -- hot path ----------------------------------------------------------------------------
     def on_entry(self, bp: EntryBreakpoint) -> None:

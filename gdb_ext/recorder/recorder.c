@@ -888,6 +888,72 @@ EXPORT void memdump_api_free(void *ptr)
     HOOK_END(0, 0);
 }
 
+/* -- categories and phases (memdump_api.h) ------------------------------------------------- */
+
+/* `g TID STRING` (KIND 'g': this thread pushed the tag NAME), `u TID` ('u': it popped its
+ * innermost tag) or `p SEQ phase NAME` ('p': the process entered the phase NAME); format 2.2.
+ * The tags are not sequenced: like `t`, they sit between the events they separate. */
+static void api_record(int kind, const char *name)
+{
+    struct mdr_thread *t = current();
+    if (!enter(t))
+        return;
+    lock(t->tid);
+    if (C.state == MDR_RECORDING || C.state == MDR_DRAINING) {
+        uint64_t id = kind == 'g' ? mdr_tag_string(name) : 0;
+        size_t len = kind == 'p' ? strnlen(name, MDR_TAG_MAX) : 0;
+        char *p = id == MDR_NO_TAG ? NULL : mdr_out_reserve(2 * len + 80);
+        if (p != NULL) {
+            char *start = p;
+            *p++ = (char)kind;
+            *p++ = ' ';
+            if (kind == 'p') {
+                next_seq();
+                memcpy(p, seq_text, 24);
+                p += seq_len;
+                memcpy(p, " phase ", 7);
+                p += 7;
+                char copy[MDR_TAG_MAX + 1];
+                memcpy(copy, name, len);
+                copy[len] = '\0';
+                char *text = p;
+                p = mdr_fmt_str(p, copy);
+                if (p == text)
+                    *p++ = '-'; /* empty: `-`, as GDB writes it */
+            } else {
+                memcpy(p, t->tid_text, 24);
+                p += t->tid_len;
+                if (kind == 'g') {
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, id);
+                }
+            }
+            *p++ = '\n';
+            mdr_out_commit((size_t)(p - start));
+        }
+    }
+    unlock();
+    t->in_call = 0;
+}
+
+/* memdump_tag_push(NAME): this thread's allocations are tagged NAME until its pop */
+EXPORT void memdump_api_tag_push(const char *name)
+{
+    api_record('g', name != NULL ? name : "");
+}
+
+/* memdump_tag_pop(): this thread's innermost tag ends */
+EXPORT void memdump_api_tag_pop(void)
+{
+    api_record('u', NULL);
+}
+
+/* MEMDUMP_PHASE(NAME): the process enters the phase NAME */
+EXPORT void memdump_api_phase(const char *name)
+{
+    api_record('p', name != NULL ? name : "");
+}
+
 /* Modules come and go: cached unwind rules of an unloaded module must not serve its successor. */
 EXPORT int dlclose(void *handle)
 {
@@ -923,6 +989,7 @@ static void forget_recording(void)
 {
     mdr_out_close();
     mdr_intern_reset();
+    mdr_tags_reset();
     mdr_unwind_invalidate();  /* the threads' cached walks name the old dump's nodes */
     C.path[0] = '\0';
     C.failure = MDR_OK;

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
+#: the longest tag or phase name (memdump_api.h): longer ones are cut, as the recorder does
+TAG_MAX = 255
+
 
 @dataclass(frozen=True)
 class InlinedInto:
@@ -154,6 +157,15 @@ class DumpWriter:
         self.events += 1
         res = "-" if result is None else f"{result:#x}"
         self._pending.append(f"e {self.seq} {tid} {op} {stack} {res} {' '.join(args)}\n")
+        self.flush()
+
+    def tag(self, tid: int, name: str | None) -> None:
+        """`g TID STRING`: thread TID pushed the tag NAME (memdump_api.h; the empty name is
+        string 0); None: `u TID`, it popped its innermost tag (format 2.2)."""
+        if name is None:
+            self._pending.append(f"u {tid}\n")
+        else:
+            self._pending.append(f"g {tid} {self._string(name[:TAG_MAX])}\n")
         self.flush()
 
     def process(self, what: str, detail: str) -> None:
