@@ -87,6 +87,8 @@ class Recorder(Protocol):
 
     def on_exit_call(self) -> None: ...
 
+    def take_break(self) -> bool: ...
+
 
 class EntryBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on one allocator entry point."""
@@ -101,7 +103,7 @@ class EntryBreakpoint(gdb.Breakpoint):
 
     def stop(self) -> bool:
         self.session.on_entry(self)
-        return False
+        return self.session.take_break()  # memdump break
 
 
 class ExitBreakpoint(gdb.Breakpoint):
@@ -128,7 +130,8 @@ class ReturnBreakpoint(gdb.Breakpoint):
     def stop(self) -> bool:
         self.session.on_return(self)
         # A recording being wound up stops the program once no allocator call is in progress.
-        return self.session.stop_when_idle and not self.session.pending
+        return self.session.take_break() or (self.session.stop_when_idle
+                                             and not self.session.pending)
 
 
 class ReturnSites:

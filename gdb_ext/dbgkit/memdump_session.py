@@ -45,9 +45,11 @@ from .memdump_breakpoints import (
     _format_args,
     install_hooks,
 )
+from .memdump_breaks import BreaksMixin
 from .memdump_checks import CMD, cannot_record
 from .memdump_scan import pointer_scan
 from .memdump_signals import FATAL_SIGNALS, dies_of
+from .memdump_status import status_of
 from .memdump_symbols import gdb_backtrace as _gdb_backtrace
 from .memdump_symbols import resolve
 from .memdump_tags import MarkBreakpoint, TagsMixin
@@ -75,7 +77,7 @@ def _signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-class Session(TagsMixin):
+class Session(TagsMixin, BreaksMixin):
     """One recording, from `memdump` to the program's exit, `detach` or `memdump stop`."""
 
     #: the dump's `i recorder` (docs/recorder.md): GDB stops at every allocator call
@@ -98,6 +100,8 @@ class Session(TagsMixin):
         self.exit_hooks: dict[int, ExitBreakpoint] = {}
         self.marks: dict[int, MarkBreakpoint] = {}  # memdump_api.h's tags and phases
         self.api_flags: set[int] = set()
+        self.thread_tags: dict[int, list[str]] = {}  # the breakpoint design's, per thread
+        self._break_after: dict[int, str] = {}
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
@@ -351,6 +355,7 @@ class Session(TagsMixin):
 
     def _on_stop(self, event: gdb.StopEvent) -> None:
         self._guard("stop", self._stop_event, event)
+        self._guard("break", self.announce_break)
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
         if self.state == State.RECORDING:
@@ -420,6 +425,7 @@ class Session(TagsMixin):
             if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
                 (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
                 self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
+                self.check_break(tid, op, (regs.rdi,), stack, None)
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 if op != "custom_free":
@@ -431,6 +437,7 @@ class Session(TagsMixin):
                 if regs.rdi:
                     self.custom[regs.rdi] = regs.rsi
                 self.writer.event(tid, op, stack, regs.rdi, (str(regs.rsi),))
+                self.check_break(tid, op, (regs.rsi,), stack, regs.rdi)
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 return
@@ -460,8 +467,9 @@ class Session(TagsMixin):
                 return  # another activation of the same call site (recursion), not ours
             del self.pending[tid]
             self.sites.release(pend.ret)
-            if pend.written:
-                return  # free: written at its entry
+            if pend.written:  # free: written at its entry
+                self.release_returned(tid)
+                return
             op = pend.op
             result = regs.rax
             rc = 0
@@ -472,6 +480,7 @@ class Session(TagsMixin):
             if result in self.live:
                 self.born[result] = time.time()
             self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
+            self.check_break(tid, op, pend.args, pend.stack, result)
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
         except Exception as exc:  # noqa: BLE001
@@ -575,25 +584,4 @@ class Session(TagsMixin):
 
     # -- queries -----------------------------------------------------------------------------
     def status(self) -> dict[str, object]:
-        elapsed = time.monotonic() - self.started
-        running = self.running_time()
-        events = self.writer.events if self.writer else 0
-        return {
-            "state": self.state.value,  # `memdump status --json` prints the name
-            "recorder": self.mode,
-            "path": self.path,
-            "pid": self.pid,
-            "events": events,
-            "elapsed_s": round(elapsed, 3),
-            "running_s": round(running, 3),
-            "events_per_s": round(events / running, 1) if running > 0 else 0.0,
-            "pending_calls": len(self.pending),
-            "hooks": len(self.hooks),
-            "live_blocks": len(self.live),
-            "scan": self.scan_status,
-            "return_sites": len(self.sites),
-            "dump_bytes": self.writer.bytes_written if self.writer else 0,
-            "interned": self.writer.counts if self.writer else {},
-            "counts": dict(self.counts),
-            "ended": self.ended_reason or None,
-        }
+        return status_of(self)

@@ -113,12 +113,16 @@ class TagsMixin:
             writer = self.writer  # type: ignore[attr-defined]
             if regs is None or writer is None:
                 return
+            tags = self.thread_tags.setdefault(tid, [])  # type: ignore[attr-defined]
             if bp.kind == "pop":
                 writer.tag(tid, None)
+                if tags:
+                    tags.pop()
                 return
             name = read_name(self._read, regs.rdi)  # type: ignore[attr-defined]
             if bp.kind == "push":
                 writer.tag(tid, name)
+                tags.append(name)
             else:
                 writer.process("phase", name)
         except Exception as exc:  # noqa: BLE001

@@ -13,14 +13,14 @@ struct Blocks {
     int n = 0;
     void take(size_t size)
     {
-        at[n] = malloc(size);
+        at[n] = malloc(size);  // BREAK: take
         memset(at[n], 1, size);
         n++;
     }
     void release()
     {
-        while (n)
-            free(at[--n]);
+        while (n)  // BREAK: loop
+            free(at[--n]);  // BREAK: release
     }
 };
 
@@ -37,14 +37,14 @@ int main()
         main_blocks.take(1001);
         {
             MEMDUMP_TAG_SCOPE("collision");
-            main_blocks.take(1002);
+            main_blocks.take(1002);  // BREAK: collision
         }
         main_blocks.take(1001);
     }
     std::thread audio([&audio_blocks] {
         memdump_tag_push("audio");
         audio_blocks.take(2001);
-        audio_blocks.take(2001);
+        audio_blocks.take(2001);  // BREAK: audio2
         memdump_tag_pop();
         audio_blocks.take(12);  // untagged
     });

@@ -61,6 +61,7 @@ class DumpWriter:
         self._frames: dict[int, int] = {}
         self._nodes: dict[tuple[int, int], int] = {}
         self._stacks: dict[tuple[int, ...], int] = {}
+        self._pcs: dict[int, tuple[int, ...]] = {}
         #: the next free ids: another writer (the in-process recorder) may have used some
         self.next_string = 1
         self.next_frame = 1
@@ -118,6 +119,7 @@ class DumpWriter:
         self._frames.clear()
         self._nodes.clear()
         self._stacks.clear()
+        self._pcs.clear()
 
     def stack(self, pcs: tuple[int, ...]) -> int:
         """Node id for a stack given innermost first (0 for an empty stack)."""
@@ -135,7 +137,12 @@ class DumpWriter:
                 self._pending.append(f"n {child} {node} {key[1]}\n")
             node = child
         self._stacks[pcs] = node
+        self._pcs[node] = pcs
         return node
+
+    def pcs_of(self, node: int) -> tuple[int, ...]:
+        """The program counters of stack NODE (this writer's), innermost first."""
+        return self._pcs.get(node, ())
 
     @property
     def counts(self) -> dict[str, int]:
