@@ -16,7 +16,7 @@ from typing import Any
 import gdb
 
 from . import output
-from .core.breakcond import RELEASES, BreakCondition, allocated_size, last_event
+from .core.breakcond import RELEASES, BreakCondition, allocated_size, last_event, map_frames
 from .memdump_checks import CMD
 
 #: the in-process recorder's condition and the function a match calls
@@ -56,14 +56,21 @@ def function_ranges(name: str) -> list[tuple[int, int]]:
     return [(block.start, block.end)]
 
 
-def _resolve(condition: BreakCondition) -> None:
-    """The code ranges of CONDITION's function, in the running program (once)."""
+def _resolve(condition: BreakCondition, modules: Any) -> None:  # noqa: ANN401 - a ModuleMap
+    """CONDITION's addresses in the running program: its function's code ranges, its stack's
+    pcs (once each; a module not loaded yet is looked for again at the next event)."""
+    if condition.frames and len(condition.pcs) != len(condition.frames):
+        modules.refresh()
+        pcs = map_frames(condition.frames, {m.path: m.bias for m in modules.modules()})
+        condition.pcs = pcs or ()
     if condition.function is None or condition.ranges:
         return
     try:
         condition.ranges = function_ranges(condition.function)
     except gdb.GdbError as exc:
         output.warn(CMD, f"{exc}: the break stops nowhere")
+        condition.function = None
+        condition.ops = frozenset()
 
 
 def _what(op: str, args: tuple[int, ...], address: int | None) -> str:
@@ -99,7 +106,7 @@ class BreaksMixin:
             return
         condition = self.break_condition
         if condition is not None:
-            _resolve(condition)
+            _resolve(condition, self._modules)  # type: ignore[attr-defined]
         data = condition.words() if condition is not None else bytes(8)
         inferior.write_memory(self._break_at, data)
 
@@ -114,7 +121,7 @@ class BreaksMixin:
         condition = self.break_condition
         if condition is None:
             return
-        _resolve(condition)
+        _resolve(condition, self._modules)  # type: ignore[attr-defined]
         tags = self.thread_tags.get(tid)  # type: ignore[attr-defined]
         writer = self.writer  # type: ignore[attr-defined]
         if condition.matches(op, args, writer.seq, tags[-1] if tags else None,

@@ -150,6 +150,10 @@ class InProcessSession(Session):
             if not self._break_at:
                 found = module.elf.symtab_functions(frozenset({BREAK_AT}), (STT_OBJECT,))
                 self._break_at = module.bias + found[BREAK_AT] if found.get(BREAK_AT) else 0
+        wanted = self.break_condition
+        if self.control is not None and wanted is not None and wanted.frames and \
+                len(wanted.pcs) != len(wanted.frames):  # --leak: a module its stack needs came
+            self.write_break()
         if self.attached and not self._attach_tried:
             self._attach_tried = True
             self._attach()

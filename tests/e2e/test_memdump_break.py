@@ -91,3 +91,34 @@ def test_bad_breaks_say_why_in_one_line(dump: Path) -> None:
         "memdump: argument --size: must not be negative, not -1",
     ], run.stderr
     assert "Traceback" not in run.output
+
+
+def test_a_leak_of_an_earlier_run_stops_at_the_call_that_leaked(dump: Path,
+                                                                  tmp_path: Path) -> None:
+    """LEAK 1 of the first run is the third of five blocks from one call site: the second run
+    stops at that call (i == 2), not at the first from the same stack."""
+    first = tmp_path / "first.memdump"
+    record("leak_nth", dump=first)
+    run = record("leak_nth", dump=dump, before=[f"memdump break --leak 1 --from {first}"],
+                 after=["print i", "frame 1", "print i", "continue"])
+    assert (f"memdump: break: --leak 1 --from {first} (LEAK 1: 42 bytes in 1 blocks; the "
+            "allocation of 42 bytes, call 3 from its stack)") in run.stdout
+    assert [b[0] for b in _breaks(run.stdout)] == ["break at event 3: malloc(42)"]
+    assert re.findall(r"^\$\d+ = (\d+)$", run.stdout, re.M) == ["2", "2"]
+    site = marker("leak_nth.c", "call", "BREAK")
+    assert re.search(rf"^#1 .* main \(\) at .*{site.file}:{site.line}$", run.stdout, re.M)
+
+
+def test_a_leak_group_that_is_not_there(dump: Path, tmp_path: Path) -> None:
+    first = tmp_path / "first.memdump"
+    record("leak_nth", dump=first)
+    run = record("leak_nth", dump=dump, before=[f"memdump break --leak 2 --from {first}",
+                                                 "memdump break --leak 1",
+                                                 f"memdump break --leak 1 --from {tmp_path}/no"],
+                 run=None)
+    errors = [line for line in run.stderr.splitlines() if line.startswith("memdump")]
+    assert errors == [
+        f"memdump break: {first} has 1 leak group (memdump-analyze {first} lists them), not 2",
+        "memdump break: --leak N and --from DUMP go together",
+        f"memdump break: {tmp_path}/no: no such file",
+    ], run.stderr

@@ -12,6 +12,7 @@ import gdb
 
 from .. import memdump_live, output, settings
 from ..core.breakcond import NO_MAX, ON, BreakCondition
+from ..core.leaksite import LeakSiteError, leak_site
 from ..core.recorder import LIBRARY, find_library
 from ..memdump_breaks import function_ranges
 from ..memdump_checks import CMD, cannot_record, check_program
@@ -99,6 +100,12 @@ def _build_parser() -> base.Parser:
                     help="events whose stack goes through function F (debug information)")
     br.add_argument("--count", type=_count, metavar="N",
                     help="stop at the N-th matching event only (default: at each one)")
+    br.add_argument("--leak", type=_count, metavar="N",
+                    help="the allocation that leaked as LEAK N of the report of --from DUMP "
+                         "(its stack and which call from it): run the program again to land "
+                         "there")
+    br.add_argument("--from", dest="from_dump", metavar="DUMP",
+                    help="the dump of an earlier run, for --leak")
     br.add_argument("--delete", action="store_true", help="remove the break")
     sub.add_parser("stop", help="stop recording and close the dump")
     return parser
@@ -145,8 +152,8 @@ _break_condition: BreakCondition | None = None
 
 def _break(args: argparse.Namespace) -> None:
     global _break_condition
-    asked = [a for a in ("on", "size", "size_min", "seq", "tag", "function", "count")
-             if getattr(args, a) is not None]
+    asked = [a for a in ("on", "size", "size_min", "seq", "tag", "function", "count", "leak",
+                         "from_dump") if getattr(args, a) is not None]
     if args.delete:
         if asked:
             raise gdb.GdbError(f"{CMD} break: --delete takes no other option")
@@ -158,6 +165,12 @@ def _break(args: argparse.Namespace) -> None:
     if not asked:
         text = _break_condition.text if _break_condition is not None else "no break"
         output.info(CMD, f"break: {text}" if _break_condition is not None else text)
+        return
+    if args.leak is not None or args.from_dump is not None:
+        _break_condition = _leak_break(args, asked)
+        if _active() is not None:
+            _active().set_break(dataclasses.replace(_break_condition))
+        output.info(CMD, f"break: {_break_condition.text}")
         return
     on = args.on or "alloc"
     if on == "free" and (args.size is not None or args.size_min is not None):
@@ -189,6 +202,28 @@ def _starts_recording(argv: list[str]) -> bool:
 
 def _active() -> Session | None:
     return _session if _session is not None and _session.state != State.ENDED else None
+
+
+def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
+    """--leak N --from DUMP: the condition that stops where group N was allocated."""
+    if args.leak is None or args.from_dump is None:
+        raise gdb.GdbError(f"{CMD} break: --leak N and --from DUMP go together")
+    if len(asked) > 2:
+        raise gdb.GdbError(f"{CMD} break: --leak takes no other condition")
+    if args.leak < 1:
+        raise gdb.GdbError(f"{CMD} break: leak groups are numbered from 1")
+    try:
+        site = leak_site(os.path.expanduser(args.from_dump), args.leak)
+    except LeakSiteError as exc:
+        raise gdb.GdbError(f"{CMD} break: {exc}") from None
+    if not site.occurrence:
+        raise gdb.GdbError(f"{CMD} break: {args.from_dump}: the allocation of LEAK "
+                           f"{args.leak} is not among its events")
+    return BreakCondition(ops=frozenset(ON["alloc"]), frames=site.frames,
+                          count=site.occurrence,
+                          text=f"--leak {args.leak} --from {args.from_dump} ({site.title}; the "
+                               f"allocation of {site.size:,} bytes, call {site.occurrence:,} "
+                               "from its stack)")
 
 
 def _start(args: argparse.Namespace) -> None:

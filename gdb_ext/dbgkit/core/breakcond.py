@@ -67,7 +67,9 @@ class BreakCondition:
     #: [lo, hi) RANGES, which the session finds once the program is loaded (PIE moves it)
     function: str | None = None
     ranges: list[tuple[int, int]] = field(default_factory=list)
-    #: the event's stack begins with these pcs (--leak); empty: any
+    #: the event's stack begins with these frames (--leak: module, offset), at these pcs in the
+    #: running program (the session maps them once the modules are loaded); empty: any
+    frames: tuple[tuple[str, int], ...] = ()
     pcs: tuple[int, ...] = ()
     #: stop at the COUNT-th match only; 0: at every one
     count: int = 0
@@ -89,7 +91,7 @@ class BreakCondition:
         if self.function is not None and not any(lo <= pc < hi for pc in pcs
                                                  for lo, hi in self.ranges):
             return False
-        if self.pcs and tuple(pcs[:len(self.pcs)]) != self.pcs:
+        if self.frames and tuple(pcs[:len(self.frames)]) != self.pcs:
             return False
         self.hits += 1
         return not self.count or self.hits == self.count
@@ -98,17 +100,19 @@ class BreakCondition:
         """struct mdr_break as the recorder reads it (the hits and last event zero)."""
         if len(self.ranges) > RANGES:
             raise ValueError(f"at most {RANGES} code ranges")
-        if len(self.pcs) > PCS:
+        if len(self.frames) > PCS:
             raise ValueError(f"at most {PCS} frames")
         ranges = [v for r in self.ranges for v in r] + [0] * (2 * (RANGES - len(self.ranges)))
         pcs = list(self.pcs) + [0] * (PCS - len(self.pcs))
         mask = sum(1 << OPS.index(op) for op in self.ops)
+        if self.frames and len(self.pcs) != len(self.frames):  # not mapped: nothing matches
+            pcs = [1] * len(self.frames)
         n_ranges = len(self.ranges)
         if self.function is not None and not n_ranges:  # not found: nothing matches
             ranges[:2], n_ranges = [1, 1], 1
         values = [mask, self.size_min, self.size_max, self.seq,
                   tag_hash(self.tag) if self.tag is not None else 0, self.count, 0,
-                  n_ranges, *ranges, len(self.pcs), *pcs, 0, 0, 0, 0]
+                  n_ranges, *ranges, len(self.frames), *pcs, 0, 0, 0, 0]
         return struct.pack(f"<{FIELDS}Q", *values)
 
 
@@ -117,3 +121,17 @@ def last_event(raw: bytes) -> tuple[int, str, int, int]:
     struct's bytes."""
     seq, op, size, address = struct.unpack_from("<4Q", raw, 8 * (FIELDS - 4))
     return seq, OPS[op] if op < len(OPS) else "?", size, address
+
+
+def map_frames(frames: Sequence[tuple[str, int]],
+               biases: dict[str, int]) -> tuple[int, ...] | None:
+    """The pcs of FRAMES (module path, offset) in a process whose modules have BIASES (path ->
+    load bias; a module is also found by its file name); None when one is not loaded."""
+    by_name = {path.rsplit("/", 1)[-1]: bias for path, bias in biases.items()}
+    out = []
+    for module, offset in frames:
+        bias = biases.get(module, by_name.get(module.rsplit("/", 1)[-1]))
+        if bias is None:
+            return None
+        out.append(bias + offset)
+    return tuple(out)
