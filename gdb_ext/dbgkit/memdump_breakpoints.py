@@ -25,6 +25,7 @@ from . import output
 from .core.elf import ElfError
 from .core.procmaps import ModuleMap
 from .memdump_checks import CMD
+from .memdump_tags import MARKS, MarkBreakpoint, module_api
 
 __all__ = [
     "API_FUNCTIONS",
@@ -86,6 +87,8 @@ class Recorder(Protocol):
 
     def on_exit_call(self) -> None: ...
 
+    def take_break(self) -> bool: ...
+
 
 class EntryBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on one allocator entry point."""
@@ -100,7 +103,7 @@ class EntryBreakpoint(gdb.Breakpoint):
 
     def stop(self) -> bool:
         self.session.on_entry(self)
-        return False
+        return self.session.take_break()  # memdump break
 
 
 class ExitBreakpoint(gdb.Breakpoint):
@@ -127,7 +130,8 @@ class ReturnBreakpoint(gdb.Breakpoint):
     def stop(self) -> bool:
         self.session.on_return(self)
         # A recording being wound up stops the program once no allocator call is in progress.
-        return self.session.stop_when_idle and not self.session.pending
+        return self.session.take_break() or (self.session.stop_when_idle
+                                             and not self.session.pending)
 
 
 class ReturnSites:
@@ -178,12 +182,15 @@ class ReturnSites:
 
 def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
                   hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
-                  ops: Iterable[str] = _ALLOCATOR_OPS, api: bool = True) -> None:
+                  ops: Iterable[str] = _ALLOCATOR_OPS, api: bool = True,
+                  marks: dict[int, MarkBreakpoint] | None = None,
+                  flags: set[int] | None = None) -> None:
     """Break on every allocator entry point (of OPS, names of `_ALLOCATOR_OPS`), on
     memdump_api.h's functions, and on
     _exit, exported by a module of MODULES not in SCANNED yet (modules are keyed by path and
     start); HOOKS and EXIT_HOOKS get the new ones. API: break on memdump_api.h's functions
-    too (not when the in-process recorder records them)."""
+    too (not when the in-process recorder records them); MARKS gets the breakpoints of its tag
+    and phase functions, FLAGS the address of each module's memdump_api_enabled."""
     modules.refresh()
     for module in modules.modules():
         key = (module.path, module.start)
@@ -216,6 +223,14 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
             address = module.bias + value
             if value and address not in hooks:
                 hooks[address] = EntryBreakpoint(recorder, address, API_FUNCTIONS[name])
+        if flags is not None:
+            flag, found_marks = module_api(module.elf, symbols)
+            if flag:
+                flags.add(module.bias + flag)
+            for name, value in found_marks.items() if api and marks is not None else ():
+                if module.bias + value not in marks:
+                    marks[module.bias + value] = MarkBreakpoint(recorder, module.bias + value,
+                                                                MARKS[name])
         for name in EXIT_FUNCTIONS:
             value = symbols.get(name)
             if value and module.bias + value not in exit_hooks:

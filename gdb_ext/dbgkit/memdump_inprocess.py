@@ -16,6 +16,7 @@ from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
 from . import memdump_attach, output
 from .core import procfs, ptrace
+from .core.elf import STT_OBJECT
 from .core.reach import ScanResult
 from .core.recorder import (
     DISABLED,
@@ -32,6 +33,7 @@ from .core.recorder import (
     read_tail,
 )
 from .memdump_breakpoints import _format_args, install_hooks
+from .memdump_breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
 from .memdump_checks import CMD
 from .memdump_scan import pointer_scan
 from .memdump_session import Session, State
@@ -131,17 +133,27 @@ class InProcessSession(Session):
             super()._install_hooks()
             return
         install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=(),
-                      api=False)
+                      api=False, flags=self.api_flags)
+        if self.state == State.RECORDING:
+            self._api_flags_on()
         for module in self._modules.modules():
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue
             symbols = module.elf.dynamic_symbols()
             for name, kind in (("memdump_recorder_configure", ConfigureBreakpoint),
-                               ("memdump_recorder_unloading", UnloadingBreakpoint)):
+                               ("memdump_recorder_unloading", UnloadingBreakpoint),
+                               (BREAK_FUNCTION, BreakBreakpoint)):
                 value = symbols.get(name)
                 if value and module.bias + value not in self._configure_hooks:
                     address = module.bias + value
                     self._configure_hooks[address] = kind(self, address)
+            if not self._break_at:
+                found = module.elf.symtab_functions(frozenset({BREAK_AT}), (STT_OBJECT,))
+                self._break_at = module.bias + found[BREAK_AT] if found.get(BREAK_AT) else 0
+        wanted = self.break_condition
+        if self.control is not None and wanted is not None and wanted.frames and \
+                len(wanted.pcs) != len(wanted.frames):  # --leak: a module its stack needs came
+            self.write_break()
         if self.attached and not self._attach_tried:
             self._attach_tried = True
             self._attach()
@@ -211,6 +223,7 @@ class InProcessSession(Session):
                         attach=int(self.attached))
             control.set_path(os.path.abspath(self.path))
             self.control = control
+            self.write_break()
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 

@@ -45,11 +45,14 @@ from .memdump_breakpoints import (
     _format_args,
     install_hooks,
 )
+from .memdump_breaks import BreaksMixin
 from .memdump_checks import CMD, cannot_record
 from .memdump_scan import pointer_scan
 from .memdump_signals import FATAL_SIGNALS, dies_of
+from .memdump_status import status_of
 from .memdump_symbols import gdb_backtrace as _gdb_backtrace
 from .memdump_symbols import resolve
+from .memdump_tags import MarkBreakpoint, TagsMixin
 
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
@@ -74,7 +77,7 @@ def _signal_name(number: int) -> str:
         return f"SIG{number}"
 
 
-class Session:
+class Session(TagsMixin, BreaksMixin):
     """One recording, from `memdump` to the program's exit, `detach` or `memdump stop`."""
 
     #: the dump's `i recorder` (docs/recorder.md): GDB stops at every allocator call
@@ -95,12 +98,15 @@ class Session:
         self.sites = ReturnSites(self, return_sites)
         self.hooks: dict[int, EntryBreakpoint] = {}
         self.exit_hooks: dict[int, ExitBreakpoint] = {}
+        self.marks: dict[int, MarkBreakpoint] = {}  # memdump_api.h's tags and phases
+        self.api_flags: set[int] = set()
+        self.thread_tags: dict[int, list[str]] = {}  # the breakpoint design's, per thread
+        self._break_after: dict[int, str] = {}
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
         self.final_scan: tuple[str, ScanResult | None, int] | None = None
-        #: when each live block was allocated (time.time(), the
-        #: in-process recorder's clock; blocks freed may stay)
+        #: when each live block was allocated (time.time(); blocks freed may stay)
         self.born: dict[int, float] = {}
         #: the live custom blocks (memdump_api.h), apart from the malloc'd ones
         self.custom: dict[int, int] = {}
@@ -209,6 +215,7 @@ class Session:
         else:
             self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
+        self._api_flags_on()
 
     def finish(self, reason: str, detail: str = "-") -> None:
         """Write the end record, remove every breakpoint, close the dump."""
@@ -220,6 +227,7 @@ class Session:
             except OSError as exc:
                 output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
         self._clock.close()
+        self._api_flags_on(False)
         recorded = self.writer is not None
         self.state = State.ENDED
         self.ended_reason = reason if detail == "-" else f"{reason} {detail}"
@@ -240,19 +248,18 @@ class Session:
             self.on_program_end(self)
 
     def sync_dump(self) -> None:
-        """Make the dump complete up to this stop before it is read (memdump leaks): every
-        record of this design is on disk as soon as it is made."""
+        """Complete the dump up to this stop (memdump leaks): this design's records are already."""
 
     def running_time(self) -> float:
         """Seconds the program has run while recorded (not stopped at GDB's prompt)."""
         return self._clock.seconds()
 
     def _remove_breakpoints(self) -> None:
-        for bp in (*self.hooks.values(), *self.exit_hooks.values()):
+        for bp in (*self.hooks.values(), *self.exit_hooks.values(), *self.marks.values()):
             if bp.is_valid():
                 bp.delete()
-        self.hooks.clear()
-        self.exit_hooks.clear()
+        for table in (self.hooks, self.exit_hooks, self.marks):
+            table.clear()
         self.sites.clear()
         self.pending.clear()
 
@@ -348,6 +355,7 @@ class Session:
 
     def _on_stop(self, event: gdb.StopEvent) -> None:
         self._guard("stop", self._stop_event, event)
+        self._guard("break", self.announce_break)
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
         if self.state == State.RECORDING:
@@ -385,7 +393,10 @@ class Session:
 
     # -- hooks -------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
-        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks)
+        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks,
+                      marks=self.marks, flags=self.api_flags)
+        if self.state == State.RECORDING:
+            self._api_flags_on()
 
     # -- hot path ----------------------------------------------------------------------------
     def on_entry(self, bp: EntryBreakpoint) -> None:
@@ -414,6 +425,7 @@ class Session:
             if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
                 (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
                 self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
+                self.check_break(tid, op, (regs.rdi,), stack, None)
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 if op != "custom_free":
@@ -425,6 +437,7 @@ class Session:
                 if regs.rdi:
                     self.custom[regs.rdi] = regs.rsi
                 self.writer.event(tid, op, stack, regs.rdi, (str(regs.rsi),))
+                self.check_break(tid, op, (regs.rsi,), stack, regs.rdi)
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 return
@@ -454,8 +467,9 @@ class Session:
                 return  # another activation of the same call site (recursion), not ours
             del self.pending[tid]
             self.sites.release(pend.ret)
-            if pend.written:
-                return  # free: written at its entry
+            if pend.written:  # free: written at its entry
+                self.release_returned(tid)
+                return
             op = pend.op
             result = regs.rax
             rc = 0
@@ -466,6 +480,7 @@ class Session:
             if result in self.live:
                 self.born[result] = time.time()
             self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
+            self.check_break(tid, op, pend.args, pend.stack, result)
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
         except Exception as exc:  # noqa: BLE001
@@ -569,25 +584,4 @@ class Session:
 
     # -- queries -----------------------------------------------------------------------------
     def status(self) -> dict[str, object]:
-        elapsed = time.monotonic() - self.started
-        running = self.running_time()
-        events = self.writer.events if self.writer else 0
-        return {
-            "state": self.state.value,  # `memdump status --json` prints the name
-            "recorder": self.mode,
-            "path": self.path,
-            "pid": self.pid,
-            "events": events,
-            "elapsed_s": round(elapsed, 3),
-            "running_s": round(running, 3),
-            "events_per_s": round(events / running, 1) if running > 0 else 0.0,
-            "pending_calls": len(self.pending),
-            "hooks": len(self.hooks),
-            "live_blocks": len(self.live),
-            "scan": self.scan_status,
-            "return_sites": len(self.sites),
-            "dump_bytes": self.writer.bytes_written if self.writer else 0,
-            "interned": self.writer.counts if self.writer else {},
-            "counts": dict(self.counts),
-            "ended": self.ended_reason or None,
-        }
+        return status_of(self)

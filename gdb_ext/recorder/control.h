@@ -77,6 +77,31 @@ enum mdr_op {
     MDR_OP_COUNT
 };
 
+/* `memdump break`: the condition GDB writes into memdump_recorder_break_at, which the recorder
+ * tests after each event it writes; on a match it calls memdump_recorder_break(), where GDB
+ * stops (docs/recorder.md, "Breaks"). Every field 8 bytes, GDB reads and writes it as the
+ * control block. */
+#define MDR_BREAK_RANGES 8
+#define MDR_BREAK_PCS 64
+struct mdr_break {
+    volatile uint64_t ops;       /*  0: bit (1 << enum mdr_op) of each operation; 0: no break */
+    uint64_t size_min;           /*  1: the allocation's size at least... */
+    uint64_t size_max;           /*  2: ...and at most */
+    uint64_t seq;                /*  3: the event's SEQ; 0: any */
+    uint64_t tag;                /*  4: the hash of the thread's innermost tag (FNV-1a of its
+                                  *     name); 0: any */
+    uint64_t count;              /*  5: stop at the COUNT-th match only; 0: at every one */
+    uint64_t hits;               /*  6: matches so far (the recorder) */
+    uint64_t n_ranges;           /*  7: a frame's pc in one of these [lo, hi) ranges (--function) */
+    uint64_t ranges[2 * MDR_BREAK_RANGES]; /* 8 */
+    uint64_t n_pcs;              /* 24: the stack's first pcs are these (--leak); 0: any */
+    uint64_t pcs[MDR_BREAK_PCS]; /* 25 */
+    uint64_t last_seq;           /* 89: the matching event (the recorder, for GDB's message) */
+    uint64_t last_op;            /* 90 */
+    uint64_t last_size;          /* 91 */
+    uint64_t last_address;       /* 92: the block allocated or released */
+};
+
 /* A custom block's entry in the live-block table: its address with this bit set, so that an
  * object at the start of its pool's malloc'd block (same address) has its own entry. */
 #define MDR_CUSTOM_KEY (UINT64_C(1) << 63)

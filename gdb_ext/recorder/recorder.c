@@ -40,6 +40,14 @@ EXPORT struct mdr_control memdump_recorder_control = {
 
 /* GDB stops here before a module is unloaded: it symbolises the frames recorded in it while it
  * can still read its symbols. */
+/* memdump break's condition (control.h), and where a matching event calls (GDB stops there) */
+EXPORT struct mdr_break memdump_recorder_break_at;
+
+EXPORT __attribute__((noinline)) void memdump_recorder_break(void)
+{
+    __asm__ volatile("" ::: "memory");
+}
+
 EXPORT __attribute__((noinline)) void memdump_recorder_unloading(struct mdr_control *control)
 {
     __asm__ volatile("" : : "r"(control) : "memory");
@@ -138,9 +146,13 @@ struct walk {
  * program's own allocations (glibc sizes each thread's dtv by the number of TLS modules, and a
  * valgrind comparison sees 16 bytes more). The state hangs off a pthread key instead (keys below
  * 32 live in the thread descriptor: no allocation), and is reused after the thread exits. */
+#define TAG_DEPTH 32 /* tags a thread's stack keeps the hashes of (deeper ones count) */
+
 struct mdr_thread {
     int in_call;
     int ready;
+    int tag_depth;
+    uint64_t tag_hash[TAG_DEPTH];
     uint64_t tid;
     struct mdr_slot *slot;
     struct mdr_thread *next_free;
@@ -488,6 +500,61 @@ slot:;
     }
 }
 
+/* The bytes an operation allocates (0 for those that release) */
+static uint64_t size_of(enum mdr_op op, const uint64_t *a)
+{
+    switch (op) {
+    case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC: case MDR_NEW: case MDR_NEW_ARRAY:
+    case MDR_CUSTOM_ALLOC:
+        return a[0];
+    case MDR_CALLOC: return a[0] * a[1];
+    case MDR_REALLOC: case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN: return a[1];
+    case MDR_REALLOCARRAY: return a[1] * a[2];
+    case MDR_POSIX_MEMALIGN: return a[2];
+    default: return 0;
+    }
+}
+
+/* Whether the event just written (SEQ) matches memdump break's condition B; keeps it in B */
+static int break_matches(struct mdr_break *b, const struct mdr_thread *t, const struct call *c,
+                         uint64_t result)
+{
+    enum mdr_op op = c->op;
+    if (!(b->ops >> op & 1) || (b->seq && b->seq != C.seq))
+        return 0;
+    uint64_t size = size_of(op, c->args);
+    int releases = op == MDR_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY
+                   || op == MDR_CUSTOM_FREE;
+    if (!releases && (size < b->size_min || size > b->size_max))
+        return 0;
+    if (b->tag && (t->tag_depth == 0 || t->tag_depth > TAG_DEPTH
+                   || t->tag_hash[t->tag_depth - 1] != b->tag))
+        return 0;
+    if (b->n_ranges) {
+        int in = 0;
+        for (int i = 0; i < c->n && !in; i++)
+            for (uint64_t r = 0; r < b->n_ranges && r < MDR_BREAK_RANGES; r++)
+                in |= c->pcs[i] >= b->ranges[2 * r] && c->pcs[i] < b->ranges[2 * r + 1];
+        if (!in)
+            return 0;
+    }
+    if (b->n_pcs) {
+        if ((uint64_t)c->n < b->n_pcs || b->n_pcs > MDR_BREAK_PCS)
+            return 0;
+        for (uint64_t i = 0; i < b->n_pcs; i++)
+            if (c->pcs[i] != b->pcs[i])
+                return 0;
+    }
+    uint64_t hits = ++b->hits;
+    if (b->count && hits != b->count)
+        return 0;
+    b->last_seq = C.seq;
+    b->last_op = (uint64_t)op;
+    b->last_size = size;
+    b->last_address = releases ? c->args[0] : result;
+    return 1;
+}
+
 static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
 {
     switch (op) {
@@ -654,6 +721,7 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
     enum mdr_op op = c->op;
     struct walk *w = c->walk;
     uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
+    int hit = 0;
     if (!locked)
         lock(t->tid);
     if (MDR_LIKELY(C.state == MDR_RECORDING || C.state == MDR_DRAINING)) {
@@ -683,9 +751,13 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
             C.events++;
             C.partial_stacks += (uint64_t)c->partial;
             apply(op, result, c->args, rc, stack);
+            struct mdr_break *b = &memdump_recorder_break_at;
+            hit = MDR_UNLIKELY(b->ops != 0) && break_matches(b, t, c, result);
         }
     }
     unlock();
+    if (MDR_UNLIKELY(hit))
+        memdump_recorder_break();
     if (t->slot != NULL)
         __atomic_store_n(&t->slot->op, 0, __ATOMIC_RELEASE);
 }
@@ -888,6 +960,83 @@ EXPORT void memdump_api_free(void *ptr)
     HOOK_END(0, 0);
 }
 
+/* -- categories and phases (memdump_api.h) ------------------------------------------------- */
+
+/* `g TID STRING` (KIND 'g': this thread pushed the tag NAME), `u TID` ('u': it popped its
+ * innermost tag) or `p SEQ phase NAME` ('p': the process entered the phase NAME); format 2.2.
+ * The tags are not sequenced: like `t`, they sit between the events they separate. */
+static void api_record(int kind, const char *name)
+{
+    struct mdr_thread *t = current();
+    if (!enter(t))
+        return;
+    if (kind == 'g') { /* memdump break --tag compares the innermost tag's hash */
+        if (t->tag_depth < TAG_DEPTH) {
+            uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the name as recorded */
+            for (size_t i = 0; i < MDR_TAG_MAX && name[i]; i++)
+                h = (h ^ (unsigned char)name[i]) * 0x100000001b3ull;
+            t->tag_hash[t->tag_depth] = h;
+        }
+        t->tag_depth++;
+    } else if (kind == 'u' && t->tag_depth > 0) {
+        t->tag_depth--;
+    }
+    lock(t->tid);
+    if (C.state == MDR_RECORDING || C.state == MDR_DRAINING) {
+        uint64_t id = kind == 'g' ? mdr_tag_string(name) : 0;
+        size_t len = kind == 'p' ? strnlen(name, MDR_TAG_MAX) : 0;
+        char *p = id == MDR_NO_TAG ? NULL : mdr_out_reserve(2 * len + 80);
+        if (p != NULL) {
+            char *start = p;
+            *p++ = (char)kind;
+            *p++ = ' ';
+            if (kind == 'p') {
+                next_seq();
+                memcpy(p, seq_text, 24);
+                p += seq_len;
+                memcpy(p, " phase ", 7);
+                p += 7;
+                char copy[MDR_TAG_MAX + 1];
+                memcpy(copy, name, len);
+                copy[len] = '\0';
+                char *text = p;
+                p = mdr_fmt_str(p, copy);
+                if (p == text)
+                    *p++ = '-'; /* empty: `-`, as GDB writes it */
+            } else {
+                memcpy(p, t->tid_text, 24);
+                p += t->tid_len;
+                if (kind == 'g') {
+                    *p++ = ' ';
+                    p = mdr_fmt_dec(p, id);
+                }
+            }
+            *p++ = '\n';
+            mdr_out_commit((size_t)(p - start));
+        }
+    }
+    unlock();
+    t->in_call = 0;
+}
+
+/* memdump_tag_push(NAME): this thread's allocations are tagged NAME until its pop */
+EXPORT void memdump_api_tag_push(const char *name)
+{
+    api_record('g', name != NULL ? name : "");
+}
+
+/* memdump_tag_pop(): this thread's innermost tag ends */
+EXPORT void memdump_api_tag_pop(void)
+{
+    api_record('u', NULL);
+}
+
+/* MEMDUMP_PHASE(NAME): the process enters the phase NAME */
+EXPORT void memdump_api_phase(const char *name)
+{
+    api_record('p', name != NULL ? name : "");
+}
+
 /* Modules come and go: cached unwind rules of an unloaded module must not serve its successor. */
 EXPORT int dlclose(void *handle)
 {
@@ -923,6 +1072,7 @@ static void forget_recording(void)
 {
     mdr_out_close();
     mdr_intern_reset();
+    mdr_tags_reset();
     mdr_unwind_invalidate();  /* the threads' cached walks name the old dump's nodes */
     C.path[0] = '\0';
     C.failure = MDR_OK;

@@ -112,5 +112,10 @@ MDR_HIDDEN int mdr_children_configure(int forked);
 MDR_HIDDEN void mdr_children_traced(void);
 /* The `end` record of a process recorded alone that exits with STATUS, at P. */
 MDR_HIDDEN char *mdr_children_end(char *p, int status);
+/* tags.c: memdump_api.h's tag names as the dump's strings (under the writer lock) */
+#define MDR_TAG_MAX 255
+#define MDR_NO_TAG UINT64_MAX
+MDR_HIDDEN uint64_t mdr_tag_string(const char *name);
+MDR_HIDDEN void mdr_tags_reset(void);
 
 #endif

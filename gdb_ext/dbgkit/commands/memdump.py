@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import textwrap
@@ -10,7 +11,10 @@ import textwrap
 import gdb
 
 from .. import memdump_live, output, settings
+from ..core.breakcond import NO_MAX, ON, BreakCondition
+from ..core.leaksite import LeakSiteError, leak_site
 from ..core.recorder import LIBRARY, find_library
+from ..memdump_breaks import function_ranges
 from ..memdump_checks import CMD, cannot_record, check_program
 from ..memdump_inprocess import InProcessSession
 from ..memdump_session import Session, State
@@ -47,7 +51,7 @@ def _build_parser() -> base.Parser:
                         help="also record the processes the program forks and the programs "
                              "they execute, each into its own dump (in-process recorder only)")
     sub = parser.add_subparsers(dest="action",
-                                metavar="{status,leaks,who-points-at,block-list,stop}",
+                                metavar="{status,leaks,who-points-at,block-list,break,stop}",
                                 parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
     st.add_argument("--json", action="store_true", help="print JSON")
@@ -80,8 +84,41 @@ def _build_parser() -> base.Parser:
                         help="list the blocks of group N of the last memdump leaks, with their "
                              "addresses (valgrind's block_list)")
     bl.add_argument("group", metavar="N", type=int, help="the group's number (LEAK N of ...)")
+    br = sub.add_parser("break", help="stop the program at the heap events that match (both "
+                                      "recorders); without options: show the break")
+    br.add_argument("--on", choices=sorted(ON), default=None,
+                    help="the kind of event: alloc (every allocation, realloc included; the "
+                         "default), free, realloc")
+    size = br.add_mutually_exclusive_group()
+    size.add_argument("--size", type=_count, metavar="N", help="allocations of exactly N bytes")
+    size.add_argument("--size-min", type=_count, metavar="N",
+                      help="allocations of N bytes or more")
+    br.add_argument("--seq", type=_count, metavar="N", help="the event numbered N in the dump")
+    br.add_argument("--tag", metavar="T",
+                    help="events of threads whose innermost memdump_api.h tag is T")
+    br.add_argument("--function", metavar="F",
+                    help="events whose stack goes through function F (debug information)")
+    br.add_argument("--count", type=_count, metavar="N",
+                    help="stop at the N-th matching event only (default: at each one)")
+    br.add_argument("--leak", type=_count, metavar="N",
+                    help="the allocation that leaked as LEAK N of the report of --from DUMP "
+                         "(its stack and which call from it): run the program again to land "
+                         "there")
+    br.add_argument("--from", dest="from_dump", metavar="DUMP",
+                    help="the dump of an earlier run, for --leak")
+    br.add_argument("--delete", action="store_true", help="remove the break")
     sub.add_parser("stop", help="stop recording and close the dump")
     return parser
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, not {value}")
+    return value
 
 
 _PARSER = _build_parser()
@@ -105,10 +142,55 @@ class MemdumpCommand(base.Command):
 
     def run(self, args: argparse.Namespace) -> None:
         {None: _start, "status": _status, "leaks": _leaks, "who-points-at": _who_points_at,
-         "block-list": _block_list, "stop": _stop}[args.action](args)
+         "block-list": _block_list, "break": _break, "stop": _stop}[args.action](args)
 
 
-_SUBCOMMANDS = ("status", "leaks", "stop")
+_SUBCOMMANDS = ("status", "leaks", "who-points-at", "block-list", "break", "stop")
+#: `memdump break`'s condition: every recording from now on stops at its events
+_break_condition: BreakCondition | None = None
+
+
+def _break(args: argparse.Namespace) -> None:
+    global _break_condition
+    asked = [a for a in ("on", "size", "size_min", "seq", "tag", "function", "count", "leak",
+                         "from_dump") if getattr(args, a) is not None]
+    if args.delete:
+        if asked:
+            raise gdb.GdbError(f"{CMD} break: --delete takes no other option")
+        _break_condition = None
+        if _active() is not None:
+            _active().set_break(None)
+        output.info(CMD, "no break")
+        return
+    if not asked:
+        text = _break_condition.text if _break_condition is not None else "no break"
+        output.info(CMD, f"break: {text}" if _break_condition is not None else text)
+        return
+    if args.leak is not None or args.from_dump is not None:
+        _break_condition = _leak_break(args, asked)
+        if _active() is not None:
+            _active().set_break(dataclasses.replace(_break_condition))
+        output.info(CMD, f"break: {_break_condition.text}")
+        return
+    on = args.on or "alloc"
+    if on == "free" and (args.size is not None or args.size_min is not None):
+        raise gdb.GdbError(f"{CMD} break: --size and --size-min are for allocations "
+                           "(--on alloc or realloc)")
+    if args.function:
+        function_ranges(args.function)  # there: its addresses are taken when the program runs
+    words = [f"--on {on}"] + [f"--{a.replace('_', '-')} {getattr(args, a)}"
+                              for a in asked if a != "on"]
+    condition = BreakCondition(
+        ops=frozenset(ON[on]),
+        size_min=args.size if args.size is not None else args.size_min or 0,
+        size_max=args.size if args.size is not None else NO_MAX,
+        seq=args.seq or 0, tag=args.tag, function=args.function, count=args.count or 0,
+        text=" ".join(words))
+    _break_condition = condition
+    session = _active()
+    if session is not None:
+        session.set_break(dataclasses.replace(condition))
+    output.info(CMD, f"break: {condition.text}")
 
 
 def _starts_recording(argv: list[str]) -> bool:
@@ -120,6 +202,28 @@ def _starts_recording(argv: list[str]) -> bool:
 
 def _active() -> Session | None:
     return _session if _session is not None and _session.state != State.ENDED else None
+
+
+def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
+    """--leak N --from DUMP: the condition that stops where group N was allocated."""
+    if args.leak is None or args.from_dump is None:
+        raise gdb.GdbError(f"{CMD} break: --leak N and --from DUMP go together")
+    if len(asked) > 2:
+        raise gdb.GdbError(f"{CMD} break: --leak takes no other condition")
+    if args.leak < 1:
+        raise gdb.GdbError(f"{CMD} break: leak groups are numbered from 1")
+    try:
+        site = leak_site(os.path.expanduser(args.from_dump), args.leak)
+    except LeakSiteError as exc:
+        raise gdb.GdbError(f"{CMD} break: {exc}") from None
+    if not site.occurrence:
+        raise gdb.GdbError(f"{CMD} break: {args.from_dump}: the allocation of LEAK "
+                           f"{args.leak} is not among its events")
+    return BreakCondition(ops=frozenset(ON["alloc"]), frames=site.frames,
+                          count=site.occurrence,
+                          text=f"--leak {args.leak} --from {args.from_dump} ({site.title}; the "
+                               f"allocation of {site.size:,} bytes, call {site.occurrence:,} "
+                               "from its stack)")
 
 
 def _start(args: argparse.Namespace) -> None:
@@ -186,6 +290,8 @@ def _new_session(out_path: str | None, series: str | None = None,
                          "follows the program alone")
     session.settings = settings.get
     session.on_program_end = _rearm
+    if _break_condition is not None:  # its matches count anew in each run
+        session.break_condition = dataclasses.replace(_break_condition, hits=0)
     return session
 
 

@@ -13,6 +13,9 @@ from dataclasses import dataclass
 
 from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
+#: the longest tag or phase name (memdump_api.h): longer ones are cut, as the recorder does
+TAG_MAX = 255
+
 
 @dataclass(frozen=True)
 class InlinedInto:
@@ -58,6 +61,7 @@ class DumpWriter:
         self._frames: dict[int, int] = {}
         self._nodes: dict[tuple[int, int], int] = {}
         self._stacks: dict[tuple[int, ...], int] = {}
+        self._pcs: dict[int, tuple[int, ...]] = {}
         #: the next free ids: another writer (the in-process recorder) may have used some
         self.next_string = 1
         self.next_frame = 1
@@ -115,6 +119,7 @@ class DumpWriter:
         self._frames.clear()
         self._nodes.clear()
         self._stacks.clear()
+        self._pcs.clear()
 
     def stack(self, pcs: tuple[int, ...]) -> int:
         """Node id for a stack given innermost first (0 for an empty stack)."""
@@ -132,7 +137,12 @@ class DumpWriter:
                 self._pending.append(f"n {child} {node} {key[1]}\n")
             node = child
         self._stacks[pcs] = node
+        self._pcs[node] = pcs
         return node
+
+    def pcs_of(self, node: int) -> tuple[int, ...]:
+        """The program counters of stack NODE (this writer's), innermost first."""
+        return self._pcs.get(node, ())
 
     @property
     def counts(self) -> dict[str, int]:
@@ -154,6 +164,15 @@ class DumpWriter:
         self.events += 1
         res = "-" if result is None else f"{result:#x}"
         self._pending.append(f"e {self.seq} {tid} {op} {stack} {res} {' '.join(args)}\n")
+        self.flush()
+
+    def tag(self, tid: int, name: str | None) -> None:
+        """`g TID STRING`: thread TID pushed the tag NAME (memdump_api.h; the empty name is
+        string 0); None: `u TID`, it popped its innermost tag (format 2.2)."""
+        if name is None:
+            self._pending.append(f"u {tid}\n")
+        else:
+            self._pending.append(f"g {tid} {self._string(name[:TAG_MAX])}\n")
         self.flush()
 
     def process(self, what: str, detail: str) -> None:

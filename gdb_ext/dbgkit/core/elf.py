@@ -34,6 +34,7 @@ SHT_DYNSYM = 11
 SHT_GNU_VERSYM = 0x6FFFFFFF
 SHN_UNDEF = 0
 SHN_XINDEX = 0xFFFF
+STT_OBJECT = 1
 STT_FUNC = 2
 STT_GNU_IFUNC = 10
 DT_NULL, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ = 0, 4, 5, 6, 10
@@ -305,10 +306,12 @@ class ElfFile:
                 hidden_names.discard(name)
         return out
 
-    def symtab_functions(self, names: frozenset[str]) -> dict[str, int]:
-        """The defined functions of .symtab (the static symbol table, read from the file: an
-        executable linked without -rdynamic exports nothing) among NAMES: name -> st_value.
-        Cheap when none is there: the string table is searched first."""
+    def symtab_functions(self, names: frozenset[str],
+                         types: tuple[int, ...] = (STT_FUNC,)) -> dict[str, int]:
+        """The defined functions (or symbols of TYPES: STT_OBJECT for variables) of .symtab
+        (the static symbol table, read from the file: an executable linked without -rdynamic
+        exports nothing) among NAMES: name -> st_value. Cheap when none is there: the string
+        table is searched first."""
         secs = self.sections()
         for sec in secs:
             if sec.type != SHT_SYMTAB or sec.link >= len(secs):
@@ -321,7 +324,7 @@ class ElfFile:
             out: dict[str, int] = {}
             for pos in range(_SYM.size, len(table) - _SYM.size + 1, _SYM.size):
                 st_name, st_info, _, st_shndx, st_value, _ = _SYM.unpack_from(table, pos)
-                if st_shndx == SHN_UNDEF or (st_info & 0xF) != STT_FUNC:
+                if st_shndx == SHN_UNDEF or (st_info & 0xF) not in types:
                     continue
                 end = strs.find(b"\0", st_name)
                 name = strs[st_name:end]

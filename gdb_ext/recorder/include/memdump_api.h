@@ -102,15 +102,106 @@ void memdump_api_free_hook(void *ptr)
             memdump_api_free_hook(memdump_p_);                                \
     } while (0)
 
+/* -- categories and phases ----------------------------------------------------------------
+ *
+ *     memdump_tag_push("physics"); ... memdump_tag_pop();   this thread's allocations in between
+ *                                                           are tagged "physics" (the innermost
+ *                                                           tag of the thread's stack of tags)
+ *     MEMDUMP_TAG_SCOPE("physics");                         C++: pushed here, popped at the end
+ *                                                           of the enclosing block
+ *     MEMDUMP_PHASE("level 2");                             the whole process enters a phase
+ *
+ * Names are copied when recorded: any string will do. When memdump is not recording, each is one
+ * load of this module's memdump_api_enabled and a branch not taken: memdump sets that variable
+ * to 1 in every module that has it (it is in each module's symbol table) while it records, and
+ * back to 0 when it stops. The calls then reach the in-process recorder (memdump_api_tag_push,
+ * memdump_api_tag_pop, memdump_api_phase), or the empty hooks below, on which the breakpoint
+ * recorder breaks. */
+MEMDUMP_API_VISIBLE __attribute__((weak)) volatile int memdump_api_enabled;
+
+MEMDUMP_API_VISIBLE __attribute__((weak)) void memdump_api_tag_push(const char *name);
+MEMDUMP_API_VISIBLE __attribute__((weak)) void memdump_api_tag_pop(void);
+MEMDUMP_API_VISIBLE __attribute__((weak)) void memdump_api_phase(const char *name);
+
+MEMDUMP_API_VISIBLE __attribute__((weak, noinline, used))
+void memdump_api_tag_push_hook(const char *name)
+{
+    __asm__ volatile("" : : "r"(name) : "memory");
+}
+
+MEMDUMP_API_VISIBLE __attribute__((weak, noinline, used))
+void memdump_api_tag_pop_hook(void)
+{
+    __asm__ volatile("" : : : "memory");
+}
+
+MEMDUMP_API_VISIBLE __attribute__((weak, noinline, used))
+void memdump_api_phase_hook(const char *name)
+{
+    __asm__ volatile("" : : "r"(name) : "memory");
+}
+
+static inline __attribute__((always_inline)) void memdump_tag_push(const char *name)
+{
+    if (__builtin_expect(memdump_api_enabled, 0)) {
+        void (*f)(const char *);
+        MEMDUMP_API_ADDRESS_(memdump_api_tag_push, f);
+        if (f)
+            f(name);
+        else
+            memdump_api_tag_push_hook(name);
+    }
+}
+
+static inline __attribute__((always_inline)) void memdump_tag_pop(void)
+{
+    if (__builtin_expect(memdump_api_enabled, 0)) {
+        void (*f)(void);
+        MEMDUMP_API_ADDRESS_(memdump_api_tag_pop, f);
+        if (f)
+            f();
+        else
+            memdump_api_tag_pop_hook();
+    }
+}
+
+#define MEMDUMP_PHASE(name)                                                   \
+    do {                                                                      \
+        if (__builtin_expect(memdump_api_enabled, 0)) {                       \
+            const char *memdump_s_ = (name);                                  \
+            void (*memdump_f_)(const char *);                                 \
+            MEMDUMP_API_ADDRESS_(memdump_api_phase, memdump_f_);              \
+            if (memdump_f_)                                                   \
+                memdump_f_(memdump_s_);                                       \
+            else                                                              \
+                memdump_api_phase_hook(memdump_s_);                           \
+        }                                                                     \
+    } while (0)
+
 #else /* neither GCC nor Clang, or not ELF: memdump cannot record there */
 
 #define MEMDUMP_ALLOC(ptr, size) do { (void)(ptr); (void)(size); } while (0)
 #define MEMDUMP_FREE(ptr) do { (void)(ptr); } while (0)
+#define MEMDUMP_PHASE(name) do { (void)(name); } while (0)
+static inline void memdump_tag_push(const char *name) { (void)name; }
+static inline void memdump_tag_pop(void) {}
 
 #endif
 
 #ifdef __cplusplus
 }
+
+/* MEMDUMP_TAG_SCOPE("physics"): the enclosing block's allocations (this thread's) are tagged */
+class memdump_tag_scope_ {
+public:
+    explicit memdump_tag_scope_(const char *name) { memdump_tag_push(name); }
+    ~memdump_tag_scope_() { memdump_tag_pop(); }
+    memdump_tag_scope_(const memdump_tag_scope_ &) = delete;
+    memdump_tag_scope_ &operator=(const memdump_tag_scope_ &) = delete;
+};
+#define MEMDUMP_TAG_CAT2_(a, b) a##b
+#define MEMDUMP_TAG_CAT_(a, b) MEMDUMP_TAG_CAT2_(a, b)
+#define MEMDUMP_TAG_SCOPE(name) memdump_tag_scope_ MEMDUMP_TAG_CAT_(memdump_tag_, __LINE__)(name)
 #endif
 
 #endif /* MEMDUMP_API_H */
