@@ -53,7 +53,8 @@ def test_a_function_not_found_matches_nothing_in_the_recorder() -> None:
 
 def test_words_and_last_event() -> None:
     c = BreakCondition(frozenset({"malloc", "free"}), size_min=8, size_max=64, seq=7,
-                       tag="ai", count=3, pcs=(0x401000, 0x402000))
+                       tag="ai", count=3, frames=(("/bin/app", 0x1000), ("/bin/app", 0x2000)),
+                       pcs=(0x401000, 0x402000))
     w = struct.unpack("<93Q", c.words())
     assert w[0] == 1 << OPS.index("malloc") | 1 << OPS.index("free")
     assert w[1:7] == (8, 64, 7, tag_hash("ai"), 3, 0)
