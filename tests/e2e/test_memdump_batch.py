@@ -71,9 +71,9 @@ FAILURES = {
     "missing-value": ("memdump -o", "stdio_echo",
                       "memdump: argument -o/--output: expected one argument"),
     "unknown-subcommand": ("memdump stats", "stdio_echo",
-                           "memdump: argument {{status,leaks,who-points-at,block-list,stop}}: "
-                           "invalid choice: 'stats' (choose from 'status', 'leaks', "
-                           "'who-points-at', 'block-list', 'stop')"),
+                           "memdump: argument {{status,leaks,who-points-at,block-list,break,"
+                           "stop}}: invalid choice: 'stats' (choose from 'status', 'leaks', "
+                           "'who-points-at', 'block-list', 'break', 'stop')"),
     "no-program": ("memdump", None,
                    "memdump: no program to record: start GDB with one (gdb ./app), use "
                    "'file ./app', or attach to a process (gdb -p PID)"),
