@@ -23,6 +23,7 @@ from .report import SuppressionOf, dumps_json, render_json, render_text
 from .sarif import render_sarif
 from .suppressions import Suppression, SuppressionError, group_names, load_all
 from .suppressions import apply as apply_suppressions
+from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
 
 PROG = "memdump-analyze"
 EXIT_OK = 0
@@ -139,6 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
         "for (the recording did not finish): they are shown by module and offset",
     )
     _ci_options(parser)
+    views = parser.add_mutually_exclusive_group()
+    views.add_argument("--by-tag", action="store_true",
+                       help="instead of the leaks: per memdump_api.h tag, the bytes and blocks "
+                       "allocated, the peak and what is still live (docs/tags.md)")
+    views.add_argument("--phases", action="store_true",
+                       help="instead of the leaks: per MEMDUMP_PHASE, what it allocated, freed "
+                       "within it, and what outlived it, by stack, with where it was freed")
     parser.add_argument("--gen-suppressions", action="store_true",
                         help="after each listed leak group, the suppression in valgrind's format "
                         "that --suppressions applies back (JSON: each leak's `suppression`)")
@@ -234,6 +242,8 @@ def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.by_tag or args.phases:
+        return _run_tags(args)
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
@@ -290,6 +300,19 @@ def _run_diff(args: argparse.Namespace) -> int:
         text = render_diff_text(result, args.max_frames)
     code = EXIT_LEAK if args.fail_on_leak and result.failing(error_kinds) else EXIT_OK
     return _write(args.output, text, code)
+
+
+def _run_tags(args: argparse.Namespace) -> int:
+    if args.format not in ("text", "json"):
+        raise _UsageError(f"--by-tag and --phases are text or json, not --format {args.format}")
+    result = tags_and_phases(args.dump)
+    if args.by_tag:
+        text = (dumps_json(tags_json(result, args.dump)) if args.format == "json"
+                else tags_text(result, args.dump))
+    else:
+        text = (dumps_json(phases_json(result, args.dump, args.max_frames))
+                if args.format == "json" else phases_text(result, args.dump, args.max_frames))
+    return _write(args.output, text, EXIT_OK)
 
 
 def _write(output: str | None, text: str, code: int) -> int:

@@ -115,6 +115,8 @@ class DumpReader(EventErrors):
         self.tid: bytes | None = None
         #: frame id -> line of its `fs` record (format 1.3: its symbols, written after its use)
         self.symbolized: dict[int, int] = {}
+        #: (2.2) each thread's stack of memdump_api.h tags (string ids, innermost last)
+        self.tags: dict[int, list[int]] = {}
         #: (frame id, SEQ) of the last `fs` record while `fi` records may follow it
         self._open_fs: tuple[int, int] = (0, -1)
         self._open()
@@ -318,6 +320,8 @@ class DumpReader(EventErrors):
             self._kind(fl, seq)
         elif tag == b"scan":
             self._scan(fl, seq)
+        elif tag == b"g" or tag == b"u":
+            self._tag(fl, seq)
         else:
             self._unknown(tag, seq)
         if tag == b"s":
@@ -327,6 +331,30 @@ class DumpReader(EventErrors):
         return None
 
     # Definitions are rare next to events: they are read carefully, not fast.
+
+    def _tag(self, fl: list[bytes], seq: int) -> None:
+        """`g TID STRING` (2.2): thread TID pushed a tag (memdump_api.h); `u TID`: it popped
+        its innermost one. `tags` keeps each thread's stack of string ids."""
+        tag = fl[0]
+        if len(fl) != (3 if tag == b"g" else 2):
+            raise self._fields_error(tag, RECORDS[tag.decode()], len(fl) - 1, seq)
+        tid = self._num(fl[1], "TID", seq)
+        stack = self.tags.setdefault(tid, [])
+        if tag == b"u":
+            if not stack:
+                raise DumpError(self.path, self._here(seq),
+                                f"thread {tid} pops a tag it has not pushed")
+            stack.pop()
+            return
+        string = self._num(fl[2], "STRING", seq)
+        if string and string not in self.strings:
+            raise DumpError(self.path, self._here(seq), f"tag string {string} is not defined")
+        stack.append(string)
+
+    def tag_of(self, tid: int) -> str | None:
+        """Thread TID's innermost tag now (memdump_api.h), None when it has none."""
+        stack = self.tags.get(tid)
+        return self.strings.get(stack[-1], "") if stack else None
 
     def _num(self, tok: bytes, what: str, seq: int) -> int:
         if _DEC.fullmatch(tok) is None:

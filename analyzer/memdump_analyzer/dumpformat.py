@@ -74,6 +74,8 @@ RECORDS: dict[str, str] = {
     "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
     "r": "ADDR KIND [HEURISTIC|LEADER]",
     "end": "SEQ REASON DETAIL",
+    "g": "TID STRING",
+    "u": "TID",
 }
 #: the `i recorder` values (format 1.3): which recorder wrote the events
 RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")

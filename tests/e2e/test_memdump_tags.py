@@ -3,10 +3,11 @@ innermost tag of its thread's stack and the phase it was made in."""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
-from memdump_e2e import marker, record
+from memdump_e2e import analyze_raw, marker, record
 
 _ALLOCATORS = {"+": 0, "+n": 0, "+a": 0}  # short records: SIZE is the last field
 
@@ -67,3 +68,22 @@ def test_the_macros_are_on_only_while_memdump_records(dump: Path) -> None:
     assert printed == ["$1 = 1", "$2 = 0"], run.output
     _, phases = _attributed(dump)
     assert phases == ["level 1"]  # level 2 came after the stop
+
+
+def test_the_analysers_tags_and_phases(dump: Path) -> None:
+    """memdump-analyze --by-tag and --phases on the recording: the named tags' figures, and the
+    nine blocks of level 1 that outlive it, freed in level 2."""
+    record("tags_phases", dump=dump)
+    tags = json.loads(analyze_raw(dump, "--by-tag", "--format", "json").stdout)["tags"]
+    named = {t["tag"]: (t["allocated"]["bytes"], t["allocated"]["blocks"], t["peak_bytes"],
+                        t["leaked"]["bytes"]) for t in tags if t["tag"] != "(untagged)"}
+    assert named == {"audio": (4002, 2, 4002, 0), "physics": (3003, 3, 3003, 0),
+                     "collision": (1002, 1, 1002, 0)}
+    phases = json.loads(analyze_raw(dump, "--phases", "--format", "json").stdout)["phases"]
+    level1, level2 = (p for p in phases if p["phase"] in ("level 1", "level 2"))
+    ours = [g for g in level1["groups"] if g["stack"][0]["function"].startswith(
+        "(anonymous namespace)::Blocks::take")]
+    assert sorted(g["bytes"] for g in ours) == [11, 12, 1001, 1001, 1001, 1002, 2001, 2001]
+    assert all(g["freed_in"] == {"level 2": 1} for g in ours)
+    assert (level2["allocated"], level2["outlived"]["blocks"]) == (
+        {"bytes": 3001, "blocks": 1}, 0)

@@ -1,0 +1,253 @@
+"""Categories and phases (memdump_api.h's tags and MEMDUMP_PHASE): `memdump-analyze --by-tag`
+and `--phases` (docs/tags.md), in one pass over the dump.
+
+Each allocation belongs to the innermost tag its thread had pushed (`g`/`u` records) and to the
+phase the process was in (`p SEQ phase NAME`). Per tag: what was allocated, the most it held at
+once, and what is still live at the end. Per phase: what it allocated, what of that it freed before
+the next phase began, and what *outlived* it (still live when the next phase began), grouped by
+allocation stack with the phase in which each such block was finally freed, or "never".
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .dumpfile import DumpReader, Frame
+from .dumpformat import effect, unescape
+
+__all__ = ["PhaseStats", "TagStats", "TagsAndPhases", "tags_and_phases"]
+
+UNTAGGED = "(untagged)"
+BEFORE = "(before the first phase)"
+NEVER = "never"
+
+
+@dataclass
+class TagStats:
+    tag: str
+    allocated_bytes: int = 0
+    allocated_blocks: int = 0
+    live_bytes: int = 0
+    live_blocks: int = 0
+    peak_bytes: int = 0
+    #: the event at which the tag's live bytes peaked
+    peak_seq: int = 0
+
+
+@dataclass
+class Outlived:
+    """Blocks of one allocation stack that outlived their phase."""
+
+    node: int
+    bytes: int = 0
+    blocks: int = 0
+    #: phase name -> blocks freed in it ("never": live at the end)
+    freed_in: Counter = field(default_factory=Counter)
+    stack: list[Frame] = field(default_factory=list)
+
+
+@dataclass
+class PhaseStats:
+    phase: str
+    seq: int
+    allocated_bytes: int = 0
+    allocated_blocks: int = 0
+    freed_bytes: int = 0
+    freed_blocks: int = 0
+    outlived_bytes: int = 0
+    outlived_blocks: int = 0
+    groups: dict[int, Outlived] = field(default_factory=dict)
+
+
+@dataclass
+class TagsAndPhases:
+    tags: list[TagStats]
+    phases: list[PhaseStats]
+    #: whether the dump has tags or phases at all (a program that does not use memdump_api.h)
+    tagged: bool
+    phased: bool
+
+
+class _Block:
+    __slots__ = ("size", "tag", "phase", "node", "outlived")
+
+    def __init__(self, size: int, tag: TagStats, phase: int, node: int) -> None:
+        self.size, self.tag, self.phase, self.node = size, tag, phase, node
+        self.outlived = False
+
+
+def tags_and_phases(path: str) -> TagsAndPhases:
+    """The dump at PATH, read once. Raises DumpError as the leak report does."""
+    tags: dict[str | None, TagStats] = {}
+    phases = [PhaseStats(BEFORE, 0)]
+    live: dict[int, _Block] = {}
+    with DumpReader(path) as reader:
+        for fl in reader.records():
+            if fl[0] == b"p":
+                if fl[2] == b"phase":
+                    _phase_begins(phases, live, unescape(fl[4]), int(fl[1]))
+                elif fl[2] == b"exec":
+                    live.clear()
+                continue
+            if fl[0] != b"e":
+                continue
+            op = fl[3].decode()
+            result = int(fl[5], 16) if fl[5] != b"-" else 0
+            args = tuple(int(a, 0) for a in fl[6:])
+            release, new, size = effect(op, result, args)
+            seq = int(fl[1])
+            if release is not None:
+                _free(live.pop(release, None), phases)
+            if new is not None:
+                name = reader.tag_of(int(fl[2]))
+                stats = tags.get(name)
+                if stats is None:
+                    stats = tags[name] = TagStats(UNTAGGED if name is None else name or '""')
+                stats.allocated_bytes += size
+                stats.allocated_blocks += 1
+                stats.live_bytes += size
+                stats.live_blocks += 1
+                if stats.live_bytes > stats.peak_bytes:
+                    stats.peak_bytes, stats.peak_seq = stats.live_bytes, seq
+                phase = phases[-1]
+                phase.allocated_bytes += size
+                phase.allocated_blocks += 1
+                old = live.get(new)
+                if old is not None:  # a block the dump never saw freed: gone
+                    _free(old, phases)
+                live[new] = _Block(size, stats, len(phases) - 1, reader.node_ids[fl[4]])
+        for block in live.values():
+            if block.outlived:
+                phases[block.phase].groups[block.node].freed_in[NEVER] += 1
+        for phase in phases:
+            for group in phase.groups.values():
+                group.stack = reader.stack(abs(group.node))
+        phased = len(phases) > 1
+    if phases[0].allocated_blocks == 0 and phased:
+        del phases[0]
+    order = sorted(tags.values(), key=lambda t: (-t.allocated_bytes, t.tag))
+    return TagsAndPhases(order, phases, tagged=any(name is not None for name in tags),
+                         phased=phased)
+
+
+def _free(block: _Block | None, phases: list[PhaseStats]) -> None:
+    if block is None:
+        return
+    block.tag.live_bytes -= block.size
+    block.tag.live_blocks -= 1
+    current = len(phases) - 1
+    if block.outlived:
+        phases[block.phase].groups[block.node].freed_in[phases[current].phase] += 1
+    elif block.phase == current:
+        phases[current].freed_bytes += block.size
+        phases[current].freed_blocks += 1
+
+
+def _phase_begins(phases: list[PhaseStats], live: dict[int, _Block], name: str,
+                  seq: int) -> None:
+    """The blocks the ending phase allocated and that are still live outlive it."""
+    ending = len(phases) - 1
+    phase = phases[ending]
+    for block in live.values():
+        if block.phase == ending and not block.outlived:
+            block.outlived = True
+            phase.outlived_bytes += block.size
+            phase.outlived_blocks += 1
+            group = phase.groups.get(block.node)
+            if group is None:
+                group = phase.groups[block.node] = Outlived(block.node)
+            group.bytes += block.size
+            group.blocks += 1
+    phases.append(PhaseStats(name if name != "-" else "", seq))
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+#: the JSON's `format` and `version` (docs/tags.md)
+FORMAT = "memdump-tags"
+VERSION = 1
+
+
+def _pair(nbytes: int, blocks: int) -> dict[str, int]:
+    return {"bytes": nbytes, "blocks": blocks}
+
+
+def _frame(frame: Frame) -> dict[str, object]:
+    return {"function": frame.function, "file": frame.file, "line": frame.line,
+            "module": frame.module, "offset": f"0x{frame.offset:x}"}
+
+
+def tags_json(result: TagsAndPhases, path: str) -> dict[str, object]:
+    return {"format": FORMAT, "version": VERSION, "view": "tags", "dump": path,
+            "tags": [{"tag": t.tag, "allocated": _pair(t.allocated_bytes, t.allocated_blocks),
+                      "peak_bytes": t.peak_bytes, "peak_seq": t.peak_seq,
+                      "leaked": _pair(t.live_bytes, t.live_blocks)} for t in result.tags]}
+
+
+def phases_json(result: TagsAndPhases, path: str, max_frames: int | None) -> dict[str, object]:
+    return {"format": FORMAT, "version": VERSION, "view": "phases", "dump": path,
+            "phases": [{
+                "phase": p.phase, "seq": p.seq,
+                "allocated": _pair(p.allocated_bytes, p.allocated_blocks),
+                "freed_in_phase": _pair(p.freed_bytes, p.freed_blocks),
+                "outlived": _pair(p.outlived_bytes, p.outlived_blocks),
+                "groups": [{"bytes": g.bytes, "blocks": g.blocks,
+                            "freed_in": dict(sorted(g.freed_in.items(), key=_freed_order)),
+                            "stack": [_frame(f) for f in g.stack[:max_frames]]}
+                           for g in _groups(p)],
+            } for p in result.phases]}
+
+
+def _groups(phase: PhaseStats) -> list[Outlived]:
+    return sorted(phase.groups.values(), key=lambda g: (-g.bytes, -g.blocks, g.node))
+
+
+def _freed_order(item: tuple[str, int]) -> tuple[bool, str]:
+    return item[0] == NEVER, ""
+
+
+def _blocks(n: int) -> str:
+    return f"{n:,} block{'s' * (n != 1)}"
+
+
+def _where(frame: Frame) -> str:
+    name = frame.function or (f"{frame.module}+0x{frame.offset:x}" if frame.module else "??")
+    if frame.file:
+        return f"{name} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})"
+    return name
+
+
+def tags_text(result: TagsAndPhases, path: str) -> str:
+    out = [f"memdump tags of {path}"]
+    if not result.tagged:
+        out.append("note: the program pushed no memdump_api.h tag: every block is untagged")
+    rows = [("tag", "allocated", "blocks", "peak", "leaked", "blocks")]
+    rows += [(t.tag, f"{t.allocated_bytes:,}", f"{t.allocated_blocks:,}", f"{t.peak_bytes:,}",
+              f"{t.live_bytes:,}", f"{t.live_blocks:,}") for t in result.tags]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
+    out.append("")
+    for row in rows:
+        cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:],
+                                                                         strict=True)]
+        out.append("  ".join(cells).rstrip())
+    return "\n".join(out) + "\n"
+
+
+def phases_text(result: TagsAndPhases, path: str, max_frames: int | None) -> str:
+    out = [f"memdump phases of {path}"]
+    if not result.phased:
+        out.append("note: the program marked no MEMDUMP_PHASE: one phase, the whole run")
+    for p in result.phases:
+        out.append("")
+        out.append(f"PHASE {p.phase!r} (from event {p.seq:,}): allocated "
+                   f"{p.allocated_bytes:,} bytes in {_blocks(p.allocated_blocks)}, freed within "
+                   f"it {p.freed_bytes:,} bytes in {_blocks(p.freed_blocks)}, outlived it "
+                   f"{p.outlived_bytes:,} bytes in {_blocks(p.outlived_blocks)}")
+        for g in _groups(p):
+            fates = ", ".join(f"{n:,} in {name!r}" if name != NEVER else f"{n:,} never"
+                              for name, n in sorted(g.freed_in.items(), key=_freed_order))
+            out.append(f"  {g.bytes:,} bytes in {_blocks(g.blocks)} freed: {fates}")
+            for i, frame in enumerate(g.stack[:max_frames]):
+                out.append(f"    #{i} {_where(frame)}")
+    return "\n".join(out) + "\n"
