@@ -18,6 +18,7 @@ from .diff import diff, render_diff_json, render_diff_text
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
 from .gensupp import suppression_text
+from .growth import growth, growth_json, growth_text
 from .model import Analysis, Group
 from .report import SuppressionOf, dumps_json, render_json, render_text
 from .sarif import render_sarif
@@ -144,6 +145,10 @@ def build_parser() -> argparse.ArgumentParser:
     views.add_argument("--by-tag", action="store_true",
                        help="instead of the leaks: per memdump_api.h tag, the bytes and blocks "
                        "allocated, the peak and what is still live (docs/tags.md)")
+    views.add_argument("--growth", action="store_true",
+                       help="instead of the leaks: the growth chains (a vector or string grown "
+                       "step by step, a buffer grown by realloc) by stack, and the reserve that "
+                       "avoids them (docs/growth.md); --top N")
     views.add_argument("--phases", action="store_true",
                        help="instead of the leaks: per MEMDUMP_PHASE, what it allocated, freed "
                        "within it, and what outlived it, by stack, with where it was freed")
@@ -242,7 +247,7 @@ def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.by_tag or args.phases:
+    if args.by_tag or args.phases or args.growth:
         return _run_tags(args)
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
@@ -304,7 +309,14 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 def _run_tags(args: argparse.Namespace) -> int:
     if args.format not in ("text", "json"):
-        raise _UsageError(f"--by-tag and --phases are text or json, not --format {args.format}")
+        raise _UsageError("--by-tag, --phases and --growth are text or json, not --format "
+                          f"{args.format}")
+    if args.growth:
+        sites = growth(args.dump)
+        text = (dumps_json(growth_json(sites, args.dump, args.top, args.max_frames))
+                if args.format == "json" else
+                growth_text(sites, args.dump, args.top, args.max_frames))
+        return _write(args.output, text, EXIT_OK)
     result = tags_and_phases(args.dump)
     if args.by_tag:
         text = (dumps_json(tags_json(result, args.dump)) if args.format == "json"

@@ -1,0 +1,170 @@
+"""The array analyser: `memdump-analyze --growth` (docs/growth.md) finds growth chains, the
+pattern of a std::vector or std::string that grows, or of a C array grown with realloc.
+
+A regrowth is a block replaced by a larger one: the thread allocates the larger block at the
+smaller one's allocation stack, and its next heap operation frees the smaller one (libstdc++'s
+_M_realloc_insert, _M_create: allocate, copy, deallocate; nothing else allocated in between), or
+it reallocs the block to a larger size (the site is then the realloc's stack). Chained
+regrowths are one container. Per allocation stack: how many containers regrew, how many times,
+their final and largest sizes, the bytes the regrowths copied, and the reserve that would have
+made each container's storage once: its largest size. One pass; memory bounded by the live
+blocks and the distinct stacks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .dumpfile import DumpReader, Frame
+from .dumpformat import effect
+from .rules import is_runtime_frame, trim_stack
+
+__all__ = ["GrowthSite", "growth"]
+
+#: the operations that allocate a new block of their own (realloc is followed apart)
+_NEW = frozenset(("malloc", "calloc", "new", "new[]", "posix_memalign", "aligned_alloc",
+                  "memalign", "valloc", "pvalloc"))
+
+
+@dataclass
+class GrowthSite:
+    """The growth chains of one allocation stack."""
+
+    node: int
+    containers: int = 0
+    regrowths: int = 0
+    copied_bytes: int = 0
+    #: each container's largest size (its reserve), and its size at the end
+    largest: list[int] = field(default_factory=list)
+    final: list[int] = field(default_factory=list)
+    stack: list[Frame] = field(default_factory=list)
+
+
+class _Chain:
+    __slots__ = ("site", "regrowths", "largest", "size", "index")
+
+    def __init__(self, site: GrowthSite, size: int) -> None:
+        self.site, self.regrowths, self.largest, self.size = site, 0, size, size
+        self.index = -1
+
+
+def growth(path: str) -> list[GrowthSite]:
+    """The dump's growth chains by allocation stack, the most regrowths first."""
+    live: dict[int, tuple[int, int]] = {}      # address -> (size, node)
+    chains: dict[int, _Chain] = {}             # address of a chain's current block -> chain
+    last_new: dict[int, tuple[int, int, int]] = {}  # tid -> (address, size, node) just made
+    sites: dict[int, GrowthSite] = {}
+    with DumpReader(path) as reader:
+        for fl in reader.records():
+            if fl[0] != b"e":
+                if fl[0] == b"p" and fl[2] == b"exec":
+                    live.clear()
+                    chains.clear()
+                continue
+            op = fl[3].decode()
+            tid = int(fl[2])
+            node = reader.node_ids[fl[4]]
+            result = int(fl[5], 16) if fl[5] != b"-" else 0
+            release, new, size = effect(op, result, tuple(int(a, 0) for a in fl[6:]))
+            just_made = last_new.pop(tid, None)
+            if release is not None:
+                old = live.pop(release, None)
+                chain = chains.pop(release, None)
+                grown = None
+                if old is not None and new is not None and op in ("realloc", "reallocarray"):
+                    grown = (new, size, node) if size > old[0] else None
+                elif (old is not None and just_made is not None and just_made[2] == old[1]
+                      and just_made[1] > old[0] and new is None):
+                    grown = just_made
+                if grown is not None:
+                    chain = _regrow(chain, sites, old, grown)
+                    chains[grown[0]] = chain
+            if new is not None:
+                live[new] = (size, node)
+                if op in _NEW:
+                    last_new[tid] = (new, size, node)
+        for site in sites.values():
+            site.stack = reader.stack(abs(site.node))
+    return sorted(sites.values(), key=lambda s: (-s.regrowths, -s.containers, s.node))
+
+
+def _regrow(chain: _Chain | None, sites: dict[int, GrowthSite], old: tuple[int, int],
+            grown: tuple[int, int, int]) -> _Chain:
+    """OLD (size, node) replaced by GROWN (address, size, node): the chain goes on or begins,
+    at the stack of the growing call (a realloc's own; an allocation's is OLD's too)."""
+    if chain is None:
+        site = sites.get(grown[2])
+        if site is None:
+            site = sites[grown[2]] = GrowthSite(grown[2])
+        chain = _Chain(site, old[0])
+        chain.index = site.containers
+        site.containers += 1
+        site.largest.append(old[0])
+        site.final.append(old[0])
+    site = chain.site
+    chain.regrowths += 1
+    site.regrowths += 1
+    site.copied_bytes += old[0]
+    chain.size = grown[1]
+    chain.largest = max(chain.largest, grown[1])
+    site.largest[chain.index] = chain.largest
+    site.final[chain.index] = chain.size
+    return chain
+
+
+# -- rendering ------------------------------------------------------------------------------------
+
+#: the JSON's `format` and `version` (docs/growth.md)
+FORMAT = "memdump-growth"
+VERSION = 1
+
+
+def _shown(stack: list[Frame]) -> list[Frame]:
+    """The frames a report shows, from the innermost one the program called (push_back)."""
+    frames = list(trim_stack(stack))
+    first = next((i for i, f in enumerate(frames) if not is_runtime_frame(f)), 0)
+    return frames[max(0, first - 1):]
+
+
+def _frame(frame: Frame) -> dict[str, object]:
+    return {"function": frame.function, "file": frame.file, "line": frame.line,
+            "module": frame.module, "offset": f"0x{frame.offset:x}"}
+
+
+def growth_json(sites: list[GrowthSite], path: str, top: int | None,
+                max_frames: int | None) -> dict[str, object]:
+    return {"format": FORMAT, "version": VERSION, "view": "growth", "dump": path,
+            "sites": [{"containers": s.containers, "regrowths": s.regrowths,
+                       "copied_bytes": s.copied_bytes,
+                       "final_bytes": {"min": min(s.final), "max": max(s.final)},
+                       "reserve_bytes": {"min": min(s.largest), "max": max(s.largest)},
+                       "stack": [_frame(f) for f in _shown(s.stack)[:max_frames]]}
+                      for s in sites[:top]]}
+
+
+def _where(frame: Frame) -> str:
+    name = frame.function or (f"{frame.module}+0x{frame.offset:x}" if frame.module else "??")
+    return f"{name} ({frame.file.rsplit('/', 1)[-1]}:{frame.line})" if frame.file else name
+
+
+def _span(values: list[int]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
+
+
+def growth_text(sites: list[GrowthSite], path: str, top: int | None,
+                max_frames: int | None) -> str:
+    out = [f"memdump growth of {path}"]
+    if not sites:
+        out.append("no growth chain: no block was replaced by a larger one from its stack")
+    for i, s in enumerate(sites[:top], 1):
+        per = s.regrowths / s.containers
+        out.append("")
+        out.append(f"GROWTH {i:,} of {len(sites):,}: {s.containers:,} container"
+                   f"{'s' * (s.containers != 1)} regrew {s.regrowths:,} times ({per:,.1f} each), "
+                   f"copying {s.copied_bytes:,} bytes; final size {_span(s.final)} bytes")
+        out.append(f"  reserve {_span(s.largest)} bytes up front: {s.regrowths:,} allocations "
+                   f"and {s.copied_bytes:,} copied bytes fewer")
+        for n, frame in enumerate(_shown(s.stack)[:max_frames]):
+            out.append(f"    #{n} {_where(frame)}")
+    return "\n".join(out) + "\n"
