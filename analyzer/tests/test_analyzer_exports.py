@@ -110,7 +110,7 @@ def test_massif_threshold_and_snapshot_count(tmp_path: Path) -> None:
         "n2: 103000 (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n"
         " n1: 100000 0x555555555030: big (a.c:5)\n"
         "  n0: 100000 0x555555555020: main (app.c:20)\n"
-        " n0: 3000 in 3 places, below massif's threshold (1.00%)\n")
+        " n0: 3000 in 3 places, all below massif's threshold (1.00%)\n")
     assert ms_print_peak(ms_print(out))[1] == 103000
 
 

@@ -5,7 +5,7 @@ Time is massif's `--time-unit=B`: the bytes allocated and freed so far. Snapshot
 them by default: about 100 regular ones, every 10th detailed (with its heap tree), the peak's
 detailed and marked `peak`, and the last. A heap tree lists the live bytes by allocation stack,
 innermost frame first, children largest first; children under 1% of the snapshot's heap fold into
-one `in N places, below massif's threshold (1.00%)` line, as massif's default --threshold=1.0.
+one `in N places, all below massif's threshold (1.00%)` line, as massif's default --threshold=1.0.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def _lines(node: _Node, depth: int, total: int, out: list[str], text: str) -> No
     for child in shown:
         _lines(child, depth + 1, total, out, _frame_text(child.frame))
     if below:
-        places = f"{len(below)} place{'s' if len(below) != 1 else ''}"
-        out.append(f"{' ' * (depth + 1)}n0: {sum(c.bytes for c in below)} in {places}, "
+        places = "1 place," if len(below) == 1 else f"{len(below)} places, all"
+        out.append(f"{' ' * (depth + 1)}n0: {sum(c.bytes for c in below)} in {places} "
                    f"below massif's threshold ({THRESHOLD:.2f}%)")
 
 
