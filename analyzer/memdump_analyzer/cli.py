@@ -97,7 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="--format pprof, collapsed: export the difference from the dump "
                         "DUMP, stack by stack (matched by function and file:line, as pprof's "
                         "-base)")
-    parser.add_argument("--metric", choices=tuple(METRICS), default=next(iter(METRICS)),
+    parser.add_argument("--metric", choices=tuple(METRICS),
                         help="--format collapsed: what each stack counts (leaked-bytes)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument(
@@ -253,6 +253,8 @@ def _run(args: argparse.Namespace) -> int:
             and args.errors_for_leak_kinds is not None and error_kinds != set(_ALL_KINDS)):
         _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
              "whatever --errors-for-leak-kinds says")
+    if args.metric is not None and args.format != "collapsed":
+        raise _UsageError(f"--metric is an option of --format collapsed, not {args.format}")
     if args.format in _EXPORTS:
         return _run_export(args, analysis, suppressions, show_kinds | error_kinds)
     if args.base is not None:
@@ -301,7 +303,7 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
     if args.base is not None:
         base = _load(args.base, suppressions, kinds, not args.no_symbolize)
     try:
-        data = export(args.format, analysis, base, metric=args.metric,
+        data = export(args.format, analysis, base, metric=args.metric or next(iter(METRICS)),
                       symbolize=not args.no_symbolize)
     except ExportError as e:
         raise _UsageError(str(e)) from None

@@ -4,13 +4,15 @@ dump, read back by the real readers (`go tool pprof`, `ms_print`), and `--base`.
 from __future__ import annotations
 
 import gzip
+import os
+import pty
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from analyzer_testlib import FIXTURES, LIBC, Dump, F, main_at, run_cli
+from analyzer_testlib import ANALYZER, FIXTURES, LIBC, Dump, F, main_at, run_cli
 from exports_testlib import doc_block, golden, ms_print, ms_print_peak, pprof
 from memdump_analyzer import analyze
 from memdump_analyzer.exports.buildid import build_id, recorded_build_id
@@ -19,6 +21,10 @@ from memdump_analyzer.exports.pprof import _varint
 EXAMPLE = FIXTURES / "exports.memdump"
 #: the build id of libc.so.6 where docs/exports.md's example was made
 DOC_LIBC_ID = "93ac61ec5a8eb1396f9fbd350e3169a558528a40"
+
+
+def cli_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ANALYZER)}
 
 
 def export(tmp_path: Path, fmt: str, *options: str, dump: Path = EXAMPLE) -> Path:
@@ -245,3 +251,32 @@ def test_base_errors_are_one_line(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "missing.memdump" in r.stderr and "Traceback" not in \
         r.stderr
+
+
+def test_usage_errors_are_one_line(tmp_path: Path) -> None:
+    r = run_cli("--format", "pprof", "--metric", "alloc-bytes", str(EXAMPLE))
+    assert (r.returncode, r.stdout, r.stderr) == (
+        2, "", "memdump-analyze: error: --metric is an option of --format collapsed, not pprof\n")
+    r = run_cli("--format", "massif", str(tmp_path / "none.memdump"))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.startswith(f"memdump-analyze: {tmp_path / 'none.memdump'}: ")
+    assert r.stderr.count("\n") == 1
+
+
+def test_pprof_is_not_written_to_a_terminal(tmp_path: Path) -> None:
+    """Binary data on a terminal: refused with one line; through a pipe it is written."""
+    primary, secondary = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "memdump_analyzer", "--format", "pprof",
+                               str(EXAMPLE)], stdout=secondary, stderr=subprocess.PIPE,
+                              text=True, env=cli_env(), check=False, timeout=60)
+    finally:
+        os.close(secondary)
+        os.close(primary)
+    assert (proc.returncode, proc.stderr) == (
+        2, "memdump-analyze: error: --format pprof writes binary data: give -o FILE, or redirect "
+           "the output\n")
+    piped = subprocess.run([sys.executable, "-m", "memdump_analyzer", "--format", "pprof",
+                            str(EXAMPLE)], capture_output=True, env=cli_env(), check=False,
+                           timeout=60)
+    assert piped.returncode == 0 and gzip.decompress(piped.stdout)[:2] == b"\x0a\x04"
