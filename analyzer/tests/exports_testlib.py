@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import zlib
 from pathlib import Path
 
 import pytest
@@ -71,3 +72,72 @@ def doc_block(marker: str) -> str:
     m = re.search(r"```[a-z]*\n(.*?)```", doc.split(marker, 1)[1], re.S)
     assert m is not None
     return m.group(1)
+
+
+def chromium(url: str, tmp: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    """Headless Debian chromium on URL (a file:// page), with its console on stderr."""
+    program = shutil.which("chromium")
+    if program is None:
+        pytest.fail("chromium is not installed (scripts/setup.sh installs it)", pytrace=False)
+    profile = tmp / "chromium-profile"
+    profile.mkdir(exist_ok=True)
+    return subprocess.run(
+        [program, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+         "--enable-logging=stderr", "--v=0", "--no-first-run", *options, url],
+        capture_output=True, text=True, timeout=READER_TIMEOUT, check=False,
+        stdin=subprocess.DEVNULL, env={**os.environ, "HOME": str(tmp)})
+
+
+def console_messages(stderr: str) -> list[str]:
+    """The page's console messages (and uncaught errors) in chromium's log."""
+    return re.findall(r":CONSOLE(?:[:(]\d+\)?)?\] (.*)", stderr)
+
+
+def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
+    """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced PNG (what chromium's
+    --screenshot writes), decoded with the standard library."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    at, idat, header = 8, b"", b""
+    while at < len(data):
+        size = int.from_bytes(data[at:at + 4], "big")
+        kind, body = data[at + 4:at + 8], data[at + 8:at + 8 + size]
+        if kind == b"IHDR":
+            header = body
+        elif kind == b"IDAT":
+            idat += body
+        at += 12 + size
+    width, height = int.from_bytes(header[0:4], "big"), int.from_bytes(header[4:8], "big")
+    depth, colour, interlace = header[8], header[9], header[12]
+    assert (depth, interlace) == (8, 0) and colour in (2, 6), header
+    bpp = 3 if colour == 2 else 4
+    raw = zlib.decompress(idat)
+    stride = width * bpp
+    rows: list[bytes] = []
+    prev = bytearray(stride)
+    for y in range(height):
+        kind = raw[y * (stride + 1)]
+        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b = prev[i]
+            c = prev[i - bpp] if i >= bpp else 0
+            if kind == 1:
+                line[i] = (line[i] + a) & 0xFF
+            elif kind == 2:
+                line[i] = (line[i] + b) & 0xFF
+            elif kind == 3:
+                line[i] = (line[i] + (a + b) // 2) & 0xFF
+            elif kind == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        rows.append(bytes(line) if bpp == 3 else bytes(v for j, v in enumerate(line) if j % 4 != 3))
+        prev = line
+    return width, height, rows
+
+
+def colour_count(rows: list[bytes], hex_colour: str) -> int:
+    """How many pixels have exactly this colour (`#rrggbb`)."""
+    rgb = bytes.fromhex(hex_colour[1:])
+    return sum(sum(1 for x in range(0, len(row), 3) if row[x:x + 3] == rgb) for row in rows)

@@ -100,7 +100,7 @@ def test_help() -> None:
     assert result.returncode == 0
     assert result.stdout.startswith(
         "usage: memdump-analyze [-h]\n"
-        "                       [--format {text,json,sarif,pprof,collapsed,massif}]\n"
+        "                       [--format {text,json,sarif,pprof,collapsed,massif,html}]\n"
     )
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 
 from ..dumpfile import Frame
-from .profile import HeapProfile, StackKey
+from .profile import HeapProfile, StackKey, TreeNode
 
 __all__ = ["THRESHOLD", "render_massif"]
 
@@ -36,42 +36,27 @@ def _frame_text(f: Frame | None) -> str:
     return " ".join(x for x in (f"0x{f.pc:X}:", name, where) if x).replace("\n", " ")
 
 
-class _Node:
-    __slots__ = ("bytes", "children", "frame")
-
-    def __init__(self, frame: Frame | None) -> None:
-        self.frame = frame
-        self.bytes = 0
-        self.children: dict[tuple[str, ...] | None, _Node] = {}
-
-
-def _tree(profile: HeapProfile, tree: dict[StackKey, int]) -> _Node:
-    root = _Node(None)
+def _tree(profile: HeapProfile, tree: dict[StackKey, int]) -> TreeNode:
+    """The heap tree: the root, then each stack's frames, innermost first."""
+    root = TreeNode(None)
     for key, nbytes in tree.items():
-        root.bytes += nbytes
         frames = profile.frames_of(key)
-        node = root
-        for i, frame in enumerate(frames or (None,)):
-            step = key[i] if frames else None
-            child = node.children.get(step)
-            if child is None:
-                child = node.children[step] = _Node(frame)
-            child.bytes += nbytes
-            node = child
+        root.add(zip(key, frames, strict=True) if frames else [(None, None)], nbytes)
     return root
 
 
-def _lines(node: _Node, depth: int, total: int, out: list[str], text: str) -> None:
-    kids = sorted(node.children.values(), key=lambda c: -c.bytes)  # stable: first seen first
-    shown = [c for c in kids if total and c.bytes * 100 / total >= THRESHOLD]
+def _lines(node: TreeNode, depth: int, total: int, out: list[str], text: str) -> None:
+    kids = sorted(node.children.values(), key=lambda c: -c.value)  # stable: first seen first
+    shown = [c for c in kids if total and c.value * 100 / total >= THRESHOLD]
     below = kids[len(shown):]  # the children are largest first: those shown are a prefix
     count = len(shown) + (1 if below else 0)
-    out.append(f"{' ' * depth}n{count}: {node.bytes} {text}")
+    out.append(f"{' ' * depth}n{count}: {node.value} {text}")
     for child in shown:
-        _lines(child, depth + 1, total, out, _frame_text(child.frame))
+        frame = child.label if isinstance(child.label, Frame) else None
+        _lines(child, depth + 1, total, out, _frame_text(frame))
     if below:
         places = "1 place," if len(below) == 1 else f"{len(below)} places, all"
-        out.append(f"{' ' * (depth + 1)}n0: {sum(c.bytes for c in below)} in {places} "
+        out.append(f"{' ' * (depth + 1)}n0: {sum(c.value for c in below)} in {places} "
                    f"below massif's threshold ({THRESHOLD:.2f}%)")
 
 

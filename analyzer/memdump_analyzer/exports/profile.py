@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from ..diff import frames_key
@@ -22,7 +22,7 @@ from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
 __all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "collect", "difference",
-           "frame_label", "nonzero"]
+           "TreeNode", "frame_label", "nonzero"]
 
 #: regular snapshots over a run, and every how many of them one is detailed (massif's defaults,
 #: --max-snapshots=100 and --detailed-freq=10)
@@ -244,6 +244,28 @@ def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:
         row.peak_bytes -= s.peak_bytes
     return HeapProfile(new.analysis, stacks, [], new.peak_bytes - base.peak_bytes, None,
                        base.analysis)
+
+
+@dataclass
+class TreeNode:
+    """A node of a stack tree (massif's heap trees, flame graphs): what its `label` names (a
+    frame, a function's name), the count under it, its children by key."""
+
+    label: object
+    value: int = 0
+    children: dict[Hashable, TreeNode] = field(default_factory=dict)
+
+    def add(self, path: Iterable[tuple[Hashable, object]], n: int) -> None:
+        """Count `n` here and at each node of `path`, (key, label) per level from this node's
+        child down, making the nodes missing."""
+        self.value += n
+        node = self
+        for key, label in path:
+            child = node.children.get(key)
+            if child is None:
+                child = node.children[key] = TreeNode(label)
+            child.value += n
+            node = child
 
 
 def frame_label(f: Frame) -> str:
