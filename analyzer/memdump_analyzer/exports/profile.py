@@ -104,43 +104,90 @@ class _Pass:
         self.every = max(1, analysis.last_seq // max(1, snapshots))
 
     def run(self, symbolize: bool) -> HeapProfile:
+        """One pass over the lines. The analysis read this dump already, so its records are
+        well formed: the short records (most of an in-process recording) are taken apart here,
+        the `e` records by `_event`, the definitions by the reader."""
+        reader = self.reader
         live = self.live
+        allocs = self.allocs
+        node_ids = reader.node_ids
         peak_seq = self.analysis.peak_seq
-        cur = time = 0
-        taken = 0
+        last_seq = self.analysis.last_seq
+        every = self.every
+        seq = cur = time = taken = 0
         self.shots.append((0, 0, 0, None, False))
-        for rec in self.reader.records():
-            seq = int(rec[1])
-            if rec[0] != b"e":
-                if rec[2] == b"exec":  # the image is gone, and its blocks
-                    time += cur
-                    cur = 0
-                    live.clear()
-            else:
-                cur, time = self._event(rec, cur, time)
-            if seq == peak_seq:
-                self._peak(seq, time, cur)
-            elif seq % self.every == 0 or seq == self.analysis.last_seq:
-                taken += 1
-                detailed = taken % DETAILED_EVERY == 0 or seq == self.analysis.last_seq
-                self.shots.append((seq, time, cur, self._by_node() if detailed else None, False))
+        line = b""
+        try:
+            for line in reader.lines():
+                fl = line.split()
+                tag = fl[0]
+                if tag == b"+" or tag == b"+n" or tag == b"+a":  # STACK RESULT SIZE
+                    seq += 1
+                    p = fl[2]
+                    if p != b"0x0":
+                        size = int(fl[3])
+                        node = abs(node_ids[fl[1]])
+                        old = live.get(p)
+                        if old is not None:  # its free was not recorded
+                            cur -= old[0]
+                        live[p] = (size, node)
+                        cur += size
+                        time += size
+                        row = allocs.get(node)
+                        if row is None:
+                            allocs[node] = [1, size]
+                        else:
+                            row[0] += 1
+                            row[1] += size
+                elif tag == b"-" or tag == b"-n" or tag == b"-a":  # STACK PTR
+                    seq += 1
+                    # a `free` from a marked stack is the C library's own bookkeeping
+                    if tag != b"-" or node_ids[fl[1]] >= 0:
+                        old = live.pop(fl[2], None)
+                        if old is not None:
+                            cur -= old[0]
+                            time += old[0]
+                elif tag == b"e":
+                    seq += 1
+                    cur, time = self._event(fl, cur, time)
+                elif tag == b"t":
+                    reader.thread(fl, seq)
+                    continue
+                else:
+                    rec = reader.other(line, fl, seq)
+                    if rec is None:
+                        continue
+                    seq += 1
+                    if rec[2] == b"exec":  # the image is gone, and its blocks
+                        time += cur
+                        cur = 0
+                        live.clear()
+                if seq == peak_seq:
+                    self._peak(seq, time, cur)
+                elif seq % every == 0 or seq == last_seq:
+                    taken += 1
+                    detailed = taken % DETAILED_EVERY == 0 or seq == last_seq
+                    self.shots.append((seq, time, cur, self._by_node() if detailed else None,
+                                       False))
+        except (ValueError, IndexError, KeyError):
+            raise DumpError(reader.path, None, f"the dump changed while it was read again (at "
+                            f"'{line[:40].decode(errors='replace').strip()}')") from None
+        except OSError as e:
+            raise reader.read_error(e) from None
         if symbolize:
-            _symbolize(self.reader, self._nodes())
+            _symbolize(reader, self._nodes())
         return self._profile()
 
     def _event(self, fl: list[bytes], cur: int, time: int) -> tuple[int, int]:
+        """An `e` record's effect on the live blocks (dumpformat.effect)."""
         op = fl[3].decode()
         if op in CUSTOM:
             return cur, time
         node = self.reader.node_ids[fl[4]]
         if op == "free" and node < 0:
             return cur, time  # the C library's own bookkeeping (replay.py: runtime_internal_frees)
-        try:
-            args = tuple(int(a, 16) if a.startswith(b"0x") else int(a) for a in fl[6:])
-            release, made, size = effect(op, 0 if fl[5] == b"-" else int(fl[5], 16), args)
-        except ValueError:
-            raise self.reader.error(int(fl[1]), "malformed event (memdump-analyze reports "
-                                    "why without --format)") from None
+        args = tuple(int(a, 16) if a.startswith(b"0x") else int(a) for a in fl[6:])
+        release, made, size = effect(op, 0 if fl[5] == b"-" else int(fl[5], 16), args)
         live = self.live
         if release is not None:
             old = live.pop(fl[6], None)
