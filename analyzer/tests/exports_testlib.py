@@ -28,7 +28,8 @@ def go() -> str:
 
 def pprof(profile: Path, *options: str) -> str:
     """`go tool pprof OPTIONS PROFILE`'s output (it must succeed)."""
-    env = {**os.environ, "PPROF_TMPDIR": str(profile.parent), "HOME": str(profile.parent)}
+    # HOME stays: go 1.25+ builds `go tool pprof` on first use and caches it under it
+    env = {**os.environ, "PPROF_TMPDIR": str(profile.parent)}
     proc = subprocess.run([go(), "tool", "pprof", *options, str(profile)], capture_output=True,
                           text=True, timeout=READER_TIMEOUT, check=False, env=env,
                           stdin=subprocess.DEVNULL)
