@@ -80,3 +80,15 @@ def test_the_screenshot_shows_the_chart_and_the_flame_graphs(tmp_path: Path) -> 
     assert colour_count(rows, CHART_LINE) > 500
     flame = sum(colour_count(rows, c) for c in PALETTE)
     assert flame > 20_000
+
+
+def test_the_errors_and_the_leak_kinds_are_listed(tmp_path: Path) -> None:
+    """mixed.memdump: a double free at event 6, leaks still reachable and definitely lost."""
+    text = page(tmp_path, FIXTURES / "mixed.memdump").read_text()
+    errors = text.split("<h2>Heap errors</h2>", 1)[1]
+    assert re.search(r"<tr><td>double-free</td><td class=\"n\">6</td><td>free</td>"
+                     r"<td>0x5555555592a0</td><td><div class=\"stack\">at main \(app.cc:24\)"
+                     r"</div></td></tr>", errors), errors
+    leaks = text.split("<h2>Leaks</h2>", 1)[1].split("<h2>", 1)[0]
+    kinds = re.findall(r"<tr><td>([a-z ]+)</td><td class=\"n\">([\d,]+)</td>", leaks)
+    assert kinds == [("still reachable", "24"), ("definitely lost", "6")]

@@ -93,6 +93,19 @@ def test_massif_worked_example_is_the_fixture_and_ms_print_reads_its_peak(tmp_pa
     assert "->04.00% (48B) 0x555555555203: grow_buf (cache.c:14)" in printed
 
 
+def test_massif_lines_stay_lines(tmp_path: Path) -> None:
+    """A newline in a path or a function name cannot make a line of its own."""
+    d = Dump(header="MEMDUMP 2.1")
+    d.malloc("0x1000", 8, [F("odd\nname", "/src/a.c", 3), *main_at(9)])
+    d.end()
+    path = Path(d.write(tmp_path, "two\nlines.memdump"))
+    text = export(tmp_path, "massif", dump=path).read_text()
+    assert text.splitlines()[0] == ("desc: memdump-analyze --format massif two lines.memdump "
+                                    "(1 heap event)")
+    assert " n1: 8 0x555555555030: odd name (a.c:3)" in text.splitlines()
+    assert ms_print_peak(ms_print(tmp_path / "out.massif")) == (1, 8)
+
+
 def test_massif_threshold_and_snapshot_count(tmp_path: Path) -> None:
     """Many events: about 100 regular snapshots plus the peak; a tree's children under 1% of
     the heap fold into massif's `in N places` line."""

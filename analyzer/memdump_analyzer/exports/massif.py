@@ -33,7 +33,11 @@ def _frame_text(f: Frame | None) -> str:
         where = f"({os.path.basename(f.file)}:{f.line})"
     else:
         where = f"(in {f.module})" if f.module is not None else ""
-    return " ".join(x for x in (f"0x{f.pc:X}:", name, where) if x).replace("\n", " ")
+    return _one_line(" ".join(x for x in (f"0x{f.pc:X}:", name, where) if x))
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\n", " ").replace("\r", " ")
 
 
 def _tree(profile: HeapProfile, tree: dict[StackKey, int]) -> TreeNode:
@@ -62,13 +66,14 @@ def _lines(node: TreeNode, depth: int, total: int, out: list[str], text: str) ->
 
 def render_massif(profile: HeapProfile) -> str:
     a = profile.analysis
-    out = [f"desc: memdump-analyze --format massif {a.path} ({a.events:,} heap events)",
-           f"cmd: {a.program or a.path}",
-           "time_unit: B"]
+    # one line each, whatever the paths hold
+    events = f"{a.events:,} heap event{'s' if a.events != 1 else ''}"
+    out = [f"desc: memdump-analyze --format massif {_one_line(a.path)} ({events})",
+           f"cmd: {_one_line(a.program or a.path)}", "time_unit: B"]
     for n, shot in enumerate(profile.snapshots):
         kind = "empty" if shot.tree is None else ("peak" if shot.peak else "detailed")
         out += [_SEP, f"snapshot={n}", _SEP, f"time={shot.time}", f"mem_heap_B={shot.live_bytes}",
                 "mem_heap_extra_B=0", "mem_stacks_B=0", f"heap_tree={kind}"]
         if shot.tree is not None:
             _lines(_tree(profile, shot.tree), 0, shot.live_bytes, out, ROOT)
-    return "\n".join(out).replace("\r", " ") + "\n"
+    return "\n".join(out) + "\n"
