@@ -27,14 +27,17 @@ def go() -> str:
 
 
 def pprof(profile: Path, *options: str) -> str:
-    """`go tool pprof OPTIONS PROFILE`'s output (it must succeed)."""
+    """`go tool pprof OPTIONS PROFILE`'s output (it must succeed), in the words of the pprof of
+    Debian 12's go 1.19: `-raw` lists a line as `FUNCTION FILE:LINE s=START`, without the
+    `:COLUMN` newer pprofs add (profile.proto's Line.column, which memdump does not write)."""
     # HOME stays: go 1.25+ builds `go tool pprof` on first use and caches it under it
     env = {**os.environ, "PPROF_TMPDIR": str(profile.parent)}
     proc = subprocess.run([go(), "tool", "pprof", *options, str(profile)], capture_output=True,
                           text=True, timeout=READER_TIMEOUT, check=False, env=env,
                           stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr
-    return proc.stdout
+    return re.sub(r"(:\d+):0 s=(\d+)", r"\1 s=\2", proc.stdout) if "-raw" in options \
+        else proc.stdout
 
 
 def ms_print(path: Path) -> str:
