@@ -20,7 +20,10 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
 #   libgtest-dev  GoogleTest for the C++ tests
 #   python3-venv  the test virtualenv .venv
 #   (shellcheck)  lints the shell scripts in `make test`
-#   valgrind      reference answers in the benchmarks and cross-checks
+#   valgrind      reference answers in the benchmarks and cross-checks; ms_print reads --format massif
+#   golang-go     `go tool pprof` reads --format pprof back in the exports' tests (Debian puts go in
+#                 /usr/lib/go/bin; the tests look there, and on PATH)
+#   chromium      loads --format html headless in its tests (console, zoom, screenshot)
 #   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
 #   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test
 #   libclang-rt-14-dev   Clang 14's sanitizer runtimes (ubsan_demos' *-clang-ubsan builds link them).
@@ -28,7 +31,8 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
 #   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports
 #                 (also only a Recommends of clang)
 test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
-               clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf)
+               clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf golang-go
+               chromium)
 # `make bench` needs the test packages and, only for the benchmarks:
 #   heaptrack     the in-process recorder's benchmark compares memdump with it (bench-recorder.py)
 bench_packages=("${test_packages[@]}" heaptrack)

@@ -17,6 +17,8 @@ from .colour import colour_wanted
 from .diff import diff, render_diff_json, render_diff_text
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
+from .exports import FORMATS as _EXPORTS
+from .exports import METRICS, ExportError, export
 from .gensupp import suppression_text
 from .growth import growth, growth_json, growth_text
 from .model import Analysis, Group
@@ -87,11 +89,18 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json", "sarif"),
+        choices=("text", "json", "sarif", *_EXPORTS),
         default="text",
         help="report format (text); sarif: SARIF 2.1.0 for code scanning, one result per leak "
-        "group --show-leak-kinds lists",
+        "group --show-leak-kinds lists; the exports (docs/exports.md): "
+        + "; ".join(f"{name}: {fmt.help}" for name, fmt in _EXPORTS.items()),
     )
+    parser.add_argument("--base", metavar="DUMP",
+                        help="--format pprof, collapsed: export the difference from the dump "
+                        "DUMP, stack by stack (matched by function and file:line, as pprof's "
+                        "-base)")
+    parser.add_argument("--metric", choices=tuple(METRICS),
+                        help="--format collapsed: what each stack counts (leaked-bytes)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
     parser.add_argument(
         "--show-runtime",
@@ -259,6 +268,13 @@ def _run(args: argparse.Namespace) -> int:
             and args.errors_for_leak_kinds is not None and error_kinds != set(_ALL_KINDS)):
         _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
              "whatever --errors-for-leak-kinds says")
+    if args.metric is not None and args.format != "collapsed":
+        raise _UsageError(f"--metric is an option of --format collapsed, not {args.format}")
+    if args.format in _EXPORTS:
+        return _run_export(args, analysis, suppressions, show_kinds | error_kinds)
+    if args.base is not None:
+        raise _UsageError("--base needs --format pprof or collapsed (the leak report's "
+                          "difference is `memdump-analyze diff BASE NEW`)")
     gen = _gen_suppressions(analysis) if args.gen_suppressions else None
     if args.format == "sarif":
         text = dumps_json(render_sarif(analysis, show_leak_kinds=show_kinds,
@@ -290,6 +306,25 @@ def _run(args: argparse.Namespace) -> int:
     failing = failing_blocks(analysis, error_kinds)
     code = EXIT_LEAK if args.fail_on_leak and failing > 0 else EXIT_OK
     return _write(args.output, text, code)
+
+
+def _run_export(args: argparse.Namespace, analysis: Analysis,
+                suppressions: list[Suppression], kinds: frozenset[str]) -> int:
+    """--format pprof|collapsed|massif: binary pprof only to a file or a pipe."""
+    if not _EXPORTS[args.format].text and args.output is None and sys.stdout.isatty():
+        raise _UsageError(f"--format {args.format} writes binary data: give -o FILE, or "
+                          "redirect the output")
+    base = None
+    if args.base is not None:
+        base = _load(args.base, suppressions, kinds, not args.no_symbolize)
+    try:
+        data = export(args.format, analysis, base, metric=args.metric or next(iter(METRICS)),
+                      symbolize=not args.no_symbolize)
+    except ExportError as e:
+        raise _UsageError(str(e)) from None
+    code = EXIT_LEAK if args.fail_on_leak and failing_blocks(analysis, _kind_option(
+        args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)) > 0 else EXIT_OK
+    return _write(args.output, data, code)
 
 
 def _run_diff(args: argparse.Namespace) -> int:
@@ -327,8 +362,8 @@ def _run_tags(args: argparse.Namespace) -> int:
     return _write(args.output, text, EXIT_OK)
 
 
-def _write(output: str | None, text: str, code: int) -> int:
-    data = text.encode("utf-8")
+def _write(output: str | None, text: str | bytes, code: int) -> int:
+    data = text.encode("utf-8") if isinstance(text, str) else text
     if output is None:
         try:
             sys.stdout.buffer.write(data)

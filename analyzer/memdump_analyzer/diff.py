@@ -16,7 +16,8 @@ from .dumpfile import Frame
 from .model import Analysis, Group
 from .report import KIND_NAMES, _by_kind, _frame_json, _stack_text
 
-__all__ = ["DiffEntry", "LeakDiff", "diff", "render_diff_json", "render_diff_text", "stack_key"]
+__all__ = ["DiffEntry", "LeakDiff", "diff", "frames_key", "render_diff_json", "render_diff_text",
+           "stack_key"]
 
 DIFF_FORMAT = "memdump-diff"
 DIFF_VERSION = "1.0"
@@ -28,9 +29,15 @@ def _frame_key(f: Frame) -> tuple[str, ...]:
     return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
 
 
+def frames_key(frames: Sequence[Frame]) -> tuple[tuple[str, ...], ...]:
+    """What matches a stack across runs: its frames' functions and lines (modules and offsets
+    where a frame has no line), not their addresses."""
+    return tuple(_frame_key(f) for f in frames)
+
+
 def stack_key(g: Group) -> tuple[Any, ...]:
     """What matches a group across runs: its leak kind and its frames' functions and lines."""
-    return (g.leak_kind, tuple(_frame_key(f) for f in g.stack))
+    return (g.leak_kind, frames_key(g.stack))
 
 
 @dataclass

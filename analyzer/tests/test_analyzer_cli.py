@@ -99,7 +99,8 @@ def test_help() -> None:
     result = run_cli("--help")
     assert result.returncode == 0
     assert result.stdout.startswith(
-        "usage: memdump-analyze [-h] [--format {text,json,sarif}] [-o FILE]"
+        "usage: memdump-analyze [-h]\n"
+        "                       [--format {text,json,sarif,pprof,collapsed,massif,html}]\n"
     )
 
 

@@ -39,6 +39,11 @@ def test_pip_install_gives_the_console_script(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 1, run.stderr  # the example leaks 16 bytes
     assert '"bytes": 16' in run.stdout
+    # the subpackages install too (the exports, docs/exports.md)
+    folded = subprocess.run([str(script), "--format", "collapsed", str(fixture)],
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert (folded.returncode, folded.stdout) == (0, "main 96\nmain;new_node 16\n"), \
+        folded.stderr
     missing = subprocess.run([str(script), str(tmp_path / "none.memdump")],
                              capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 2

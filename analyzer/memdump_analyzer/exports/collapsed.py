@@ -1,0 +1,53 @@
+"""`--format collapsed`: folded stacks, one `outermost;...;innermost N` line per stack, as
+flamegraph.pl, speedscope and inferno read them; with `--base`, `STACK BASE NEW`, the two-count
+lines of flamegraph.pl's differential flame graphs (difffolded.pl). docs/exports.md, "collapsed".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from ..dumpfile import Frame
+from .profile import HeapProfile, StackFigures, frame_label
+
+__all__ = ["METRICS", "frame_name", "render_collapsed"]
+
+#: --metric -> the figure of a stack it counts (the first is the default)
+METRICS: dict[str, Callable[[StackFigures], int]] = {
+    "leaked-bytes": lambda s: s.leaked_bytes,
+    "leaked-blocks": lambda s: s.leaked_blocks,
+    "alloc-bytes": lambda s: s.alloc_bytes,
+    "alloc-count": lambda s: s.alloc_blocks,
+    "peak-bytes": lambda s: s.peak_bytes,
+}
+
+NO_STACK = "(no stack)"
+
+
+def frame_name(f: Frame) -> str:
+    """A frame's name in a folded line: its function (module+offset without one); `;` separates
+    frames and the count ends the line, so `;` and line breaks in a name become `:` and ` `."""
+    return frame_label(f).replace(";", ":").replace("\n", " ").replace("\r", " ")
+
+
+def _folded(profile: HeapProfile, metric: str) -> dict[str, int]:
+    """Folded stack -> the metric's count, summed over the stacks that fold alike (the same
+    functions at other lines)."""
+    value = METRICS[metric]
+    out: dict[str, int] = {}
+    for row in profile.stacks.values():
+        n = value(row)
+        if n:
+            text = ";".join(frame_name(f) for f in reversed(row.frames)) or NO_STACK
+            out[text] = out.get(text, 0) + n
+    return out
+
+
+def render_collapsed(profile: HeapProfile, metric: str, base: HeapProfile | None = None) -> str:
+    """The folded lines, sorted by stack (as stackcollapse scripts write them)."""
+    new = _folded(profile, metric)
+    if base is None:
+        return "".join(f"{text} {n}\n" for text, n in sorted(new.items()))
+    old = _folded(base, metric)
+    return "".join(f"{text} {old.get(text, 0)} {new.get(text, 0)}\n"
+                   for text in sorted(new.keys() | old.keys()))

@@ -1,0 +1,201 @@
+"""`--format html`: one self-contained page (no network, no external script, style or font): the
+summary, the live heap over time as an SVG chart, flame graphs of the leaks and of the peak that
+zoom into a clicked frame, the leak table with kinds and stacks, the heap errors.
+docs/exports.md, "html"."""
+
+from __future__ import annotations
+
+from html import escape
+
+from ..dumpfile import Frame
+from ..model import Analysis, ErrorReport, Group
+from ..report import KIND_NAMES, _frame_text
+from .collapsed import METRICS
+from .flame import WIDTH, flame_svg
+from .profile import HeapProfile
+
+__all__ = ["CHART_FILL", "CHART_LINE", "live_heap_series", "render_html"]
+
+CHART_FILL = "#9ab8e8"
+CHART_LINE = "#2a5cb0"
+CHART_HEIGHT = 220
+_MARGIN = 60  # pixels left of the chart for the byte labels
+_RIGHT = 20  # and right of it, for the last event's label
+#: the page's script: frame labels fitted to their width, and the zoom (click a frame; the
+#: address's #zoom-GRAPH-N opens a graph zoomed, so that a zoomed view can be shared)
+_SCRIPT = """
+"use strict";
+const CHAR = 7, W = WIDTH_PX;
+function label(f, px) {
+  const t = f.querySelector("text"), n = f.dataset.n, fit = Math.floor((px - 6) / CHAR);
+  t.textContent = fit < 3 ? "" : (n.length <= fit ? n : n.slice(0, fit - 2) + "..");
+}
+function place(f, x, w) {
+  const r = f.querySelector("rect");
+  r.setAttribute("x", (x * W).toFixed(2));
+  r.setAttribute("width", (w * W).toFixed(2));
+  f.querySelector("text").setAttribute("x", (x * W + 3).toFixed(2));
+  label(f, w * W);
+}
+function zoom(svg, i) {
+  const g = svg.querySelector('g.f[data-i="' + i + '"]');
+  if (!g) return false;
+  const x = +g.dataset.x, w = +g.dataset.w, d = +g.dataset.d, e = 1e-9;
+  for (const f of svg.querySelectorAll("g.f")) {
+    const fx = +f.dataset.x, fw = +f.dataset.w, fd = +f.dataset.d;
+    const inside = fd >= d && fx >= x - e && fx + fw <= x + w + e;
+    const below = fd < d && fx <= x + e && fx + fw >= x + w - e;
+    f.style.display = inside || below ? "" : "none";
+    f.classList.toggle("faded", below);
+    if (inside) place(f, (fx - x) / w, fw / w);
+    if (below) place(f, 0, 1);
+  }
+  return true;
+}
+for (const svg of document.querySelectorAll("svg.flame")) {
+  for (const f of svg.querySelectorAll("g.f")) {
+    label(f, +f.dataset.w * W);
+    f.addEventListener("click", () => {
+      zoom(svg, f.dataset.i);
+      history.replaceState(null, "", "#zoom-" + svg.id + "-" + f.dataset.i);
+    });
+  }
+}
+const m = /^#zoom-([a-z]+)-([0-9]+)$/.exec(location.hash);
+if (m && document.getElementById(m[1])) zoom(document.getElementById(m[1]), m[2]);
+console.log("memdump report ready");
+""".replace("WIDTH_PX", str(WIDTH))
+
+_STYLE = """
+body { font: 14px sans-serif; margin: 1.5em; color: #222; }
+h1 { font-size: 1.4em; } h2 { font-size: 1.15em; margin-top: 1.6em; }
+table { border-collapse: collapse; } td, th { padding: 2px 10px 2px 0; text-align: left;
+vertical-align: top; } td.n { text-align: right; font-variant-numeric: tabular-nums; }
+table.leaks td, table.errors td { border-top: 1px solid #ddd; }
+.stack { font: 12px monospace; white-space: pre-wrap; }
+svg.flame g.f { cursor: pointer; } svg.flame text { font: 11px monospace; fill: #000;
+pointer-events: none; } svg.flame g.faded rect { opacity: 0.5; }
+svg.flame g.f:hover rect { stroke: #000; stroke-width: 0.5; }
+.chart text { font: 11px sans-serif; fill: #444; } .note { color: #666; }
+"""
+
+
+def live_heap_series(profile: HeapProfile) -> list[tuple[int, int]]:
+    """(event, live heap bytes) over the run: the massif snapshots' (about 100 and the peak).
+    The one place the page's chart gets its series from (a `timeline` view replaces it)."""
+    return [(s.seq, s.live_bytes) for s in profile.snapshots]
+
+
+def _bytes(n: int) -> str:
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if abs(n) >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n:,} B"
+
+
+def _chart(series: list[tuple[int, int]], peak: tuple[int, int] | None) -> str:
+    """The live heap as an area chart: events along x, bytes up y, the peak marked."""
+    if len(series) < 2:
+        return '<p class="note">Too few events for a chart.</p>'
+    last = max(seq for seq, _ in series) or 1
+    top = max(b for _, b in series) or 1
+    w, h = WIDTH - _MARGIN - _RIGHT, CHART_HEIGHT
+
+    def xy(seq: int, nbytes: int) -> str:
+        return f"{_MARGIN + seq / last * w:.2f},{h - nbytes / top * (h - 10):.2f}"
+
+    points = " ".join(xy(s, b) for s, b in series)
+    out = [f'<svg class="chart" viewBox="0 0 {WIDTH} {h + 25}" width="{WIDTH}" '
+           f'height="{h + 25}">',
+           f'<polygon points="{xy(series[0][0], 0)} {points} {xy(series[-1][0], 0)}" '
+           f'fill="{CHART_FILL}"/>',
+           f'<polyline points="{points}" fill="none" stroke="{CHART_LINE}" stroke-width="2"/>',
+           f'<line x1="{_MARGIN}" y1="{h}" x2="{_MARGIN + w}" y2="{h}" stroke="#444"/>',
+           f'<line x1="{_MARGIN}" y1="0" x2="{_MARGIN}" y2="{h}" stroke="#444"/>']
+    for k in range(5):
+        nbytes = top * k // 4
+        y = h - nbytes / top * (h - 10)
+        out.append(f'<text x="{_MARGIN - 4}" y="{y + 4:.2f}" text-anchor="end">'
+                   f'{_bytes(nbytes)}</text>')
+        seq = last * k // 4
+        out.append(f'<text x="{_MARGIN + seq / last * w:.2f}" y="{h + 16}" '
+                   f'text-anchor="middle">{seq:,}</text>')
+    if peak is not None:
+        x, y = xy(*peak).split(",")
+        out.append(f'<circle cx="{x}" cy="{y}" r="4" fill="#c0392b"/>'
+                   f'<text x="{float(x) - 6:.2f}" y="{float(y) + 4:.2f}" text-anchor="end">'
+                   f'peak {_bytes(peak[1])} at event {peak[0]:,}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def _stack(frames: tuple[Frame, ...]) -> str:
+    if not frames:
+        return "(no stack: it could not be read)"
+    return "\n".join(("at " if i == 0 else "by ") + _frame_text(f) for i, f in enumerate(frames))
+
+
+def _row(*cells: str, numeric: tuple[int, ...] = ()) -> str:
+    return "<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
+                            for i, c in enumerate(cells)) + "</tr>"
+
+
+def _summary(a: Analysis) -> str:
+    rows = [("program", escape(a.program or "?")), ("dump", escape(a.path)),
+            ("recorded", escape(a.info.get("start", "?"))),
+            ("events", f"{a.events:,}"),
+            ("allocated", f"{a.allocated_bytes:,} bytes in {a.allocations:,} blocks"),
+            ("peak", f"{a.peak_bytes:,} bytes in {a.peak_blocks:,} blocks"
+                     + (f" at event {a.peak_seq:,}" if a.peak_seq else "")),
+            ("leaked", f"{a.leaked_bytes:,} bytes in {a.leaked_blocks:,} blocks"),
+            ("runtime", f"{a.runtime_bytes:,} bytes in {a.runtime_blocks:,} blocks (the C/C++ "
+                        "runtime's own)")]
+    if a.leak_kinds is not None:
+        rows += [(KIND_NAMES.get(k, k), f"{b:,} bytes in {n:,} blocks")
+                 for k, (b, n) in a.leak_kinds.items() if n or k != "unknown"]
+    rows.append(("heap errors", f"{a.error_count:,}"))
+    return "<table>" + "".join(_row(escape(k), v) for k, v in rows) + "</table>"
+
+
+def _leaks(groups: list[Group]) -> str:
+    if not groups:
+        return '<p class="note">No leaks.</p>'
+    head = "<tr><th>kind</th><th>bytes</th><th>blocks</th><th>indirect bytes</th>" \
+           "<th>allocated at</th></tr>"
+    return '<table class="leaks">' + head + "".join(
+        _row(escape(KIND_NAMES.get(g.leak_kind or "", "leaked")), f"{g.bytes:,}",
+             f"{g.blocks:,}", f"{g.indirect_bytes:,}",
+             f'<div class="stack">{escape(_stack(g.stack))}</div>', numeric=(1, 2, 3))
+        for g in groups) + "</table>"
+
+
+def _errors(errors: list[ErrorReport], count: int) -> str:
+    if not errors:
+        return '<p class="note">No heap errors.</p>'
+    head = "<tr><th>error</th><th>event</th><th>call</th><th>pointer</th><th>at</th></tr>"
+    rows = "".join(_row(escape(e.kind), f"{e.seq:,}", escape(e.op), f"0x{e.pointer:x}",
+                        f'<div class="stack">{escape(_stack(e.stack))}</div>', numeric=(1,))
+                   for e in errors)
+    more = "" if count == len(errors) else f'<p class="note">{count - len(errors):,} more.</p>'
+    return '<table class="errors">' + head + rows + "</table>" + more
+
+
+def render_html(profile: HeapProfile) -> str:
+    a = profile.analysis
+    title = escape(f"memdump report: {a.program or a.path}")
+    peak = (a.peak_seq, a.peak_bytes) if a.peak_seq else None
+    leaks = flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked")
+    at_peak = flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")
+    click = '<p class="note">Click a frame to zoom into it, the bottom frame to zoom out.</p>'
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{title}</title><style>{_STYLE}</style></head><body>",
+        f"<h1>{title}</h1>", "<h2>Summary</h2>", _summary(a),
+        "<h2>Live heap over time</h2>", _chart(live_heap_series(profile), peak),
+        "<h2>Leaks by stack</h2>", (click + leaks) if leaks else '<p class="note">No leaks.</p>',
+        "<h2>Live at the peak by stack</h2>",
+        (click + at_peak) if at_peak else '<p class="note">No peak.</p>',
+        "<h2>Leaks</h2>", _leaks(a.leaks), "<h2>Heap errors</h2>",
+        _errors(a.errors, a.error_count),
+        f"<script>{_SCRIPT}</script>", "</body></html>"]
+    return "\n".join(parts) + "\n"

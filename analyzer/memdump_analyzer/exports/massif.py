@@ -1,0 +1,79 @@
+"""`--format massif`: the live heap over time in massif's out file format (valgrind's
+`massif.out.PID`), for `ms_print` and massif-visualizer. docs/exports.md, "massif".
+
+Time is massif's `--time-unit=B`: the bytes allocated and freed so far. Snapshots as massif takes
+them by default: about 100 regular ones, every 10th detailed (with its heap tree), the peak's
+detailed and marked `peak`, and the last. A heap tree lists the live bytes by allocation stack,
+innermost frame first, children largest first; children under 1% of the snapshot's heap fold into
+one `in N places, all below massif's threshold (1.00%)` line, as massif's default --threshold=1.0.
+"""
+
+from __future__ import annotations
+
+import os
+
+from ..dumpfile import Frame
+from .profile import HeapProfile, StackKey, TreeNode
+
+__all__ = ["THRESHOLD", "render_massif"]
+
+#: massif's default --threshold, in percent of the snapshot's heap
+THRESHOLD = 1.0
+ROOT = "(heap allocation functions) malloc/new/new[], --alloc-fns, etc."
+_SEP = "#-----------"
+
+
+def _frame_text(f: Frame | None) -> str:
+    """A tree node's text as massif writes it: `0xPC: function (file:line)`, `(in module)`
+    without a line, `???` without a function."""
+    if f is None:
+        return "(no stack: it could not be read)"
+    name = f.function if f.function is not None else "???"
+    if f.file is not None and f.line:
+        where = f"({os.path.basename(f.file)}:{f.line})"
+    else:
+        where = f"(in {f.module})" if f.module is not None else ""
+    return _one_line(" ".join(x for x in (f"0x{f.pc:X}:", name, where) if x))
+
+
+def _one_line(text: str) -> str:
+    return text.replace("\n", " ").replace("\r", " ")
+
+
+def _tree(profile: HeapProfile, tree: dict[StackKey, int]) -> TreeNode:
+    """The heap tree: the root, then each stack's frames, innermost first."""
+    root = TreeNode(None)
+    for key, nbytes in tree.items():
+        frames = profile.frames_of(key)
+        root.add(zip(key, frames, strict=True) if frames else [(None, None)], nbytes)
+    return root
+
+
+def _lines(node: TreeNode, depth: int, total: int, out: list[str], text: str) -> None:
+    kids = sorted(node.children.values(), key=lambda c: -c.value)  # stable: first seen first
+    shown = [c for c in kids if total and c.value * 100 / total >= THRESHOLD]
+    below = kids[len(shown):]  # the children are largest first: those shown are a prefix
+    count = len(shown) + (1 if below else 0)
+    out.append(f"{' ' * depth}n{count}: {node.value} {text}")
+    for child in shown:
+        frame = child.label if isinstance(child.label, Frame) else None
+        _lines(child, depth + 1, total, out, _frame_text(frame))
+    if below:
+        places = "1 place," if len(below) == 1 else f"{len(below)} places, all"
+        out.append(f"{' ' * (depth + 1)}n0: {sum(c.value for c in below)} in {places} "
+                   f"below massif's threshold ({THRESHOLD:.2f}%)")
+
+
+def render_massif(profile: HeapProfile) -> str:
+    a = profile.analysis
+    # one line each, whatever the paths hold
+    events = f"{a.events:,} heap event{'s' if a.events != 1 else ''}"
+    out = [f"desc: memdump-analyze --format massif {_one_line(a.path)} ({events})",
+           f"cmd: {_one_line(a.program or a.path)}", "time_unit: B"]
+    for n, shot in enumerate(profile.snapshots):
+        kind = "empty" if shot.tree is None else ("peak" if shot.peak else "detailed")
+        out += [_SEP, f"snapshot={n}", _SEP, f"time={shot.time}", f"mem_heap_B={shot.live_bytes}",
+                "mem_heap_extra_B=0", "mem_stacks_B=0", f"heap_tree={kind}"]
+        if shot.tree is not None:
+            _lines(_tree(profile, shot.tree), 0, shot.live_bytes, out, ROOT)
+    return "\n".join(out) + "\n"

@@ -1,0 +1,180 @@
+"""`--format pprof`: a gzip-compressed profile.proto (github.com/google/pprof, proto/profile.proto),
+encoded by hand: the message is small, and the analyser uses the standard library only.
+
+Go's heap profile convention: sample types alloc_objects/count, alloc_space/bytes,
+inuse_objects/count, inuse_space/bytes (the default), one sample per allocation stack. In use is
+what leaked (the analyser's leaked groups, every leak kind; the C/C++ runtime's own blocks apart),
+so that its totals are the report's to the byte. docs/exports.md, "pprof".
+"""
+
+from __future__ import annotations
+
+import gzip
+from collections.abc import Sequence
+from datetime import datetime
+
+from ..dumpfile import Frame
+from .buildid import recorded_build_id
+from .profile import HeapProfile, frame_label, nonzero
+
+__all__ = ["SAMPLE_TYPES", "encode_profile", "render_pprof"]
+
+SAMPLE_TYPES = (("alloc_objects", "count"), ("alloc_space", "bytes"),
+                ("inuse_objects", "count"), ("inuse_space", "bytes"))
+
+# field numbers of profile.proto
+_P_SAMPLE_TYPE, _P_SAMPLE, _P_MAPPING, _P_LOCATION, _P_FUNCTION, _P_STRINGS = 1, 2, 3, 4, 5, 6
+_P_TIME, _P_PERIOD_TYPE, _P_PERIOD, _P_COMMENT, _P_DEFAULT_TYPE = 9, 11, 12, 13, 14
+
+
+def _varint(n: int) -> bytes:
+    """A base-128 varint; a negative int64 as its two's complement (ten bytes)."""
+    n &= (1 << 64) - 1
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _int(field: int, n: int) -> bytes:
+    """A varint field; proto3 leaves out a zero."""
+    return _varint(field << 3) + _varint(n) if n else b""
+
+
+def _len(field: int, data: bytes) -> bytes:
+    """A length-delimited field (a string, a message, a packed repeated field)."""
+    return _varint(field << 3 | 2) + _varint(len(data)) + data
+
+
+def _packed(field: int, values: Sequence[int]) -> bytes:
+    return _len(field, b"".join(_varint(v) for v in values)) if values else b""
+
+
+class _Strings:
+    """The string table: index 0 is the empty string, as the format requires."""
+
+    def __init__(self) -> None:
+        self.index: dict[str, int] = {"": 0}
+
+    def __call__(self, text: str) -> int:
+        found = self.index.get(text)
+        if found is None:
+            found = self.index[text] = len(self.index)
+        return found
+
+    def encode(self) -> bytes:
+        return b"".join(_len(_P_STRINGS, s.encode("utf-8", "surrogateescape"))
+                        for s in self.index)
+
+
+def _locations(frames: Sequence[Frame]) -> list[tuple[Frame, ...]]:
+    """The frames grouped by program counter: a frame whose code was inlined (`inlined`) shares
+    its location with the frames it was inlined into, innermost first, as profile.proto's
+    Location.line lists them."""
+    out: list[tuple[Frame, ...]] = []
+    run: list[Frame] = []
+    for f in frames:
+        run.append(f)
+        if not f.inlined:
+            out.append(tuple(run))
+            run = []
+    if run:
+        out.append(tuple(run))
+    return out
+
+
+class _Builder:
+    def __init__(self, profile: HeapProfile) -> None:
+        self.profile = profile
+        self.s = _Strings()
+        self.functions: dict[tuple[str, str], int] = {}
+        self.function_msgs: list[bytes] = []
+        self.locations: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
+        self.location_msgs: list[bytes] = []
+        #: module path -> [mapping id, lowest load bias, highest pc]
+        self.modules: dict[str, list[int]] = {}
+
+    def function(self, f: Frame) -> int:
+        name = frame_label(f)
+        key = (name, f.file or f.module or "")
+        ident = self.functions.get(key)
+        if ident is None:
+            ident = self.functions[key] = len(self.functions) + 1
+            self.function_msgs.append(
+                _int(1, ident) + _int(2, self.s(name)) + _int(3, self.s(name))
+                + _int(4, self.s(key[1])))
+        return ident
+
+    def location(self, run: tuple[Frame, ...]) -> int:
+        lines = tuple((self.function(f), f.line or 0) for f in run)
+        pc = run[-1].pc
+        ident = self.locations.get((pc, lines))
+        if ident is None:
+            ident = self.locations[(pc, lines)] = len(self.locations) + 1
+            mapping = 0
+            module = run[-1].module
+            if module is not None:
+                row = self.modules[module]
+                row[1] = min(row[1], pc - run[-1].offset)
+                row[2] = max(row[2], pc)
+                mapping = row[0]
+            self.location_msgs.append(
+                _int(1, ident) + _int(2, mapping) + _int(3, pc)
+                + b"".join(_len(4, _int(1, fn) + _int(2, line)) for fn, line in lines))
+        return ident
+
+    def build(self) -> bytes:
+        s = self.s
+        a = self.profile.analysis
+        out = [_len(_P_SAMPLE_TYPE, _int(1, s(t)) + _int(2, s(u))) for t, u in SAMPLE_TYPES]
+        rows = nonzero(self.profile.stacks.values())
+        # the program's mapping first: pprof names a profile after its first mapping
+        modules = {f.module for row in rows for f in row.frames if f.module is not None}
+        for module in sorted(modules, key=lambda m: (m != a.program, m)):
+            self.modules[module] = [len(self.modules) + 1, 1 << 64, 0]
+        for row in rows:
+            ids = [self.location(run) for run in _locations(row.frames)]
+            values = [row.alloc_blocks, row.alloc_bytes, row.leaked_blocks, row.leaked_bytes]
+            out.append(_len(_P_SAMPLE, _packed(1, ids) + _packed(2, values)))
+        start = a.info.get("start")
+        for module, (ident, low, high) in self.modules.items():
+            build = recorded_build_id(module, start)
+            out.append(_len(_P_MAPPING, _int(1, ident) + _int(2, low) + _int(3, high + 1)
+                            + _int(5, s(module)) + _int(6, s(build or ""))
+                            + _int(7, 1) + _int(8, 1) + _int(9, 1) + _int(10, 1)))
+        out.extend(_len(_P_LOCATION, m) for m in self.location_msgs)
+        out.extend(_len(_P_FUNCTION, m) for m in self.function_msgs)
+        out.append(_int(_P_TIME, _nanos(start)))
+        out.append(_len(_P_PERIOD_TYPE, _int(1, s("space")) + _int(2, s("bytes"))))
+        out.append(_int(_P_PERIOD, 1))
+        comments = [f"memdump-analyze --format pprof {a.path}"]
+        if a.program is not None:
+            comments.append(f"program {a.program}")
+        if self.profile.base is not None:
+            comments.append(f"minus base {self.profile.base.path}")
+        out.append(_packed(_P_COMMENT, [s(c) for c in comments]))
+        out.append(_int(_P_DEFAULT_TYPE, s("inuse_space")))
+        out.append(s.encode())
+        return b"".join(out)
+
+
+def _nanos(start: str | None) -> int:
+    """The recording's start (`i start`, ISO 8601) in nanoseconds since the epoch, or 0."""
+    if start is None:
+        return 0
+    try:
+        return int(datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()) * 10**9
+    except ValueError:
+        return 0
+
+
+def encode_profile(profile: HeapProfile) -> bytes:
+    """The profile.proto message, not compressed."""
+    return _Builder(profile).build()
+
+
+def render_pprof(profile: HeapProfile) -> bytes:
+    """The gzip-compressed profile, as pprof reads it (mtime 0: the same dump, the same bytes)."""
+    return gzip.compress(encode_profile(profile), mtime=0)
