@@ -8,7 +8,7 @@ the recorder is anything with the methods and attributes of `Recorder` (memdump_
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -236,6 +236,29 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
             if value and module.bias + value not in exit_hooks:
                 address = module.bias + value
                 exit_hooks[address] = ExitBreakpoint(recorder, address)
+
+
+def internal_call(read: Callable[[int, int], bytes], modules: ModuleMap,
+                  cache: dict[int, bool], ret: int, entry: int) -> bool:
+    """Whether the call that returns to RET is the allocator's module calling its own entry
+    point ENTRY directly (glibc's tcache_thread_shutdown calls __libc_free, at free's address),
+    not through its PLT as its other functions do (so that a replaced malloc gets them): the
+    in-process recorder, which interposes the symbols, never sees such calls, and freeing a
+    thread's cached chunks is no free of the program's. Cached per return address."""
+    known = cache.get(ret)
+    if known is None:
+        known = False
+        caller, callee = modules.find(ret), modules.find(entry)
+        if caller is not None and callee is not None and caller.path == callee.path:
+            try:
+                code = read(ret - 5, 5)
+            except (OSError, gdb.MemoryError):
+                code = b""
+            known = (len(code) == 5 and code[0] == 0xE8
+                     and (ret + int.from_bytes(code[1:], "little", signed=True))
+                     & 0xFFFFFFFFFFFFFFFF == entry)
+        cache[ret] = known
+    return known
 
 
 @dataclass

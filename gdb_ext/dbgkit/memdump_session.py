@@ -44,6 +44,7 @@ from .memdump_breakpoints import (
     ReturnSites,
     _format_args,
     install_hooks,
+    internal_call,
 )
 from .memdump_breaks import BreaksMixin
 from .memdump_checks import CMD, cannot_record
@@ -102,6 +103,7 @@ class Session(TagsMixin, BreaksMixin):
         self.api_flags: set[int] = set()
         self.thread_tags: dict[int, list[str]] = {}  # the breakpoint design's, per thread
         self._break_after: dict[int, str] = {}
+        self._internal: dict[int, bool] = {}  # return address -> a call inside the allocator
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
@@ -421,6 +423,11 @@ class Session(TagsMixin, BreaksMixin):
                 self.pending.pop(tid)  # stale: the earlier call never came back (longjmp)
                 self.sites.release(pend.ret)
             op = bp.op
+            ret = int.from_bytes(self._read(sp, 8), "little")
+            if op != "custom_alloc" and op != "custom_free" and internal_call(
+                    self._read, self._modules, self._internal, ret, bp.address):
+                self.counts["allocator-internal"] += 1  # as unseen by the in-process recorder
+                return
             stack = self._stack(bp.address, regs)
             if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
                 (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
@@ -429,7 +436,6 @@ class Session(TagsMixin, BreaksMixin):
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 if op != "custom_free":
-                    ret = int.from_bytes(self._read(sp, 8), "little")
                     self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi,), written=True)
                     self.sites.acquire(ret)
                 return
@@ -441,7 +447,6 @@ class Session(TagsMixin, BreaksMixin):
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 return
-            ret = int.from_bytes(self._read(sp, 8), "little")
             self.pending[tid] = Pending(op, sp, ret, stack, (regs.rdi, regs.rsi, regs.rdx),
                                         throws=bp.throws)
             self.sites.acquire(ret)
