@@ -1,0 +1,146 @@
+"""deadlocks: what each thread waits on and holds, the wait-for graph, and its cycles."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import textwrap
+import threading
+
+import gdb
+
+from .. import output
+from ..core import glibc_locks as gl
+from ..core.progress import Snapshot, snapshot
+from ..core.waitgraph import render_json, render_text
+from ..deadlock_probe import Probe, ProbeError, choose_layout, has_threads_library
+from . import base
+
+NAME = "deadlocks"
+POLL_SECONDS = 0.25
+
+
+def _build_parser() -> base.Parser:
+    parser = base.Parser(
+        prog=NAME,
+        description=textwrap.fill(
+            "On a stopped or attached process, say for every thread which lock it waits on "
+            "(pthread mutex, rwlock, condition variable, semaphore, std::mutex, "
+            "std::shared_mutex, or a bare futex) and which it holds, then every cycle of the "
+            "wait-for graph with each thread, the lock's name and address, and the source line "
+            "where the thread waits. Readers of an rwlock and holders of a semaphore are not "
+            "recorded by glibc: they are inferred from the threads' code and marked so "
+            "(docs/deadlocks.md).", width=78),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--json", action="store_true",
+                        help="print the versioned JSON report (docs/deadlocks.md)")
+    parser.add_argument("--layouts", choices=("auto", "table"), default="auto",
+                        help="where the lock structures' layouts come from: auto (glibc's debug "
+                             "info when GDB has it, else the table for the process's glibc "
+                             "version) or table (always the table)")
+    parser.add_argument("--watch", action="store_true",
+                        help="continue the program until no thread makes progress for "
+                             "--quiet-seconds, then stop it and report")
+    parser.add_argument("--quiet-seconds", type=float, default=5.0, metavar="N",
+                        help="with --watch: seconds without progress that count as a hang "
+                             "(default 5)")
+    return parser
+
+
+class _Watch:
+    """Waits in a thread of its own until the process makes no progress for QUIET seconds,
+    then sends it one SIGINT, which GDB stops on and does not pass on."""
+
+    def __init__(self, pid: int, quiet: float) -> None:
+        self.pid = pid
+        self.quiet = quiet
+        self.done = threading.Event()
+        self.hung = False
+        self.thread = threading.Thread(target=self._run, name="deadlocks-watch", daemon=True)
+
+    def _run(self) -> None:
+        last: Snapshot | None = None
+        still = 0.0
+        while not self.done.wait(POLL_SECONDS):
+            now = snapshot(self.pid)
+            if now is None:
+                return
+            still = still + POLL_SECONDS if now == last else 0.0
+            last = now
+            if still >= self.quiet:
+                self.hung = True
+                try:
+                    os.kill(self.pid, 2)
+                except OSError:
+                    pass
+                return
+
+
+def _signal_handling(name: str) -> tuple[str, str, str]:
+    """(stop|nostop, print|noprint, pass|nopass) of GDB's handling of signal NAME."""
+    text = gdb.execute(f"info signals {name}", to_string=True)
+    line = next(ln for ln in text.splitlines() if ln.startswith(name))
+    stop, prints, passes = line.split()[1:4]
+    return (("stop" if stop == "Yes" else "nostop"), ("print" if prints == "Yes" else "noprint"),
+            ("pass" if passes == "Yes" else "nopass"))
+
+
+def _watch(quiet: float) -> None:
+    if quiet <= 0:
+        raise gdb.GdbError(f"{NAME}: --quiet-seconds must be above 0, not {quiet:g}")
+    inferior = gdb.selected_inferior()
+    pid = inferior.pid
+    saved = _signal_handling("SIGINT")
+    watch = _Watch(pid, quiet)
+    output.info(NAME, f"watching process {pid} until no thread progresses for {quiet:g} s")
+    try:
+        gdb.execute("handle SIGINT stop noprint nopass", to_string=True)
+        watch.thread.start()
+        gdb.execute("continue", to_string=True)
+    finally:
+        watch.done.set()
+        gdb.execute(f"handle SIGINT {' '.join(saved)}", to_string=True)
+    if not inferior.pid:
+        raise gdb.GdbError(f"{NAME}: process {pid} exited before it hung")
+    if not watch.hung:
+        raise gdb.GdbError(f"{NAME}: process {pid} stopped before it hung (a breakpoint or a "
+                           "signal): run deadlocks there, or deadlocks --watch again")
+    output.info(NAME, f"process {pid} made no progress for {quiet:g} s: stopped it")
+
+
+@base.register
+class Deadlocks(base.Command):
+    NAME = NAME
+    SUMMARY = "What each thread waits on and holds, and the deadlock cycles among them."
+    PARSER = _build_parser()
+
+    @base.needs_live_process
+    def run(self, args: argparse.Namespace) -> None:
+        if not has_threads_library():
+            raise gdb.GdbError(f"{NAME}: process {gdb.selected_inferior().pid} has no threads "
+                               "library (no pthread_mutex_lock in it): no locks to inspect")
+        if args.watch:
+            _watch(args.quiet_seconds)
+        try:
+            layout, version = choose_layout(args.layouts == "table")
+            report = Probe(layout, version, use_debug_args=args.layouts != "table").run()
+        except (ProbeError, gl.LayoutError) as exc:
+            raise gdb.GdbError(f"{NAME}: {exc}") from None
+        if not _has_debug_info():
+            report.notes.append("the program has no debug information: lock names come from "
+                                "its symbol table only, and there are no source lines")
+        if args.json:
+            output.block(json.dumps(render_json(report), indent=2, sort_keys=True))
+        else:
+            output.block(render_text(report))
+
+
+def _has_debug_info() -> bool:
+    """Whether the main program has DWARF debug information (a symtab for `main`)."""
+    try:
+        symbol = gdb.lookup_global_symbol("main")
+    except gdb.error:
+        return False
+    return symbol is not None and symbol.symtab is not None

@@ -1,0 +1,345 @@
+"""What `deadlocks` reads from GDB: each thread's frames, the lock it waits on, the locks it
+holds, the locks' words and names. The decisions are in core.glibc_locks, core.callscan and
+core.waitgraph; this module only asks GDB."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import gdb
+
+from .core import glibc_locks as gl
+from .core.callscan import CALLEE_SAVED, Insn, lock_events, still_held
+from .core.waitgraph import Hold, Report, ThreadState, Where
+from .lock_names import lock_name
+
+MAX_FRAMES = 64
+MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks it took
+FUTEX_SYSCALL = 202  # x86-64 futex(2)
+
+
+class ProbeError(Exception):
+    """The process cannot be inspected: one line saying why."""
+
+
+def _read(address: int, size: int) -> bytes | None:
+    try:
+        return bytes(gdb.selected_inferior().read_memory(address, size))
+    except (gdb.MemoryError, gdb.error, OverflowError, ValueError):
+        return None
+
+
+def _read_word(address: int) -> int | None:
+    data = _read(address, 8)
+    return None if data is None else int.from_bytes(data, "little")
+
+
+def libc_path() -> str | None:
+    for objfile in gdb.objfiles():
+        name = os.path.basename(objfile.filename or "")
+        if name == "libc.so.6" or re.fullmatch(r"libc-\d+\.\d+\.so", name):
+            return objfile.filename
+    return None
+
+
+def has_threads_library() -> bool:
+    """Whether the process has glibc's lock functions (libc.so.6, or linked in statically)."""
+    try:
+        gdb.execute("info address pthread_mutex_lock", to_string=True)
+    except gdb.error:
+        return False
+    return True
+
+
+def _debug_layout() -> gl.Layout | None:
+    """The lock layouts from debug information, or None when some structure is not described."""
+    offsets: dict[str, dict[str, int]] = {}
+    sizes: dict[str, int] = {}
+    for kind, typename in (("mutex", "pthread_mutex_t"), ("rwlock", "pthread_rwlock_t"),
+                           ("cond", "pthread_cond_t"), ("sem", "struct new_sem")):
+        try:
+            outer = gdb.lookup_type(typename).strip_typedefs()
+            inner = outer if kind == "sem" else outer["__data"].type.strip_typedefs()
+            base = 0 if kind == "sem" else outer["__data"].bitpos // 8
+            offsets[kind] = {n: base + inner[n].bitpos // 8 for n in gl.FIELDS[kind]}
+            # sem_t is a 32-byte union around struct new_sem (16 bytes)
+            sizes[kind] = gl.SIZES_236["sem"] if kind == "sem" else outer.sizeof
+        except (gdb.error, KeyError, RuntimeError):
+            return None
+    return gl.Layout("debug info", offsets, sizes)
+
+
+def choose_layout(force_table: bool) -> tuple[gl.Layout, str]:
+    """(layout, glibc version) for this process: debug information unless forced or missing,
+    then the table for its glibc version."""
+    path = libc_path()
+    version = gl.glibc_version(path) if path else None
+    if not force_table:
+        layout = _debug_layout()
+        if layout is not None:
+            return layout, version or ""
+    machine = gdb.selected_inferior().architecture().name()
+    try:
+        table = gl.table_for(version, "x86_64" if machine == "i386:x86-64" else machine)
+    except gl.LayoutError as exc:
+        raise ProbeError(str(exc)) from None
+    return table, version or ""
+
+
+@dataclass
+class _Frame:
+    frame: gdb.Frame
+    name: str
+    pc: int
+
+
+def _frames(thread: gdb.InferiorThread) -> list[_Frame]:
+    thread.switch()
+    out = []
+    frame = gdb.newest_frame()
+    while frame is not None and len(out) < MAX_FRAMES:
+        name = frame.name() or ""
+        out.append(_Frame(frame, gl.normalize_function(name), frame.pc()))
+        try:
+            frame = frame.older()
+        except gdb.error:
+            break
+    return out
+
+
+def _where(frames: list[_Frame], start: int) -> Where | None:
+    """The first frame from START in the program's own sources (not glibc's, not /usr/)."""
+    first = None
+    for f in frames[start:]:
+        sal = f.frame.find_sal()
+        path = sal.symtab.fullname() if sal.symtab else ""
+        here = Where(f.name, os.path.basename(path) if path else "", sal.line if path else 0)
+        first = first or here
+        if path.startswith("/") and not path.startswith("/usr/"):
+            return here
+    return first
+
+
+def _function_code(frame: gdb.Frame) -> list[Insn]:
+    """The machine code of FRAME's function from its entry to the call it is in."""
+    pc = frame.pc()
+    start = None
+    try:
+        block = frame.block()
+        while block.superblock is not None and not block.superblock.is_static:
+            block = block.superblock
+        start = block.start if block.function is not None else None
+    except RuntimeError:
+        pass
+    if start is None:
+        text = gdb.execute(f"info symbol {pc:#x}", to_string=True)
+        m = re.match(r"\S+ \+ (\d+) in ", text)
+        start = pc - int(m.group(1)) if m else (pc if text.split()[1:2] == ["in"] else None)
+    if start is None or pc - start > MAX_FUNCTION_BYTES or pc <= start:
+        return []
+    arch = frame.architecture()
+    return [Insn(i["addr"], i["length"], i["asm"]) for i in arch.disassemble(start, pc - 1)]
+
+
+def _registers(frame: gdb.Frame) -> dict[str, int]:
+    regs = {}
+    for reg in CALLEE_SAVED:
+        try:
+            value = frame.read_register(reg)
+            if not value.is_optimized_out:
+                regs[reg] = int(value) & 0xFFFFFFFFFFFFFFFF
+        except (gdb.error, ValueError):
+            continue
+    return regs
+
+
+def _frame_events(frame: gdb.Frame) -> list:
+    code = _function_code(frame)
+    return lock_events(code, _registers(frame), _read_word) if code else []
+
+
+def _in_libc(pc: int) -> bool:
+    solib = gdb.solib_name(pc) or ""
+    return os.path.basename(solib).startswith(("libc.so", "libc-", "libpthread"))
+
+
+def _futex_address(frames: list[_Frame]) -> int | None:
+    frame = frames[0].frame
+    try:
+        if int(frame.read_register("orig_rax")) != FUTEX_SYSCALL:
+            return None
+        return int(frame.read_register("rdi")) & 0xFFFFFFFFFFFFFFFF
+    except (gdb.error, ValueError):
+        return None
+
+
+class Probe:
+    """Reads one stopped process into a core.waitgraph.Report."""
+
+    def __init__(self, layout: gl.Layout, version: str, use_debug_args: bool) -> None:
+        self.layout = layout
+        self.version = version
+        self.use_debug_args = use_debug_args
+        self.report = Report(gdb.selected_inferior().pid, layout.source, version, [], {})
+        self.frames: dict[int, list[_Frame]] = {}
+
+    def run(self) -> Report:
+        inferior = gdb.selected_inferior()
+        selected = gdb.selected_thread()
+        try:
+            threads = sorted(inferior.threads(), key=lambda t: t.num)
+            if any(t.is_running() for t in threads):
+                raise ProbeError("some threads are running: interrupt the program first")
+            for thread in threads:
+                self._thread(thread)
+        finally:
+            if selected is not None and selected.is_valid():
+                selected.switch()
+        self._exact_holders()
+        for lock in self.report.locks.values():
+            lock.name, lock.type_name = lock_name(lock, self.frames, self.layout)
+        return self.report
+
+    def _lock(self, address: int, kind: str) -> gl.LockInfo:
+        lock = self.report.locks.get(address)
+        if lock is None:
+            lock = gl.LockInfo(address, kind)
+            size = self.layout.sizes.get(kind, 4)
+            data = _read(address, size)
+            if data is None:
+                lock.notes.append(f"cannot read the {size} bytes at {address:#x}")
+            elif kind == "mutex":
+                lock.state = gl.decode_mutex(data, self.layout)
+            elif kind == "rwlock":
+                lock.state = gl.decode_rwlock(data, self.layout)
+            elif kind == "sem":
+                lock.state = gl.decode_sem(data, self.layout)
+            elif kind == "cond":
+                lock.state = gl.decode_cond(data, self.layout)
+            self.report.locks[address] = lock
+        return lock
+
+    def _thread(self, thread: gdb.InferiorThread) -> None:
+        frames = _frames(thread)
+        self.frames[thread.num] = frames
+        state = ThreadState(thread.num, thread.ptid[1], thread.name or "")
+        self.report.threads.append(state)
+        wait_index = next((i for i, f in enumerate(frames) if f.name in gl.WAIT_FRAMES), None)
+        scan_from = 1
+        if wait_index is not None:
+            kind, mode = gl.WAIT_FRAMES[frames[wait_index].name]
+            # the caller of glibc's entry point: past the inlined and internal frames
+            outer = wait_index
+            while outer + 1 < len(frames) and (frames[outer + 1].name in gl.WAIT_FRAMES
+                                               or _in_libc(frames[outer + 1].pc)):
+                outer += 1
+            address = self._wait_address(frames, wait_index, outer, kind)
+            if address is not None:
+                self._lock(address, kind)
+                state.waits, state.wait_mode = address, mode
+            else:
+                state.note = f"in {frames[wait_index].name} on a lock whose address is unknown"
+            state.where = _where(frames, outer + 1)
+            scan_from = outer + 1
+        else:
+            futex = _futex_address(frames)
+            if futex is not None:
+                self._lock(futex, "futex")
+                state.waits = futex
+                state.where = _where(frames, 1)
+            elif frames:
+                state.note = f"in {frames[0].name or '??'}"
+        self._scanned_holds(state, frames[scan_from:])
+
+    def _wait_address(self, frames: list[_Frame], wait: int, outer: int, kind: str) -> int | None:
+        """The lock a waiting thread waits on: the entry point's argument (debug info), the
+        caller's argument register at the call, and the futex word it sleeps on, agreeing."""
+        if self.use_debug_args:
+            for f in frames[: outer + 1]:
+                try:
+                    value = f.frame.read_var(gl.ARGUMENT[kind])
+                    if not value.is_optimized_out:
+                        return int(value) & 0xFFFFFFFFFFFFFFFF
+                except (gdb.error, ValueError, RuntimeError):
+                    continue
+        futex = _futex_address(frames)
+        candidates = gl.futex_candidates(kind, futex, self.layout) if futex is not None else []
+        caller = None
+        if outer + 1 < len(frames):
+            events = _frame_events(frames[outer + 1].frame)
+            if events and events[-1].call.kind == kind and events[-1].lock is not None:
+                caller = events[-1].lock
+        if caller is not None and (caller in candidates or not candidates):
+            return caller
+        return candidates[0] if candidates else None
+
+    def _scanned_holds(self, state: ThreadState, frames: list[_Frame]) -> None:
+        for f in frames:
+            if f.frame.type() != gdb.NORMAL_FRAME or _in_libc(f.pc):
+                continue
+            events = _frame_events(f.frame)
+            for event in still_held(events[:-1] if events else []):
+                lock = event.lock
+                if lock is None or any(h.lock == lock for h in state.holds):
+                    continue
+                hold = self._check_hold(state, lock, event.call.kind, event.call.mode)
+                if hold is not None:
+                    state.holds.append(hold)
+
+    def _check_hold(self, state: ThreadState, address: int, kind: str, mode: str) -> Hold | None:
+        """A hold the code suggests, kept only where the lock's words agree with it."""
+        lock = self._lock(address, kind)
+        s = lock.state
+        if isinstance(s, gl.MutexState):
+            return Hold(address, "", False) if s.locked and s.owner == state.tid else None
+        if isinstance(s, gl.RwlockState):
+            if s.write_locked and s.cur_writer == state.tid:
+                return Hold(address, "write", False)
+            return Hold(address, "read", True) if mode == "read" and s.readers else None
+        if isinstance(s, gl.SemState):
+            return Hold(address, "", True) if s.value == 0 else None
+        return None
+
+    def _exact_holders(self) -> None:
+        """Owners the locks' own words name; owners outside the process are said in a note."""
+        by_tid = {t.tid: t for t in self.report.threads}
+        for lock in list(self.report.locks.values()):
+            s = lock.state
+            owner = 0
+            if isinstance(s, gl.MutexState):
+                problem = s.problem()
+                if problem:
+                    lock.notes.append(f"corrupt lock word? {problem}")
+                owner = s.owner if s.locked else 0
+            elif isinstance(s, gl.RwlockState):
+                problem = s.problem()
+                if problem:
+                    lock.notes.append(f"corrupt lock word? {problem}")
+                owner = s.cur_writer if s.write_locked else 0
+                if s.readers:
+                    lock.notes.append(f"{s.readers} reader(s) hold it (glibc keeps their count, "
+                                      "not who they are)")
+            if owner <= 0:
+                continue
+            holder = by_tid.get(owner & gl.FUTEX_TID_MASK)
+            if holder is None:
+                lock.notes.append(outside_owner(owner & gl.FUTEX_TID_MASK))
+            elif not any(h.lock == lock.address for h in holder.holds):
+                mode = "write" if isinstance(s, gl.RwlockState) else ""
+                holder.holds.append(Hold(lock.address, mode, False))
+
+
+def outside_owner(tid: int) -> str:
+    """Why an owner is not one of the process's threads: another process's, or no thread."""
+    try:
+        with open(f"/proc/{tid}/status", encoding="utf-8", errors="replace") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line)
+        pid = int(fields["Tgid"])
+        name = fields.get("Name", "").strip()
+    except (OSError, KeyError, ValueError):
+        return (f"owner LWP {tid} is no thread on this system: the lock word looks corrupt "
+                "(or its owner exited)")
+    return (f"owned by LWP {tid} of another process, {pid} ({name}): a process-shared lock; "
+            f"run `deadlocks` in process {pid} to see what it waits for")
