@@ -11,12 +11,13 @@ from dataclasses import dataclass
 import gdb
 
 from .core import glibc_locks as gl
-from .core.callscan import CALLEE_SAVED, Insn, lock_events, still_held
+from .core.callscan import CALLEE_SAVED, Insn, lock_events, still_held, trace
 from .core.waitgraph import Hold, Report, ThreadState, Where
-from .lock_names import lock_name
+from .lock_names import name_locks
 
 MAX_FRAMES = 64
 MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks it took
+AFTER_BYTES = 4096  # code read past a frame's pc for the out-of-line blocks of its branches
 FUTEX_SYSCALL = 202  # x86-64 futex(2)
 
 
@@ -122,25 +123,30 @@ def _where(frames: list[_Frame], start: int) -> Where | None:
     return first
 
 
-def _function_code(frame: gdb.Frame) -> list[Insn]:
-    """The machine code of FRAME's function from its entry to the call it is in."""
-    pc = frame.pc()
-    start = None
+def _function_start(pc: int) -> int | None:
+    """The entry of the function PC is in: its ELF symbol (a function split into hot and cold
+    parts has one symbol per part, while its debug-info block starts at the lowest part)."""
     try:
-        block = frame.block()
-        while block.superblock is not None and not block.superblock.is_static:
-            block = block.superblock
-        start = block.start if block.function is not None else None
-    except RuntimeError:
-        pass
-    if start is None:
         text = gdb.execute(f"info symbol {pc:#x}", to_string=True)
-        m = re.match(r"\S+ \+ (\d+) in ", text)
-        start = pc - int(m.group(1)) if m else (pc if text.split()[1:2] == ["in"] else None)
+    except gdb.error:
+        return None
+    m = re.match(r"(.*?)(?: \+ (\d+))? in section \.text\b", text)
+    return pc - int(m.group(2) or 0) if m else None
+
+
+def _function_code(frame: gdb.Frame) -> list[Insn]:
+    """The machine code of FRAME's function from its entry to the call it is in, with the
+    out-of-line blocks that run before it (core.callscan.trace)."""
+    pc = frame.pc()
+    start = _function_start(pc)
     if start is None or pc - start > MAX_FUNCTION_BYTES or pc <= start:
         return []
     arch = frame.architecture()
-    return [Insn(i["addr"], i["length"], i["asm"]) for i in arch.disassemble(start, pc - 1)]
+    try:
+        code = arch.disassemble(start, pc + AFTER_BYTES)
+    except gdb.MemoryError:
+        code = arch.disassemble(start, pc - 1)
+    return trace([Insn(i["addr"], i["length"], i["asm"]) for i in code], pc)
 
 
 def _registers(frame: gdb.Frame) -> dict[str, int]:
@@ -157,7 +163,24 @@ def _registers(frame: gdb.Frame) -> dict[str, int]:
 
 def _frame_events(frame: gdb.Frame) -> list:
     code = _function_code(frame)
-    return lock_events(code, _registers(frame), _read_word) if code else []
+    return lock_events(code, _registers(frame), _read_word, _demangled) if code else []
+
+
+_DEMANGLED: dict[str, str] = {}
+
+
+def _demangled(name: str) -> str:
+    """A C++ symbol as the source writes it (`std::mutex::lock()`), the C name unchanged."""
+    plain = name.split("@", 1)[0]
+    if not plain.startswith("_Z"):
+        return name
+    if plain not in _DEMANGLED:
+        try:
+            _DEMANGLED[plain] = gdb.execute(f"demangle -l c++ -- {plain}",
+                                            to_string=True).strip()
+        except gdb.error:
+            _DEMANGLED[plain] = plain
+    return _DEMANGLED[plain]
 
 
 def _in_libc(pc: int) -> bool:
@@ -194,12 +217,12 @@ class Probe:
                 raise ProbeError("some threads are running: interrupt the program first")
             for thread in threads:
                 self._thread(thread)
+            self._exact_holders()
+            name_locks(list(self.report.locks.values()),
+                       [(t, self.frames[t.num]) for t in threads], self.layout)
         finally:
             if selected is not None and selected.is_valid():
                 selected.switch()
-        self._exact_holders()
-        for lock in self.report.locks.values():
-            lock.name, lock.type_name = lock_name(lock, self.frames, self.layout)
         return self.report
 
     def _lock(self, address: int, kind: str) -> gl.LockInfo:

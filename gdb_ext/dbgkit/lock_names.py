@@ -15,7 +15,7 @@ from .core import glibc_locks as gl
 # The lock's own type where debug info says nothing better.
 _GLIBC_TYPES = {"mutex": "pthread_mutex_t", "rwlock": "pthread_rwlock_t",
                 "cond": "pthread_cond_t", "sem": "sem_t", "futex": ""}
-_SYMBOL = re.compile(r"^(\S+)(?: \+ (\d+))? in section (\S+)")
+_SYMBOL = re.compile(r"^(.*?)(?: \+ (\d+))? in section (\S+)")
 
 
 def member_path(gtype: gdb.Type, offset: int, size: int) -> tuple[str, str] | None:
@@ -79,8 +79,12 @@ def _frame_symbols(frame: gdb.Frame) -> Iterable[Any]:
 
 
 def _in_frames(address: int, size: int, frames: Iterable[Any]) -> tuple[str, str] | None:
-    """`this->member` or `local.member` of the first frame whose object holds ADDRESS."""
+    """`this->member` or `local.member` of the first frame of the program's own code (not a
+    library's header under /usr/) whose object holds ADDRESS."""
     for f in frames:
+        sal = f.frame.find_sal()
+        if sal.symtab is None or sal.symtab.fullname().startswith("/usr/"):
+            continue
         for symbol in _frame_symbols(f.frame):
             try:
                 value = symbol.value(f.frame)
@@ -95,26 +99,36 @@ def _in_frames(address: int, size: int, frames: Iterable[Any]) -> tuple[str, str
                 continue
             if base <= address < base + span:
                 path = member_path(gtype, address - base, size)
-                if path is not None:
+                if path is not None and (path[0] or label != "this->"):
                     name = label + path[0].lstrip(".") if label == "this->" else label + path[0]
                     return name, path[1]
     return None
 
 
-def lock_name(lock: gl.LockInfo, frames: dict[int, Sequence[Any]],
-              layout: gl.Layout) -> tuple[str, str]:
-    """(name, type) of LOCK: a global or static first, then the frames of every thread."""
-    size = layout.sizes.get(lock.kind, 4)
-    found = _global(lock.address, size)
-    if found is None:
-        for thread_frames in frames.values():
-            found = _in_frames(lock.address, size, thread_frames)
+def name_locks(locks: Iterable[gl.LockInfo], threads: Iterable[tuple[gdb.InferiorThread,
+               Sequence[Any]]], layout: gl.Layout) -> None:
+    """Set the name and type of every lock: a global or static first, then a variable of the
+    frames of each thread (selected in turn: a frame's values are read in its own thread)."""
+    unnamed = []
+    for lock in locks:
+        found = _global(lock.address, layout.sizes.get(lock.kind, 4))
+        if found is None:
+            unnamed.append(lock)
+        else:
+            lock.name, lock.type_name = found
+    for thread, frames in threads:
+        if not unnamed:
+            break
+        thread.switch()
+        for lock in list(unnamed):
+            found = _in_frames(lock.address, layout.sizes.get(lock.kind, 4), frames)
             if found:
-                break
-    name, type_name = found or ("", "")
-    return name, _plain_type(type_name) or _GLIBC_TYPES[lock.kind]
+                lock.name, lock.type_name = found
+                unnamed.remove(lock)
+    for lock in locks:
+        lock.type_name = _plain_type(lock.type_name) or _GLIBC_TYPES[lock.kind]
 
 
 def _plain_type(type_name: str) -> str:
     """The type as a user writes it: `std::mutex`, not `std::mutex` with cv-qualifiers."""
-    return re.sub(r"^(const |volatile )+", "", type_name)
+    return re.sub(r"^((const|volatile|class|struct|union) )+", "", type_name)

@@ -157,6 +157,12 @@ class _Machine:
             src = ops[0]
             if mnemonic in ("mov", "movq", "movl"):
                 new = self.source(src, comment_addr)
+                src_reg = _reg(src)
+                if (new is None and src_reg and src_reg[1] and dest[0] in CALLEE_SAVED
+                        and self.index == self.last_write.get(dest[0])):
+                    # `mov %rdi,%rbp` as rbp's last write: rdi held rbp's current value
+                    new = self.frame_regs.get(dest[0])
+                    self.values[src_reg[0]] = new
                 if new is not None and (mnemonic == "movl" or ops[1][1:] in _NAMES32):
                     new &= 0xFFFFFFFF
             elif mnemonic in ("lea", "leaq"):
@@ -168,27 +174,65 @@ class _Machine:
                     new = (value + sign * amount) & 0xFFFFFFFFFFFFFFFF
             elif mnemonic.startswith("xor") and ops[0] == ops[1]:
                 new = 0
+        dest_reg = _reg(ops[-1]) if ops else None
         for reg in written:
-            self.values[reg] = new if reg == (_reg(ops[-1]) or ("",))[0] else None
+            self.values[reg] = new if dest_reg is not None and reg == dest_reg[0] else None
         self.index += 1
 
 
-def call_target(text: str) -> str | None:
-    """The function a call instruction names (`call 0x... <pthread_mutex_lock@plt>`), normalised."""
+_JUMP = re.compile(r"^(j\w+)\s+(0x[0-9a-f]+)")
+DETOUR_MAX = 64  # instructions of an out-of-line block followed from a branch
+
+
+def _jump(text: str) -> tuple[str, int] | None:
+    m = _JUMP.match(text.strip())
+    return (m.group(1), int(m.group(2), 16)) if m else None
+
+
+def trace(code: Sequence[Insn], pc: int) -> list[Insn]:
+    """The instructions from the function's entry to PC (exclusive) in address order, with the
+    out-of-line blocks a branch before PC jumps to spliced in at the branch when they jump back
+    into the code before PC (GCC moves an `if` body past the rest of the function)."""
+    index = {insn.address: i for i, insn in enumerate(code)}
+    out: list[Insn] = []
+    for insn in code:
+        if insn.address >= pc:
+            break
+        out.append(insn)
+        jump = _jump(insn.text)
+        if jump is None or jump[0] == "jmp" or jump[1] < pc or jump[1] not in index:
+            continue
+        detour: list[Insn] = []
+        for other in code[index[jump[1]]:index[jump[1]] + DETOUR_MAX]:
+            detour.append(other)
+            back = _jump(other.text)
+            if other.text.startswith("ret"):
+                break
+            if back and code[0].address <= back[1] < pc:
+                out.extend(detour)
+                break
+            if back and back[0] == "jmp":
+                break
+    return out
+
+
+def call_target(text: str, demangle: Callable[[str], str] = str) -> str | None:
+    """The function a call instruction names (`call 0x... <pthread_mutex_lock@plt>`),
+    demangled by DEMANGLE and normalised."""
     if not text.split(None, 1)[0].startswith("call"):
         return None
     m = _TARGET.search(text)
-    return normalize_function(m.group(1)) if m else None
+    return normalize_function(demangle(normalize_function(m.group(1)))) if m else None
 
 
-def lock_events(insns: Sequence[Insn], frame_regs: dict[str, int],
-                read_word: ReadWord) -> list[LockEvent]:
+def lock_events(insns: Sequence[Insn], frame_regs: dict[str, int], read_word: ReadWord,
+                demangle: Callable[[str], str] = str) -> list[LockEvent]:
     """Every call to a lock function in INSNS (a function's code up to and including the call the
     frame is in), with the lock address evaluated as the call passes it."""
     machine = _Machine(insns, frame_regs, read_word)
     events = []
     for insn in insns:
-        target = call_target(insn.text)
+        target = call_target(insn.text, demangle)
         if target is not None and target in CALLS:
             call = CALLS[target]
             lock = machine.get(call.arg)

@@ -136,7 +136,7 @@ def state_text(lock: LockInfo) -> str:
         parts = [f"{s.readers} reader{'s' if s.readers != 1 else ''}"]
         if s.write_locked:
             parts.append(f"write-locked by LWP {s.cur_writer}" if s.cur_writer else
-                         "write-locked")
+                         "a writer waits for the readers")
         parts.append(s.preference)
         return ", ".join(parts)
     if isinstance(s, SemState):
