@@ -38,11 +38,12 @@ def _read_word(address: int) -> int | None:
 
 
 def libc_path() -> str | None:
+    """glibc's file in the process: libc.so.6, or the program itself when linked statically."""
     for objfile in gdb.objfiles():
         name = os.path.basename(objfile.filename or "")
         if name == "libc.so.6" or re.fullmatch(r"libc-\d+\.\d+\.so", name):
             return objfile.filename
-    return None
+    return gdb.current_progspace().filename
 
 
 def has_threads_library() -> bool:
@@ -334,12 +335,14 @@ class Probe:
             if isinstance(s, gl.MutexState):
                 problem = s.problem()
                 if problem:
-                    lock.notes.append(f"corrupt lock word? {problem}")
+                    lock.notes.append(f"the lock word looks corrupt: {problem}")
+                    continue
                 owner = s.owner if s.locked else 0
             elif isinstance(s, gl.RwlockState):
                 problem = s.problem()
                 if problem:
-                    lock.notes.append(f"corrupt lock word? {problem}")
+                    lock.notes.append(f"the lock word looks corrupt: {problem}")
+                    continue
                 owner = s.cur_writer if s.write_locked else 0
                 if s.readers:
                     lock.notes.append(f"{s.readers} reader(s) hold it (glibc keeps their count, "

@@ -5,20 +5,22 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
+import subprocess
+import sys
 import textwrap
-import threading
 
 import gdb
 
 from .. import output
 from ..core import glibc_locks as gl
-from ..core.progress import Snapshot, snapshot
+from ..core import progress
 from ..core.waitgraph import render_json, render_text
 from ..deadlock_probe import Probe, ProbeError, choose_layout, has_threads_library
 from . import base
 
 NAME = "deadlocks"
-POLL_SECONDS = 0.25
+WATCHER_EXIT_SECONDS = 5.0
 
 
 def _build_parser() -> base.Parser:
@@ -49,35 +51,6 @@ def _build_parser() -> base.Parser:
     return parser
 
 
-class _Watch:
-    """Waits in a thread of its own until the process makes no progress for QUIET seconds,
-    then sends it one SIGINT, which GDB stops on and does not pass on."""
-
-    def __init__(self, pid: int, quiet: float) -> None:
-        self.pid = pid
-        self.quiet = quiet
-        self.done = threading.Event()
-        self.hung = False
-        self.thread = threading.Thread(target=self._run, name="deadlocks-watch", daemon=True)
-
-    def _run(self) -> None:
-        last: Snapshot | None = None
-        still = 0.0
-        while not self.done.wait(POLL_SECONDS):
-            now = snapshot(self.pid)
-            if now is None:
-                return
-            still = still + POLL_SECONDS if now == last else 0.0
-            last = now
-            if still >= self.quiet:
-                self.hung = True
-                try:
-                    os.kill(self.pid, 2)
-                except OSError:
-                    pass
-                return
-
-
 def _signal_handling(name: str) -> tuple[str, str, str]:
     """(stop|nostop, print|noprint, pass|nopass) of GDB's handling of signal NAME."""
     text = gdb.execute(f"info signals {name}", to_string=True)
@@ -93,21 +66,36 @@ def _watch(quiet: float) -> None:
     inferior = gdb.selected_inferior()
     pid = inferior.pid
     saved = _signal_handling("SIGINT")
-    watch = _Watch(pid, quiet)
     output.info(NAME, f"watching process {pid} until no thread progresses for {quiet:g} s")
+    # The watcher is a process of its own: GDB's Python is blocked in `continue` meanwhile.
+    watcher = subprocess.Popen([_python(), progress.__file__, str(pid), f"{quiet:g}"],
+                               stdin=subprocess.DEVNULL)
     try:
-        gdb.execute("handle SIGINT stop noprint nopass", to_string=True)
-        watch.thread.start()
+        gdb.execute("handle SIGINT stop print nopass", to_string=True)
         gdb.execute("continue", to_string=True)
     finally:
-        watch.done.set()
         gdb.execute(f"handle SIGINT {' '.join(saved)}", to_string=True)
+        try:  # having sent its SIGINT, the watcher exits at once
+            hung = watcher.wait(timeout=WATCHER_EXIT_SECONDS) == 0
+        except subprocess.TimeoutExpired:
+            hung = False
+            watcher.kill()
+            watcher.wait()
     if not inferior.pid:
         raise gdb.GdbError(f"{NAME}: process {pid} exited before it hung")
-    if not watch.hung:
+    if not hung:
         raise gdb.GdbError(f"{NAME}: process {pid} stopped before it hung (a breakpoint or a "
                            "signal): run deadlocks there, or deadlocks --watch again")
     output.info(NAME, f"process {pid} made no progress for {quiet:g} s: stopped it")
+
+
+def _python() -> str:
+    """A Python 3 to run the watcher with: GDB's own (sys.executable may be gdb itself)."""
+    for candidate in (sys.executable, shutil.which("python3"), "/usr/bin/python3"):
+        if (candidate and os.path.basename(candidate).startswith("python")
+                and os.access(candidate, os.X_OK)):
+            return candidate
+    return "python3"
 
 
 @base.register

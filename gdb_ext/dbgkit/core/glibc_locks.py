@@ -125,10 +125,13 @@ class MutexState:
     def kind(self) -> str:
         words = [MUTEX_KINDS.get(self.kind_bits & 3, f"kind {self.kind_bits & 3}")]
         for bit, word in ((MUTEX_ROBUST, "robust"), (MUTEX_PRIO_INHERIT, "priority-inherit"),
-                          (MUTEX_PRIO_PROTECT, "priority-protect"),
-                          (MUTEX_PSHARED, "process-shared")):
+                          (MUTEX_PRIO_PROTECT, "priority-protect")):
             if self.kind_bits & bit:
                 words.append(word)
+        # glibc sets the shared-futex bit for every robust mutex too (pthread_mutex_init.c):
+        # only without robust does it say the mutex is process-shared
+        if self.kind_bits & MUTEX_PSHARED and not self.kind_bits & MUTEX_ROBUST:
+            words.append("process-shared")
         return ", ".join(words)
 
     @property

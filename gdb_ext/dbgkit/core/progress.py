@@ -9,6 +9,9 @@ a hang here)."""
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import time
 
 Snapshot = frozenset[tuple[int, int, str]]
 
@@ -37,3 +40,37 @@ def snapshot(pid: int) -> Snapshot | None:
             continue  # the thread exited meanwhile
         out.add((int(tid), ticks, call))
     return frozenset(out)
+
+
+def wait_for_hang(pid: int, quiet: float, poll: float = 0.25) -> bool:
+    """Poll PID until its snapshot stays the same for QUIET seconds (True), or it is gone
+    (False)."""
+    last: Snapshot | None = None
+    still = 0.0
+    while True:
+        now = snapshot(pid)
+        if now is None:
+            return False
+        still = still + poll if now == last else 0.0
+        last = now
+        if still >= quiet:
+            return True
+        time.sleep(poll)
+
+
+def main(argv: list[str]) -> int:
+    """`progress.py PID QUIET`: wait for PID to hang, then send it SIGINT; exit 0 when it hung,
+    1 when it went away. `deadlocks --watch` runs this in a process of its own while GDB
+    continues the program (GDB's Python is blocked in `continue` meanwhile)."""
+    pid, quiet = int(argv[0]), float(argv[1])
+    if not wait_for_hang(pid, quiet):
+        return 1
+    try:
+        os.kill(pid, signal.SIGINT)
+    except OSError:
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

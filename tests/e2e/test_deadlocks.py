@@ -1,0 +1,281 @@
+"""`deadlocks` on hung programs: GDB attaches (gdb -p), reports, detaches; the program is killed.
+
+The programs (tests/programs/deadlock_cases.c, deadlock_std.cpp, and the targets' rw_locks_bench
+--variant 1.4-flawed) put their threads in place with barriers and say "ready" once every thread
+sleeps in futex(2): each hang is deterministic. Lines marked `// WAIT: name` are where a thread
+waits; the expectations never hard-code a line number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memdump_e2e import REPO, SOURCES, build_dir, marker, program, read_line, run_gdb
+
+DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
+READY_TIMEOUT = 60.0
+
+
+@contextmanager
+def hung(path: Path, *args: str, ready: str = "ready") -> Iterator[int]:
+    """Start PATH ARGS in a process group of its own, wait for its READY line, yield its pid;
+    kill the whole group afterwards (a case may fork a helper)."""
+    proc = subprocess.Popen([str(path), *args], stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        line = read_line(proc, READY_TIMEOUT)
+        assert line.startswith(ready), line
+        yield proc.pid
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def gdb_on(pid: int, *commands: str) -> str:
+    argv = ["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}"]
+    for command in commands:
+        argv += ["-ex", command]
+    run = run_gdb([*argv, "-p", str(pid)])
+    return run.output
+
+
+def json_doc(output: str) -> dict[str, Any]:
+    """The one JSON document in GDB's output (it starts and ends at column 0)."""
+    lines = output.splitlines()
+    start = lines.index("{")
+    end = lines.index("}", start)
+    return json.loads("\n".join(lines[start:end + 1]))
+
+
+def still_waiting(pid: int) -> None:
+    """Detach left the process as it was: every thread still asleep, none stopped."""
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+        assert stat[stat.rindex(")") + 2] == "S", stat
+
+
+def cycles(doc: dict[str, Any]) -> list[list[tuple[str, str, str, bool]]]:
+    """Each cycle as (waiter's name, lock's name, holder's name, inferred)."""
+    names = {t["num"]: t["name"] for t in doc["threads"]}
+    locks = {lock["address"]: lock["name"] for lock in doc["locks"]}
+    return [[(names[e["waiter"]], locks[e["lock"]], names[e["holder"]], e["inferred"])
+             for e in cycle] for cycle in doc["cycles"]]
+
+
+def wait_sites(doc: dict[str, Any]) -> dict[str, str]:
+    """Thread name -> file:line where it waits."""
+    return {t["name"]: f"{t['where']['file']}:{t['where']['line']}" for t in doc["threads"]
+            if t["waits"] is not None}
+
+
+def lock_named(doc: dict[str, Any], name: str) -> dict[str, Any]:
+    return next(lock for lock in doc["locks"] if lock["name"] == name)
+
+
+def site(source: str, name: str) -> str:
+    return str(marker(source, name, "WAIT"))
+
+
+def test_abba_pair_of_pthread_mutexes() -> None:
+    with hung(program("deadlock_cases"), "abba") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+        still_waiting(pid)
+    doc = json_doc(out)
+    assert doc["format"] == "dbgkit-deadlocks" and doc["version"] == "1.0"
+    assert doc["layouts"] == "debug info" and doc["glibc"] == "2.36"
+    assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
+                            ("abba-2", "lock_a", "abba-1", False)]]
+    assert wait_sites(doc) == {"abba-1": site("deadlock_cases.c", "abba-1"),
+                               "abba-2": site("deadlock_cases.c", "abba-2")}
+    a = lock_named(doc, "lock_a")
+    assert a["type"] == "pthread_mutex_t" and a["state"]["kind"] == "normal"
+    assert a["state"]["waiters"] is True
+    tids = {t["name"]: t["lwp"] for t in doc["threads"]}
+    assert a["state"]["owner"] == tids["abba-1"]
+    assert "Deadlock 1 of 1: 2 threads" in out
+    assert (f'thread 2 "abba-1" (LWP {tids["abba-1"]}) at {site("deadlock_cases.c", "abba-1")} '
+            f'waits for pthread_mutex_t lock_b ({lock_named(doc, "lock_b")["address"]}), '
+            "held by thread 3") in out
+
+
+def test_three_thread_cycle_through_array_members() -> None:
+    with hung(program("deadlock_cases"), "ring") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        still_waiting(pid)
+    assert cycles(doc) == [[("ring-0", "ring[1].guard", "ring-1", False),
+                            ("ring-1", "ring[2].guard", "ring-2", False),
+                            ("ring-2", "ring[0].guard", "ring-0", False)]]
+    assert set(wait_sites(doc).values()) == {site("deadlock_cases.c", "ring")}
+
+
+def test_writer_waits_for_reader_waiting_for_writers_mutex() -> None:
+    with hung(program("deadlock_cases"), "rwlock") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+    doc = json_doc(out)
+    assert cycles(doc) == [[("reader", "state_lock", "writer", False),
+                            ("writer", "table_lock", "reader", True)]]
+    table = lock_named(doc, "table_lock")
+    assert table["state"]["readers"] == 1 and table["state"]["writer"] is None
+    assert table["notes"] == ["1 reader(s) hold it (glibc keeps their count, not who they are)"]
+    writer = next(t for t in doc["threads"] if t["name"] == "writer")
+    assert writer["mode"] == "write"
+    assert "held (inferred) by thread 2" in out
+
+
+def test_std_mutex_members_named_through_this() -> None:
+    with hung(program("deadlock_std"), "mutex") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+    assert cycles(doc) == [[("teller-in", "this->audit_", "teller-out", False),
+                            ("teller-out", "this->accounts_", "teller-in", False)]]
+    assert lock_named(doc, "this->audit_")["type"] == "std::mutex"
+    assert wait_sites(doc) == {"teller-in": site("deadlock_std.cpp", "transfer_in"),
+                               "teller-out": site("deadlock_std.cpp", "transfer_out")}
+
+
+def test_std_shared_mutex_reader_inferred() -> None:
+    with hung(program("deadlock_std"), "shared") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+    assert cycles(doc) == [[("auditor", "this->accounts_", "clerk", False),
+                            ("clerk", "this->ledger_", "auditor", True)]]
+    assert lock_named(doc, "this->ledger_")["type"] == "std::shared_mutex"
+    assert wait_sites(doc) == {"auditor": site("deadlock_std.cpp", "read_ledger"),
+                               "clerk": site("deadlock_std.cpp", "write_ledger")}
+
+
+def _line_of(path: Path, text: str, after: int = 0) -> int:
+    lines = path.read_text().splitlines()
+    return next(i for i, line in enumerate(lines, 1) if i > after and text in line)
+
+
+def test_targets_rw_1_4_deadlock() -> None:
+    bench = build_dir() / "targets" / "rw_locks" / "rw_locks_bench"
+    if not bench.is_file():
+        pytest.fail(f"{bench} is not built", pytrace=False)
+    header = REPO / "targets" / "rw_locks" / "rw_locks.hpp"
+    with hung(bench, "--variant", "1.4-flawed", ready="rw_locks_bench: RW 1.4 deadlocked") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+    names = {t["num"]: t["name"] for t in doc["threads"]}
+    assert set(names.values()) == {"rw_locks_bench"}
+    locks = {lock["address"]: lock["name"] for lock in doc["locks"]}
+    # reader A (the main thread) -> reader B -> the writer -> A, as the benchmark says
+    assert [[(e["waiter"], locks[e["lock"]], e["holder"], e["inferred"]) for e in c]
+            for c in doc["cycles"]] == [[(1, "this->mutex_rcount_", 3, False),
+                                         (3, "this->sema_writer_pending_", 2, True),
+                                         (2, "this->sema_w_", 1, True)]]
+    unlock = _line_of(header, "call(Point::reader_unlock_begins);") + 1
+    sem_wait = _line_of(header, "while (sem_wait(&sem_) != 0 && errno == EINTR)")
+    where = {t["num"]: f"{t['where']['file']}:{t['where']['line']}" for t in doc["threads"]}
+    assert where == {1: f"rw_locks.hpp:{unlock}", 2: f"rw_locks.hpp:{sem_wait}",
+                     3: f"rw_locks.hpp:{sem_wait}"}
+
+
+def test_the_table_gives_the_same_report_as_debug_info() -> None:
+    with hung(program("deadlock_cases"), "rwlock") as pid:
+        out = gdb_on(pid, "deadlocks --json", "deadlocks --json --layouts table")
+    first, _, rest = out.partition("\n}\n")
+    debug, table = json_doc(first + "\n}\n"), json_doc(rest)
+    assert debug["layouts"] == "debug info" and table["layouts"] == "table"
+    assert {**debug, "layouts": "table"} == table
+
+
+def test_robust_mutexes() -> None:
+    with hung(program("deadlock_cases"), "robust") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+    assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
+                            ("abba-2", "lock_a", "abba-1", False)]]
+    assert lock_named(doc, "lock_a")["state"]["kind"] == "normal, robust"
+
+
+def test_condition_variable_and_semaphore_waits_are_no_cycle() -> None:
+    with hung(program("deadlock_cases"), "waits") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+    doc = json_doc(out)
+    assert doc["cycles"] == []
+    assert "No deadlock: the wait-for graph has no cycle." in out
+    waits = {t["name"]: (t["waits"], t["where"]["line"]) for t in doc["threads"]
+             if t["waits"] is not None}
+    cond, sem = lock_named(doc, "ready_cond"), lock_named(doc, "slots")
+    assert waits == {"cond-waiter": (cond["address"],
+                                     marker("deadlock_cases.c", "cond-waiter", "WAIT").line),
+                     "sem-waiter": (sem["address"],
+                                    marker("deadlock_cases.c", "sem-waiter", "WAIT").line)}
+    assert cond["type"] == "pthread_cond_t" and cond["state"] == {"waiters": 1}
+    assert sem["type"] == "sem_t" and sem["state"] == {"value": 0, "waiters": 1}
+
+
+def test_process_shared_mutex_owned_by_another_process() -> None:
+    with hung(program("deadlock_cases"), "pshared") as pid:
+        child = int(Path(f"/proc/{pid}/task/{pid}/children").read_text().split()[0])
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        still_waiting(pid)
+    lock = next(lock for lock in doc["locks"] if lock["kind"] == "mutex")
+    assert lock["state"]["kind"] == "normal, process-shared" and lock["state"]["owner"] == child
+    assert lock["notes"] == [f"owned by LWP {child} of another process, {child} "
+                             f"(deadlock_cases): a process-shared lock; run `deadlocks` in "
+                             f"process {child} to see what it waits for"]
+    assert doc["cycles"] == []
+
+
+def test_corrupt_lock_word() -> None:
+    with hung(program("deadlock_cases"), "corrupt") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+    assert lock_named(doc, "bad_lock")["notes"] == [
+        "the lock word looks corrupt: owner field 2147483632 is no thread id"]
+    assert doc["cycles"] == []
+
+
+def test_program_without_debug_info() -> None:
+    with hung(program("deadlock_cases_nodebug"), "abba") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+        still_waiting(pid)
+    doc = json_doc(out)
+    note = ("the program has no debug information: lock names come from its symbol table only, "
+            "and there are no source lines")
+    assert doc["notes"] == [note] and out.count(f"note: {note}") == 1
+    assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
+                            ("abba-2", "lock_a", "abba-1", False)]]
+    where = {t["name"]: t["where"] for t in doc["threads"] if t["waits"]}
+    assert where == {"abba-1": {"function": "abba_first", "file": None, "line": None},
+                     "abba-2": {"function": "abba_second", "file": None, "line": None}}
+
+
+def test_no_threads_library() -> None:
+    with hung(program("deadlock_nothreads")) as pid:
+        out = gdb_on(pid, "deadlocks")
+        still_waiting(pid)
+    assert (f"deadlocks: process {pid} has no threads library (no pthread_mutex_lock in it): "
+            "no locks to inspect") in out.splitlines()
+
+
+def test_watch_runs_until_the_program_hangs() -> None:
+    argv = ["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}", "-ex", "break main", "-ex", "run",
+            "-ex", "deadlocks --watch --quiet-seconds 1 --json", "-ex", "kill",
+            "--args", str(program("deadlock_cases")), "ring"]
+    out = run_gdb(argv).output
+    assert "deadlocks: watching process" in out and "made no progress for 1 s: stopped it" in out
+    assert cycles(json_doc(out))[0][0] == ("ring-0", "ring[1].guard", "ring-1", False)
+
+
+def test_needs_a_process_and_good_arguments() -> None:
+    prog = str(program("deadlock_cases"))
+    out = run_gdb(["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}", "-ex", "deadlocks",
+                   "-ex", "deadlocks --layouts nope", "-ex", "deadlocks -h", prog]).output
+    lines = out.splitlines()
+    assert "deadlocks: needs a live process (run the program or attach)" in lines
+    assert ("deadlocks: argument --layouts: invalid choice: 'nope' (choose from 'auto', "
+            "'table')") in lines
+    assert any(line.startswith("usage: deadlocks [-h] [--json]") for line in lines)
+
+
+def test_sources_have_their_markers() -> None:
+    assert (SOURCES / "deadlock_cases.c").is_file() and (SOURCES / "deadlock_std.cpp").is_file()
