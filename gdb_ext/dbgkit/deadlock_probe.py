@@ -66,8 +66,8 @@ def _debug_layout() -> gl.Layout | None:
             inner = outer if kind == "sem" else outer["__data"].type.strip_typedefs()
             base = 0 if kind == "sem" else outer["__data"].bitpos // 8
             offsets[kind] = {n: base + inner[n].bitpos // 8 for n in gl.FIELDS[kind]}
-            # sem_t is a 32-byte union around struct new_sem (16 bytes)
-            sizes[kind] = gl.SIZES_236["sem"] if kind == "sem" else outer.sizeof
+            # sem_t is a union around struct new_sem, larger than it
+            sizes[kind] = gdb.lookup_type("sem_t").sizeof if kind == "sem" else outer.sizeof
         except (gdb.error, KeyError, RuntimeError):
             return None
     return gl.Layout("debug info", offsets, sizes)

@@ -279,3 +279,15 @@ def test_needs_a_process_and_good_arguments() -> None:
 
 def test_sources_have_their_markers() -> None:
     assert (SOURCES / "deadlock_cases.c").is_file() and (SOURCES / "deadlock_std.cpp").is_file()
+
+
+def test_the_table_matches_glibcs_debug_info() -> None:
+    """The glibc 2.36 table is what libc6-dbg's types say (scripts/setup.sh installs it)."""
+    check = ("python from dbgkit.core import glibc_locks as gl; "
+             "from dbgkit.deadlock_probe import _debug_layout; l = _debug_layout(); "
+             "print('layout', l.source, l.offsets == gl.TABLE_236.offsets, "
+             "l.sizes == gl.TABLE_236.sizes)")
+    out = run_gdb(["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}", "-ex", "break main",
+                   "-ex", "run", "-ex", check, "-ex", "kill",
+                   "--args", str(program("deadlock_cases")), "abba"]).output
+    assert "layout debug info True True" in out.splitlines(), out

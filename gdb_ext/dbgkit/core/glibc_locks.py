@@ -301,7 +301,8 @@ WAIT_FRAMES: dict[str, tuple[str, str]] = {
         "pthread_mutex_lock", "___pthread_mutex_lock", "__pthread_mutex_lock",
         "__pthread_mutex_lock_full", "pthread_mutex_timedlock", "pthread_mutex_clocklock",
         "__pthread_mutex_clocklock_common", "___pthread_mutex_clocklock64",
-        "___pthread_mutex_timedlock64", "__pthread_mutex_cond_lock", "__pthread_mutex_cond_lock_full")},
+        "___pthread_mutex_timedlock64", "__pthread_mutex_cond_lock",
+        "__pthread_mutex_cond_lock_full")},
     **{n: ("rwlock", "read") for n in (
         "pthread_rwlock_rdlock", "___pthread_rwlock_rdlock", "__pthread_rwlock_rdlock",
         "__pthread_rwlock_rdlock_full64", "pthread_rwlock_timedrdlock",

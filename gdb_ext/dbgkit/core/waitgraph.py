@@ -163,14 +163,14 @@ def render_text(report: Report) -> str:
         else:
             lock = report.locks[t.waits]
             mode = f" for {t.wait_mode}" if t.wait_mode else ""
-            lines.append(f"{_thread_label(t)}: waits{mode} on {lock_label(lock)} [{state_text(lock)}]"
-                         f" in {t.where}")
+            lines.append(f"{_thread_label(t)}: waits{mode} on {lock_label(lock)} "
+                         f"[{state_text(lock)}] in {t.where}")
+        for note in report.locks[t.waits].notes if t.waits is not None else []:
+            lines.append(f"    {note}")
         for hold in t.holds:
             how = " (inferred)" if hold.inferred else ""
             mode = f" for {hold.mode}" if hold.mode else ""
             lines.append(f"    holds{mode} {lock_label(report.locks[hold.lock])}{how}")
-        for note in report.locks[t.waits].notes if t.waits is not None else []:
-            lines.append(f"    {note}")
     cycles = report.cycles()
     if not cycles:
         lines.append("No deadlock: the wait-for graph has no cycle.")
