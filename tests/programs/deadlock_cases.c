@@ -14,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "in_futex.h"
+
 pthread_mutex_t lock_a = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t lock_b = PTHREAD_MUTEX_INITIALIZER;
 static struct station {
@@ -34,21 +36,6 @@ static int nthreads;
 static void enter(const char* name, int index) {
     pthread_setname_np(pthread_self(), name);
     tids[index] = (pid_t)syscall(SYS_gettid);
-}
-
-/// Whether thread TID sleeps in futex(2) (x86-64 system call 202).
-static int in_futex(pid_t tid) {
-    char path[64];
-    char text[256] = "";
-    snprintf(path, sizeof path, "/proc/self/task/%d/syscall", (int)tid);
-    FILE* f = fopen(path, "r");
-    if (f == NULL) {
-        return 0;
-    }
-    size_t n = fread(text, 1, sizeof text - 1, f);
-    fclose(f);
-    text[n] = '\0';
-    return strncmp(text, "202 ", 4) == 0;
 }
 
 /// Waits until every started thread sleeps in futex(2), then says so and waits forever.
