@@ -11,12 +11,13 @@ from dataclasses import dataclass
 import gdb
 
 from .core import glibc_locks as gl
-from .core.callscan import CALLEE_SAVED, Insn, lock_events, still_held, trace
+from .core.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
 from .core.waitgraph import Hold, Report, ThreadState, Where
 from .lock_names import name_locks
 
 MAX_FRAMES = 64
 MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks it took
+CALL_MAX_BYTES = 7  # the longest x86-64 call: `call *disp32(%rip)` (ff 15 + 4) or with a prefix
 AFTER_BYTES = 4096  # code read past a frame's pc for the out-of-line blocks of its branches
 FUTEX_SYSCALL = 202  # x86-64 futex(2)
 
@@ -162,9 +163,18 @@ def _registers(frame: gdb.Frame) -> dict[str, int]:
     return regs
 
 
-def _frame_events(frame: gdb.Frame) -> list:
+def _frame_events(frame: gdb.Frame) -> list[LockEvent]:
+    """The lock calls of FRAME's function up to and including the one the frame is in."""
     code = _function_code(frame)
     return lock_events(code, _registers(frame), _read_word, _demangled) if code else []
+
+
+def _active_call(frame: gdb.Frame) -> LockEvent | None:
+    """The lock call FRAME is in (the instruction before its pc), or None."""
+    events = _frame_events(frame)
+    if events and events[-1].address + CALL_MAX_BYTES >= frame.pc() > events[-1].address:
+        return events[-1]
+    return None
 
 
 _DEMANGLED: dict[str, str] = {}
@@ -250,21 +260,15 @@ class Probe:
         self.frames[thread.num] = frames
         state = ThreadState(thread.num, thread.ptid[1], thread.name or "")
         self.report.threads.append(state)
-        wait_index = next((i for i, f in enumerate(frames) if f.name in gl.WAIT_FRAMES), None)
+        kind, mode, outer = self._wait_kind(frames)
         scan_from = 1
-        if wait_index is not None:
-            kind, mode = gl.WAIT_FRAMES[frames[wait_index].name]
-            # the caller of glibc's entry point: past the inlined and internal frames
-            outer = wait_index
-            while outer + 1 < len(frames) and (frames[outer + 1].name in gl.WAIT_FRAMES
-                                               or _in_libc(frames[outer + 1].pc)):
-                outer += 1
-            address = self._wait_address(frames, wait_index, outer, kind)
+        if kind is not None:
+            address = self._wait_address(frames, outer, kind)
             if address is not None:
                 self._lock(address, kind)
                 state.waits, state.wait_mode = address, mode
             else:
-                state.note = f"in {frames[wait_index].name} on a lock whose address is unknown"
+                state.note = f"in a {kind} lock function on a lock whose address is unknown"
             state.where = _where(frames, outer + 1)
             scan_from = outer + 1
         else:
@@ -277,7 +281,32 @@ class Probe:
                 state.note = f"in {frames[0].name or '??'}"
         self._scanned_holds(state, frames[scan_from:])
 
-    def _wait_address(self, frames: list[_Frame], wait: int, outer: int, kind: str) -> int | None:
+    @staticmethod
+    def _wait_kind(frames: list[_Frame]) -> tuple[str | None, str, int]:
+        """(kind, mode, index of the last frame inside the lock function) of what the thread
+        waits on; kind None when it waits on no lock. glibc's frames name the function when
+        GDB has their symbols; without libc6-dbg they have none, and the call the program's
+        first frame is in names it."""
+        outer = next((i for i, f in enumerate(frames) if f.name in gl.WAIT_FRAMES), None)
+        if outer is not None:
+            kind, mode = gl.WAIT_FRAMES[frames[outer].name]
+        elif frames and _in_libc(frames[0].pc):
+            outer = 0
+            kind = None
+        else:
+            return None, "", 0
+        # the caller of glibc's entry point: past the inlined and internal frames
+        while outer + 1 < len(frames) and (frames[outer + 1].name in gl.WAIT_FRAMES
+                                           or _in_libc(frames[outer + 1].pc)):
+            outer += 1
+        if kind is None:
+            active = _active_call(frames[outer + 1].frame) if outer + 1 < len(frames) else None
+            if active is None or active.call.op == "release":
+                return None, "", 0
+            kind, mode = active.call.kind, active.call.mode
+        return kind, mode, outer
+
+    def _wait_address(self, frames: list[_Frame], outer: int, kind: str) -> int | None:
         """The lock a waiting thread waits on: the entry point's argument (debug info), the
         caller's argument register at the call, and the futex word it sleeps on, agreeing."""
         if self.use_debug_args:
@@ -292,9 +321,9 @@ class Probe:
         candidates = gl.futex_candidates(kind, futex, self.layout) if futex is not None else []
         caller = None
         if outer + 1 < len(frames):
-            events = _frame_events(frames[outer + 1].frame)
-            if events and events[-1].call.kind == kind and events[-1].lock is not None:
-                caller = events[-1].lock
+            active = _active_call(frames[outer + 1].frame)
+            if active is not None and active.call.kind == kind:
+                caller = active.lock
         if caller is not None and (caller in candidates or not candidates):
             return caller
         return candidates[0] if candidates else None

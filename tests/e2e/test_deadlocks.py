@@ -12,6 +12,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,6 +23,7 @@ from memdump_e2e import REPO, SOURCES, build_dir, marker, program, read_line, ru
 
 DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
 READY_TIMEOUT = 60.0
+SETTLE = 10.0  # seconds for the threads to be asleep again after GDB detaches
 
 
 @contextmanager
@@ -41,12 +43,28 @@ def hung(path: Path, *args: str, ready: str = "ready") -> Iterator[int]:
             proc.stdout.close()
 
 
-def gdb_on(pid: int, *commands: str) -> str:
-    argv = ["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}"]
+def gdb_on(pid: int, *commands: str, libc_debug: bool = True) -> str:
+    """GDB attached to PID running COMMANDS; without LIBC_DEBUG it cannot find libc6-dbg's
+    files (as on a system without the package: glibc's frames have no names)."""
+    argv = ["gdb", "-nx", "-batch"]
+    if not libc_debug:
+        argv += ["-iex", "set debug-file-directory /nonexistent"]
+    argv += ["-ex", f"source {DBGKIT}"]
     for command in commands:
         argv += ["-ex", command]
     run = run_gdb([*argv, "-p", str(pid)])
     return run.output
+
+
+@pytest.fixture(params=[True, False], ids=["libc6-dbg", "no-libc6-dbg"])
+def libc_debug(request: pytest.FixtureRequest) -> bool:
+    """Each report is checked with glibc's debug information and without it."""
+    return bool(request.param)
+
+
+def layouts(libc_debug: bool) -> str:
+    """Without libc6-dbg, sem_t's `struct new_sem` is not described: the table is used."""
+    return "debug info" if libc_debug else "table"
 
 
 def json_doc(output: str) -> dict[str, Any]:
@@ -57,11 +75,24 @@ def json_doc(output: str) -> dict[str, Any]:
     return json.loads("\n".join(lines[start:end + 1]))
 
 
-def still_waiting(pid: int) -> None:
-    """Detach left the process as it was: every thread still asleep, none stopped."""
+def syscalls(pid: int) -> dict[str, str]:
+    """Thread id -> the number of the system call it sleeps in (proc(5)), or "running"."""
+    out = {}
     for tid in os.listdir(f"/proc/{pid}/task"):
-        stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
-        assert stat[stat.rindex(")") + 2] == "S", stat
+        out[tid] = Path(f"/proc/{pid}/task/{tid}/syscall").read_text().split()[0]
+    return out
+
+
+def still_waiting(pid: int) -> None:
+    """Detach left the process as it was: every thread asleep again in futex(2) or pause(2), as
+    the program put it (a thread restarts its call after the detach: polled for SETTLE s)."""
+    deadline = time.monotonic() + SETTLE
+    while True:
+        now = syscalls(pid)
+        if all(nr in ("202", "34") for nr in now.values()):  # futex, pause
+            return
+        assert time.monotonic() < deadline, f"threads not asleep again after detach: {now}"
+        time.sleep(0.05)
 
 
 def cycles(doc: dict[str, Any]) -> list[list[tuple[str, str, str, bool]]]:
@@ -86,13 +117,13 @@ def site(source: str, name: str) -> str:
     return str(marker(source, name, "WAIT"))
 
 
-def test_abba_pair_of_pthread_mutexes() -> None:
+def test_abba_pair_of_pthread_mutexes(libc_debug: bool) -> None:
     with hung(program("deadlock_cases"), "abba") as pid:
-        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+        out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
         still_waiting(pid)
     doc = json_doc(out)
     assert doc["format"] == "dbgkit-deadlocks" and doc["version"] == "1.0"
-    assert doc["layouts"] == "debug info" and doc["glibc"] == "2.36"
+    assert doc["layouts"] == layouts(libc_debug) and doc["glibc"] == "2.36"
     assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
                             ("abba-2", "lock_a", "abba-1", False)]]
     assert wait_sites(doc) == {"abba-1": site("deadlock_cases.c", "abba-1"),
@@ -108,9 +139,9 @@ def test_abba_pair_of_pthread_mutexes() -> None:
             "held by thread 3") in out
 
 
-def test_three_thread_cycle_through_array_members() -> None:
+def test_three_thread_cycle_through_array_members(libc_debug: bool) -> None:
     with hung(program("deadlock_cases"), "ring") as pid:
-        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
         still_waiting(pid)
     assert cycles(doc) == [[("ring-0", "ring[1].guard", "ring-1", False),
                             ("ring-1", "ring[2].guard", "ring-2", False),
@@ -118,9 +149,9 @@ def test_three_thread_cycle_through_array_members() -> None:
     assert set(wait_sites(doc).values()) == {site("deadlock_cases.c", "ring")}
 
 
-def test_writer_waits_for_reader_waiting_for_writers_mutex() -> None:
+def test_writer_waits_for_reader_waiting_for_writers_mutex(libc_debug: bool) -> None:
     with hung(program("deadlock_cases"), "rwlock") as pid:
-        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+        out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
     doc = json_doc(out)
     assert cycles(doc) == [[("reader", "state_lock", "writer", False),
                             ("writer", "table_lock", "reader", True)]]
@@ -132,9 +163,9 @@ def test_writer_waits_for_reader_waiting_for_writers_mutex() -> None:
     assert "held (inferred) by thread 2" in out
 
 
-def test_std_mutex_members_named_through_this() -> None:
+def test_std_mutex_members_named_through_this(libc_debug: bool) -> None:
     with hung(program("deadlock_std"), "mutex") as pid:
-        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
     assert cycles(doc) == [[("teller-in", "this->audit_", "teller-out", False),
                             ("teller-out", "this->accounts_", "teller-in", False)]]
     assert lock_named(doc, "this->audit_")["type"] == "std::mutex"
@@ -142,9 +173,9 @@ def test_std_mutex_members_named_through_this() -> None:
                                "teller-out": site("deadlock_std.cpp", "transfer_out")}
 
 
-def test_std_shared_mutex_reader_inferred() -> None:
+def test_std_shared_mutex_reader_inferred(libc_debug: bool) -> None:
     with hung(program("deadlock_std"), "shared") as pid:
-        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
     assert cycles(doc) == [[("auditor", "this->accounts_", "clerk", False),
                             ("clerk", "this->ledger_", "auditor", True)]]
     assert lock_named(doc, "this->ledger_")["type"] == "std::shared_mutex"
@@ -157,13 +188,13 @@ def _line_of(path: Path, text: str, after: int = 0) -> int:
     return next(i for i, line in enumerate(lines, 1) if i > after and text in line)
 
 
-def test_targets_rw_1_4_deadlock() -> None:
+def test_targets_rw_1_4_deadlock(libc_debug: bool) -> None:
     bench = build_dir() / "targets" / "rw_locks" / "rw_locks_bench"
     if not bench.is_file():
         pytest.fail(f"{bench} is not built", pytrace=False)
     header = REPO / "targets" / "rw_locks" / "rw_locks.hpp"
     with hung(bench, "--variant", "1.4-flawed", ready="rw_locks_bench: RW 1.4 deadlocked") as pid:
-        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
     names = {t["num"]: t["name"] for t in doc["threads"]}
     assert set(names.values()) == {"rw_locks_bench"}
     locks = {lock["address"]: lock["name"] for lock in doc["locks"]}
@@ -188,17 +219,17 @@ def test_the_table_gives_the_same_report_as_debug_info() -> None:
     assert {**debug, "layouts": "table"} == table
 
 
-def test_robust_mutexes() -> None:
+def test_robust_mutexes(libc_debug: bool) -> None:
     with hung(program("deadlock_cases"), "robust") as pid:
-        doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
     assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
                             ("abba-2", "lock_a", "abba-1", False)]]
     assert lock_named(doc, "lock_a")["state"]["kind"] == "normal, robust"
 
 
-def test_condition_variable_and_semaphore_waits_are_no_cycle() -> None:
+def test_condition_variable_and_semaphore_waits_are_no_cycle(libc_debug: bool) -> None:
     with hung(program("deadlock_cases"), "waits") as pid:
-        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+        out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
     doc = json_doc(out)
     assert doc["cycles"] == []
     assert "No deadlock: the wait-for graph has no cycle." in out
