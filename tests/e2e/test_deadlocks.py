@@ -236,10 +236,14 @@ def test_condition_variable_and_semaphore_waits_are_no_cycle(libc_debug: bool) -
     waits = {t["name"]: (t["waits"], t["where"]["line"]) for t in doc["threads"]
              if t["waits"] is not None}
     cond, sem = lock_named(doc, "ready_cond"), lock_named(doc, "slots")
+    word = lock_named(doc, "door_word")
     assert waits == {"cond-waiter": (cond["address"],
                                      marker("deadlock_cases.c", "cond-waiter", "WAIT").line),
                      "sem-waiter": (sem["address"],
-                                    marker("deadlock_cases.c", "sem-waiter", "WAIT").line)}
+                                    marker("deadlock_cases.c", "sem-waiter", "WAIT").line),
+                     "futex-waiter": (word["address"],
+                                      marker("deadlock_cases.c", "futex-waiter", "WAIT").line)}
+    assert (word["kind"], word["type"], word["state"]) == ("futex", "unsigned int", {})
     assert cond["type"] == "pthread_cond_t" and cond["state"] == {"waiters": 1}
     assert sem["type"] == "sem_t" and sem["state"] == {"value": 0, "waiters": 1}
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,6 +29,7 @@ pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
 pthread_mutex_t cond_lock = PTHREAD_MUTEX_INITIALIZER;
 sem_t slots;
 pthread_mutex_t bad_lock = PTHREAD_MUTEX_INITIALIZER;
+unsigned int door_word;  // a futex word of the program's own
 static pthread_barrier_t step;
 static pid_t tids[8];
 static int nthreads;
@@ -116,6 +118,13 @@ static void* sem_waiter(void* arg) {
     return NULL;
 }
 
+static void* futex_waiter(void* arg) {
+    (void)arg;
+    enter("futex-waiter", 2);
+    syscall(SYS_futex, &door_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);  // WAIT: futex-waiter
+    return NULL;
+}
+
 static void* bad_waiter(void* arg) {
     (void)arg;
     enter("bad-waiter", 0);
@@ -194,6 +203,7 @@ int main(int argc, char** argv) {
         sem_init(&slots, 0, 0);
         start(threads, cond_waiter, NULL);
         start(threads, sem_waiter, NULL);
+        start(threads, futex_waiter, NULL);
     } else if (strcmp(which, "corrupt") == 0) {
         // A lock word that says "locked, with waiters" and an owner no thread has: memory
         // overwritten by a bug looks like this.
