@@ -20,6 +20,10 @@ MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks
 CALL_MAX_BYTES = 7  # the longest x86-64 call: `call *disp32(%rip)` (ff 15 + 4) or with a prefix
 AFTER_BYTES = 4096  # code read past a frame's pc for the out-of-line blocks of its branches
 FUTEX_SYSCALL = 202  # x86-64 futex(2)
+# linux/futex.h: the operation without FUTEX_PRIVATE_FLAG (128) and FUTEX_CLOCK_REALTIME (256);
+# the operations that sleep: WAIT, LOCK_PI, WAIT_BITSET, WAIT_REQUEUE_PI, LOCK_PI2
+FUTEX_CMD_MASK = 0x7F
+FUTEX_WAIT_OPS = (0, 6, 9, 11, 13)
 
 
 class ProbeError(Exception):
@@ -200,9 +204,13 @@ def _in_libc(pc: int) -> bool:
 
 
 def _futex_address(frames: list[_Frame]) -> int | None:
+    """The futex word the thread sleeps on: futex(2)'s first argument when the thread is in a
+    waiting futex operation (not a wake-up: a thread posting a semaphore waits for nothing)."""
     frame = frames[0].frame
     try:
         if int(frame.read_register("orig_rax")) != FUTEX_SYSCALL:
+            return None
+        if int(frame.read_register("rsi")) & FUTEX_CMD_MASK not in FUTEX_WAIT_OPS:
             return None
         return int(frame.read_register("rdi")) & 0xFFFFFFFFFFFFFFFF
     except (gdb.error, ValueError):
