@@ -134,9 +134,10 @@ def test_abba_pair_of_pthread_mutexes(libc_debug: bool) -> None:
     tids = {t["name"]: t["lwp"] for t in doc["threads"]}
     assert a["state"]["owner"] == tids["abba-1"]
     assert "Deadlock 1 of 1: 2 threads" in out
-    assert (f'thread 2 "abba-1" (LWP {tids["abba-1"]}) at {site("deadlock_cases.c", "abba-1")} '
-            f'waits for pthread_mutex_t lock_b ({lock_named(doc, "lock_b")["address"]}), '
-            "held by thread 3") in out
+    nums = {t["name"]: t["num"] for t in doc["threads"]}
+    assert (f'thread {nums["abba-1"]} "abba-1" (LWP {tids["abba-1"]}) at '
+            f'{site("deadlock_cases.c", "abba-1")} waits for pthread_mutex_t lock_b '
+            f'({lock_named(doc, "lock_b")["address"]}), held by thread {nums["abba-2"]}') in out
 
 
 def test_three_thread_cycle_through_array_members(libc_debug: bool) -> None:
@@ -160,7 +161,8 @@ def test_writer_waits_for_reader_waiting_for_writers_mutex(libc_debug: bool) -> 
     assert table["notes"] == ["1 reader(s) hold it (glibc keeps their count, not who they are)"]
     writer = next(t for t in doc["threads"] if t["name"] == "writer")
     assert writer["mode"] == "write"
-    assert "held (inferred) by thread 2" in out
+    reader = next(t["num"] for t in doc["threads"] if t["name"] == "reader")
+    assert f"held (inferred) by thread {reader}" in out
 
 
 def test_std_mutex_members_named_through_this(libc_debug: bool) -> None:
@@ -195,19 +197,24 @@ def test_targets_rw_1_4_deadlock(libc_debug: bool) -> None:
     header = REPO / "targets" / "rw_locks" / "rw_locks.hpp"
     with hung(bench, "--variant", "1.4-flawed", ready="rw_locks_bench: RW 1.4 deadlocked") as pid:
         doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
-    names = {t["num"]: t["name"] for t in doc["threads"]}
-    assert set(names.values()) == {"rw_locks_bench"}
+    assert {t["name"] for t in doc["threads"]} == {"rw_locks_bench"}
     locks = {lock["address"]: lock["name"] for lock in doc["locks"]}
-    # reader A (the main thread) -> reader B -> the writer -> A, as the benchmark says
-    assert [[(e["waiter"], locks[e["lock"]], e["holder"], e["inferred"]) for e in c]
-            for c in doc["cycles"]] == [[(1, "this->mutex_rcount_", 3, False),
-                                         (3, "this->sema_writer_pending_", 2, True),
-                                         (2, "this->sema_w_", 1, True)]]
+    # the threads by the lock each waits on: reader A (the main thread), reader B, the writer
+    role = {t["num"]: {"this->mutex_rcount_": "A", "this->sema_writer_pending_": "B",
+                       "this->sema_w_": "W"}[locks[t["waits"]]] for t in doc["threads"]}
+    assert next(t["lwp"] for t in doc["threads"] if role[t["num"]] == "A") == pid
+    # A -> B -> the writer -> A, as the benchmark says; A, the main thread, is thread 1
+    assert [[(role[e["waiter"]], locks[e["lock"]], role[e["holder"]], e["inferred"]) for e in c]
+            for c in doc["cycles"]] == [[("A", "this->mutex_rcount_", "B", False),
+                                         ("B", "this->sema_writer_pending_", "W", True),
+                                         ("W", "this->sema_w_", "A", True)]]
+    assert doc["cycles"][0][0]["waiter"] == 1
     unlock = _line_of(header, "call(Point::reader_unlock_begins);") + 1
     sem_wait = _line_of(header, "while (sem_wait(&sem_) != 0 && errno == EINTR)")
-    where = {t["num"]: f"{t['where']['file']}:{t['where']['line']}" for t in doc["threads"]}
-    assert where == {1: f"rw_locks.hpp:{unlock}", 2: f"rw_locks.hpp:{sem_wait}",
-                     3: f"rw_locks.hpp:{sem_wait}"}
+    where = {role[t["num"]]: f"{t['where']['file']}:{t['where']['line']}"
+             for t in doc["threads"]}
+    assert where == {"A": f"rw_locks.hpp:{unlock}", "B": f"rw_locks.hpp:{sem_wait}",
+                     "W": f"rw_locks.hpp:{sem_wait}"}
 
 
 def test_the_table_gives_the_same_report_as_debug_info() -> None:
@@ -264,6 +271,7 @@ def test_process_shared_mutex_owned_by_another_process() -> None:
 def test_corrupt_lock_word() -> None:
     with hung(program("deadlock_cases"), "corrupt") as pid:
         doc = json_doc(gdb_on(pid, "deadlocks --json"))
+        still_waiting(pid)
     assert lock_named(doc, "bad_lock")["notes"] == [
         "the lock word looks corrupt: owner field 2147483632 is no thread id"]
     assert doc["cycles"] == []
