@@ -140,21 +140,6 @@ def _function_start(pc: int) -> int | None:
     return pc - int(m.group(2) or 0) if m else None
 
 
-def _function_code(frame: gdb.Frame) -> list[Insn]:
-    """The machine code of FRAME's function from its entry to the call it is in, with the
-    out-of-line blocks that run before it (core.callscan.trace)."""
-    pc = frame.pc()
-    start = _function_start(pc)
-    if start is None or pc - start > MAX_FUNCTION_BYTES or pc <= start:
-        return []
-    arch = frame.architecture()
-    try:
-        code = arch.disassemble(start, pc + AFTER_BYTES)
-    except gdb.MemoryError:
-        code = arch.disassemble(start, pc - 1)
-    return trace([Insn(i["addr"], i["length"], i["asm"]) for i in code], pc)
-
-
 def _registers(frame: gdb.Frame) -> dict[str, int]:
     regs = {}
     for reg in CALLEE_SAVED:
@@ -167,35 +152,56 @@ def _registers(frame: gdb.Frame) -> dict[str, int]:
     return regs
 
 
-def _frame_events(frame: gdb.Frame) -> list[LockEvent]:
-    """The lock calls of FRAME's function up to and including the one the frame is in."""
-    code = _function_code(frame)
-    return lock_events(code, _registers(frame), _read_word, _demangled) if code else []
+class CodeReader:
+    """The lock calls in the frames' code (core.callscan), with the code read and the names
+    demangled once per pc and name: the threads of a pool sit at the same few pcs."""
 
+    def __init__(self) -> None:
+        self.code: dict[int, list[Insn]] = {}
+        self.names: dict[str, str] = {}
 
-def _active_call(frame: gdb.Frame) -> LockEvent | None:
-    """The lock call FRAME is in (the instruction before its pc), or None."""
-    events = _frame_events(frame)
-    if events and events[-1].address + CALL_MAX_BYTES >= frame.pc() > events[-1].address:
-        return events[-1]
-    return None
+    def function_code(self, frame: gdb.Frame) -> list[Insn]:
+        """The machine code of FRAME's function from its entry to the call it is in, with the
+        out-of-line blocks that run before it (core.callscan.trace)."""
+        pc = frame.pc()
+        if pc not in self.code:
+            start = _function_start(pc)
+            if start is None or pc - start > MAX_FUNCTION_BYTES or pc <= start:
+                self.code[pc] = []
+            else:
+                arch = frame.architecture()
+                try:
+                    code = arch.disassemble(start, pc + AFTER_BYTES)
+                except gdb.MemoryError:
+                    code = arch.disassemble(start, pc - 1)
+                self.code[pc] = trace([Insn(i["addr"], i["length"], i["asm"]) for i in code],
+                                      pc)
+        return self.code[pc]
 
+    def demangled(self, name: str) -> str:
+        """A C++ symbol as the source writes it (`std::mutex::lock()`), a C name unchanged."""
+        plain = name.split("@", 1)[0]
+        if not plain.startswith("_Z"):
+            return name
+        if plain not in self.names:
+            try:
+                self.names[plain] = gdb.execute(f"demangle -l c++ -- {plain}",
+                                                to_string=True).strip()
+            except gdb.error:
+                self.names[plain] = plain
+        return self.names[plain]
 
-_DEMANGLED: dict[str, str] = {}
+    def events(self, frame: gdb.Frame) -> list[LockEvent]:
+        """The lock calls of FRAME's function up to and including the one the frame is in."""
+        code = self.function_code(frame)
+        return lock_events(code, _registers(frame), _read_word, self.demangled) if code else []
 
-
-def _demangled(name: str) -> str:
-    """A C++ symbol as the source writes it (`std::mutex::lock()`), the C name unchanged."""
-    plain = name.split("@", 1)[0]
-    if not plain.startswith("_Z"):
-        return name
-    if plain not in _DEMANGLED:
-        try:
-            _DEMANGLED[plain] = gdb.execute(f"demangle -l c++ -- {plain}",
-                                            to_string=True).strip()
-        except gdb.error:
-            _DEMANGLED[plain] = plain
-    return _DEMANGLED[plain]
+    def active_call(self, frame: gdb.Frame) -> LockEvent | None:
+        """The lock call FRAME is in (the instruction before its pc), or None."""
+        events = self.events(frame)
+        if events and events[-1].address + CALL_MAX_BYTES >= frame.pc() > events[-1].address:
+            return events[-1]
+        return None
 
 
 def _in_libc(pc: int) -> bool:
@@ -226,6 +232,7 @@ class Probe:
         self.use_debug_args = use_debug_args
         self.report = Report(gdb.selected_inferior().pid, layout.source, version, [], {})
         self.frames: dict[int, list[_Frame]] = {}
+        self.reader = CodeReader()
 
     def run(self) -> Report:
         inferior = gdb.selected_inferior()
@@ -289,8 +296,7 @@ class Probe:
                 state.note = f"in {frames[0].name or '??'}"
         self._scanned_holds(state, frames[scan_from:])
 
-    @staticmethod
-    def _wait_kind(frames: list[_Frame]) -> tuple[str | None, str, int]:
+    def _wait_kind(self, frames: list[_Frame]) -> tuple[str | None, str, int]:
         """(kind, mode, index of the last frame inside the lock function) of what the thread
         waits on; kind None when it waits on no lock. glibc's frames name the function when
         GDB has their symbols; without libc6-dbg they have none, and the call the program's
@@ -308,7 +314,8 @@ class Probe:
                                            or _in_libc(frames[outer + 1].pc)):
             outer += 1
         if kind is None:
-            active = _active_call(frames[outer + 1].frame) if outer + 1 < len(frames) else None
+            active = (self.reader.active_call(frames[outer + 1].frame)
+                      if outer + 1 < len(frames) else None)
             if active is None or active.call.op == "release":
                 return None, "", 0
             kind, mode = active.call.kind, active.call.mode
@@ -329,7 +336,7 @@ class Probe:
         candidates = gl.futex_candidates(kind, futex, self.layout) if futex is not None else []
         caller = None
         if outer + 1 < len(frames):
-            active = _active_call(frames[outer + 1].frame)
+            active = self.reader.active_call(frames[outer + 1].frame)
             if active is not None and active.call.kind == kind:
                 caller = active.lock
         if caller is not None and (caller in candidates or not candidates):
@@ -340,7 +347,7 @@ class Probe:
         for f in frames:
             if f.frame.type() != gdb.NORMAL_FRAME or _in_libc(f.pc):
                 continue
-            events = _frame_events(f.frame)
+            events = self.reader.events(f.frame)
             for event in still_held(events[:-1] if events else []):
                 lock = event.lock
                 if lock is None or any(h.lock == lock for h in state.holds):
