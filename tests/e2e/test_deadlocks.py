@@ -334,3 +334,14 @@ def test_the_table_matches_glibcs_debug_info() -> None:
                    "-ex", "run", "-ex", check, "-ex", "kill",
                    "--args", str(program("deadlock_cases")), "abba"]).output
     assert "layout debug info True True" in out.splitlines(), out
+
+
+def test_watch_says_when_the_program_exits_instead() -> None:
+    argv = ["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}", "-ex", "break main", "-ex", "run",
+            "-ex", "deadlocks --watch --quiet-seconds 0", "-ex", "python print('pid', "
+            "gdb.selected_inferior().pid)", "-ex", "deadlocks --watch --quiet-seconds 1",
+            "--args", str(program("deadlock_cases")), "no-such-case"]
+    lines = run_gdb(argv).output.splitlines()
+    pid = next(line.split()[1] for line in lines if line.startswith("pid "))
+    assert "deadlocks: --quiet-seconds must be above 0, not 0" in lines
+    assert f"deadlocks: process {pid} exited before it hung" in lines
