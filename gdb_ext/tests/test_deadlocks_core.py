@@ -63,6 +63,12 @@ def test_rwlock_sem_cond_states() -> None:
                                                                          "prefer writers")
     assert gl.decode_rwlock(rwlock_bytes(0, flags=9), gl.TABLE_236).problem() == \
         "flags field 9 is none of 0, 1, 2"
+    # a write phase: the reader counted has registered and waits; it holds nothing
+    w = gl.decode_rwlock(rwlock_bytes((1 << 3) | 3, cur_writer=5), gl.TABLE_236)
+    assert (w.readers, w.waiting_readers) == (0, 1)
+    assert gl.rwlock_words(w) == ["1 reader waiting", "write-locked by LWP 5", "prefer readers"]
+    assert gl.rwlock_words(gl.decode_rwlock(rwlock_bytes(0, shared=1), gl.TABLE_236)) == \
+        ["unlocked", "prefer readers", "process-shared"]
     sem = gl.decode_sem(struct.pack("<QII", (3 << 32) | 0, 0, 0) + bytes(16), gl.TABLE_236)
     assert (sem.value, sem.waiters) == (0, 3)
     cond = bytearray(48)

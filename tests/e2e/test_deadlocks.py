@@ -165,6 +165,22 @@ def test_writer_waits_for_reader_waiting_for_writers_mutex(libc_debug: bool) -> 
     assert f"held (inferred) by thread {reader}" in out
 
 
+def test_reader_waits_for_the_writer_of_an_rwlock(libc_debug: bool) -> None:
+    with hung(program("deadlock_cases"), "wrcycle") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
+    assert cycles(doc) == [[("table-writer", "state_lock", "state-owner", False),
+                            ("state-owner", "table_lock", "table-writer", False)]]
+    writer = next(t for t in doc["threads"] if t["name"] == "table-writer")
+    table = lock_named(doc, "table_lock")
+    # the reader registered in the write phase: it waits, it does not hold
+    assert (table["state"]["writer"], table["state"]["readers"],
+            table["state"]["waiting_readers"]) == (writer["lwp"], 0, 1)
+    assert table["notes"] == []
+    assert writer["holds"] == [{"lock": table["address"], "mode": "write", "inferred": False}]
+    assert wait_sites(doc) == {"table-writer": site("deadlock_cases.c", "table-writer"),
+                               "state-owner": site("deadlock_cases.c", "state-owner")}
+
+
 def test_std_mutex_members_named_through_this(libc_debug: bool) -> None:
     with hung(program("deadlock_std"), "mutex") as pid:
         doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))

@@ -103,6 +103,24 @@ static void* rw_writer(void* arg) {
     return NULL;
 }
 
+static void* wr_owner(void* arg) {
+    (void)arg;
+    enter("table-writer", 0);
+    pthread_rwlock_wrlock(&table_lock);
+    pthread_barrier_wait(&step);
+    pthread_mutex_lock(&state_lock);  // WAIT: table-writer
+    return NULL;
+}
+
+static void* wr_reader(void* arg) {
+    (void)arg;
+    enter("state-owner", 1);
+    pthread_mutex_lock(&state_lock);
+    pthread_barrier_wait(&step);
+    pthread_rwlock_rdlock(&table_lock);  // WAIT: state-owner
+    return NULL;
+}
+
 static void* cond_waiter(void* arg) {
     (void)arg;
     enter("cond-waiter", 0);
@@ -199,6 +217,10 @@ int main(int argc, char** argv) {
         pthread_barrier_init(&step, NULL, 2);
         start(threads, rw_reader, NULL);
         start(threads, rw_writer, NULL);
+    } else if (strcmp(which, "wrcycle") == 0) {
+        pthread_barrier_init(&step, NULL, 2);
+        start(threads, wr_owner, NULL);
+        start(threads, wr_reader, NULL);
     } else if (strcmp(which, "waits") == 0) {
         sem_init(&slots, 0, 0);
         start(threads, cond_waiter, NULL);
@@ -213,7 +235,7 @@ int main(int argc, char** argv) {
     } else if (strcmp(which, "pshared") == 0) {
         start(threads, shared_waiter, shared_mutex_held_by_child());
     } else {
-        fprintf(stderr, "usage: deadlock_cases abba|robust|ring|rwlock|waits|corrupt|pshared\n");
+        fprintf(stderr, "usage: deadlock_cases abba|robust|ring|rwlock|wrcycle|waits|corrupt|pshared\n");
         return 2;
     }
     announce();

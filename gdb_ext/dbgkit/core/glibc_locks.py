@@ -186,7 +186,14 @@ class RwlockState:
 
     @property
     def readers(self) -> int:
-        return self.readers_word >> RWLOCK_READERS_SHIFT
+        """Readers holding it. In a write phase the count is of the readers that registered and
+        wait for the phase to end (nptl/pthread_rwlock_common.c), who hold nothing."""
+        return 0 if self.write_phase else self.readers_word >> RWLOCK_READERS_SHIFT
+
+    @property
+    def waiting_readers(self) -> int:
+        """Readers registered in a write phase, waiting for it to end."""
+        return self.readers_word >> RWLOCK_READERS_SHIFT if self.write_phase else 0
 
     @property
     def write_locked(self) -> bool:
@@ -206,6 +213,28 @@ class RwlockState:
         if self.shared not in (0, 1):
             return f"shared field {self.shared} is neither 0 nor 1"
         return None
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def rwlock_words(s: RwlockState) -> list[str]:
+    """An rwlock's state in words: readers, waiting readers, the writer, the preference."""
+    words = []
+    if s.readers:
+        words.append(_count(s.readers, "reader"))
+    if s.waiting_readers:
+        words.append(_count(s.waiting_readers, "reader") + " waiting")
+    if s.write_locked:
+        words.append(f"write-locked by LWP {s.cur_writer}" if s.cur_writer else
+                     "a writer waits for the readers")
+    if not words:
+        words.append("unlocked")
+    words.append(s.preference)
+    if s.shared:
+        words.append("process-shared")
+    return words
 
 
 def decode_rwlock(data: bytes, layout: Layout) -> RwlockState:

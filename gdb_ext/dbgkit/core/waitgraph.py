@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .glibc_locks import CondState, LockInfo, MutexState, RwlockState, SemState
+from .glibc_locks import CondState, LockInfo, MutexState, RwlockState, SemState, rwlock_words
 
 JSON_FORMAT = "dbgkit-deadlocks"
 JSON_VERSION = "1.0"
@@ -133,12 +133,7 @@ def state_text(lock: LockInfo) -> str:
         owner = f"owner LWP {s.owner}" if s.locked else "unlocked"
         return f"{s.kind}, {owner}" + (", waiters" if s.waiters else "")
     if isinstance(s, RwlockState):
-        parts = [f"{s.readers} reader{'s' if s.readers != 1 else ''}"]
-        if s.write_locked:
-            parts.append(f"write-locked by LWP {s.cur_writer}" if s.cur_writer else
-                         "a writer waits for the readers")
-        parts.append(s.preference)
-        return ", ".join(parts)
+        return ", ".join(rwlock_words(s))
     if isinstance(s, SemState):
         return f"value {s.value}, {s.waiters} waiter{'s' if s.waiters != 1 else ''}"
     if isinstance(s, CondState):
@@ -195,7 +190,8 @@ def _lock_json(lock: LockInfo) -> dict[str, Any]:
         state = {"kind": s.kind, "locked": s.locked, "owner": s.owner if s.locked else None,
                  "waiters": s.waiters, "count": s.count}
     elif isinstance(s, RwlockState):
-        state = {"readers": s.readers, "write_locked": s.write_locked,
+        state = {"readers": s.readers, "waiting_readers": s.waiting_readers,
+                 "write_locked": s.write_locked,
                  "writer": s.cur_writer or None, "preference": s.preference}
     elif isinstance(s, SemState):
         state = {"value": s.value, "waiters": s.waiters}

@@ -80,16 +80,7 @@ class RwlockPrinter(_LockPrinter):
     TYPE, KIND, DECODE = "pthread_rwlock_t", "rwlock", gl.decode_rwlock
 
     def words(self, r: gl.RwlockState) -> list[str]:
-        words = [] if r.readers or r.write_locked else ["unlocked"]
-        if r.readers:
-            words.append(f"{r.readers} reader{'s' if r.readers != 1 else ''}")
-        if r.write_locked:
-            words.append(f"write-locked by LWP {r.cur_writer}" if r.cur_writer else
-                         "a writer waits for the readers")
-        words.append(r.preference)
-        if r.shared:
-            words.append("process-shared")
-        return words
+        return gl.rwlock_words(r)
 
 
 def add_printers(collection: Any) -> None:
