@@ -375,18 +375,16 @@ class Probe:
         by_tid = {t.tid: t for t in self.report.threads}
         for lock in list(self.report.locks.values()):
             s = lock.state
+            if not isinstance(s, gl.MutexState | gl.RwlockState):
+                continue
+            problem = s.problem()
+            if problem:
+                lock.notes.append(f"the lock word looks corrupt: {problem}")
+                continue
             owner = 0
             if isinstance(s, gl.MutexState):
-                problem = s.problem()
-                if problem:
-                    lock.notes.append(f"the lock word looks corrupt: {problem}")
-                    continue
                 owner = s.owner if s.locked else 0
-            elif isinstance(s, gl.RwlockState):
-                problem = s.problem()
-                if problem:
-                    lock.notes.append(f"the lock word looks corrupt: {problem}")
-                    continue
+            else:
                 owner = s.cur_writer if s.write_locked else 0
                 if s.readers:
                     lock.notes.append(f"{s.readers} reader(s) hold it (glibc keeps their count, "
