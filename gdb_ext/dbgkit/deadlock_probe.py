@@ -393,14 +393,23 @@ class Probe:
                 continue
             holder = by_tid.get(owner & gl.FUTEX_TID_MASK)
             if holder is None:
-                lock.notes.append(outside_owner(owner & gl.FUTEX_TID_MASK))
+                lock.notes.append(outside_owner(owner & gl.FUTEX_TID_MASK, is_core_dump()))
             elif not any(h.lock == lock.address for h in holder.holds):
                 mode = "write" if isinstance(s, gl.RwlockState) else ""
                 holder.holds.append(Hold(lock.address, mode, False))
 
 
-def outside_owner(tid: int) -> str:
+def is_core_dump() -> bool:
+    """Whether GDB reads a core dump rather than a live process."""
+    connection = getattr(gdb.selected_inferior(), "connection", None)
+    return connection is not None and connection.type == "core"
+
+
+def outside_owner(tid: int, core: bool = False) -> str:
     """Why an owner is not one of the process's threads: another process's, or no thread."""
+    if core:
+        return (f"owner LWP {tid} is none of the core dump's threads: another process's "
+                "(a process-shared lock), one that exited, or a corrupt lock word")
     try:
         with open(f"/proc/{tid}/status", encoding="utf-8", errors="replace") as f:
             fields = dict(line.split(":", 1) for line in f if ":" in line)

@@ -361,3 +361,23 @@ def test_watch_says_when_the_program_exits_instead() -> None:
     pid = next(line.split()[1] for line in lines if line.startswith("pid "))
     assert "deadlocks: --quiet-seconds must be above 0, not 0" in lines
     assert f"deadlocks: process {pid} exited before it hung" in lines
+
+
+def test_a_core_dump(tmp_path: Path) -> None:
+    """A core dump of the hung program (gcore) gives the same cycle; it has no thread names."""
+    core = tmp_path / "core"
+    with hung(program("deadlock_cases"), "abba") as pid:
+        gdb_on(pid, f"gcore {core}")
+    argv = ["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}", "-ex", "deadlocks --json",
+            "-ex", "deadlocks --watch", str(program("deadlock_cases")), str(core)]
+    out = run_gdb(argv).output
+    doc = json_doc(out)
+    nums = {t["lwp"]: t["num"] for t in doc["threads"]}
+    locks = {lock["address"]: lock["name"] for lock in doc["locks"]}
+    assert {t["name"] for t in doc["threads"]} == {""}
+    owner = {lock["name"]: nums[lock["state"]["owner"]] for lock in doc["locks"]}
+    [cycle] = doc["cycles"]
+    assert {(e["waiter"], locks[e["lock"]], e["holder"]) for e in cycle} == {
+        (owner["lock_a"], "lock_b", owner["lock_b"]), (owner["lock_b"], "lock_a", owner["lock_a"])}
+    assert cycle[0]["waiter"] == min(owner.values())
+    assert "deadlocks: --watch needs a live process, not a core dump" in out.splitlines()

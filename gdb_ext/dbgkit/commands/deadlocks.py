@@ -16,7 +16,7 @@ from .. import output
 from ..core import glibc_locks as gl
 from ..core import progress
 from ..core.waitgraph import render_json, render_text
-from ..deadlock_probe import Probe, ProbeError, choose_layout, has_threads_library
+from ..deadlock_probe import Probe, ProbeError, choose_layout, has_threads_library, is_core_dump
 from . import base
 
 NAME = "deadlocks"
@@ -110,6 +110,8 @@ class Deadlocks(base.Command):
             raise gdb.GdbError(f"{NAME}: process {gdb.selected_inferior().pid} has no threads "
                                "library (no pthread_mutex_lock in it): no locks to inspect")
         if args.watch:
+            if is_core_dump():
+                raise gdb.GdbError(f"{NAME}: --watch needs a live process, not a core dump")
             _watch(args.quiet_seconds)
         try:
             layout, version = choose_layout(args.layouts == "table")

@@ -142,7 +142,9 @@ def state_text(lock: LockInfo) -> str:
 
 
 def _thread_label(t: ThreadState) -> str:
-    return f'thread {t.num} "{t.name}" (LWP {t.tid})'
+    """`thread 2 "abba-1" (LWP 4243)`; without the name when there is none (a core dump)."""
+    name = f' "{t.name}"' if t.name else ""
+    return f"thread {t.num}{name} (LWP {t.tid})"
 
 
 def render_text(report: Report) -> str:
