@@ -189,11 +189,17 @@ def test_unknown_arguments_stay_unknown() -> None:
     assert still_held(events) == []
 
 
-def test_guard_destructor_releases_the_mutex_it_holds() -> None:
+def test_guards_release_the_mutex_they_hold() -> None:
     insns = code("lea    -0x20(%rbp),%rax", "mov    %rax,%rdi",
-                 "call   0x2000 <std::lock_guard<std::mutex>::~lock_guard()>")
-    events = lock_events(insns, {"rbp": 0x7000}, {0x7000 - 0x20: 0x5028}.get)
-    assert [(e.call.op, e.lock) for e in events] == [("release", 0x5028)]
+                 "call   0x2000 <std::lock_guard<std::mutex>::~lock_guard()>",
+                 "lea    -0x30(%rbp),%rdi",
+                 "call   0x2100 <std::unique_lock<std::mutex>::unlock()>",
+                 "lea    -0x30(%rbp),%rdi",
+                 "call   0x2200 <std::shared_lock<std::shared_mutex>::lock()>")
+    memory = {0x7000 - 0x20: 0x5028, 0x7000 - 0x30: 0x5050}
+    events = lock_events(insns, {"rbp": 0x7000}, memory.get)
+    assert [(e.call.op, e.call.mode, e.lock) for e in events] == [
+        ("release", "", 0x5028), ("release", "", 0x5050), ("acquire", "read", 0x5050)]
 
 
 # -- the graph ---------------------------------------------------------------------------------

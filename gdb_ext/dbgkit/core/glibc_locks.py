@@ -285,10 +285,16 @@ class LockCall:
 
 
 def _guards(guard: str, mutex: str, kind: str, mode: str) -> dict[str, LockCall]:
-    """The constructor and destructor names of a libstdc++ lock guard on MUTEX, demangled."""
+    """The names of a libstdc++ lock guard's constructor and destructor on MUTEX, demangled, and
+    of its lock() and unlock() (unique_lock and shared_lock have them); the guard's first word
+    points to the mutex."""
     cls = f"std::{guard}<{mutex}>"
-    return {f"{cls}::{guard}": LockCall("acquire", kind, mode, "rsi"),
-            f"{cls}::~{guard}": LockCall("release", kind, mode, deref=True)}
+    calls = {f"{cls}::{guard}": LockCall("acquire", kind, mode, "rsi"),
+             f"{cls}::~{guard}": LockCall("release", kind, mode, deref=True)}
+    if guard != "lock_guard":
+        calls[f"{cls}::lock"] = LockCall("acquire", kind, mode, deref=True)
+        calls[f"{cls}::unlock"] = LockCall("release", kind, mode, deref=True)
+    return calls
 
 
 CALLS: dict[str, LockCall] = {
