@@ -207,22 +207,22 @@ def test_guards_release_the_mutex_they_hold() -> None:
 
 def rwlock_report() -> Report:
     """The report of `deadlock_cases rwlock` (tests/programs), as one real run gave it."""
-    table, state = 0x56143D5BD200, 0x56143D5BD240
+    table, state = 0x55B7CD919200, 0x55B7CD919240
     locks = {
         table: gl.LockInfo(table, "rwlock", gl.RwlockState((1 << 3) | 2, 0, 0, 0, 0),
                            "table_lock", "pthread_rwlock_t",
                            ["1 reader(s) hold it (glibc keeps their count, not who they are)"]),
-        state: gl.LockInfo(state, "mutex", gl.MutexState(2, 0, 22775, 1, 0), "state_lock",
+        state: gl.LockInfo(state, "mutex", gl.MutexState(2, 0, 30199, 1, 0), "state_lock",
                            "pthread_mutex_t"),
     }
     threads = [
-        ThreadState(1, 22771, "deadlock_cases", note="in __libc_pause"),
-        ThreadState(2, 22774, "reader", state, "", Where("rw_reader", "deadlock_cases.c", 103),
+        ThreadState(1, 30196, "deadlock_cases", note="in __libc_pause"),
+        ThreadState(2, 30198, "reader", state, "", Where("rw_reader", "deadlock_cases.c", 92),
                     [Hold(table, "read", True)]),
-        ThreadState(3, 22775, "writer", table, "write",
-                    Where("rw_writer", "deadlock_cases.c", 113), [Hold(state, "", False)]),
+        ThreadState(3, 30199, "writer", table, "write",
+                    Where("rw_writer", "deadlock_cases.c", 102), [Hold(state, "", False)]),
     ]
-    return Report(22771, "debug info", "2.36", threads, locks)
+    return Report(30196, "debug info", "2.36", threads, locks)
 
 
 def test_cycles_start_at_the_lowest_thread_and_follow_the_edges() -> None:
@@ -230,8 +230,8 @@ def test_cycles_start_at_the_lowest_thread_and_follow_the_edges() -> None:
     assert [[(e.waiter, e.holder, e.inferred) for e in c] for c in report.cycles()] == \
         [[(2, 3, False), (3, 2, True)]]
     # a reader waiting for the rwlock does not wait for the thread reading it (no 4 -> 2)
-    reader2 = ThreadState(4, 22776, "reader-2", 0x56143D5BD200, "read", None,
-                          [Hold(0x56143D5BD240, "", False)])
+    reader2 = ThreadState(4, 30200, "reader-2", 0x55B7CD919200, "read", None,
+                          [Hold(0x55B7CD919240, "", False)])
     report.threads.append(reader2)
     assert [(e.waiter, e.holder) for e in report.edges()] == [(2, 3), (2, 4), (3, 2)]
 
