@@ -21,6 +21,7 @@ from .exports import FORMATS as _EXPORTS
 from .exports import METRICS, ExportError, export
 from .gensupp import suppression_text
 from .growth import growth, growth_json, growth_text
+from .heapmap import HeapMapError, heap_map, heap_map_json, heap_map_text
 from .model import Analysis, Group
 from .report import SuppressionOf, dumps_json, render_json, render_text
 from .sarif import render_sarif
@@ -158,6 +159,13 @@ def build_parser() -> argparse.ArgumentParser:
                        help="instead of the leaks: the growth chains (a vector or string grown "
                        "step by step, a buffer grown by realloc) by stack, and the reserve that "
                        "avoids them (docs/growth.md); --top N")
+    views.add_argument("--heap-map", action="store_true",
+                       help="instead of the leaks: the live blocks laid out by address at "
+                       "--at's moment, per region: used, free runs, fragmentation "
+                       "(docs/heapmap.md)")
+    parser.add_argument("--at", default="end", metavar="WHEN",
+                        help="--heap-map's moment: end (default), peak, an event number, or "
+                        "phase:NAME (as the phase began)")
     views.add_argument("--phases", action="store_true",
                        help="instead of the leaks: per MEMDUMP_PHASE, what it allocated, freed "
                        "within it, and what outlived it, by stack, with where it was freed")
@@ -256,7 +264,7 @@ def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
 
 
 def _run(args: argparse.Namespace) -> int:
-    if args.by_tag or args.phases or args.growth:
+    if args.by_tag or args.phases or args.growth or args.heap_map:
         return _run_tags(args)
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
@@ -344,8 +352,16 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 def _run_tags(args: argparse.Namespace) -> int:
     if args.format not in ("text", "json"):
-        raise _UsageError("--by-tag, --phases and --growth are text or json, not --format "
-                          f"{args.format}")
+        raise _UsageError("--by-tag, --phases, --growth and --heap-map are text or json, not "
+                          f"--format {args.format}")
+    if args.heap_map:
+        try:
+            found = heap_map(args.dump, args.at)
+        except HeapMapError as exc:
+            raise _UsageError(str(exc)) from None
+        text = (dumps_json(heap_map_json(found, args.dump)) if args.format == "json"
+                else heap_map_text(found, args.dump))
+        return _write(args.output, text, EXIT_OK)
     if args.growth:
         sites = growth(args.dump)
         text = (dumps_json(growth_json(sites, args.dump, args.top, args.max_frames))

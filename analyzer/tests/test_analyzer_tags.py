@@ -66,7 +66,7 @@ def test_a_dump_without_tags_or_phases_says_so(tmp_path: Path) -> None:
 def test_views_are_text_or_json(tmp_path: Path) -> None:
     res = run_cli("--by-tag", "--format", "sarif", str(EXAMPLE))
     assert (res.returncode, res.stderr) == (
-        2, "memdump-analyze: error: --by-tag, --phases and --growth are text or json, not "
-           "--format sarif\n")
+        2, "memdump-analyze: error: --by-tag, --phases, --growth and --heap-map are text or "
+           "json, not --format sarif\n")
     both = run_cli("--by-tag", "--phases", str(EXAMPLE))
     assert both.returncode == 2 and "not allowed with argument" in both.stderr

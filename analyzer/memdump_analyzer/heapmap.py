@@ -1,0 +1,194 @@
+"""The heap map: `memdump-analyze --heap-map [--at end|peak|SEQ|phase:NAME]` (docs/heapmap.md).
+
+At a chosen moment, the live blocks laid out by address: the heap's regions (blocks less than
+REGION_GAP apart share one: glibc's main heap, a thread arena's heaps, each block it mmapped), in
+each the chunks the blocks take (glibc's geometry: the block and its 8-byte size field, rounded
+up to 16 bytes, 32 at least) and the free runs between them, the largest free run against all
+the free bytes: fragmentation = 1 - largest / free (0: the free bytes are one run; near 1: they
+are crumbs no large block fits in). The map line draws each region in MAP_WIDTH cells: `#` a
+cell all used, `.` all free, `:` both. Free runs are what lies between live blocks as the dump
+knows them: the allocator's own bookkeeping and top chunk beyond the last block are not seen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .dumpfile import DumpReader
+from .dumpformat import effect, unescape
+
+__all__ = ["HeapMap", "HeapMapError", "Region", "heap_map"]
+
+REGION_GAP = 1 << 20
+MAP_WIDTH = 64
+FORMAT = "memdump-heapmap"
+VERSION = 1
+
+
+class HeapMapError(Exception):
+    """The moment asked for is not in the dump."""
+
+
+def chunk_of(start: int, size: int) -> tuple[int, int]:
+    """[lo, hi) of the glibc chunk holding the block at START of SIZE bytes."""
+    length = max(32, (size + 8 + 15) & ~15)
+    return start - 16, start - 16 + length
+
+
+@dataclass
+class Region:
+    lo: int
+    hi: int
+    blocks: int
+    used: int
+    free: int
+    free_runs: int
+    largest_free: int
+    cells: str
+
+    @property
+    def fragmentation(self) -> float:
+        return 1 - self.largest_free / self.free if self.free else 0.0
+
+
+@dataclass
+class HeapMap:
+    at: str
+    seq: int
+    regions: list[Region]
+
+
+def _events(reader: DumpReader):  # noqa: ANN202 - (seq, record, release, new, size)
+    for fl in reader.records():
+        if fl[0] != b"e":
+            yield int(fl[1]), fl, None, None, 0
+            continue
+        result = int(fl[5], 16) if fl[5] != b"-" else 0
+        release, new, size = effect(fl[3].decode(), result, tuple(int(a, 0) for a in fl[6:]))
+        yield int(fl[1]), fl, release, new if fl[3] != b"custom_alloc" else None, size
+
+
+def peak_seq(path: str) -> int:
+    """The event after which the live heap was largest (the first such), 0 for an empty one."""
+    live: dict[int, int] = {}
+    total = peak = at = 0
+    with DumpReader(path) as reader:
+        for seq, fl, release, new, size in _events(reader):
+            if fl[0] == b"p" and fl[2] == b"exec":
+                live.clear()
+                total = 0
+            if release is not None:
+                total -= live.pop(release, 0)
+            if new is not None:
+                total += size - live.get(new, 0)
+                live[new] = size
+                if total > peak:
+                    peak, at = total, seq
+    return at
+
+
+def heap_map(path: str, at: str = "end") -> HeapMap:
+    """The live blocks of the dump at PATH at moment AT: "end", "peak", a SEQ (after that
+    event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there."""
+    live: dict[int, int] = {}
+    stop = None
+    if at == "peak":
+        stop = peak_seq(path)
+    elif at.isdigit():
+        stop = int(at)
+    elif at != "end" and not at.startswith("phase:"):
+        raise HeapMapError(f"--at {at}: end, peak, an event number or phase:NAME")
+    seq = 0
+    with DumpReader(path) as reader:
+        for event, fl, release, new, size in _events(reader):
+            if fl[0] == b"p" and at.startswith("phase:") and fl[2] == b"phase" \
+                    and unescape(fl[4]) == at[6:]:
+                break
+            if stop is not None and event > stop:
+                break
+            seq = event
+            if fl[0] == b"p" and fl[2] == b"exec":
+                live.clear()
+            if release is not None:
+                live.pop(release, None)
+            if new is not None:
+                live[new] = size
+        else:
+            if at.startswith("phase:"):
+                raise HeapMapError(f"no phase '{at[6:]}' in {path}")
+            if stop is not None and stop > seq:
+                raise HeapMapError(f"event {stop} is past the last of {path} ({seq})")
+    return HeapMap(at, seq, _regions(live))
+
+
+def _regions(live: dict[int, int]) -> list[Region]:
+    chunks = sorted(chunk_of(a, s) for a, s in live.items())
+    regions: list[Region] = []
+    group: list[tuple[int, int]] = []
+    for chunk in chunks:
+        if group and chunk[0] - group[-1][1] > REGION_GAP:
+            regions.append(_region(group))
+            group = []
+        group.append(chunk)
+    if group:
+        regions.append(_region(group))
+    return regions
+
+
+def _region(chunks: list[tuple[int, int]]) -> Region:
+    lo, hi = chunks[0][0], max(c[1] for c in chunks)
+    used = runs = largest = 0
+    end = lo
+    for c_lo, c_hi in chunks:
+        if c_lo > end:
+            runs += 1
+            largest = max(largest, c_lo - end)
+        used += c_hi - c_lo
+        end = max(end, c_hi)
+    return Region(lo, hi, len(chunks), used, (hi - lo) - used, runs, largest,
+                  _cells(chunks, lo, hi))
+
+
+def _cells(chunks: list[tuple[int, int]], lo: int, hi: int) -> str:
+    width = min(MAP_WIDTH, max(1, (hi - lo) // 16))
+    used = [0] * width
+    span = hi - lo
+    for c_lo, c_hi in chunks:  # each chunk's bytes into the cells it covers
+        first, last = (c_lo - lo) * width // span, (c_hi - 1 - lo) * width // span
+        for cell in range(first, last + 1):
+            cell_lo = lo + cell * span // width
+            cell_hi = lo + (cell + 1) * span // width
+            used[cell] += min(c_hi, cell_hi) - max(c_lo, cell_lo)
+    out = []
+    for cell in range(width):
+        size = lo + (cell + 1) * span // width - (lo + cell * span // width)
+        out.append("#" if used[cell] >= size else "." if used[cell] == 0 else ":")
+    return "".join(out)
+
+
+def _kib(n: int) -> str:
+    return f"{n:,} B" if n < 10240 else f"{n / 1024:,.1f} KiB"
+
+
+def heap_map_text(result: HeapMap, path: str) -> str:
+    out = [f"memdump heap map of {path} at {result.at} (event {result.seq:,})"]
+    if not result.regions:
+        out.append("no live block")
+    for r in result.regions:
+        out.append("")
+        out.append(f"0x{r.lo:x}-0x{r.hi:x} ({_kib(r.hi - r.lo)}): {r.blocks:,} "
+                   f"block{'s' * (r.blocks != 1)}, used "
+                   f"{_kib(r.used)}, free {_kib(r.free)} in {r.free_runs:,} runs, largest "
+                   f"{_kib(r.largest_free)}, fragmentation {r.fragmentation:.2f}")
+        out.append(f"  [{r.cells}]")
+    return "\n".join(out) + "\n"
+
+
+def heap_map_json(result: HeapMap, path: str) -> dict[str, object]:
+    return {"format": FORMAT, "version": VERSION, "view": "heap-map", "dump": path,
+            "at": result.at, "seq": result.seq,
+            "regions": [{"lo": f"0x{r.lo:x}", "hi": f"0x{r.hi:x}", "blocks": r.blocks,
+                         "used_bytes": r.used, "free_bytes": r.free, "free_runs": r.free_runs,
+                         "largest_free_bytes": r.largest_free,
+                         "fragmentation": round(r.fragmentation, 4), "map": r.cells}
+                        for r in result.regions]}
