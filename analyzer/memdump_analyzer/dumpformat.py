@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 1)
+VERSION: tuple[int, int] = (2, 2)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -74,6 +74,7 @@ RECORDS: dict[str, str] = {
     "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
     "r": "ADDR KIND [HEURISTIC|LEADER]",
     "end": "SEQ REASON DETAIL",
+    "c": "MILLIS RSS",
 }
 #: the `i recorder` values (format 1.3): which recorder wrote the events
 RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")

@@ -1,0 +1,409 @@
+"""The one streaming pass behind every view (docs/views.md): per allocating stack, per thread and
+per size, what the views need, in memory bounded by the live blocks and the distinct stacks.
+
+What is kept:
+
+- per allocating stack (`StackStats`): its live bytes and blocks now and at the peak (a lazy
+  snapshot: a stack's figures are copied when it changes for the first time after a new peak, so
+  that a peak costs nothing however many stacks there are), its allocations and their bytes, its
+  temporary allocations (heaptrack's definition: freed with no other heap operation of the same
+  thread between the allocation and the free), and its blocks' lifetimes, in events and, when the
+  dump has clock samples (`c` records, format 2.2), in milliseconds, with the stacks that freed
+  them;
+- per size, how many blocks were allocated;
+- the live heap over time, as at most 2 x `points` buckets of equal spans of events, each holding
+  its highest live heap (so the peak is exact), with the time and the RSS of the last clock sample
+  before it.
+
+The semantics are the replay's (replay.py): the C library's own frees (a stack of
+`RUNTIME_FREE_FUNCTIONS`) release nothing, a release of a pointer that is not live does nothing
+(the leak report lists it as an error), an `exec` drops every live block, custom blocks
+(`custom_alloc`) are not heap blocks and are left out. A `realloc` that moves or resizes a block
+is a release of the old block (by the `realloc`'s stack) and an allocation of the new one, as
+heaptrack counts it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..dumpfile import DumpReader
+from ..dumpformat import CUSTOM, OPERATIONS, effect
+from ..families import SHORT_CXX
+
+__all__ = ["LIFE_EXACT", "Profile", "StackStats", "bucket", "profile"]
+
+#: lifetimes below this are kept exactly; above it, to 10 significant bits (0.1%)
+LIFE_EXACT = 1024
+_OPS_B = {op.encode(): op for op in OPERATIONS}
+
+# the fields of a stack's list while the pass runs (a list: ~2x faster than attributes)
+_CUR, _CUR_N, _CHANGED, _PEAK, _PEAK_N, _ALLOCS, _ALLOC_BYTES, _TEMP, _TEMP_BYTES = range(9)
+_FREES, _LIFE, _LIFE_MS, _FREED_BY = range(9, 13)
+
+
+def bucket(value: int) -> int:
+    """The histogram key of a lifetime: itself below `LIFE_EXACT`, else rounded down to 10
+    significant bits."""
+    if value < LIFE_EXACT:
+        return value
+    shift = value.bit_length() - 10
+    return (value >> shift) << shift
+
+
+@dataclass
+class StackStats:
+    """What one allocating stack did over the whole dump."""
+
+    node: int
+    live_bytes: int
+    live_blocks: int
+    peak_bytes: int
+    peak_blocks: int
+    allocations: int
+    allocated_bytes: int
+    temporary: int
+    temporary_bytes: int
+    #: blocks released; blocks never released are in the lifetimes, living to the end
+    frees: int
+    #: lifetime in events -> blocks (`bucket`), the never-freed blocks included
+    lifetimes: dict[int, int]
+    #: lifetime in milliseconds -> blocks; empty without clock samples
+    lifetimes_ms: dict[int, int]
+    #: stack node of the release -> blocks it released
+    freed_by: dict[int, int]
+
+
+@dataclass
+class Profile:
+    """What the pass left: the figures every view is made of."""
+
+    stacks: dict[int, StackStats]
+    events: int = 0
+    last_seq: int = 0
+    #: the dump has clock samples (`c` records): times are in milliseconds too
+    clocked: bool = False
+    last_ms: int = 0
+    peak_bytes: int = 0
+    peak_blocks: int = 0
+    peak_seq: int | None = None
+    peak_ms: int | None = None
+    live_bytes: int = 0
+    live_blocks: int = 0
+    allocations: int = 0
+    allocated_bytes: int = 0
+    temporary: int = 0
+    temporary_bytes: int = 0
+    #: requested size -> blocks allocated
+    sizes: dict[int, int] = field(default_factory=dict)
+    #: [SEQ, live heap bytes, ms, RSS bytes] at the highest live heap of each span of events
+    timeline: list[tuple[int, int, int, int]] = field(default_factory=list)
+    peak_rss: int = 0
+    peak_rss_ms: int | None = None
+
+
+class _Timeline:
+    """The live heap's highest value in each span of `width` events; spans double in width
+    whenever there are 2 x `points` of them, so memory stays bounded."""
+
+    def __init__(self, points: int) -> None:
+        self.limit = 2 * max(points, 1)
+        self.width = 1
+        self.spans: list[list[int]] = []  # [index, seq, bytes, ms, rss]
+
+    def add(self, index: int, seq: int, nbytes: int, ms: int, rss: int) -> int:
+        """Close a span; returns the SEQ at which the next one ends."""
+        spans = self.spans
+        spans.append([index, seq, nbytes, ms, rss])
+        if len(spans) >= self.limit:
+            self.merge()
+        return (seq // self.width + 1) * self.width
+
+    def merge(self) -> None:
+        self.width *= 2
+        merged: list[list[int]] = []
+        for span in self.spans:
+            span[0] //= 2
+            if merged and merged[-1][0] == span[0]:
+                last = merged[-1]
+                if span[2] > last[2]:
+                    last[1:] = span[1:]
+            else:
+                merged.append(span)
+        self.spans = merged
+
+    def points(self, points: int) -> list[tuple[int, int, int, int]]:
+        while len(self.spans) > points:
+            self.merge()
+        return [(s[1], s[2], s[3], s[4]) for s in self.spans]
+
+
+def profile(reader: DumpReader, *, points: int = 200) -> Profile:
+    """Read all of `reader`'s lines (its header checked) and compute the views' figures.
+    Raises `DumpError`, or ValueError/IndexError/KeyError for a malformed event (the caller
+    finds which line with the replay's checks)."""
+    node_ids = reader.node_ids
+    other = reader.other
+    thread = reader.thread
+    clock_sample = reader.clock_sample
+    short_cxx = SHORT_CXX
+    live: dict[bytes, tuple[int, int, int, int]] = {}  # ptr -> (size, STACK, SEQ, ms)
+    live_pop = live.pop
+    stats: dict[int, list] = {}  # type: ignore[type-arg]
+    stats_get = stats.get
+    sizes: dict[int, int] = {}
+    sizes_get = sizes.get
+    last_alloc: dict[bytes, bytes | None] = {}  # thread -> its last operation's block, if alloc
+    timeline = _Timeline(points)
+    seq = 0
+    ms = rss = peak_rss = 0
+    peak_rss_ms = None
+    clocked = False
+    cur = peak = peak_seq = peak_blocks = peak_ms = 0
+    span_end = 1
+    span_max = -1
+    span_seq = span_ms = span_rss = 0
+    allocs = total = temps = temp_bytes = 0
+    short_tid: bytes | None = None
+    tid = b""  # the thread of `last`
+    last: bytes | None = None  # its last operation's block when that was an allocation
+    release: bytes | None
+    p: bytes | None
+    for line in reader.lines():
+        fl = line.split()
+        tag = fl[0]
+        if tag == b"+":
+            seq += 1
+            _, node, p, size = fl
+            release = None
+            if short_tid != tid:
+                if short_tid is None:
+                    raise ValueError(tag)  # before any `t` record
+                last_alloc[tid] = last
+                tid = short_tid
+                last = last_alloc.get(tid)
+        elif tag == b"-":
+            seq += 1
+            _, node, release = fl
+            p = None
+            if short_tid != tid:
+                if short_tid is None:
+                    raise ValueError(tag)  # before any `t` record
+                last_alloc[tid] = last
+                tid = short_tid
+                last = last_alloc.get(tid)
+        elif tag == b"e":
+            seq += 1
+            if int(fl[1]) != seq:
+                raise reader.seq_error(fl[1], seq)
+            if fl[2] != tid:
+                last_alloc[tid] = last
+                tid = fl[2]
+                last = last_alloc.get(tid)
+            op = fl[3]
+            node = fl[4]
+            if len(fl) != 7 and (op == b"malloc" or op == b"free" or op[:3] == b"new"
+                                 or op[:6] == b"delete"):
+                raise ValueError(op)
+            if op == b"malloc" or op == b"new" or op == b"new[]":
+                p = fl[5]
+                size = fl[6]
+                release = None
+            elif op == b"free" or op == b"delete" or op == b"delete[]":
+                release = fl[6]
+                p = None
+            else:
+                name = _OPS_B[op]
+                if name in CUSTOM:
+                    node_ids[node]
+                    continue
+                args = tuple(int(a, 16) if a[:2] == b"0x" else int(a) for a in fl[6:])
+                if len(args) != len(OPERATIONS[name]):
+                    raise ValueError(name)
+                rel, new, size = effect(name, 0 if fl[5] == b"-" else int(fl[5], 16), args)
+                release = fl[6] if rel is not None else None
+                p = fl[5] if new is not None else b"0x0"
+        elif tag in short_cxx:
+            seq += 1
+            if tag[0] == 43:  # `+n`, `+a`
+                _, node, p, size = fl
+                release = None
+            else:
+                _, node, release = fl
+                p = None
+            if short_tid != tid:
+                if short_tid is None:
+                    raise ValueError(tag)  # before any `t` record
+                last_alloc[tid] = last
+                tid = short_tid
+                last = last_alloc.get(tid)
+        elif tag == b"t":
+            short_tid = thread(fl, seq)
+            continue
+        elif tag == b"c":
+            ms, rss = clock_sample(fl, seq)
+            clocked = True
+            if rss > peak_rss:
+                peak_rss = rss
+                peak_rss_ms = ms
+            continue
+        else:
+            rec = other(line, fl, seq)
+            if rec is not None:
+                seq += 1
+                if rec[0] == b"p" and rec[2] == b"exec":  # the image is gone, and its blocks
+                    for st in stats.values():
+                        if st[_CUR_N]:
+                            if st[_CHANGED] <= peak_seq:
+                                st[_PEAK] = st[_CUR]
+                                st[_PEAK_N] = st[_CUR_N]
+                            st[_CHANGED] = seq
+                            st[_CUR] = st[_CUR_N] = 0
+                    for _, anid, aseq, ams in live.values():
+                        life = stats[anid][_LIFE]
+                        key = bucket(seq - aseq)
+                        life[key] = life.get(key, 0) + 1
+                        if clocked:
+                            life = stats[anid][_LIFE_MS]
+                            key = bucket(ms - ams)
+                            life[key] = life.get(key, 0) + 1
+                    live.clear()
+                    cur = 0
+                    last = None
+                    last_alloc.clear()
+            continue
+        nid = node_ids[node]
+        if release is not None:
+            if nid < 0:  # the C library's own bookkeeping (tcache_thread_shutdown)
+                last = None
+                continue
+            b = live_pop(release, None)
+            if b is not None:
+                bsize, anid, aseq, ams = b
+                st = stats[anid]
+                if st[_CHANGED] <= peak_seq:
+                    st[_PEAK] = st[_CUR]
+                    st[_PEAK_N] = st[_CUR_N]
+                st[_CHANGED] = seq
+                st[_CUR] -= bsize
+                st[_CUR_N] -= 1
+                cur -= bsize
+                st[_FREES] += 1
+                if release == last:
+                    st[_TEMP] += 1
+                    st[_TEMP_BYTES] += bsize
+                    temps += 1
+                    temp_bytes += bsize
+                life = seq - aseq
+                hist = st[_LIFE]
+                if life >= LIFE_EXACT:
+                    life = bucket(life)
+                hist[life] = hist.get(life, 0) + 1
+                if clocked:
+                    hist = st[_LIFE_MS]
+                    life = bucket(ms - ams)
+                    hist[life] = hist.get(life, 0) + 1
+                by = st[_FREED_BY]
+                by[nid] = by.get(nid, 0) + 1
+            if p is None:
+                last = None
+                continue
+        if p == b"0x0":  # a failed allocation: an operation that made no block
+            last = None
+            continue
+        size = int(size)
+        if size < 0:
+            raise ValueError(size)
+        st = stats_get(nid)
+        if st is None:
+            st = stats[nid] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}]
+        elif st[_CHANGED] <= peak_seq:
+            st[_PEAK] = st[_CUR]
+            st[_PEAK_N] = st[_CUR_N]
+        st[_CHANGED] = seq
+        old = live.get(p)
+        if old is not None:  # its free was not recorded: the replay's reused_live
+            cur -= old[0]
+            ost = stats[old[1]]
+            if ost[_CHANGED] <= peak_seq:
+                ost[_PEAK] = ost[_CUR]
+                ost[_PEAK_N] = ost[_CUR_N]
+            ost[_CHANGED] = seq
+            ost[_CUR] -= old[0]
+            ost[_CUR_N] -= 1
+        live[p] = (size, nid, seq, ms)
+        last = p
+        st[_CUR] += size
+        st[_CUR_N] += 1
+        st[_ALLOCS] += 1
+        st[_ALLOC_BYTES] += size
+        sizes[size] = sizes_get(size, 0) + 1
+        allocs += 1
+        total += size
+        cur += size
+        if seq >= span_end:
+            if span_max >= 0:
+                timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
+            span_end = (seq // timeline.width + 1) * timeline.width
+            span_max = -1
+        if cur > span_max:
+            span_max = cur
+            span_seq = seq
+            span_ms = ms
+            span_rss = rss
+            if cur > peak:
+                peak = cur
+                peak_seq = seq
+                peak_blocks = len(live)
+                peak_ms = ms
+    if span_max >= 0:
+        timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
+    result = Profile(stacks={}, events=seq, last_seq=seq, clocked=clocked, last_ms=ms)
+    _finish(result, stats, live, timeline, points, peak_seq)
+    result.peak_bytes = peak
+    result.peak_blocks = peak_blocks
+    result.peak_seq = peak_seq or None
+    result.peak_ms = peak_ms if peak_seq and clocked else None
+    result.live_bytes = cur
+    result.live_blocks = len(live)
+    result.allocations = allocs
+    result.allocated_bytes = total
+    result.temporary = temps
+    result.temporary_bytes = temp_bytes
+    result.sizes = sizes
+    result.peak_rss = peak_rss
+    result.peak_rss_ms = peak_rss_ms
+    return result
+
+
+def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore[type-arg]
+            timeline: _Timeline, points: int, peak_seq: int) -> None:
+    """The stacks' figures at the end: the never-freed blocks live to the last event."""
+    seq, ms, clocked = result.last_seq, result.last_ms, result.clocked
+    for _, anid, aseq, ams in live.values():
+        st = stats[anid]
+        hist = st[_LIFE]
+        key = bucket(seq - aseq)
+        hist[key] = hist.get(key, 0) + 1
+        if clocked:
+            hist = st[_LIFE_MS]
+            key = bucket(ms - ams)
+            hist[key] = hist.get(key, 0) + 1
+    for nid, st in stats.items():
+        at_peak = st[_CHANGED] <= peak_seq
+        result.stacks[nid] = StackStats(
+            node=nid,
+            live_bytes=st[_CUR],
+            live_blocks=st[_CUR_N],
+            peak_bytes=st[_CUR] if at_peak else st[_PEAK],
+            peak_blocks=st[_CUR_N] if at_peak else st[_PEAK_N],
+            allocations=st[_ALLOCS],
+            allocated_bytes=st[_ALLOC_BYTES],
+            temporary=st[_TEMP],
+            temporary_bytes=st[_TEMP_BYTES],
+            frees=st[_FREES],
+            lifetimes=st[_LIFE],
+            lifetimes_ms=st[_LIFE_MS],
+            freed_by={abs(k): v for k, v in st[_FREED_BY].items()},
+        )
+    result.timeline = timeline.points(points)
