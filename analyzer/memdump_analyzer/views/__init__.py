@@ -36,7 +36,8 @@ def _diagnose(path: str) -> DumpError:
             replay(reader)
         except DumpError as e:
             return e
-    return DumpError(path, None, "malformed heap event (the leak report reads it: please report)")
+    return DumpError(path, None, "a heap event the views cannot read, which the leak report "
+                     "reads: please report it")
 
 
 def load(path: str, *, points: int = 200, symbols: bool = True,
@@ -51,7 +52,7 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
                 progress.total = reader.on_read(progress.on_read)
             try:
                 prof: Profile = profile(reader, points=points)
-            except (ValueError, IndexError, KeyError, TypeError):
+            except (ValueError, IndexError, KeyError, TypeError, DumpError):
                 raise _diagnose(path) from None
             except OSError as e:
                 raise reader.read_error(e) from None
