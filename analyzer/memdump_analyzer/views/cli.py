@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from typing import Any
 
 from ..progress import Progress
+from ..report import dumps_json
 from . import VIEWS, load
 from .common import Options
 
 __all__ = ["build_view_parser", "run_view"]
 
 PROG = "memdump-analyze"
+#: the rows a view shows by default: the stacks that matter most, not hundreds of them
+DEFAULT_TOP = 10
 
 _WHAT = {
     "peak": "What was live at the moment of the peak live heap, by allocating stack, and when.",
@@ -48,9 +50,10 @@ def build_view_parser(view: str) -> argparse.ArgumentParser:
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="output format (text)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the view to FILE")
-    parser.add_argument("--top", type=_count(1), metavar="N",
-                        help="show only the first N rows (stacks; timeline: the N highest "
-                        "points; sizes: the N buckets with most blocks)")
+    parser.add_argument("--top", type=_count(0), metavar="N",
+                        help=f"show only the first N rows ({DEFAULT_TOP}; 0: all): stacks; "
+                        "timeline: the N highest points (all by default); sizes: the N buckets "
+                        "with most blocks (all by default)")
     parser.add_argument("--base", metavar="DUMP",
                         help="show NEW minus this dump, stacks matched by function and "
                         "file:line (as `diff` matches leak groups)")
@@ -79,7 +82,10 @@ def _side(path: str, options: Options, symbols: bool) -> tuple[Any, list[str]]:
 
 def run_view(view: str, args: argparse.Namespace) -> tuple[str, list[str]]:
     """The view's text or JSON, and the warnings to say. Raises `DumpError`."""
-    options = Options(top=args.top, max_frames=args.max_frames,
+    top = args.top
+    if top is None:
+        top = None if view in ("timeline", "sizes") else DEFAULT_TOP
+    options = Options(top=top or None, max_frames=args.max_frames,
                       points=getattr(args, "points", 200), sort=getattr(args, "sort", "both"))
     symbols = not args.no_symbolize
     side, warnings = _side(args.dump, options, symbols)
@@ -89,6 +95,6 @@ def run_view(view: str, args: argparse.Namespace) -> tuple[str, list[str]]:
         warnings += [f"{args.base}: {w}" for w in more]
     body, lines = VIEWS[view].build(side, base, options)
     if args.format == "json":
-        return json.dumps(body, indent=2) + "\n", warnings
+        return dumps_json(body), warnings
     return "\n".join(line.rstrip() for line in lines) + "\n", warnings
 

@@ -71,7 +71,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     end = f"event {p.last_seq:,}" + (f", {p.last_ms:,} ms" if p.clocked else "")
     lines = [heading("lifetimes", side, base),
              f"min / median / max; blocks never freed live to the end ({end}); lifetimes of "
-             f"{LIFE_EXACT:,} events or more are rounded down to 10 significant bits"]
+             f"{LIFE_EXACT:,} events or more are rounded down to 6 significant bits (1/32)"]
     for g in shown:
         row, text = _group(g, p.clocked, diff, opts)
         body["stacks"].append(row)

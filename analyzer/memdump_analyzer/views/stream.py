@@ -35,8 +35,8 @@ from ..families import SHORT_CXX
 
 __all__ = ["LIFE_EXACT", "Profile", "StackStats", "bucket", "profile"]
 
-#: lifetimes below this are kept exactly; above it, to 10 significant bits (0.1%)
-LIFE_EXACT = 1024
+#: lifetimes below this are kept exactly; above it, to 6 significant bits (within 1/32)
+LIFE_EXACT = 64
 _OPS_B = {op.encode(): op for op in OPERATIONS}
 
 # the fields of a stack's list while the pass runs (a list: ~2x faster than attributes; the loop
@@ -49,11 +49,11 @@ _LIFE, _LIFE_MS, _FREED_BY = range(9, 12)
 
 
 def bucket(value: int) -> int:
-    """The histogram key of a lifetime: itself below `LIFE_EXACT`, else rounded down to 10
-    significant bits."""
+    """The histogram key of a lifetime: itself below `LIFE_EXACT`, else rounded down to 6
+    significant bits (so a stack's histogram has at most 32 keys per power of two)."""
     if value < LIFE_EXACT:
         return value
-    shift = value.bit_length() - 10
+    shift = value.bit_length() - 6
     return (value >> shift) << shift
 
 
@@ -301,8 +301,8 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
                     temps += 1
                     temp_bytes += bsize
                 life = seq - aseq
-                if life >= 1024:  # LIFE_EXACT: `bucket` inlined
-                    shift = life.bit_length() - 10
+                if life >= 64:  # LIFE_EXACT: `bucket` inlined
+                    shift = life.bit_length() - 6
                     life = (life >> shift) << shift
                 st[9][life] += 1
                 if clocked:
