@@ -19,6 +19,7 @@ __all__ = [
     "Group",
     "Options",
     "Side",
+    "counted",
     "envelope",
     "group_stacks",
     "minus",
@@ -191,6 +192,11 @@ def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...
 def plural_s(n: int) -> str:
     """The plural's `s` for a count `n`."""
     return "" if abs(n) == 1 else "s"
+
+
+def counted(n: int, word: str, diff: bool) -> str:
+    """`1 block`, `2 blocks`; in a difference `+1 block`, `-2 blocks`."""
+    return f"{signed(n, diff)} {word}{plural_s(n)}"
 
 
 def signed(n: int, diff: bool) -> str:

@@ -9,12 +9,12 @@ from .common import (
     Group,
     Options,
     Side,
+    counted,
     envelope,
     heading,
     minus,
     percent,
     plural,
-    signed,
     sorted_groups,
     stack_json,
     stack_lines,
@@ -60,8 +60,8 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
             share = "" if diff else (
                 f" ({percent(s.allocations, p.allocations)} of allocations, "
                 f"{percent(s.allocated_bytes, p.allocated_bytes)} of bytes)")
-            lines += ["", f"{signed(s.allocations, diff)} allocations, "
-                      f"{signed(s.allocated_bytes, diff)} bytes{share}, at"]
+            lines += ["", f"{counted(s.allocations, 'allocation', diff)}, "
+                      f"{counted(s.allocated_bytes, 'byte', diff)}{share}, at"]
             lines += stack_lines(g.stack, opts.max_frames)
         if more:
             lines += ["", f"... {plural(more, 'more stack')} (--top)"]

@@ -10,11 +10,11 @@ from .common import (
     Group,
     Options,
     Side,
+    counted,
     envelope,
     heading,
     minus,
     plural,
-    plural_s,
     signed,
     sorted_groups,
     stack_json,
@@ -98,7 +98,7 @@ def _group(g: Group, clocked: bool, diff: bool, opts: Options) -> tuple[dict[str
                      for frames, n in shown],
         "more_freed_by": more,
     }
-    text = ["", f"{signed(s.allocations, diff)} block{plural_s(s.allocations)} "
+    text = ["", f"{counted(s.allocations, 'block', diff)} "
             f"({signed(s.frees, diff)} freed, {signed(s.live_blocks, diff)} never freed) "
             f"lived {_range(events, 'events')}"
             + (f", {_range(ms, 'ms')}" if clocked else "") + ", allocated"]

@@ -8,14 +8,13 @@ from typing import Any
 from .common import (
     Options,
     Side,
+    counted,
     envelope,
     heading,
     minus,
     ms_text,
     percent,
     plural,
-    plural_s,
-    signed,
     sorted_groups,
     stack_json,
     stack_lines,
@@ -64,8 +63,8 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     for g in shown:
         s = g.stats
         share = "" if diff else f" ({percent(s.peak_bytes, p.peak_bytes)})"
-        lines += ["", f"{signed(s.peak_bytes, diff)} bytes in {signed(s.peak_blocks, diff)} "
-                  f"block{plural_s(s.peak_blocks)}{share} live at the peak, allocated"]
+        lines += ["", f"{counted(s.peak_bytes, 'byte', diff)} in "
+                  f"{counted(s.peak_blocks, 'block', diff)}{share} live at the peak, allocated"]
         lines += stack_lines(g.stack, opts.max_frames)
     if more:
         lines += ["", f"... {plural(more, 'more stack')} (--top)"]

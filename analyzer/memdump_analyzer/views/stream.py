@@ -138,10 +138,16 @@ class _Timeline:
                 merged.append(span)
         self.spans = merged
 
-    def points(self, points: int) -> list[tuple[int, int, int, int]]:
-        while len(self.spans) > points:
+    def points(self, points: int,
+               end: tuple[int, int, int, int]) -> list[tuple[int, int, int, int]]:
+        """At most `points` points, the last being `end` (SEQ, bytes, ms, RSS at the end) when
+        the heap changed after the last span's highest point."""
+        while len(self.spans) > points - 1:
             self.merge()
-        return [(s[1], s[2], s[3], s[4]) for s in self.spans]
+        out = [(s[1], s[2], s[3], s[4]) for s in self.spans]
+        if not out or out[-1][0] < end[0]:
+            out.append(end)
+        return out
 
 
 def profile(reader: DumpReader, *, points: int = 200) -> Profile:
@@ -362,7 +368,7 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
     if span_max >= 0:
         timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
     result = Profile(stacks={}, events=seq, last_seq=seq, clocked=clocked, last_ms=ms)
-    _finish(result, stats, live, timeline, points, peak_seq)
+    _finish(result, stats, live, timeline, points, peak_seq, (seq, cur, ms, rss))
     result.peak_bytes = peak
     result.peak_blocks = peak_blocks
     result.peak_seq = peak_seq or None
@@ -380,7 +386,8 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
 
 
 def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore[type-arg]
-            timeline: _Timeline, points: int, peak_seq: int) -> None:
+            timeline: _Timeline, points: int, peak_seq: int,
+            end: tuple[int, int, int, int]) -> None:
     """The stacks' figures at the end: the never-freed blocks live to the last event."""
     seq, ms, clocked = result.last_seq, result.last_ms, result.clocked
     frees = {nid: sum(st[_LIFE].values()) - st[_GONE] for nid, st in stats.items()}
@@ -406,4 +413,4 @@ def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore
             lifetimes_ms=dict(st[_LIFE_MS]),
             freed_by={abs(k): v for k, v in st[_FREED_BY].items()},
         )
-    result.timeline = timeline.points(points)
+    result.timeline = timeline.points(points, end)

@@ -8,12 +8,12 @@ from typing import Any
 from .common import (
     Options,
     Side,
+    counted,
     envelope,
     heading,
     minus,
     percent,
     plural,
-    signed,
     sorted_groups,
     stack_json,
     stack_lines,
@@ -56,8 +56,8 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     for g in shown:
         s = g.stats
         share = "" if diff else f" ({percent(s.temporary, s.allocations)} of its allocations)"
-        lines += ["", f"{signed(s.temporary, diff)} temporary allocations, "
-                  f"{signed(s.temporary_bytes, diff)} bytes{share}, at"]
+        lines += ["", f"{counted(s.temporary, 'temporary allocation', diff)}, "
+                  f"{counted(s.temporary_bytes, 'byte', diff)}{share}, at"]
         lines += stack_lines(g.stack, opts.max_frames)
     if more:
         lines += ["", f"... {plural(more, 'more stack')} (--top)"]

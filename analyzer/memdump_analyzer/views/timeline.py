@@ -54,10 +54,10 @@ def _said(side: Side) -> list[str]:
     lines = [f"peak heap: {plural(p.peak_bytes, 'byte')} after event {p.peak_seq or 0:,}"
              f"{ms_text(p.peak_ms)}; at the end (event {p.last_seq:,}): "
              f"{plural(p.live_bytes, 'byte')}"]
-    if p.clocked:
-        lines.append(f"peak RSS: {plural(p.peak_rss, 'byte')} at {p.peak_rss_ms or 0:,} ms "
-                     "(0: unknown)" if not p.peak_rss else
-                     f"peak RSS: {plural(p.peak_rss, 'byte')} at {p.peak_rss_ms or 0:,} ms")
+    if p.clocked and p.peak_rss:
+        lines.append(f"peak RSS: {plural(p.peak_rss, 'byte')} at {p.peak_rss_ms or 0:,} ms")
+    elif p.clocked:
+        lines.append("RSS unknown (the recorder could not read it: RSS 0 in the clock samples)")
     else:
         lines.append("no clock samples in the dump: no times, no RSS")
     return lines
