@@ -151,7 +151,7 @@ def stack_json(stack: Sequence[Frame], max_frames: int | None) -> list[dict[str,
 
 
 def stack_lines(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
-    return _stack_text(stack, max_frames, fold=True, indent=indent)
+    return _stack_text(stack, max_frames, indent=indent)
 
 
 def percent(part: int, whole: int) -> str:
