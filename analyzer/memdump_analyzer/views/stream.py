@@ -25,9 +25,7 @@ heaptrack counts it.
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import partial
 
 from ..dumpfile import DumpReader
 from ..dumpformat import CUSTOM, OPERATIONS, effect
@@ -46,6 +44,10 @@ _LIFE, _LIFE_MS, _FREED_BY = range(9, 12)
 # _GONE: blocks whose end is not a recorded release (dropped at an `exec`, or a block returned
 # again while live): with the lifetimes, it gives the allocations and the frees at the end,
 # which costs no counting per event
+
+
+def _count(hist: dict[int, int], key: int) -> None:
+    hist[key] = hist.get(key, 0) + 1
 
 
 def bucket(value: int) -> int:
@@ -165,8 +167,8 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
     live_setdefault = live.setdefault
     stats: dict[int, list] = {}  # type: ignore[type-arg]
     stats_get = stats.get
-    counter = partial(defaultdict, int)
-    sizes: defaultdict[int, int] = counter()
+    sizes: dict[int, int] = {}
+    sizes_get = sizes.get
     last_alloc: dict[bytes, bytes | None] = {}  # thread -> its last operation's block, if alloc
     timeline = _Timeline(points)
     seq = 0
@@ -277,9 +279,9 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
                             st[5] += st[1]
                             st[0] = st[1] = 0
                     for _, anid, aseq, ams in live.values():
-                        stats[anid][9][bucket(seq - aseq)] += 1
+                        _count(stats[anid][9], bucket(seq - aseq))
                         if clocked:
-                            stats[anid][10][bucket(ms - ams)] += 1
+                            _count(stats[anid][10], bucket(ms - ams))
                     live.clear()
                     cur = 0
                     last = None
@@ -310,10 +312,14 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
                 if life >= 64:  # LIFE_EXACT: `bucket` inlined
                     shift = life.bit_length() - 6
                     life = (life >> shift) << shift
-                st[9][life] += 1
+                hist = st[9]
+                hist[life] = hist.get(life, 0) + 1
                 if clocked:
-                    st[10][bucket(ms - ams)] += 1
-                st[11][nid] += 1
+                    hist = st[10]
+                    life = bucket(ms - ams)
+                    hist[life] = hist.get(life, 0) + 1
+                hist = st[11]
+                hist[nid] = hist.get(nid, 0) + 1
             if p is None:
                 last = None
                 continue
@@ -325,7 +331,7 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             raise ValueError(size)
         st = stats_get(nid)
         if st is None:
-            st = stats[nid] = [0, 0, 0, 0, 0, 0, 0, 0, 0, counter(), counter(), counter()]
+            st = stats[nid] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}]
         elif st[2] <= peak_seq:
             st[3] = st[0]
             st[4] = st[1]
@@ -343,12 +349,12 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             ost[0] -= old[0]
             ost[1] -= 1
             ost[5] += 1
-            ost[9][bucket(seq - old[2])] += 1
+            _count(ost[9], bucket(seq - old[2]))
         last = p
         st[0] += size
         st[1] += 1
         st[6] += size
-        sizes[size] += 1
+        sizes[size] = sizes_get(size, 0) + 1
         cur += size
         if seq >= span_end:
             if span_max >= 0:
@@ -379,7 +385,7 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
     result.allocated_bytes = sum(st.allocated_bytes for st in result.stacks.values())
     result.temporary = temps
     result.temporary_bytes = temp_bytes
-    result.sizes = dict(sizes)
+    result.sizes = sizes
     result.peak_rss = peak_rss
     result.peak_rss_ms = peak_rss_ms
     return result
@@ -393,9 +399,9 @@ def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore
     frees = {nid: sum(st[_LIFE].values()) - st[_GONE] for nid, st in stats.items()}
     for _, anid, aseq, ams in live.values():
         st = stats[anid]
-        st[_LIFE][bucket(seq - aseq)] += 1
+        _count(st[_LIFE], bucket(seq - aseq))
         if clocked:
-            st[_LIFE_MS][bucket(ms - ams)] += 1
+            _count(st[_LIFE_MS], bucket(ms - ams))
     for nid, st in stats.items():
         at_peak = st[_CHANGED] <= peak_seq
         result.stacks[nid] = StackStats(
@@ -409,8 +415,8 @@ def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore
             temporary=st[_TEMP],
             temporary_bytes=st[_TEMP_BYTES],
             frees=frees[nid],
-            lifetimes=dict(st[_LIFE]),
-            lifetimes_ms=dict(st[_LIFE_MS]),
+            lifetimes=st[_LIFE],
+            lifetimes_ms=st[_LIFE_MS],
             freed_by={abs(k): v for k, v in st[_FREED_BY].items()},
         )
     result.timeline = timeline.points(points, end)
