@@ -14,7 +14,7 @@ from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
 from .common import Options, Side, group_stacks
-from .stream import Profile, profile
+from .stream import PARTS, Profile, profile
 
 __all__ = ["VIEWS", "Options", "Side", "load"]
 
@@ -41,8 +41,10 @@ def _diagnose(path: str) -> DumpError:
 
 
 def load(path: str, *, points: int = 200, symbols: bool = True,
-         progress: Progress | None = None) -> tuple[Side, list[str]]:
-    """Pass over the dump at `path` once; its groups, and warnings. Raises `DumpError`."""
+         progress: Progress | None = None,
+         compute: frozenset[str] = PARTS) -> tuple[Side, list[str]]:
+    """Pass over the dump at `path` once; its groups, and warnings. Raises `DumpError`.
+    `compute`: the parts of the pass wanted (a view's `NEEDS`; all by default)."""
     collecting = gc.isenabled()
     gc.disable()  # no reference cycles are made; the collector would walk the live blocks
     warnings: list[str] = []
@@ -51,7 +53,7 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             if progress is not None and progress.enabled:
                 progress.total = reader.on_read(progress.on_read)
             try:
-                prof: Profile = profile(reader, points=points)
+                prof: Profile = profile(reader, points=points, compute=compute)
             except (ValueError, IndexError, KeyError, TypeError, DumpError):
                 raise _diagnose(path) from None
             except OSError as e:

@@ -72,10 +72,11 @@ def build_view_parser(view: str) -> argparse.ArgumentParser:
     return parser
 
 
-def _side(path: str, options: Options, symbols: bool) -> tuple[Any, list[str]]:
+def _side(view: str, path: str, options: Options, symbols: bool) -> tuple[Any, list[str]]:
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
     try:
-        return load(path, points=options.points, symbols=symbols, progress=progress)
+        return load(path, points=options.points, symbols=symbols, progress=progress,
+                    compute=VIEWS[view].NEEDS)
     finally:
         progress.done()
 
@@ -88,10 +89,10 @@ def run_view(view: str, args: argparse.Namespace) -> tuple[str, list[str]]:
     options = Options(top=top or None, max_frames=args.max_frames,
                       points=getattr(args, "points", 200), sort=getattr(args, "sort", "both"))
     symbols = not args.no_symbolize
-    side, warnings = _side(args.dump, options, symbols)
+    side, warnings = _side(view, args.dump, options, symbols)
     base = None
     if args.base is not None:
-        base, more = _side(args.base, options, symbols)
+        base, more = _side(view, args.base, options, symbols)
         warnings += [f"{args.base}: {w}" for w in more]
     body, lines = VIEWS[view].build(side, base, options)
     if args.format == "json":

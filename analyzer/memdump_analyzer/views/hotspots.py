@@ -21,7 +21,10 @@ from .common import (
     top,
 )
 
-__all__ = ["build"]
+__all__ = ["NEEDS", "build"]
+
+#: the parts of the pass this view needs (stream.PARTS)
+NEEDS: frozenset[str] = frozenset()
 
 _ORDERS = {
     "calls": ("most allocations", lambda g: (-g.stats.allocations, -g.stats.allocated_bytes)),

@@ -23,7 +23,10 @@ from .common import (
 )
 from .stream import LIFE_EXACT
 
-__all__ = ["FREE_STACKS", "build", "quantiles"]
+__all__ = ["FREE_STACKS", "NEEDS", "build", "quantiles"]
+
+#: the parts of the pass this view needs (stream.PARTS)
+NEEDS: frozenset[str] = frozenset(("lifetimes",))
 
 #: the free stacks shown per group, most blocks first
 FREE_STACKS = 5

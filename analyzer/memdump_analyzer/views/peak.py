@@ -21,7 +21,10 @@ from .common import (
     top,
 )
 
-__all__ = ["build"]
+__all__ = ["NEEDS", "build"]
+
+#: the parts of the pass this view needs (stream.PARTS)
+NEEDS: frozenset[str] = frozenset()
 
 
 def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any], list[str]]:

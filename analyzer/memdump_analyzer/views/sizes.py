@@ -7,7 +7,10 @@ from typing import Any
 
 from .common import Options, Side, envelope, heading, percent, plural, signed
 
-__all__ = ["build", "buckets"]
+__all__ = ["NEEDS", "buckets", "build"]
+
+#: the parts of the pass this view needs (stream.PARTS)
+NEEDS: frozenset[str] = frozenset(("sizes",))
 
 
 def buckets(sizes: dict[int, int]) -> dict[int, list[int]]:

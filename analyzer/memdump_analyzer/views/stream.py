@@ -31,7 +31,10 @@ from ..dumpfile import DumpReader
 from ..dumpformat import CUSTOM, OPERATIONS, effect
 from ..families import SHORT_CXX
 
-__all__ = ["LIFE_EXACT", "Profile", "StackStats", "bucket", "profile"]
+__all__ = ["LIFE_EXACT", "PARTS", "Profile", "StackStats", "bucket", "profile"]
+
+#: what the pass can compute besides the peak, the allocations and the live blocks
+PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
 
 #: lifetimes below this are kept exactly; above it, to 6 significant bits (within 1/32)
 LIFE_EXACT = 64
@@ -39,11 +42,10 @@ _OPS_B = {op.encode(): op for op in OPERATIONS}
 
 # the fields of a stack's list while the pass runs (a list: ~2x faster than attributes; the loop
 # writes them as literals, a constant being faster than a global)
-_CUR, _CUR_N, _CHANGED, _PEAK, _PEAK_N, _GONE, _ALLOC_BYTES, _TEMP, _TEMP_BYTES = range(9)
-_LIFE, _LIFE_MS, _FREED_BY = range(9, 12)
+_CUR, _CUR_N, _CHANGED, _PEAK, _PEAK_N, _ALLOCS, _ALLOC_BYTES, _TEMP, _TEMP_BYTES = range(9)
+_LIFE, _LIFE_MS, _FREED_BY, _GONE = range(9, 13)
 # _GONE: blocks whose end is not a recorded release (dropped at an `exec`, or a block returned
-# again while live): with the lifetimes, it gives the allocations and the frees at the end,
-# which costs no counting per event
+# again while live): the frees are the allocations less them and the blocks live at the end
 
 
 def _count(hist: dict[int, int], key: int) -> None:
@@ -104,6 +106,8 @@ class Profile:
     temporary_bytes: int = 0
     #: requested size -> blocks allocated
     sizes: dict[int, int] = field(default_factory=dict)
+    #: the parts of `PARTS` computed: the others' figures are empty or 0
+    computed: frozenset[str] = frozenset()
     #: [SEQ, live heap bytes, ms, RSS bytes] at the highest live heap of each span of events
     timeline: list[tuple[int, int, int, int]] = field(default_factory=list)
     peak_rss: int = 0
@@ -152,11 +156,18 @@ class _Timeline:
         return out
 
 
-def profile(reader: DumpReader, *, points: int = 200) -> Profile:
-    """Read all of `reader`'s lines (its header checked) and compute the views' figures.
+def profile(reader: DumpReader, *, points: int = 200,
+            compute: frozenset[str] = PARTS) -> Profile:
+    """Read all of `reader`'s lines (its header checked) and compute the views' figures: the
+    peak, allocations and live figures always, and the `compute` parts of `PARTS` (each costs
+    5 to 10% of the pass: a view asks only for its own).
     Raises `DumpError` (whose line may be wrong: the pass does not count the `t` records), or
     ValueError/IndexError/KeyError for a malformed event: the caller finds the line with the
     replay's checks (`views.load`)."""
+    want_temporary = "temporary" in compute
+    want_lifetimes = "lifetimes" in compute
+    want_sizes = "sizes" in compute
+    want_timeline = "timeline" in compute
     node_ids = reader.node_ids
     other = reader.other
     thread = reader.thread
@@ -200,9 +211,10 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             if short_tid != tid:
                 if short_tid is None:
                     raise ValueError(tag)  # before any `t` record
-                last_alloc[tid] = last
+                if want_temporary:
+                    last_alloc[tid] = last
+                    last = last_alloc.get(short_tid)
                 tid = short_tid
-                last = last_alloc.get(tid)
         elif tag == b"-":
             seq += 1
             _, node, release = fl
@@ -210,17 +222,19 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             if short_tid != tid:
                 if short_tid is None:
                     raise ValueError(tag)  # before any `t` record
-                last_alloc[tid] = last
+                if want_temporary:
+                    last_alloc[tid] = last
+                    last = last_alloc.get(short_tid)
                 tid = short_tid
-                last = last_alloc.get(tid)
         elif tag == b"e":
             seq += 1
             if int(fl[1]) != seq:
                 raise reader.seq_error(fl[1], seq)
             if fl[2] != tid:
-                last_alloc[tid] = last
+                if want_temporary:
+                    last_alloc[tid] = last
+                    last = last_alloc.get(fl[2])
                 tid = fl[2]
-                last = last_alloc.get(tid)
             op = fl[3]
             node = fl[4]
             if len(fl) != 7 and (op == b"malloc" or op == b"free" or op[:3] == b"new"
@@ -255,9 +269,10 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             if short_tid != tid:
                 if short_tid is None:
                     raise ValueError(tag)  # before any `t` record
-                last_alloc[tid] = last
+                if want_temporary:
+                    last_alloc[tid] = last
+                    last = last_alloc.get(short_tid)
                 tid = short_tid
-                last = last_alloc.get(tid)
         elif tag == b"c":
             ms, rss = clock_sample(fl, seq)
             clocked = True
@@ -276,9 +291,9 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
                                 st[3] = st[0]
                                 st[4] = st[1]
                             st[2] = seq
-                            st[5] += st[1]
+                            st[12] += st[1]
                             st[0] = st[1] = 0
-                    for _, anid, aseq, ams in live.values():
+                    for _, anid, aseq, ams in live.values() if want_lifetimes else ():
                         _count(stats[anid][9], bucket(seq - aseq))
                         if clocked:
                             _count(stats[anid][10], bucket(ms - ams))
@@ -303,23 +318,24 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
                 st[0] -= bsize
                 st[1] -= 1
                 cur -= bsize
-                if release == last:
+                if release == last and want_temporary:
                     st[7] += 1
                     st[8] += bsize
                     temps += 1
                     temp_bytes += bsize
-                life = seq - aseq
-                if life >= 64:  # LIFE_EXACT: `bucket` inlined
-                    shift = life.bit_length() - 6
-                    life = (life >> shift) << shift
-                hist = st[9]
-                hist[life] = hist.get(life, 0) + 1
-                if clocked:
-                    hist = st[10]
-                    life = bucket(ms - ams)
+                if want_lifetimes:
+                    life = seq - aseq
+                    if life >= 64:  # LIFE_EXACT: `bucket` inlined
+                        shift = life.bit_length() - 6
+                        life = (life >> shift) << shift
+                    hist = st[9]
                     hist[life] = hist.get(life, 0) + 1
-                hist = st[11]
-                hist[nid] = hist.get(nid, 0) + 1
+                    if clocked:
+                        hist = st[10]
+                        life = bucket(ms - ams)
+                        hist[life] = hist.get(life, 0) + 1
+                    hist = st[11]
+                    hist[nid] = hist.get(nid, 0) + 1
             if p is None:
                 last = None
                 continue
@@ -331,7 +347,7 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             raise ValueError(size)
         st = stats_get(nid)
         if st is None:
-            st = stats[nid] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}]
+            st = stats[nid] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}, 0]
         elif st[2] <= peak_seq:
             st[3] = st[0]
             st[4] = st[1]
@@ -348,15 +364,18 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
             ost[2] = seq
             ost[0] -= old[0]
             ost[1] -= 1
-            ost[5] += 1
-            _count(ost[9], bucket(seq - old[2]))
+            ost[12] += 1
+            if want_lifetimes:
+                _count(ost[9], bucket(seq - old[2]))
         last = p
         st[0] += size
         st[1] += 1
+        st[5] += 1
         st[6] += size
-        sizes[size] = sizes_get(size, 0) + 1
+        if want_sizes:
+            sizes[size] = sizes_get(size, 0) + 1
         cur += size
-        if seq >= span_end:
+        if seq >= span_end and want_timeline:
             if span_max >= 0:
                 timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
             span_end = (seq // timeline.width + 1) * timeline.width
@@ -373,7 +392,8 @@ def profile(reader: DumpReader, *, points: int = 200) -> Profile:
                 peak_ms = ms
     if span_max >= 0:
         timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
-    result = Profile(stacks={}, events=seq, last_seq=seq, clocked=clocked, last_ms=ms)
+    result = Profile(stacks={}, events=seq, last_seq=seq, clocked=clocked, last_ms=ms,
+                     computed=frozenset(compute))
     _finish(result, stats, live, timeline, points, peak_seq, (seq, cur, ms, rss))
     result.peak_bytes = peak
     result.peak_blocks = peak_blocks
@@ -396,8 +416,8 @@ def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore
             end: tuple[int, int, int, int]) -> None:
     """The stacks' figures at the end: the never-freed blocks live to the last event."""
     seq, ms, clocked = result.last_seq, result.last_ms, result.clocked
-    frees = {nid: sum(st[_LIFE].values()) - st[_GONE] for nid, st in stats.items()}
-    for _, anid, aseq, ams in live.values():
+    frees = {nid: st[_ALLOCS] - st[_CUR_N] - st[_GONE] for nid, st in stats.items()}
+    for _, anid, aseq, ams in live.values() if result.computed >= {"lifetimes"} else ():
         st = stats[anid]
         _count(st[_LIFE], bucket(seq - aseq))
         if clocked:
@@ -410,7 +430,7 @@ def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore
             live_blocks=st[_CUR_N],
             peak_bytes=st[_CUR] if at_peak else st[_PEAK],
             peak_blocks=st[_CUR_N] if at_peak else st[_PEAK_N],
-            allocations=frees[nid] + st[_GONE] + st[_CUR_N],
+            allocations=st[_ALLOCS],
             allocated_bytes=st[_ALLOC_BYTES],
             temporary=st[_TEMP],
             temporary_bytes=st[_TEMP_BYTES],

@@ -8,7 +8,10 @@ from typing import Any
 
 from .common import Options, Side, envelope, heading, ms_text, plural
 
-__all__ = ["build"]
+__all__ = ["NEEDS", "build"]
+
+#: the parts of the pass this view needs (stream.PARTS)
+NEEDS: frozenset[str] = frozenset(("timeline",))
 
 _BAR = 40
 
