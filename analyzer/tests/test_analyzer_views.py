@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import FIXTURES, REPO, Dump, F, main_at, run_cli
 from memdump_analyzer import analyze
-from memdump_analyzer.views import VIEWS, load
+from memdump_analyzer.views import VIEWS, Options, load
 from memdump_analyzer.views.lifetimes import quantiles
 from memdump_analyzer.views.sizes import buckets
 from memdump_analyzer.views.stream import bucket
@@ -281,3 +281,15 @@ def test_random_runs_agree_with_the_replay_and_a_naive_recount(tmp_path: Path, s
     assert len(p.timeline) <= 4
     if p.peak_seq is not None:
         assert (p.peak_seq, p.peak_bytes) in [(pt[0], pt[1]) for pt in p.timeline]
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_a_view_computing_only_its_parts_says_the_same(tmp_path: Path, view: str,
+                                                       seed: int) -> None:
+    d, _ = _random_dump(random.Random(seed), short=seed % 2 == 1)
+    path = d.write(tmp_path)
+    options = Options(top=None)
+    full = VIEWS[view].build(load(path)[0], None, options)
+    own = VIEWS[view].build(load(path, compute=VIEWS[view].NEEDS)[0], None, options)
+    assert own == full
