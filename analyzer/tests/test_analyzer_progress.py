@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from analyzer_testlib import ANALYZER
 from memdump_analyzer.progress import Progress
 
@@ -69,13 +70,20 @@ def _big_dump(path: Path, events: int) -> None:
         f.write(b"end %d exit 0\n" % (events + 1))
 
 
-def test_the_bar_on_a_terminal(tmp_path: Path) -> None:
-    dump = tmp_path / "big.memdump"
+@pytest.fixture(scope="module")
+def big_dump(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    dump = tmp_path_factory.mktemp("progress") / "big.memdump"
     _big_dump(dump, 4_000_000)  # reading it takes more than a second (2M events/s is fast)
+    return dump
+
+
+@pytest.mark.parametrize("command", [["peak"], []], ids=["a view", "the leak report"])
+def test_the_bar_on_a_terminal(big_dump: Path, command: list[str]) -> None:
+    dump = big_dump
     master, slave = pty.openpty()
     env = {**os.environ, "PYTHONPATH": str(ANALYZER)}
     env.pop("MEMDUMP_DEBUG", None)
-    proc = subprocess.Popen([sys.executable, "-m", "memdump_analyzer", "peak", str(dump)],
+    proc = subprocess.Popen([sys.executable, "-m", "memdump_analyzer", *command, str(dump)],
                             stdout=subprocess.PIPE, stderr=slave, env=env)
     os.close(slave)
     seen = b""
@@ -90,7 +98,7 @@ def test_the_bar_on_a_terminal(tmp_path: Path) -> None:
     os.close(master)
     out, _ = proc.communicate(timeout=600)
     assert proc.returncode == 0
-    assert out.startswith(b"peak of ")
+    assert out.startswith(b"peak of " if command else b"memdump report for ")
     text = seen.decode()
     bars = re.findall(r"\r(memdump-analyze: reading \S+: \[[#.]{20}\] [\d,.]+ / ([\d,.]+) MiB, "
                       r"[\d,]+ records/s, \d+:\d\d left) *", text)
