@@ -43,9 +43,20 @@ _OPS_B = {op.encode(): op for op in OPERATIONS}
 # the fields of a stack's list while the pass runs (a list: ~2x faster than attributes; the loop
 # writes them as literals, a constant being faster than a global)
 _CUR, _CUR_N, _CHANGED, _PEAK, _PEAK_N, _ALLOCS, _ALLOC_BYTES, _TEMP, _TEMP_BYTES = range(9)
-_LIFE, _LIFE_MS, _FREED_BY, _GONE = range(9, 13)
+_LIFE, _LIFE_MS, _FREED_BY, _GONE, _NODE = range(9, 14)
 # _GONE: blocks whose end is not a recorded release (dropped at an `exec`, or a block returned
-# again while live): the frees are the allocations less them and the blocks live at the end
+# again while live): the frees are the allocations less them and the blocks live at the end.
+# _NODE: the stack node's id (the list is found by STACK as written, and from a live block)
+
+
+#: the lifetimes `bucket` finds with one look-up in `_masks()`: those below 64 << 16
+_MASKED = LIFE_EXACT << 16
+
+
+def _masks() -> list[int]:
+    """value >> 6 -> the mask that keeps 6 significant bits of a value below `_MASKED` (all of
+    a value below `LIFE_EXACT`): `bucket` without its call, for the pass."""
+    return [~((1 << v.bit_length()) - 1) for v in range(1 << 16)]
 
 
 def _count(hist: dict[int, int], key: int) -> None:
@@ -173,10 +184,11 @@ def profile(reader: DumpReader, *, points: int = 200,
     thread = reader.thread
     clock_sample = reader.clock_sample
     short_cxx = SHORT_CXX
-    live: dict[bytes, tuple[int, int, int, int]] = {}  # ptr -> (size, STACK, SEQ, ms)
+    live: dict[bytes, tuple] = {}  # type: ignore[type-arg]  # ptr -> (size, stats, SEQ, ms)
     live_pop = live.pop
     live_setdefault = live.setdefault
-    stats: dict[int, list] = {}  # type: ignore[type-arg]
+    stats: dict[bytes, list] = {}  # type: ignore[type-arg]  # STACK as written -> its figures
+    masks = _masks() if want_lifetimes else []
     stats_get = stats.get
     sizes: dict[int, int] = {}
     sizes_get = sizes.get
@@ -236,18 +248,24 @@ def profile(reader: DumpReader, *, points: int = 200,
                     last = last_alloc.get(fl[2])
                 tid = fl[2]
             op = fl[3]
-            node = fl[4]
-            if len(fl) != 7 and (op == b"malloc" or op == b"free" or op[:3] == b"new"
-                                 or op[:6] == b"delete"):
-                raise ValueError(op)
             if op == b"malloc" or op == b"new" or op == b"new[]":
-                p = fl[5]
-                size = fl[6]
+                _, _, _, _, node, p, size = fl  # the unpacking checks the field count
                 release = None
             elif op == b"free" or op == b"delete" or op == b"delete[]":
-                release = fl[6]
+                _, _, _, _, node, _, release = fl
                 p = None
+            elif op == b"realloc":  # as `effect` says, without its call
+                _, _, _, _, node, p, release, size = fl
+                if release == b"0x0":
+                    release = None  # realloc(NULL, n): a malloc
+                elif p == b"0x0" and int(size):
+                    release = None  # failed: the block stays live
+            elif op == b"calloc":
+                _, _, _, _, node, p, nmemb, size = fl
+                size = int(nmemb) * int(size)
+                release = None
             else:
+                node = fl[4]
                 name = _OPS_B[op]
                 if name in CUSTOM:
                     node_ids[node]
@@ -293,24 +311,23 @@ def profile(reader: DumpReader, *, points: int = 200,
                             st[2] = seq
                             st[12] += st[1]
                             st[0] = st[1] = 0
-                    for _, anid, aseq, ams in live.values() if want_lifetimes else ():
-                        _count(stats[anid][9], bucket(seq - aseq))
+                    for _, ast, aseq, ams in live.values() if want_lifetimes else ():
+                        _count(ast[9], bucket(seq - aseq))
                         if clocked:
-                            _count(stats[anid][10], bucket(ms - ams))
+                            _count(ast[10], bucket(ms - ams))
                     live.clear()
                     cur = 0
                     last = None
                     last_alloc.clear()
             continue
-        nid = node_ids[node]
         if release is not None:
+            nid = node_ids[node]
             if nid < 0:  # the C library's own bookkeeping (tcache_thread_shutdown)
                 last = None
                 continue
             b = live_pop(release, None)
             if b is not None:
-                bsize, anid, aseq, ams = b
-                st = stats[anid]
+                bsize, st, aseq, ams = b
                 if st[2] <= peak_seq:
                     st[3] = st[0]
                     st[4] = st[1]
@@ -318,16 +335,17 @@ def profile(reader: DumpReader, *, points: int = 200,
                 st[0] -= bsize
                 st[1] -= 1
                 cur -= bsize
-                if release == last and want_temporary:
+                if want_temporary and release == last:
                     st[7] += 1
                     st[8] += bsize
                     temps += 1
                     temp_bytes += bsize
                 if want_lifetimes:
                     life = seq - aseq
-                    if life >= 64:  # LIFE_EXACT: `bucket` inlined
-                        shift = life.bit_length() - 6
-                        life = (life >> shift) << shift
+                    if life < _MASKED:  # `bucket`, inlined: one look-up, no call
+                        life &= masks[life >> 6]
+                    else:
+                        life = bucket(life)
                     hist = st[9]
                     hist[life] = hist.get(life, 0) + 1
                     if clocked:
@@ -345,19 +363,19 @@ def profile(reader: DumpReader, *, points: int = 200,
         size = int(size)
         if size < 0:
             raise ValueError(size)
-        st = stats_get(nid)
+        st = stats_get(node)  # by STACK as written: no look-up of its id
         if st is None:
-            st = stats[nid] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}, 0]
+            st = stats[node] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}, 0, abs(node_ids[node])]
         elif st[2] <= peak_seq:
             st[3] = st[0]
             st[4] = st[1]
         st[2] = seq
-        b = (size, nid, seq, ms)
+        b = (size, st, seq, ms)
         old = live_setdefault(p, b)
         if old is not b:  # its free was not recorded: the replay's reused_live
             live[p] = b
             cur -= old[0]
-            ost = stats[old[1]]
+            ost = old[1]
             if ost[2] <= peak_seq:
                 ost[3] = ost[0]
                 ost[4] = ost[1]
@@ -411,18 +429,17 @@ def profile(reader: DumpReader, *, points: int = 200,
     return result
 
 
-def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore[type-arg]
+def _finish(result: Profile, stats: dict[bytes, list], live: dict,  # type: ignore[type-arg]
             timeline: _Timeline, points: int, peak_seq: int,
             end: tuple[int, int, int, int]) -> None:
     """The stacks' figures at the end: the never-freed blocks live to the last event."""
     seq, ms, clocked = result.last_seq, result.last_ms, result.clocked
-    frees = {nid: st[_ALLOCS] - st[_CUR_N] - st[_GONE] for nid, st in stats.items()}
-    for _, anid, aseq, ams in live.values() if result.computed >= {"lifetimes"} else ():
-        st = stats[anid]
+    for _, st, aseq, ams in live.values() if result.computed >= {"lifetimes"} else ():
         _count(st[_LIFE], bucket(seq - aseq))
         if clocked:
             _count(st[_LIFE_MS], bucket(ms - ams))
-    for nid, st in stats.items():
+    for st in stats.values():
+        nid = st[_NODE]
         at_peak = st[_CHANGED] <= peak_seq
         result.stacks[nid] = StackStats(
             node=nid,
@@ -434,7 +451,7 @@ def _finish(result: Profile, stats: dict[int, list], live: dict,  # type: ignore
             allocated_bytes=st[_ALLOC_BYTES],
             temporary=st[_TEMP],
             temporary_bytes=st[_TEMP_BYTES],
-            frees=frees[nid],
+            frees=st[_ALLOCS] - st[_CUR_N] - st[_GONE],
             lifetimes=st[_LIFE],
             lifetimes_ms=st[_LIFE_MS],
             freed_by={abs(k): v for k, v in st[_FREED_BY].items()},
