@@ -54,9 +54,9 @@ def build_view_parser(view: str) -> argparse.ArgumentParser:
                         help=f"show only the first N rows ({DEFAULT_TOP}; 0: all): stacks; "
                         "timeline: the N highest points (all by default); sizes: the N buckets "
                         "with most blocks (all by default)")
-    parser.add_argument("--base", metavar="DUMP",
-                        help="show NEW minus this dump, stacks matched by function and "
-                        "file:line (as `diff` matches leak groups)")
+    parser.add_argument("--base", metavar="BASE",
+                        help="show the view of DUMP minus that of BASE, stacks matched by "
+                        "function and file:line (as `diff` matches leak groups)")
     parser.add_argument("--max-frames", type=_count(1), metavar="N",
                         help="show at most N frames of a stack")
     if view == "hotspots":
