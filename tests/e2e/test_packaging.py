@@ -39,6 +39,10 @@ def test_pip_install_gives_the_console_script(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=60, check=False)
     assert run.returncode == 1, run.stderr  # the example leaks 16 bytes
     assert '"bytes": 16' in run.stdout
+    view = subprocess.run([str(script), "peak", str(fixture)],  # the views' subpackage
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (view.returncode, view.stderr) == (0, "")
+    assert "peak: 112 bytes in 3 blocks live after event 5\n" in view.stdout
     missing = subprocess.run([str(script), str(tmp_path / "none.memdump")],
                              capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 2
