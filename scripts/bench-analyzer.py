@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -259,6 +258,13 @@ def write_dump(path: str, n_events: int, seed: int = 1, short: bool = True) -> N
         w.flush()
 
 
+def _analyser_python() -> str:
+    """The version of the Python that scripts/memdump-analyze runs (the system's)."""
+    return subprocess.run(["/usr/bin/python3", "-c", "import platform; "
+                           "print(platform.python_version())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def run_once(dump: str, report: str, what: str = "leaks") -> Run:
     cmd = [ANALYZER, *COMMANDS[what], "-o", report, dump]
     # As installed or after a checkout's first run: with the modules' bytecode cached.
@@ -321,7 +327,7 @@ def main() -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     lines = [
-        f"memdump-analyze on {machine()}, Python {platform.python_version()}, median of "
+        f"memdump-analyze on {machine()}, Python {_analyser_python()}, median of "
         f"{args.runs} runs of the whole command (start-up with cached bytecode, analysis, JSON "
         "output), the leak report and the views interleaved; goal: 1,000,000 events/s, for "
         f"both. Load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
