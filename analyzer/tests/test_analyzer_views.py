@@ -235,7 +235,12 @@ def _random_dump(rng: random.Random, short: bool) -> tuple[Dump, dict[str, objec
             last[tid] = None
             continue
         if r < 0.5:
-            d.free("0x0", stacks[0], tid)  # free(NULL): an operation
+            # free(NULL), or a double or invalid free (an error of the leak report's): an
+            # operation of the thread that releases nothing
+            addr = 0 if r < 0.48 else 0x1000 + 0x100 * rng.randrange(40)
+            if addr in live:
+                continue
+            d.free(f"{addr:#x}", stacks[0], tid)
             last[tid] = None
             continue
         s = rng.randrange(5)
