@@ -20,7 +20,7 @@ help:
 	@echo "             and the C/C++ tests again in UBSan, ASan and TSan builds"
 	@echo "make sanitize  the C/C++ tests in UBSan, ASan and TSan builds (build-ubsan, -asan, -tsan)"
 	@echo "make bench   run the benchmarks and rewrite their tables in docs/benchmarks.md"
-	@echo "             (installs heaptrack, which only the benchmarks need)"
+	@echo "             (heaptrack, which the benchmarks also compare with, comes with the test packages)"
 	@echo "make clean   remove build/ and the sanitizer builds (the virtualenv .venv stays)"
 
 setup:
@@ -71,7 +71,7 @@ sanitize-ubsan sanitize-asan sanitize-tsan: setup
 	@cmake --build build-$(SAN_$(SANITIZER)) -- --quiet
 	@$(SAN_ENV) ctest --test-dir build-$(SAN_$(SANITIZER)) --output-on-failure --no-tests=error -j2
 
-# heaptrack is needed only here (bench-recorder.py): setup.sh --bench installs it when missing.
+# heaptrack (bench-recorder.py) is one of the test packages now; setup.sh --bench installs them.
 bench: build
 	@scripts/setup.sh --bench
 	@$(VENV)/bin/python scripts/bench-memdump.py --build-dir "$(BUILD_DIR)"

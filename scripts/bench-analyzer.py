@@ -4,19 +4,21 @@
 Writes a dump of N heap events (mostly malloc and free, a few calloc, realloc, posix_memalign,
 thread exits with glibc's tcache frees, leaks left at the end) into a fresh temporary directory,
 once as the in-process recorder writes it (malloc and free as short `+`/`-` records, format 2.0)
-and once with `e` records only, as the breakpoint recorder does; runs `scripts/memdump-analyze
---format json` on each several times and prints a markdown table with the median wall time, the
-events per second and the analyser's peak resident memory.
+and once with `e` records only, as the breakpoint recorder does; runs the leak report
+(`scripts/memdump-analyze --format json`) and two views (docs/views.md: one pass computes them, a
+view asking only for the parts it shows), `peak` (the parts every view needs) and `lifetimes` (the
+view that does the most per event), on each several times, interleaved, and prints a markdown table
+with the median wall and CPU times, the events per second and the peak resident memory of each.
 
     scripts/bench-analyzer.py                    # 1,000,000 events, median of 3
     scripts/bench-analyzer.py 100000 1000000 --runs 5
+    scripts/bench-analyzer.py --forms in-process --runs 3 100000000
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -42,13 +44,29 @@ LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBSTDCXX = "/lib/x86_64-linux-gnu/libstdc++.so.6"
 
 
+#: what is timed: the leak report, and two views: `peak` (the part of the views' pass every view
+#: needs) and `lifetimes` (the view that does the most per event)
+COMMANDS = {
+    "leak report": ["--format", "json"],
+    "peak": ["peak", "--format", "json"],
+    "lifetimes": ["lifetimes", "--format", "json"],
+}
+
+
+@dataclass
+class Run:
+    seconds: float
+    cpu_seconds: float
+    max_rss_kib: int
+
+
 @dataclass
 class Result:
     events: int
     form: str
     dump_bytes: int
-    seconds: float
-    max_rss_kib: int
+    #: command -> (median wall seconds, median CPU seconds, peak RSS KiB)
+    timings: dict[str, tuple[float, float, int]]
 
 
 class _Writer:
@@ -242,8 +260,15 @@ def write_dump(path: str, n_events: int, seed: int = 1, short: bool = True) -> N
         w.flush()
 
 
-def run_once(dump: str, report: str) -> tuple[float, int]:
-    cmd = [ANALYZER, "--format", "json", "-o", report, dump]
+def _analyser_python() -> str:
+    """The version of the Python that scripts/memdump-analyze runs (the system's)."""
+    return subprocess.run(["/usr/bin/python3", "-c", "import platform; "
+                           "print(platform.python_version())"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def run_once(dump: str, report: str, what: str = "leak report") -> Run:
+    cmd = [ANALYZER, *COMMANDS[what], "-o", report, dump]
     # As installed or after a checkout's first run: with the modules' bytecode cached.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     start = time.perf_counter()
@@ -253,7 +278,7 @@ def run_once(dump: str, report: str) -> tuple[float, int]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"bench-analyzer: {' '.join(cmd)} exited with {proc.returncode}")
-    return seconds, usage.ru_maxrss
+    return Run(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
 
 
 def main() -> int:
@@ -268,48 +293,62 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="runs per dump; the median is shown")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    parser.add_argument("--forms", default=",".join(FORMS),
+                        help=f"the dump forms to measure, comma-separated ({','.join(FORMS)})")
     args = parser.parse_args()
+    forms = [form for form in args.forms.split(",") if form]
+    if not forms or any(form not in FORMS for form in forms):
+        parser.error(f"--forms: one or more of {', '.join(FORMS)}")
     tmp = tempfile.mkdtemp(prefix="memdump-bench-")
     results = []
+    load_before = os.getloadavg()[0]
     try:
-        for n, form in ((n, form) for n in args.events for form in FORMS):
+        report = os.path.join(tmp, "report.json")
+        warm = os.path.join(tmp, "warm-up.memdump")
+        write_dump(warm, 10_000)
+        for what in COMMANDS:  # warm-up: the modules' bytecode cached, as after a first run
+            run_once(warm, report, what)
+        for n, form in ((n, form) for n in args.events for form in forms):
             dump = os.path.join(tmp, f"bench-{n}-{form}.memdump")
             sys.stderr.write(f"bench-analyzer: writing {n:,} events to {dump}\n")
             write_dump(dump, n, short=form == "in-process")
-            run_once(dump, os.path.join(tmp, "report.json"))  # warm-up: caches, bytecode
-            runs = [run_once(dump, os.path.join(tmp, "report.json")) for _ in range(args.runs)]
+            runs: dict[str, list[Run]] = {what: [] for what in COMMANDS}
+            for _ in range(args.runs):  # interleaved: the shared machine's drift weighs on both
+                for what in COMMANDS:
+                    runs[what].append(run_once(dump, report, what))
+            timings = {what: (statistics.median(r.seconds for r in done),
+                              statistics.median(r.cpu_seconds for r in done),
+                              max(r.max_rss_kib for r in done))
+                       for what, done in runs.items()}
             size = os.path.getsize(dump)
             os.unlink(dump)
-            results.append(
-                Result(
-                    n,
-                    form,
-                    size,
-                    statistics.median(s for s, _ in runs),
-                    max(rss for _, rss in runs),
-                )
-            )
+            results.append(Result(n, form, size, timings))
     finally:
         if args.keep:
             sys.stderr.write(f"bench-analyzer: kept {tmp}\n")
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     lines = [
-        f"memdump-analyze on {machine()}, Python {platform.python_version()}, median of "
+        f"memdump-analyze on {machine()}, Python {_analyser_python()}, median of "
         f"{args.runs} runs of the whole command (start-up with cached bytecode, analysis, JSON "
-        "report) after one warm-up run; goal: "
-        "1,000,000 events/s.",
+        "output), the commands interleaved; goal: 1,000,000 events/s, for each. Load average "
+        f"(1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
+        f"({os.cpu_count()} cores, shared with other jobs: the CPU seconds are the steadier "
+        "figure).",
         "",
-        "| events | written as | dump MiB | seconds | events/s | peak RSS MiB |",
-        "| ---: | --- | ---: | ---: | ---: | ---: |",
+        "| events | written as | dump MiB | "
+        + " | ".join(f"{what} s | CPU s | events/s | peak RSS MiB" for what in COMMANDS) + " |",
+        "| ---: | --- | ---: |" + " ---: | ---: | ---: | ---: |" * len(COMMANDS),
     ]
     for r in results:
-        lines.append(
-            f"| {r.events:,} | {r.form} | {r.dump_bytes / 2**20:,.1f} | {r.seconds:.2f} "
-            f"| {r.events / r.seconds:,.0f} | {r.max_rss_kib / 1024:,.1f} |"
-        )
+        row = f"| {r.events:,} | {r.form} | {r.dump_bytes / 2**20:,.1f} "
+        for what in COMMANDS:
+            seconds, cpu, rss = r.timings[what]
+            row += f"| {seconds:.2f} | {cpu:.2f} | {r.events / seconds:,.0f} | {rss / 1024:,.1f} "
+        lines.append(row + "|")
     sizes = " ".join(str(n) for n in args.events)
-    lines += ["", f"Reproduce: `python3 scripts/bench-analyzer.py --runs {args.runs} {sizes}`"]
+    lines += ["", "Reproduce: `python3 scripts/bench-analyzer.py "
+              f"--forms {','.join(forms)} --runs {args.runs} {sizes}`"]
     table = "\n".join(lines)
     print(table)
     if not args.no_write:

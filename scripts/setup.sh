@@ -30,12 +30,13 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
 #                 Debian makes it only a Recommends of clang, and recommends are not installed here.
 #   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports
 #                 (also only a Recommends of clang)
+#   heaptrack     the reference of the analyser's views (tests/e2e/test_views_vs_heaptrack.py: heaptrack
+#                 and heaptrack_print); the in-process recorder's benchmark compares memdump with it
 test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
                clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf golang-go
-               chromium)
-# `make bench` needs the test packages and, only for the benchmarks:
-#   heaptrack     the in-process recorder's benchmark compares memdump with it (bench-recorder.py)
-bench_packages=("${test_packages[@]}" heaptrack)
+               chromium heaptrack)
+# `make bench` needs the test packages (heaptrack included) and nothing more
+bench_packages=("${test_packages[@]}")
 
 usage() {
     cat <<EOF
@@ -43,7 +44,7 @@ usage: scripts/setup.sh [--demo|--bench] [--check] [-h|--help]
 
 Install the Debian packages and the Python test dependencies the toolkit needs, only when missing.
   --demo      only what 'make demo' needs: the recorder, the analyser and a C++ build (no virtualenv)
-  --bench     also what 'make bench' needs (heaptrack)
+  --bench     what 'make bench' needs (the test packages)
   --check     only report what is missing; exit 1 if anything is
   -h, --help  show this help
 EOF

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from .aggregation import build_analysis
 from .dumpfile import DumpError, DumpReader, Frame, ScanRecord
 from .model import Analysis, ErrorReport, Group
+from .progress import Progress
 from .replay import Replay
 from .replay import replay as _replay
 from .report import dumps_json, render_json, render_text
@@ -85,14 +86,15 @@ def _printed_nodes(result: Replay) -> Iterator[int]:
 
 
 def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
-            addresses: bool = False) -> Analysis:
+            addresses: bool = False, progress: Progress | None = None) -> Analysis:
     """Read and replay the dump at `path` in one pass; group and classify its live blocks.
 
     `symbolize`: the frames the report uses that the dump left without symbols (no `fs` record:
     the recording did not finish) are resolved from their modules with addr2line.
     `scan`: a pointer scan made now on the process being recorded (GDB's `memdump leaks`): its
     kinds replace those of the dump's last `scan` record, if any. `addresses`: each group keeps
-    its blocks' addresses and sizes (`Group.addresses`).
+    its blocks' addresses and sizes (`Group.addresses`). `progress`: a progress bar to draw
+    while the dump is read.
     Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
     """
     # The replay makes a few short-lived lists and tuples per event and no reference cycles;
@@ -101,6 +103,8 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     gc.disable()
     try:
         with DumpReader(path, mark_functions=_RUNTIME_FREE_FUNCTIONS) as reader:
+            if progress is not None and progress.enabled:
+                progress.total = reader.on_read(progress.on_read)
             result = _replay(reader)
             if scan is not None:
                 scan.apply(reader, result.last_seq)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from . import analyze
 from .colour import colour_wanted
@@ -23,11 +24,14 @@ from .gensupp import suppression_text
 from .growth import growth, growth_json, growth_text
 from .heapmap import HeapMapError, heap_map, heap_map_json, heap_map_text
 from .model import Analysis, Group
+from .progress import Progress
 from .report import SuppressionOf, dumps_json, render_json, render_text
 from .sarif import render_sarif
 from .suppressions import Suppression, SuppressionError, group_names, load_all
 from .suppressions import apply as apply_suppressions
 from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
+from .views import VIEWS
+from .views.cli import build_view_parser, run_view
 
 PROG = "memdump-analyze"
 EXIT_OK = 0
@@ -82,8 +86,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
         description="Report the leaks and heap errors recorded in a memdump dump.",
-        epilog="`memdump-analyze diff [options] BASE NEW` compares two dumps (diff --help; `diff` "
-        "only as the first argument: a dump named diff is ./diff). "
+        epilog="`memdump-analyze diff [options] BASE NEW` compares two dumps (diff --help); "
+        "`memdump-analyze peak|hotspots|temporary|lifetimes|timeline|sizes [options] DUMP` shows "
+        "a view of a dump (docs/views.md; VIEW --help). A subcommand is one only as the first "
+        "argument: a dump named diff is ./diff. "
         "Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
         "2 bad dump, suppression file or usage. MEMDUMP_DEBUG=1 shows the traceback of an "
         "internal error.",
@@ -240,7 +246,11 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
           symbolize: bool = True) -> Analysis:
     """The analysis of a dump, its warnings said; the suppressions applied to the groups of
     `kinds` (valgrind checks only the loss records it shows or counts as errors)."""
-    analysis = analyze(path, symbolize=symbolize)
+    progress = Progress(sys.stderr, f"{PROG}: reading {path}")
+    try:
+        analysis = analyze(path, symbolize=symbolize, progress=progress)
+    finally:
+        progress.done()
     for warning in analysis.warnings():
         _say(f"warning: {warning}")
     if suppressions:
@@ -350,6 +360,15 @@ def _run_diff(args: argparse.Namespace) -> int:
     return _write(args.output, text, code)
 
 
+def _view_runner(view: str) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        text, warnings = run_view(view, args)
+        for warning in warnings:
+            _say(f"warning: {warning}")
+        return _write(args.output, text, EXIT_OK)
+    return run
+
+
 def _run_tags(args: argparse.Namespace) -> int:
     if args.format not in ("text", "json"):
         raise _UsageError("--by-tag, --phases, --growth and --heap-map are text or json, not "
@@ -403,6 +422,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["diff"]:
         args = build_diff_parser().parse_args(argv[1:])
         run = _run_diff
+    elif argv[:1] and argv[0] in VIEWS:  # a view: the same rule as diff
+        view = argv[0]
+        args = build_view_parser(view).parse_args(argv[1:])
+        run = _view_runner(view)
     else:
         args = build_parser().parse_args(argv)
         run = _run

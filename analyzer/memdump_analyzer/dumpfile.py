@@ -19,7 +19,7 @@ A frame's symbols may come after its use (`fs` records, format 1.3): stacks are 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 
 from .dumperrors import EventErrors
@@ -119,6 +119,10 @@ class DumpReader(EventErrors):
         self.tags: dict[int, list[int]] = {}
         #: (frame id, SEQ) of the last `fs` record while `fi` records may follow it
         self._open_fs: tuple[int, int] = (0, -1)
+        #: (2.2) the last clock sample (`c` record): milliseconds since the recording began and
+        #: the process's resident set size in bytes (0: unknown), and how many were read
+        self.clock: tuple[int, int] = (0, 0)
+        self.clocks = 0
         self._open()
 
     # -- opening -------------------------------------------------------------------------------
@@ -215,6 +219,14 @@ class DumpReader(EventErrors):
         if self._file is None:
             raise ValueError("the reader is closed")
         return self._file.lines()
+
+    def on_read(self, callback: Callable[[int, memoryview], None]) -> int:
+        """Have `callback(offset, chunk)` called as `lines()` reads each chunk of the file (a
+        progress bar); returns the bytes there are to read. Call it before `lines()`."""
+        if self._file is None:
+            raise ValueError("the reader is closed")
+        self._file.on_read = callback
+        return self._file.complete
 
     @property
     def partial_records(self) -> int:
@@ -322,6 +334,8 @@ class DumpReader(EventErrors):
             self._scan(fl, seq)
         elif tag == b"g" or tag == b"u":
             self._tag(fl, seq)
+        elif tag == b"c":
+            self.clock_sample(fl, seq)
         else:
             self._unknown(tag, seq)
         if tag == b"s":
@@ -501,6 +515,23 @@ class DumpReader(EventErrors):
             parent != 0 and self.node_ids[str(parent).encode()] < 0
         )
         self.node_ids[str(ident).encode()] = -ident if marked else ident
+
+    def clock_sample(self, fl: list[bytes], seq: int) -> tuple[int, int]:
+        """A `c` record (2.2): (MILLIS, RSS), the clock of the events after sequenced record
+        `seq`; MILLIS never goes back."""
+        if len(fl) != 3:
+            raise self._fields_error(b"c", RECORDS["c"], len(fl) - 1, seq)
+        millis = self._num(fl[1], "MILLIS", seq)
+        rss = self._num(fl[2], "RSS", seq)
+        if millis < self.clock[0]:
+            raise DumpError(
+                self.path,
+                self._here(seq),
+                f"clock sample at {millis} ms is earlier than the one before ({self.clock[0]} ms)",
+            )
+        self.clock = (millis, rss)
+        self.clocks += 1
+        return self.clock
 
     def _scan(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 6:

@@ -44,7 +44,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 1)
+VERSION: tuple[int, int] = (2, 2)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -76,6 +76,7 @@ RECORDS: dict[str, str] = {
     "end": "SEQ REASON DETAIL",
     "g": "TID STRING",
     "u": "TID",
+    "c": "MILLIS RSS",
 }
 #: the `i recorder` values (format 1.3): which recorder wrote the events
 RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")

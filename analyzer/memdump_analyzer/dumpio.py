@@ -21,7 +21,7 @@ import itertools
 import os
 import re
 import stat
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 from .dumpformat import PADDING
 
@@ -67,10 +67,12 @@ def clean_line(line: bytes) -> bytes:
 class _Range(io.RawIOBase):
     """Bytes `start` to `end` of a file descriptor, read with pread (no shared position)."""
 
-    def __init__(self, fd: int, start: int, end: int) -> None:
+    def __init__(self, fd: int, start: int, end: int,
+                 on_read: Callable[[int, memoryview], None] | None = None) -> None:
         self._fd = fd
         self._pos = start
         self._end = end
+        self._on_read = on_read
 
     def readable(self) -> bool:
         return True
@@ -79,8 +81,11 @@ class _Range(io.RawIOBase):
         n = min(len(buffer), self._end - self._pos)
         if n <= 0:
             return 0
-        n = os.preadv(self._fd, [memoryview(buffer)[:n]], self._pos)  # into the buffer: no copy
+        view = memoryview(buffer)[:n]
+        n = os.preadv(self._fd, [view], self._pos)  # into the buffer: no copy
         self._pos += n
+        if self._on_read is not None:
+            self._on_read(self._pos, view[:n])  # once a chunk: nothing per line
         return n
 
 
@@ -98,6 +103,9 @@ class DumpFile:
         self._pieces: list[tuple[int, int, bytes | None]] = []
         self._fd = -1
         self._lines: Iterable[bytes] | None = None
+        #: called with the file offset reached and the bytes read, after each chunk `lines()`
+        #: reads (a progress bar)
+        self.on_read: Callable[[int, memoryview], None] | None = None
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -246,7 +254,8 @@ class DumpFile:
         parts: list[Iterable[bytes]] = []
         for start, end, cleaned in self._pieces:
             if end > start:
-                parts.append(io.BufferedReader(_Range(self._fd, start, end), buffer_size=_CHUNK))
+                parts.append(io.BufferedReader(_Range(self._fd, start, end, self.on_read),
+                                               buffer_size=_CHUNK))
             if cleaned is not None:
                 parts.append((cleaned,))
         if len(parts) == 1:

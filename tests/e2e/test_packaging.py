@@ -44,6 +44,10 @@ def test_pip_install_gives_the_console_script(tmp_path: Path) -> None:
                             capture_output=True, text=True, timeout=60, check=False)
     assert (folded.returncode, folded.stdout) == (0, "main 96\nmain;new_node 16\n"), \
         folded.stderr
+    view = subprocess.run([str(script), "peak", str(fixture)],  # the views' subpackage
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert (view.returncode, view.stderr) == (0, "")
+    assert "peak: 112 bytes in 3 blocks live after event 5\n" in view.stdout
     missing = subprocess.run([str(script), str(tmp_path / "none.memdump")],
                              capture_output=True, text=True, timeout=60, check=False)
     assert missing.returncode == 2

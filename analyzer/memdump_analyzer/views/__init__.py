@@ -1,0 +1,75 @@
+"""The views of a dump beyond its leaks (docs/views.md): `peak`, `hotspots`, `temporary`,
+`lifetimes`, `timeline` and `sizes`, each a `memdump-analyze` subcommand, all computed by one
+streaming pass (`stream.profile`) and each rendered by its module, as text and as JSON."""
+
+from __future__ import annotations
+
+import gc
+from types import ModuleType
+
+from ..dumpfile import DumpError, DumpReader
+from ..progress import Progress
+from ..replay import replay
+from ..rules import RUNTIME_FREE_FUNCTIONS
+from ..symbolize import symbolize
+from . import hotspots, lifetimes, peak, sizes, temporary, timeline
+from .common import Options, Side, group_stacks
+from .stream import PARTS, Profile, profile
+
+__all__ = ["VIEWS", "Options", "Side", "load"]
+
+#: view name -> its module (its `build(side, base, options)` gives the JSON and the text lines)
+VIEWS: dict[str, ModuleType] = {
+    "peak": peak,
+    "hotspots": hotspots,
+    "temporary": temporary,
+    "lifetimes": lifetimes,
+    "timeline": timeline,
+    "sizes": sizes,
+}
+
+
+def _diagnose(path: str) -> DumpError:
+    """The exact `PATH:LINE: message` of a dump the pass failed on: the replay's checks."""
+    with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
+        try:
+            replay(reader)
+        except DumpError as e:
+            return e
+    return DumpError(path, None, "a heap event the views cannot read, which the leak report "
+                     "reads: please report it")
+
+
+def load(path: str, *, points: int = 200, symbols: bool = True,
+         progress: Progress | None = None,
+         compute: frozenset[str] = PARTS) -> tuple[Side, list[str]]:
+    """Pass over the dump at `path` once; its groups, and warnings. Raises `DumpError`.
+    `compute`: the parts of the pass wanted (a view's `NEEDS`; all by default)."""
+    collecting = gc.isenabled()
+    gc.disable()  # no reference cycles are made; the collector would walk the live blocks
+    warnings: list[str] = []
+    try:
+        with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
+            if progress is not None and progress.enabled:
+                progress.total = reader.on_read(progress.on_read)
+            try:
+                prof: Profile = profile(reader, points=points, compute=compute)
+            except (ValueError, IndexError, KeyError, TypeError, DumpError):
+                raise _diagnose(path) from None
+            except OSError as e:
+                raise reader.read_error(e) from None
+            if symbols:
+                nodes = set(prof.stacks)
+                for stats in prof.stacks.values():
+                    nodes.update(stats.freed_by)
+                warnings += symbolize(reader, nodes).problems()
+            for tag, line in reader.unknown_tags.items():
+                warnings.append(f"skipped records with unknown tag '{tag}' (first at line "
+                                f"{line}): the dump was written by a newer memdump")
+            if reader.truncated:
+                warnings.append("the dump's last line is incomplete (the recorder was killed "
+                                "while writing it): it was ignored")
+            return Side(path, prof, group_stacks(reader, prof)), warnings
+    finally:
+        if collecting:
+            gc.enable()

@@ -1,0 +1,204 @@
+"""What the views share: stacks grouped by what they show, the JSON envelope, the text helpers, and
+`--base` (NEW minus BASE, stacks matched by their symbols as `diff` matches leak groups)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dumpfile import DumpReader, Frame
+from ..report import _clean, _frame_json, _plural, _stack_text
+from ..rules import trim_stack
+from .stream import Profile, StackStats
+
+__all__ = [
+    "VIEW_FORMAT",
+    "VIEW_VERSION",
+    "Group",
+    "Options",
+    "Side",
+    "counted",
+    "envelope",
+    "group_stacks",
+    "minus",
+    "ms_text",
+    "percent",
+    "plural",
+    "stack_json",
+    "stack_lines",
+]
+
+VIEW_FORMAT = "memdump-view"
+VIEW_VERSION = "1.0"
+
+#: a stack as matched across dumps: each frame's function and file:line (module+offset without
+#: a line), never its address
+StackKey = tuple[tuple[str, ...], ...]
+plural = _plural
+
+
+@dataclass
+class Options:
+    """The options every view takes."""
+
+    top: int | None = None
+    max_frames: int | None = None
+    points: int = 200
+    sort: str = "both"
+
+
+@dataclass
+class Group:
+    """The stacks of one dump that show alike (same functions and lines), their figures added."""
+
+    stack: tuple[Frame, ...]
+    stats: StackStats
+    #: the free stacks of this group's blocks: key -> [frames, blocks]
+    freed_by: dict[StackKey, list[Any]] = field(default_factory=dict)
+
+
+@dataclass
+class Side:
+    """One dump, passed: its path, its figures and its groups by stack key."""
+
+    path: str
+    profile: Profile
+    groups: dict[StackKey, Group]
+
+
+def _frame_key(f: Frame) -> tuple[str, ...]:
+    if f.file is not None and f.line:
+        return (f.function or "?", os.path.basename(f.file), str(f.line))
+    return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
+
+
+def _add(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + v
+    return out
+
+
+def _merge(a: StackStats, b: StackStats) -> StackStats:
+    return StackStats(
+        a.node, a.live_bytes + b.live_bytes, a.live_blocks + b.live_blocks,
+        a.peak_bytes + b.peak_bytes, a.peak_blocks + b.peak_blocks,
+        a.allocations + b.allocations, a.allocated_bytes + b.allocated_bytes,
+        a.temporary + b.temporary, a.temporary_bytes + b.temporary_bytes, a.frees + b.frees,
+        _add(a.lifetimes, b.lifetimes), _add(a.lifetimes_ms, b.lifetimes_ms),
+        _add(a.freed_by, b.freed_by),
+    )
+
+
+def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
+    """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
+    is below main, as the leak report shows them)."""
+    cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
+
+    def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
+        got = cache.get(node)
+        if got is None:
+            frames = trim_stack(reader.stack(node))
+            got = cache[node] = (tuple(_frame_key(f) for f in frames), frames)
+        return got
+
+    groups: dict[StackKey, Group] = {}
+    for node, stats in profile.stacks.items():
+        key, frames = resolve(node)
+        g = groups.get(key)
+        if g is None:
+            groups[key] = Group(frames, stats)
+        else:
+            g.stats = _merge(g.stats, stats)
+    for g in groups.values():
+        for node, n in g.stats.freed_by.items():
+            key, frames = resolve(node)
+            row = g.freed_by.setdefault(key, [frames, 0])
+            row[1] += n
+    return groups
+
+
+def minus(new: dict[StackKey, Group], base: dict[StackKey, Group],
+          fields: Sequence[str]) -> dict[StackKey, Group]:
+    """NEW's groups with BASE's figures of `fields` subtracted (a group BASE alone has comes with
+    negative figures); the other figures stay NEW's (BASE's for a group NEW has not)."""
+    out: dict[StackKey, Group] = {}
+    for key in (*new, *(k for k in base if k not in new)):
+        mine, theirs = new.get(key), base.get(key)
+        g = mine or theirs
+        assert g is not None
+        stats = StackStats(**{f: getattr(g.stats, f) for f in StackStats.__dataclass_fields__})
+        for name in fields:
+            value = (getattr(mine.stats, name) if mine else 0) - (
+                getattr(theirs.stats, name) if theirs else 0)
+            setattr(stats, name, value)
+        out[key] = Group(g.stack, stats, g.freed_by)
+    return out
+
+
+def top(rows: list[Any], n: int | None) -> tuple[list[Any], int]:
+    """The first `n` rows, and how many were left out."""
+    if n is None or len(rows) <= n:
+        return rows, 0
+    return rows[:n], len(rows) - n
+
+
+def stack_json(stack: Sequence[Frame], max_frames: int | None) -> list[dict[str, Any]]:
+    shown = stack if max_frames is None else stack[:max_frames]
+    return [_frame_json(f) for f in shown]
+
+
+def stack_lines(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
+    return _stack_text(stack, max_frames, indent=indent)
+
+
+def percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.1f}%" if whole else "-"
+
+
+def ms_text(ms: int | None) -> str:
+    return "" if ms is None else f", {ms:,} ms"
+
+
+def envelope(view: str, side: Side, base: Side | None, body: dict[str, Any]) -> dict[str, Any]:
+    """A view's JSON: format, version, view, the dumps, whether times are known, then its body."""
+    return {
+        "format": VIEW_FORMAT,
+        "version": VIEW_VERSION,
+        "view": view,
+        "dump": _clean(side.path),
+        "base": None if base is None else _clean(base.path),
+        "clocked": side.profile.clocked,
+        **body,
+    }
+
+
+def heading(view: str, side: Side, base: Side | None) -> str:
+    """The first line of a view's text."""
+    what = f"{view} of {_clean(side.path)}"
+    if base is not None:
+        what += f" minus {_clean(base.path)}"
+    return what
+
+
+def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]]) -> list[Group]:
+    """Groups largest first by `key`, ties broken by the stack's text, so the order is stable."""
+    return sorted(groups, key=lambda g: (key(g), [(f.function or "", f.file or "", f.line or 0)
+                                                  for f in g.stack]))
+
+
+def plural_s(n: int) -> str:
+    """The plural's `s` for a count `n`."""
+    return "" if abs(n) == 1 else "s"
+
+
+def counted(n: int, word: str, diff: bool) -> str:
+    """`1 block`, `2 blocks`; in a difference `+1 block`, `-2 blocks`."""
+    return f"{signed(n, diff)} {word}{plural_s(n)}"
+
+
+def signed(n: int, diff: bool) -> str:
+    """`1,234`, or `+1,234` / `-1,234` in a difference."""
+    return f"{n:+,}" if diff else f"{n:,}"

@@ -1,0 +1,82 @@
+"""`memdump-analyze timeline DUMP`: the live heap over the recording, and the process's RSS from
+the clock samples (`c` records), as at most `--points` points (200): each the highest live heap of
+an equal span of events, so that the peak is exact."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .common import Options, Side, envelope, heading, ms_text, plural
+
+__all__ = ["NEEDS", "build"]
+
+#: the parts of the pass this view needs (stream.PARTS)
+NEEDS: frozenset[str] = frozenset(("timeline",))
+
+_BAR = 40
+
+
+def _points(side: Side, opts: Options) -> tuple[list[dict[str, Any]], int]:
+    pts = side.profile.timeline
+    more = 0
+    if opts.top is not None and len(pts) > opts.top:
+        kept = set(sorted(range(len(pts)), key=lambda i: (-pts[i][1], i))[: opts.top])
+        more = len(pts) - len(kept)
+        pts = [pt for i, pt in enumerate(pts) if i in kept]
+    clocked = side.profile.clocked
+    return [{"seq": seq, "ms": ms if clocked else None, "heap_bytes": heap,
+             "rss_bytes": rss if clocked else None} for seq, heap, ms, rss in pts], more
+
+
+def _summary(side: Side) -> dict[str, Any]:
+    p = side.profile
+    return {"peak_bytes": p.peak_bytes, "peak_seq": p.peak_seq, "peak_ms": p.peak_ms,
+            "peak_rss_bytes": p.peak_rss if p.clocked else None,
+            "peak_rss_ms": p.peak_rss_ms if p.clocked else None,
+            "end_seq": p.last_seq, "end_ms": p.last_ms if p.clocked else None,
+            "end_bytes": p.live_bytes}
+
+
+def _table(side: Side, points: list[dict[str, Any]]) -> list[str]:
+    clocked = side.profile.clocked
+    widest = max((pt["heap_bytes"] for pt in points), default=0)
+    head = f"{'event':>12}" + (f"  {'ms':>10}" if clocked else "") + f"  {'heap bytes':>15}"
+    head += f"  {'RSS bytes':>15}" if clocked else ""
+    lines = [head]
+    for pt in points:
+        row = f"{pt['seq']:>12,}" + (f"  {pt['ms']:>10,}" if clocked else "")
+        row += f"  {pt['heap_bytes']:>15,}"
+        row += f"  {pt['rss_bytes']:>15,}" if clocked else ""
+        bar = round(_BAR * pt["heap_bytes"] / widest) if widest else 0
+        lines.append(f"{row}  {'#' * bar}")
+    return lines
+
+
+def _said(side: Side) -> list[str]:
+    p = side.profile
+    lines = [f"peak heap: {plural(p.peak_bytes, 'byte')} after event {p.peak_seq or 0:,}"
+             f"{ms_text(p.peak_ms)}; at the end (event {p.last_seq:,}): "
+             f"{plural(p.live_bytes, 'byte')}"]
+    if p.clocked and p.peak_rss:
+        lines.append(f"peak RSS: {plural(p.peak_rss, 'byte')} at {p.peak_rss_ms or 0:,} ms")
+    elif p.clocked:
+        lines.append("RSS unknown (the recorder could not read it: RSS 0 in the clock samples)")
+    else:
+        lines.append("no clock samples in the dump: no times, no RSS")
+    return lines
+
+
+def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any], list[str]]:
+    """The view's JSON and its text lines (`--top N`: the N highest points, in order)."""
+    points, more = _points(side, opts)
+    body: dict[str, Any] = {**_summary(side), "points": points, "more_points": more}
+    lines = [heading("timeline", side, base), *_said(side), "", *_table(side, points)]
+    if more:
+        lines += ["", f"... {plural(more, 'lower point')} left out (--top)"]
+    if base is not None:
+        base_points, base_more = _points(base, opts)
+        body["base"] = {**_summary(base), "points": base_points, "more_points": base_more}
+        body["peak_bytes_delta"] = side.profile.peak_bytes - base.profile.peak_bytes
+        lines += ["", f"base {base.path}:", *_said(base), "", *_table(base, base_points),
+                  "", f"peak heap difference: {body['peak_bytes_delta']:+,} bytes"]
+    return envelope("timeline", side, base, body), lines
