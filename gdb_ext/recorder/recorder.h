@@ -112,5 +112,8 @@ MDR_HIDDEN int mdr_children_configure(int forked);
 MDR_HIDDEN void mdr_children_traced(void);
 /* The `end` record of a process recorded alone that exits with STATUS, at P. */
 MDR_HIDDEN char *mdr_children_end(char *p, int status);
+/* clock.c: the dump's clock samples (`c` records) */
+MDR_HIDDEN void mdr_clock_start(void);
+MDR_HIDDEN void mdr_clock_sample(void);
 
 #endif
