@@ -88,6 +88,8 @@ class InProcessSession(Session):
         self._interrupted: list[InFlight] = []
         self._signal: str | None = None
         self._scan_record: tuple | None = None
+        self._clock_start = 0  # the recorder's (control.h), CLOCK_MONOTONIC milliseconds
+        self._exit_clock: tuple[int, int] | None = None
         self._tail = TailState()
         self._known_end = 0
         self._attach_tried = False
@@ -245,6 +247,7 @@ class InProcessSession(Session):
         except (OSError, ValueError):
             return None
         self._known_end = max(self._known_end, control.end)
+        self._clock_start = control.clock_start or self._clock_start
         t = self._tail
         t.seq = max(t.seq, control.seq)
         t.events = max(t.events, control.events)
@@ -387,10 +390,17 @@ class InProcessSession(Session):
         if self._load() is None:
             return
         self._resolve_frames()
+        if self._clock_start:  # the recorder's clock, and the resident set at the end
+            self._exit_clock = (max(0, int(time.monotonic() * 1000) - self._clock_start),
+                                procfs.resident_bytes(self.pid))
         status, result, millis = self.scan_now(at_function_entry)
         self.scan_status = status
         self._scan_record = self.final_scan = (status, result, millis)
         self.counts["scan-ms"] = millis
+
+    def _start_clock(self) -> None:
+        if not self.inprocess:  # the recorder writes the samples; GDB adds one at exit
+            super()._start_clock()
 
     def _clear_objfiles(self) -> None:
         if not self.inprocess:
@@ -475,6 +485,9 @@ class InProcessSession(Session):
             if self._signal is not None:
                 w.process("signal", self._signal)
                 self._signal = None
+            if self._exit_clock is not None:
+                w.clock_record(*self._exit_clock)
+                self._exit_clock = None
             if self._scan_record is not None:
                 status, result, millis = self._scan_record
                 if result is None:

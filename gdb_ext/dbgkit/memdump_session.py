@@ -212,12 +212,17 @@ class Session(TagsMixin, BreaksMixin):
             self.writer.info(key, value)
         self.state = State.RECORDING
         self.started = time.monotonic()
+        self._start_clock()
         if self.attached:
             self._clock.stopped()  # stopped at the prompt: it runs again at the next continue
         else:
             self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
         self._api_flags_on()
+
+    def _start_clock(self) -> None:
+        """The dump's clock samples (`c` records): GDB's writer takes them after events."""
+        self.writer.sample_clock(self.started, lambda: procfs.resident_bytes(self.pid))
 
     def finish(self, reason: str, detail: str = "-") -> None:
         """Write the end record, remove every breakpoint, close the dump."""
@@ -538,6 +543,7 @@ class Session(TagsMixin, BreaksMixin):
         status, result, millis = self.scan_now(at_function_entry)
         self.scan_status = status
         self.final_scan = (status, result, millis)
+        self.writer.clock()  # the resident set at the end, the process still there
         if result is None:
             self.writer.scan(status, 0, 0, millis)
             return

@@ -54,7 +54,8 @@ struct mdr_control {
     uint64_t clock_base;         /* 30: time(NULL) when the recording began: each live-block
                                   *     entry's stack word keeps time(NULL) - clock_base at the
                                   *     allocation in bits 32 to 62 */
-    uint64_t reserved;           /* 31 */
+    uint64_t clock_start;        /* 31: CLOCK_MONOTONIC in milliseconds when the recording
+                                  *     began: the base of the dump's `c` records */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
 };
 

@@ -398,6 +398,7 @@ static void configure(void)
                 C.depth = MDR_MAX_DEPTH;
             short_tid = 0;  /* a new dump: its first short record needs its `t` */
             C.clock_base = (uint64_t)time(NULL);
+            mdr_clock_start();
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();
@@ -751,6 +752,8 @@ static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64
             C.events++;
             C.partial_stacks += (uint64_t)c->partial;
             apply(op, result, c->args, rc, stack);
+            if (MDR_UNLIKELY((C.events & 63) == 0))
+                mdr_clock_sample();
             struct mdr_break *b = &memdump_recorder_break_at;
             hit = MDR_UNLIKELY(b->ops != 0) && break_matches(b, t, c, result);
         }

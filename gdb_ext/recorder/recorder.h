@@ -117,5 +117,8 @@ MDR_HIDDEN char *mdr_children_end(char *p, int status);
 #define MDR_NO_TAG UINT64_MAX
 MDR_HIDDEN uint64_t mdr_tag_string(const char *name);
 MDR_HIDDEN void mdr_tags_reset(void);
+/* clock.c: the dump's clock samples (`c` records) */
+MDR_HIDDEN void mdr_clock_start(void);
+MDR_HIDDEN void mdr_clock_sample(void);
 
 #endif

@@ -135,3 +135,33 @@ def test_inlined_frames_follow_their_frame_record(tmp_path: Path) -> None:
         "n 1 0 1",
         "e 1 1 malloc 1 0x10 8",
     ]
+
+
+def test_clock_samples_after_events_at_most_one_per_10_ms(tmp_path: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """sample_clock: one sample at once, then one after an event when 10 ms have passed, and one
+    on demand (clock); MILLIS since the start, RSS from the callback."""
+    now = [100.0]
+    monkeypatch.setattr("dbgkit.core.dumpwriter.time.monotonic", lambda: now[0])
+    rss = iter(range(4096, 1 << 20, 4096))
+
+    def body(w: DumpWriter) -> None:
+        w.sample_clock(99.5, lambda: next(rss))
+        for step in (0.004, 0.004, 0.004, 0.0, 0.5):  # at 100.004, .008, .012, .012, .512
+            now[0] += step
+            w.event(7, "free", 0, None, ("0x10",))
+        now[0] += 0.001
+        w.clock()
+        w.clock_record(3, 5)
+        w.flush()
+
+    lines = _written(tmp_path, body).splitlines()
+    assert [line for line in lines if line[0] in "ce"] == [
+        "c 500 4096",
+        "e 1 7 free 0 - 0x10", "e 2 7 free 0 - 0x10",
+        "e 3 7 free 0 - 0x10", "c 512 8192",
+        "e 4 7 free 0 - 0x10",
+        "e 5 7 free 0 - 0x10", "c 1012 12288",
+        "c 1013 16384",
+        "c 3 5",
+    ]

@@ -55,7 +55,7 @@ def test_field_list_matches_control_h() -> None:
         if line:
             names.append(line.split()[-1].split("[")[0])
     assert names[:len(CONTROL_FIELDS)] == list(CONTROL_FIELDS)
-    assert names[len(CONTROL_FIELDS):] == ["reserved", "path"]
+    assert names[len(CONTROL_FIELDS):] == ["path"]
     assert CONTROL_SIZE == 32 * 8 + 4096
 
 

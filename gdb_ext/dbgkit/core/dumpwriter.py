@@ -8,6 +8,7 @@ The format's constants (version line, operations, kind codes, escaping) are the 
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -15,6 +16,8 @@ from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
 #: the longest tag or phase name (memdump_api.h): longer ones are cut, as the recorder does
 TAG_MAX = 255
+#: seconds between two clock samples (`c` records) at most, as the in-process recorder's 10 ms
+CLOCK_EVERY = 0.01
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,8 @@ class DumpWriter:
         self._nodes: dict[tuple[int, int], int] = {}
         self._stacks: dict[tuple[int, ...], int] = {}
         self._pcs: dict[int, tuple[int, ...]] = {}
+        self._rss: Callable[[], int] | None = None
+        self._started = self._sampled = 0.0
         #: the next free ids: another writer (the in-process recorder) may have used some
         self.next_string = 1
         self.next_frame = 1
@@ -159,11 +164,16 @@ class DumpWriter:
         self.flush()
 
     def event(self, tid: int, op: str, stack: int, result: int | None, args: Iterable[str]) -> None:
-        """One heap operation; args are already formatted (hex pointers, decimal sizes)."""
+        """One heap operation; args are already formatted (hex pointers, decimal sizes). A clock
+        sample follows when `sample_clock` was called and CLOCK_EVERY has passed since the last."""
         self.seq += 1
         self.events += 1
         res = "-" if result is None else f"{result:#x}"
         self._pending.append(f"e {self.seq} {tid} {op} {stack} {res} {' '.join(args)}\n")
+        if self._rss is not None:
+            now = time.monotonic()
+            if now - self._sampled >= CLOCK_EVERY:
+                self._clock(now)
         self.flush()
 
     def tag(self, tid: int, name: str | None) -> None:
@@ -174,6 +184,27 @@ class DumpWriter:
         else:
             self._pending.append(f"g {tid} {self._string(name[:TAG_MAX])}\n")
         self.flush()
+
+    def sample_clock(self, started: float, rss: Callable[[], int]) -> None:
+        """Write `c MILLIS RSS` records from now on: MILLIS since STARTED (time.monotonic(),
+        CLOCK_MONOTONIC, the in-process recorder's clock too), RSS() the resident bytes; one
+        now, then after events, at most one per CLOCK_EVERY seconds, and with `clock()`."""
+        self._started, self._rss = started, rss
+        self.clock()
+
+    def clock(self) -> None:
+        """A clock sample now (a stop, the end), when `sample_clock` was called."""
+        if self._rss is not None:
+            self._clock(time.monotonic())
+            self.flush()
+
+    def _clock(self, now: float) -> None:
+        self._sampled = now
+        self.clock_record(max(0, int((now - self._started) * 1000)), self._rss())
+
+    def clock_record(self, millis: int, rss: int) -> None:
+        """`c MILLIS RSS`, written with the next record (or flush)."""
+        self._pending.append(f"c {millis} {rss}\n")
 
     def process(self, what: str, detail: str) -> None:
         self.seq += 1

@@ -158,6 +158,16 @@ def blocked_in_syscall(pid: int, tid: int) -> tuple[int, tuple[int, ...]] | None
     return values[6], tuple(values[:6])
 
 
+def resident_bytes(pid: int) -> int:
+    """Process PID's resident set in bytes (/proc/PID/statm's second field), 0 when it cannot
+    be read."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def exe_of(pid: int) -> str:
     """The path of process PID's executable, or "program" when it cannot be read."""
     try:

@@ -37,7 +37,7 @@ CONTROL_FIELDS = (
     "next_frame", "next_node", "events", "live_count", "live_bytes", "unrecorded", "live_table",
     "live_capacity", "slots", "slot_count", "frame_pcs", "failure", "failure_errno", "inherit",
     "pid", "region", "region_size", "partial_stacks", "attach", "patched", "patched_modules",
-    "clock_base",
+    "clock_base", "clock_start",
 )
 PATH_OFFSET = 32 * 8
 PATH_MAX = 4096
