@@ -8,6 +8,7 @@ the recorder is anything with the methods and attributes of `Recorder` (memdump_
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
@@ -240,7 +241,7 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
 
 def internal_call(read: Callable[[int, int], bytes], modules: ModuleMap,
                   cache: dict[int, bool], ret: int, entry: int) -> bool:
-    """Whether the call that returns to RET is the allocator's module calling its own entry
+    """Whether the call that returns to RET is the C library calling its own entry
     point ENTRY directly (glibc's tcache_thread_shutdown calls __libc_free, at free's address),
     not through its PLT as its other functions do (so that a replaced malloc gets them): the
     in-process recorder, which interposes the symbols, never sees such calls, and freeing a
@@ -249,7 +250,10 @@ def internal_call(read: Callable[[int, int], bytes], modules: ModuleMap,
     if known is None:
         known = False
         caller, callee = modules.find(ret), modules.find(entry)
-        if caller is not None and callee is not None and caller.path == callee.path:
+        # the C library only: a program (or library) that defines its own malloc calls it
+        # directly, and those are its allocations
+        if caller is not None and callee is not None and caller.path == callee.path \
+                and os.path.basename(caller.path).startswith("libc.so"):
             try:
                 code = read(ret - 5, 5)
             except (OSError, gdb.MemoryError):
