@@ -17,7 +17,7 @@ What is kept:
 
 The peak, each stack's live, peak and allocated figures are always computed; the threads' last
 operations (`temporary`), the lifetimes, the sizes and the timeline's spans only when asked for
-(`PARTS`: a view asks for what it shows), each costing 5 to 15% of the pass.
+(`PARTS`: a view asks for what it shows), each adding 5 to 25% to the pass.
 
 The semantics are the replay's (replay.py): the C library's own frees (a stack of
 `RUNTIME_FREE_FUNCTIONS`) release nothing, a release of a pointer that is not live does nothing
@@ -173,8 +173,8 @@ class _Timeline:
 def profile(reader: DumpReader, *, points: int = 200,
             compute: frozenset[str] = PARTS) -> Profile:
     """Read all of `reader`'s lines (its header checked) and compute the views' figures: the
-    peak, allocations and live figures always, and the `compute` parts of `PARTS` (each costs
-    5 to 10% of the pass: a view asks only for its own).
+    peak, allocations and live figures always, and the `compute` parts of `PARTS` (each adds
+    5 to 25% to the pass: a view asks only for its own).
     Raises `DumpError` (whose line may be wrong: the pass does not count the `t` records), or
     ValueError/IndexError/KeyError for a malformed event: the caller finds the line with the
     replay's checks (`views.load`)."""
