@@ -1,0 +1,109 @@
+"""`contention --sample` on targets/shmemq: the seed's plain vs adaptive mutex contrast, seen
+by stopping the client process from GDB. A normal mutex sends a contended client straight to
+the futex; the adaptive kind spins on trylock first, so GDB finds the client blocked on the
+queue's lock less often. Counts vary run to run: the test asserts names, stacks, owners and
+the relation, never a time."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from memdump_e2e import REPO, build_dir
+
+SOURCE = REPO / "targets" / "shmemq" / "shmemq.c"
+SECONDS = 4
+
+
+def _bench() -> Path:
+    path = build_dir() / "targets" / "shmemq" / "shmemq_bench"
+    if not path.is_file():
+        pytest.fail(f"{path} is not built: run `make build`", pytrace=False)
+    return path
+
+
+def _lock_lines() -> set[int]:
+    """The lines of shmemq.c where queue_lock blocks in pthread_mutex_lock."""
+    lines = SOURCE.read_text().splitlines()
+    return {n for n, text in enumerate(lines, 1) if "rc = pthread_mutex_lock(m);" in text}
+
+
+def _sample(lock: str) -> dict[str, Any]:
+    argv = ["gdb", "-batch", "-nx", "-ex", f"source {REPO / 'gdb_ext' / 'dbgkit.py'}",
+            "-ex", "start", "-ex", f"contention --sample {SECONDS} --interval 10 --json",
+            "-ex", "kill", "--args", str(_bench()), "--lock", lock,
+            "--repetitions", "100000000"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    start = proc.stdout.find("\n{\n")
+    assert start >= 0, proc.stdout + proc.stderr
+    end = proc.stdout.index("\n}\n", start)
+    doc: dict[str, Any] = json.loads(proc.stdout[start:end + 3])
+    assert doc["format"] == "dbgkit-contention" and doc["version"] == "1.0"
+    assert doc["method"] == "sampling" and doc["samples"] > 0 and doc["ended_early"] is None
+    assert "Traceback" not in proc.stderr
+    return doc
+
+
+def _check_locks(doc: dict[str, Any]) -> int:
+    """Every lock seen is a queue's mutex named from queue_lock's argument; waits are in
+    queue_lock's pthread_mutex_lock, and the owner is the server: not a thread of the client.
+    Returns the waiting samples."""
+    waiting = 0
+    for lock in doc["locks"]:
+        assert (lock["kind"], lock["name"]) == ("mutex", "q->hdr->mutex"), lock
+        # named as the waiters' frames name it; a lock only seen in calls, by the first call
+        scopes = {"queue_lock"} if lock["waiting"] else {"queue_lock", "queue_unlock"}
+        assert lock["scope"] in scopes, lock
+        waiting += lock["waiting"]
+        for stack in lock["stacks"]:
+            top = stack["frames"][0]
+            assert top["function"] == "queue_lock" and top["file"].endswith("shmemq.c")
+            assert top["line"] in _lock_lines(), top
+            assert stack["frames"][1]["function"] in ("shmemq_try_enqueue",
+                                                      "shmemq_try_dequeue_len")
+        for owner in lock["owners"]:
+            assert owner["name"] is None and owner["tid"] > 0
+    return waiting
+
+
+def test_normal_mutex_is_waited_for_more_than_adaptive() -> None:
+    normal = _sample("normal")
+    adaptive = _sample("adaptive")
+    waits_normal, waits_adaptive = _check_locks(normal), _check_locks(adaptive)
+    assert waits_normal > 0 and any(lock["owners"] for lock in normal["locks"])
+    assert waits_normal > waits_adaptive, (waits_normal, waits_adaptive)
+
+
+def test_bad_arguments_and_states_are_one_line() -> None:
+    bench = str(_bench())
+    dbgkit = f"source {REPO / 'gdb_ext' / 'dbgkit.py'}"
+    cases = [
+        (["contention --sample 1"], "contention: needs a live process (run the program or "
+                                    "attach)"),
+        (["start", "contention --sample 0"],
+         "contention: --sample takes a positive number of seconds, not 0"),
+        (["start", "contention --sample 1 --interval 0"],
+         "contention: --interval takes at least 1 millisecond, not 0"),
+        (["start", "contention"], "contention: the following arguments are required: --sample"),
+    ]
+    for commands, line in cases:
+        argv = ["gdb", "-batch", "-nx", "-ex", dbgkit]
+        for c in commands:
+            argv += ["-ex", c]
+        proc = subprocess.run([*argv, "-ex", "kill", "--args", bench], capture_output=True,
+                              text=True, timeout=60, stdin=subprocess.DEVNULL)
+        assert line in proc.stderr, (commands, proc.stderr)
+        assert "Traceback" not in proc.stderr
+
+
+def test_a_program_that_exits_while_sampled_ends_early() -> None:
+    argv = ["gdb", "-batch", "-nx", "-ex", f"source {REPO / 'gdb_ext' / 'dbgkit.py'}",
+            "-ex", "start", "-ex", "contention --sample 30", "--args", str(_bench()),
+            "--repetitions", "1000", "--size", "16"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert "contention: sampling stopped early: the program exited" in proc.stdout, proc.stdout
