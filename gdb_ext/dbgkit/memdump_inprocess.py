@@ -14,7 +14,7 @@ import time
 import gdb
 from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
-from . import memdump_attach, output
+from . import lock_counts, memdump_attach, output
 from .core import procfs, ptrace
 from .core.reach import ScanResult
 from .core.recorder import (
@@ -209,6 +209,8 @@ class InProcessSession(Session):
                         next_node=w.next_node, inherit=int(self.children and not self.attached),
                         attach=int(self.attached))
             control.set_path(os.path.abspath(self.path))
+            lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
+                                  self._memory.write)
             self.control = control
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)

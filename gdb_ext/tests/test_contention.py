@@ -4,15 +4,14 @@ stack, and the table and JSON of docs/contention.md (their worked examples are t
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 
 import pytest
 from dbgkit.core import contention
 from dbgkit.core.contention import Frame, Sample, SampleRun
+from doc_examples import doc_block
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "contention.md"
 
 
 @pytest.mark.parametrize(("name", "plain"), [
@@ -105,9 +104,7 @@ def test_json_is_the_fixture_and_the_docs_example() -> None:
     text = json.dumps(contention.render_json(run, contention.aggregate(run), NAMES),
                       indent=2) + "\n"
     assert text == (FIXTURES / "contention.json").read_text()
-    section = DOC.read_text().split("### JSON worked example", 1)[1]
-    m = re.search(r"```json\n(.*?)```", section, re.S)
-    assert m is not None and m.group(1) == text
+    assert doc_block("contention.md", "### JSON worked example", "json") == text
 
 
 def test_table_is_the_docs_example() -> None:
@@ -116,9 +113,7 @@ def test_table_is_the_docs_example() -> None:
     assert "   1        3        0        3        2  mutex         0x7ffff7fbe080     " \
            "200 (not in this process) q->hdr->mutex in queue_lock" in text
     assert "  ... 1 more stack(s) (--json lists them all)" in text
-    section = DOC.read_text().split("### Table worked example", 1)[1]
-    m = re.search(r"```\n(.*?)```", section, re.S)
-    assert m is not None and m.group(1) == text
+    assert doc_block("contention.md", "### Table worked example") == text
 
 
 def test_nothing_seen_and_an_early_end_say_so() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import threading
 import time
 from pathlib import Path
@@ -13,9 +12,9 @@ from pathlib import Path
 import pytest
 from dbgkit.core import ctxswitch
 from dbgkit.core.ctxswitch import Snapshot, ThreadCounts
+from doc_examples import doc_block
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
-DOC = Path(__file__).resolve().parents[2] / "docs" / "ctxswitches.md"
 
 STATUS = """Name:\ttpc-client-1
 Umask:\t0022
@@ -107,10 +106,7 @@ def test_json_is_the_fixture_and_the_docs_example() -> None:
     ids = {32687: 1, 32688: 2, 32758: 3, 32759: 4}
     text = json.dumps(ctxswitch.render_json(_example_report(), 100, ids), indent=2) + "\n"
     assert text == (FIXTURES / "ctxswitches.json").read_text()
-    doc = DOC.read_text()
-    example = doc.split("### JSON worked example", 1)[1]
-    m = re.search(r"```json\n(.*?)```", example, re.S)
-    assert m is not None and m.group(1) == text
+    assert doc_block("ctxswitches.md", "### JSON worked example", "json") == text
 
 
 def test_table_is_the_docs_example() -> None:
@@ -118,9 +114,7 @@ def test_table_is_the_docs_example() -> None:
     text = ctxswitch.render_table(_example_report(), 100, ids)
     assert "tpc-client-1     S (sleeping)              51          21     0.03   new +51" in text
     assert text.splitlines()[-1] == "exited since mark before: tpc-client-9 (tid 32700)"
-    doc = DOC.read_text().split("### Table worked example", 1)[1]
-    m = re.search(r"```\n(.*?)```", doc, re.S)
-    assert m is not None and m.group(1) == text
+    assert doc_block("ctxswitches.md", "### Table worked example") == text
 
 
 def test_snapshot_of_this_process_counts_a_thread_that_sleeps() -> None:

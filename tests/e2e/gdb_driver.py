@@ -74,3 +74,12 @@ class GdbDriver:
                 self.proc.wait()
         assert self.proc.stdout is not None
         self.proc.stdout.close()
+
+
+def printed_json(stdout: str) -> Any:
+    """The JSON document a `gdb -batch` run printed among other lines (from a line that is
+    `{` alone to the next line that is `}` alone)."""
+    start = stdout.find("\n{\n")
+    assert start >= 0, stdout
+    end = stdout.index("\n}\n", start)
+    return json.loads(stdout[start:end + 3])

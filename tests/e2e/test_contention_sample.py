@@ -6,12 +6,12 @@ the relation, never a time."""
 
 from __future__ import annotations
 
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+from gdb_driver import printed_json
 from memdump_e2e import REPO, build_dir
 
 SOURCE = REPO / "targets" / "shmemq" / "shmemq.c"
@@ -38,10 +38,8 @@ def _sample(lock: str) -> dict[str, Any]:
             "--repetitions", "100000000"]
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
-    start = proc.stdout.find("\n{\n")
-    assert start >= 0, proc.stdout + proc.stderr
-    end = proc.stdout.index("\n}\n", start)
-    doc: dict[str, Any] = json.loads(proc.stdout[start:end + 3])
+    assert "\n{\n" in proc.stdout, proc.stdout + proc.stderr
+    doc: dict[str, Any] = printed_json(proc.stdout)
     assert doc["format"] == "dbgkit-contention" and doc["version"] == "1.0"
     assert doc["method"] == "sampling" and doc["samples"] > 0 and doc["ended_early"] is None
     assert "Traceback" not in proc.stderr
@@ -88,7 +86,8 @@ def test_bad_arguments_and_states_are_one_line() -> None:
          "contention: --sample takes a positive number of seconds, not 0"),
         (["start", "contention --sample 1 --interval 0"],
          "contention: --interval takes at least 1 millisecond, not 0"),
-        (["start", "contention"], "contention: the following arguments are required: --sample"),
+        (["start", "contention --sample soon"],
+         "contention: argument --sample: invalid float value: 'soon'"),
     ]
     for commands, line in cases:
         argv = ["gdb", "-batch", "-nx", "-ex", dbgkit]

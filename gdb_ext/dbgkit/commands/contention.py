@@ -7,8 +7,8 @@ import json
 
 import gdb
 
-from .. import contention_sampler, output
-from ..core import contention
+from .. import contention_sampler, lock_counts, output
+from ..core import contention, locktable
 from . import base
 
 CMD = "contention"
@@ -19,11 +19,13 @@ def _build_parser() -> base.Parser:
         CMD,
         "Find the locks the program's threads wait for (pthread mutexes, reader-writer locks, "
         "and what is built on them: std::mutex, std::shared_mutex), by lock and by waiting "
-        "stack, like mutrace. --sample SECONDS lets the program run and stops it every "
-        "--interval MS to note every thread blocked in glibc's lock wait, the lock's address "
-        "and name, and its owner; the process is left stopped.")
-    parser.add_argument("--sample", type=float, metavar="SECONDS", required=True,
-                        help="sample for SECONDS of the program's run")
+        "stack, like mutrace. Without --sample: the counts of memdump's in-process recorder, "
+        "which hooks every lock call (locked, owner changes, contended, wait times). --sample "
+        "SECONDS lets the program run and stops it every --interval MS to note every thread "
+        "blocked in glibc's lock wait, the lock's address and name, and its owner; the process "
+        "is left stopped.")
+    parser.add_argument("--sample", type=float, metavar="SECONDS",
+                        help="sample for SECONDS of the program's run (no recorder needed)")
     parser.add_argument("--interval", type=int, default=10, metavar="MS",
                         help="milliseconds between samples (default 10)")
     parser.add_argument("--stacks", type=int, default=3, metavar="N",
@@ -53,6 +55,9 @@ class ContentionCommand(base.Command):
     @base.needs_live_process
     @needs_stopped
     def run(self, args: argparse.Namespace) -> None:
+        if args.sample is None:
+            _counted(args)
+            return
         if not args.sample > 0:
             raise gdb.GdbError(f"{CMD}: --sample takes a positive number of seconds, "
                                f"not {args.sample:g}")
@@ -68,3 +73,28 @@ class ContentionCommand(base.Command):
             output.block(json.dumps(contention.render_json(run, locks, names), indent=2))
         else:
             output.block(contention.render_table(run, locks, names, args.stacks))
+
+
+def _counted(args: argparse.Namespace) -> None:
+    """The in-process recorder's counts, when it is loaded."""
+    try:
+        table = lock_counts.read()
+    except lock_counts.NotLoaded:
+        raise gdb.GdbError(f"{CMD}: the in-process recorder is not loaded in this process "
+                           "(memdump loads it); contention --sample SECONDS samples "
+                           "instead") from None
+    except (locktable.LockTableError, gdb.MemoryError) as exc:
+        raise gdb.GdbError(f"{CMD}: cannot read the recorder's lock table: {exc}") from None
+    if not table.enabled and not table.locks:
+        raise gdb.GdbError(f"{CMD}: the in-process recorder does not count lock calls: set "
+                           "memdump locks on before the program runs, or contention --sample "
+                           "SECONDS")
+    names = {}
+    for counts in table.locks:
+        name, _ = contention_sampler.lock_name(counts.address, [])
+        if name:
+            names[counts.address] = name
+    if args.json:
+        output.block(json.dumps(contention.render_counts_json(table, names), indent=2))
+    else:
+        output.block(contention.render_counts_table(table, names))

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from .locktable import LockTable
+
 __all__ = [
     "FORMAT",
     "VERSION",
@@ -26,6 +28,8 @@ __all__ = [
     "aggregate",
     "lock_call",
     "normalise",
+    "render_counts_json",
+    "render_counts_table",
     "render_json",
     "render_table",
 ]
@@ -262,3 +266,45 @@ def render_json(run: SampleRun, locks: Iterable[LockReport],
     return {"format": FORMAT, "version": VERSION, "method": "sampling",
             "samples": run.samples, "seconds": round(run.seconds, 3),
             "interval_ms": run.interval_ms, "ended_early": run.ended or None, "locks": rows}
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:.3f}"
+
+
+def _us(ns: int) -> str:
+    return f"{ns / 1e3:.3f}"
+
+
+def render_counts_table(table: LockTable, names: dict[int, str]) -> str:
+    """mutrace's table from the in-process recorder's counts: one row per lock, the most
+    contended first."""
+    out = [f"contention: counted by the in-process recorder (every pthread mutex and rwlock "
+           f"call while it records); {len(table.locks)} lock(s)"]
+    if not table.enabled:
+        out.append("contention: lock counting is off in the recorder")
+    if table.dropped:
+        out.append(f"contention: {table.dropped} acquisitions not counted: the table is full")
+    if not table.locks:
+        out.append("no lock was taken")
+        return "\n".join(out) + "\n"
+    out.append(f"{'lock':>4} {'kind':<7} {'locked':>10} {'changed':>9} {'contended':>10} "
+               f"{'try busy':>9} {'total ms':>10} {'avg us':>9} {'max us':>10}  "
+               f"{'address':<18} name")
+    for n, c in enumerate(table.locks, 1):
+        out.append(f"{n:>4} {c.kind:<7} {c.locked:>10} {c.owner_changes:>9} {c.contended:>10} "
+                   f"{c.try_busy:>9} {_ms(c.wait_ns):>10} {_us(c.avg_wait_ns):>9} "
+                   f"{_us(c.max_wait_ns):>10}  {c.address:#018x} {names.get(c.address, '-')}")
+    return "\n".join(out) + "\n"
+
+
+def render_counts_json(table: LockTable, names: dict[int, str]) -> dict[str, object]:
+    """The `--json` document of the recorder's counts (docs/contention.md)."""
+    return {"format": FORMAT, "version": VERSION, "method": "recorder",
+            "enabled": table.enabled, "dropped": table.dropped,
+            "locks": [{"address": c.address, "kind": c.kind, "name": names.get(c.address),
+                       "locked": c.locked, "read_locked": c.read_locked,
+                       "owner_changes": c.owner_changes, "contended": c.contended,
+                       "try_busy": c.try_busy, "wait_ns": c.wait_ns,
+                       "max_wait_ns": c.max_wait_ns, "last_owner": c.last_owner}
+                      for c in table.locks]}

@@ -1,0 +1,90 @@
+"""`contention` reading the in-process recorder's lock counts (memdump's default recorder):
+exact acquisition counts on targets/monte_carlo_pi (mutex vs atomic) and targets/shmemq
+(a normal vs an adaptive process-shared mutex, the seed's futex contrast)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gdb_driver import printed_json
+from memdump_e2e import REPO, build_dir
+
+DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
+
+
+def _binary(target: str, name: str) -> Path:
+    path = build_dir() / "targets" / target / name
+    if not path.is_file():
+        pytest.fail(f"{path} is not built: run `make build`", pytrace=False)
+    return path
+
+
+def _at_exit(tmp_path: Path, argv: list[str]) -> tuple[dict[str, Any], str]:
+    """Record ARGV with memdump, stop at _exit, and return `contention --json` and stdout."""
+    cmd = ["gdb", "-batch", "-nx", "-ex", f"source {DBGKIT}",
+           "-ex", "set memdump locks on",
+           "-ex", f"memdump -o {tmp_path / 'run.memdump'}", "-ex", "set breakpoint pending on",
+           "-ex", "break _exit", "-ex", "run", "-ex", "contention --json", "-ex", "kill",
+           "--args", *argv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert "\n{\n" in proc.stdout, proc.stdout + proc.stderr
+    doc: dict[str, Any] = printed_json(proc.stdout)
+    assert (doc["format"], doc["version"], doc["method"]) == ("dbgkit-contention", "1.0",
+                                                              "recorder")
+    assert doc["enabled"] is True and doc["dropped"] == 0
+    return doc, proc.stdout
+
+
+def test_monte_carlo_pi_mutex_counts_every_hit_atomic_no_lock(tmp_path: Path) -> None:
+    bench = str(_binary("monte_carlo_pi", "monte_carlo_pi_bench"))
+    common = ["--threads", "4", "--points", "100000", "--affinity", "off"]
+    doc, out = _at_exit(tmp_path, [bench, *common, "--variant", "mutex"])
+    row = re.search(r"^\| mutex \| 4 \| off \| 400000 \| (\d+) \|", out, re.M)
+    assert row is not None, out
+    (lock,) = doc["locks"]
+    # one pthread_mutex_lock per hit, every one counted
+    assert (lock["kind"], lock["locked"], lock["read_locked"]) == ("mutex", int(row.group(1)), 0)
+    assert 1 <= lock["owner_changes"] <= lock["locked"]
+    assert lock["contended"] <= lock["locked"] and lock["max_wait_ns"] <= lock["wait_ns"]
+    doc, out = _at_exit(tmp_path, [bench, *common, "--variant", "atomic"])
+    assert "| atomic | 4 | off | 400000 |" in out
+    assert doc["locks"] == []
+
+
+def test_shmemq_normal_mutex_is_contended_more_than_adaptive(tmp_path: Path) -> None:
+    bench = str(_binary("shmemq", "shmemq_bench"))
+    contended = {}
+    for kind in ("normal", "adaptive"):
+        doc, _ = _at_exit(tmp_path, [bench, "--lock", kind, "--repetitions", "100000"])
+        # the client's two queues: it enqueues each of the 100000 messages once on the server's
+        assert len(doc["locks"]) == 2 and {lk["kind"] for lk in doc["locks"]} == {"mutex"}
+        assert [lk["locked"] for lk in doc["locks"]].count(100000) == 1, doc["locks"]
+        contended[kind] = sum(lk["contended"] for lk in doc["locks"])
+    assert contended["normal"] > contended["adaptive"], contended
+
+
+def test_counting_is_off_unless_asked_for(tmp_path: Path) -> None:
+    bench = str(_binary("monte_carlo_pi", "monte_carlo_pi_bench"))
+    proc = subprocess.run(["gdb", "-batch", "-nx", "-ex", f"source {DBGKIT}",
+                           "-ex", f"memdump -o {tmp_path / 'off.memdump'}",
+                           "-ex", "set breakpoint pending on", "-ex", "break _exit", "-ex", "run",
+                           "-ex", "contention", "-ex", "kill", "--args", bench, "--threads", "2",
+                           "--points", "1000", "--variant", "mutex"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert ("contention: the in-process recorder does not count lock calls: set memdump locks "
+            "on before the program runs, or contention --sample SECONDS") in proc.stderr, \
+        proc.stderr
+
+
+def test_without_the_recorder_contention_says_how_to_sample() -> None:
+    bench = str(_binary("shmemq", "shmemq_bench"))
+    proc = subprocess.run(["gdb", "-batch", "-nx", "-ex", f"source {DBGKIT}", "-ex", "start",
+                           "-ex", "contention", "-ex", "kill", "--args", bench],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert ("contention: the in-process recorder is not loaded in this process (memdump loads "
+            "it); contention --sample SECONDS samples instead") in proc.stderr, proc.stderr
