@@ -79,14 +79,17 @@ def _frame(frame: gdb.Frame) -> Frame:
     return Frame(name, path, sal.line if path else 0)
 
 
+# Types that are the lock itself: a name stops at them (`this->mutex_`, not `this->mutex_.__data`).
+_LOCK_TYPES = re.compile(r"^(pthread_(mutex|rwlock|spinlock)_t|std::(recursive_|timed_|"
+                         r"recursive_timed_|shared_|shared_timed_)?mutex|union .*)$")
+
+
 def _field_path(gtype: gdb.Type, offset: int, depth: int = 0) -> str | None:
-    """`.a.b` naming the member of GTYPE that starts at OFFSET (None: none does); a base
-    class adds no name."""
+    """`.a.b` naming the member of GTYPE that starts at OFFSET, down to a lock type ("" when
+    GTYPE itself is the thing there; None: no member starts there); a base class adds no name."""
     gtype = gtype.strip_typedefs()
-    if offset == 0:
-        return ""
-    if gtype.code not in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) or depth > 6:
-        return None
+    if gtype.code != gdb.TYPE_CODE_STRUCT or depth > 6 or _LOCK_TYPES.match(str(gtype)):
+        return "" if offset == 0 else None
     for f in gtype.fields():
         if not hasattr(f, "bitpos") or f.type is None:
             continue
@@ -96,13 +99,18 @@ def _field_path(gtype: gdb.Type, offset: int, depth: int = 0) -> str | None:
             if inner is None:
                 continue
             return inner if f.is_base_class else f".{f.name}{inner}"
-    return None
+    return "" if offset == 0 else None
 
 
 def _name_in(value: gdb.Value, base: str, address: int, hops: int) -> str | None:
     """A path from BASE (a variable's name) to the object at ADDRESS through VALUE, following
     pointers up to HOPS times: `q->hdr->mutex`, `this->mutex_`, `counter.lock`."""
     gtype = value.type.strip_typedefs()
+    if gtype.code in (gdb.TYPE_CODE_REF, gdb.TYPE_CODE_RVALUE_REF):
+        try:
+            return _name_in(value.referenced_value(), base, address, hops)
+        except (gdb.error, gdb.MemoryError):
+            return None
     if gtype.code == gdb.TYPE_CODE_PTR:
         target = gtype.target().strip_typedefs()
         if target.code not in (gdb.TYPE_CODE_STRUCT, gdb.TYPE_CODE_UNION) or hops <= 0:
@@ -144,7 +152,7 @@ def _through_fields(value: gdb.Value, prefix: str, address: int, hops: int) -> s
     for f in fields:
         if f.is_base_class or not f.name or f.type is None:
             continue
-        if f.type.strip_typedefs().code != gdb.TYPE_CODE_PTR:
+        if f.type.strip_typedefs().code not in (gdb.TYPE_CODE_PTR, gdb.TYPE_CODE_REF):
             continue
         try:
             found = _name_in(value[f.name], prefix + f.name, address, hops)

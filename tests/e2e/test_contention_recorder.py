@@ -88,3 +88,17 @@ def test_without_the_recorder_contention_says_how_to_sample() -> None:
                           capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert ("contention: the in-process recorder is not loaded in this process (memdump loads "
             "it); contention --sample SECONDS samples instead") in proc.stderr, proc.stderr
+
+
+def test_rw_locks_pthread_every_read_and_write_counted(tmp_path: Path) -> None:
+    bench = str(_binary("rw_locks", "rw_locks_bench"))
+    doc, out = _at_exit(tmp_path, [bench, "--variant", "pthread", "--readers", "2",
+                                   "--writers", "1", "--millis", "200"])
+    row = re.search(r"^\| pthread \| 2 \| 1 \| [\d.]+ \| (\d+) \| (\d+) \|", out, re.M)
+    assert row is not None, out
+    reads, writes = int(row.group(1)), int(row.group(2))
+    (lock,) = doc["locks"]
+    assert (lock["kind"], lock["read_locked"], lock["locked"]) == ("rwlock", reads,
+                                                                   reads + writes)
+    # the one writer takes it after readers: each write that waited is contended
+    assert lock["owner_changes"] == 1 and lock["contended"] >= 1

@@ -106,3 +106,24 @@ def test_a_program_that_exits_while_sampled_ends_early() -> None:
     proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                           stdin=subprocess.DEVNULL)
     assert "contention: sampling stopped early: the program exited" in proc.stdout, proc.stdout
+
+
+def test_rw_locks_writer_waits_on_the_pthread_rwlock() -> None:
+    """rw_locks' pthread variant: 2 readers keep the rwlock read-held, so its writer spends
+    nearly all its time in pthread_rwlock_wrlock; every sample of it waits there."""
+    bench = build_dir() / "targets" / "rw_locks" / "rw_locks_bench"
+    argv = ["gdb", "-batch", "-nx", "-ex", f"source {REPO / 'gdb_ext' / 'dbgkit.py'}",
+            "-ex", "start", "-ex", "contention --sample 1 --json", "-ex", "kill",
+            "--args", str(bench), "--variant", "pthread", "--readers", "2", "--writers", "1",
+            "--millis", "20000"]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    doc = printed_json(proc.stdout)
+    waited = [lk for lk in doc["locks"] if lk["waiting"]]
+    assert len(waited) == 1, doc["locks"]
+    (lock,) = waited
+    assert lock["kind"] == "rwlock" and lock["modes"].get("write", 0) > 0, lock
+    # named from the worker lambda's captured reference to the PthreadRwLock
+    assert lock["name"] == "lock.lock_", lock
+    assert lock["stacks"][0]["frames"][0]["function"].startswith(
+        "dbgkit::targets::PthreadRwLock::lock")
