@@ -91,7 +91,9 @@ def test_aggregate_by_lock_and_stack() -> None:
 
 def test_aggregate_a_lock_without_address_by_stack() -> None:
     run = SampleRun(2, 0.02, 10)
-    run.found = [[Sample(None, "rwlock", "write", 7, RW)], [Sample(None, "rwlock", "write", 7, RW)]]
+    run.found = [[Sample(None, "rwlock", "write", 7, RW)], [Sample(None, "rwlock", "write", 7, RW),
+                                                            Sample(None, "rwlock", "", 8, RW,
+                                                                   blocked=False)]]
     (only,) = contention.aggregate(run)
     assert (only.address, only.waiting, only.samples) == (None, 2, 2)
 

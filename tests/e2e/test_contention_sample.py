@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gdb_driver import printed_json
+from gdb_driver import GdbDriver, printed_json
 from memdump_e2e import REPO, build_dir
 
 SOURCE = REPO / "targets" / "shmemq" / "shmemq.c"
@@ -127,3 +127,23 @@ def test_rw_locks_writer_waits_on_the_pthread_rwlock() -> None:
     assert lock["name"] == "lock.lock_", lock
     assert lock["stacks"][0]["frames"][0]["function"].startswith(
         "dbgkit::targets::PthreadRwLock::lock")
+
+
+def test_a_running_program_and_non_stop_mode_are_refused() -> None:
+    gdb = GdbDriver(argv=[str(_bench()), "--repetitions", "100000000"])
+    try:
+        gdb.command("start", "continue &")
+        out = gdb.command("contention --sample 1")
+        assert "contention: the program is running (interrupt it first)" in out, out
+        assert "Traceback" not in out
+    finally:
+        gdb.command("kill")
+        gdb.close()
+    gdb = GdbDriver(argv=[str(_bench()), "--repetitions", "1000"])
+    try:
+        out = gdb.command("set non-stop on", "start", "contention --sample 1")
+        assert ("contention: --sample needs GDB's all-stop mode (set non-stop off before the "
+                "program runs)") in out, out
+    finally:
+        gdb.command("kill")
+        gdb.close()

@@ -58,6 +58,9 @@ class ContentionCommand(base.Command):
         if args.sample is None:
             _counted(args)
             return
+        if gdb.parameter("non-stop"):
+            raise gdb.GdbError(f"{CMD}: --sample needs GDB's all-stop mode (set non-stop off "
+                               "before the program runs)")
         if not args.sample > 0:
             raise gdb.GdbError(f"{CMD}: --sample takes a positive number of seconds, "
                                f"not {args.sample:g}")

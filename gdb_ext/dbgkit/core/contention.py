@@ -172,6 +172,8 @@ def aggregate(run: SampleRun) -> list[LockReport]:
     for sample in run.found:
         seen: set[object] = set()
         for s in sample:
+            if s.address is None and not s.blocked:
+                continue  # a call on a lock it cannot tell: nothing to group it with
             key: object = s.address if s.address is not None else ("?", s.kind, s.stack)
             rep = locks.get(key)
             if rep is None:
