@@ -40,3 +40,13 @@ def read() -> locktable.LockTable:
     """The counts now; NotLoaded, or LockTableError / gdb.MemoryError for a bad table."""
     inferior = gdb.selected_inferior()
     return locktable.read_table(lambda a, n: bytes(inferior.read_memory(a, n)), header_address())
+
+
+def at_end() -> list[locktable.LockCounts]:
+    """The counts to write into the dump at the program's end: none when counting is off or
+    the table cannot be read (the dump then simply has no `lk` records)."""
+    try:
+        table = read()
+    except (NotLoaded, locktable.LockTableError, gdb.MemoryError, gdb.error):
+        return []
+    return table.locks if table.enabled or table.locks else []

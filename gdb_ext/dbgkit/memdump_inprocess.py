@@ -16,6 +16,7 @@ from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
 from . import lock_counts, memdump_attach, output
 from .core import procfs, ptrace
+from .core.locktable import LockCounts
 from .core.reach import ScanResult
 from .core.recorder import (
     DISABLED,
@@ -85,6 +86,7 @@ class InProcessSession(Session):
         self._interrupted: list[InFlight] = []
         self._signal: str | None = None
         self._scan_record: tuple | None = None
+        self._lock_counts: list[LockCounts] = []   # (2.3) `set memdump locks on`'s, at _exit
         self._tail = TailState()
         self._known_end = 0
         self._attach_tried = False
@@ -309,6 +311,8 @@ class InProcessSession(Session):
                 self._scan_once(at_function_entry=False)
 
     def on_exit_call(self) -> None:
+        if self.control is not None:
+            self._lock_counts = lock_counts.at_end()
         if self.inprocess and self.control is None:
             output.warn(CMD, "the in-process recorder was not loaded into the program (it ignored "
                              "LD_PRELOAD, e.g. set-user-ID, or cleared its environment): nothing "
@@ -457,6 +461,9 @@ class InProcessSession(Session):
             if self._signal is not None:
                 w.process("signal", self._signal)
                 self._signal = None
+            if self._lock_counts:
+                w.lock_counts(self._lock_counts)
+                self._lock_counts = []
             if self._scan_record is not None:
                 status, result, millis = self._scan_record
                 if result is None:

@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 from gdb_driver import printed_json
+from memdump_analyzer import DumpReader
 from memdump_e2e import REPO, build_dir
 
 DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
@@ -51,9 +52,21 @@ def test_monte_carlo_pi_mutex_counts_every_hit_atomic_no_lock(tmp_path: Path) ->
     assert (lock["kind"], lock["locked"], lock["read_locked"]) == ("mutex", int(row.group(1)), 0)
     assert 1 <= lock["owner_changes"] <= lock["locked"]
     assert lock["contended"] <= lock["locked"] and lock["max_wait_ns"] <= lock["wait_ns"]
+    # the dump's tail has the same counts, as a 2.3 `lk` record
+    with DumpReader(str(tmp_path / "run.memdump")) as reader:
+        list(reader.records())
+        assert reader.version == (2, 3)
+        (record,) = reader.locks
+    assert (record.address, record.kind, record.locked, record.owner_changes,
+            record.contended, record.wait_ns) == (lock["address"], "mutex", lock["locked"],
+                                                  lock["owner_changes"], lock["contended"],
+                                                  lock["wait_ns"])
     doc, out = _at_exit(tmp_path, [bench, *common, "--variant", "atomic"])
     assert "| atomic | 4 | off | 400000 |" in out
     assert doc["locks"] == []
+    with DumpReader(str(tmp_path / "run.memdump")) as reader:
+        list(reader.records())
+        assert reader.locks == []
 
 
 def test_shmemq_normal_mutex_is_contended_more_than_adaptive(tmp_path: Path) -> None:

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
+from .locktable import LockCounts
+
 
 @dataclass(frozen=True)
 class InlinedInto:
@@ -179,6 +181,13 @@ class DumpWriter:
             else f"r {addr:#x} {codes[kind]} {heur}\n"
             for addr, kind, heur in kinds
         )
+        self.flush()
+
+    def lock_counts(self, locks: Iterable[LockCounts]) -> None:
+        """(2.3) The in-process recorder's lock counts at the end: one `lk` record per lock."""
+        self._pending.extend(
+            f"lk {c.address:#x} {c.kind} {c.locked} {c.read_locked} {c.owner_changes} "
+            f"{c.contended} {c.try_busy} {c.wait_ns} {c.max_wait_ns}\n" for c in locks)
         self.flush()
 
     def end(self, reason: str, detail: str = "-") -> None:

@@ -13,6 +13,8 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from memdump_analyzer.dumpformat import LockRecord
+
 __all__ = ["HEADER_SIZE", "LockCounts", "LockTable", "LockTableError", "read_table"]
 
 MAGIC = b"MDLOCK01"
@@ -27,24 +29,11 @@ class LockTableError(ValueError):
     """The memory at the header's address is not a lock table this reader understands."""
 
 
-@dataclass(frozen=True, slots=True)
-class LockCounts:
-    """One lock's counters."""
+@dataclass(frozen=True)
+class LockCounts(LockRecord):
+    """One lock's counters: what its `lk` record says, and the last exclusive owner."""
 
-    address: int
-    kind: str
-    locked: int
-    read_locked: int
-    owner_changes: int
-    contended: int
-    wait_ns: int
-    max_wait_ns: int
-    try_busy: int
-    last_owner: int
-
-    @property
-    def avg_wait_ns(self) -> int:
-        return self.wait_ns // self.contended if self.contended else 0
+    last_owner: int = 0
 
 
 @dataclass(frozen=True)
@@ -73,6 +62,9 @@ def read_table(read: Callable[[int, int], bytes], header: int) -> LockTable:
         for i in range(capacity):
             w = entry.unpack_from(raw, i * words * 8)
             if w[0] and w[2] + w[8]:
-                locks.append(LockCounts(w[0], _KINDS.get(w[1], "?"), *w[2:_FIELDS]))
+                locks.append(LockCounts(
+                    address=w[0], kind=_KINDS.get(w[1], "?"), locked=w[2], read_locked=w[3],
+                    owner_changes=w[4], contended=w[5], wait_ns=w[6], max_wait_ns=w[7],
+                    try_busy=w[8], last_owner=w[9]))
     locks.sort(key=lambda c: (-c.contended, -c.wait_ns, -c.locked, c.address))
     return LockTable(bool(enabled), used, dropped, locks)
