@@ -57,16 +57,6 @@ MDR_LIBC(pthread_rwlock_trywrlock, int, (pthread_rwlock_t *l));
 #define __pthread_rwlock_tryrdlock mdr_libc_pthread_rwlock_tryrdlock
 #define __pthread_rwlock_trywrlock mdr_libc_pthread_rwlock_trywrlock
 
-static __thread uint64_t cached_tid;
-
-static void forget_tid(void) { cached_tid = 0; }
-
-__attribute__((constructor)) static void locks_init(void)
-{
-    /* the child of a fork is another thread id */
-    pthread_atfork(NULL, NULL, forget_tid);
-}
-
 static inline int counting(void)
 {
     return MDR_UNLIKELY(__atomic_load_n(&L.enabled, __ATOMIC_RELAXED) != 0);
@@ -79,12 +69,10 @@ static inline uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static uint64_t tid(void)
-{
-    if (MDR_UNLIKELY(cached_tid == 0))
-        cached_tid = (uint64_t)syscall(SYS_gettid);
-    return cached_tid;
-}
+/* Who acquires: pthread_self() (one load of %fs), unique among live threads. Not the kernel tid:
+ * caching that needs thread-local storage, and a TLS block in the recorder would grow every
+ * thread's dtv, which glibc allocates on the heap the recorder reports. */
+static inline uint64_t owner_id(void) { return (uint64_t)pthread_self(); }
 
 static struct mdr_lock_entry *table(void)
 {
@@ -142,7 +130,7 @@ static void acquired(const void *lock, uint64_t kind, int read, int contended, u
     if (read) {
         __atomic_fetch_add(&e->read_locked, 1, __ATOMIC_RELAXED);
     } else {
-        const uint64_t me = tid();
+        const uint64_t me = owner_id();
         if (__atomic_load_n(&e->last_owner, __ATOMIC_RELAXED) != me) {
             __atomic_store_n(&e->last_owner, me, __ATOMIC_RELAXED);
             __atomic_fetch_add(&e->owner_changes, 1, __ATOMIC_RELAXED);

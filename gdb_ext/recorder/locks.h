@@ -24,7 +24,7 @@ struct mdr_lock_entry {
     uint64_t wait_ns;        /*  6: time those waited, summed */
     uint64_t max_wait_ns;    /*  7: the longest of them */
     uint64_t try_busy;       /*  8: trylock calls that found it taken */
-    uint64_t last_owner;     /*  9: tid of the last exclusive acquirer */
+    uint64_t last_owner;     /*  9: pthread_self() of the last exclusive acquirer */
     uint64_t reserved[MDR_LOCK_WORDS - 10];
 };
 

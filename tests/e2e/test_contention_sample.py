@@ -15,7 +15,8 @@ from gdb_driver import GdbDriver, printed_json
 from memdump_e2e import REPO, build_dir
 
 SOURCE = REPO / "targets" / "shmemq" / "shmemq.c"
-SECONDS = 4
+SECONDS = 3
+ROUNDS = 2
 
 
 def _bench() -> Path:
@@ -69,11 +70,15 @@ def _check_locks(doc: dict[str, Any]) -> int:
 
 
 def test_normal_mutex_is_waited_for_more_than_adaptive() -> None:
-    normal = _sample("normal")
-    adaptive = _sample("adaptive")
-    waits_normal, waits_adaptive = _check_locks(normal), _check_locks(adaptive)
-    assert waits_normal > 0 and any(lock["owners"] for lock in normal["locks"])
-    assert waits_normal > waits_adaptive, (waits_normal, waits_adaptive)
+    """Rounds interleaved (normal, adaptive, normal, adaptive), waits summed: how often the two
+    processes run at once changes with the machine's load, which moves both kinds alike."""
+    waits = {"normal": 0, "adaptive": 0}
+    for _ in range(ROUNDS):
+        for kind in waits:
+            waits[kind] += _check_locks(_sample(kind))
+    # (the owner word may already be 0 when a sample catches the holder's unlock: owners are
+    # checked where seen, in _check_locks)
+    assert waits["normal"] > waits["adaptive"], waits
 
 
 def test_bad_arguments_and_states_are_one_line() -> None:
