@@ -1,8 +1,7 @@
-"""`contention --sample` on targets/shmemq: the seed's plain vs adaptive mutex contrast, seen
-by stopping the client process from GDB. A normal mutex sends a contended client straight to
-the futex; the adaptive kind spins on trylock first, so GDB finds the client blocked on the
-queue's lock less often. Counts vary run to run: the test asserts names, stacks, owners and
-the relation, never a time."""
+"""`contention --sample`: stopping the program from GDB and finding the threads blocked in
+glibc's lock waits, on targets/shmemq (a process-shared mutex held by another process) and
+targets/rw_locks (a writer waiting on a pthread rwlock). Counts vary run to run: the tests
+assert names, stacks, owners and modes, never a time."""
 
 from __future__ import annotations
 
@@ -16,7 +15,6 @@ from memdump_e2e import REPO, build_dir
 
 SOURCE = REPO / "targets" / "shmemq" / "shmemq.c"
 SECONDS = 3
-ROUNDS = 2
 
 
 def _bench() -> Path:
@@ -69,16 +67,17 @@ def _check_locks(doc: dict[str, Any]) -> int:
     return waiting
 
 
-def test_normal_mutex_is_waited_for_more_than_adaptive() -> None:
-    """Rounds interleaved (normal, adaptive, normal, adaptive), waits summed: how often the two
-    processes run at once changes with the machine's load, which moves both kinds alike."""
-    waits = {"normal": 0, "adaptive": 0}
-    for _ in range(ROUNDS):
-        for kind in waits:
-            waits[kind] += _check_locks(_sample(kind))
-    # (the owner word may already be 0 when a sample catches the holder's unlock: owners are
-    # checked where seen, in _check_locks)
-    assert waits["normal"] > waits["adaptive"], waits
+def test_shmemq_queue_locks_named_with_their_waiting_line() -> None:
+    """Both mutex kinds: every lock seen is a queue's, named and waited for where queue_lock
+    calls pthread_mutex_lock. How often each kind is waited for is not asserted here: sampled,
+    it depends on the two processes running at once, which a loaded machine rarely lets them do
+    (a full test run measured 99 waits for normal against 100 for adaptive; a quiet one 18
+    against 3). The contrast is asserted on exact counts, in test_contention_recorder.py."""
+    for kind in ("normal", "adaptive"):
+        doc = _sample(kind)
+        # the client takes a queue lock millions of times a second: seen in every run
+        assert doc["locks"], (kind, doc)
+        _check_locks(doc)
 
 
 def test_bad_arguments_and_states_are_one_line() -> None:
