@@ -69,16 +69,26 @@ def test_monte_carlo_pi_mutex_counts_every_hit_atomic_no_lock(tmp_path: Path) ->
         assert reader.locks == []
 
 
-def test_shmemq_normal_mutex_is_contended_more_than_adaptive(tmp_path: Path) -> None:
+def _shmemq_contended(tmp_path: Path, kind: str) -> int:
     bench = str(_binary("shmemq", "shmemq_bench"))
-    contended = {}
-    for kind in ("normal", "adaptive"):
-        doc, _ = _at_exit(tmp_path, [bench, "--lock", kind, "--repetitions", "100000"])
-        # the client's two queues: it enqueues each of the 100000 messages once on the server's
-        assert len(doc["locks"]) == 2 and {lk["kind"] for lk in doc["locks"]} == {"mutex"}
-        assert [lk["locked"] for lk in doc["locks"]].count(100000) == 1, doc["locks"]
-        contended[kind] = sum(lk["contended"] for lk in doc["locks"])
-    assert contended["normal"] > contended["adaptive"], contended
+    doc, _ = _at_exit(tmp_path, [bench, "--lock", kind, "--repetitions", "100000"])
+    # the client's two queues: it enqueues each of the 100000 messages once on the server's
+    assert len(doc["locks"]) == 2 and {lk["kind"] for lk in doc["locks"]} == {"mutex"}
+    assert [lk["locked"] for lk in doc["locks"]].count(100000) == 1, doc["locks"]
+    return int(sum(lk["contended"] for lk in doc["locks"]))
+
+
+def test_shmemq_normal_mutex_is_contended_more_than_adaptive(tmp_path: Path) -> None:
+    """Contention needs client and server running at the same moment. On a loaded machine the
+    scheduler can run them one after the other for a whole run: the normal mutex's count is
+    then 0, which says the run saw no overlap at all, and the pair is measured again (3 times
+    at most). A run with overlap must show the seed's contrast."""
+    for _ in range(3):
+        normal = _shmemq_contended(tmp_path, "normal")
+        if normal:
+            break
+    adaptive = _shmemq_contended(tmp_path, "adaptive")
+    assert normal > adaptive, {"normal": normal, "adaptive": adaptive}
 
 
 def test_counting_is_off_unless_asked_for(tmp_path: Path) -> None:
