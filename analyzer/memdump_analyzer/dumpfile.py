@@ -30,11 +30,12 @@ from .dumpformat import (
     RECORDS,
     SEQUENCED,
     SHORT_OPS,
+    LockRecord,
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
 
-__all__ = ["DumpError", "DumpReader", "Frame", "ScanRecord", "unescape"]
+__all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unescape"]
 
 _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
@@ -104,6 +105,8 @@ class DumpReader(EventErrors):
         #: the pointer scan at exit (`scan` record), if any, and the kind of each block it saw:
         #: pointer as written -> (leak kind, heuristic or None)
         self.scan: ScanRecord | None = None
+        #: (2.3) the `lk` records: lock counts, in file order
+        self.locks: list[LockRecord] = []
         self.kinds: dict[bytes, tuple[str, str | None]] = {}
         #: indirect block's pointer as written -> its clique leader's (format 1.2)
         self.leaders: dict[bytes, bytes] = {}
@@ -336,6 +339,8 @@ class DumpReader(EventErrors):
             self._tag(fl, seq)
         elif tag == b"c":
             self.clock_sample(fl, seq)
+        elif tag == b"lk":
+            self._lock(fl, seq)
         else:
             self._unknown(tag, seq)
         if tag == b"s":
@@ -553,6 +558,14 @@ class DumpReader(EventErrors):
         )
         self.kinds.clear()
         self.leaders.clear()
+
+    def _lock(self, fl: list[bytes], seq: int) -> None:
+        if len(fl) != 10:
+            raise self._fields_error(b"lk", RECORDS["lk"], len(fl) - 1, seq)
+        names = RECORDS["lk"].split()
+        address = self._hexnum(fl[1], "ADDR", seq)
+        counts = [self._num(v, name, seq) for v, name in zip(fl[3:], names[2:], strict=True)]
+        self.locks.append(LockRecord(address, fl[2].decode("ascii", "replace"), *counts))
 
     def _kind(self, fl: list[bytes], seq: int) -> None:
         if len(fl) not in (3, 4):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 __all__ = [
     "FORMAT_LINE",
@@ -27,6 +28,7 @@ __all__ = [
     "SEQUENCED",
     "SHORT_OPS",
     "VERSION",
+    "LockRecord",
     "CUSTOM",
     "CXX_ENTRY_POINTS",
     "FAMILY",
@@ -44,7 +46,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 2)
+VERSION: tuple[int, int] = (2, 3)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -77,7 +79,28 @@ RECORDS: dict[str, str] = {
     "g": "TID STRING",
     "u": "TID",
     "c": "MILLIS RSS",
+    "lk": "ADDR KIND LOCKED READ_LOCKED CHANGED CONTENDED TRY_BUSY WAIT_NS MAX_WAIT_NS",
 }
+@dataclass(frozen=True)
+class LockRecord:
+    """(2.3) An `lk` record: one lock's counts from the in-process recorder at the end."""
+
+    address: int
+    kind: str
+    locked: int
+    read_locked: int
+    owner_changes: int
+    contended: int
+    try_busy: int
+    wait_ns: int
+    max_wait_ns: int
+
+    @property
+    def avg_wait_ns(self) -> int:
+        """Nanoseconds per contended acquisition."""
+        return self.wait_ns // self.contended if self.contended else 0
+
+
 #: the `i recorder` values (format 1.3): which recorder wrote the events
 RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 #: the byte that pads a dump (format 1.3): NUL bytes before a record are skipped, a final run

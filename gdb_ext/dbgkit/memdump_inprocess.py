@@ -14,9 +14,10 @@ import time
 import gdb
 from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
-from . import memdump_attach, output
+from . import lock_counts, memdump_attach, output
 from .core import procfs, ptrace
 from .core.elf import STT_OBJECT
+from .core.locktable import LockCounts
 from .core.reach import ScanResult
 from .core.recorder import (
     DISABLED,
@@ -90,6 +91,7 @@ class InProcessSession(Session):
         self._scan_record: tuple | None = None
         self._clock_start = 0  # the recorder's (control.h), CLOCK_MONOTONIC milliseconds
         self._exit_clock: tuple[int, int] | None = None
+        self._lock_counts: list[LockCounts] = []   # (2.3) `set memdump locks on`'s, at _exit
         self._tail = TailState()
         self._known_end = 0
         self._attach_tried = False
@@ -224,6 +226,8 @@ class InProcessSession(Session):
                         next_node=w.next_node, inherit=int(self.children and not self.attached),
                         attach=int(self.attached))
             control.set_path(os.path.abspath(self.path))
+            lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
+                                  self._memory.write)
             self.control = control
             self.write_break()
         except Exception as exc:  # noqa: BLE001
@@ -324,6 +328,8 @@ class InProcessSession(Session):
                 self._scan_once(at_function_entry=False)
 
     def on_exit_call(self) -> None:
+        if self.control is not None:
+            self._lock_counts = lock_counts.at_end()
         if self.inprocess and self.control is None:
             output.warn(CMD, "the in-process recorder was not loaded into the program (it ignored "
                              "LD_PRELOAD, e.g. set-user-ID, or cleared its environment): nothing "
@@ -488,6 +494,9 @@ class InProcessSession(Session):
             if self._exit_clock is not None:
                 w.clock_record(*self._exit_clock)
                 self._exit_clock = None
+            if self._lock_counts:
+                w.lock_counts(self._lock_counts)
+                self._lock_counts = []
             if self._scan_record is not None:
                 status, result, millis = self._scan_record
                 if result is None:

@@ -43,7 +43,7 @@ def test_dbgkit_py_loads_every_command(gdb_path: str, gdb_ext_dir: Path) -> None
                            "python from dbgkit.commands import base; "
                            "print(' '.join(sorted(base.REGISTRY)))"])
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
-    assert proc.stdout.split() == ["deadlocks", "memdump"]
+    assert proc.stdout.split() == ["contention", "ctxswitches", "deadlocks", "memdump"]
 
 
 def _script(tmp_path: Path, body: str) -> str:
@@ -93,8 +93,8 @@ def test_registry_is_complete_and_refuses_taken_names(gdb_path: str, gdb_ext_dir
                            _script(tmp_path, REGISTRY_CHECKS)])
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     lines = proc.stdout.splitlines()
-    assert lines[0] == "modules deadlocks memdump"
-    assert lines[1] == "registered deadlocks memdump"
+    assert lines[0] == "modules contention ctxswitches deadlocks memdump"
+    assert lines[1] == "registered contention ctxswitches deadlocks memdump"
     assert lines[2] == ("duplicate: dbgkit: command 'memdump' is registered twice "
                         "(dbgkit.commands.memdump and __main__)")
     assert lines[3] == "built-in: dbgkit: command 'print' would replace GDB's own"

@@ -32,6 +32,12 @@ SETTINGS = [
      "(valgrind's --trace-children=yes; without GDB there: no pointer scan, and the analyser "
      "reads the symbols from the modules); off: only the process GDB follows (memdump "
      "--children for one recording)."),
+    ("locks", "on|off", "off",
+     "counting of pthread mutex and rwlock calls by the in-process recorder",
+     "on: the recorder counts each lock's acquisitions, owner changes, contended acquisitions and "
+     "wait times (read with contention; docs/contention.md); it adds about 15 to 25 ns to every "
+     "acquisition, a 3 to 4 times slower uncontended lock; off: the lock calls pass straight "
+     "through."),
     ("scan-time-limit", "N", "120",
      "time limit in seconds of the pointer scan at the program's exit",
      "Past it the dump says timeout and the leak kinds are unknown; 0 turns the scan off."),

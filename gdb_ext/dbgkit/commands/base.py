@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import textwrap
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,8 @@ import gdb
 from ..settings import debug_enabled
 
 __all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
-           "RegistryError", "debug_enabled", "install", "needs_live_process", "register"]
+           "RegistryError", "command_parser", "debug_enabled", "install", "needs_live_process",
+           "register"]
 
 
 class ArgumentError(Exception):
@@ -41,6 +43,12 @@ class Parser(argparse.ArgumentParser):
         if message:
             gdb.write(message)
         raise ArgumentError("") if status else HelpShown()
+
+
+def command_parser(prog: str, description: str) -> Parser:
+    """A command's parser: DESCRIPTION wrapped to 78 columns, the options' help as written."""
+    return Parser(prog=prog, description=textwrap.fill(description, width=78),
+                  formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 _F = TypeVar("_F", bound=Callable[..., Any])

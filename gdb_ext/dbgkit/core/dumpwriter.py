@@ -14,6 +14,8 @@ from dataclasses import dataclass
 
 from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
+from .locktable import LockCounts
+
 #: the longest tag or phase name (memdump_api.h): longer ones are cut, as the recorder does
 TAG_MAX = 255
 #: seconds between two clock samples (`c` records) at most, as the in-process recorder's 10 ms
@@ -229,6 +231,13 @@ class DumpWriter:
             else f"r {addr:#x} {codes[kind]} {heur}\n"
             for addr, kind, heur in kinds
         )
+        self.flush()
+
+    def lock_counts(self, locks: Iterable[LockCounts]) -> None:
+        """(2.3) The in-process recorder's lock counts at the end: one `lk` record per lock."""
+        self._pending.extend(
+            f"lk {c.address:#x} {c.kind} {c.locked} {c.read_locked} {c.owner_changes} "
+            f"{c.contended} {c.try_busy} {c.wait_ns} {c.max_wait_ns}\n" for c in locks)
         self.flush()
 
     def end(self, reason: str, detail: str = "-") -> None:

@@ -1,0 +1,52 @@
+"""The in-process recorder's lock counts from GDB: where its table is, turning counting on
+(`set memdump locks on`, written when the recorder configures itself), reading it at a stop."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+
+import gdb
+
+from .core import locktable
+
+SYMBOL = "memdump_recorder_locks"
+_ENABLED_OFFSET = 8 * 4          # the header's field 4 (gdb_ext/recorder/locks.c)
+
+
+class NotLoaded(Exception):
+    """The process has no recorder (memdump loads it)."""
+
+
+def header_address() -> int:
+    """The address of the recorder's lock table header in the selected inferior."""
+    try:
+        return int(gdb.parse_and_eval(f"(unsigned long) &{SYMBOL}"))
+    except gdb.error:
+        raise NotLoaded(SYMBOL) from None
+
+
+def configure(enabled: bool, write: Callable[[int, bytes], None]) -> None:
+    """Write the setting into the recorder that has just configured itself; a recorder built
+    before lock counting existed has no table, and nothing is written."""
+    try:
+        address = header_address()
+    except NotLoaded:
+        return
+    write(address + _ENABLED_OFFSET, struct.pack("<Q", int(enabled)))
+
+
+def read() -> locktable.LockTable:
+    """The counts now; NotLoaded, or LockTableError / gdb.MemoryError for a bad table."""
+    inferior = gdb.selected_inferior()
+    return locktable.read_table(lambda a, n: bytes(inferior.read_memory(a, n)), header_address())
+
+
+def at_end() -> list[locktable.LockCounts]:
+    """The counts to write into the dump at the program's end: none when counting is off or
+    the table cannot be read (the dump then simply has no `lk` records)."""
+    try:
+        table = read()
+    except (NotLoaded, locktable.LockTableError, gdb.MemoryError, gdb.error):
+        return []
+    return table.locks if table.enabled or table.locks else []

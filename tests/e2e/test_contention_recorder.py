@@ -1,0 +1,127 @@
+"""`contention` reading the in-process recorder's lock counts (memdump's default recorder):
+exact acquisition counts on targets/monte_carlo_pi (mutex vs atomic) and targets/shmemq
+(a normal vs an adaptive process-shared mutex, the seed's futex contrast)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gdb_driver import printed_json
+from memdump_analyzer import DumpReader
+from memdump_e2e import REPO, build_dir
+
+DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
+
+
+def _binary(target: str, name: str) -> Path:
+    path = build_dir() / "targets" / target / name
+    if not path.is_file():
+        pytest.fail(f"{path} is not built: run `make build`", pytrace=False)
+    return path
+
+
+def _at_exit(tmp_path: Path, argv: list[str]) -> tuple[dict[str, Any], str]:
+    """Record ARGV with memdump, stop at _exit, and return `contention --json` and stdout."""
+    cmd = ["gdb", "-batch", "-nx", "-ex", f"source {DBGKIT}",
+           "-ex", "set memdump locks on",
+           "-ex", f"memdump -o {tmp_path / 'run.memdump'}", "-ex", "set breakpoint pending on",
+           "-ex", "break _exit", "-ex", "run", "-ex", "contention --json", "-ex", "kill",
+           "--args", *argv]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=300,
+                          stdin=subprocess.DEVNULL)
+    assert "\n{\n" in proc.stdout, proc.stdout + proc.stderr
+    doc: dict[str, Any] = printed_json(proc.stdout)
+    assert (doc["format"], doc["version"], doc["method"]) == ("dbgkit-contention", "1.0",
+                                                              "recorder")
+    assert doc["enabled"] is True and doc["dropped"] == 0
+    return doc, proc.stdout
+
+
+def test_monte_carlo_pi_mutex_counts_every_hit_atomic_no_lock(tmp_path: Path) -> None:
+    bench = str(_binary("monte_carlo_pi", "monte_carlo_pi_bench"))
+    common = ["--threads", "4", "--points", "100000", "--affinity", "off"]
+    doc, out = _at_exit(tmp_path, [bench, *common, "--variant", "mutex"])
+    row = re.search(r"^\| mutex \| 4 \| off \| 400000 \| (\d+) \|", out, re.M)
+    assert row is not None, out
+    (lock,) = doc["locks"]
+    # one pthread_mutex_lock per hit, every one counted
+    assert (lock["kind"], lock["locked"], lock["read_locked"]) == ("mutex", int(row.group(1)), 0)
+    assert 1 <= lock["owner_changes"] <= lock["locked"]
+    assert lock["contended"] <= lock["locked"] and lock["max_wait_ns"] <= lock["wait_ns"]
+    # the dump's tail has the same counts, as a 2.3 `lk` record
+    with DumpReader(str(tmp_path / "run.memdump")) as reader:
+        list(reader.records())
+        assert reader.version == (2, 3)
+        (record,) = reader.locks
+    assert (record.address, record.kind, record.locked, record.owner_changes,
+            record.contended, record.wait_ns) == (lock["address"], "mutex", lock["locked"],
+                                                  lock["owner_changes"], lock["contended"],
+                                                  lock["wait_ns"])
+    doc, out = _at_exit(tmp_path, [bench, *common, "--variant", "atomic"])
+    assert "| atomic | 4 | off | 400000 |" in out
+    assert doc["locks"] == []
+    with DumpReader(str(tmp_path / "run.memdump")) as reader:
+        list(reader.records())
+        assert reader.locks == []
+
+
+def _shmemq_contended(tmp_path: Path, kind: str) -> int:
+    bench = str(_binary("shmemq", "shmemq_bench"))
+    doc, _ = _at_exit(tmp_path, [bench, "--lock", kind, "--repetitions", "100000"])
+    # the client's two queues: it enqueues each of the 100000 messages once on the server's
+    assert len(doc["locks"]) == 2 and {lk["kind"] for lk in doc["locks"]} == {"mutex"}
+    assert [lk["locked"] for lk in doc["locks"]].count(100000) == 1, doc["locks"]
+    return int(sum(lk["contended"] for lk in doc["locks"]))
+
+
+def test_shmemq_normal_mutex_is_contended_more_than_adaptive(tmp_path: Path) -> None:
+    """Contention needs client and server running at the same moment. On a loaded machine the
+    scheduler can run them one after the other for a whole run: the normal mutex's count is
+    then 0, which says the run saw no overlap at all, and the pair is measured again (3 times
+    at most). A run with overlap must show the seed's contrast."""
+    for _ in range(3):
+        normal = _shmemq_contended(tmp_path, "normal")
+        if normal:
+            break
+    adaptive = _shmemq_contended(tmp_path, "adaptive")
+    assert normal > adaptive, {"normal": normal, "adaptive": adaptive}
+
+
+def test_counting_is_off_unless_asked_for(tmp_path: Path) -> None:
+    bench = str(_binary("monte_carlo_pi", "monte_carlo_pi_bench"))
+    proc = subprocess.run(["gdb", "-batch", "-nx", "-ex", f"source {DBGKIT}",
+                           "-ex", f"memdump -o {tmp_path / 'off.memdump'}",
+                           "-ex", "set breakpoint pending on", "-ex", "break _exit", "-ex", "run",
+                           "-ex", "contention", "-ex", "kill", "--args", bench, "--threads", "2",
+                           "--points", "1000", "--variant", "mutex"],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert ("contention: the in-process recorder does not count lock calls: set memdump locks "
+            "on before the program runs, or contention --sample SECONDS") in proc.stderr, \
+        proc.stderr
+
+
+def test_without_the_recorder_contention_says_how_to_sample() -> None:
+    bench = str(_binary("shmemq", "shmemq_bench"))
+    proc = subprocess.run(["gdb", "-batch", "-nx", "-ex", f"source {DBGKIT}", "-ex", "start",
+                           "-ex", "contention", "-ex", "kill", "--args", bench],
+                          capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert ("contention: the in-process recorder is not loaded in this process (memdump loads "
+            "it); contention --sample SECONDS samples instead") in proc.stderr, proc.stderr
+
+
+def test_rw_locks_pthread_every_read_and_write_counted(tmp_path: Path) -> None:
+    bench = str(_binary("rw_locks", "rw_locks_bench"))
+    doc, out = _at_exit(tmp_path, [bench, "--variant", "pthread", "--readers", "2",
+                                   "--writers", "1", "--millis", "200"])
+    row = re.search(r"^\| pthread \| 2 \| 1 \| [\d.]+ \| (\d+) \| (\d+) \|", out, re.M)
+    assert row is not None, out
+    reads, writes = int(row.group(1)), int(row.group(2))
+    (lock,) = doc["locks"]
+    assert (lock["kind"], lock["read_locked"], lock["locked"]) == ("rwlock", reads,
+                                                                   reads + writes)
+    # the one writer takes it after readers: each write that waited is contended
+    assert lock["owner_changes"] == 1 and lock["contended"] >= 1
