@@ -154,6 +154,21 @@ def stack_lines(stack: Sequence[Frame], max_frames: int | None, indent: str = " 
     return _stack_text(stack, max_frames, indent=indent)
 
 
+def group_lines(entries: Iterable[tuple[str, Sequence[Frame]]], more: int,
+                max_frames: int | None) -> list[str]:
+    """The text of a view's groups: each one's title after a blank line, then its stack; last,
+    how many groups --top left out."""
+    lines: list[str] = []
+    for title, stack in entries:
+        lines += ["", title, *stack_lines(stack, max_frames)]
+    return lines + more_lines(more)
+
+
+def more_lines(more: int) -> list[str]:
+    """The line saying how many groups --top left out (none when it left none)."""
+    return ["", f"... {plural(more, 'more stack')} (--top)"] if more else []
+
+
 def percent(part: int, whole: int) -> str:
     return f"{100 * part / whole:.1f}%" if whole else "-"
 

@@ -11,13 +11,13 @@ from .common import (
     Side,
     counted,
     envelope,
+    group_lines,
     heading,
     minus,
     percent,
     plural,
     sorted_groups,
     stack_json,
-    stack_lines,
     top,
 )
 
@@ -58,19 +58,19 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
         body[f"by_{order}"] = [_row(g, opts) for g in shown]
         body[f"more_by_{order}"] = more
         lines += ["", f"== {title} =="]
-        for g in shown:
-            s = g.stats
-            share = "" if diff else (
-                f" ({percent(s.allocations, p.allocations)} of allocations, "
-                f"{percent(s.allocated_bytes, p.allocated_bytes)} of bytes)")
-            lines += ["", f"{counted(s.allocations, 'allocation', diff)}, "
-                      f"{counted(s.allocated_bytes, 'byte', diff)}{share}, at"]
-            lines += stack_lines(g.stack, opts.max_frames)
-        if more:
-            lines += ["", f"... {plural(more, 'more stack')} (--top)"]
+        lines += group_lines(((_title(g.stats, p, diff), g.stack) for g in shown), more,
+                             opts.max_frames)
     return envelope("hotspots", side, base, body), lines
 
 
 def _row(g: Group, opts: Options) -> dict[str, Any]:
     return {"allocations": g.stats.allocations, "bytes": g.stats.allocated_bytes,
             "stack": stack_json(g.stack, opts.max_frames)}
+
+
+def _title(s: Any, p: Any, diff: bool) -> str:  # noqa: ANN401 - a group's stats, the profile
+    share = "" if diff else (
+        f" ({percent(s.allocations, p.allocations)} of allocations, "
+        f"{percent(s.allocated_bytes, p.allocated_bytes)} of bytes)")
+    return (f"{counted(s.allocations, 'allocation', diff)}, "
+            f"{counted(s.allocated_bytes, 'byte', diff)}{share}, at")

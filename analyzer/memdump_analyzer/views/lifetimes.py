@@ -14,6 +14,7 @@ from .common import (
     envelope,
     heading,
     minus,
+    more_lines,
     plural,
     signed,
     sorted_groups,
@@ -79,8 +80,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
         row, text = _group(g, p.clocked, diff, opts)
         body["stacks"].append(row)
         lines += text
-    if more:
-        lines += ["", f"... {plural(more, 'more stack')} (--top)"]
+    lines += more_lines(more)
     return envelope("lifetimes", side, base, body), lines
 
 

@@ -10,6 +10,7 @@ from .common import (
     Side,
     counted,
     envelope,
+    group_lines,
     heading,
     minus,
     ms_text,
@@ -17,7 +18,6 @@ from .common import (
     plural,
     sorted_groups,
     stack_json,
-    stack_lines,
     top,
 )
 
@@ -63,12 +63,10 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
         b = base.profile  # type: ignore[union-attr]
         lines.append(f"base peak: {plural(b.peak_bytes, 'byte')} in "
                      f"{plural(b.peak_blocks, 'block')} ({p.peak_bytes - b.peak_bytes:+,} bytes)")
-    for g in shown:
-        s = g.stats
+    def title(s: Any) -> str:  # noqa: ANN401 - a group's stats
         share = "" if diff else f" ({percent(s.peak_bytes, p.peak_bytes)})"
-        lines += ["", f"{counted(s.peak_bytes, 'byte', diff)} in "
-                  f"{counted(s.peak_blocks, 'block', diff)}{share} live at the peak, allocated"]
-        lines += stack_lines(g.stack, opts.max_frames)
-    if more:
-        lines += ["", f"... {plural(more, 'more stack')} (--top)"]
+        return (f"{counted(s.peak_bytes, 'byte', diff)} in "
+                f"{counted(s.peak_blocks, 'block', diff)}{share} live at the peak, allocated")
+
+    lines += group_lines(((title(g.stats), g.stack) for g in shown), more, opts.max_frames)
     return envelope("peak", side, base, body), lines

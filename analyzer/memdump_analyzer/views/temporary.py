@@ -10,13 +10,13 @@ from .common import (
     Side,
     counted,
     envelope,
+    group_lines,
     heading,
     minus,
     percent,
     plural,
     sorted_groups,
     stack_json,
-    stack_lines,
     top,
 )
 
@@ -56,12 +56,10 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
         lines.append(f"base: {plural(b.temporary, 'temporary allocation')} of "
                      f"{plural(b.allocations, 'allocation')}, "
                      f"{plural(b.temporary_bytes, 'byte')}")
-    for g in shown:
-        s = g.stats
+    def title(s: Any) -> str:  # noqa: ANN401 - a group's stats
         share = "" if diff else f" ({percent(s.temporary, s.allocations)} of its allocations)"
-        lines += ["", f"{counted(s.temporary, 'temporary allocation', diff)}, "
-                  f"{counted(s.temporary_bytes, 'byte', diff)}{share}, at"]
-        lines += stack_lines(g.stack, opts.max_frames)
-    if more:
-        lines += ["", f"... {plural(more, 'more stack')} (--top)"]
+        return (f"{counted(s.temporary, 'temporary allocation', diff)}, "
+                f"{counted(s.temporary_bytes, 'byte', diff)}{share}, at")
+
+    lines += group_lines(((title(g.stats), g.stack) for g in shown), more, opts.max_frames)
     return envelope("temporary", side, base, body), lines
