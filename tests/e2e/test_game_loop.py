@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 from memdump_e2e import (
+    REPO,
     Site,
     analyze,
     analyze_raw,
@@ -49,6 +50,15 @@ def _json(dump: Path, *options: str) -> dict:
     res = analyze_raw(dump, *options, "--format", "json")
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout)
+
+
+def _shown(doc: str, dump: Path, *options: str) -> None:
+    """The text output of OPTIONS on DUMP is what docs/DOC shows (the dump named as it names it):
+    the docs paste real output."""
+    res = analyze_raw(dump, *options)
+    assert res.returncode == 0, res.stderr
+    text = res.stdout.replace(str(dump), dump.name)
+    assert text in (REPO / "docs" / doc).read_text(), text
 
 
 def _ours(stack: list[dict]) -> list[Site]:
@@ -83,8 +93,10 @@ def test_the_game_plays_the_same_levels_every_time() -> None:
 # -- the analyser's views ------------------------------------------------------------------------
 
 
-def test_by_tag_per_subsystem(dump: Path) -> None:
+def test_by_tag_per_subsystem(tmp_path: Path) -> None:
+    dump = tmp_path / "game.memdump"
     record(PROGRAM, dump=dump)
+    _shown("tags.md", dump, "--by-tag")
     tags = {t["tag"]: (t["allocated"]["bytes"], t["allocated"]["blocks"], t["peak_bytes"],
                        t["leaked"]["bytes"], t["leaked"]["blocks"])
             for t in _json(dump, "--by-tag")["tags"]}
@@ -116,8 +128,10 @@ def _phase(p: dict) -> tuple:
             p["outlived"]["bytes"], p["outlived"]["blocks"])
 
 
-def test_phases_and_what_outlived_each_level(dump: Path) -> None:
+def test_phases_and_what_outlived_each_level(tmp_path: Path) -> None:
+    dump = tmp_path / "game.memdump"
     record(PROGRAM, dump=dump)
+    _shown("tags.md", dump, "--phases", "--max-frames", "2")
     phases = _json(dump, "--phases")["phases"]
     # level L allocates 57,344 (assets) + 32 * (2^k - 1) (entities: 992, 2,016, 4,064) +
     # 5,760 * L (physics) + 1,024 + 2,304 * L (ai) + 73,728 (audio), and frees all of it within
@@ -152,8 +166,10 @@ def test_the_report_names_the_grid_and_the_peak(dump: Path) -> None:
         169264, 14, 365, _site("texture", "OUTLIVE")), report.dumps()
 
 
-def test_growth_of_the_entity_vector_and_none_reserved(dump: Path, tmp_path: Path) -> None:
+def test_growth_of_the_entity_vector_and_none_reserved(tmp_path: Path) -> None:
+    dump = tmp_path / "game.memdump"
     record(PROGRAM, dump=dump)
+    _shown("growth.md", dump, "--growth")
     sites = _json(dump, "--growth")["sites"]
     # 12, 24 and 36 entities pushed one at a time: 4 + 5 + 6 regrowths, copying
     # (15 + 31 + 63) * 32 bytes, to 16, 32 and 64 entities of 32 bytes
@@ -164,6 +180,7 @@ def test_growth_of_the_entity_vector_and_none_reserved(dump: Path, tmp_path: Pat
     reserved = tmp_path / "reserved.memdump"
     record(PROGRAM, "--reserve", dump=reserved)
     assert _json(reserved, "--growth")["sites"] == []
+    _shown("growth.md", reserved, "--growth")
     [entities] = [t for t in _json(reserved, "--by-tag")["tags"] if t["tag"] == "entities"]
     # one vector of 12 * L entities per level: (12 + 24 + 36) * 32
     assert (entities["allocated"], entities["peak_bytes"]) == ({"bytes": 2304, "blocks": 3},
