@@ -345,7 +345,7 @@ private:
         }
         {
             MEMDUMP_TAG_SCOPE("ai");
-            level.nav = build_nav_grid(level.number);
+            level.nav = build_nav_grid(level.number);  // BREAK: grid
         }
         audio_.post(AudioWorker::Job::kLoadBank, level.number);  // tagged "audio", not "assets"
         audio_.wait();

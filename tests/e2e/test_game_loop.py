@@ -136,8 +136,9 @@ def test_phases_and_what_outlived_each_level(tmp_path: Path) -> None:
     # level L allocates 57,344 (assets) + 32 * (2^k - 1) (entities: 992, 2,016, 4,064) +
     # 5,760 * L (physics) + 1,024 + 2,304 * L (ai) + 73,728 (audio), and frees all of it within
     # the level but its 2 textures (32,768) and its grid (1,024). Its events: what it allocated,
-    # freed, and the previous level's 2 textures freed in it: level 2 begins after event
-    # 5 + 84 + 81 = 170.
+    # what it freed and the previous level's 2 textures, then the next phase's record: level 2's
+    # is event 5 + 84 + 81 + 1 = 171, level 3's 171 + 94 + 91 + 2 + 1 = 359, shutdown's
+    # 359 + 104 + 101 + 2 + 1 = 567.
     assert [_phase(p) for p in phases] == [
         ("(before the first phase)", 0, 77104, 4, 0, 0, 77104, 4),
         ("level 1", 5, 141152, 84, 107360, 81, 33792, 3),
@@ -223,8 +224,9 @@ def test_a_break_on_physics_stops_at_the_contact_list(dump: Path) -> None:
     """The 31st allocation under "physics" is level 2's first contact list: 24 entities * 16
     bytes, event 171 + 4 meshes + 2 textures + 2 textures freed + 11 entity vector events + the
     grid + 3 sounds + 1."""
-    run = record(PROGRAM, dump=dump, before=["memdump break --tag physics --count 31"],
+    run = record(PROGRAM, dump=dump, before=["memdump break --tag physics --on alloc --count 31"],
                  after=["bt 3", "frame 1", "print frame", "memdump break --delete", "continue"])
+    assert "memdump: break: --on alloc --tag physics --count 31" in run.stdout
     assert _stop(run.stdout) == "break at event 195: new[](384)", run.stdout
     assert _frames(run.stdout) == [
         f"game::physics_step {_site('contacts')}", f"game::Game::run_frame {_site('physics')}",
@@ -255,3 +257,15 @@ def test_a_break_on_audio_stops_in_the_audio_thread(dump: Path) -> None:
     assert _frames(run.stdout) == [f"game::AudioWorker::load_bank {_site('sound')}"]
     assert re.search(r'^Thread 2 "game_loop" hit', run.stdout, re.M), run.stdout
     assert _printed(run.stdout) == ["1"]
+
+
+def test_a_break_on_a_function_stops_at_the_leaking_allocation(dump: Path) -> None:
+    """The 2nd allocation made in build_nav_grid is level 2's grid, the leak's line: event 171 +
+    4 meshes + 2 textures + 2 textures freed + 11 entity vector events + 1."""
+    run = record(PROGRAM, dump=dump,
+                 before=["memdump break --function game::build_nav_grid --count 2"],
+                 after=["bt 2", "print level", "continue"])
+    assert _stop(run.stdout) == "break at event 191: new(1024)", run.stdout
+    assert _frames(run.stdout) == [f"game::build_nav_grid {_site('nav-grid', 'LEAK')}",
+                                   f"game::Game::load {_site('grid')}"]
+    assert _printed(run.stdout) == ["2"]
