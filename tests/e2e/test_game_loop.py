@@ -74,6 +74,8 @@ def test_the_game_plays_the_same_levels_every_time() -> None:
     """Natively: the same output twice (contacts, path nodes and the audio mix's checksum are
     computed from the entities' moves, which depend on nothing but the level number)."""
     program = build_dir() / "targets" / "game_loop" / "game_loop"
+    if not program.is_file():
+        pytest.fail(f"{program} is not built: run `make build`", pytrace=False)
     runs = [subprocess.run([str(program), *args], capture_output=True, text=True, timeout=60)
             for args in ((), (), ("--levels", "2", "--reserve"))]
     assert [r.returncode for r in runs] == [0, 0, 0], runs
