@@ -124,6 +124,55 @@ def test_by_tag_per_subsystem(tmp_path: Path) -> None:
     }
 
 
+def _capacities(entities: int) -> list[int]:
+    """The capacities a vector pushed ENTITIES times goes through: 1, 2, 4, ... (libstdc++)."""
+    caps = [1]
+    while caps[-1] < entities:
+        caps.append(2 * caps[-1])
+    return caps
+
+
+def test_any_number_of_levels_follows_the_same_rules(tmp_path: Path) -> None:
+    """--levels 5: each tag's figures from the program's constants, per level L (12 * L
+    entities of 32 bytes; contact lists of 16 bytes per entity; 3 * L agents planning 3 paths
+    of 256 bytes; 4 meshes of 6,144 and 2 textures of 16,384; 3 sounds of 4,096 and 30 mixes
+    of 2,048), and each level's phase outlived by its 2 textures and its grid."""
+    dump = tmp_path / "five.memdump"
+    record(PROGRAM, "--levels", "5", dump=dump)
+    levels = range(1, 6)
+    caps = [_capacities(12 * n) for n in levels]
+    per_level = {
+        "assets": lambda n: (4 * 6144 + 2 * 16384, 6),
+        "entities": lambda n: (32 * sum(caps[n - 1]), len(caps[n - 1])),
+        "physics": lambda n: (30 * 16 * 12 * n, 30),
+        "ai": lambda n: (1024 + 3 * 3 * n * 256, 1 + 9 * n),
+        "audio": lambda n: (3 * 4096 + 30 * 2048, 33),
+    }
+    expected = {}
+    for tag, rule in per_level.items():
+        figures = [rule(n) for n in levels]
+        expected[tag] = (sum(b for b, _ in figures), sum(k for _, k in figures))
+    tags = {t["tag"]: (t["allocated"]["bytes"], t["allocated"]["blocks"])
+            for t in _json(dump, "--by-tag")["tags"] if t["tag"] != "(untagged)"}
+    assert tags == expected == {"assets": (286720, 30), "entities": (15200, 32),
+                                "physics": (86400, 150), "ai": (39680, 140),
+                                "audio": (368640, 165)}
+    phases = _json(dump, "--phases")["phases"]
+    assert [p["phase"] for p in phases] == [
+        "(before the first phase)", "level 1", "level 2", "level 3", "level 4", "level 5",
+        "shutdown"]
+    for n, phase in zip(levels, phases[1:6], strict=True):
+        allocated = sum(rule(n)[0] for rule in per_level.values())
+        following = phases[n + 1]["phase"]
+        assert (phase["allocated"]["bytes"], phase["outlived"]) == (
+            allocated, {"bytes": 32768 + 1024, "blocks": 3})
+        assert [g["freed_in"] for g in phase["groups"]] == [{following: 2}, {"never": 1}]
+    [site] = _json(dump, "--growth")["sites"]
+    # regrowths: one fewer than the capacities; copied: every capacity but the last
+    assert (site["containers"], site["regrowths"], site["copied_bytes"]) == (
+        5, sum(len(c) - 1 for c in caps), 32 * sum(sum(c[:-1]) for c in caps)) == (5, 27, 7520)
+
+
 def _phase(p: dict) -> tuple:
     return (p["phase"], p["seq"], p["allocated"]["bytes"], p["allocated"]["blocks"],
             p["freed_in_phase"]["bytes"], p["freed_in_phase"]["blocks"],
