@@ -100,27 +100,38 @@ def test_by_tag_per_subsystem(tmp_path: Path) -> None:
     record(PROGRAM, dump=dump)
     _shown("tags.md", dump, "--by-tag")
     tags = {t["tag"]: (t["allocated"]["bytes"], t["allocated"]["blocks"], t["peak_bytes"],
-                       t["leaked"]["bytes"], t["leaked"]["blocks"])
+                       t["peak_seq"], t["leaked"]["bytes"], t["leaked"]["blocks"])
             for t in _json(dump, "--by-tag")["tags"]}
+    # The events, in order: the runtime's 4 blocks, level 1's phase (5), its 4 meshes (6-9) and
+    # 2 textures (10-11); the entity vector's 5 allocations and 4 frees (12-20), the grid (21),
+    # 3 sounds (22-24); each frame a contact list and its free, at frames 0, 10 and 20 a path per
+    # agent (and the free of the agent's last one), a mix and its free. Level 2 and 3 begin at
+    # events 171 and 359 (test_phases_and_what_outlived_each_level) and load the same way, but
+    # free the previous level's 2 textures after loading their own.
     assert tags == {
         # 3 sounds of 4,096 bytes and 30 mixes of 2,048 per level: 3 * (12,288 + 61,440) in
-        # 3 * 33 blocks; at most a bank and a mix at once
-        "audio": (221184, 99, 12288 + 2048, 0, 0),
-        # 4 meshes of 6,144 and 2 textures of 16,384 per level: 3 * 57,344 in 18 blocks; peak as
-        # level 2 or 3 has loaded its meshes and textures and the last level's are still cached
-        "assets": (172032, 18, 24576 + 2 * 32768, 0, 0),
+        # 3 * 33 blocks; at most a bank and a mix at once, first at level 1's first mix: after
+        # frame 0's contact list (25, 26) and 3 paths (27-29)
+        "audio": (221184, 99, 12288 + 2048, 30, 0, 0),
+        # 4 meshes of 6,144 and 2 textures of 16,384 per level: 3 * 57,344 in 18 blocks; peak
+        # first as level 2 has loaded its meshes and textures while level 1's are still cached
+        # (event 171 + 6)
+        "assets": (172032, 18, 24576 + 2 * 32768, 177, 0, 0),
         # libstdc++'s emergency pool (72,704), stdout's buffer (4,096: a pipe), the audio thread
         # (16 bytes of std::thread's state, freed at its join; 288 of glibc's thread-local dtv)
-        "(untagged)": (77104, 4, 77104, 77088, 3),
-        # a contact list of 16 bytes per entity each frame: 30 * 16 * (12 + 24 + 36)
-        "physics": (34560, 90, 16 * 36, 0, 0),
+        "(untagged)": (77104, 4, 77104, 4, 77088, 3),
+        # a contact list of 16 bytes per entity each frame: 30 * 16 * (12 + 24 + 36); peak at
+        # level 3's first: 359 + 6 + 2 texture frees + 13 entity vector events + grid + 3 + 1
+        "physics": (34560, 90, 16 * 36, 385, 0, 0),
         # a 1,024-byte navigation grid per level, all leaked, and 3 plans of 256-byte paths for
-        # 3 * L agents: 3 * 1,024 + (9 + 18 + 27) * 256; peak in level 3's replanning: three
-        # grids and 9 paths + the new one
-        "ai": (16896, 57, 3 * 1024 + 10 * 256, 3072, 3),
+        # 3 * L agents: 3 * 1,024 + (9 + 18 + 27) * 256; peak in level 3's second plan: three
+        # grids and 9 paths + the first new one, after frame 0 (385-397: 9 paths, the mix) and
+        # 9 frames of 4 events, and frame 10's contact list (434, 435)
+        "ai": (16896, 57, 3 * 1024 + 10 * 256, 436, 3072, 3),
         # the entity vector of 32-byte entities grown 1, 2, 4, ... to 16, 32 and 64 entities:
-        # (31 + 63 + 127) * 32 in 5 + 6 + 7 blocks; peak as 32 became 64 in level 3
-        "entities": (7072, 18, (32 + 64) * 32, 0, 0),
+        # (31 + 63 + 127) * 32 in 5 + 6 + 7 blocks; peak as 32 became 64 in level 3 (its 7th
+        # allocation, after 6 allocations and 5 frees from 368)
+        "entities": (7072, 18, (32 + 64) * 32, 379, 0, 0),
     }
 
 
