@@ -562,6 +562,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
             return True
         if what == "signal":
             r.signals.append((seq, detail))
-        else:  # writers emit only `exec` and `signal` (docs/dump-format.md)
+        elif what != "phase":  # a phase (format 2.2) is --phases' (tagphases.py), not the leaks'
             r.unknown_process_events.setdefault(what, seq)
         return False
