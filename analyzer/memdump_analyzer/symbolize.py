@@ -8,11 +8,18 @@ module's load bias, the address addr2line expects (the ELF virtual address of a 
 object, the PC itself of an ET_EXEC). Every frame's PC is a return address, so `OFFSET - 1` is
 looked up: the line of the call, as GDB and the recorder's `fs` records give it.
 
+addr2line names an address without debug information after the nearest symbol below it, even
+when the address lies past that symbol's end (a static function of a stripped library, such as
+libstdc++'s emergency exception pool, is not in its dynamic symbol table). Such an answer, a
+function without a file, is kept only when binutils' `nm -S` shows the address inside the
+symbol's size: GDB's `info symbol` rule.
+
 Standard library only; no GDB.
 """
 
 from __future__ import annotations
 
+import bisect
 import os
 import shutil
 import subprocess
@@ -27,6 +34,8 @@ __all__ = [
 
 #: the program that resolves the frames
 TOOL = "addr2line"
+#: the program that lists a module's symbols with their sizes
+NM = "nm"
 #: seconds one addr2line process may take
 TIMEOUT = 300
 
@@ -110,6 +119,8 @@ def symbolize(reader: DumpReader, nodes: Iterable[int], *, tool: str = TOOL) -> 
     result = Symbolized()
     if "parent" in reader.info:  # a child recorded without GDB (`set memdump children on`)
         result.why = "recorded without GDB"
+    elif reader.symbolized:  # GDB wrote `fs` records: it had no symbol for the others
+        result.why = "GDB found none for them"
     wanted = frames_without_symbols(reader, nodes)
     result.wanted = len(wanted)
     if not wanted:
@@ -133,12 +144,56 @@ def symbolize(reader: DumpReader, nodes: Iterable[int], *, tool: str = TOOL) -> 
         except _Failed as e:
             result.failed_modules[module] = str(e)
             continue
+        inside = _SymbolSizes(module)
         for ident in idents:
-            chain = found.get(_lookup(reader.frames[ident].offset))
-            if chain and chain[0][0] is not None:
+            offset = _lookup(reader.frames[ident].offset)
+            chain = found.get(offset)
+            if chain and chain[0][0] is not None and (chain[0][1] is not None
+                                                      or inside(offset)):
                 reader.set_symbols(ident, chain)
                 result.frames += 1
     return result
+
+
+class _SymbolSizes:
+    """Whether an offset of `module` lies inside a function symbol's size (`nm -S`, its
+    symbol table, else its dynamic one), read the first time it is asked."""
+
+    def __init__(self, module: str) -> None:
+        self.module = module
+        self.spans: list[tuple[int, int]] | None = None
+
+    def __call__(self, offset: int) -> bool:
+        if self.spans is None:
+            self.spans = _function_spans(self.module)
+        i = bisect.bisect_right(self.spans, (offset, float("inf"))) - 1
+        return i >= 0 and self.spans[i][0] <= offset < self.spans[i][1]
+
+
+def _function_spans(module: str) -> list[tuple[int, int]]:
+    """[start, end) of each sized function symbol of `module`, sorted; [] when nm is missing or
+    fails (then a name without a file is not trusted)."""
+    program = shutil.which(NM)
+    if program is None:
+        return []
+    for dynamic in ([], ["-D"]):
+        try:
+            run = subprocess.run([program, "-S", "--defined-only", *dynamic, module],
+                                 capture_output=True, timeout=TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired):
+            return []
+        spans = []
+        for line in run.stdout.decode("ascii", "replace").splitlines():
+            parts = line.split()
+            if len(parts) >= 4 and parts[2] in "TtWwi":
+                try:
+                    start, size = int(parts[0], 16), int(parts[1], 16)
+                except ValueError:
+                    continue
+                spans.append((start, start + size))
+        if spans:
+            return sorted(spans)
+    return []
 
 
 def _lookup(offset: int) -> int:

@@ -203,6 +203,48 @@ def test_only_the_frames_a_report_uses_are_symbolised(tmp_path: Path) -> None:
     assert a.peak_stack[0].function == "make_block"
 
 
+HIDDEN = """\
+#include <stdlib.h>
+
+void *kept;
+
+void exported(void) {}
+
+static __attribute__((noinline)) void *hidden_alloc(size_t n)
+{
+    kept = malloc(n);
+    return kept;
+}
+
+void *entry(size_t n) { return hidden_alloc(n); }
+"""
+
+
+@pytest.mark.parametrize("strip", [False, True])
+def test_a_name_past_the_symbols_end_is_not_taken(tmp_path: Path, strip: bool) -> None:
+    """A static function of a stripped library is in no symbol table: addr2line would name it
+    after `exported`, the dynamic symbol below it; the frame keeps its module and offset."""
+    src = tmp_path / "hidden.c"
+    src.write_text(HIDDEN)
+    lib = tmp_path / "libhidden.so"
+    subprocess.run([_tool("gcc"), "-O0", "-fPIC", "-shared", "-o", str(lib), str(src)],
+                   check=True)
+    inner = return_address(lib, "hidden_alloc", "malloc@plt")
+    if strip:
+        subprocess.run([_tool("strip"), "--strip-all", str(lib)], check=True)
+    # the entry frame has GDB's symbols: the other had none from GDB
+    tail = "s 2 entry\nfs 1 2 0 0\n"
+    path = write(tmp_path, dump([(str(lib), inner), (str(lib), inner + 0x100)], tail))
+    text = run_cli(path).stdout
+    if strip:
+        assert f"    at 0x{0x555555554000 + inner:x} (libhidden.so+0x{inner:x})\n" in text
+        assert "symbolised" not in text
+    else:
+        assert f"    at hidden_alloc (libhidden.so+0x{inner:x})\n" in text
+        assert ("note: the dump has no symbols for 1 frame (GDB found none for them): "
+                "symbolised from the modules with addr2line") in text
+
+
 @pytest.mark.parametrize(
     ("lines", "expected"),
     [
