@@ -97,7 +97,8 @@ def _counted(args: argparse.Namespace) -> None:
         name, _ = contention_sampler.lock_name(counts.address, [])
         if name:
             names[counts.address] = name
+    resolved = lock_counts.resolve(table)
     if args.json:
-        output.block(json.dumps(contention.render_counts_json(table, names), indent=2))
+        output.block(json.dumps(contention.render_counts_json(table, names, resolved), indent=2))
     else:
-        output.block(contention.render_counts_table(table, names))
+        output.block(contention.render_counts_table(table, names, resolved, args.stacks))
