@@ -414,3 +414,33 @@ EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l)
 {
     COUNTED_TRY(l, MDR_LOCK_RWLOCK, 0, __pthread_rwlock_trywrlock(l));
 }
+
+/* The hooks' own addresses, for got.c (a process the recorder was loaded into after it
+ * started): hidden aliases, since a reference to `pthread_mutex_lock` here would resolve to the
+ * C library's when the recorder is loaded RTLD_LOCAL. */
+#define LOCK_HOOK(name)                                                                    \
+    extern __typeof(name) mdr_lock_hook_##name                                             \
+        __attribute__((alias(#name), copy(name), visibility("hidden")))
+LOCK_HOOK(pthread_mutex_lock);
+LOCK_HOOK(pthread_mutex_trylock);
+LOCK_HOOK(pthread_mutex_timedlock);
+LOCK_HOOK(pthread_mutex_clocklock);
+LOCK_HOOK(pthread_rwlock_rdlock);
+LOCK_HOOK(pthread_rwlock_wrlock);
+LOCK_HOOK(pthread_rwlock_tryrdlock);
+LOCK_HOOK(pthread_rwlock_trywrlock);
+LOCK_HOOK(pthread_rwlock_timedrdlock);
+LOCK_HOOK(pthread_rwlock_timedwrlock);
+LOCK_HOOK(pthread_rwlock_clockrdlock);
+LOCK_HOOK(pthread_rwlock_clockwrlock);
+
+#define LOCK_ENTRY(name) {#name, (const void *)mdr_lock_hook_##name}
+MDR_HIDDEN const struct mdr_hook mdr_lock_hooks[] = {
+    LOCK_ENTRY(pthread_mutex_lock), LOCK_ENTRY(pthread_mutex_trylock),
+    LOCK_ENTRY(pthread_mutex_timedlock), LOCK_ENTRY(pthread_mutex_clocklock),
+    LOCK_ENTRY(pthread_rwlock_rdlock), LOCK_ENTRY(pthread_rwlock_wrlock),
+    LOCK_ENTRY(pthread_rwlock_tryrdlock), LOCK_ENTRY(pthread_rwlock_trywrlock),
+    LOCK_ENTRY(pthread_rwlock_timedrdlock), LOCK_ENTRY(pthread_rwlock_timedwrlock),
+    LOCK_ENTRY(pthread_rwlock_clockrdlock), LOCK_ENTRY(pthread_rwlock_clockwrlock),
+};
+MDR_HIDDEN const int mdr_lock_hook_count = (int)(sizeof mdr_lock_hooks / sizeof mdr_lock_hooks[0]);
