@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from analyzer_testlib import REPO, run_cli
+from analyzer_testlib import REPO, analyser_before, run_cli
 from memdump_analyzer import DumpError, DumpReader, analyze
 from memdump_analyzer.dumpfile import LockRecord
 from memdump_analyzer.dumpformat import LockWait
@@ -54,8 +54,12 @@ def test_a_dump_with_lock_counts_reports_as_before(tmp_path: Path) -> None:
                                "READ_LOCKED CHANGED CONTENDED TRY_BUSY WAIT_NS MAX_WAIT_NS)"),
     ("lk 0x10 mutex 1 0 1 x 0 0 0\n", "malformed CONTENDED 'x' (expected a number)"),
     ("lk 16 mutex 1 0 1 0 0 0 0\n", "malformed ADDR '16' (expected a hex number like 0x1f)"),
+    ("lw 0x10 5 1 2\n", "'lw' record has 4 fields, expected 5 (ADDR STACK CONTENDED WAIT_NS "
+                        "MAX_WAIT_NS)"),
+    ("lw 0x10 99 1 2 3\n", "stack 99 is used before it is defined"),
+    ("lw 0x10 1 1 x 3\n", "malformed WAIT_NS 'x' (expected a number)"),
 ])
-def test_bad_lk_records_name_the_line(tmp_path: Path, record: str, message: str) -> None:
+def test_bad_lock_records_name_the_line(tmp_path: Path, record: str, message: str) -> None:
     path = _dump(tmp_path, record)
     line = path.read_text().splitlines().index(record.rstrip("\n")) + 1
     with pytest.raises(DumpError) as info, DumpReader(str(path)) as reader:
@@ -72,20 +76,6 @@ def test_lw_records_are_read_with_their_stacks() -> None:
                                      LockWait(0x555555558040, 6, 2, 164415, 97505)]
         assert [(f.function, f.line) for f in reader.stack(6)] == [
             ("wait_at_y", 18), ("waiter", 31), ("start_thread", 442)]
-
-
-@pytest.mark.parametrize(("record", "message"), [
-    ("lw 0x10 5 1 2\n", "'lw' record has 4 fields, expected 5 (ADDR STACK CONTENDED WAIT_NS "
-                        "MAX_WAIT_NS)"),
-    ("lw 0x10 99 1 2 3\n", "stack 99 is used before it is defined"),
-    ("lw 0x10 1 1 x 3\n", "malformed WAIT_NS 'x' (expected a number)"),
-])
-def test_bad_lw_records_name_the_line(tmp_path: Path, record: str, message: str) -> None:
-    path = _dump(tmp_path, record)
-    line = path.read_text().splitlines().index(record.rstrip("\n")) + 1
-    with pytest.raises(DumpError) as info, DumpReader(str(path)) as reader:
-        list(reader.records())
-    assert f"locks.memdump:{line}:" in str(info.value) and message in str(info.value)
 
 
 def _doc_block(marker: str, lang: str = "") -> str:
@@ -136,26 +126,8 @@ def test_a_dump_without_lock_records_has_no_section() -> None:
                                              cwd=FIXTURES).stdout)
 
 
-def _reader_23(tmp_path: Path) -> Path:
-    """The analyser as of the commit before format 2.4, from this checkout's history."""
-    found = subprocess.run(
-        ["git", "-C", str(REPO), "log", "--format=%H", "-G",
-         r"VERSION: tuple\[int, int\] = \(2, 4\)", "--",
-         "analyzer/memdump_analyzer/dumpformat.py"], capture_output=True, text=True, check=False)
-    commits = found.stdout.split()
-    if found.returncode != 0 or not commits:
-        pytest.skip("needs the git history of this checkout (the commit that made format 2.4)")
-    out = tmp_path / "v23"
-    out.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", f"{commits[-1]}^", "analyzer/memdump_analyzer"],
-        capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    return out / "analyzer"
-
-
 def test_a_23_reader_skips_the_waiting_stacks_with_one_warning(tmp_path: Path) -> None:
-    old = _reader_23(tmp_path)
+    old = analyser_before((2, 4), tmp_path)
     assert "VERSION: tuple[int, int] = (2, 3)" in (
         old / "memdump_analyzer" / "dumpformat.py").read_text()
     dump = FIXTURES / "locks.memdump"

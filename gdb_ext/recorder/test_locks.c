@@ -7,10 +7,9 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "contend_at.h"  /* tests/programs */
 #include "locks.h"
 
 #define THREADS 4
@@ -75,7 +74,6 @@ static void *try_held(void *arg)
 /* -- waiting stacks: a waiter blocks from site_x or site_y while main holds `contended` -- */
 
 static pthread_mutex_t contended = PTHREAD_MUTEX_INITIALIZER;
-static volatile int waiter_tid;
 
 /* Exported (the program is linked -rdynamic) so that dladdr names them. */
 __attribute__((noinline)) void site_x(void)
@@ -90,42 +88,6 @@ __attribute__((noinline)) void site_y(void)
     __asm__ volatile("" ::: "memory");
 }
 
-__attribute__((noinline)) void *waiter(void *arg)
-{
-    waiter_tid = (int)syscall(SYS_gettid);
-    ((void (*)(void))arg)();
-    pthread_mutex_unlock(&contended);
-    return NULL;
-}
-
-/* The thread TID sleeps (blocked in the kernel: after its try failed, in the futex wait). */
-static int sleeping(int tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *state = strrchr(buf, ')');
-    return state != NULL && state[1] == ' ' && state[2] == 'S';
-}
-
-/* One contended acquisition from SITE: main holds the mutex until the waiter sleeps on it. */
-static void contend_from(void (*site)(void))
-{
-    pthread_t t;
-    pthread_mutex_lock(&contended);
-    waiter_tid = 0;
-    pthread_create(&t, NULL, waiter, (void *)site);
-    while (waiter_tid == 0 || !sleeping(waiter_tid))
-        sched_yield();
-    pthread_mutex_unlock(&contended);
-    pthread_join(t, NULL);
-}
-
 static const char *function_of(uint64_t pc)
 {
     Dl_info info;
@@ -135,9 +97,9 @@ static const char *function_of(uint64_t pc)
 static void check_stacks(void)
 {
     for (int i = 0; i < 3; ++i)
-        contend_from(site_x);
+        contend_at(&contended, site_x);
     for (int i = 0; i < 2; ++i)
-        contend_from(site_y);
+        contend_at(&contended, site_y);
     const struct mdr_lock_entry *e = entry(&contended);
     CHECK(e != NULL && e->locked == 10 && e->contended == 5,
           "contended: locked %lu contended %lu", e ? (unsigned long)e->locked : 0,
@@ -152,7 +114,7 @@ static void check_stacks(void)
             continue;
         CHECK(t[i].npcs >= 2, "stack of %lu frames", (unsigned long)t[i].npcs);
         const char *inner = function_of(t[i].pcs[0]), *outer = function_of(t[i].pcs[1]);
-        CHECK(strcmp(outer, "waiter") == 0, "site called from %s", outer);
+        CHECK(strcmp(outer, "contend_waiter") == 0, "site called from %s", outer);
         CHECK(t[i].max_wait_ns > 0 && t[i].max_wait_ns <= t[i].wait_ns, "wait %lu max %lu",
               (unsigned long)t[i].wait_ns, (unsigned long)t[i].max_wait_ns);
         wait += t[i].wait_ns;

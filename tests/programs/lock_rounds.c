@@ -1,9 +1,9 @@
 /* Lock contention in known amounts, for `contention` with the in-process recorder
  * (tests/e2e/test_contention_recorder.py).
  *
- *   lock_rounds sites          a waiter thread blocks on `site_lock`, held by main, 3 times from
- *                              wait_at_x and twice from wait_at_y: 5 contended acquisitions from
- *                              two stacks, 10 acquisitions in all; then exits
+ *   lock_rounds sites          a waiter thread (contend_at.h) blocks on `site_lock`, held by
+ *                              main, 3 times from wait_at_x and twice from wait_at_y: 5
+ *                              contended acquisitions from two stacks, 10 in all; then exits
  *   lock_rounds rounds STOP    2 threads take `round_lock` ROUND_LOCKS times each per round, then
  *                              meet main at a barrier, which calls round_done(); until the file
  *                              STOP exists. `acquisitions` counts their locks: between two
@@ -11,11 +11,11 @@
  */
 #define _GNU_SOURCE
 #include <pthread.h>
-#include <sched.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <unistd.h>
+
+#include "contend_at.h"
 
 #define WORKERS 2
 #define ROUND_LOCKS 1000
@@ -23,7 +23,6 @@
 /* -- sites ---------------------------------------------------------------------------------- */
 
 static pthread_mutex_t site_lock = PTHREAD_MUTEX_INITIALIZER;
-static volatile int waiter_tid;
 
 __attribute__((noinline)) static void wait_at_x(void)
 {
@@ -35,41 +34,6 @@ __attribute__((noinline)) static void wait_at_y(void)
 {
     pthread_mutex_lock(&site_lock);  /* WAIT_AT_Y */
     __asm__ volatile("" ::: "memory");
-}
-
-static void *waiter(void *site)
-{
-    waiter_tid = (int)syscall(SYS_gettid);
-    ((void (*)(void))site)();  /* WAITER_CALL */
-    pthread_mutex_unlock(&site_lock);
-    return NULL;
-}
-
-/* The thread TID sleeps: blocked in the kernel, its try of the lock made and failed. */
-static int sleeping(int tid)
-{
-    char path[64], buf[256];
-    snprintf(path, sizeof path, "/proc/self/task/%d/stat", tid);
-    FILE *f = fopen(path, "r");
-    if (f == NULL)
-        return 0;
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    fclose(f);
-    buf[n] = '\0';
-    const char *state = strrchr(buf, ')');
-    return state != NULL && state[1] == ' ' && state[2] == 'S';
-}
-
-static void contend_from(void (*site)(void))
-{
-    pthread_t t;
-    pthread_mutex_lock(&site_lock);
-    waiter_tid = 0;
-    pthread_create(&t, NULL, waiter, (void *)site);
-    while (waiter_tid == 0 || !sleeping(waiter_tid))
-        sched_yield();
-    pthread_mutex_unlock(&site_lock);
-    pthread_join(t, NULL);
 }
 
 /* -- rounds --------------------------------------------------------------------------------- */
@@ -126,9 +90,9 @@ int main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "sites") == 0) {
         for (int i = 0; i < 3; ++i)
-            contend_from(wait_at_x);
+            contend_at(&site_lock, wait_at_x);
         for (int i = 0; i < 2; ++i)
-            contend_from(wait_at_y);
+            contend_at(&site_lock, wait_at_y);
         return 0;
     }
     if (argc == 3 && strcmp(argv[1], "rounds") == 0)
