@@ -196,11 +196,14 @@ def aggregate(run: SampleRun) -> list[LockReport]:
     return sorted(locks.values(), key=lambda r: (-r.waiting, -r.in_call, r.address or 0))
 
 
-def _owner_text(tid: int, names: dict[int, str]) -> str:
+def _owner_text(tid: int, names: dict[int, str], states: dict[int, str]) -> str:
     if not tid:
         return "-"
     name = names.get(tid)
-    return f"{tid} ({name})" if name else f"{tid} (not in this process)"
+    if name:
+        return f"{tid} ({name})"
+    return f"{tid} (no such thread)" if states.get(tid) == "no such thread" \
+        else f"{tid} (not in this process)"
 
 
 def _lock_label(rep: LockReport) -> str:
@@ -209,8 +212,9 @@ def _lock_label(rep: LockReport) -> str:
 
 
 def render_table(run: SampleRun, locks: Iterable[LockReport], names: dict[int, str],
-                 top_stacks: int = 3) -> str:
-    """mutrace's shape: one row per lock, then each lock's waiting stacks."""
+                 top_stacks: int = 3, states: dict[int, str] | None = None) -> str:
+    """mutrace's shape: one row per lock, then each lock's waiting stacks. STATES: the owners
+    that are no thread of this process, `another process` or `no such thread`."""
     locks = list(locks)
     out = [f"contention: {run.samples} samples over {run.seconds:.1f} s, one every "
            f"{run.interval_ms} ms, by stopping every thread from GDB (sampled; the in-process "
@@ -231,7 +235,8 @@ def render_table(run: SampleRun, locks: Iterable[LockReport], names: dict[int, s
         addr = f"{rep.address:#x}" if rep.address is not None else "?"
         out.append(f"{n:>4} {rep.waiting:>8} {rep.in_call:>8} {rep.samples:>8} "
                    f"{len(rep.waiters):>8}  "
-                   f"{kind:<13} {addr:<18} {_owner_text(owner, names):<24} {_lock_label(rep)}")
+                   f"{kind:<13} {addr:<18} {_owner_text(owner, names, states or {}):<24} "
+                   f"{_lock_label(rep)}")
     for n, rep in enumerate(locks, 1):
         if not rep.stacks:
             continue
@@ -250,8 +255,8 @@ def _frame_json(f: Frame) -> dict[str, object]:
     return {"function": f.function, "file": f.file or None, "line": f.line or None}
 
 
-def render_json(run: SampleRun, locks: Iterable[LockReport],
-                names: dict[int, str]) -> dict[str, object]:
+def render_json(run: SampleRun, locks: Iterable[LockReport], names: dict[int, str],
+                states: dict[int, str] | None = None) -> dict[str, object]:
     """The `--json` document (docs/contention.md)."""
     rows = []
     for rep in locks:
@@ -261,7 +266,9 @@ def render_json(run: SampleRun, locks: Iterable[LockReport],
             "waiting": rep.waiting, "in_call": rep.in_call, "samples": rep.samples,
             "threads": sorted(rep.waiters),
             "modes": {m or "exclusive": c for m, c in sorted(rep.modes.items())},
-            "owners": [{"tid": t, "name": names.get(t), "samples": c}
+            "owners": [{"tid": t, "name": names.get(t),
+                        "thread": "this process" if t in names else
+                        (states or {}).get(t, "another process"), "samples": c}
                        for t, c in sorted(rep.owners.items(), key=lambda x: (-x[1], x[0]))],
             "stacks": [{"waiting": c, "frames": [_frame_json(f) for f in stack]}
                        for stack, c in rep.stacks.most_common()],
