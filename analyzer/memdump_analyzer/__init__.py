@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from .aggregation import build_analysis
 from .dumpfile import DumpError, DumpReader, Frame, ScanRecord
+from .locks import rows as lock_rows
 from .model import Analysis, ErrorReport, Group
 from .progress import Progress
 from .replay import Replay
@@ -112,6 +113,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             if symbolize:
                 symbols = _symbolize(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result, addresses)
+            analysis.locks = lock_rows(reader)
             analysis.partial_records = reader.partial_records
             if reader.partial_records:
                 analysis.partial_line = reader.partial_line()

@@ -31,9 +31,11 @@ from .dumpformat import (
     SEQUENCED,
     SHORT_OPS,
     LockRecord,
+    LockWait,
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
+from .locks import read_record as read_lock_record
 
 __all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unescape"]
 
@@ -105,8 +107,9 @@ class DumpReader(EventErrors):
         #: the pointer scan at exit (`scan` record), if any, and the kind of each block it saw:
         #: pointer as written -> (leak kind, heuristic or None)
         self.scan: ScanRecord | None = None
-        #: (2.3) the `lk` records: lock counts, in file order
+        #: (2.3) the `lk` records: lock counts, in file order; (2.4) `lw`: their waiting stacks
         self.locks: list[LockRecord] = []
+        self.lock_waits: list[LockWait] = []
         self.kinds: dict[bytes, tuple[str, str | None]] = {}
         #: indirect block's pointer as written -> its clique leader's (format 1.2)
         self.leaders: dict[bytes, bytes] = {}
@@ -339,8 +342,8 @@ class DumpReader(EventErrors):
             self._tag(fl, seq)
         elif tag == b"c":
             self.clock_sample(fl, seq)
-        elif tag == b"lk":
-            self._lock(fl, seq)
+        elif tag == b"lk" or tag == b"lw":
+            read_lock_record(self, tag, fl, seq)
         else:
             self._unknown(tag, seq)
         if tag == b"s":
@@ -558,14 +561,6 @@ class DumpReader(EventErrors):
         )
         self.kinds.clear()
         self.leaders.clear()
-
-    def _lock(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 10:
-            raise self._fields_error(b"lk", RECORDS["lk"], len(fl) - 1, seq)
-        names = RECORDS["lk"].split()
-        address = self._hexnum(fl[1], "ADDR", seq)
-        counts = [self._num(v, name, seq) for v, name in zip(fl[3:], names[2:], strict=True)]
-        self.locks.append(LockRecord(address, fl[2].decode("ascii", "replace"), *counts))
 
     def _kind(self, fl: list[bytes], seq: int) -> None:
         if len(fl) not in (3, 4):

@@ -29,6 +29,7 @@ __all__ = [
     "SHORT_OPS",
     "VERSION",
     "LockRecord",
+    "LockWait",
     "CUSTOM",
     "CXX_ENTRY_POINTS",
     "FAMILY",
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 3)
+VERSION: tuple[int, int] = (2, 4)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -80,6 +81,7 @@ RECORDS: dict[str, str] = {
     "u": "TID",
     "c": "MILLIS RSS",
     "lk": "ADDR KIND LOCKED READ_LOCKED CHANGED CONTENDED TRY_BUSY WAIT_NS MAX_WAIT_NS",
+    "lw": "ADDR STACK CONTENDED WAIT_NS MAX_WAIT_NS",
 }
 @dataclass(frozen=True)
 class LockRecord:
@@ -99,6 +101,18 @@ class LockRecord:
     def avg_wait_ns(self) -> int:
         """Nanoseconds per contended acquisition."""
         return self.wait_ns // self.contended if self.contended else 0
+
+
+@dataclass(frozen=True)
+class LockWait:
+    """(2.4) An `lw` record: the contended acquisitions of lock `address` from stack node
+    `stack`, and how long they waited (summed, the longest)."""
+
+    address: int
+    stack: int
+    contended: int
+    wait_ns: int
+    max_wait_ns: int
 
 
 #: the `i recorder` values (format 1.3): which recorder wrote the events

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .dumpfile import Frame, ScanRecord
+from .locks import LockRow
 
 __all__ = ["Analysis", "EndRecord", "ErrorReport", "Group", "HeapError"]
 
@@ -152,6 +153,8 @@ class Analysis:
     #: `memdump leaks`, per listed group (by `id`) and per leak kind; None otherwise
     deltas: dict[int, tuple[int, int]] | None = None
     kind_deltas: dict[str, tuple[int, int]] | None = None
+    #: the lock counts and waiting stacks (dump format 2.3, 2.4: `locks.rows`); [] without
+    locks: list[LockRow] = field(default_factory=list)
 
     @property
     def cut_by(self) -> str:

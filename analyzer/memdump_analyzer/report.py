@@ -7,6 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from . import locks
 from .dumpfile import Frame
 from .dumpformat import KIND_WORDS, KINDS
 from .model import Analysis, ErrorReport, Group
@@ -316,6 +317,7 @@ def render_text(
                        f"{e.alloc_size:,} alloc'd by {e.alloc_op}{at}:")
             out.extend(_stack_text(e.alloc_stack, max_frames, fold))
 
+    out.extend(locks.text_section(a.locks, max_frames, _stack_text))
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
     rows: list[tuple[str, str]] = []
@@ -571,6 +573,7 @@ def render_json(
         ],
         "symbolized_frames": a.symbolized_frames,
         "warnings": [_clean(w) for w in a.warnings(live=live)],
+        **locks.json_section(a.locks, max_frames, _stack_json),
     }
 
 

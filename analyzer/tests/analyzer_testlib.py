@@ -11,6 +11,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 TESTS = Path(__file__).resolve().parent
 FIXTURES = TESTS / "fixtures"
 ANALYZER = TESTS.parent
@@ -181,3 +183,24 @@ def run_cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
         text=True,
         check=False,
     )
+
+
+def analyser_before(version: tuple[int, int], tmp_path: Path) -> Path:
+    """The analyser as of the commit before the one that made dump format VERSION, from this
+    checkout's history, extracted under TMP_PATH: the directory to put on PYTHONPATH. Skips
+    the test without that history."""
+    pattern = rf"VERSION: tuple\[int, int\] = \({version[0]}, {version[1]}\)"
+    found = subprocess.run(
+        ["git", "-C", str(REPO), "log", "--format=%H", "-G", pattern, "--",
+         "analyzer/memdump_analyzer/dumpformat.py"], capture_output=True, text=True, check=False)
+    commits = found.stdout.split()
+    if found.returncode != 0 or not commits:
+        pytest.skip(f"needs the git history of this checkout (the commit that made format "
+                    f"{version[0]}.{version[1]})")
+    out = tmp_path / f"before-{version[0]}.{version[1]}"
+    out.mkdir()
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", f"{commits[-1]}^", "analyzer/memdump_analyzer"],
+        capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
+    return out / "analyzer"

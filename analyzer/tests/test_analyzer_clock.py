@@ -9,13 +9,13 @@ import sys
 from pathlib import Path
 
 import pytest
-from analyzer_testlib import FIXTURES, REPO, Dump, main_at, run_cli
+from analyzer_testlib import FIXTURES, Dump, analyser_before, main_at, run_cli
 from memdump_analyzer import DumpError, DumpReader, analyze
 from memdump_analyzer.dumpformat import FORMAT_LINE, RECORDS, VERSION
 
 
 def test_the_version_and_the_record() -> None:
-    assert (VERSION, FORMAT_LINE, RECORDS["c"]) == ((2, 3), "MEMDUMP 2.3\n", "MILLIS RSS")
+    assert (VERSION, FORMAT_LINE, RECORDS["c"]) == ((2, 4), "MEMDUMP 2.4\n", "MILLIS RSS")
 
 
 def _clocked(tmp_path: Path, *clock_lines: str) -> str:
@@ -69,26 +69,8 @@ def test_samples_change_nothing_in_the_leak_report(tmp_path: Path) -> None:
     assert with_c.stdout.replace(clocked, "X") == without.stdout.replace(str(plain), "X")
 
 
-def _reader_21(tmp_path: Path) -> Path:
-    """The analyser as of the commit before format 2.2, from this checkout's history."""
-    found = subprocess.run(
-        ["git", "-C", str(REPO), "log", "--format=%H", "-G",
-         r"VERSION: tuple\[int, int\] = \(2, 2\)", "--", "analyzer/memdump_analyzer/dumpformat.py"],
-        capture_output=True, text=True, check=False)
-    commits = found.stdout.split()
-    if found.returncode != 0 or not commits:
-        pytest.skip("needs the git history of this checkout (the commit that made format 2.2)")
-    out = tmp_path / "v21"
-    out.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", f"{commits[-1]}^", "analyzer/memdump_analyzer"],
-        capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    return out / "analyzer"
-
-
 def test_a_21_reader_skips_the_samples_with_one_warning(tmp_path: Path) -> None:
-    old = _reader_21(tmp_path)
+    old = analyser_before((2, 2), tmp_path)
     assert "VERSION: tuple[int, int] = (2, 1)" in (
         old / "memdump_analyzer" / "dumpformat.py").read_text()
     example = FIXTURES / "views.memdump"

@@ -1,13 +1,21 @@
 """(2.3) The `lk` records: the in-process recorder's lock counts at the end of a dump
-(docs/dump-format.md), read into DumpReader.locks; the report reads such a dump as before."""
+(docs/dump-format.md), read into DumpReader.locks; (2.4) the `lw` records, their waiting stacks,
+into DumpReader.lock_waits; the reports' lock contention section (docs/report-format.md, whose
+worked example is the fixture locks.memdump)."""
 
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from analyzer_testlib import REPO, analyser_before, run_cli
 from memdump_analyzer import DumpError, DumpReader, analyze
 from memdump_analyzer.dumpfile import LockRecord
+from memdump_analyzer.dumpformat import LockWait
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LK = "lk 0x7fffffffe268 mutex 314383 0 26416 17542 0 37351829 7963354\n"
@@ -17,7 +25,7 @@ RW = "lk 0x55555555a0c0 rwlock 1274235 1233122 1 3137 0 313136000 160567739\n"
 def _dump(tmp_path: Path, *records: str) -> Path:
     """example.memdump with RECORDS before its `end`."""
     lines = (FIXTURES / "example.memdump").read_text().splitlines(keepends=True)
-    assert lines[0] == "MEMDUMP 2.3\n" and lines[-1].startswith("end ")
+    assert lines[0] == "MEMDUMP 2.4\n" and lines[-1].startswith("end ")
     path = tmp_path / "locks.memdump"
     path.write_text("".join(lines[:-1]) + "".join(records) + lines[-1])
     return path
@@ -26,7 +34,7 @@ def _dump(tmp_path: Path, *records: str) -> Path:
 def test_lk_records_are_read(tmp_path: Path) -> None:
     with DumpReader(str(_dump(tmp_path, LK, RW))) as reader:
         list(reader.records())
-        assert reader.version == (2, 3)
+        assert reader.version == (2, 4)
         assert reader.locks == [
             LockRecord(0x7FFFFFFFE268, "mutex", 314383, 0, 26416, 17542, 0, 37351829, 7963354),
             LockRecord(0x55555555A0C0, "rwlock", 1274235, 1233122, 1, 3137, 0, 313136000,
@@ -46,10 +54,94 @@ def test_a_dump_with_lock_counts_reports_as_before(tmp_path: Path) -> None:
                                "READ_LOCKED CHANGED CONTENDED TRY_BUSY WAIT_NS MAX_WAIT_NS)"),
     ("lk 0x10 mutex 1 0 1 x 0 0 0\n", "malformed CONTENDED 'x' (expected a number)"),
     ("lk 16 mutex 1 0 1 0 0 0 0\n", "malformed ADDR '16' (expected a hex number like 0x1f)"),
+    ("lw 0x10 5 1 2\n", "'lw' record has 4 fields, expected 5 (ADDR STACK CONTENDED WAIT_NS "
+                        "MAX_WAIT_NS)"),
+    ("lw 0x10 99 1 2 3\n", "stack 99 is used before it is defined"),
+    ("lw 0x10 1 1 x 3\n", "malformed WAIT_NS 'x' (expected a number)"),
 ])
-def test_bad_lk_records_name_the_line(tmp_path: Path, record: str, message: str) -> None:
+def test_bad_lock_records_name_the_line(tmp_path: Path, record: str, message: str) -> None:
     path = _dump(tmp_path, record)
     line = path.read_text().splitlines().index(record.rstrip("\n")) + 1
     with pytest.raises(DumpError) as info, DumpReader(str(path)) as reader:
         list(reader.records())
     assert f"locks.memdump:{line}:" in str(info.value) and message in str(info.value)
+
+
+def test_lw_records_are_read_with_their_stacks() -> None:
+    with DumpReader(str(FIXTURES / "locks.memdump")) as reader:
+        list(reader.records())
+        assert reader.version == (2, 4) and reader.unknown_tags == {}
+        assert [c.address for c in reader.locks] == [0x555555558040, 0x5555555580A0]
+        assert reader.lock_waits == [LockWait(0x555555558040, 5, 3, 179909, 87070),
+                                     LockWait(0x555555558040, 6, 2, 164415, 97505)]
+        assert [(f.function, f.line) for f in reader.stack(6)] == [
+            ("wait_at_y", 18), ("waiter", 31), ("start_thread", 442)]
+
+
+def _doc_block(marker: str, lang: str = "") -> str:
+    section = (REPO / "docs" / "report-format.md").read_text().split(marker, 1)[1]
+    m = re.search(rf"```{lang}\n(.*?)```", section, re.S)
+    assert m is not None
+    return m.group(1)
+
+
+def test_text_section_is_the_fixture_and_the_docs_example() -> None:
+    fixture = (FIXTURES / "locks.report.txt").read_text()
+    result = run_cli("locks.memdump", cwd=FIXTURES)
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", fixture)
+    section = fixture[fixture.index("LOCK CONTENTION"):fixture.index("\nSUMMARY\n") + 1]
+    assert _doc_block("`memdump-analyze locks.memdump`, its lock contention section:") == section
+    assert section.splitlines()[:4] == [
+        "LOCK CONTENTION: 2 lock(s), counted by the in-process recorder (set memdump locks on)",
+        "lock kind          locked   changed  contended  try busy    total ms     avg us      "
+        "max us  address",
+        "   1 mutex             10        10          5         0       0.344     68.864      "
+        "97.505  0x555555558040",
+        "   2 rwlock         1,200         3          0         4       0.000      0.000       "
+        "0.000  0x5555555580a0"]
+
+
+def test_max_frames_cuts_the_waiting_stacks() -> None:
+    out = run_cli("--max-frames", "1", "locks.memdump", cwd=FIXTURES).stdout
+    assert ("lock 1, waiting stack 2 of 2: 2 contended, 0.164 ms waited, the longest 97.505 us\n"
+            "    at wait_at_y (sites.c:18)\n    ... 2 more frames\n") in out
+
+
+def test_json_locks_are_the_fixture_and_the_docs_example() -> None:
+    fixture = (FIXTURES / "locks.report.json").read_text()
+    result = run_cli("--format", "json", "locks.memdump", cwd=FIXTURES)
+    assert (result.returncode, result.stderr, result.stdout) == (0, "", fixture)
+    locks = json.loads(fixture)["locks"]
+    assert _doc_block("its `locks`:", "json") == json.dumps(locks, indent=2, sort_keys=True) + "\n"
+    assert [(lk["kind"], lk["locked"], lk["contended"], [s["contended"] for s in lk["stacks"]])
+            for lk in locks] == [("mutex", 10, 5, [3, 2]), ("rwlock", 1200, 0, [])]
+    cut = json.loads(run_cli("--format", "json", "--max-frames", "2", "locks.memdump",
+                             cwd=FIXTURES).stdout)["locks"]
+    assert [f["function"] for f in cut[0]["stacks"][0]["stack"]] == ["wait_at_x", "waiter"]
+
+
+def test_a_dump_without_lock_records_has_no_section() -> None:
+    assert "LOCK CONTENTION" not in run_cli("example.memdump", cwd=FIXTURES).stdout
+    assert "locks" not in json.loads(run_cli("--format", "json", "example.memdump",
+                                             cwd=FIXTURES).stdout)
+
+
+def test_a_23_reader_skips_the_waiting_stacks_with_one_warning(tmp_path: Path) -> None:
+    old = analyser_before((2, 4), tmp_path)
+    assert "VERSION: tuple[int, int] = (2, 3)" in (
+        old / "memdump_analyzer" / "dumpformat.py").read_text()
+    dump = FIXTURES / "locks.memdump"
+    result = subprocess.run([sys.executable, "-m", "memdump_analyzer", str(dump)],
+                            cwd=tmp_path, env={"PYTHONPATH": str(old)},
+                            capture_output=True, text=True, check=False)
+    first = dump.read_text().splitlines().index("lw 0x555555558040 5 3 179909 87070") + 1
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (f"memdump-analyze: warning: skipped records with unknown tag 'lw' "
+                             f"(first at line {first}): the dump was written by a newer "
+                             "memdump\n")
+    # the rest is read as before: the report of the dump without its lw records
+    plain = tmp_path / "plain.memdump"
+    plain.write_text("".join(line for line in dump.read_text().splitlines(True)
+                             if not line.startswith("lw ")))
+    new = run_cli(str(plain), cwd=tmp_path)
+    assert result.stdout.split("\nSUMMARY\n")[1] == new.stdout.split("\nSUMMARY\n")[1]

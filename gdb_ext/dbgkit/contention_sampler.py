@@ -15,7 +15,7 @@ import signal
 import struct
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import gdb
 
@@ -69,14 +69,33 @@ def _owner(address: int | None, kind: str) -> int:
         raw = bytes(gdb.selected_inferior().read_memory(address + offset, 4))
     except gdb.MemoryError:
         return 0
-    return struct.unpack("<i", raw)[0] & 0x3FFFFFFF  # a robust mutex's FUTEX_OWNER_DIED bit off
+    # the field as it is: a tid, or a value no thread has (a robust mutex's
+    # PTHREAD_MUTEX_INCONSISTENT, a corrupt lock word), which owner_states() says
+    return int(struct.unpack("<i", raw)[0])
 
 
 def _frame(frame: gdb.Frame) -> Frame:
     sal = frame.find_sal()
     path = sal.symtab.filename if sal.symtab is not None else ""
-    name = frame.name() or f"{frame.pc():#x}"
+    name = frame.name()
+    if not name:  # a stripped module: its address, in which file
+        pc = frame.pc()
+        space = gdb.current_progspace()
+        module = space.solib_name(pc) or space.filename if space is not None else None
+        name = f"{pc:#x} in {os.path.basename(module)}" if module else f"{pc:#x}"
     return Frame(name, path, sal.line if path else 0)
+
+
+def owner_states(owners: Iterable[int], names: dict[int, str]) -> dict[int, str]:
+    """For each owner that is no thread of this process: `another process` when a thread of
+    that id exists (/proc/TID: a process-shared lock's owner), else `no such thread` (a corrupt
+    lock word, a robust mutex's owner-died marks, a thread that ended with the lock)."""
+    out = {}
+    for tid in owners:
+        if tid and tid not in names:
+            alive = tid > 0 and os.path.exists(f"/proc/{tid}")
+            out[tid] = "another process" if alive else "no such thread"
+    return out
 
 
 # Types that are the lock itself: a name stops at them (`this->mutex_`, not `this->mutex_.__data`).

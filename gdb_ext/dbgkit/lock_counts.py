@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import os
 import struct
 from collections.abc import Callable
 
 import gdb
 
+from . import memdump_symbols
 from .core import locktable
+from .core.contention import Frame, Resolved
+from .core.procmaps import ModuleMap
 
 SYMBOL = "memdump_recorder_locks"
 _ENABLED_OFFSET = 8 * 4          # the header's field 4 (gdb_ext/recorder/locks.c)
@@ -50,3 +54,27 @@ def at_end() -> list[locktable.LockCounts]:
     except (NotLoaded, locktable.LockTableError, gdb.MemoryError, gdb.error):
         return []
     return table.locks if table.enabled or table.locks else []
+
+
+def resolve(table: locktable.LockTable) -> Resolved:
+    """The frames of every return address of the table's waiting stacks, as GDB knows them
+    (the function and line of pc - 1, and the functions it was inlined into); a pc GDB cannot
+    resolve is left out (shown as its address)."""
+    pcs = {pc for c in table.locks for s in c.stacks for pc in s.pcs}
+    if not pcs:
+        return {}
+    modules = ModuleMap(gdb.selected_inferior().pid)
+    resolved: Resolved = {}
+    for pc in sorted(pcs):
+        try:
+            info = memdump_symbols.resolve(pc, modules)
+        except (gdb.error, RuntimeError, OSError):
+            continue
+        if info.function is None:
+            where = f" in {os.path.basename(info.module)}+{info.offset:#x}" if info.module else ""
+            resolved[pc] = (Frame(f"{pc:#x}{where}"),)
+            continue
+        resolved[pc] = (Frame(info.function, info.file or "", info.line or 0),
+                        *(Frame(i.function or "?", i.file or "", i.line or 0)
+                          for i in info.inlined_into))
+    return resolved

@@ -431,6 +431,8 @@ class InProcessSession(Session):
             if self.control is None and self.state == State.RECORDING:
                 output.warn(CMD, "the in-process recorder never started in the program: the dump "
                                  "holds no events (use memdump --breakpoints)")
+            if not self._lock_counts and self.control is not None and self.inferior.pid:
+                self._lock_counts = lock_counts.at_end()  # detach, memdump stop: counts so far
             try:
                 self._append_tail(frames_only=False)
             except OSError as exc:

@@ -101,7 +101,7 @@ int mdr_children_configure(int forked)
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
-    char *p = stpcpy(header, "MEMDUMP 2.3\n");
+    char *p = stpcpy(header, "MEMDUMP 2.4\n");
     p = info(p, "program", exe);
     p = info(p, "pid", pid);
     p = info(p, "arch", "x86_64");

@@ -7,6 +7,8 @@
  * recorder's hook written into its GOT slot (the page made writable for the write when it is in
  * the module's RELRO segment). The C library's own calls (strdup, fopen) go through its GOT as
  * well. dlopen is hooked the same way, so that the modules loaded later are redirected too.
+ * With lock counting on (`set memdump locks on`, the lock table's `enabled` written before this
+ * runs), the pthread lock calls are redirected to locks.c's hooks the same way.
  *
  * Nothing is ever put back: once GDB disables the recorder (state DISABLED) the hooks call the
  * real functions straight away, and the process goes on with the recorder loaded.
@@ -23,7 +25,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "locks.h"
 #include "recorder.h"
+
+/* locks.c: the lock hooks by name, redirected while lock counting is on */
+extern MDR_HIDDEN const struct mdr_hook mdr_lock_hooks[];
+extern MDR_HIDDEN const int mdr_lock_hook_count;
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_MODULES 1024
@@ -35,6 +42,7 @@ static struct {
 } done[MAX_MODULES];
 static int done_count;
 static unsigned long long seen_subs;
+static int done_locks;  /* the modules done were redirected with the lock hooks */
 static pthread_mutex_t patch_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct patch_state {
@@ -83,6 +91,10 @@ static const void *hook_for(const char *name)
         for (int i = 0; i < mdr_cxx_hook_count; i++)
             if (strcmp(mdr_cxx_hooks[i].name, name) == 0)
                 return mdr_cxx_hooks[i].fn;
+    if (done_locks && strncmp(name, "pthread_", 8) == 0)  /* the lock calls (locks.c) */
+        for (int i = 0; i < mdr_lock_hook_count; i++)
+            if (strcmp(mdr_lock_hooks[i].name, name) == 0)
+                return mdr_lock_hooks[i].fn;
     return NULL;
 }
 
@@ -219,6 +231,10 @@ EXPORT int memdump_recorder_patch_all(void)
         done_count = 0;
         seen_subs = subs;
     }
+    const int locks = __atomic_load_n(&memdump_recorder_locks.enabled, __ATOMIC_RELAXED) != 0;
+    if (locks && !done_locks)  /* counting turned on since: the lock calls of every module */
+        done_count = 0;
+    done_locks |= locks;
     dl_iterate_phdr(patch_module, &st);
     memdump_recorder_control.patched += (uint64_t)st.slots;
     memdump_recorder_control.patched_modules += (uint64_t)st.modules;

@@ -10,13 +10,20 @@
  * touch) and allocates nothing. GDB reads the table at any stop (`contention`) through the
  * exported header `memdump_recorder_locks`.
  *
+ * By call stack: a contended acquisition (the first try failed, the thread is about to block)
+ * walks its caller's stack with the recorder's unwinder (unwind.c, MDR_LOCK_STACK_DEPTH return
+ * addresses) before it blocks, and counts into a second table of the same kind, keyed by a hash
+ * of the lock and the stack: contended acquisitions, total and longest wait per (lock, stack).
+ * An uncontended acquisition never walks.
+ *
  * The real functions are glibc's exported `__pthread_*` aliases (the same code, no dlsym, no
- * lazy binding); pthread_mutex_timedlock has none and is looked up once with dlsym(RTLD_NEXT).
- * Counting is on while the header's `enabled` is non-zero: GDB writes it when the recorder
- * configures itself (`set memdump locks on`: off by default, as it adds 15 to 25 ns to an
- * acquisition); otherwise each hook is one load and a call of the real function. It needs
- * nothing else of the recorder, so a forked child, whose recorder is off, keeps counting into
- * its own copy of the table (which no one reads).
+ * lazy binding); those without one (timedlock, the clock and timed rwlock forms) are looked up
+ * once with dlsym(RTLD_NEXT). Counting is on while the header's `enabled` is non-zero: GDB
+ * writes it when the recorder configures itself (`set memdump locks on`: off by default, as it
+ * adds 15 to 25 ns to an acquisition); otherwise each hook is one load and a call of the real
+ * function. It needs nothing else of the recorder, so a forked child, whose recorder is off,
+ * keeps counting into its own copy of the table (which no one reads). In a process the recorder
+ * was loaded into after it started, got.c redirects the modules' calls of these functions here.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -33,11 +40,15 @@
 #define EXPORT __attribute__((visibility("default")))
 EXPORT struct mdr_locks memdump_recorder_locks = {
     .magic = MDR_LOCKS_MAGIC,
-    .version = 1,
+    .version = 2,
     .capacity = MDR_LOCKS_CAPACITY,
     .entry_words = MDR_LOCK_WORDS,
     .enabled = 0,  /* GDB writes `set memdump locks` here when the recorder configures itself */
+    .stack_capacity = MDR_LOCKS_STACKS_CAPACITY,
+    .stack_words = MDR_LOCK_STACK_WORDS,
 };
+_Static_assert(sizeof(struct mdr_lock_entry) == 8 * MDR_LOCK_WORDS, "lock entry words");
+_Static_assert(sizeof(struct mdr_lock_stack) == 8 * MDR_LOCK_STACK_WORDS, "stack entry words");
 #define L (memdump_recorder_locks)
 
 /* glibc 2.34 moved libpthread into libc and kept the old `__pthread_*` names as compat symbols
@@ -74,22 +85,32 @@ static inline uint64_t now_ns(void)
  * thread's dtv, which glibc allocates on the heap the recorder reports. */
 static inline uint64_t owner_id(void) { return (uint64_t)pthread_self(); }
 
-static struct mdr_lock_entry *table(void)
+/* The table whose address the header keeps at *SLOT, mapped at its first use. */
+static void *table_at(uint64_t *slot, size_t bytes)
 {
-    struct mdr_lock_entry *t =
-        (struct mdr_lock_entry *)(uintptr_t)__atomic_load_n(&L.table, __ATOMIC_ACQUIRE);
+    void *t = (void *)(uintptr_t)__atomic_load_n(slot, __ATOMIC_ACQUIRE);
     if (MDR_LIKELY(t != NULL))
         return t;
-    const size_t bytes = MDR_LOCKS_CAPACITY * sizeof(struct mdr_lock_entry);
-    struct mdr_lock_entry *fresh = mdr_map(bytes);
+    void *fresh = mdr_map(bytes);
     if (fresh == NULL)
         return NULL;
     uint64_t expected = 0;
-    if (__atomic_compare_exchange_n(&L.table, &expected, (uint64_t)(uintptr_t)fresh, 0,
+    if (__atomic_compare_exchange_n(slot, &expected, (uint64_t)(uintptr_t)fresh, 0,
                                     __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
         return fresh;
     mdr_unmap(fresh, bytes);  /* another thread published its table first */
-    return (struct mdr_lock_entry *)(uintptr_t)expected;
+    return (void *)(uintptr_t)expected;
+}
+
+static inline struct mdr_lock_entry *table(void)
+{
+    return table_at(&L.table, MDR_LOCKS_CAPACITY * sizeof(struct mdr_lock_entry));
+}
+
+static inline uint64_t mix(uint64_t h, uint64_t v)
+{
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h * 0xff51afd7ed558ccdull;
 }
 
 static struct mdr_lock_entry *entry_of(const void *lock, uint64_t kind)
@@ -120,6 +141,89 @@ static struct mdr_lock_entry *entry_of(const void *lock, uint64_t kind)
     return NULL;
 }
 
+/* One more contended acquisition that waited WAITED ns: the count, the sum, the maximum. */
+static void add_wait(uint64_t *contended, uint64_t *total, uint64_t *max_ns, uint64_t waited)
+{
+    __atomic_fetch_add(contended, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(total, waited, __ATOMIC_RELAXED);
+    uint64_t max = __atomic_load_n(max_ns, __ATOMIC_RELAXED);
+    while (waited > max && !__atomic_compare_exchange_n(max_ns, &max, waited, 1,
+                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* -- the waiting stacks --------------------------------------------------------------------- */
+
+extern void *__libc_stack_end;  /* the loader's: the main thread's stack pointer at _start */
+
+/* A thread's stack lies below its descriptor (glibc puts struct pthread at the top of the
+ * stack it allocates, and of a stack the program gives pthread_attr_setstack); the main
+ * thread's below __libc_stack_end. A stack pointer elsewhere (a signal stack, a coroutine's)
+ * gives the caller's return address alone. */
+#define MAX_STACK_SPAN (UINT64_C(1) << 30)
+
+struct capture {
+    int n, partial;
+    uintptr_t pcs[MDR_LOCK_STACK_DEPTH];
+};
+
+/* The stack of the hook whose frame pointer is FRAME (hooks keep rbp): its caller's return
+ * address first. Not inlined: an uncontended acquisition never pays for it. */
+static __attribute__((noinline)) void capture(struct capture *c, const void *frame)
+{
+    const uintptr_t *f = frame;
+    const uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
+    const uintptr_t self = (uintptr_t)pthread_self(), top = (uintptr_t)__libc_stack_end;
+    struct mdr_stack_bounds b = {sp, sp, 0, 0};
+    if (sp < self && self - sp <= MAX_STACK_SPAN)
+        b.hi = self;
+    else if (sp < top && top - sp <= MAX_STACK_SPAN)
+        b.hi = top;
+    c->partial = 0;
+    c->n = mdr_unwind(c->pcs, MDR_LOCK_STACK_DEPTH, pc, sp, fp, &b, NULL, &c->partial);
+    if (c->n == MDR_LOCK_STACK_DEPTH)
+        c->partial = 1;  /* deeper frames were left out */
+}
+
+/* Count a contended acquisition of LOCK from the stack C that waited WAITED ns. */
+static __attribute__((noinline)) void waited_from(const void *lock, const struct capture *c,
+                                                  uint64_t waited)
+{
+    if (c->n <= 0)
+        return;
+    struct mdr_lock_stack *t =
+        table_at(&L.stacks, MDR_LOCKS_STACKS_CAPACITY * sizeof(struct mdr_lock_stack));
+    if (t == NULL) {
+        __atomic_fetch_add(&L.stacks_dropped, 1, __ATOMIC_RELAXED);
+        return;
+    }
+    uint64_t key = mix(0, (uint64_t)(uintptr_t)lock);
+    for (int i = 0; i < c->n; ++i)
+        key = mix(key, c->pcs[i]);
+    key += key == 0;
+    for (uint64_t n = 0, i = key >> 52; n < MDR_LOCKS_STACKS_CAPACITY; ++n, ++i) {
+        struct mdr_lock_stack *e = &t[i & (MDR_LOCKS_STACKS_CAPACITY - 1)];
+        uint64_t k = __atomic_load_n(&e->key, __ATOMIC_ACQUIRE);
+        if (k == 0) {
+            if (__atomic_compare_exchange_n(&e->key, &k, key, 0, __ATOMIC_ACQ_REL,
+                                            __ATOMIC_ACQUIRE)) {
+                e->lock = (uint64_t)(uintptr_t)lock;
+                e->partial = (uint64_t)c->partial;
+                for (int j = 0; j < c->n; ++j)
+                    e->pcs[j] = c->pcs[j];
+                __atomic_store_n(&e->npcs, (uint64_t)c->n, __ATOMIC_RELEASE);
+                __atomic_fetch_add(&L.stacks_used, 1, __ATOMIC_RELAXED);
+                k = key;
+            }
+        }
+        if (k == key) {
+            add_wait(&e->contended, &e->wait_ns, &e->max_wait_ns, waited);
+            return;
+        }
+    }
+    __atomic_fetch_add(&L.stacks_dropped, 1, __ATOMIC_RELAXED);
+}
+
 /* The calling thread has the lock (READ: shared); WAITED ns when it was contended. */
 static void acquired(const void *lock, uint64_t kind, int read, int contended, uint64_t waited)
 {
@@ -138,12 +242,7 @@ static void acquired(const void *lock, uint64_t kind, int read, int contended, u
     }
     if (!contended)
         return;
-    __atomic_fetch_add(&e->contended, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&e->wait_ns, waited, __ATOMIC_RELAXED);
-    uint64_t max = __atomic_load_n(&e->max_wait_ns, __ATOMIC_RELAXED);
-    while (waited > max && !__atomic_compare_exchange_n(&e->max_wait_ns, &max, waited, 1,
-                                                        __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
+    add_wait(&e->contended, &e->wait_ns, &e->max_wait_ns, waited);
 }
 
 static void busy(const void *lock, uint64_t kind)
@@ -157,7 +256,8 @@ static void busy(const void *lock, uint64_t kind)
  * mutex whose holder died: the caller has it). */
 static inline int got(int r) { return r == 0 || r == EOWNERDEAD; }
 
-/* Try first; on EBUSY count a contended acquisition and time the blocking call BLOCK. */
+/* Try first; on EBUSY count a contended acquisition: walk the caller's stack, then time the
+ * blocking call BLOCK. */
 #define COUNTED_LOCK(lock, kind, read, try_call, block_call)                           \
     do {                                                                                \
         if (!counting())                                                                \
@@ -170,11 +270,15 @@ static inline int got(int r) { return r == 0 || r == EOWNERDEAD; }
                 r_ = block_call; /* EAGAIN (too many readers), EDEADLK: its own answer */ \
             return r_;                                                                  \
         }                                                                               \
+        struct capture c_;                                                              \
+        capture(&c_, __builtin_frame_address(0));                                       \
         const uint64_t t0_ = now_ns();                                                  \
         r_ = block_call;                                                                \
         const uint64_t waited_ = now_ns() - t0_;                                        \
-        if (got(r_))                                                                    \
+        if (got(r_)) {                                                                  \
             acquired(lock, kind, read, 1, waited_);                                     \
+            waited_from(lock, &c_, waited_);                                            \
+        }                                                                               \
         return r_;                                                                      \
     } while (0)
 
@@ -201,24 +305,92 @@ EXPORT int pthread_mutex_trylock(pthread_mutex_t *m)
     COUNTED_TRY(m, MDR_LOCK_MUTEX, 0, __pthread_mutex_trylock(m));
 }
 
+/* The real function NAME of type FN, looked up once (glibc exports no `__` alias of it); a
+ * glibc without it answers ENOSYS. */
+#define REAL(fn, name)                                                                  \
+    static fn real_;                                                                    \
+    fn f_ = __atomic_load_n(&real_, __ATOMIC_ACQUIRE);                                  \
+    if (MDR_UNLIKELY(f_ == NULL)) {                                                     \
+        f_ = (fn)dlsym(RTLD_NEXT, name);                                                \
+        if (f_ == NULL)                                                                 \
+            return ENOSYS;                                                              \
+        __atomic_store_n(&real_, f_, __ATOMIC_RELEASE);                                 \
+    }
+
 typedef int (*timedlock_fn)(pthread_mutex_t *, const struct timespec *);
+typedef int (*clocklock_fn)(pthread_mutex_t *, clockid_t, const struct timespec *);
+typedef int (*rw_timed_fn)(pthread_rwlock_t *, const struct timespec *);
+typedef int (*rw_clock_fn)(pthread_rwlock_t *, clockid_t, const struct timespec *);
 
 static int real_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
 {
-    static timedlock_fn fn;
-    timedlock_fn f = __atomic_load_n(&fn, __ATOMIC_ACQUIRE);
-    if (MDR_UNLIKELY(f == NULL)) {
-        f = (timedlock_fn)dlsym(RTLD_NEXT, "pthread_mutex_timedlock");
-        if (f == NULL)
-            return ENOSYS;
-        __atomic_store_n(&fn, f, __ATOMIC_RELEASE);
+    REAL(timedlock_fn, "pthread_mutex_timedlock");
+    return f_(m, abstime);
+}
+
+static int real_clocklock(pthread_mutex_t *m, clockid_t clock, const struct timespec *abstime)
+{
+    REAL(clocklock_fn, "pthread_mutex_clocklock");
+    return f_(m, clock, abstime);
+}
+
+static int real_rw_timed(int write, pthread_rwlock_t *l, const struct timespec *abstime)
+{
+    if (write) {
+        REAL(rw_timed_fn, "pthread_rwlock_timedwrlock");
+        return f_(l, abstime);
     }
-    return f(m, abstime);
+    REAL(rw_timed_fn, "pthread_rwlock_timedrdlock");
+    return f_(l, abstime);
+}
+
+static int real_rw_clock(int write, pthread_rwlock_t *l, clockid_t clock,
+                         const struct timespec *abstime)
+{
+    if (write) {
+        REAL(rw_clock_fn, "pthread_rwlock_clockwrlock");
+        return f_(l, clock, abstime);
+    }
+    REAL(rw_clock_fn, "pthread_rwlock_clockrdlock");
+    return f_(l, clock, abstime);
 }
 
 EXPORT int pthread_mutex_timedlock(pthread_mutex_t *m, const struct timespec *abstime)
 {
     COUNTED_LOCK(m, MDR_LOCK_MUTEX, 0, __pthread_mutex_trylock(m), real_timedlock(m, abstime));
+}
+
+EXPORT int pthread_mutex_clocklock(pthread_mutex_t *m, clockid_t clock,
+                                   const struct timespec *abstime)
+{
+    COUNTED_LOCK(m, MDR_LOCK_MUTEX, 0, __pthread_mutex_trylock(m),
+                 real_clocklock(m, clock, abstime));
+}
+
+EXPORT int pthread_rwlock_timedrdlock(pthread_rwlock_t *l, const struct timespec *abstime)
+{
+    COUNTED_LOCK(l, MDR_LOCK_RWLOCK, 1, __pthread_rwlock_tryrdlock(l),
+                 real_rw_timed(0, l, abstime));
+}
+
+EXPORT int pthread_rwlock_timedwrlock(pthread_rwlock_t *l, const struct timespec *abstime)
+{
+    COUNTED_LOCK(l, MDR_LOCK_RWLOCK, 0, __pthread_rwlock_trywrlock(l),
+                 real_rw_timed(1, l, abstime));
+}
+
+EXPORT int pthread_rwlock_clockrdlock(pthread_rwlock_t *l, clockid_t clock,
+                                      const struct timespec *abstime)
+{
+    COUNTED_LOCK(l, MDR_LOCK_RWLOCK, 1, __pthread_rwlock_tryrdlock(l),
+                 real_rw_clock(0, l, clock, abstime));
+}
+
+EXPORT int pthread_rwlock_clockwrlock(pthread_rwlock_t *l, clockid_t clock,
+                                      const struct timespec *abstime)
+{
+    COUNTED_LOCK(l, MDR_LOCK_RWLOCK, 0, __pthread_rwlock_trywrlock(l),
+                 real_rw_clock(1, l, clock, abstime));
 }
 
 EXPORT int pthread_rwlock_rdlock(pthread_rwlock_t *l)
@@ -242,3 +414,33 @@ EXPORT int pthread_rwlock_trywrlock(pthread_rwlock_t *l)
 {
     COUNTED_TRY(l, MDR_LOCK_RWLOCK, 0, __pthread_rwlock_trywrlock(l));
 }
+
+/* The hooks' own addresses, for got.c (a process the recorder was loaded into after it
+ * started): hidden aliases, since a reference to `pthread_mutex_lock` here would resolve to the
+ * C library's when the recorder is loaded RTLD_LOCAL. */
+#define LOCK_HOOK(name)                                                                    \
+    extern __typeof(name) mdr_lock_hook_##name                                             \
+        __attribute__((alias(#name), copy(name), visibility("hidden")))
+LOCK_HOOK(pthread_mutex_lock);
+LOCK_HOOK(pthread_mutex_trylock);
+LOCK_HOOK(pthread_mutex_timedlock);
+LOCK_HOOK(pthread_mutex_clocklock);
+LOCK_HOOK(pthread_rwlock_rdlock);
+LOCK_HOOK(pthread_rwlock_wrlock);
+LOCK_HOOK(pthread_rwlock_tryrdlock);
+LOCK_HOOK(pthread_rwlock_trywrlock);
+LOCK_HOOK(pthread_rwlock_timedrdlock);
+LOCK_HOOK(pthread_rwlock_timedwrlock);
+LOCK_HOOK(pthread_rwlock_clockrdlock);
+LOCK_HOOK(pthread_rwlock_clockwrlock);
+
+#define LOCK_ENTRY(name) {#name, (const void *)mdr_lock_hook_##name}
+MDR_HIDDEN const struct mdr_hook mdr_lock_hooks[] = {
+    LOCK_ENTRY(pthread_mutex_lock), LOCK_ENTRY(pthread_mutex_trylock),
+    LOCK_ENTRY(pthread_mutex_timedlock), LOCK_ENTRY(pthread_mutex_clocklock),
+    LOCK_ENTRY(pthread_rwlock_rdlock), LOCK_ENTRY(pthread_rwlock_wrlock),
+    LOCK_ENTRY(pthread_rwlock_tryrdlock), LOCK_ENTRY(pthread_rwlock_trywrlock),
+    LOCK_ENTRY(pthread_rwlock_timedrdlock), LOCK_ENTRY(pthread_rwlock_timedwrlock),
+    LOCK_ENTRY(pthread_rwlock_clockrdlock), LOCK_ENTRY(pthread_rwlock_clockwrlock),
+};
+MDR_HIDDEN const int mdr_lock_hook_count = (int)(sizeof mdr_lock_hooks / sizeof mdr_lock_hooks[0]);

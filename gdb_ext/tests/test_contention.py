@@ -99,11 +99,13 @@ def test_aggregate_a_lock_without_address_by_stack() -> None:
 
 
 NAMES = {100: "shmemq_bench", 101: "shmemq_bench", 102: "reader"}
+# owners that are no thread of this process (contention_sampler.owner_states)
+STATES = {200: "another process", 201: "another process", 202: "no such thread"}
 
 
 def test_json_is_the_fixture_and_the_docs_example() -> None:
     run = _run()
-    text = json.dumps(contention.render_json(run, contention.aggregate(run), NAMES),
+    text = json.dumps(contention.render_json(run, contention.aggregate(run), NAMES, STATES),
                       indent=2) + "\n"
     assert text == (FIXTURES / "contention.json").read_text()
     assert doc_block("contention.md", "### JSON worked example", "json") == text
@@ -111,11 +113,24 @@ def test_json_is_the_fixture_and_the_docs_example() -> None:
 
 def test_table_is_the_docs_example() -> None:
     run = _run()
-    text = contention.render_table(run, contention.aggregate(run), NAMES, top_stacks=1)
+    text = contention.render_table(run, contention.aggregate(run), NAMES, top_stacks=1,
+                                   states=STATES)
     assert "   1        3        0        3        2  mutex         0x7ffff7fbe080     " \
            "200 (not in this process) q->hdr->mutex in queue_lock" in text
     assert "  ... 1 more stack(s) (--json lists them all)" in text
     assert doc_block("contention.md", "### Table worked example") == text
+
+
+def test_an_owner_that_is_no_thread_says_so() -> None:
+    run = SampleRun(1, 0.01, 10, found=[[Sample(0x5000, "mutex", "", 100, (), owner=2147483632,
+                                               name="bad_lock")]])
+    text = contention.render_table(run, contention.aggregate(run), NAMES,
+                                   states={2147483632: "no such thread"})
+    assert "2147483632 (no such thread) bad_lock" in text
+    doc = contention.render_json(run, contention.aggregate(run), NAMES,
+                                 {2147483632: "no such thread"})
+    assert doc["locks"][0]["owners"] == [  # type: ignore[index]
+        {"tid": 2147483632, "name": None, "thread": "no such thread", "samples": 1}]
 
 
 def test_nothing_seen_and_an_early_end_say_so() -> None:

@@ -39,7 +39,7 @@ def _sample(lock: str) -> dict[str, Any]:
                           stdin=subprocess.DEVNULL)
     assert "\n{\n" in proc.stdout, proc.stdout + proc.stderr
     doc: dict[str, Any] = printed_json(proc.stdout)
-    assert doc["format"] == "dbgkit-contention" and doc["version"] == "1.0"
+    assert doc["format"] == "dbgkit-contention" and doc["version"] == "1.1"
     assert doc["method"] == "sampling" and doc["samples"] > 0 and doc["ended_early"] is None
     assert "Traceback" not in proc.stderr
     return doc

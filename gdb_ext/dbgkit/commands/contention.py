@@ -72,10 +72,11 @@ class ContentionCommand(base.Command):
         run = contention_sampler.sample(args.sample, args.interval)
         names = {t.ptid[1]: t.name or "" for t in inferior.threads() if t.is_valid()}
         locks = contention.aggregate(run)
+        states = contention_sampler.owner_states({t for r in locks for t in r.owners}, names)
         if args.json:
-            output.block(json.dumps(contention.render_json(run, locks, names), indent=2))
+            output.block(json.dumps(contention.render_json(run, locks, names, states), indent=2))
         else:
-            output.block(contention.render_table(run, locks, names, args.stacks))
+            output.block(contention.render_table(run, locks, names, args.stacks, states))
 
 
 def _counted(args: argparse.Namespace) -> None:
@@ -97,7 +98,8 @@ def _counted(args: argparse.Namespace) -> None:
         name, _ = contention_sampler.lock_name(counts.address, [])
         if name:
             names[counts.address] = name
+    resolved = lock_counts.resolve(table)
     if args.json:
-        output.block(json.dumps(contention.render_counts_json(table, names), indent=2))
+        output.block(json.dumps(contention.render_counts_json(table, names, resolved), indent=2))
     else:
-        output.block(contention.render_counts_table(table, names))
+        output.block(contention.render_counts_table(table, names, resolved, args.stacks))

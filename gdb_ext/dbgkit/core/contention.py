@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .locktable import LockTable
+from .locktable import LockCounts, LockStack, LockTable
 
 __all__ = [
     "FORMAT",
@@ -32,12 +32,13 @@ __all__ = [
     "render_counts_table",
     "render_json",
     "render_table",
+    "stack_frames",
 ]
 
 # `contention --json` (docs/contention.md): a new key is a minor version, a key removed or
 # changed in meaning a major one.
 FORMAT = "dbgkit-contention"
-VERSION = "1.0"
+VERSION = "1.1"   # 1.1: the recorder's waiting stacks, `stacks_dropped`
 
 # glibc 2.36's names with their alias prefixes taken off (normalise): the functions a thread
 # blocked in a futex for a lock sits in (nptl/lowlevellock.c, nptl/futex-internal.c,
@@ -195,11 +196,14 @@ def aggregate(run: SampleRun) -> list[LockReport]:
     return sorted(locks.values(), key=lambda r: (-r.waiting, -r.in_call, r.address or 0))
 
 
-def _owner_text(tid: int, names: dict[int, str]) -> str:
+def _owner_text(tid: int, names: dict[int, str], states: dict[int, str]) -> str:
     if not tid:
         return "-"
     name = names.get(tid)
-    return f"{tid} ({name})" if name else f"{tid} (not in this process)"
+    if name:
+        return f"{tid} ({name})"
+    return f"{tid} (no such thread)" if states.get(tid) == "no such thread" \
+        else f"{tid} (not in this process)"
 
 
 def _lock_label(rep: LockReport) -> str:
@@ -208,8 +212,9 @@ def _lock_label(rep: LockReport) -> str:
 
 
 def render_table(run: SampleRun, locks: Iterable[LockReport], names: dict[int, str],
-                 top_stacks: int = 3) -> str:
-    """mutrace's shape: one row per lock, then each lock's waiting stacks."""
+                 top_stacks: int = 3, states: dict[int, str] | None = None) -> str:
+    """mutrace's shape: one row per lock, then each lock's waiting stacks. STATES: the owners
+    that are no thread of this process, `another process` or `no such thread`."""
     locks = list(locks)
     out = [f"contention: {run.samples} samples over {run.seconds:.1f} s, one every "
            f"{run.interval_ms} ms, by stopping every thread from GDB (sampled; the in-process "
@@ -230,7 +235,8 @@ def render_table(run: SampleRun, locks: Iterable[LockReport], names: dict[int, s
         addr = f"{rep.address:#x}" if rep.address is not None else "?"
         out.append(f"{n:>4} {rep.waiting:>8} {rep.in_call:>8} {rep.samples:>8} "
                    f"{len(rep.waiters):>8}  "
-                   f"{kind:<13} {addr:<18} {_owner_text(owner, names):<24} {_lock_label(rep)}")
+                   f"{kind:<13} {addr:<18} {_owner_text(owner, names, states or {}):<24} "
+                   f"{_lock_label(rep)}")
     for n, rep in enumerate(locks, 1):
         if not rep.stacks:
             continue
@@ -249,8 +255,8 @@ def _frame_json(f: Frame) -> dict[str, object]:
     return {"function": f.function, "file": f.file or None, "line": f.line or None}
 
 
-def render_json(run: SampleRun, locks: Iterable[LockReport],
-                names: dict[int, str]) -> dict[str, object]:
+def render_json(run: SampleRun, locks: Iterable[LockReport], names: dict[int, str],
+                states: dict[int, str] | None = None) -> dict[str, object]:
     """The `--json` document (docs/contention.md)."""
     rows = []
     for rep in locks:
@@ -260,7 +266,9 @@ def render_json(run: SampleRun, locks: Iterable[LockReport],
             "waiting": rep.waiting, "in_call": rep.in_call, "samples": rep.samples,
             "threads": sorted(rep.waiters),
             "modes": {m or "exclusive": c for m, c in sorted(rep.modes.items())},
-            "owners": [{"tid": t, "name": names.get(t), "samples": c}
+            "owners": [{"tid": t, "name": names.get(t),
+                        "thread": "this process" if t in names else
+                        (states or {}).get(t, "another process"), "samples": c}
                        for t, c in sorted(rep.owners.items(), key=lambda x: (-x[1], x[0]))],
             "stacks": [{"waiting": c, "frames": [_frame_json(f) for f in stack]}
                        for stack, c in rep.stacks.most_common()],
@@ -278,15 +286,32 @@ def _us(ns: int) -> str:
     return f"{ns / 1e3:.3f}"
 
 
-def render_counts_table(table: LockTable, names: dict[int, str]) -> str:
+#: program counter -> its frames (more than one where code was inlined), as GDB resolved them
+Resolved = dict[int, tuple[Frame, ...]]
+
+
+def stack_frames(stack: LockStack, resolved: Resolved) -> tuple[Frame, ...]:
+    """A waiting stack's frames, innermost first (a pc GDB did not resolve: its address)."""
+    return tuple(f for pc in stack.pcs for f in resolved.get(pc, (Frame(f"{pc:#x}"),)))
+
+
+def _counts_label(c: LockCounts, names: dict[int, str]) -> str:
+    return names.get(c.address) or f"{c.address:#x}"
+
+
+def render_counts_table(table: LockTable, names: dict[int, str], resolved: Resolved | None = None,
+                        top_stacks: int = 3) -> str:
     """mutrace's table from the in-process recorder's counts: one row per lock, the most
-    contended first."""
+    contended first; then each lock's waiting stacks, the most contended first."""
     out = [f"contention: counted by the in-process recorder (every pthread mutex and rwlock "
            f"call while it records); {len(table.locks)} lock(s)"]
     if not table.enabled:
         out.append("contention: lock counting is off in the recorder")
     if table.dropped:
         out.append(f"contention: {table.dropped} acquisitions not counted: the table is full")
+    if table.stacks_dropped:
+        out.append(f"contention: {table.stacks_dropped} contended acquisitions not counted by "
+                   "stack: the stack table is full")
     if not table.locks:
         out.append("no lock was taken")
         return "\n".join(out) + "\n"
@@ -297,16 +322,37 @@ def render_counts_table(table: LockTable, names: dict[int, str]) -> str:
         out.append(f"{n:>4} {c.kind:<7} {c.locked:>10} {c.owner_changes:>9} {c.contended:>10} "
                    f"{c.try_busy:>9} {_ms(c.wait_ns):>10} {_us(c.avg_wait_ns):>9} "
                    f"{_us(c.max_wait_ns):>10}  {c.address:#018x} {names.get(c.address, '-')}")
+    for n, c in enumerate(table.locks, 1):
+        if not c.stacks:
+            continue
+        out.append("")
+        out.append(f"lock {n} ({_counts_label(c, names)}): waiting stacks")
+        for s in c.stacks[:top_stacks]:
+            out.append(f"  {s.contended} contended, {_ms(s.wait_ns)} ms waited, the longest "
+                       f"{_us(s.max_wait_ns)} us:")
+            out.extend(f"    {f.text()}" for f in stack_frames(s, resolved or {}))
+            if s.partial:
+                out.append("    ... (the walk stopped here)")
+        rest = len(c.stacks) - top_stacks
+        if rest > 0:
+            out.append(f"  ... {rest} more stack(s) (--json lists them all)")
     return "\n".join(out) + "\n"
 
 
-def render_counts_json(table: LockTable, names: dict[int, str]) -> dict[str, object]:
+def render_counts_json(table: LockTable, names: dict[int, str],
+                       resolved: Resolved | None = None) -> dict[str, object]:
     """The `--json` document of the recorder's counts (docs/contention.md)."""
     return {"format": FORMAT, "version": VERSION, "method": "recorder",
             "enabled": table.enabled, "dropped": table.dropped,
+            "stacks_dropped": table.stacks_dropped,
             "locks": [{"address": c.address, "kind": c.kind, "name": names.get(c.address),
                        "locked": c.locked, "read_locked": c.read_locked,
                        "owner_changes": c.owner_changes, "contended": c.contended,
                        "try_busy": c.try_busy, "wait_ns": c.wait_ns,
-                       "max_wait_ns": c.max_wait_ns, "last_owner": c.last_owner}
+                       "max_wait_ns": c.max_wait_ns, "last_owner": c.last_owner,
+                       "stacks": [{"contended": s.contended, "wait_ns": s.wait_ns,
+                                   "max_wait_ns": s.max_wait_ns, "partial": s.partial,
+                                   "frames": [_frame_json(f)
+                                              for f in stack_frames(s, resolved or {})]}
+                                  for s in c.stacks]}
                       for c in table.locks]}

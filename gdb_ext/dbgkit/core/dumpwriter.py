@@ -234,10 +234,17 @@ class DumpWriter:
         self.flush()
 
     def lock_counts(self, locks: Iterable[LockCounts]) -> None:
-        """(2.3) The in-process recorder's lock counts at the end: one `lk` record per lock."""
-        self._pending.extend(
-            f"lk {c.address:#x} {c.kind} {c.locked} {c.read_locked} {c.owner_changes} "
-            f"{c.contended} {c.try_busy} {c.wait_ns} {c.max_wait_ns}\n" for c in locks)
+        """(2.3) The in-process recorder's lock counts at the end: one `lk` record per lock;
+        (2.4) after it, one `lw` record per stack it was waited for from (its stack defined
+        first, as any stack)."""
+        for c in locks:
+            self._pending.append(
+                f"lk {c.address:#x} {c.kind} {c.locked} {c.read_locked} {c.owner_changes} "
+                f"{c.contended} {c.try_busy} {c.wait_ns} {c.max_wait_ns}\n")
+            for s in c.stacks:
+                node = self.stack(s.pcs)
+                self._pending.append(f"lw {c.address:#x} {node} {s.contended} {s.wait_ns} "
+                                     f"{s.max_wait_ns}\n")
         self.flush()
 
     def end(self, reason: str, detail: str = "-") -> None:

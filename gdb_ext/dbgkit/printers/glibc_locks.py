@@ -4,6 +4,8 @@ of libc.so.6's objfile's types). The words are decoded by core.glibc_locks, as `
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
 import gdb
@@ -34,6 +36,22 @@ def _bytes(val: gdb.Value) -> bytes:
     return bytes(int(array[i]) for i in range(size))
 
 
+_BY_LWP = re.compile(r"(by LWP (\d+))")
+
+
+def _whose(tid: int) -> str:
+    """Where owner TID is, when it is not a thread of the live process the value is read in:
+    ` of another process` (a thread of that id exists: a process-shared lock held elsewhere) or
+    ` (no such thread)`; "" otherwise, or when no process is live (a core file)."""
+    try:
+        inferior = gdb.selected_inferior()
+        if not inferior.pid or any(t.ptid[1] == tid for t in inferior.threads()):
+            return ""
+    except gdb.error:
+        return ""
+    return " of another process" if os.path.exists(f"/proc/{tid}") else " (no such thread)"
+
+
 class _LockPrinter:
     """A glibc lock's value as `TYPE: word, word` or `TYPE <corrupt: why>`."""
 
@@ -49,7 +67,9 @@ class _LockPrinter:
         problem = state.problem()
         if problem is not None:
             return f"{self.TYPE} <corrupt: {problem}>"
-        return f"{self.TYPE}: " + ", ".join(self.words(state))
+        text = ", ".join(self.words(state))
+        return f"{self.TYPE}: " + _BY_LWP.sub(lambda m: m.group(1) + _whose(int(m.group(2))),
+                                              text, count=1)
 
     def words(self, state: Any) -> list[str]:
         raise NotImplementedError
