@@ -156,10 +156,12 @@ static void add_wait(uint64_t *contended, uint64_t *total, uint64_t *max_ns, uin
 
 extern void *__libc_stack_end;  /* the loader's: the main thread's stack pointer at _start */
 
-/* A thread's stack lies below its descriptor (glibc puts struct pthread at the top of the
- * stack it allocates, and of a stack the program gives pthread_attr_setstack); the main
- * thread's below __libc_stack_end. A stack pointer elsewhere (a signal stack, a coroutine's)
- * gives the caller's return address alone. */
+/* The walk reads only the thread's stack: its bounds as its allocations' walks know them
+ * (recorder.c, from pthread_getattr_np: exact, with its signal stack), else, for a thread that
+ * made no heap call yet, the stack below its descriptor (glibc puts struct pthread at the top of
+ * the stack it allocates, and of a stack the program gives pthread_attr_setstack) or, for the
+ * main thread, below __libc_stack_end. A stack pointer elsewhere (a coroutine's stack) gives
+ * the caller's return address alone. */
 #define MAX_STACK_SPAN (UINT64_C(1) << 30)
 
 struct capture {
@@ -175,10 +177,12 @@ static __attribute__((noinline)) void capture(struct capture *c, const void *fra
     const uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
     const uintptr_t self = (uintptr_t)pthread_self(), top = (uintptr_t)__libc_stack_end;
     struct mdr_stack_bounds b = {sp, sp, 0, 0};
-    if (sp < self && self - sp <= MAX_STACK_SPAN)
-        b.hi = self;
-    else if (sp < top && top - sp <= MAX_STACK_SPAN)
-        b.hi = top;
+    if (!mdr_thread_bounds(&b)) {
+        if (sp < self && self - sp <= MAX_STACK_SPAN)
+            b.hi = self;
+        else if (sp < top && top - sp <= MAX_STACK_SPAN)
+            b.hi = top;
+    }
     c->partial = 0;
     c->n = mdr_unwind(c->pcs, MDR_LOCK_STACK_DEPTH, pc, sp, fp, &b, NULL, &c->partial);
     if (c->n == MDR_LOCK_STACK_DEPTH)

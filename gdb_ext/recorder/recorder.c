@@ -193,6 +193,17 @@ static void make_thread_key(void)
     pthread_key_create(&thread_key, thread_exit);
 }
 
+int mdr_thread_bounds(struct mdr_stack_bounds *out)
+{
+    if (!__atomic_load_n(&thread_key_made, __ATOMIC_ACQUIRE))
+        return 0;
+    const struct mdr_thread *t = pthread_getspecific(thread_key);
+    if (t == NULL || !t->ready || t->bounds.hi == 0)
+        return 0;
+    *out = t->bounds;
+    return 1;
+}
+
 /* This thread's state, made at its first call; NULL when it cannot be (no memory). */
 static inline struct mdr_thread *current(void)
 {

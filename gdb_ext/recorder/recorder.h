@@ -41,6 +41,10 @@ MDR_HIDDEN int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, u
                           int *partial);
 /* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same. */
 MDR_HIDDEN int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b);
+/* recorder.c: this thread's stack bounds, as its allocations' walks use them (from
+ * pthread_getattr_np and sigaltstack at its first heap call); 0 when the thread made no heap
+ * call yet (nothing is made here: a lock hook may call it). */
+MDR_HIDDEN int mdr_thread_bounds(struct mdr_stack_bounds *out);
 /* Changes whenever cached unwind rules are dropped (modules unloaded). */
 MDR_HIDDEN uint64_t mdr_unwind_generation(void);
 /* Modules were loaded or unloaded: forget the module list and every cached rule. */
