@@ -173,8 +173,10 @@ class InProcessSession(Session):
             self._fall_back(str(exc))
             return
         memdump_attach.define_detach_hook(self)
+        what = ("allocator and lock" if self.settings is not None and self.settings("locks")
+                else "allocator")
         output.info(CMD, f"in-process recorder: loaded into process {self.pid}, {slots} "
-                         f"allocator call sites redirected in {modules} modules (memdump "
+                         f"{what} call sites redirected in {modules} modules (memdump "
                          "--breakpoints records without loading anything)")
 
     def _fall_back(self, reason: str) -> None:

@@ -59,6 +59,8 @@ def test_attach_counts_every_lock_after_the_attach(tmp_path: Path) -> None:
     assert before is not None and after is not None, gdb.stdout + gdb.stderr
     delta = int(after.group(1)) - int(before.group(1))
     assert delta == ROUNDS * 2 * 1000
+    assert re.search(r"^memdump: in-process recorder: loaded into process \d+, \d+ allocator "
+                     r"and lock call sites redirected in \d+ modules", gdb.stdout, re.M), gdb.stdout
     doc = printed_json(gdb.stdout)
     (lock,) = doc["locks"]
     assert (lock["name"], lock["kind"], lock["locked"], lock["read_locked"]) == \
