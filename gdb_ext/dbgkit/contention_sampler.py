@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 import gdb
 
 from .core.contention import Frame, Sample, SampleRun, lock_call
+from .lock_names import unnamed_frame
 
 # glibc's x86-64 pthread_mutex_t (sysdeps/nptl/bits/struct_mutex.h): __lock at 0, __owner at 8.
 _MUTEX_OWNER = 8
@@ -78,11 +79,8 @@ def _frame(frame: gdb.Frame) -> Frame:
     sal = frame.find_sal()
     path = sal.symtab.filename if sal.symtab is not None else ""
     name = frame.name()
-    if not name:  # a stripped module: its address, in which file
-        pc = frame.pc()
-        space = gdb.current_progspace()
-        module = space.solib_name(pc) or space.filename if space is not None else None
-        name = f"{pc:#x} in {os.path.basename(module)}" if module else f"{pc:#x}"
+    if not name:
+        name = unnamed_frame(frame.pc())
     return Frame(name, path, sal.line if path else 0)
 
 

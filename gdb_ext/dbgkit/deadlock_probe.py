@@ -13,7 +13,7 @@ import gdb
 from .core import glibc_locks as gl
 from .core.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
 from .core.waitgraph import Hold, Report, ThreadState, Where
-from .lock_names import name_locks
+from .lock_names import name_locks, unnamed_frame
 
 MAX_FRAMES = 64
 MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks it took
@@ -122,7 +122,8 @@ def _where(frames: list[_Frame], start: int) -> Where | None:
     for f in frames[start:]:
         sal = f.frame.find_sal()
         path = sal.symtab.fullname() if sal.symtab else ""
-        here = Where(f.name, os.path.basename(path) if path else "", sal.line if path else 0)
+        here = Where(f.name or unnamed_frame(f.pc), os.path.basename(path) if path else "",
+                     sal.line if path else 0)
         first = first or here
         if path.startswith("/") and not path.startswith("/usr/"):
             return here

@@ -4,6 +4,7 @@ variable (`lock_a`, `ring[1].guard`), or a member of an object a frame works on
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -16,6 +17,13 @@ from .core import glibc_locks as gl
 _GLIBC_TYPES = {"mutex": "pthread_mutex_t", "rwlock": "pthread_rwlock_t",
                 "cond": "pthread_cond_t", "sem": "sem_t", "futex": ""}
 _SYMBOL = re.compile(r"^(.*?)(?: \+ (\d+))? in section (\S+)")
+
+
+def unnamed_frame(pc: int) -> str:
+    """A frame GDB has no function for (a stripped module): its address, in which file."""
+    space = gdb.current_progspace()
+    module = (space.solib_name(pc) or space.filename) if space is not None else None
+    return f"{pc:#x} in {os.path.basename(module)}" if module else f"{pc:#x}"
 
 
 def member_path(gtype: gdb.Type, offset: int, size: int) -> tuple[str, str] | None:

@@ -8,6 +8,7 @@ waits; the expectations never hard-code a line number.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -238,6 +239,21 @@ def test_program_without_debug_info() -> None:
     where = {t["name"]: t["where"] for t in doc["threads"] if t["waits"]}
     assert where == {"abba-1": {"function": "abba_first", "file": None, "line": None},
                      "abba-2": {"function": "abba_second", "file": None, "line": None}}
+
+
+def test_stripped_program() -> None:
+    """No symbol table either: the locks have no names and the waits are shown by address, in
+    which file, never as `??`."""
+    with hung(program("deadlock_cases_stripped"), "abba") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json")
+        still_waiting(pid)
+    doc = json_doc(out)
+    assert len(doc["cycles"]) == 1 and "??" not in out
+    where = [t["where"] for t in doc["threads"] if t["waits"]]
+    assert len(where) == 2
+    for w in where:
+        assert re.fullmatch(r"0x[0-9a-f]+ in deadlock_cases_stripped", w["function"]), w
+        assert (w["file"], w["line"]) == (None, None)
 
 
 def test_no_threads_library() -> None:
