@@ -30,7 +30,7 @@ from .sarif import render_sarif
 from .suppressions import Suppression, SuppressionError, group_names, load_all
 from .suppressions import apply as apply_suppressions
 from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
-from .views import VIEWS
+from .views import VIEWS, tag_series
 from .views.cli import build_view_parser, run_view
 
 PROG = "memdump-analyze"
@@ -389,7 +389,8 @@ def _run_tags(args: argparse.Namespace) -> int:
         return _write(args.output, text, EXIT_OK)
     result = tags_and_phases(args.dump)
     if args.by_tag:
-        text = (dumps_json(tags_json(result, args.dump)) if args.format == "json"
+        text = (dumps_json(tags_json(result, args.dump, tag_series(args.dump)))
+                if args.format == "json"
                 else tags_text(result, args.dump))
     else:
         text = (dumps_json(phases_json(result, args.dump, args.max_frames))

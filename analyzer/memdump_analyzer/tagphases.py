@@ -178,11 +178,15 @@ def _frame(frame: Frame) -> dict[str, object]:
             "module": frame.module, "offset": f"0x{frame.offset:x}"}
 
 
-def tags_json(result: TagsAndPhases, path: str) -> dict[str, object]:
+def tags_json(result: TagsAndPhases, path: str,
+              series: dict[str, list[list[int]]] | None = None) -> dict[str, object]:
+    """`series`: each tag's live bytes over time (views.tag_series), as `series`."""
     return {"format": FORMAT, "version": VERSION, "view": "tags", "dump": path,
             "tags": [{"tag": t.tag, "allocated": _pair(t.allocated_bytes, t.allocated_blocks),
                       "peak_bytes": t.peak_bytes, "peak_seq": t.peak_seq,
-                      "leaked": _pair(t.live_bytes, t.live_blocks)} for t in result.tags]}
+                      "leaked": _pair(t.live_bytes, t.live_blocks),
+                      **({} if series is None else {"series": series.get(t.tag, [])})}
+                     for t in result.tags]}
 
 
 def phases_json(result: TagsAndPhases, path: str, max_frames: int | None) -> dict[str, object]:
