@@ -12,12 +12,14 @@ knows them: the allocator's own bookkeeping and top chunk beyond the last block 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .dumpfile import DumpReader
+from .dumpfile import DumpReader, Frame
 from .dumpformat import effect, unescape
+from .rules import trim_stack
+from .symbolize import symbolize as _symbolize
 
-__all__ = ["HeapMap", "HeapMapError", "Region", "heap_map"]
+__all__ = ["Block", "HeapMap", "HeapMapError", "Region", "heap_map"]
 
 REGION_GAP = 1 << 20
 MAP_WIDTH = 64
@@ -52,10 +54,43 @@ class Region:
 
 
 @dataclass
+class Block:
+    """A live block: where, how large, its allocation stack's node and its tag (memdump_api.h;
+    None: untagged)."""
+
+    addr: int
+    size: int
+    node: int
+    tag: str | None
+
+
+@dataclass
 class HeapMap:
     at: str
     seq: int
     regions: list[Region]
+    #: the live blocks by address, each with its stack and tag (for the HTML report's map)
+    blocks: list[Block] = field(default_factory=list)
+    #: stack node -> its frames, trimmed as the reports show them
+    stacks: dict[int, tuple[Frame, ...]] = field(default_factory=dict)
+    #: the dump has tags
+    tagged: bool = False
+
+    @property
+    def free(self) -> int:
+        """The free bytes of all regions."""
+        return sum(r.free for r in self.regions)
+
+    @property
+    def largest_free(self) -> int:
+        """The largest free run of any region."""
+        return max((r.largest_free for r in self.regions), default=0)
+
+    @property
+    def fragmentation(self) -> float:
+        """Over the whole heap: 1 - the largest free run of any region / all regions' free
+        bytes (as the timeline's, docs/views.md)."""
+        return 1 - self.largest_free / self.free if self.free else 0.0
 
 
 def _events(reader: DumpReader):  # noqa: ANN202 - (seq, record, release, new, size)
@@ -87,10 +122,11 @@ def peak_seq(path: str) -> int:
     return at
 
 
-def heap_map(path: str, at: str = "end") -> HeapMap:
+def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
     """The live blocks of the dump at PATH at moment AT: "end", "peak", a SEQ (after that
-    event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there."""
-    live: dict[int, int] = {}
+    event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there.
+    `symbols`: resolve the blocks' frames the dump has no symbols for (addr2line)."""
+    live: dict[int, tuple[int, int, str | None]] = {}  # address -> (size, node, tag)
     stop = None
     if at == "peak":
         stop = peak_seq(path)
@@ -112,17 +148,23 @@ def heap_map(path: str, at: str = "end") -> HeapMap:
             if release is not None:
                 live.pop(release, None)
             if new is not None:
-                live[new] = size
+                live[new] = (size, abs(reader.node_ids[fl[4]]), reader.tag_of(int(fl[2])))
         else:
             if at.startswith("phase:"):
                 raise HeapMapError(f"no phase '{at[6:]}' in {path}")
             if stop is not None and stop > seq:
                 raise HeapMapError(f"event {stop} is past the last of {path} ({seq})")
-    return HeapMap(at, seq, _regions(live))
+        nodes = {node for _, node, _ in live.values()}
+        if symbols:
+            _symbolize(reader, nodes)
+        stacks = {node: trim_stack(reader.stack(node)) for node in nodes}
+        tagged = bool(reader.tags)
+    blocks = [Block(a, size, node, tag) for a, (size, node, tag) in sorted(live.items())]
+    return HeapMap(at, seq, _regions(live), blocks, stacks, tagged)
 
 
-def _regions(live: dict[int, int]) -> list[Region]:
-    chunks = sorted(chunk_of(a, s) for a, s in live.items())
+def _regions(live: dict[int, tuple[int, int, str | None]]) -> list[Region]:
+    chunks = sorted(chunk_of(a, s[0]) for a, s in live.items())
     regions: list[Region] = []
     group: list[tuple[int, int]] = []
     for chunk in chunks:
@@ -186,7 +228,9 @@ def heap_map_text(result: HeapMap, path: str) -> str:
 
 def heap_map_json(result: HeapMap, path: str) -> dict[str, object]:
     return {"format": FORMAT, "version": VERSION, "view": "heap-map", "dump": path,
-            "at": result.at, "seq": result.seq,
+            "at": result.at, "seq": result.seq, "free_bytes": result.free,
+            "largest_free_bytes": result.largest_free,
+            "fragmentation": round(result.fragmentation, 4),
             "regions": [{"lo": f"0x{r.lo:x}", "hi": f"0x{r.hi:x}", "blocks": r.blocks,
                          "used_bytes": r.used, "free_bytes": r.free, "free_runs": r.free_runs,
                          "largest_free_bytes": r.largest_free,

@@ -1,6 +1,7 @@
 """`--format html` (docs/exports.md, "html"): one self-contained page, loaded in headless
-chromium: no console error, the frame labels and the zoom run, and the screenshot shows the chart
-and the flame graphs in their colours."""
+chromium: no console error, the frame labels and the zoom run, and the screenshot shows the
+charts (heap and RSS, fragmentation, tags), the heap map and the flame graphs in their colours;
+the heap map's colouring (which block got which colour, the legend) on handmade dumps."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
 from exports_testlib import chromium, colour_count, console_messages, png_pixels
+from memdump_analyzer.exports.charts import FRAG_LINE, OTHER, RSS_LINE, TAG_COLOURS
 from memdump_analyzer.exports.flame import PALETTE
 from memdump_analyzer.exports.html import CHART_FILL, CHART_LINE
+from memdump_analyzer.exports.mapsvg import STACK_COLOURS
 
 EXAMPLE = FIXTURES / "exports.memdump"
 READY = '"memdump report ready", source: '
@@ -25,7 +28,7 @@ def page(tmp_path: Path, dump: Path = EXAMPLE) -> Path:
 
 def test_the_page_fetches_nothing(tmp_path: Path) -> None:
     text = page(tmp_path).read_text()
-    assert re.search(r"\b(src|href)=|url\(|@import|https?:|<link|<iframe", text) is None
+    assert re.search(r"\b(src|href)=|url\((?!#)|@import|https?:|<link|<iframe", text) is None
     assert text.count("<script>") == 1 and text.count("<style>") == 1
 
 
@@ -60,26 +63,130 @@ def test_a_zoomed_address_zooms_into_the_frame(tmp_path: Path) -> None:
         assert 'style="display: none;"' in frames[name], frames[name]
 
 
-def test_the_screenshot_shows_the_chart_and_the_flame_graphs(tmp_path: Path) -> None:
-    d = Dump(header="MEMDUMP 2.1")
+def _game(tmp_path: Path) -> Path:
+    """A tagged, clocked dump: 40 blocks under `physics`, `audio` and no tag in turn, every
+    other one freed, a clock sample every 10 events with the RSS growing (kept near the heap's
+    bytes, so that both lines show)."""
+    d = Dump(header="MEMDUMP 2.2")
+    names = [d.string("physics"), d.string("audio")]
     for i in range(40):
-        d.malloc(f"0x{0x10000 + 0x100 * i:x}", 100 + i, [F(f"f{i % 4}", "/src/a.c", 5 + i % 4),
-                                                          *main_at(20)])
+        if i % 10 == 0:
+            d.lines.append(f"c {i * 3} {6000 + 100 * i}")
+        if i % 3 < 2:
+            d.lines.append(f"g 100 {names[i % 3]}")
+        d.malloc(f"0x{0x10000 + 0x100 * i:x}", 100 + 4 * i,
+                 [F(f"f{i % 4}", "/src/a.c", 5 + i % 4), *main_at(20)])
+        if i % 3 < 2:
+            d.lines.append("u 100")
     for i in range(0, 40, 2):
         d.free(f"0x{0x10000 + 0x100 * i:x}", main_at(21))
+    d.lines.append("c 200 9000")
     d.end()
-    out = page(tmp_path, Path(d.write(tmp_path)))
+    return Path(d.write(tmp_path))
+
+
+def test_the_screenshot_shows_the_charts_the_heap_map_and_the_flame_graphs(
+        tmp_path: Path) -> None:
+    out = page(tmp_path, _game(tmp_path))
     shot = tmp_path / "shot.png"
-    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,1300", f"--screenshot={shot}")
+    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,2600", f"--screenshot={shot}")
     assert proc.returncode == 0 and shot.is_file(), proc.stderr
     assert len(console_messages(proc.stderr)) == 1, proc.stderr
     width, height, rows = png_pixels(shot)
-    assert (width, height) == (1100, 1300)
-    # the chart's area, then the flame graphs: each function keeps one palette colour
-    assert colour_count(rows, CHART_FILL) > 50_000
-    assert colour_count(rows, CHART_LINE) > 500
+    assert (width, height) == (1100, 2600)
+    # the heap's area and line, the RSS line, the fragmentation's line
+    assert colour_count(rows, CHART_FILL) > 30_000
+    for line in (CHART_LINE, RSS_LINE, FRAG_LINE):
+        assert colour_count(rows, line) > 800, line
+    # the tags, stacked and in the heap map: untagged grey, physics and audio
+    for colour in (OTHER, TAG_COLOURS[0], TAG_COLOURS[1]):
+        assert colour_count(rows, colour) > 20_000, colour
     flame = sum(colour_count(rows, c) for c in PALETTE)
     assert flame > 20_000
+
+
+def _cells(html: str, title: str) -> list[str]:
+    """The fills of the heap map's cells under the heading that starts with `title`."""
+    part = html.split(f"<h3>{title}", 1)[1].split("</svg>", 1)[0]
+    return re.findall(r'<rect class="cell"[^>]*fill="([^"]+)"', part)
+
+
+def _legend(html: str) -> list[tuple[str, str]]:
+    part = html.split("<h2>Heap map</h2>", 1)[1].split("<h3>", 1)[0]
+    return re.findall(r'<span class="sw" style="background:([^"]+)"></span>([^<]+)</span>', part)
+
+
+def test_the_heap_map_colours_blocks_by_stack(tmp_path: Path) -> None:
+    """Three stacks: f_a's block and f_b's, f_c's freed after the peak (a 48-byte hole), f_a's
+    second block after it. Cells of 16 bytes: f_a has the most bytes (its colour first), then
+    f_b, then f_c; the hole is hatched."""
+    d = Dump(header="MEMDUMP 2.1")
+    a, b, c = ([F(f, "/src/a.c", line), *main_at(20)] for f, line in (
+        ("f_a", 5), ("f_b", 6), ("f_c", 7)))
+    d.malloc("0x10010", 40, a)
+    d.malloc("0x10040", 24, b)
+    d.malloc("0x10060", 40, c)
+    d.free("0x10060", main_at(21))
+    d.malloc("0x10090", 40, a)
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    first, second, third = TAG_COLOURS[:3]
+    assert _cells(html, "At the peak (event 3)") == [first] * 3 + [second] * 2 + [third] * 3
+    assert _cells(html, "At the end (event 6)") == (
+        [first] * 3 + [second] * 2 + ["url(#hatch)"] * 3 + [first] * 3)
+    assert _legend(html) == [(first, "f_a (a.c:5)"), (second, "f_b (a.c:6)"),
+                             (third, "f_c (a.c:7)"), ("#ffffff", "free (between live blocks)")]
+    assert ("<title>0x10080-0x10090: 16 of 16 bytes used\n0x10090, 40 bytes, f_a (a.c:5)"
+            "</title>") in html
+    assert "fragmentation 0.00, largest free run 0 of 0 free bytes" in html
+    assert "At the end (event 6): fragmentation 0.00, largest free run 48 of 48 free" in html
+
+
+def test_the_heap_map_greys_the_stacks_past_the_coloured_ones(tmp_path: Path) -> None:
+    d = Dump(header="MEMDUMP 2.1")
+    for i in range(STACK_COLOURS + 2):  # the largest first: stack i has 400 - 16 i bytes
+        d.malloc(f"0x{0x10010 + 0x200 * i:x}", 400 - 16 * i,
+                 [F(f"s{i}", "/src/a.c", 10 + i), *main_at(20)])
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    legend = _legend(html)
+    assert legend == [(TAG_COLOURS[i], f"s{i} (a.c:{10 + i})") for i in range(STACK_COLOURS)] \
+        + [(OTHER, "2 other stacks"), ("#ffffff", "free (between live blocks)")]
+
+
+def test_the_heap_map_colours_blocks_by_tag(tmp_path: Path) -> None:
+    """`physics` at 0x10010, `audio` at 0x10040, one untagged block at 0x10070: the tags'
+    colours are the chart's, the untagged grey."""
+    d = Dump(header="MEMDUMP 2.2")
+    physics, audio = d.string("physics"), d.string("audio")
+    d.lines.append(f"g 100 {physics}")
+    d.malloc("0x10010", 40, main_at(10))
+    d.lines += ["u 100", f"g 100 {audio}"]
+    d.malloc("0x10040", 40, main_at(11))
+    d.lines.append("u 100")
+    d.malloc("0x10070", 40, main_at(12))
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    assert _cells(html, "At the end") == [TAG_COLOURS[0]] * 3 + [TAG_COLOURS[1]] * 3 + \
+        [OTHER] * 3
+    # as many bytes each: by name
+    assert _legend(html) == [(OTHER, "(untagged)"), (TAG_COLOURS[1], "audio"),
+                             (TAG_COLOURS[0], "physics"), ("#ffffff", "free (between live blocks)")]
+    assert "<title>0x10000-0x10010: 16 of 16 bytes used\n0x10010, 40 bytes, physics" in html
+
+
+def test_the_charts_are_the_timelines_series(tmp_path: Path) -> None:
+    """views.memdump has clock samples: x in ms, the heap and the RSS as two lines, each point's
+    exact figures in its title; the fragmentation below."""
+    html = page(tmp_path, FIXTURES / "views.memdump").read_text()
+    charts = html.split("<h2>Memory over time</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r'<polyline[^>]*stroke="([^"]+)"', charts) == [CHART_LINE, RSS_LINE,
+                                                                      FRAG_LINE]
+    titles = re.findall(r'<circle class="pt"[^>]*><title>([^<]+)</title>', charts)
+    assert len(titles) == 20  # the timeline's 10 points, on the two charts
+    assert "event 10, 5 ms: heap 4,424 bytes, RSS 2,097,152 bytes, fragmentation 0.0%" in titles
+    assert "milliseconds since the recording began" in charts
+    assert "Live bytes by tag" not in charts  # no tags
 
 
 def test_the_errors_and_the_leak_kinds_are_listed(tmp_path: Path) -> None:

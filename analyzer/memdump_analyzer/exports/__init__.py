@@ -26,26 +26,30 @@ class Format:
     """One export: how it renders, whether its bytes are text, why it takes no --base (None:
     it takes one)."""
 
-    render: Callable[[HeapProfile, HeapProfile | None, str], bytes]
+    render: Callable[[HeapProfile, HeapProfile | None, str, bool], bytes]
     text: bool
     no_base: str | None
     help: str
 
 
-def _pprof(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
+def _pprof(profile: HeapProfile, base: HeapProfile | None, metric: str,
+           symbols: bool) -> bytes:
     return render_pprof(profile if base is None else difference(profile, base))
 
 
-def _collapsed(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
+def _collapsed(profile: HeapProfile, base: HeapProfile | None, metric: str,
+               symbols: bool) -> bytes:
     return render_collapsed(profile, metric, base).encode("utf-8", "surrogateescape")
 
 
-def _massif(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
+def _massif(profile: HeapProfile, base: HeapProfile | None, metric: str,
+            symbols: bool) -> bytes:
     return render_massif(profile).encode("utf-8", "surrogateescape")
 
 
-def _html(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
-    return render_html(profile).encode("utf-8", "surrogateescape")
+def _html(profile: HeapProfile, base: HeapProfile | None, metric: str,
+          symbols: bool) -> bytes:
+    return render_html(profile, symbols=symbols).encode("utf-8", "surrogateescape")
 
 
 FORMATS: dict[str, Format] = {
@@ -72,4 +76,4 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     profile = collect(analysis, symbolize=symbolize)
     old = collect(base, symbolize=symbolize) if base is not None else None
-    return fmt.render(profile, old, metric)
+    return fmt.render(profile, old, metric, symbolize)
