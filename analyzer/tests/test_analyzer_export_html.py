@@ -10,10 +10,11 @@ from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
 from exports_testlib import chromium, colour_count, console_messages, png_pixels
-from memdump_analyzer.exports.charts import FRAG_LINE, OTHER, RSS_LINE, TAG_COLOURS
-from memdump_analyzer.exports.flame import PALETTE
+from memdump_analyzer.exports.charts import BASE_LINE, FRAG_LINE, OTHER, RSS_LINE, TAG_COLOURS
+from memdump_analyzer.exports.flame import GROW, PALETTE, SHRINK
 from memdump_analyzer.exports.html import CHART_FILL, CHART_LINE
 from memdump_analyzer.exports.mapsvg import STACK_COLOURS
+from test_analyzer_exports import _two_runs
 
 EXAMPLE = FIXTURES / "exports.memdump"
 READY = '"memdump report ready", source: '
@@ -199,3 +200,55 @@ def test_the_errors_and_the_leak_kinds_are_listed(tmp_path: Path) -> None:
     leaks = text.split("<h2>Leaks</h2>", 1)[1].split("<h2>", 1)[0]
     kinds = re.findall(r"<tr><td>([a-z ]+)</td><td class=\"n\">([\d,]+)</td>", leaks)
     assert kinds == [("still reachable", "24"), ("definitely lost", "6")]
+
+
+# -- --base ----------------------------------------------------------------------------------------
+
+
+def _base_page(tmp_path: Path) -> str:
+    """test_analyzer_exports' two runs: BASE leaks 100 bytes at grow (a.c:5) and 30 at keep
+    (b.c:7); NEW 250 at grow and 8 at extra (c.c:9)."""
+    base, new = _two_runs(tmp_path)
+    out = tmp_path / "diff.html"
+    result = run_cli("--format", "html", "--base", str(base), "-o", str(out), str(new))
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    return out.read_text()
+
+
+def test_the_base_page_shows_both_runs_and_the_difference(tmp_path: Path) -> None:
+    html = _base_page(tmp_path)
+    assert ('<tr><td>peak heap bytes</td><td class="n">130</td><td class="n">258</td>'
+            '<td class="n">+128</td></tr>') in html
+    assert ('<tr><td>leaked blocks</td><td class="n">2</td><td class="n">2</td>'
+            '<td class="n">+0</td></tr>') in html
+    leaks = html.split("<h2>Leaks new or grown since the base</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r'<tr><td>(new|grew)</td><td>leaked</td><td class="n">(\d+)</td>'
+                      r'<td class="n">(\d+)</td><td class="n">(\d)</td><td class="n">(\d)</td>'
+                      r'<td><div class="stack">at (\w+)', leaks) == [
+        ("new", "0", "8", "0", "1", "extra"), ("grew", "100", "250", "1", "1", "grow")]
+    graph = re.findall(r'<svg id="leaks".*?</svg>', html, re.S)[0]
+    frames = {n: (t, f) for n, t, f in re.findall(
+        r'<title>(\w+): ([^<]+)</title><rect[^>]*fill="([^"]+)"', graph)}
+    assert frames == {"all": ("+128 bytes leaked (188 changed)", GROW),
+                      "main": ("+128 bytes leaked (188 changed)", GROW),
+                      "grow": ("+150 bytes leaked (150 changed)", GROW),
+                      "extra": ("+8 bytes leaked (8 changed)", GROW),
+                      "keep": ("-30 bytes leaked (30 changed)", SHRINK)}
+    chart = html.split("<h2>Memory over time</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r'<polyline[^>]*stroke="([^"]+)"', chart) == [CHART_LINE, BASE_LINE]
+    assert "Peak heap: base 130 bytes, new 258 (+128)." in chart
+
+
+def test_chromium_loads_the_base_page(tmp_path: Path) -> None:
+    out = tmp_path / "page.html"
+    out.write_text(_base_page(tmp_path))
+    shot = tmp_path / "shot.png"
+    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,1400", f"--screenshot={shot}")
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr
+    messages = console_messages(proc.stderr)
+    assert len(messages) == 1 and messages[0].startswith(READY), messages
+    _, _, rows = png_pixels(shot)
+    assert colour_count(rows, GROW) > 20_000  # both graphs: grew
+    assert colour_count(rows, SHRINK) > 2_000  # keep shrank
+    for line in (CHART_LINE, BASE_LINE):
+        assert colour_count(rows, line) > 800, line

@@ -44,6 +44,8 @@ class Line:
     colour: str
     values: Sequence[float]
     fill: str | None = None
+    #: its own x values (another run's), else the chart's
+    xs: Sequence[float] | None = None
 
 
 def xy_chart(xs: Sequence[float], lines: list[Line], *, height: int, x_label: str,
@@ -51,9 +53,10 @@ def xy_chart(xs: Sequence[float], lines: list[Line], *, height: int, x_label: st
              stacked: bool = False, css: str = "chart") -> str:
     """An SVG chart of `lines` over `xs` (the first line's points carry `titles`, their
     exact figures, as hover text). `stacked`: each line is drawn on top of the ones before."""
-    if len(xs) < 2:
+    if len(xs) < 2 or any(len(line.xs or xs) < 2 for line in lines):
         return '<p class="note">Too few points for a chart.</p>'
-    x0, x1 = min(xs), max(xs)
+    every_x = [x for line in lines for x in (line.xs or ())] + list(xs)
+    x0, x1 = min(every_x), max(every_x)
     span = (x1 - x0) or 1
     bases = [0.0] * len(xs)
     tops: list[list[float]] = []
@@ -73,7 +76,7 @@ def xy_chart(xs: Sequence[float], lines: list[Line], *, height: int, x_label: st
            f'height="{h + 42}">']
     below = [0.0] * len(xs)
     for line, ys in zip(lines, tops, strict=True):
-        points = " ".join(pt(x, y) for x, y in zip(xs, ys, strict=True))
+        points = " ".join(pt(x, y) for x, y in zip(line.xs or xs, ys, strict=True))
         if line.fill is not None:
             under = " ".join(pt(x, y) for x, y in reversed(list(zip(xs, below, strict=True))))
             out.append(f'<polygon points="{points} {under}" fill="{line.fill}"/>')
@@ -87,7 +90,9 @@ def xy_chart(xs: Sequence[float], lines: list[Line], *, height: int, x_label: st
         y = high * k / 4
         out.append(f'<text x="{_MARGIN - 4}" y="{h - y / high * (h - 10) + 4:.2f}" '
                    f'text-anchor="end">{escape(y_text(y))}</text>')
-        x = x0 + span * k / 4
+    ticks = 4 if span >= 4 else max(1, int(span))  # whole events or ms on a short axis
+    for k in range(ticks + 1):
+        x = x0 + span * k / ticks
         out.append(f'<text x="{_MARGIN + (x - x0) / span * w:.2f}" y="{h + 16}" '
                    f'text-anchor="middle">{x:,.0f}</text>')
     out.append(f'<text x="{_MARGIN + w / 2:.0f}" y="{h + 34}" text-anchor="middle">'

@@ -20,7 +20,8 @@ from .flame import WIDTH, flame_svg
 from .mapsvg import colours_of, legend, map_svg
 from .profile import HeapProfile
 
-__all__ = ["CHART_FILL", "CHART_LINE", "render_html", "timeline_of"]
+__all__ = ["CHART_FILL", "CHART_LINE", "errors", "flames", "heap_maps", "page", "render_html",
+           "row", "stack_text", "timeline_of"]
 
 #: the page's script: frame labels fitted to their width, and the zoom (click a frame; the
 #: address's #zoom-GRAPH-N opens a graph zoomed, so that a zoomed view can be shared)
@@ -85,13 +86,13 @@ pre.map { font: 11px monospace; color: #444; } svg.heapmap rect.cell:hover { str
 """
 
 
-def _stack(frames: tuple[Frame, ...]) -> str:
+def stack_text(frames: tuple[Frame, ...]) -> str:
     if not frames:
         return "(no stack: it could not be read)"
     return "\n".join(("at " if i == 0 else "by ") + _frame_text(f) for i, f in enumerate(frames))
 
 
-def _row(*cells: str, numeric: tuple[int, ...] = ()) -> str:
+def row(*cells: str, numeric: tuple[int, ...] = ()) -> str:
     return "<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
                             for i, c in enumerate(cells)) + "</tr>"
 
@@ -110,7 +111,7 @@ def _summary(a: Analysis) -> str:
         rows += [(KIND_NAMES.get(k, k), f"{b:,} bytes in {n:,} blocks")
                  for k, (b, n) in a.leak_kinds.items() if n or k != "unknown"]
     rows.append(("heap errors", f"{a.error_count:,}"))
-    return "<table>" + "".join(_row(escape(k), v) for k, v in rows) + "</table>"
+    return "<table>" + "".join(row(escape(k), v) for k, v in rows) + "</table>"
 
 
 def _leaks(groups: list[Group]) -> str:
@@ -119,20 +120,20 @@ def _leaks(groups: list[Group]) -> str:
     head = "<tr><th>kind</th><th>bytes</th><th>blocks</th><th>indirect bytes</th>" \
            "<th>allocated at</th></tr>"
     return '<table class="leaks">' + head + "".join(
-        _row(escape(KIND_NAMES.get(g.leak_kind or "", "leaked")), f"{g.bytes:,}",
+        row(escape(KIND_NAMES.get(g.leak_kind or "", "leaked")), f"{g.bytes:,}",
              f"{g.blocks:,}", f"{g.indirect_bytes:,}",
-             f'<div class="stack">{escape(_stack(g.stack))}</div>', numeric=(1, 2, 3))
+             f'<div class="stack">{escape(stack_text(g.stack))}</div>', numeric=(1, 2, 3))
         for g in groups) + "</table>"
 
 
-def _errors(errors: list[ErrorReport], count: int) -> str:
-    if not errors:
+def errors(found: list[ErrorReport], count: int) -> str:
+    if not found:
         return '<p class="note">No heap errors.</p>'
     head = "<tr><th>error</th><th>event</th><th>call</th><th>pointer</th><th>at</th></tr>"
-    rows = "".join(_row(escape(e.kind), f"{e.seq:,}", escape(e.op), f"0x{e.pointer:x}",
-                        f'<div class="stack">{escape(_stack(e.stack))}</div>', numeric=(1,))
-                   for e in errors)
-    more = "" if count == len(errors) else f'<p class="note">{count - len(errors):,} more.</p>'
+    rows = "".join(row(escape(e.kind), f"{e.seq:,}", escape(e.op), f"0x{e.pointer:x}",
+                        f'<div class="stack">{escape(stack_text(e.stack))}</div>', numeric=(1,))
+                   for e in found)
+    more = "" if count == len(found) else f'<p class="note">{count - len(found):,} more.</p>'
     return '<table class="errors">' + head + rows + "</table>" + more
 
 
@@ -142,7 +143,7 @@ def timeline_of(path: str) -> dict[str, Any]:
     return timeline_view.build(side, None, Options())[0]
 
 
-def _heap_maps(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
+def heap_maps(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
     """The heap map at the peak and at the end, coloured alike, with their text summaries."""
     maps = [("At the peak", heap_map(a.path, "peak", symbols=symbols)),
             ("At the end", heap_map(a.path, "end", symbols=symbols))]
@@ -155,23 +156,32 @@ def _heap_maps(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
     return "\n".join(out)
 
 
+def flames(leaks: str, at_peak: str, what: str = "") -> list[str]:
+    """The two flame graphs' sections (`what`: said after their headings)."""
+    click = '<p class="note">Click a frame to zoom into it, the bottom frame to zoom out.</p>'
+    return ["<h2>Leaks by stack" + what + "</h2>",
+            (click + leaks) if leaks else '<p class="note">No leaks.</p>',
+            "<h2>Live at the peak by stack" + what + "</h2>",
+            (click + at_peak) if at_peak else '<p class="note">No peak.</p>']
+
+
+def page(title: str, body: list[str]) -> str:
+    """The page: its head (title, style), `body`'s parts, the script."""
+    title = escape(title)
+    return "\n".join([
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{title}</title><style>{_STYLE}</style></head><body>", f"<h1>{title}</h1>",
+        *body, f"<script>{_SCRIPT}</script>", "</body></html>"]) + "\n"
+
+
 def render_html(profile: HeapProfile, *, symbols: bool = True) -> str:
     a = profile.analysis
-    title = escape(f"memdump report: {a.program or a.path}")
     series = timeline_of(a.path)
-    leaks = flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked")
-    at_peak = flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")
-    click = '<p class="note">Click a frame to zoom into it, the bottom frame to zoom out.</p>'
-    parts = [
-        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{title}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{title}</h1>", "<h2>Summary</h2>", _summary(a),
+    return page(f"memdump report: {a.program or a.path}", [
+        "<h2>Summary</h2>", _summary(a),
         "<h2>Memory over time</h2>", memory_charts(series),
-        "<h2>Heap map</h2>", _heap_maps(a, series, symbols),
-        "<h2>Leaks by stack</h2>", (click + leaks) if leaks else '<p class="note">No leaks.</p>',
-        "<h2>Live at the peak by stack</h2>",
-        (click + at_peak) if at_peak else '<p class="note">No peak.</p>',
+        "<h2>Heap map</h2>", heap_maps(a, series, symbols),
+        *flames(flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked"),
+                flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")),
         "<h2>Leaks</h2>", _leaks(a.leaks), "<h2>Heap errors</h2>",
-        _errors(a.errors, a.error_count),
-        f"<script>{_SCRIPT}</script>", "</body></html>"]
-    return "\n".join(parts) + "\n"
+        errors(a.errors, a.error_count)])
