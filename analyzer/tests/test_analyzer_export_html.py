@@ -10,7 +10,15 @@ from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
 from exports_testlib import chromium, colour_count, console_messages, png_pixels
-from memdump_analyzer.exports.charts import BASE_LINE, FRAG_LINE, OTHER, RSS_LINE, TAG_COLOURS
+from memdump_analyzer.exports.charts import (
+    BASE_LINE,
+    FRAG_LINE,
+    OTHER,
+    RSS_LINE,
+    TAG_COLOURS,
+    by_ms,
+    rss_line,
+)
 from memdump_analyzer.exports.flame import GROW, PALETTE, SHRINK
 from memdump_analyzer.exports.html import CHART_FILL, CHART_LINE
 from memdump_analyzer.exports.mapsvg import STACK_COLOURS
@@ -252,3 +260,18 @@ def test_chromium_loads_the_base_page(tmp_path: Path) -> None:
     assert colour_count(rows, SHRINK) > 2_000  # keep shrank
     for line in (CHART_LINE, BASE_LINE):
         assert colour_count(rows, line) > 800, line
+
+
+def test_a_run_of_a_few_ms_is_drawn_over_events_and_an_unknown_rss_is_no_point() -> None:
+    """Clock samples at 0 ms for all but the last point: x is events; an RSS of 0 (before the
+    first sample) is left out of the RSS line, and one known RSS makes no line."""
+    def body(ms: list[int], rss: list[int]) -> dict[str, object]:
+        return {"clocked": True, "points": [{"seq": i + 1, "ms": m, "rss_bytes": r}
+                                            for i, (m, r) in enumerate(zip(ms, rss,
+                                                                           strict=True))]}
+    few = body([0, 0, 0, 4], [0, 0, 8192, 8192])
+    assert not by_ms(few)
+    (line,) = rss_line(few, [1, 2, 3, 4], "RSS", RSS_LINE)
+    assert (list(line.xs or ()), list(line.values)) == ([3, 4], [8192, 8192])
+    assert rss_line(body([0, 0, 0, 4], [0, 0, 0, 8192]), [1, 2, 3, 4], "RSS", RSS_LINE) == []
+    assert by_ms(body([0, 3, 5], [1, 1, 1]))

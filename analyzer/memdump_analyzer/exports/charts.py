@@ -13,7 +13,8 @@ from ..tagphases import UNTAGGED
 from .flame import WIDTH
 
 __all__ = ["BASE_LINE", "CHART_FILL", "CHART_LINE", "FRAG_LINE", "RSS_LINE", "TAG_COLOURS",
-           "Line", "OTHER", "human_bytes", "memory_charts", "tag_colours", "xy_chart"]
+           "Line", "OTHER", "by_ms", "human_bytes", "memory_charts", "rss_line", "tag_colours",
+           "xy_chart"]
 
 CHART_FILL = "#9ab8e8"
 CHART_LINE = "#2a5cb0"
@@ -117,11 +118,27 @@ def tag_colours(names: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def by_ms(body: dict[str, Any]) -> bool:
+    """Whether the points' x is milliseconds: when the dump has clock samples and they spread
+    the points over 3 moments at least (a run of a few ms is drawn over its events)."""
+    return body["clocked"] and len({p["ms"] for p in body["points"]}) >= 3
+
+
 def _x(body: dict[str, Any]) -> tuple[list[float], str]:
-    """The points' x: milliseconds when the dump has clock samples, else events."""
-    if body["clocked"]:
+    """The points' x: milliseconds (`by_ms`), else events."""
+    if by_ms(body):
         return [p["ms"] for p in body["points"]], "milliseconds since the recording began"
     return [p["seq"] for p in body["points"]], "events"
+
+
+def rss_line(body: dict[str, Any], xs: list[float], name: str, colour: str) -> list[Line]:
+    """The RSS as a line over the points that have one (an RSS of 0 is not known: before the
+    first clock sample, or not readable); none with fewer than 2."""
+    known = [(x, p["rss_bytes"]) for x, p in zip(xs, body["points"], strict=True)
+             if p["rss_bytes"]]
+    if not body["clocked"] or len(known) < 2:
+        return []
+    return [Line(name, colour, [r for _, r in known], xs=[x for x, _ in known])]
 
 
 def _title(p: dict[str, Any]) -> str:
@@ -141,8 +158,7 @@ def memory_charts(body: dict[str, Any]) -> str:
     xs, x_label = _x(body)
     titles = [_title(p) for p in pts]
     lines = [Line("live heap bytes", CHART_LINE, [p["heap_bytes"] for p in pts], CHART_FILL)]
-    if body["clocked"]:
-        lines.append(Line("RSS bytes", RSS_LINE, [p["rss_bytes"] for p in pts]))
+    lines += rss_line(body, xs, "RSS bytes", RSS_LINE)
     out = [xy_chart(xs, lines, height=220, x_label=x_label, y_text=human_bytes, titles=titles)]
     if body["peak_seq"]:
         out.append(f'<p class="note">Peak: {body["peak_bytes"]:,} bytes after event '

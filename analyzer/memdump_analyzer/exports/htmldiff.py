@@ -12,7 +12,7 @@ from typing import Any
 from ..diff import DiffEntry, diff
 from ..model import Analysis
 from ..report import KIND_NAMES
-from .charts import BASE_LINE, CHART_LINE, RSS_LINE, Line, human_bytes, xy_chart
+from .charts import BASE_LINE, CHART_LINE, RSS_LINE, Line, by_ms, human_bytes, rss_line, xy_chart
 from .collapsed import METRICS
 from .flame import diff_flame_svg
 from .html import errors, flames, heap_maps, page, row, stack_text, timeline_of
@@ -54,15 +54,13 @@ def _xs(series: dict[str, Any], clocked: bool) -> list[float]:
 
 def _chart(ours: dict[str, Any], theirs: dict[str, Any]) -> str:
     """Both runs' live heaps (and RSS when both have clock samples) over ms or events."""
-    clocked = ours["clocked"] and theirs["clocked"]
-    xs = _xs(ours, clocked)
+    clocked = by_ms(ours) and by_ms(theirs)
+    xs, base_xs = _xs(ours, clocked), _xs(theirs, clocked)
     lines = [Line("new: live heap bytes", CHART_LINE, [p["heap_bytes"] for p in ours["points"]]),
              Line("base: live heap bytes", BASE_LINE,
-                  [p["heap_bytes"] for p in theirs["points"]], xs=_xs(theirs, clocked))]
-    if clocked:
-        lines += [Line("new: RSS bytes", RSS_LINE, [p["rss_bytes"] for p in ours["points"]]),
-                  Line("base: RSS bytes", _BASE_RSS, [p["rss_bytes"] for p in theirs["points"]],
-                       xs=_xs(theirs, clocked))]
+                  [p["heap_bytes"] for p in theirs["points"]], xs=base_xs),
+             *rss_line(ours, xs, "new: RSS bytes", RSS_LINE),
+             *rss_line(theirs, base_xs, "base: RSS bytes", _BASE_RSS)]
     titles = [f"new run, event {p['seq']:,}" + (f", {p['ms']:,} ms" if clocked else "")
               + f": heap {p['heap_bytes']:,} bytes" for p in ours["points"]]
     label = "milliseconds since the recording began" if clocked else "events"
