@@ -131,6 +131,6 @@ class FragSamples:
         samples.append((seq, free, largest))
         if len(samples) >= self.limit:
             self.width *= 2
-            self.samples = samples[1::2]
+            self.samples = samples[::2]
         n = len(live)
         return seq + (self.width if n < FEW else max(self.width, SPACING * n))
