@@ -13,7 +13,7 @@ changes nothing.
 A sample sorts the live blocks (O(L log L) for L live blocks, in C), so samples are taken every
 `width` events (the width doubling whenever 2 x `points` samples were kept, every other one then
 dropped) but, from `FEW` live blocks on, never more often than every `SPACING` x L events: the
-sampling costs a few percent of the pass whatever the number of live blocks (docs/views.md,
+sampling costs about a tenth of the pass whatever the number of live blocks (docs/views.md,
 "timeline").
 """
 
@@ -39,7 +39,8 @@ class _ChunkEnd(dict):  # type: ignore[type-arg]
 
 _END = _ChunkEnd()
 #: the fewest events between two samples, per live block: a sample costs about 0.25 us a live
-#: block, so the sampling costs at most about 0.03 us an event (4% of the pass)
+#: block, so these cost at most about 0.03 us an event (0.08 us with the others, measured on
+#: scripts/bench-analyzer.py's 1M-event dump: a tenth of the pass)
 SPACING = 8
 #: below this many live blocks a sample costs little (about 20 us): one every `width` events
 FEW = 64
