@@ -389,9 +389,9 @@ def _run_tags(args: argparse.Namespace) -> int:
         return _write(args.output, text, EXIT_OK)
     result = tags_and_phases(args.dump)
     if args.by_tag:
-        text = (dumps_json(tags_json(result, args.dump, tag_series(args.dump)))
-                if args.format == "json"
-                else tags_text(result, args.dump))
+        series = tag_series(args.dump)
+        text = (dumps_json(tags_json(result, args.dump, series)) if args.format == "json"
+                else tags_text(result, args.dump, series))
     else:
         text = (dumps_json(phases_json(result, args.dump, args.max_frames))
                 if args.format == "json" else phases_text(result, args.dump, args.max_frames))

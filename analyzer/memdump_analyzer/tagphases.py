@@ -222,7 +222,10 @@ def _where(frame: Frame) -> str:
     return name
 
 
-def tags_text(result: TagsAndPhases, path: str) -> str:
+def tags_text(result: TagsAndPhases, path: str,
+              series: dict[str, list[list[int]]] | None = None) -> str:
+    """`series`: each tag's live bytes over time (views.tag_series), as a table after the
+    totals when the dump has tags."""
     out = [f"memdump tags of {path}"]
     if not result.tagged:
         out.append("note: the program pushed no memdump_api.h tag: every block is untagged")
@@ -235,7 +238,18 @@ def tags_text(result: TagsAndPhases, path: str) -> str:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:],
                                                                          strict=True)]
         out.append("  ".join(cells).rstrip())
+    if series and result.tagged:
+        out += ["", "live bytes over time (at the points of `memdump-analyze timeline`):", ""]
+        out += _series_table([t.tag for t in result.tags if t.tag in series], series)
     return "\n".join(out) + "\n"
+
+
+def _series_table(tags: list[str], series: dict[str, list[list[int]]]) -> list[str]:
+    events = [seq for seq, _ in series[tags[0]]] if tags else []
+    rows = [("event", *tags)] + [(f"{seq:,}", *(f"{series[t][i][1]:,}" for t in tags))
+                                 for i, seq in enumerate(events)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
 
 
 def phases_text(result: TagsAndPhases, path: str, max_frames: int | None) -> str:
