@@ -275,3 +275,16 @@ def test_a_run_of_a_few_ms_is_drawn_over_events_and_an_unknown_rss_is_no_point()
     assert (list(line.xs or ()), list(line.values)) == ([3, 4], [8192, 8192])
     assert rss_line(body([0, 0, 0, 4], [0, 0, 0, 8192]), [1, 2, 3, 4], "RSS", RSS_LINE) == []
     assert by_ms(body([0, 3, 5], [1, 1, 1]))
+
+
+def test_only_the_largest_regions_are_drawn(tmp_path: Path) -> None:
+    """20 blocks 2 MiB apart are 20 regions: the 16 largest are drawn, the note says so."""
+    d = Dump(header="MEMDUMP 2.1")
+    for i in range(20):
+        d.malloc(f"0x{0x10000010 + (2 << 20) * i:x}", 100 + 16 * i, main_at(10))
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    end = html.split("<h3>At the end", 1)[1]
+    drawn = re.findall(r'<text x="0" y="\d+">0x([0-9a-f]+)-', end.split("</svg>", 1)[0])
+    assert drawn == [f"{0x10000000 + (2 << 20) * i:x}" for i in range(4, 20)]
+    assert "4 smaller regions are not drawn: the summary below lists them." in end

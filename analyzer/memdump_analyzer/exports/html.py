@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 
 from ..dumpfile import Frame
-from ..heapmap import heap_map
+from ..heapmap import heap_maps
 from ..model import Analysis, ErrorReport, Group
 from ..report import KIND_NAMES, _frame_text
 from ..views import Options, load
@@ -20,7 +20,8 @@ from .flame import WIDTH, flame_svg
 from .mapsvg import colours_of, legend, map_svg
 from .profile import HeapProfile
 
-__all__ = ["CHART_FILL", "CHART_LINE", "errors", "flames", "heap_maps", "page", "render_html",
+__all__ = ["CHART_FILL", "CHART_LINE", "errors", "flames", "heap_map_section", "page",
+           "render_html",
            "row", "stack_text", "timeline_of"]
 
 #: the page's script: frame labels fitted to their width, and the zoom (click a frame; the
@@ -143,10 +144,11 @@ def timeline_of(path: str) -> dict[str, Any]:
     return timeline_view.build(side, None, Options())[0]
 
 
-def heap_maps(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
+def heap_map_section(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
     """The heap map at the peak and at the end, coloured alike, with their text summaries."""
-    maps = [("At the peak", heap_map(a.path, "peak", symbols=symbols)),
-            ("At the end", heap_map(a.path, "end", symbols=symbols))]
+    # the analysis's peak: the page's summary says when
+    peak, end = heap_maps(a.path, [str(a.peak_seq or 0), "end"], symbols=symbols)
+    maps = [("At the peak", peak), ("At the end", end)]
     colours = colours_of((m for _, m in maps), tag_colours([t["tag"] for t in series["tags"]]))
     out = [legend(colours, [m for _, m in maps])]
     for title, m in maps:
@@ -180,7 +182,7 @@ def render_html(profile: HeapProfile, *, symbols: bool = True) -> str:
     return page(f"memdump report: {a.program or a.path}", [
         "<h2>Summary</h2>", _summary(a),
         "<h2>Memory over time</h2>", memory_charts(series),
-        "<h2>Heap map</h2>", heap_maps(a, series, symbols),
+        "<h2>Heap map</h2>", heap_map_section(a, series, symbols),
         *flames(flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked"),
                 flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")),
         "<h2>Leaks</h2>", _leaks(a.leaks), "<h2>Heap errors</h2>",

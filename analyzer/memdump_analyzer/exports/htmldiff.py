@@ -15,7 +15,7 @@ from ..report import KIND_NAMES
 from .charts import BASE_LINE, CHART_LINE, RSS_LINE, Line, by_ms, human_bytes, rss_line, xy_chart
 from .collapsed import METRICS
 from .flame import diff_flame_svg
-from .html import errors, flames, heap_maps, page, row, stack_text, timeline_of
+from .html import errors, flames, heap_map_section, page, row, stack_text, timeline_of
 from .profile import HeapProfile, difference
 
 __all__ = ["render_html_diff"]
@@ -96,5 +96,5 @@ def render_html_diff(new: HeapProfile, base: HeapProfile, *, symbols: bool = Tru
                 diff_flame_svg(change, METRICS["peak-bytes"], "peak", "bytes live at the peak"),
                 what),
         "<h2>Leaks new or grown since the base</h2>", _new_leaks(leaks.added + leaks.grown),
-        "<h2>Heap map of the new run</h2>", heap_maps(a, ours, symbols),
+        "<h2>Heap map of the new run</h2>", heap_map_section(a, ours, symbols),
         "<h2>Heap errors of the new run</h2>", errors(a.errors, a.error_count)])

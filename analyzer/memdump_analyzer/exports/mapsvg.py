@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 
 from ..diff import frames_key
@@ -25,6 +25,8 @@ PER_ROW = 100
 CELL = WIDTH // PER_ROW
 CELL_H = 16
 MAX_CELLS = 400
+#: at most how many regions are drawn (the largest; each block glibc mmapped is one)
+MAX_REGIONS = 16
 #: bytes a cell covers at least (glibc's chunks are 16-byte aligned)
 GRAIN = 16
 FREE = "#ffffff"
@@ -43,11 +45,16 @@ class Colours:
     by_tag: bool
     colour: dict[Hashable, str]
     label: dict[Hashable, str]
+    #: stack node -> its key (frames_key), as found
+    keys: dict[int, Hashable] = field(default_factory=dict)
 
     def key(self, block: Block, stacks: dict[int, tuple[Frame, ...]]) -> Hashable:
         if self.by_tag:
             return tag_name(block.tag)
-        return frames_key(stacks.get(block.node, ()))
+        key = self.keys.get(block.node)
+        if key is None:
+            key = self.keys[block.node] = frames_key(stacks.get(block.node, ()))
+        return key
 
     def of(self, key: Hashable) -> str:
         return self.colour.get(key, OTHER)
@@ -76,14 +83,16 @@ def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
         return Colours(True, dict(colour), {n: n for n in names})
     weight: dict[Hashable, int] = {}
     label: dict[Hashable, str] = {}
+    out = Colours(False, {}, label)
     for m in maps:
         for b in m.blocks:
-            frames = m.stacks.get(b.node, ())
-            key = frames_key(frames)
+            key = out.key(b, m.stacks)
             weight[key] = weight.get(key, 0) + b.size
-            label.setdefault(key, _frame(frames))
+            if key not in label:
+                label[key] = _frame(m.stacks.get(b.node, ()))
     ranked = sorted(weight, key=lambda k: (-weight[k], label[k]))[:STACK_COLOURS]
-    return Colours(False, {k: TAG_COLOURS[i] for i, k in enumerate(ranked)}, label)
+    out.colour.update((k, TAG_COLOURS[i]) for i, k in enumerate(ranked))
+    return out
 
 
 def _cells(m: HeapMap, lo: int, hi: int, blocks: list[Block],
@@ -126,11 +135,15 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
     rows: list[str] = []
     y = 0
     at = 0
-    for region in m.regions:
+    drawn = set(sorted(range(len(m.regions)), key=lambda i: -(m.regions[i].hi - m.regions[i].lo))
+                [:MAX_REGIONS])
+    for i, region in enumerate(m.regions):
         blocks = []
         while at < len(m.blocks) and m.blocks[at].addr - 16 < region.hi:
             blocks.append(m.blocks[at])
             at += 1
+        if i not in drawn:
+            continue
         rows.append(f'<text x="0" y="{y + 12}">0x{region.lo:x}-0x{region.hi:x} '
                     f'({human_bytes(region.hi - region.lo)}): {region.blocks:,} blocks, '
                     f'fragmentation {region.fragmentation:.2f}</text>')
@@ -150,6 +163,9 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
         y += ((len(cells) - 1) // PER_ROW + 1) * CELL_H + 10
     svg = (f'<svg class="heapmap" viewBox="0 0 {WIDTH} {y}" width="{WIDTH}" height="{y}">'
            + _HATCH + "\n".join(rows) + "</svg>")
+    if len(m.regions) > len(drawn):
+        svg += (f'\n<p class="note">{len(m.regions) - len(drawn):,} smaller regions are not '
+                "drawn: the summary below lists them.</p>")
     return svg + f'\n<pre class="map">{escape(text)}</pre>'
 
 
