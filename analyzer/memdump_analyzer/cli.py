@@ -30,7 +30,7 @@ from .sarif import render_sarif
 from .suppressions import Suppression, SuppressionError, group_names, load_all
 from .suppressions import apply as apply_suppressions
 from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
-from .views import VIEWS
+from .views import VIEWS, tag_series
 from .views.cli import build_view_parser, run_view
 
 PROG = "memdump-analyze"
@@ -103,9 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
         + "; ".join(f"{name}: {fmt.help}" for name, fmt in _EXPORTS.items()),
     )
     parser.add_argument("--base", metavar="DUMP",
-                        help="--format pprof, collapsed: export the difference from the dump "
-                        "DUMP, stack by stack (matched by function and file:line, as pprof's "
-                        "-base)")
+                        help="--format pprof, collapsed, massif, html: export the difference "
+                        "from the dump DUMP, stack by stack (matched by function and file:line, "
+                        "as pprof's -base)")
     parser.add_argument("--metric", choices=tuple(METRICS),
                         help="--format collapsed: what each stack counts (leaked-bytes)")
     parser.add_argument("-o", "--output", metavar="FILE", help="write the report to FILE")
@@ -291,7 +291,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.format in _EXPORTS:
         return _run_export(args, analysis, suppressions, show_kinds | error_kinds)
     if args.base is not None:
-        raise _UsageError("--base needs --format pprof or collapsed (the leak report's "
+        raise _UsageError(f"--base needs --format {', '.join(_EXPORTS)} (the leak report's "
                           "difference is `memdump-analyze diff BASE NEW`)")
     gen = _gen_suppressions(analysis) if args.gen_suppressions else None
     if args.format == "sarif":
@@ -389,8 +389,9 @@ def _run_tags(args: argparse.Namespace) -> int:
         return _write(args.output, text, EXIT_OK)
     result = tags_and_phases(args.dump)
     if args.by_tag:
-        text = (dumps_json(tags_json(result, args.dump)) if args.format == "json"
-                else tags_text(result, args.dump))
+        series = tag_series(args.dump)
+        text = (dumps_json(tags_json(result, args.dump, series)) if args.format == "json"
+                else tags_text(result, args.dump, series))
     else:
         text = (dumps_json(phases_json(result, args.dump, args.max_frames))
                 if args.format == "json" else phases_text(result, args.dump, args.max_frames))

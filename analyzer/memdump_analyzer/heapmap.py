@@ -12,12 +12,14 @@ knows them: the allocator's own bookkeeping and top chunk beyond the last block 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from .dumpfile import DumpReader
+from .dumpfile import DumpReader, Frame
 from .dumpformat import effect, unescape
+from .rules import trim_stack
+from .symbolize import symbolize as _symbolize
 
-__all__ = ["HeapMap", "HeapMapError", "Region", "heap_map"]
+__all__ = ["Block", "HeapMap", "HeapMapError", "Region", "heap_map", "heap_maps"]
 
 REGION_GAP = 1 << 20
 MAP_WIDTH = 64
@@ -52,16 +54,61 @@ class Region:
 
 
 @dataclass
+class Block:
+    """A live block: where, how large, its allocation stack's node and its tag (memdump_api.h;
+    None: untagged)."""
+
+    addr: int
+    size: int
+    node: int
+    tag: str | None
+
+
+@dataclass
 class HeapMap:
     at: str
     seq: int
     regions: list[Region]
+    #: the live blocks by address, each with its stack and tag (for the HTML report's map)
+    blocks: list[Block] = field(default_factory=list)
+    #: stack node -> its frames, trimmed as the reports show them
+    stacks: dict[int, tuple[Frame, ...]] = field(default_factory=dict)
+    #: the dump has tags
+    tagged: bool = False
+
+    @property
+    def free(self) -> int:
+        """The free bytes of all regions."""
+        return sum(r.free for r in self.regions)
+
+    @property
+    def largest_free(self) -> int:
+        """The largest free run of any region."""
+        return max((r.largest_free for r in self.regions), default=0)
+
+    @property
+    def fragmentation(self) -> float:
+        """Over the whole heap: 1 - the largest free run of any region / all regions' free
+        bytes (as the timeline's, docs/views.md)."""
+        return 1 - self.largest_free / self.free if self.free else 0.0
+
+
+_MAKE = frozenset((b"malloc", b"new", b"new[]"))
+_FREE = frozenset((b"free", b"delete", b"delete[]"))
 
 
 def _events(reader: DumpReader):  # noqa: ANN202 - (seq, record, release, new, size)
     for fl in reader.records():
         if fl[0] != b"e":
             yield int(fl[1]), fl, None, None, 0
+            continue
+        op = fl[3]  # malloc and free, most of a dump, without `effect`'s call
+        if op in _MAKE and len(fl) == 7:
+            new = int(fl[5], 16)
+            yield int(fl[1]), fl, None, new or None, int(fl[6])
+            continue
+        if op in _FREE and len(fl) == 7:
+            yield int(fl[1]), fl, int(fl[6], 16) or None, None, 0
             continue
         result = int(fl[5], 16) if fl[5] != b"-" else 0
         release, new, size = effect(fl[3].decode(), result, tuple(int(a, 0) for a in fl[6:]))
@@ -87,42 +134,67 @@ def peak_seq(path: str) -> int:
     return at
 
 
-def heap_map(path: str, at: str = "end") -> HeapMap:
+def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
     """The live blocks of the dump at PATH at moment AT: "end", "peak", a SEQ (after that
-    event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there."""
-    live: dict[int, int] = {}
-    stop = None
-    if at == "peak":
-        stop = peak_seq(path)
-    elif at.isdigit():
-        stop = int(at)
-    elif at != "end" and not at.startswith("phase:"):
-        raise HeapMapError(f"--at {at}: end, peak, an event number or phase:NAME")
+    event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there.
+    `symbols`: resolve the blocks' frames the dump has no symbols for (addr2line)."""
+    return heap_maps(path, [at], symbols=symbols)[0]
+
+
+def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[HeapMap]:
+    """`heap_map` at each of `moments`, in one pass over the dump (and one more for "peak")."""
+    peak = peak_seq(path) if "peak" in moments else 0
+    stops: list[tuple[int, int]] = []  # (SEQ, index of the moment): after event SEQ
+    phases: dict[str, list[int]] = {}  # phase name -> the moments' indexes
+    for i, at in enumerate(moments):
+        if at == "peak" or at.isdigit():
+            stops.append((peak if at == "peak" else int(at), i))
+        elif at.startswith("phase:"):
+            phases.setdefault(at[6:], []).append(i)
+        elif at != "end":
+            raise HeapMapError(f"--at {at}: end, peak, an event number or phase:NAME")
+    stops.sort(reverse=True)  # the next one last
+    Live = dict[int, tuple[int, int, "str | None"]]
+    found: dict[int, tuple[int, Live]] = {}
+    live: Live = {}  # address -> (size, node, tag)
     seq = 0
     with DumpReader(path) as reader:
         for event, fl, release, new, size in _events(reader):
-            if fl[0] == b"p" and at.startswith("phase:") and fl[2] == b"phase" \
-                    and unescape(fl[4]) == at[6:]:
-                break
-            if stop is not None and event > stop:
-                break
+            if fl[0] == b"p" and fl[2] == b"phase" and phases:
+                for i in phases.pop(unescape(fl[4]), ()):
+                    found[i] = (seq, dict(live))
+            while stops and event > stops[-1][0]:
+                found[stops.pop()[1]] = (seq, dict(live))
             seq = event
             if fl[0] == b"p" and fl[2] == b"exec":
                 live.clear()
             if release is not None:
                 live.pop(release, None)
             if new is not None:
-                live[new] = size
-        else:
-            if at.startswith("phase:"):
-                raise HeapMapError(f"no phase '{at[6:]}' in {path}")
-            if stop is not None and stop > seq:
+                live[new] = (size, abs(reader.node_ids[fl[4]]), reader.tag_of(int(fl[2])))
+        for name in phases:
+            raise HeapMapError(f"no phase '{name}' in {path}")
+        for stop, i in stops:
+            if stop > seq:
                 raise HeapMapError(f"event {stop} is past the last of {path} ({seq})")
-    return HeapMap(at, seq, _regions(live))
+            found[i] = (seq, live)
+        nodes = {node for _, blocks in found.values() for _, node, _ in blocks.values()}
+        nodes.update(node for _, node, _ in live.values())
+        if symbols:
+            _symbolize(reader, nodes)
+        stacks = {node: trim_stack(reader.stack(node)) for node in nodes}
+        tagged = bool(reader.tags)
+    out = []
+    for i, at in enumerate(moments):
+        when, blocks = found.get(i, (seq, live))
+        out.append(HeapMap(at, when, _regions(blocks), [
+            Block(a, size, node, tag) for a, (size, node, tag) in sorted(blocks.items())],
+            {n: stacks[n] for _, n, _ in blocks.values()}, tagged))
+    return out
 
 
-def _regions(live: dict[int, int]) -> list[Region]:
-    chunks = sorted(chunk_of(a, s) for a, s in live.items())
+def _regions(live: dict[int, tuple[int, int, str | None]]) -> list[Region]:
+    chunks = sorted(chunk_of(a, s[0]) for a, s in live.items())
     regions: list[Region] = []
     group: list[tuple[int, int]] = []
     for chunk in chunks:
@@ -186,7 +258,9 @@ def heap_map_text(result: HeapMap, path: str) -> str:
 
 def heap_map_json(result: HeapMap, path: str) -> dict[str, object]:
     return {"format": FORMAT, "version": VERSION, "view": "heap-map", "dump": path,
-            "at": result.at, "seq": result.seq,
+            "at": result.at, "seq": result.seq, "free_bytes": result.free,
+            "largest_free_bytes": result.largest_free,
+            "fragmentation": round(result.fragmentation, 4),
             "regions": [{"lo": f"0x{r.lo:x}", "hi": f"0x{r.hi:x}", "blocks": r.blocks,
                          "used_bytes": r.used, "free_bytes": r.free, "free_runs": r.free_runs,
                          "largest_free_bytes": r.largest_free,

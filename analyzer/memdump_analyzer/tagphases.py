@@ -178,11 +178,15 @@ def _frame(frame: Frame) -> dict[str, object]:
             "module": frame.module, "offset": f"0x{frame.offset:x}"}
 
 
-def tags_json(result: TagsAndPhases, path: str) -> dict[str, object]:
+def tags_json(result: TagsAndPhases, path: str,
+              series: dict[str, list[list[int]]] | None = None) -> dict[str, object]:
+    """`series`: each tag's live bytes over time (views.tag_series), as `series`."""
     return {"format": FORMAT, "version": VERSION, "view": "tags", "dump": path,
             "tags": [{"tag": t.tag, "allocated": _pair(t.allocated_bytes, t.allocated_blocks),
                       "peak_bytes": t.peak_bytes, "peak_seq": t.peak_seq,
-                      "leaked": _pair(t.live_bytes, t.live_blocks)} for t in result.tags]}
+                      "leaked": _pair(t.live_bytes, t.live_blocks),
+                      **({} if series is None else {"series": series.get(t.tag, [])})}
+                     for t in result.tags]}
 
 
 def phases_json(result: TagsAndPhases, path: str, max_frames: int | None) -> dict[str, object]:
@@ -218,7 +222,10 @@ def _where(frame: Frame) -> str:
     return name
 
 
-def tags_text(result: TagsAndPhases, path: str) -> str:
+def tags_text(result: TagsAndPhases, path: str,
+              series: dict[str, list[list[int]]] | None = None) -> str:
+    """`series`: each tag's live bytes over time (views.tag_series), as a table after the
+    totals when the dump has tags."""
     out = [f"memdump tags of {path}"]
     if not result.tagged:
         out.append("note: the program pushed no memdump_api.h tag: every block is untagged")
@@ -231,7 +238,18 @@ def tags_text(result: TagsAndPhases, path: str) -> str:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:],
                                                                          strict=True)]
         out.append("  ".join(cells).rstrip())
+    if series and result.tagged:
+        out += ["", "live bytes over time (at the points of `memdump-analyze timeline`):", ""]
+        out += _series_table([t.tag for t in result.tags if t.tag in series], series)
     return "\n".join(out) + "\n"
+
+
+def _series_table(tags: list[str], series: dict[str, list[list[int]]]) -> list[str]:
+    events = [seq for seq, _ in series[tags[0]]] if tags else []
+    rows = [("event", *tags)] + [(f"{seq:,}", *(f"{series[t][i][1]:,}" for t in tags))
+                                 for i, seq in enumerate(events)]
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return ["  ".join(c.rjust(w) for c, w in zip(r, widths, strict=True)) for r in rows]
 
 
 def phases_text(result: TagsAndPhases, path: str, max_frames: int | None) -> str:

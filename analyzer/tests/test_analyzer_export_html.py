@@ -1,6 +1,7 @@
 """`--format html` (docs/exports.md, "html"): one self-contained page, loaded in headless
-chromium: no console error, the frame labels and the zoom run, and the screenshot shows the chart
-and the flame graphs in their colours."""
+chromium: no console error, the frame labels and the zoom run, and the screenshot shows the
+charts (heap and RSS, fragmentation, tags), the heap map and the flame graphs in their colours;
+the heap map's colouring (which block got which colour, the legend) on handmade dumps."""
 
 from __future__ import annotations
 
@@ -9,8 +10,19 @@ from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
 from exports_testlib import chromium, colour_count, console_messages, png_pixels
-from memdump_analyzer.exports.flame import PALETTE
+from memdump_analyzer.exports.charts import (
+    BASE_LINE,
+    FRAG_LINE,
+    OTHER,
+    RSS_LINE,
+    TAG_COLOURS,
+    by_ms,
+    rss_line,
+)
+from memdump_analyzer.exports.flame import GROW, PALETTE, SHRINK
 from memdump_analyzer.exports.html import CHART_FILL, CHART_LINE
+from memdump_analyzer.exports.mapsvg import STACK_COLOURS
+from test_analyzer_exports import _two_runs
 
 EXAMPLE = FIXTURES / "exports.memdump"
 READY = '"memdump report ready", source: '
@@ -25,7 +37,7 @@ def page(tmp_path: Path, dump: Path = EXAMPLE) -> Path:
 
 def test_the_page_fetches_nothing(tmp_path: Path) -> None:
     text = page(tmp_path).read_text()
-    assert re.search(r"\b(src|href)=|url\(|@import|https?:|<link|<iframe", text) is None
+    assert re.search(r"\b(src|href)=|url\((?!#)|@import|https?:|<link|<iframe", text) is None
     assert text.count("<script>") == 1 and text.count("<style>") == 1
 
 
@@ -60,26 +72,130 @@ def test_a_zoomed_address_zooms_into_the_frame(tmp_path: Path) -> None:
         assert 'style="display: none;"' in frames[name], frames[name]
 
 
-def test_the_screenshot_shows_the_chart_and_the_flame_graphs(tmp_path: Path) -> None:
-    d = Dump(header="MEMDUMP 2.1")
+def _game(tmp_path: Path) -> Path:
+    """A tagged, clocked dump: 40 blocks under `physics`, `audio` and no tag in turn, every
+    other one freed, a clock sample every 10 events with the RSS growing (kept near the heap's
+    bytes, so that both lines show)."""
+    d = Dump(header="MEMDUMP 2.2")
+    names = [d.string("physics"), d.string("audio")]
     for i in range(40):
-        d.malloc(f"0x{0x10000 + 0x100 * i:x}", 100 + i, [F(f"f{i % 4}", "/src/a.c", 5 + i % 4),
-                                                          *main_at(20)])
+        if i % 10 == 0:
+            d.lines.append(f"c {i * 3} {6000 + 100 * i}")
+        if i % 3 < 2:
+            d.lines.append(f"g 100 {names[i % 3]}")
+        d.malloc(f"0x{0x10000 + 0x100 * i:x}", 100 + 4 * i,
+                 [F(f"f{i % 4}", "/src/a.c", 5 + i % 4), *main_at(20)])
+        if i % 3 < 2:
+            d.lines.append("u 100")
     for i in range(0, 40, 2):
         d.free(f"0x{0x10000 + 0x100 * i:x}", main_at(21))
+    d.lines.append("c 200 9000")
     d.end()
-    out = page(tmp_path, Path(d.write(tmp_path)))
+    return Path(d.write(tmp_path))
+
+
+def test_the_screenshot_shows_the_charts_the_heap_map_and_the_flame_graphs(
+        tmp_path: Path) -> None:
+    out = page(tmp_path, _game(tmp_path))
     shot = tmp_path / "shot.png"
-    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,1300", f"--screenshot={shot}")
+    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,2600", f"--screenshot={shot}")
     assert proc.returncode == 0 and shot.is_file(), proc.stderr
     assert len(console_messages(proc.stderr)) == 1, proc.stderr
     width, height, rows = png_pixels(shot)
-    assert (width, height) == (1100, 1300)
-    # the chart's area, then the flame graphs: each function keeps one palette colour
-    assert colour_count(rows, CHART_FILL) > 50_000
-    assert colour_count(rows, CHART_LINE) > 500
+    assert (width, height) == (1100, 2600)
+    # the heap's area and line, the RSS line, the fragmentation's line
+    assert colour_count(rows, CHART_FILL) > 30_000
+    for line in (CHART_LINE, RSS_LINE, FRAG_LINE):
+        assert colour_count(rows, line) > 800, line
+    # the tags, stacked and in the heap map: untagged grey, physics and audio
+    for colour in (OTHER, TAG_COLOURS[0], TAG_COLOURS[1]):
+        assert colour_count(rows, colour) > 20_000, colour
     flame = sum(colour_count(rows, c) for c in PALETTE)
     assert flame > 20_000
+
+
+def _cells(html: str, title: str) -> list[str]:
+    """The fills of the heap map's cells under the heading that starts with `title`."""
+    part = html.split(f"<h3>{title}", 1)[1].split("</svg>", 1)[0]
+    return re.findall(r'<rect class="cell"[^>]*fill="([^"]+)"', part)
+
+
+def _legend(html: str) -> list[tuple[str, str]]:
+    part = html.split("<h2>Heap map</h2>", 1)[1].split("<h3>", 1)[0]
+    return re.findall(r'<span class="sw" style="background:([^"]+)"></span>([^<]+)</span>', part)
+
+
+def test_the_heap_map_colours_blocks_by_stack(tmp_path: Path) -> None:
+    """Three stacks: f_a's block and f_b's, f_c's freed after the peak (a 48-byte hole), f_a's
+    second block after it. Cells of 16 bytes: f_a has the most bytes (its colour first), then
+    f_b, then f_c; the hole is hatched."""
+    d = Dump(header="MEMDUMP 2.1")
+    a, b, c = ([F(f, "/src/a.c", line), *main_at(20)] for f, line in (
+        ("f_a", 5), ("f_b", 6), ("f_c", 7)))
+    d.malloc("0x10010", 40, a)
+    d.malloc("0x10040", 24, b)
+    d.malloc("0x10060", 40, c)
+    d.free("0x10060", main_at(21))
+    d.malloc("0x10090", 40, a)
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    first, second, third = TAG_COLOURS[:3]
+    assert _cells(html, "At the peak (event 3)") == [first] * 3 + [second] * 2 + [third] * 3
+    assert _cells(html, "At the end (event 6)") == (
+        [first] * 3 + [second] * 2 + ["url(#hatch)"] * 3 + [first] * 3)
+    assert _legend(html) == [(first, "f_a (a.c:5)"), (second, "f_b (a.c:6)"),
+                             (third, "f_c (a.c:7)"), ("#ffffff", "free (between live blocks)")]
+    assert ("<title>0x10080-0x10090: 16 of 16 bytes used\n0x10090, 40 bytes, f_a (a.c:5)"
+            "</title>") in html
+    assert "fragmentation 0.00, largest free run 0 of 0 free bytes" in html
+    assert "At the end (event 6): fragmentation 0.00, largest free run 48 of 48 free" in html
+
+
+def test_the_heap_map_greys_the_stacks_past_the_coloured_ones(tmp_path: Path) -> None:
+    d = Dump(header="MEMDUMP 2.1")
+    for i in range(STACK_COLOURS + 2):  # the largest first: stack i has 400 - 16 i bytes
+        d.malloc(f"0x{0x10010 + 0x200 * i:x}", 400 - 16 * i,
+                 [F(f"s{i}", "/src/a.c", 10 + i), *main_at(20)])
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    legend = _legend(html)
+    assert legend == [(TAG_COLOURS[i], f"s{i} (a.c:{10 + i})") for i in range(STACK_COLOURS)] \
+        + [(OTHER, "2 other stacks"), ("#ffffff", "free (between live blocks)")]
+
+
+def test_the_heap_map_colours_blocks_by_tag(tmp_path: Path) -> None:
+    """`physics` at 0x10010, `audio` at 0x10040, one untagged block at 0x10070: the tags'
+    colours are the chart's, the untagged grey."""
+    d = Dump(header="MEMDUMP 2.2")
+    physics, audio = d.string("physics"), d.string("audio")
+    d.lines.append(f"g 100 {physics}")
+    d.malloc("0x10010", 40, main_at(10))
+    d.lines += ["u 100", f"g 100 {audio}"]
+    d.malloc("0x10040", 40, main_at(11))
+    d.lines.append("u 100")
+    d.malloc("0x10070", 40, main_at(12))
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    assert _cells(html, "At the end") == [TAG_COLOURS[0]] * 3 + [TAG_COLOURS[1]] * 3 + \
+        [OTHER] * 3
+    # as many bytes each: by name
+    assert _legend(html) == [(OTHER, "(untagged)"), (TAG_COLOURS[1], "audio"),
+                             (TAG_COLOURS[0], "physics"), ("#ffffff", "free (between live blocks)")]
+    assert "<title>0x10000-0x10010: 16 of 16 bytes used\n0x10010, 40 bytes, physics" in html
+
+
+def test_the_charts_are_the_timelines_series(tmp_path: Path) -> None:
+    """views.memdump has clock samples: x in ms, the heap and the RSS as two lines, each point's
+    exact figures in its title; the fragmentation below."""
+    html = page(tmp_path, FIXTURES / "views.memdump").read_text()
+    charts = html.split("<h2>Memory over time</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r'<polyline[^>]*stroke="([^"]+)"', charts) == [CHART_LINE, RSS_LINE,
+                                                                      FRAG_LINE]
+    titles = re.findall(r'<circle class="pt"[^>]*><title>([^<]+)</title>', charts)
+    assert len(titles) == 20  # the timeline's 10 points, on the two charts
+    assert "event 10, 5 ms: heap 4,424 bytes, RSS 2,097,152 bytes, fragmentation 0.0%" in titles
+    assert "milliseconds since the recording began" in charts
+    assert "Live bytes by tag" not in charts  # no tags
 
 
 def test_the_errors_and_the_leak_kinds_are_listed(tmp_path: Path) -> None:
@@ -92,3 +208,83 @@ def test_the_errors_and_the_leak_kinds_are_listed(tmp_path: Path) -> None:
     leaks = text.split("<h2>Leaks</h2>", 1)[1].split("<h2>", 1)[0]
     kinds = re.findall(r"<tr><td>([a-z ]+)</td><td class=\"n\">([\d,]+)</td>", leaks)
     assert kinds == [("still reachable", "24"), ("definitely lost", "6")]
+
+
+# -- --base ----------------------------------------------------------------------------------------
+
+
+def _base_page(tmp_path: Path) -> str:
+    """test_analyzer_exports' two runs: BASE leaks 100 bytes at grow (a.c:5) and 30 at keep
+    (b.c:7); NEW 250 at grow and 8 at extra (c.c:9)."""
+    base, new = _two_runs(tmp_path)
+    out = tmp_path / "diff.html"
+    result = run_cli("--format", "html", "--base", str(base), "-o", str(out), str(new))
+    assert (result.returncode, result.stderr) == (0, ""), result.stderr
+    return out.read_text()
+
+
+def test_the_base_page_shows_both_runs_and_the_difference(tmp_path: Path) -> None:
+    html = _base_page(tmp_path)
+    assert ('<tr><td>peak heap bytes</td><td class="n">130</td><td class="n">258</td>'
+            '<td class="n">+128</td></tr>') in html
+    assert ('<tr><td>leaked blocks</td><td class="n">2</td><td class="n">2</td>'
+            '<td class="n">+0</td></tr>') in html
+    leaks = html.split("<h2>Leaks new or grown since the base</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r'<tr><td>(new|grew)</td><td>leaked</td><td class="n">(\d+)</td>'
+                      r'<td class="n">(\d+)</td><td class="n">(\d)</td><td class="n">(\d)</td>'
+                      r'<td><div class="stack">at (\w+)', leaks) == [
+        ("new", "0", "8", "0", "1", "extra"), ("grew", "100", "250", "1", "1", "grow")]
+    graph = re.findall(r'<svg id="leaks".*?</svg>', html, re.S)[0]
+    frames = {n: (t, f) for n, t, f in re.findall(
+        r'<title>(\w+): ([^<]+)</title><rect[^>]*fill="([^"]+)"', graph)}
+    assert frames == {"all": ("+128 bytes leaked (188 changed)", GROW),
+                      "main": ("+128 bytes leaked (188 changed)", GROW),
+                      "grow": ("+150 bytes leaked (150 changed)", GROW),
+                      "extra": ("+8 bytes leaked (8 changed)", GROW),
+                      "keep": ("-30 bytes leaked (30 changed)", SHRINK)}
+    chart = html.split("<h2>Memory over time</h2>", 1)[1].split("<h2>", 1)[0]
+    assert re.findall(r'<polyline[^>]*stroke="([^"]+)"', chart) == [CHART_LINE, BASE_LINE]
+    assert "Peak heap: base 130 bytes, new 258 (+128)." in chart
+
+
+def test_chromium_loads_the_base_page(tmp_path: Path) -> None:
+    out = tmp_path / "page.html"
+    out.write_text(_base_page(tmp_path))
+    shot = tmp_path / "shot.png"
+    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,1400", f"--screenshot={shot}")
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr
+    messages = console_messages(proc.stderr)
+    assert len(messages) == 1 and messages[0].startswith(READY), messages
+    _, _, rows = png_pixels(shot)
+    assert colour_count(rows, GROW) > 20_000  # both graphs: grew
+    assert colour_count(rows, SHRINK) > 2_000  # keep shrank
+    for line in (CHART_LINE, BASE_LINE):
+        assert colour_count(rows, line) > 800, line
+
+
+def test_a_run_of_a_few_ms_is_drawn_over_events_and_an_unknown_rss_is_no_point() -> None:
+    """Clock samples at 0 ms for all but the last point: x is events; an RSS of 0 (before the
+    first sample) is left out of the RSS line, and one known RSS makes no line."""
+    def body(ms: list[int], rss: list[int]) -> dict[str, object]:
+        return {"clocked": True, "points": [{"seq": i + 1, "ms": m, "rss_bytes": r}
+                                            for i, (m, r) in enumerate(zip(ms, rss,
+                                                                           strict=True))]}
+    few = body([0, 0, 0, 4], [0, 0, 8192, 8192])
+    assert not by_ms(few)
+    (line,) = rss_line(few, [1, 2, 3, 4], "RSS", RSS_LINE)
+    assert (list(line.xs or ()), list(line.values)) == ([3, 4], [8192, 8192])
+    assert rss_line(body([0, 0, 0, 4], [0, 0, 0, 8192]), [1, 2, 3, 4], "RSS", RSS_LINE) == []
+    assert by_ms(body([0, 3, 5], [1, 1, 1]))
+
+
+def test_only_the_largest_regions_are_drawn(tmp_path: Path) -> None:
+    """20 blocks 2 MiB apart are 20 regions: the 16 largest are drawn, the note says so."""
+    d = Dump(header="MEMDUMP 2.1")
+    for i in range(20):
+        d.malloc(f"0x{0x10000010 + (2 << 20) * i:x}", 100 + 16 * i, main_at(10))
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    end = html.split("<h3>At the end", 1)[1]
+    drawn = re.findall(r'<text x="0" y="\d+">0x([0-9a-f]+)-', end.split("</svg>", 1)[0])
+    assert drawn == [f"{0x10000000 + (2 << 20) * i:x}" for i in range(4, 20)]
+    assert "4 smaller regions are not drawn: the summary below lists them." in end

@@ -248,22 +248,39 @@ def test_base_pprof_is_the_difference(tmp_path: Path) -> None:
     assert re.search(r"^\s+8B\s.*  extra$", top, re.M)
 
 
+def test_base_massif_is_what_grew_and_ms_print_reads_it(tmp_path: Path) -> None:
+    """NEW's snapshots against BASE's at the same share of their events: after the first event
+    `extra`'s 8 bytes (BASE's `grow` 100 is no growth of NEW's), after the second `grow`'s
+    +150 and `extra`'s 8 (`keep` shrank: left out), the largest, marked the peak."""
+    base, new = _two_runs(tmp_path)
+    out = export(tmp_path, "massif", "--base", str(base), dump=new)
+    text = out.read_text()
+    assert text.splitlines()[0] == (
+        f"desc: memdump-analyze --format massif --base {base} new.memdump: the bytes by stack "
+        "the new run had more of than the base at the same share of each run's events; the "
+        "stacks that shrank are left out")
+    assert re.findall(r"mem_heap_B=(\d+)", text) == ["0", "8", "158", "158"]
+    assert ("heap_tree=peak\n"
+            "n2: 158 (heap allocation functions) malloc/new/new[], --alloc-fns, etc.\n"
+            " n1: 150 0x6000: grow (a.c:5)\n  n0: 150 0x6100: main (app.c:20)\n"
+            " n1: 8 0x7000: extra (c.c:9)\n") in text
+    assert "keep" not in text
+    assert doc_block("the peak snapshot is") in text
+    assert ms_print_peak(ms_print(out)) == (2, 158)
+
+
 def test_base_errors_are_one_line(tmp_path: Path) -> None:
     base, new = _two_runs(tmp_path)
-    r = run_cli("--format", "massif", "--base", str(base), str(new))
-    assert (r.returncode, r.stdout) == (2, "")
-    assert r.stderr == ("memdump-analyze: error: --format massif has no --base: it is the heap "
-                        "over one run's time, and two runs' times do not line up (pprof and "
-                        "collapsed take --base)\n")
     r = run_cli("--base", str(base), str(new))
-    assert (r.returncode, r.stderr) == (2, "memdump-analyze: error: --base needs --format pprof "
-                                        "or collapsed (the leak report's difference is "
-                                        "`memdump-analyze diff BASE NEW`)\n")
-    r = run_cli("--format", "pprof", "-o", str(tmp_path / "x"), "--base",
-                str(tmp_path / "missing.memdump"), str(new))
-    assert r.returncode == 2
-    assert r.stderr.count("\n") == 1 and "missing.memdump" in r.stderr and "Traceback" not in \
-        r.stderr
+    assert (r.returncode, r.stderr) == (2, "memdump-analyze: error: --base needs --format pprof, "
+                                        "collapsed, massif, html (the leak report's difference "
+                                        "is `memdump-analyze diff BASE NEW`)\n")
+    for fmt in ("pprof", "massif", "html"):
+        r = run_cli("--format", fmt, "-o", str(tmp_path / "x"), "--base",
+                    str(tmp_path / "missing.memdump"), str(new))
+        assert r.returncode == 2
+        assert r.stderr.count("\n") == 1 and "missing.memdump" in r.stderr and "Traceback" \
+            not in r.stderr
 
 
 def test_usage_errors_are_one_line(tmp_path: Path) -> None:

@@ -300,3 +300,111 @@ def test_a_view_computing_only_its_parts_says_the_same(tmp_path: Path, view: str
     full = VIEWS[view].build(load(path)[0], None, options)
     own = VIEWS[view].build(load(path, compute=VIEWS[view].NEEDS)[0], None, options)
     assert own == full
+
+
+# -- the timeline's fragmentation and tags (series.py) -------------------------------------------
+
+TAGS = FIXTURES / "tags.memdump"
+
+
+def test_the_tags_series_adds_up_to_the_heap_at_each_point() -> None:
+    """tags.memdump: untagged 400 at event 2, two `physics` blocks of 64 (one freed at event 5),
+    128 `audio` bytes, the 400 freed and 200 allocated in `level 2`."""
+    p = load(str(TAGS))[0].profile
+    assert p.tag_names == ["(untagged)", "physics", "audio"]
+    assert [(pt[0], pt[1]) for pt in p.timeline] == [
+        (2, 400), (3, 464), (4, 528), (6, 592), (9, 392), (10, 392)]
+    assert p.timeline_tags == [(400, 0, 0), (400, 64, 0), (400, 128, 0), (400, 64, 128),
+                               (200, 64, 128), (200, 64, 128)]
+
+
+def test_the_fragmentation_is_the_heap_maps_over_all_regions() -> None:
+    """heapmap.memdump: the 2nd and 4th of the small blocks freed leave two holes of 32 bytes
+    (events 9 and 10); the mmapped block is a region with no free byte."""
+    p = load(str(FIXTURES / "heapmap.memdump"))[0].profile
+    assert p.frag == [(1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 0, 0), (5, 0, 0), (6, 0, 0),
+                      (7, 0, 0), (8, 0, 0), (9, 32, 32), (10, 64, 32), (11, 64, 32)]
+    doc = json.loads(run_cli("timeline", "--format", "json", "heapmap.memdump",
+                             cwd=FIXTURES).stdout)
+    assert doc["end_fragmentation"] == 0.5
+    assert [(pt["seq"], pt["fragmentation"]) for pt in doc["points"]] == [
+        (1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.0), (6, 0.0), (7, 0.0), (11, 0.5)]
+
+
+def test_the_timeline_of_a_tagged_dump_is_documented() -> None:
+    """The goldens of `timeline` on tags.memdump, shown in docs/tags.md."""
+    tags_doc = (REPO / "docs" / "tags.md").read_text()
+    for fmt, name in (("text", "timeline-tags.txt"), ("json", "timeline-tags.json")):
+        result = run_cli("timeline", "--format", fmt, "tags.memdump", cwd=FIXTURES)
+        assert (result.returncode, result.stderr) == (0, "")
+        golden = GOLDEN / name
+        if UPDATE:
+            golden.write_text(result.stdout)
+        assert result.stdout == golden.read_text()
+        assert f"```{'json' if fmt == 'json' else ''}\n{result.stdout}```" in tags_doc
+
+
+def _heapmap_whole(path: str, seq: int) -> tuple[int, int]:
+    from memdump_analyzer.heapmap import heap_map
+    regions = heap_map(path, str(seq)).regions
+    return sum(r.free for r in regions), max((r.largest_free for r in regions), default=0)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_series_agree_with_the_heap_map_and_add_up(tmp_path: Path, seed: int) -> None:
+    """Random tagged dumps, two threads, blocks in two regions: every fragmentation sample is
+    the heap map's over all regions at that event, and the tags add up to the heap."""
+    rng = random.Random(seed)
+    d = Dump(header="MEMDUMP 2.2", short=seed % 2 == 0)
+    names = ["physics", "audio", "ai"]
+    stacks = {100: [], 101: []}
+    live: list[str] = []
+    used: set[int] = set()
+    tag_of: dict[str, tuple[str, int]] = {}
+    truth: dict[int, dict[str, int]] = {}  # after each event: each tag's live bytes
+    now: dict[str, int] = {}
+    for _ in range(300):
+        tid = rng.choice((100, 101))
+        r = rng.random()
+        if r < 0.08:
+            name = rng.choice(names)
+            d.lines.append(f"g {tid} {d.string(name)}")
+            stacks[tid].append(name)
+        elif r < 0.14 and stacks[tid]:
+            d.lines.append(f"u {tid}")
+            stacks[tid].pop()
+        elif r < 0.6 or not live:
+            base = rng.choice((0x555555559000, 0x7FFFF0000000))
+            addr = base + 16 + 16 * rng.randrange(4000)
+            if any(abs(addr - u) < 512 for u in used):
+                continue
+            used.add(addr)
+            live.append(f"0x{addr:x}")
+            size = rng.randrange(1, 480)
+            tag = stacks[tid][-1] if stacks[tid] else "(untagged)"
+            tag_of[live[-1]] = (tag, size)
+            now[tag] = now.get(tag, 0) + size
+            truth[d.malloc(live[-1], size, main_at(10 + rng.randrange(3)), tid=tid)] = dict(now)
+        else:
+            ptr = live.pop(rng.randrange(len(live)))
+            used.discard(int(ptr, 16))
+            tag, size = tag_of.pop(ptr)
+            now[tag] -= size
+            truth[d.free(ptr, main_at(20), tid=tid)] = dict(now)
+    d.end()
+    path = d.write(tmp_path)
+    p = load(path)[0].profile
+    assert p.frag and p.frag[-1][0] == p.last_seq
+    for seq, free, largest in p.frag[:: max(1, len(p.frag) // 12)] + p.frag[-1:]:
+        assert (free, largest) == _heapmap_whole(path, seq), seq
+    for points in (200, 7):  # 7: the spans merge many times
+        q = load(path, points=points)[0].profile
+        for (seq, heap, _, _), tags in zip(q.timeline, q.timeline_tags, strict=True):
+            assert sum(tags) == heap, seq
+            assert {n: b for n, b in zip(q.tag_names, tags, strict=True) if b} == {
+                n: b for n, b in truth[max(k for k in truth if k <= seq)].items() if b}, seq
+    series = json.loads(run_cli("--by-tag", "--format", "json", path).stdout)["tags"]
+    for row in series:
+        i = p.tag_names.index(row["tag"])
+        assert row["series"] == [[pt[0], t[i]] for pt, t in zip(p.timeline, p.timeline_tags,
+                                                                 strict=True)]

@@ -5,6 +5,7 @@ same heap tree."""
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -78,3 +79,36 @@ def test_massif_peak_and_tree_are_valgrind_massifs(tmp_path: Path, dump: Path) -
         f" n0: 50 main ({marker('leak_realloc.c', 'from-null')})",
         " n0: 30 in N places below massif's threshold (1.00%)",
     ]
+
+
+def test_html_of_a_tagged_recording(tmp_path: Path, dump: Path) -> None:
+    """tags_phases, recorded: the timeline's tag columns at the peak are the program's blocks
+    (physics 3 x 1,001, collision 1,002, audio 2 x 2,001), and the page's heap map colours each
+    of its blocks by its tag, the legend naming the four."""
+    record("tags_phases", dump=dump)
+    proc = analyze_raw(dump, "timeline", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    series = json.loads(proc.stdout)
+    peak = next(i for i, p in enumerate(series["points"]) if p["seq"] == series["peak_seq"])
+    at_peak = {t["tag"]: t["series"][peak][1] for t in series["tags"]}
+    assert {k: v for k, v in at_peak.items() if k != "(untagged)"} == {
+        "physics": 3003, "collision": 1002, "audio": 4002}
+    assert sum(at_peak.values()) == series["peak_bytes"]
+    # the leak report's replay warns of the `p SEQ phase` records (replay.py): not this page's
+    proc = analyze_raw(dump, "--format", "html", "-o", str(tmp_path / "tags.html"))
+    assert proc.returncode == 0, proc.stderr
+    page = (tmp_path / "tags.html").read_text()
+    legend = page.split("<h2>Heap map</h2>", 1)[1].split("<h3>", 1)[0]
+    colours = dict((name, colour) for colour, name in re.findall(
+        r'<span class="sw" style="background:([^"]+)"></span>([^<]+)</span>', legend))
+    assert set(colours) == {"(untagged)", "physics", "collision", "audio",
+                            "free (between live blocks)"}
+    peak_map = page.split("<h3>At the peak", 1)[1].split("</svg>", 1)[0]
+    blocks = {(int(size.replace(",", "")), tag) for size, tag in re.findall(
+        r"\n0x[0-9a-f]+, ([\d,]+) bytes, ([^\n<]+)", peak_map)}
+    assert {(1001, "physics"), (1002, "collision"), (2001, "audio"), (11, "(untagged)"),
+            (12, "(untagged)")} <= blocks
+    # a cell all in one physics block has physics's colour
+    cells = re.findall(r'fill="([^"]+)" data-lo="[^"]+"><title>[^\n]*: (\d+) of \2 bytes used\n'
+                       r"0x[0-9a-f]+, 1,001 bytes, physics</title>", peak_map)
+    assert cells and {fill for fill, _ in cells} == {colours["physics"]}

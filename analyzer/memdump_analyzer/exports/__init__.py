@@ -10,9 +10,10 @@ from dataclasses import dataclass
 from ..model import Analysis
 from .collapsed import METRICS, render_collapsed
 from .html import render_html
-from .massif import render_massif
+from .htmldiff import render_html_diff
+from .massif import base_desc, growth_profile, render_massif
 from .pprof import render_pprof
-from .profile import HeapProfile, collect, difference
+from .profile import DETAILED_EVERY, HeapProfile, collect, difference
 
 __all__ = ["FORMATS", "METRICS", "ExportError", "export"]
 
@@ -26,37 +27,46 @@ class Format:
     """One export: how it renders, whether its bytes are text, why it takes no --base (None:
     it takes one)."""
 
-    render: Callable[[HeapProfile, HeapProfile | None, str], bytes]
+    render: Callable[[HeapProfile, HeapProfile | None, str, bool], bytes]
     text: bool
     no_base: str | None
     help: str
 
 
-def _pprof(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
+def _pprof(profile: HeapProfile, base: HeapProfile | None, metric: str,
+           symbols: bool) -> bytes:
     return render_pprof(profile if base is None else difference(profile, base))
 
 
-def _collapsed(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
+def _collapsed(profile: HeapProfile, base: HeapProfile | None, metric: str,
+               symbols: bool) -> bytes:
     return render_collapsed(profile, metric, base).encode("utf-8", "surrogateescape")
 
 
-def _massif(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
+def _massif(profile: HeapProfile, base: HeapProfile | None, metric: str,
+            symbols: bool) -> bytes:
+    if base is not None:
+        return render_massif(growth_profile(profile, base), base_desc(profile, base)).encode(
+            "utf-8", "surrogateescape")
     return render_massif(profile).encode("utf-8", "surrogateescape")
 
 
-def _html(profile: HeapProfile, base: HeapProfile | None, metric: str) -> bytes:
-    return render_html(profile).encode("utf-8", "surrogateescape")
+def _html(profile: HeapProfile, base: HeapProfile | None, metric: str,
+          symbols: bool) -> bytes:
+    page = render_html(profile, symbols=symbols) if base is None else \
+        render_html_diff(profile, base, symbols=symbols)
+    return page.encode("utf-8", "surrogateescape")
 
 
 FORMATS: dict[str, Format] = {
     "pprof": Format(_pprof, False, None, "gzip-compressed profile.proto for `go tool pprof`"),
     "collapsed": Format(_collapsed, True, None,
                         "folded stacks for flamegraph.pl, speedscope, inferno (--metric)"),
-    "massif": Format(_massif, True, "it is the heap over one run's time, and two runs' times "
-                     "do not line up", "valgrind massif's out file for ms_print"),
-    "html": Format(_html, True, "it is one run's report (`memdump-analyze diff BASE NEW` "
-                   "compares two runs' leaks)", "one self-contained page for a browser: summary, "
-                   "heap over time, flame graphs, leaks, errors"),
+    "massif": Format(_massif, True, None, "valgrind massif's out file for ms_print (--base: "
+                     "the stacks that grew, the runs aligned on their events)"),
+    "html": Format(_html, True, None, "one self-contained page for a browser: summary, heap "
+                   "and RSS over time, heap map, flame graphs, leaks, errors (--base: the two "
+                   "runs' difference)"),
 }
 
 
@@ -70,6 +80,9 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"--format {name} has no --base: {fmt.no_base} ({takes} take --base)")
     if metric not in METRICS:
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
-    profile = collect(analysis, symbolize=symbolize)
-    old = collect(base, symbolize=symbolize) if base is not None else None
-    return fmt.render(profile, old, metric)
+    # massif's --base compares every snapshot of the two runs: all of them with their stacks
+    detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
+    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed)
+    old = collect(base, symbolize=symbolize, detailed_every=detailed) \
+        if base is not None else None
+    return fmt.render(profile, old, metric, symbolize)

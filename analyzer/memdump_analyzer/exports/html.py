@@ -6,21 +6,24 @@ docs/exports.md, "html"."""
 from __future__ import annotations
 
 from html import escape
+from typing import Any
 
 from ..dumpfile import Frame
+from ..heapmap import heap_maps
 from ..model import Analysis, ErrorReport, Group
 from ..report import KIND_NAMES, _frame_text
+from ..views import Options, load
+from ..views import timeline as timeline_view
+from .charts import CHART_FILL, CHART_LINE, memory_charts, tag_colours
 from .collapsed import METRICS
 from .flame import WIDTH, flame_svg
+from .mapsvg import colours_of, legend, map_svg
 from .profile import HeapProfile
 
-__all__ = ["CHART_FILL", "CHART_LINE", "live_heap_series", "render_html"]
+__all__ = ["CHART_FILL", "CHART_LINE", "errors", "flames", "heap_map_section", "page",
+           "render_html",
+           "row", "stack_text", "timeline_of"]
 
-CHART_FILL = "#9ab8e8"
-CHART_LINE = "#2a5cb0"
-CHART_HEIGHT = 220
-_MARGIN = 60  # pixels left of the chart for the byte labels
-_RIGHT = 20  # and right of it, for the last event's label
 #: the page's script: frame labels fitted to their width, and the zoom (click a frame; the
 #: address's #zoom-GRAPH-N opens a graph zoomed, so that a zoomed view can be shared)
 _SCRIPT = """
@@ -76,66 +79,21 @@ table.leaks td, table.errors td { border-top: 1px solid #ddd; }
 svg.flame g.f { cursor: pointer; } svg.flame text { font: 11px monospace; fill: #000;
 pointer-events: none; } svg.flame g.faded rect { opacity: 0.5; }
 svg.flame g.f:hover rect { stroke: #000; stroke-width: 0.5; }
-.chart text { font: 11px sans-serif; fill: #444; } .note { color: #666; }
+.chart text, .heapmap text { font: 11px sans-serif; fill: #444; } .note { color: #666; }
+h3 { font-size: 1em; margin: 1em 0 0.2em; } .legend { margin: 0.3em 0; font-size: 12px; }
+.key { margin-right: 1.2em; white-space: nowrap; } .sw { display: inline-block; width: 12px;
+height: 12px; margin-right: 4px; vertical-align: -1px; border: 1px solid #999; }
+pre.map { font: 11px monospace; color: #444; } svg.heapmap rect.cell:hover { stroke: #000; }
 """
 
 
-def live_heap_series(profile: HeapProfile) -> list[tuple[int, int]]:
-    """(event, live heap bytes) over the run: the massif snapshots' (about 100 and the peak).
-    The one place the page's chart gets its series from (a `timeline` view replaces it)."""
-    return [(s.seq, s.live_bytes) for s in profile.snapshots]
-
-
-def _bytes(n: int) -> str:
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:,} B"
-
-
-def _chart(series: list[tuple[int, int]], peak: tuple[int, int] | None) -> str:
-    """The live heap as an area chart: events along x, bytes up y, the peak marked."""
-    if len(series) < 2:
-        return '<p class="note">Too few events for a chart.</p>'
-    last = max(seq for seq, _ in series) or 1
-    top = max(b for _, b in series) or 1
-    w, h = WIDTH - _MARGIN - _RIGHT, CHART_HEIGHT
-
-    def xy(seq: int, nbytes: int) -> str:
-        return f"{_MARGIN + seq / last * w:.2f},{h - nbytes / top * (h - 10):.2f}"
-
-    points = " ".join(xy(s, b) for s, b in series)
-    out = [f'<svg class="chart" viewBox="0 0 {WIDTH} {h + 25}" width="{WIDTH}" '
-           f'height="{h + 25}">',
-           f'<polygon points="{xy(series[0][0], 0)} {points} {xy(series[-1][0], 0)}" '
-           f'fill="{CHART_FILL}"/>',
-           f'<polyline points="{points}" fill="none" stroke="{CHART_LINE}" stroke-width="2"/>',
-           f'<line x1="{_MARGIN}" y1="{h}" x2="{_MARGIN + w}" y2="{h}" stroke="#444"/>',
-           f'<line x1="{_MARGIN}" y1="0" x2="{_MARGIN}" y2="{h}" stroke="#444"/>']
-    for k in range(5):
-        nbytes = top * k // 4
-        y = h - nbytes / top * (h - 10)
-        out.append(f'<text x="{_MARGIN - 4}" y="{y + 4:.2f}" text-anchor="end">'
-                   f'{_bytes(nbytes)}</text>')
-        seq = last * k // 4
-        out.append(f'<text x="{_MARGIN + seq / last * w:.2f}" y="{h + 16}" '
-                   f'text-anchor="middle">{seq:,}</text>')
-    if peak is not None:
-        x, y = xy(*peak).split(",")
-        out.append(f'<circle cx="{x}" cy="{y}" r="4" fill="#c0392b"/>'
-                   f'<text x="{float(x) - 6:.2f}" y="{float(y) + 4:.2f}" text-anchor="end">'
-                   f'peak {_bytes(peak[1])} at event {peak[0]:,}</text>')
-    out.append("</svg>")
-    return "\n".join(out)
-
-
-def _stack(frames: tuple[Frame, ...]) -> str:
+def stack_text(frames: tuple[Frame, ...]) -> str:
     if not frames:
         return "(no stack: it could not be read)"
     return "\n".join(("at " if i == 0 else "by ") + _frame_text(f) for i, f in enumerate(frames))
 
 
-def _row(*cells: str, numeric: tuple[int, ...] = ()) -> str:
+def row(*cells: str, numeric: tuple[int, ...] = ()) -> str:
     return "<tr>" + "".join(f'<td class="n">{c}</td>' if i in numeric else f"<td>{c}</td>"
                             for i, c in enumerate(cells)) + "</tr>"
 
@@ -154,7 +112,7 @@ def _summary(a: Analysis) -> str:
         rows += [(KIND_NAMES.get(k, k), f"{b:,} bytes in {n:,} blocks")
                  for k, (b, n) in a.leak_kinds.items() if n or k != "unknown"]
     rows.append(("heap errors", f"{a.error_count:,}"))
-    return "<table>" + "".join(_row(escape(k), v) for k, v in rows) + "</table>"
+    return "<table>" + "".join(row(escape(k), v) for k, v in rows) + "</table>"
 
 
 def _leaks(groups: list[Group]) -> str:
@@ -163,39 +121,69 @@ def _leaks(groups: list[Group]) -> str:
     head = "<tr><th>kind</th><th>bytes</th><th>blocks</th><th>indirect bytes</th>" \
            "<th>allocated at</th></tr>"
     return '<table class="leaks">' + head + "".join(
-        _row(escape(KIND_NAMES.get(g.leak_kind or "", "leaked")), f"{g.bytes:,}",
+        row(escape(KIND_NAMES.get(g.leak_kind or "", "leaked")), f"{g.bytes:,}",
              f"{g.blocks:,}", f"{g.indirect_bytes:,}",
-             f'<div class="stack">{escape(_stack(g.stack))}</div>', numeric=(1, 2, 3))
+             f'<div class="stack">{escape(stack_text(g.stack))}</div>', numeric=(1, 2, 3))
         for g in groups) + "</table>"
 
 
-def _errors(errors: list[ErrorReport], count: int) -> str:
-    if not errors:
+def errors(found: list[ErrorReport], count: int) -> str:
+    if not found:
         return '<p class="note">No heap errors.</p>'
     head = "<tr><th>error</th><th>event</th><th>call</th><th>pointer</th><th>at</th></tr>"
-    rows = "".join(_row(escape(e.kind), f"{e.seq:,}", escape(e.op), f"0x{e.pointer:x}",
-                        f'<div class="stack">{escape(_stack(e.stack))}</div>', numeric=(1,))
-                   for e in errors)
-    more = "" if count == len(errors) else f'<p class="note">{count - len(errors):,} more.</p>'
+    rows = "".join(row(escape(e.kind), f"{e.seq:,}", escape(e.op), f"0x{e.pointer:x}",
+                        f'<div class="stack">{escape(stack_text(e.stack))}</div>', numeric=(1,))
+                   for e in found)
+    more = "" if count == len(found) else f'<p class="note">{count - len(found):,} more.</p>'
     return '<table class="errors">' + head + rows + "</table>" + more
 
 
-def render_html(profile: HeapProfile) -> str:
-    a = profile.analysis
-    title = escape(f"memdump report: {a.program or a.path}")
-    peak = (a.peak_seq, a.peak_bytes) if a.peak_seq else None
-    leaks = flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked")
-    at_peak = flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")
+def timeline_of(path: str) -> dict[str, Any]:
+    """The `timeline` view's JSON of the dump at `path` (docs/views.md): the page's series."""
+    side, _ = load(path, symbols=False, compute=timeline_view.NEEDS)
+    return timeline_view.build(side, None, Options())[0]
+
+
+def heap_map_section(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
+    """The heap map at the peak and at the end, coloured alike, with their text summaries."""
+    # the analysis's peak: the page's summary says when
+    peak, end = heap_maps(a.path, [str(a.peak_seq or 0), "end"], symbols=symbols)
+    maps = [("At the peak", peak), ("At the end", end)]
+    colours = colours_of((m for _, m in maps), tag_colours([t["tag"] for t in series["tags"]]))
+    out = [legend(colours, [m for _, m in maps])]
+    for title, m in maps:
+        out += [f"<h3>{title} (event {m.seq:,}): fragmentation {m.fragmentation:.2f}, "
+                f"largest free run {m.largest_free:,} of {m.free:,} free bytes</h3>",
+                map_svg(m, colours, a.path)]
+    return "\n".join(out)
+
+
+def flames(leaks: str, at_peak: str, what: str = "") -> list[str]:
+    """The two flame graphs' sections (`what`: said after their headings)."""
     click = '<p class="note">Click a frame to zoom into it, the bottom frame to zoom out.</p>'
-    parts = [
+    return ["<h2>Leaks by stack" + what + "</h2>",
+            (click + leaks) if leaks else '<p class="note">No leaks.</p>',
+            "<h2>Live at the peak by stack" + what + "</h2>",
+            (click + at_peak) if at_peak else '<p class="note">No peak.</p>']
+
+
+def page(title: str, body: list[str]) -> str:
+    """The page: its head (title, style), `body`'s parts, the script."""
+    title = escape(title)
+    return "\n".join([
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
-        f"<title>{title}</title><style>{_STYLE}</style></head><body>",
-        f"<h1>{title}</h1>", "<h2>Summary</h2>", _summary(a),
-        "<h2>Live heap over time</h2>", _chart(live_heap_series(profile), peak),
-        "<h2>Leaks by stack</h2>", (click + leaks) if leaks else '<p class="note">No leaks.</p>',
-        "<h2>Live at the peak by stack</h2>",
-        (click + at_peak) if at_peak else '<p class="note">No peak.</p>',
+        f"<title>{title}</title><style>{_STYLE}</style></head><body>", f"<h1>{title}</h1>",
+        *body, f"<script>{_SCRIPT}</script>", "</body></html>"]) + "\n"
+
+
+def render_html(profile: HeapProfile, *, symbols: bool = True) -> str:
+    a = profile.analysis
+    series = timeline_of(a.path)
+    return page(f"memdump report: {a.program or a.path}", [
+        "<h2>Summary</h2>", _summary(a),
+        "<h2>Memory over time</h2>", memory_charts(series),
+        "<h2>Heap map</h2>", heap_map_section(a, series, symbols),
+        *flames(flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked"),
+                flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")),
         "<h2>Leaks</h2>", _leaks(a.leaks), "<h2>Heap errors</h2>",
-        _errors(a.errors, a.error_count),
-        f"<script>{_SCRIPT}</script>", "</body></html>"]
-    return "\n".join(parts) + "\n"
+        errors(a.errors, a.error_count)])

@@ -13,9 +13,17 @@ from __future__ import annotations
 import os
 
 from ..dumpfile import Frame
-from .profile import HeapProfile, StackKey, TreeNode
+from .profile import (
+    DETAILED_EVERY,
+    SNAPSHOTS,
+    HeapProfile,
+    Snapshot,
+    StackKey,
+    TreeNode,
+    difference,
+)
 
-__all__ = ["THRESHOLD", "render_massif"]
+__all__ = ["THRESHOLD", "base_desc", "growth_profile", "render_massif"]
 
 #: massif's default --threshold, in percent of the snapshot's heap
 THRESHOLD = 1.0
@@ -64,11 +72,12 @@ def _lines(node: TreeNode, depth: int, total: int, out: list[str], text: str) ->
                    f"below massif's threshold ({THRESHOLD:.2f}%)")
 
 
-def render_massif(profile: HeapProfile) -> str:
+def render_massif(profile: HeapProfile, desc: str | None = None) -> str:
     a = profile.analysis
     # one line each, whatever the paths hold
     events = f"{a.events:,} heap event{'s' if a.events != 1 else ''}"
-    out = [f"desc: memdump-analyze --format massif {_one_line(a.path)} ({events})",
+    out = [_one_line(desc) if desc is not None else
+           f"desc: memdump-analyze --format massif {_one_line(a.path)} ({events})",
            f"cmd: {_one_line(a.program or a.path)}", "time_unit: B"]
     for n, shot in enumerate(profile.snapshots):
         kind = "empty" if shot.tree is None else ("peak" if shot.peak else "detailed")
@@ -77,3 +86,42 @@ def render_massif(profile: HeapProfile) -> str:
         if shot.tree is not None:
             _lines(_tree(profile, shot.tree), 0, shot.live_bytes, out, ROOT)
     return "\n".join(out) + "\n"
+
+
+def growth_profile(new: HeapProfile, base: HeapProfile) -> HeapProfile:
+    """`--base`: the runs aligned on their events (NEW's k-th regular snapshot, k% through its
+    events, against BASE's at the same share of its own), each snapshot the bytes by stack NEW
+    has more of than BASE then, only the stacks that grew (massif has no negative sizes), on
+    NEW's time; every 10th, the last and the largest detailed, the largest marked the peak.
+    Both profiles must have every regular snapshot detailed (`collect(detailed_every=1)`)."""
+    mine, theirs = _regular(new), _regular(base)
+    shots = [Snapshot(0, 0, 0)]
+    for k, shot in enumerate(mine[1:], 1):
+        other = theirs[round(k * (len(theirs) - 1) / max(1, len(mine) - 1))]
+        grew = {key: n - (other.tree or {}).get(key, 0) for key, n in (shot.tree or {}).items()}
+        tree = {key: n for key, n in grew.items() if n > 0}
+        shots.append(Snapshot(shot.seq, shot.time, sum(tree.values()), tree))
+    top = max(range(len(shots)), key=lambda i: (shots[i].live_bytes, -i))
+    for i, shot in enumerate(shots):
+        if i == top and shot.live_bytes:
+            shot.peak = True
+        elif i % DETAILED_EVERY and i != len(shots) - 1 or not shot.tree:
+            shot.tree = None
+    out = difference(new, base)
+    out.snapshots = shots
+    return out
+
+
+def _regular(profile: HeapProfile) -> list[Snapshot]:
+    """The regular snapshots (every N events, and the last): the peak's only when it is one of
+    them (the pass then took it in the regular one's place)."""
+    last = profile.analysis.last_seq
+    every = max(1, last // SNAPSHOTS)
+    return [s for s in profile.snapshots if not s.peak or s.seq % every == 0 or s.seq == last]
+
+
+def base_desc(new: HeapProfile, base: HeapProfile) -> str:
+    """The `desc:` line of `--base`'s file: what its sizes are."""
+    return (f"desc: memdump-analyze --format massif --base {base.analysis.path} "
+            f"{new.analysis.path}: the bytes by stack the new run had more of than the base at "
+            "the same share of each run's events; the stacks that shrank are left out")

@@ -76,21 +76,23 @@ class HeapProfile:
 
 
 def collect(analysis: Analysis, *, symbolize: bool = True, snapshots: int = SNAPSHOTS,
-            ) -> HeapProfile:
+            detailed_every: int = DETAILED_EVERY) -> HeapProfile:
     """Read the dump of `analysis` again and gather its figures by stack. `snapshots`: how many
-    regular snapshots of the live heap to take (plus the peak's and the last)."""
+    regular snapshots of the live heap to take (plus the peak's and the last), every
+    `detailed_every`th with its live bytes by stack."""
     collecting = gc.isenabled()
     gc.disable()  # as analyze(): the pass makes no reference cycles
     try:
         with DumpReader(analysis.path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
-            return _Pass(reader, analysis, snapshots).run(symbolize)
+            return _Pass(reader, analysis, snapshots, detailed_every).run(symbolize)
     finally:
         if collecting:
             gc.enable()
 
 
 class _Pass:
-    def __init__(self, reader: DumpReader, analysis: Analysis, snapshots: int) -> None:
+    def __init__(self, reader: DumpReader, analysis: Analysis, snapshots: int,
+                 detailed_every: int) -> None:
         self.reader = reader
         self.analysis = analysis
         #: pointer as written -> (size, stack node)
@@ -102,6 +104,7 @@ class _Pass:
         #: (seq, time, live bytes, live bytes by node or None, is the peak)
         self.shots: list[tuple[int, int, int, dict[int, int] | None, bool]] = []
         self.every = max(1, analysis.last_seq // max(1, snapshots))
+        self.detailed_every = detailed_every
 
     def run(self, symbolize: bool) -> HeapProfile:
         """One pass over the lines. The analysis read this dump already, so its records are
@@ -166,7 +169,7 @@ class _Pass:
                     self._peak(seq, time, cur)
                 elif seq % every == 0 or seq == last_seq:
                     taken += 1
-                    detailed = taken % DETAILED_EVERY == 0 or seq == last_seq
+                    detailed = taken % self.detailed_every == 0 or seq == last_seq
                     self.shots.append((seq, time, cur, self._by_node() if detailed else None,
                                        False))
         except (ValueError, IndexError, KeyError):

@@ -12,11 +12,12 @@ from ..progress import Progress
 from ..replay import replay
 from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
+from ..tagphases import UNTAGGED
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
 from .common import Options, Side, group_stacks
 from .stream import PARTS, Profile, profile
 
-__all__ = ["VIEWS", "Options", "Side", "load"]
+__all__ = ["VIEWS", "Options", "Side", "load", "tag_series"]
 
 #: view name -> its module (its `build(side, base, options)` gives the JSON and the text lines)
 VIEWS: dict[str, ModuleType] = {
@@ -73,3 +74,15 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
     finally:
         if collecting:
             gc.enable()
+
+
+def tag_series(path: str, points: int = 200) -> dict[str, list[list[int]]]:
+    """Each tag's live bytes at the `timeline`'s points: tag -> [[SEQ, bytes], ...] (a dump
+    without tags: `(untagged)`, the whole heap). Raises `DumpError`."""
+    side, _ = load(path, points=points, symbols=False, compute=frozenset(("timeline",)))
+    p = side.profile
+    if not p.tag_names:
+        return {UNTAGGED: [[seq, heap] for seq, heap, _, _ in p.timeline]}
+    return {name: [[pt[0], values[i]] for pt, values in zip(p.timeline, p.timeline_tags,
+                                                            strict=True)]
+            for i, name in enumerate(p.tag_names)}

@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 VIEW_FORMAT = "memdump-view"
-VIEW_VERSION = "1.0"
+VIEW_VERSION = "1.1"
 
 #: a stack as matched across dumps: each frame's function and file:line (module+offset without
 #: a line), never its address

@@ -13,7 +13,10 @@ What is kept:
 - per size, how many blocks were allocated;
 - the live heap over time, as at most 2 x `points` buckets of equal spans of events, each holding
   its highest live heap (so the peak is exact), with the time and the RSS of the last clock sample
-  before it.
+  before it, and, when the dump has tags (`g` records), each tag's live bytes at that moment (a
+  lazy snapshot, as the stacks' peak figures: a tag's bytes are copied when it changes for the
+  first time after the span's highest point);
+- the fragmentation of the live blocks, sampled (series.py).
 
 The peak, each stack's live, peak and allocated figures are always computed; the threads' last
 operations (`temporary`), the lifetimes, the sizes and the timeline's spans only when asked for
@@ -34,6 +37,8 @@ from dataclasses import dataclass, field
 from ..dumpfile import DumpReader
 from ..dumpformat import CUSTOM, OPERATIONS, effect
 from ..families import SHORT_CXX
+from ..tagphases import UNTAGGED
+from .series import FragSamples, Timeline
 
 __all__ = ["LIFE_EXACT", "PARTS", "Profile", "StackStats", "bucket", "profile"]
 
@@ -124,50 +129,15 @@ class Profile:
     computed: frozenset[str] = frozenset()
     #: [SEQ, live heap bytes, ms, RSS bytes] at the highest live heap of each span of events
     timeline: list[tuple[int, int, int, int]] = field(default_factory=list)
+    #: the tags (memdump_api.h) in the order they were first used, "(untagged)" first; empty
+    #: when the dump has none
+    tag_names: list[str] = field(default_factory=list)
+    #: each timeline point's live bytes per tag (in `tag_names`' order)
+    timeline_tags: list[tuple[int, ...]] = field(default_factory=list)
+    #: (SEQ, free bytes, largest free run) of the live blocks, sampled (series.py), the end's last
+    frag: list[tuple[int, int, int]] = field(default_factory=list)
     peak_rss: int = 0
     peak_rss_ms: int | None = None
-
-
-class _Timeline:
-    """The live heap's highest value in each span of `width` events; spans double in width
-    whenever there are 2 x `points` of them, so memory stays bounded."""
-
-    def __init__(self, points: int) -> None:
-        self.limit = 2 * max(points, 1)
-        self.width = 1
-        self.spans: list[list[int]] = []  # [index, seq, bytes, ms, rss]
-
-    def add(self, index: int, seq: int, nbytes: int, ms: int, rss: int) -> int:
-        """Close a span; returns the SEQ at which the next one ends."""
-        spans = self.spans
-        spans.append([index, seq, nbytes, ms, rss])
-        if len(spans) >= self.limit:
-            self.merge()
-        return (seq // self.width + 1) * self.width
-
-    def merge(self) -> None:
-        self.width *= 2
-        merged: list[list[int]] = []
-        for span in self.spans:
-            span[0] //= 2
-            if merged and merged[-1][0] == span[0]:
-                last = merged[-1]
-                if span[2] > last[2]:
-                    last[1:] = span[1:]
-            else:
-                merged.append(span)
-        self.spans = merged
-
-    def points(self, points: int,
-               end: tuple[int, int, int, int]) -> list[tuple[int, int, int, int]]:
-        """At most `points` points, the last being `end` (SEQ, bytes, ms, RSS at the end) when
-        the heap changed after the last span's highest point."""
-        while len(self.spans) > points - 1:
-            self.merge()
-        out = [(s[1], s[2], s[3], s[4]) for s in self.spans]
-        if not out or out[-1][0] < end[0]:
-            out.append(end)
-        return out
 
 
 def profile(reader: DumpReader, *, points: int = 200,
@@ -196,7 +166,19 @@ def profile(reader: DumpReader, *, points: int = 200,
     sizes: dict[int, int] = {}
     sizes_get = sizes.get
     last_alloc: dict[bytes, bytes | None] = {}  # thread -> its last operation's block, if alloc
-    timeline = _Timeline(points)
+    timeline = Timeline(points)
+    frag = FragSamples(points)
+    frag_next = 1 if want_timeline else -1  # the SEQ of the next fragmentation sample
+    # the tags: string id (-1: untagged) -> [live bytes, SEQ changed, bytes at the span's
+    # highest point (when changed after it), its index]; each live block's tag row
+    tagging = False
+    tag_rows: dict[int, list[int]] = {}
+    tag_list: list[list[int]] = []
+    block_tag: dict[bytes, list[int]] = {}
+    block_tag_pop = block_tag.pop
+    untagged: list[int] = []
+    tid_stacks: dict[bytes, list[int]] = {}  # TID as written -> its stack of tags (reader.tags)
+    reader_tags = reader.tags
     seq = 0
     ms = rss = peak_rss = 0
     peak_rss_ms = None
@@ -212,6 +194,8 @@ def profile(reader: DumpReader, *, points: int = 200,
     release: bytes | None
     p: bytes | None
     for line in reader.lines():
+        if seq >= frag_next > 0:
+            frag_next = frag.take(seq, live)
         fl = line.split()
         tag = fl[0]
         if tag == b"t":  # `DumpReader.thread`, inlined: a third of the lines of a threaded dump
@@ -303,6 +287,10 @@ def profile(reader: DumpReader, *, points: int = 200,
             continue
         else:
             rec = other(line, fl, seq)
+            if tag == b"g" and not tagging and want_timeline:  # the first tag: the blocks
+                tagging = True  # live so far are untagged
+                untagged = tag_rows[-1] = [cur, seq, span_max if span_max >= 0 else cur, 0]
+                tag_list.append(untagged)
             if rec is not None:
                 seq += 1
                 if rec[0] == b"p" and rec[2] == b"exec":  # the image is gone, and its blocks
@@ -320,6 +308,11 @@ def profile(reader: DumpReader, *, points: int = 200,
                             _count(ast[10], bucket(ms - ams))
                     live.clear()
                     cur = 0
+                    for row in tag_list:
+                        if row[1] <= span_seq:
+                            row[2] = row[0]
+                        row[0], row[1] = 0, seq
+                    block_tag.clear()
                     last = None
                     last_alloc.clear()
             continue
@@ -338,6 +331,12 @@ def profile(reader: DumpReader, *, points: int = 200,
                 st[0] -= bsize
                 st[1] -= 1
                 cur -= bsize
+                if tagging:
+                    row = block_tag_pop(release, untagged)
+                    if row[1] <= span_seq:
+                        row[2] = row[0]
+                    row[0] -= bsize
+                    row[1] = seq
                 if want_temporary and release == last:
                     st[7] += 1
                     st[8] += bsize
@@ -388,6 +387,12 @@ def profile(reader: DumpReader, *, points: int = 200,
             ost[12] += 1
             if want_lifetimes:
                 _count(ost[9], bucket(seq - old[2]))
+            if tagging:
+                row = block_tag_pop(p, untagged)
+                if row[1] <= span_seq:
+                    row[2] = row[0]
+                row[0] -= old[0]
+                row[1] = seq
         last = p
         st[0] += size
         st[1] += 1
@@ -396,9 +401,23 @@ def profile(reader: DumpReader, *, points: int = 200,
         if want_sizes:
             sizes[size] = sizes_get(size, 0) + 1
         cur += size
+        if tagging:
+            stack = tid_stacks.get(tid)
+            if stack is None:
+                stack = tid_stacks[tid] = reader_tags.setdefault(int(tid), [])
+            row = tag_rows.get(stack[-1] if stack else -1)
+            if row is None:
+                row = tag_rows[stack[-1]] = [0, seq, 0, len(tag_list)]
+                tag_list.append(row)
+            elif row[1] <= span_seq:
+                row[2] = row[0]
+            row[0] += size
+            row[1] = seq
+            block_tag[p] = row
         if seq >= span_end and want_timeline:
             if span_max >= 0:
-                timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
+                timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss,
+                             tuple([r[0] if r[1] <= span_seq else r[2] for r in tag_list]))
             span_end = (seq // timeline.width + 1) * timeline.width
             span_max = -1
         if cur > span_max:
@@ -412,10 +431,18 @@ def profile(reader: DumpReader, *, points: int = 200,
                 peak_blocks = len(live)
                 peak_ms = ms
     if span_max >= 0:
-        timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss)
+        timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss,
+                     tuple([r[0] if r[1] <= span_seq else r[2] for r in tag_list]))
     result = Profile(stacks={}, last_seq=seq, clocked=clocked, last_ms=ms,
                      computed=frozenset(compute))
-    _finish(result, stats, live, timeline, points, peak_seq, (seq, cur, ms, rss))
+    _finish(result, stats, live, peak_seq)
+    if want_timeline:
+        frag.take(seq, live)
+        result.frag = frag.samples
+        result.timeline, result.timeline_tags = timeline.points(
+            points, (seq, cur, ms, rss), tuple(r[0] for r in tag_list))
+        names = {row[3]: ident for ident, row in tag_rows.items()}
+        result.tag_names = [_tag_name(reader, names[i]) for i in range(len(tag_list))]
     result.peak_bytes = peak
     result.peak_blocks = peak_blocks
     result.peak_seq = peak_seq or None
@@ -433,8 +460,7 @@ def profile(reader: DumpReader, *, points: int = 200,
 
 
 def _finish(result: Profile, stats: dict[bytes, list], live: dict,  # type: ignore[type-arg]
-            timeline: _Timeline, points: int, peak_seq: int,
-            end: tuple[int, int, int, int]) -> None:
+            peak_seq: int) -> None:
     """The stacks' figures at the end: the never-freed blocks live to the last event."""
     seq, ms, clocked = result.last_seq, result.last_ms, result.clocked
     for _, st, aseq, ams in live.values() if result.computed >= {"lifetimes"} else ():
@@ -459,4 +485,11 @@ def _finish(result: Profile, stats: dict[bytes, list], live: dict,  # type: igno
             lifetimes_ms=st[_LIFE_MS],
             freed_by={abs(k): v for k, v in st[_FREED_BY].items()},
         )
-    result.timeline = timeline.points(points, end)
+
+
+def _tag_name(reader: DumpReader, ident: int) -> str:
+    """A tag's name as `--by-tag` shows it (tagphases.py)."""
+    if ident < 0:
+        return UNTAGGED
+    return reader.strings.get(ident, "") or '""'
+

@@ -4,9 +4,11 @@ an equal span of events, so that the peak is exact."""
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Any
 
 from .common import Options, Side, envelope, heading, ms_text, plural
+from .series import fragmentation
 
 __all__ = ["NEEDS", "build"]
 
@@ -16,16 +18,27 @@ NEEDS: frozenset[str] = frozenset(("timeline",))
 _BAR = 40
 
 
-def _points(side: Side, opts: Options) -> tuple[list[dict[str, Any]], int]:
-    pts = side.profile.timeline
-    more = 0
+def _frag_at(frag: list[tuple[int, int, int]], seq: int) -> float | None:
+    """The fragmentation of the last sample at or before event `seq`."""
+    i = bisect_right(frag, (seq, 1 << 62, 0)) - 1
+    return None if i < 0 else round(fragmentation(frag[i][1], frag[i][2]), 4)
+
+
+def _points(side: Side, opts: Options) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]]]:
+    """The points (`--top N`: the N highest, in order), how many were left out, and each tag's
+    series at them."""
+    p = side.profile
+    pts = p.timeline
+    keep = range(len(pts))
     if opts.top is not None and len(pts) > opts.top:
-        kept = set(sorted(range(len(pts)), key=lambda i: (-pts[i][1], i))[: opts.top])
-        more = len(pts) - len(kept)
-        pts = [pt for i, pt in enumerate(pts) if i in kept]
-    clocked = side.profile.clocked
-    return [{"seq": seq, "ms": ms if clocked else None, "heap_bytes": heap,
-             "rss_bytes": rss if clocked else None} for seq, heap, ms, rss in pts], more
+        keep = sorted(sorted(keep, key=lambda i: (-pts[i][1], i))[: opts.top])
+    clocked = p.clocked
+    points = [{"seq": seq, "ms": ms if clocked else None, "heap_bytes": heap,
+               "rss_bytes": rss if clocked else None, "fragmentation": _frag_at(p.frag, seq)}
+              for seq, heap, ms, rss in (pts[i] for i in keep)]
+    tags = [{"tag": name, "series": [[pts[i][0], p.timeline_tags[i][t]] for i in keep]}
+            for t, name in enumerate(p.tag_names)]
+    return points, len(pts) - len(keep), tags
 
 
 def _summary(side: Side) -> dict[str, Any]:
@@ -34,19 +47,27 @@ def _summary(side: Side) -> dict[str, Any]:
             "peak_rss_bytes": p.peak_rss if p.clocked else None,
             "peak_rss_ms": p.peak_rss_ms if p.clocked else None,
             "end_seq": p.last_seq, "end_ms": p.last_ms if p.clocked else None,
-            "end_bytes": p.live_bytes}
+            "end_bytes": p.live_bytes,
+            "end_fragmentation": _frag_at(p.frag, p.last_seq),
+            "fragmentation_samples": [list(f) for f in p.frag]}
 
 
-def _table(side: Side, points: list[dict[str, Any]]) -> list[str]:
+def _table(side: Side, points: list[dict[str, Any]], tags: list[dict[str, Any]]) -> list[str]:
     clocked = side.profile.clocked
     widest = max((pt["heap_bytes"] for pt in points), default=0)
+    names = [t["tag"] for t in tags]
+    widths = [max(12, len(n)) for n in names]
     head = f"{'event':>12}" + (f"  {'ms':>10}" if clocked else "") + f"  {'heap bytes':>15}"
     head += f"  {'RSS bytes':>15}" if clocked else ""
+    head += f"  {'frag':>5}" + "".join(f"  {n:>{w}}" for n, w in zip(names, widths, strict=True))
     lines = [head]
-    for pt in points:
+    for k, pt in enumerate(points):
         row = f"{pt['seq']:>12,}" + (f"  {pt['ms']:>10,}" if clocked else "")
         row += f"  {pt['heap_bytes']:>15,}"
         row += f"  {pt['rss_bytes']:>15,}" if clocked else ""
+        frag = pt["fragmentation"]
+        row += f"  {'-' if frag is None else f'{frag:.2f}':>5}"
+        row += "".join(f"  {t['series'][k][1]:>{w},}" for t, w in zip(tags, widths, strict=True))
         bar = round(_BAR * pt["heap_bytes"] / widest) if widest else 0
         lines.append(f"{row}  {'#' * bar}")
     return lines
@@ -63,20 +84,30 @@ def _said(side: Side) -> list[str]:
         lines.append("RSS unknown (the recorder could not read it: RSS 0 in the clock samples)")
     else:
         lines.append("no clock samples in the dump: no times, no RSS")
+    if p.frag:
+        seq, free, largest = p.frag[-1]
+        lines.append(f"fragmentation at the end: {fragmentation(free, largest):.2f} (free "
+                     f"{plural(free, 'byte')}, largest run {plural(largest, 'byte')}); "
+                     f"{plural(len(p.frag), 'sample')}")
+    if p.tag_names:
+        lines.append(f"tags: {', '.join(p.tag_names)} (live bytes at each point)")
     return lines
 
 
 def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any], list[str]]:
     """The view's JSON and its text lines (`--top N`: the N highest points, in order)."""
-    points, more = _points(side, opts)
-    body: dict[str, Any] = {**_summary(side), "points": points, "more_points": more}
-    lines = [heading("timeline", side, base), *_said(side), "", *_table(side, points)]
+    points, more, tags = _points(side, opts)
+    body: dict[str, Any] = {**_summary(side), "points": points, "more_points": more,
+                            "tags": tags}
+    lines = [heading("timeline", side, base), *_said(side), "", *_table(side, points, tags)]
     if more:
         lines += ["", f"... {plural(more, 'lower point')} left out (--top)"]
     if base is not None:
-        base_points, base_more = _points(base, opts)
-        body["base"] = {**_summary(base), "points": base_points, "more_points": base_more}
+        base_points, base_more, base_tags = _points(base, opts)
+        body["base"] = {**_summary(base), "points": base_points, "more_points": base_more,
+                        "tags": base_tags}
         body["peak_bytes_delta"] = side.profile.peak_bytes - base.profile.peak_bytes
-        lines += ["", f"base {base.path}:", *_said(base), "", *_table(base, base_points),
+        lines += ["", f"base {base.path}:", *_said(base), "",
+                  *_table(base, base_points, base_tags),
                   "", f"peak heap difference: {body['peak_bytes_delta']:+,} bytes"]
     return envelope("timeline", side, base, body), lines

@@ -1,0 +1,189 @@
+"""The HTML report's heap map (docs/heapmap.md): each region of the heap as rows of cells, each
+cell coloured by what takes most of its bytes: a tag (memdump_api.h) when the dump has tags, else
+an allocation stack (the `STACK_COLOURS` stacks with the most bytes get a colour each, the others
+grey), free memory white and hatched; a legend, and a `<title>` per cell with its addresses, its
+used bytes and its blocks (address, size, tag or stack)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Hashable, Iterable
+from dataclasses import dataclass, field
+from html import escape
+
+from ..diff import frames_key
+from ..dumpfile import Frame
+from ..heapmap import Block, HeapMap, chunk_of, heap_map_text
+from ..tagphases import UNTAGGED
+from .charts import OTHER, TAG_COLOURS, human_bytes
+from .flame import WIDTH
+
+__all__ = ["CELL", "FREE", "PER_ROW", "Colours", "colours_of", "map_svg"]
+
+#: cells per row, their size in pixels, and at most how many cells a region gets
+PER_ROW = 100
+CELL = WIDTH // PER_ROW
+CELL_H = 16
+MAX_CELLS = 400
+#: at most how many regions are drawn (the largest; each block glibc mmapped is one)
+MAX_REGIONS = 16
+#: bytes a cell covers at least (glibc's chunks are 16-byte aligned)
+GRAIN = 16
+FREE = "#ffffff"
+#: how many stacks get a colour of their own when the dump has no tags
+STACK_COLOURS = 8
+_HATCH = ('<defs><pattern id="hatch" width="6" height="6" patternUnits="userSpaceOnUse">'
+          '<rect width="6" height="6" fill="#ffffff"/><path d="M0,6 L6,0" stroke="#c8c8c8" '
+          'stroke-width="1"/></pattern></defs>')
+
+
+@dataclass
+class Colours:
+    """What colours a block: by tag or by stack key, the colour of each, and what the legend
+    says of each (a tag's name, a stack's innermost frame)."""
+
+    by_tag: bool
+    colour: dict[Hashable, str]
+    label: dict[Hashable, str]
+    #: stack node -> its key (frames_key), as found
+    keys: dict[int, Hashable] = field(default_factory=dict)
+
+    def key(self, block: Block, stacks: dict[int, tuple[Frame, ...]]) -> Hashable:
+        if self.by_tag:
+            return tag_name(block.tag)
+        key = self.keys.get(block.node)
+        if key is None:
+            key = self.keys[block.node] = frames_key(stacks.get(block.node, ()))
+        return key
+
+    def of(self, key: Hashable) -> str:
+        return self.colour.get(key, OTHER)
+
+
+def tag_name(tag: str | None) -> str:
+    """A block's tag as `--by-tag` names it."""
+    return UNTAGGED if tag is None else tag or '""'
+
+
+def _frame(frames: tuple[Frame, ...]) -> str:
+    if not frames:
+        return "(no stack)"
+    f = frames[0]
+    name = f.function or (f"{os.path.basename(f.module)}+0x{f.offset:x}" if f.module else "??")
+    return f"{name} ({os.path.basename(f.file)}:{f.line})" if f.file and f.line else name
+
+
+def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
+    """The colours of the maps' blocks: their tags' (`tag_colour`, the charts') when the dump has
+    tags, else the `STACK_COLOURS` stacks with most bytes in the maps a colour each."""
+    maps = list(maps)
+    if any(m.tagged for m in maps):
+        names = {tag_name(b.tag) for m in maps for b in m.blocks}
+        colour = {n: tag_colour.get(n, OTHER) for n in names}
+        return Colours(True, dict(colour), {n: n for n in names})
+    weight: dict[Hashable, int] = {}
+    label: dict[Hashable, str] = {}
+    out = Colours(False, {}, label)
+    for m in maps:
+        for b in m.blocks:
+            key = out.key(b, m.stacks)
+            weight[key] = weight.get(key, 0) + b.size
+            if key not in label:
+                label[key] = _frame(m.stacks.get(b.node, ()))
+    ranked = sorted(weight, key=lambda k: (-weight[k], label[k]))[:STACK_COLOURS]
+    out.colour.update((k, TAG_COLOURS[i]) for i, k in enumerate(ranked))
+    return out
+
+
+def _cells(m: HeapMap, lo: int, hi: int, blocks: list[Block],
+           colours: Colours) -> list[tuple[int, int, dict[Hashable, int], list[Block]]]:
+    """The region [lo, hi) in cells: each (start, end, bytes by colour key, its blocks)."""
+    n = max(1, min(MAX_CELLS, (hi - lo) // GRAIN))
+    span = hi - lo
+    bounds = [lo + i * span // n for i in range(n + 1)]
+    cells: list[tuple[int, int, dict[Hashable, int], list[Block]]] = [
+        (bounds[i], bounds[i + 1], {}, []) for i in range(n)]
+    for b in blocks:
+        c_lo, c_hi = chunk_of(b.addr, b.size)
+        key = colours.key(b, m.stacks)
+        first, last = (c_lo - lo) * n // span, (c_hi - 1 - lo) * n // span
+        for i in range(first, last + 1):
+            start, end, used, members = cells[i]
+            used[key] = used.get(key, 0) + min(c_hi, end) - max(c_lo, start)
+            members.append(b)
+    return cells
+
+
+def _cell_title(start: int, end: int, used: dict[Hashable, int], members: list[Block],
+                m: HeapMap, colours: Colours) -> str:
+    total = sum(used.values())
+    lines = [f"0x{start:x}-0x{end:x}: {total:,} of {end - start:,} bytes used"]
+    for b in members[:4]:
+        what = colours.label.get(colours.key(b, m.stacks)) if colours.by_tag else \
+            _frame(m.stacks.get(b.node, ()))
+        lines.append(f"0x{b.addr:x}, {b.size:,} bytes, {what}")
+    if len(members) > 4:
+        lines.append(f"and {len(members) - 4:,} more blocks")
+    return "\n".join(lines)
+
+
+def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
+    """One moment's map: the text summary (heapmap.py's) and an SVG of its regions' cells."""
+    text = heap_map_text(m, path)
+    if not m.blocks:
+        return f'<pre class="map">{escape(text)}</pre>'
+    rows: list[str] = []
+    y = 0
+    at = 0
+    drawn = set(sorted(range(len(m.regions)), key=lambda i: -(m.regions[i].hi - m.regions[i].lo))
+                [:MAX_REGIONS])
+    for i, region in enumerate(m.regions):
+        blocks = []
+        while at < len(m.blocks) and m.blocks[at].addr - 16 < region.hi:
+            blocks.append(m.blocks[at])
+            at += 1
+        if i not in drawn:
+            continue
+        rows.append(f'<text x="0" y="{y + 12}">0x{region.lo:x}-0x{region.hi:x} '
+                    f'({human_bytes(region.hi - region.lo)}): {region.blocks:,} blocks, '
+                    f'fragmentation {region.fragmentation:.2f}</text>')
+        y += 16
+        cells = _cells(m, region.lo, region.hi, blocks, colours)
+        for i, (start, end, used, members) in enumerate(cells):
+            total = sum(used.values())
+            if 2 * total <= end - start:
+                fill = "url(#hatch)"
+            else:
+                fill = colours.of(max(used, key=lambda k: used[k]))
+            x, row = (i % PER_ROW) * CELL, i // PER_ROW
+            rows.append(f'<rect class="cell" x="{x}" y="{y + row * CELL_H}" width="{CELL - 1}" '
+                        f'height="{CELL_H - 1}" fill="{fill}" data-lo="0x{start:x}">'
+                        f'<title>{escape(_cell_title(start, end, used, members, m, colours))}'
+                        f"</title></rect>")
+        y += ((len(cells) - 1) // PER_ROW + 1) * CELL_H + 10
+    svg = (f'<svg class="heapmap" viewBox="0 0 {WIDTH} {y}" width="{WIDTH}" height="{y}">'
+           + _HATCH + "\n".join(rows) + "</svg>")
+    if len(m.regions) > len(drawn):
+        svg += (f'\n<p class="note">{len(m.regions) - len(drawn):,} smaller regions are not '
+                "drawn: the summary below lists them.</p>")
+    return svg + f'\n<pre class="map">{escape(text)}</pre>'
+
+
+def legend(colours: Colours, maps: list[HeapMap]) -> str:
+    """The colours' meanings, the largest first, and the free runs' hatching."""
+    weight: dict[Hashable, int] = {}
+    for m in maps:
+        for b in m.blocks:
+            k = colours.key(b, m.stacks)
+            weight[k] = weight.get(k, 0) + b.size
+    keys = sorted(colours.colour, key=lambda k: (-weight.get(k, 0), colours.label[k]))
+    items = [(colours.colour[k], colours.label[k]) for k in keys]
+    if not colours.by_tag and len(weight) > len(colours.colour):
+        others = len(weight) - len(colours.colour)
+        items.append((OTHER, f"{others:,} other stack{'s' if others != 1 else ''}"))
+    items.append((FREE, "free (between live blocks)"))
+    what = "tag" if colours.by_tag else "allocation stack (its innermost frame)"
+    return (f'<p class="note">Each cell is coloured by the {what} with most bytes in it; '
+            "hatched: mostly free. Hover a cell for its blocks.</p><div class=\"legend\">"
+            + "".join(f'<span class="key"><span class="sw" style="background:{c}"></span>'
+                      f"{escape(label)}</span>" for c, label in items) + "</div>")
