@@ -6,8 +6,9 @@ thread exits with glibc's tcache frees, leaks left at the end) into a fresh temp
 once as the in-process recorder writes it (malloc and free as short `+`/`-` records, format 2.0)
 and once with `e` records only, as the breakpoint recorder does; runs the leak report
 (`scripts/memdump-analyze --format json`) and two views (docs/views.md: one pass computes them, a
-view asking only for the parts it shows), `peak` (the parts every view needs) and `lifetimes` (the
-view that does the most per event), on each several times, interleaved, and prints a markdown table
+view asking only for the parts it shows), `peak` (the parts every view needs), `lifetimes` (the
+view that does the most per event) and `timeline` (the series over time, with the fragmentation
+of the live blocks sampled), on each several times, interleaved, and prints a markdown table
 with the median wall and CPU times, the events per second and the peak resident memory of each.
 
     scripts/bench-analyzer.py                    # 1,000,000 events, median of 3
@@ -44,12 +45,14 @@ LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
 LIBSTDCXX = "/lib/x86_64-linux-gnu/libstdc++.so.6"
 
 
-#: what is timed: the leak report, and two views: `peak` (the part of the views' pass every view
-#: needs) and `lifetimes` (the view that does the most per event)
+#: what is timed: the leak report, and three views: `peak` (the part of the views' pass every view
+#: needs), `lifetimes` (the view that does the most per event) and `timeline` (the series, with
+#: the fragmentation samples)
 COMMANDS = {
     "leak report": ["--format", "json"],
     "peak": ["peak", "--format", "json"],
     "lifetimes": ["lifetimes", "--format", "json"],
+    "timeline": ["timeline", "--format", "json"],
 }
 
 
