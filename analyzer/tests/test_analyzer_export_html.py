@@ -275,6 +275,9 @@ def test_a_run_of_a_few_ms_is_drawn_over_events_and_an_unknown_rss_is_no_point()
     assert (list(line.xs or ()), list(line.values)) == ([3, 4], [8192, 8192])
     assert rss_line(body([0, 0, 0, 4], [0, 0, 0, 8192]), [1, 2, 3, 4], "RSS", RSS_LINE) == []
     assert by_ms(body([0, 3, 5], [1, 1, 1]))
+    # 4 moments for 20 points (a run of 37 ms of 200 points, in small): events
+    assert not by_ms(body([0] * 8 + [5] * 6 + [17] * 5 + [37], [1] * 20))
+    assert by_ms(body([0] * 8 + [5] * 6 + [17] * 4 + [30, 37], [1] * 20))
 
 
 def test_only_the_largest_regions_are_drawn(tmp_path: Path) -> None:

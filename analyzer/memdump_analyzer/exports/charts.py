@@ -120,8 +120,12 @@ def tag_colours(names: Sequence[str]) -> dict[str, str]:
 
 def by_ms(body: dict[str, Any]) -> bool:
     """Whether the points' x is milliseconds: when the dump has clock samples and they spread
-    the points over 3 moments at least (a run of a few ms is drawn over its events)."""
-    return body["clocked"] and len({p["ms"] for p in body["points"]}) >= 3
+    the points over 3 moments at least, and over a quarter as many moments as there are points.
+    The recorder samples the clock at most every 10 ms: a run of a few tens of ms has a few
+    moments for hundreds of points, columns of points rather than a line, and is drawn over its
+    events."""
+    points = body["points"]
+    return body["clocked"] and len({p["ms"] for p in points}) >= max(3, len(points) // 4)
 
 
 def _x(body: dict[str, Any]) -> tuple[list[float], str]:
