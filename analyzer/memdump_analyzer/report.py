@@ -16,7 +16,7 @@ from .rules import outer_runtime_frames
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.6"
+REPORT_VERSION = "1.7"
 
 #: `--gen-suppressions`: the suppression text of a listed leak group and its number in the list
 SuppressionOf = Callable[[Group, int], str]
