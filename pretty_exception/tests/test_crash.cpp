@@ -7,6 +7,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -236,8 +237,16 @@ TEST(PrettyCrash, StackOverflowIsReportedFromTheAlternateStack) {
     EXPECT_EQ(WTERMSIG(r.status), SIGSEGV);
     const std::string frame = "pe_test::overflow(int) at " + pe_test::at(pe_test::k_line_overflow);
     EXPECT_EQ(r.output.rfind("pretty_exception: SIGSEGV (", 0), 0u) << r.output;
-    EXPECT_NE(r.output.find("innermost first:\n    #0 " + frame + "\n    #1 " + frame + "\n    #2 " + frame + "\n"),
-              std::string::npos) << r.output.substr(0, 2000);
+    // The innermost frames: the recursion's, after the sanitizer's own check when the overflow
+    // hit the page guard inside it (TSan's __tsan_read1 instruments the frame's reads).
+    std::istringstream lines(r.output.substr(r.output.find("innermost first:\n") + 17));
+    std::vector<std::string> first;
+    for (std::string line; first.size() < 3 && std::getline(lines, line);) {
+        const auto name = line.substr(line.find(' ', line.find('#')) + 1);
+        if (first.empty() && (name.rfind("__tsan_", 0) == 0 || name.rfind("__asan_", 0) == 0)) continue;
+        first.push_back(name);
+    }
+    EXPECT_EQ(first, std::vector<std::string>(3, frame)) << r.output.substr(0, 2000);
     EXPECT_NE(r.output.find("\n    note: stack cut at " + std::to_string(PRETTY_EXCEPTION_MAX_FRAMES) + " frames"),
               std::string::npos) << r.output.substr(0, 2000);
     EXPECT_EQ(r.output.find("FORBIDDEN"), std::string::npos);
