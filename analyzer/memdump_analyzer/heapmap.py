@@ -157,11 +157,13 @@ def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[H
     Live = dict[int, tuple[int, int, "str | None"]]
     found: dict[int, tuple[int, Live]] = {}
     live: Live = {}  # address -> (size, node, tag)
+    seen: list[str] = []  # the phases, in order
     seq = 0
     with DumpReader(path) as reader:
         for event, fl, release, new, size in _events(reader):
-            if fl[0] == b"p" and fl[2] == b"phase" and phases:
-                for i in phases.pop(unescape(fl[4]), ()):
+            if fl[0] == b"p" and fl[2] == b"phase":
+                seen.append(unescape(fl[4]))
+                for i in phases.pop(seen[-1], ()):
                     found[i] = (seq, dict(live))
             while stops and event > stops[-1][0]:
                 found[stops.pop()[1]] = (seq, dict(live))
@@ -173,7 +175,8 @@ def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[H
             if new is not None:
                 live[new] = (size, abs(reader.node_ids[fl[4]]), reader.tag_of(int(fl[2])))
         for name in phases:
-            raise HeapMapError(f"no phase '{name}' in {path}")
+            known = ", ".join(f"'{n}'" for n in dict.fromkeys(seen)) or "none"
+            raise HeapMapError(f"no phase '{name}' in {path} (its phases: {known})")
         for stop, i in stops:
             if stop > seq:
                 raise HeapMapError(f"event {stop} is past the last of {path} ({seq})")

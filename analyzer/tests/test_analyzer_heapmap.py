@@ -36,7 +36,8 @@ def test_the_spec_shows_the_fixture_and_its_outputs() -> None:
 
 @pytest.mark.parametrize(("at", "error"), [
     ("99", "event 99 is past the last of tests/fixtures/heapmap.memdump (11)"),
-    ("phase:level 9", "no phase 'level 9' in tests/fixtures/heapmap.memdump"),
+    ("phase:level 9", "no phase 'level 9' in tests/fixtures/heapmap.memdump (its phases: "
+                      "'level 2')"),
     ("soon", "--at soon: end, peak, an event number or phase:NAME"),
 ])
 def test_moments_not_in_the_dump(at: str, error: str) -> None:
