@@ -21,7 +21,7 @@ from .progress import Progress
 from .replay import Replay
 from .replay import replay as _replay
 from .report import dumps_json, render_json, render_text
-from .rules import RULES
+from .rules import RULES, trim_lock_stack
 from .rules import RUNTIME_FREE_FUNCTIONS as _RUNTIME_FREE_FUNCTIONS
 from .symbolize import symbolize as _symbolize
 
@@ -113,7 +113,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             if symbolize:
                 symbols = _symbolize(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result, addresses)
-            analysis.locks = lock_rows(reader)
+            analysis.locks = lock_rows(reader, trim_lock_stack)
             analysis.partial_records = reader.partial_records
             if reader.partial_records:
                 analysis.partial_line = reader.partial_line()

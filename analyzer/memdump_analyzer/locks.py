@@ -59,14 +59,27 @@ class LockRow:
     stacks: list[WaitingStack] = field(default_factory=list)
 
 
-def rows(reader: DumpReader) -> list[LockRow]:
-    """The dump's locks, most contended first (then most locked, then by address)."""
+def rows(reader: DumpReader, trim: Callable[[Sequence[Frame]], tuple[Frame, ...]] = tuple
+         ) -> list[LockRow]:
+    """The dump's locks, most contended first (then most locked, then by address); each
+    waiting stack as `trim` gives it (rules.trim_lock_stack: the report's), stacks that are
+    the same once trimmed made one."""
     by_address = {c.address: LockRow(c) for c in reader.locks}
+    merged: dict[tuple[int, tuple[Frame, ...]], WaitingStack] = {}
     for w in reader.lock_waits:
         row = by_address.get(w.address)
-        if row is not None:
-            row.stacks.append(WaitingStack(w.contended, w.wait_ns, w.max_wait_ns,
-                                           reader.stack(w.stack)))
+        if row is None:
+            continue
+        # two stacks that differ in the C++ library's lock wrappers only (rule
+        # lock-wrapper-frame: a lock_guard and a unique_lock on one line) are one
+        stack = trim(reader.stack(w.stack))
+        same = merged.get((w.address, stack))
+        if same is None:
+            merged[w.address, stack] = same = WaitingStack(0, 0, 0, stack)
+            row.stacks.append(same)
+        same.contended += w.contended
+        same.wait_ns += w.wait_ns
+        same.max_wait_ns = max(same.max_wait_ns, w.max_wait_ns)
     for row in by_address.values():
         row.stacks.sort(key=lambda s: (-s.contended, -s.wait_ns))
     return sorted(by_address.values(),

@@ -26,8 +26,10 @@ __all__ = [
     "is_runtime_frame",
     "is_runtime_module",
     "is_runtime_only",
+    "is_lock_wrapper",
     "outer_runtime_frames",
     "rules_markdown",
+    "trim_lock_stack",
     "trim_stack",
 ]
 
@@ -76,6 +78,39 @@ RULES: tuple[Rule, ...] = (
         ),
         "trimmed from the stack while they are innermost: the report names the frame that "
         "called the allocator",
+    ),
+    Rule(
+        "lock-wrapper-frame",
+        "function of the innermost frames of a lock's waiting stack",
+        (
+            "pthread_mutex_*lock",
+            "pthread_rwlock_*lock",
+            "__pthread_mutex_*lock*",
+            "__pthread_rwlock_*lock*",
+            "__gthread_*",
+            "__gthrw_*",
+            "std::mutex::lock*",
+            "std::recursive_mutex::lock*",
+            "std::timed_mutex::*lock*",
+            "std::recursive_timed_mutex::*lock*",
+            "std::shared_mutex::lock*",
+            "std::shared_timed_mutex::*lock*",
+            "std::__shared_mutex_pthread::*lock*",
+            "std::unique_lock<*>::lock*",
+            "std::unique_lock<*>::unique_lock*",
+            "std::lock_guard<*>::lock_guard*",
+            "std::scoped_lock<*>::scoped_lock*",
+            "std::shared_lock<*>::lock*",
+            "std::shared_lock<*>::shared_lock*",
+            "std::lock<*>*",
+            "std::__detail::__lock_impl*",
+            "std::condition_variable::wait*",
+            "std::_V2::condition_variable_any::wait*",
+            "std::condition_variable_any::wait*",
+        ),
+        "trimmed from a lock's waiting stack (`contention`, the report's lock section) while they "
+        "are innermost: the stack starts at the program's call that asked for the lock, not in "
+        "the C++ library's inlined wrappers; a stack that would be left empty is kept whole",
     ),
     Rule(
         "below-main",
@@ -209,6 +244,7 @@ def _matcher(patterns: Iterable[str]) -> re.Pattern[str]:
 
 
 _WRAPPER = _matcher(_rule("allocator-frame").patterns)
+_LOCK_WRAPPER = _matcher(_rule("lock-wrapper-frame").patterns)
 _LOADER = _matcher(_rule("dynamic-loader").patterns)
 _RUNTIME_FUNCTION = _matcher(_rule("runtime-function").patterns)
 _RUNTIME_MODULE = _matcher(_rule("runtime-module").patterns)
@@ -258,8 +294,21 @@ def outer_runtime_frames(stack: Sequence[Frame]) -> int:
     return 0
 
 
-def trim_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
-    """The stack as reports show it (innermost first): allocator frames and below-main removed.
+def is_lock_wrapper(function: str | None) -> bool:
+    """Rule `lock-wrapper-frame`: a lock function or the C++ library's wrapper of one."""
+    name = public_name(function)
+    return name is not None and _LOCK_WRAPPER.match(name) is not None
+
+
+def trim_lock_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
+    """A lock's waiting stack as reports show it: lock wrapper frames and below-main removed."""
+    return trim_stack(frames, _LOCK_WRAPPER)
+
+
+def trim_stack(frames: Sequence[Frame], wrapper: re.Pattern[str] = _WRAPPER
+               ) -> tuple[Frame, ...]:
+    """The stack as reports show it (innermost first): allocator frames (or `wrapper`'s) and
+    below-main removed.
 
     A stack that would be left empty is kept whole.
     """
@@ -267,7 +316,7 @@ def trim_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
     n = len(frames)
     while start < n:
         name = _function(frames[start])
-        if name is None or _WRAPPER.match(name) is None:
+        if name is None or wrapper.match(name) is None:
             break
         start += 1
     if start == n:

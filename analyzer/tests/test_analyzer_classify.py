@@ -233,6 +233,7 @@ def test_rules_table_in_the_docs_is_the_code_table() -> None:
     assert table == rules_markdown()
     assert [r.name for r in RULES] == [
         "allocator-frame",
+        "lock-wrapper-frame",
         "below-main",
         "dynamic-loader",
         "runtime-function",

@@ -145,3 +145,55 @@ def test_a_23_reader_skips_the_waiting_stacks_with_one_warning(tmp_path: Path) -
                              if not line.startswith("lw ")))
     new = run_cli(str(plain), cwd=tmp_path)
     assert result.stdout.split("\nSUMMARY\n")[1] == new.stdout.split("\nSUMMARY\n")[1]
+
+
+# Two waiting stacks of one std::mutex from one line of Queue::push, through a lock_guard and a
+# unique_lock (innermost first: __gthread_mutex_lock, std::mutex::lock, then the guard's): the
+# C++ library's inlined wrappers are trimmed (rule lock-wrapper-frame) and the two make one
+# stack, their counts added; a third from another line stays apart.
+WRAPPED = """\
+s 20 /src/queue
+s 21 /src/queue.cpp
+s 22 /usr/include/c++/12/bits/std_mutex.h
+s 23 Queue::push(int)
+s 24 __gthread_mutex_lock
+s 25 std::mutex::lock()
+s 26 std::lock_guard<std::mutex>::lock_guard(std::mutex&)
+s 27 std::unique_lock<std::mutex>::lock()
+s 28 std::unique_lock<std::mutex>::unique_lock(std::mutex&)
+s 29 main
+f 20 0x555555556010 20 0x2010 29 21 40
+n 20 0 20
+f 21 0x555555556100 20 0x2100 23 21 12
+n 21 20 21
+f 22 0x555555556101 20 0x2101 26 22 229
+n 22 21 22
+f 23 0x555555556102 20 0x2102 25 22 100
+n 23 22 23
+f 24 0x555555556103 20 0x2103 24 22 749
+n 24 23 24
+lw 0x555555558040 24 4 4000 2000
+f 25 0x555555556104 20 0x2104 28 22 69
+n 25 21 25
+f 26 0x555555556105 20 0x2105 27 22 139
+n 26 25 26
+f 27 0x555555556106 20 0x2106 25 22 100
+n 27 26 27
+f 28 0x555555556107 20 0x2107 24 22 749
+n 28 27 28
+lw 0x555555558040 28 1 3000 3000
+f 29 0x555555556200 20 0x2200 23 21 15
+n 29 20 29
+f 30 0x555555556201 20 0x2201 26 22 229
+n 30 29 30
+lw 0x555555558040 30 2 500 400
+"""
+
+
+def test_lock_wrappers_are_trimmed_and_their_stacks_merged(tmp_path: Path) -> None:
+    a = analyze(str(_dump(tmp_path, LK.replace("0x7fffffffe268", "0x555555558040"), WRAPPED)))
+    (lock,) = a.locks
+    got = [(s.contended, s.wait_ns, s.max_wait_ns,
+            [(f.function, f.line) for f in s.stack]) for s in lock.stacks]
+    assert got == [(5, 7000, 3000, [("Queue::push(int)", 12), ("main", 40)]),
+                   (2, 500, 400, [("Queue::push(int)", 15), ("main", 40)])]

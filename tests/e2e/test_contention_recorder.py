@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from gdb_driver import printed_json
-from memdump_analyzer import DumpReader
+from memdump_analyzer import DumpReader, analyze
 from memdump_e2e import REPO, build_dir, program
 
 DBGKIT = REPO / "gdb_ext" / "dbgkit.py"
@@ -194,3 +194,28 @@ def test_waiting_stacks_exact_by_call_site(tmp_path: Path) -> None:
     _, out = _at_exit(tmp_path, [prog, "sites"], command="contention --stacks 1")
     assert "  3 contended, " in out and "  2 contended, " not in out
     assert "  ... 1 more stack(s) (--json lists them all)" in out
+
+
+def test_std_mutex_stacks_start_at_the_programs_call(tmp_path: Path) -> None:
+    """mpmc_queue's coarse queue: one std::mutex taken by a lock_guard in push and a unique_lock
+    in pop, 16 threads. The C++ library's inlined wrappers (__gthread_mutex_lock,
+    std::mutex::lock, the guards) are trimmed (rule lock-wrapper-frame): each waiting stack
+    starts at the line that takes the lock, in GDB's table and in memdump-analyze's section."""
+    prog = str(_binary("mpmc_queue", "mpmc_queue_bench"))
+    doc, _ = _at_exit(tmp_path, [prog, "--writers", "8", "--readers", "8", "--items", "2000",
+                                 "--variant", "coarse"])
+    (lock,) = doc["locks"]
+    assert lock["locked"] >= 32000 and lock["contended"] > 0  # 16,000 pushes, 16,000 pops
+    header = str(REPO / "targets" / "mpmc_queue" / "mpmc_queue.hpp")
+    text = Path(header).read_text().splitlines()
+    guard = [i for i, t in enumerate(text, 1) if "std::lock_guard<std::mutex> lock(mutex_)" in t]
+    unique = [i for i, t in enumerate(text, 1) if "std::unique_lock<std::mutex> lock(mutex_)" in t]
+    sites = {("dbgkit::targets::CoarseQueue<unsigned long>::push(unsigned long)", guard[0]),
+             ("dbgkit::targets::CoarseQueue<unsigned long>::pop()", unique[0])}
+    firsts = {(s["frames"][0]["function"], s["frames"][0]["line"]) for s in lock["stacks"]}
+    assert firsts and firsts <= sites, firsts
+    assert all(s["frames"][0]["file"] == header for s in lock["stacks"])
+    assert sum(s["contended"] for s in lock["stacks"]) == lock["contended"]
+    report = analyze(str(tmp_path / "run.memdump"))
+    (row,) = report.locks
+    assert {(s.stack[0].function, s.stack[0].line) for s in row.stacks} == firsts

@@ -16,6 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from memdump_analyzer.rules import is_lock_wrapper
+
 from .locktable import LockCounts, LockStack, LockTable
 
 __all__ = [
@@ -32,7 +34,9 @@ __all__ = [
     "render_counts_table",
     "render_json",
     "render_table",
+    "shown_stacks",
     "stack_frames",
+    "trimmed",
 ]
 
 # `contention --json` (docs/contention.md): a new key is a minor version, a key removed or
@@ -189,7 +193,7 @@ def aggregate(run: SampleRun) -> list[LockReport]:
             if s.owner:
                 rep.owners[s.owner] += 1
             rep.modes[s.mode] += 1
-            rep.stacks[s.stack] += 1
+            rep.stacks[trimmed(s.stack)] += 1
             if key not in seen:
                 rep.samples += 1
                 seen.add(key)
@@ -290,9 +294,46 @@ def _us(ns: int) -> str:
 Resolved = dict[int, tuple[Frame, ...]]
 
 
+def trimmed(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """FRAMES without the lock wrappers they start with (the analyser's rule
+    lock-wrapper-frame: `std::mutex::lock()`, `std::lock_guard<...>`, `__gthread_mutex_lock`
+    inlined into the program), so that a stack starts at the call that asked for the lock;
+    whole when every frame is one."""
+    n = 0
+    while n < len(frames) and is_lock_wrapper(frames[n].function):
+        n += 1
+    return frames[n:] if n < len(frames) else frames
+
+
 def stack_frames(stack: LockStack, resolved: Resolved) -> tuple[Frame, ...]:
     """A waiting stack's frames, innermost first (a pc GDB did not resolve: its address)."""
     return tuple(f for pc in stack.pcs for f in resolved.get(pc, (Frame(f"{pc:#x}"),)))
+
+
+@dataclass
+class ShownStack:
+    """A lock's waiting stack as shown: its lock wrappers trimmed, and the recorder's stacks
+    that are the same once trimmed (a lock_guard and a unique_lock on one line) added up."""
+
+    contended: int
+    wait_ns: int
+    max_wait_ns: int
+    partial: bool
+    frames: tuple[Frame, ...]
+
+
+def shown_stacks(counts: LockCounts, resolved: Resolved) -> list[ShownStack]:
+    """COUNTS' waiting stacks as shown, the most contended first."""
+    merged: dict[tuple[tuple[Frame, ...], bool], ShownStack] = {}
+    for s in counts.stacks:
+        frames = trimmed(stack_frames(s, resolved))
+        shown = merged.get((frames, s.partial))
+        if shown is None:
+            shown = merged[frames, s.partial] = ShownStack(0, 0, 0, s.partial, frames)
+        shown.contended += s.contended
+        shown.wait_ns += s.wait_ns
+        shown.max_wait_ns = max(shown.max_wait_ns, s.max_wait_ns)
+    return sorted(merged.values(), key=lambda m: (-m.contended, -m.wait_ns))
 
 
 def _counts_label(c: LockCounts, names: dict[int, str]) -> str:
@@ -323,17 +364,18 @@ def render_counts_table(table: LockTable, names: dict[int, str], resolved: Resol
                    f"{c.try_busy:>9} {_ms(c.wait_ns):>10} {_us(c.avg_wait_ns):>9} "
                    f"{_us(c.max_wait_ns):>10}  {c.address:#018x} {names.get(c.address, '-')}")
     for n, c in enumerate(table.locks, 1):
-        if not c.stacks:
+        stacks = shown_stacks(c, resolved or {})
+        if not stacks:
             continue
         out.append("")
         out.append(f"lock {n} ({_counts_label(c, names)}): waiting stacks")
-        for s in c.stacks[:top_stacks]:
+        for s in stacks[:top_stacks]:
             out.append(f"  {s.contended} contended, {_ms(s.wait_ns)} ms waited, the longest "
                        f"{_us(s.max_wait_ns)} us:")
-            out.extend(f"    {f.text()}" for f in stack_frames(s, resolved or {}))
+            out.extend(f"    {f.text()}" for f in s.frames)
             if s.partial:
                 out.append("    ... (the walk stopped here)")
-        rest = len(c.stacks) - top_stacks
+        rest = len(stacks) - top_stacks
         if rest > 0:
             out.append(f"  ... {rest} more stack(s) (--json lists them all)")
     return "\n".join(out) + "\n"
@@ -352,7 +394,6 @@ def render_counts_json(table: LockTable, names: dict[int, str],
                        "max_wait_ns": c.max_wait_ns, "last_owner": c.last_owner,
                        "stacks": [{"contended": s.contended, "wait_ns": s.wait_ns,
                                    "max_wait_ns": s.max_wait_ns, "partial": s.partial,
-                                   "frames": [_frame_json(f)
-                                              for f in stack_frames(s, resolved or {})]}
-                                  for s in c.stacks]}
+                                   "frames": [_frame_json(f) for f in s.frames]}
+                                  for s in shown_stacks(c, resolved or {})]}
                       for c in table.locks]}
