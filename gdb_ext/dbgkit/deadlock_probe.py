@@ -12,7 +12,7 @@ import gdb
 
 from .core import glibc_locks as gl
 from .core.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
-from .core.waitgraph import Hold, Report, ThreadState, Where
+from .core.waitgraph import Hold, Report, ThreadState, Where, readers_note
 from .lock_names import name_locks, unnamed_frame
 
 MAX_FRAMES = 64
@@ -204,6 +204,15 @@ class CodeReader:
             return events[-1]
         return None
 
+    def held(self, frame: gdb.Frame) -> list[LockEvent]:
+        """The locks FRAME's function took and has not given back. The lock call the frame is
+        in, when it is in one, has not returned: that lock is waited for, not held; any other
+        frame's last lock call returned."""
+        events = self.events(frame)
+        if events and self.active_call(frame) is events[-1]:
+            events = events[:-1]
+        return still_held(events)
+
 
 def _in_libc(pc: int) -> bool:
     solib = gdb.solib_name(pc) or ""
@@ -234,6 +243,8 @@ class Probe:
         self.report = Report(gdb.selected_inferior().pid, layout.source, version, [], {})
         self.frames: dict[int, list[_Frame]] = {}
         self.reader = CodeReader()
+        self._lwps: set[int] = set()
+        self.seen: dict[int, gl.LockInfo] = {}
 
     def run(self) -> Report:
         inferior = gdb.selected_inferior()
@@ -242,6 +253,7 @@ class Probe:
             threads = sorted(inferior.threads(), key=lambda t: t.num)
             if any(t.is_running() for t in threads):
                 raise ProbeError("some threads are running: interrupt the program first")
+            self._lwps = {t.ptid[1] for t in threads}
             for thread in threads:
                 self._thread(thread)
             self._exact_holders()
@@ -253,7 +265,15 @@ class Probe:
         return self.report
 
     def _lock(self, address: int, kind: str) -> gl.LockInfo:
-        lock = self.report.locks.get(address)
+        """The lock at ADDRESS, read once, and in the report: a thread waits on it or holds it."""
+        lock = self._decoded(address, kind)
+        self.report.locks[address] = lock
+        return lock
+
+    def _decoded(self, address: int, kind: str) -> gl.LockInfo:
+        """The lock at ADDRESS read once, in the report or not (a hold the code suggests is
+        checked against it first)."""
+        lock = self.seen.get(address)
         if lock is None:
             lock = gl.LockInfo(address, kind)
             size = self.layout.sizes.get(kind, 4)
@@ -268,7 +288,7 @@ class Probe:
                 lock.state = gl.decode_sem(data, self.layout)
             elif kind == "cond":
                 lock.state = gl.decode_cond(data, self.layout)
-            self.report.locks[address] = lock
+            self.seen[address] = lock
         return lock
 
     def _thread(self, thread: gdb.InferiorThread) -> None:
@@ -278,7 +298,11 @@ class Probe:
         self.report.threads.append(state)
         kind, mode, outer = self._wait_kind(frames)
         scan_from = 1
-        if kind is not None:
+        if kind == "thread":
+            self._join(state, frames)
+            state.where = _where(frames, outer + 1)
+            scan_from = outer + 1
+        elif kind is not None:
             address = self._wait_address(frames, outer, kind)
             if address is not None:
                 self._lock(address, kind)
@@ -296,6 +320,20 @@ class Probe:
             elif frames:
                 state.note = f"in {frames[0].name or '??'}"
         self._scanned_holds(state, frames[scan_from:])
+
+    def _join(self, state: ThreadState, frames: list[_Frame]) -> None:
+        """A thread in pthread_join sleeps on the joined thread's `tid` word (glibc's
+        pthread_join waits for the kernel to clear it at the thread's exit): the word holds
+        the LWP it joins."""
+        futex = _futex_address(frames)
+        data = _read(futex, 4) if futex is not None else None
+        tid = int.from_bytes(data, "little") if data else 0
+        if not tid:
+            state.note = "in a join of a thread that cannot be told"
+        elif tid not in self._lwps:
+            state.note = f"joins LWP {tid}, none of the process's threads"
+        else:
+            state.joins = tid
 
     def _wait_kind(self, frames: list[_Frame]) -> tuple[str | None, str, int]:
         """(kind, mode, index of the last frame inside the lock function) of what the thread
@@ -348,19 +386,18 @@ class Probe:
         for f in frames:
             if f.frame.type() != gdb.NORMAL_FRAME or _in_libc(f.pc):
                 continue
-            events = self.reader.events(f.frame)
-            for event in still_held(events[:-1] if events else []):
+            for event in self.reader.held(f.frame):
                 lock = event.lock
                 if lock is None or any(h.lock == lock for h in state.holds):
                     continue
                 hold = self._check_hold(state, lock, event.call.kind, event.call.mode)
                 if hold is not None:
+                    self._lock(lock, event.call.kind)
                     state.holds.append(hold)
 
     def _check_hold(self, state: ThreadState, address: int, kind: str, mode: str) -> Hold | None:
         """A hold the code suggests, kept only where the lock's words agree with it."""
-        lock = self._lock(address, kind)
-        s = lock.state
+        s = self._decoded(address, kind).state
         if isinstance(s, gl.MutexState):
             return Hold(address, "", False) if s.locked and s.owner == state.tid else None
         if isinstance(s, gl.RwlockState):
@@ -372,9 +409,10 @@ class Probe:
         return None
 
     def _exact_holders(self) -> None:
-        """Owners the locks' own words name; owners outside the process are said in a note."""
+        """Owners the locks' own words name (a lock read for a thread whose code suggested it,
+        and owned by another, is that one's); owners outside the process are said in a note."""
         by_tid = {t.tid: t for t in self.report.threads}
-        for lock in list(self.report.locks.values()):
+        for lock in list(self.seen.values()):
             s = lock.state
             if not isinstance(s, gl.MutexState | gl.RwlockState):
                 continue
@@ -387,9 +425,11 @@ class Probe:
                 owner = s.owner if s.locked else 0
             else:
                 owner = s.cur_writer if s.write_locked else 0
-                if s.readers:
-                    lock.notes.append(f"{s.readers} reader(s) hold it (glibc keeps their count, "
-                                      "not who they are)")
+                candidates = [t.num for t in self.report.threads
+                              if any(h.lock == lock.address and h.mode == "read"
+                                     for h in t.holds)]
+                if s.readers or candidates:
+                    lock.notes.append(readers_note(s.readers, candidates))
             if owner <= 0:
                 continue
             holder = by_tid.get(owner & gl.FUTEX_TID_MASK)
@@ -398,6 +438,7 @@ class Probe:
             elif not any(h.lock == lock.address for h in holder.holds):
                 mode = "write" if isinstance(s, gl.RwlockState) else ""
                 holder.holds.append(Hold(lock.address, mode, False))
+                self.report.locks[lock.address] = lock
 
 
 def is_core_dump() -> bool:

@@ -12,7 +12,15 @@ import pytest
 from dbgkit.core import glibc_locks as gl
 from dbgkit.core.callscan import Insn, lock_events, still_held, trace
 from dbgkit.core.progress import parse_stat_times
-from dbgkit.core.waitgraph import Hold, Report, ThreadState, Where, render_json, render_text
+from dbgkit.core.waitgraph import (
+    Hold,
+    Report,
+    ThreadState,
+    Where,
+    readers_note,
+    render_json,
+    render_text,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -207,22 +215,66 @@ def test_guards_release_the_mutex_they_hold() -> None:
 
 def rwlock_report() -> Report:
     """The report of `deadlock_cases rwlock` (tests/programs), as one real run gave it."""
-    table, state = 0x55B7CD919200, 0x55B7CD919240
+    table, state = 0x55A096F24200, 0x55A096F24240
     locks = {
         table: gl.LockInfo(table, "rwlock", gl.RwlockState((1 << 3) | 2, 0, 0, 0, 0),
                            "table_lock", "pthread_rwlock_t",
-                           ["1 reader(s) hold it (glibc keeps their count, not who they are)"]),
-        state: gl.LockInfo(state, "mutex", gl.MutexState(2, 0, 30199, 1, 0), "state_lock",
+                           [readers_note(1, [2])]),
+        state: gl.LockInfo(state, "mutex", gl.MutexState(2, 0, 7836, 1, 0), "state_lock",
                            "pthread_mutex_t"),
     }
     threads = [
-        ThreadState(1, 30196, "deadlock_cases", note="in __libc_pause"),
-        ThreadState(2, 30198, "reader", state, "", Where("rw_reader", "deadlock_cases.c", 92),
+        ThreadState(1, 7834, "deadlock_cases", note="in __libc_pause"),
+        ThreadState(2, 7835, "reader", state, "", Where("rw_reader", "deadlock_cases.c", 96),
                     [Hold(table, "read", True)]),
-        ThreadState(3, 30199, "writer", table, "write",
-                    Where("rw_writer", "deadlock_cases.c", 102), [Hold(state, "", False)]),
+        ThreadState(3, 7836, "writer", table, "write",
+                    Where("rw_writer", "deadlock_cases.c", 106), [Hold(state, "", False)]),
     ]
-    return Report(30196, "debug info", "2.36", threads, locks)
+    return Report(7834, "debug info", "2.36", threads, locks)
+
+
+def join_report() -> Report:
+    """The report of `deadlock_cases join`, as one real run gave it: the main thread holds
+    join_lock and joins the worker, which waits for it."""
+    lock = 0x561D6827A360
+    locks = {lock: gl.LockInfo(lock, "mutex", gl.MutexState(2, 0, 8018, 1, 0), "join_lock",
+                               "pthread_mutex_t")}
+    threads = [
+        ThreadState(1, 8018, "deadlock_cases", where=Where("main", "deadlock_cases.c", 291),
+                    holds=[Hold(lock, "", False)], joins=8019),
+        ThreadState(2, 8019, "worker", lock, "", Where("join_worker", "deadlock_cases.c", 161)),
+        ThreadState(3, 8020, "announcer", note="in __libc_pause"),
+    ]
+    return Report(8018, "debug info", "2.36", threads, locks)
+
+
+def test_a_join_is_an_edge_to_the_joined_thread() -> None:
+    report = join_report()
+    assert [(e.waiter, e.holder, e.lock) for e in report.edges()] == [
+        (1, 2, None), (2, 1, 0x561D6827A360)]
+    assert [[(e.waiter, e.holder) for e in c] for c in report.cycles()] == [[(1, 2), (2, 1)]]
+    # a join of an LWP that is none of the threads is no edge
+    report.threads[0].joins = 9999
+    assert [(e.waiter, e.holder) for e in report.edges()] == [(2, 1)]
+
+
+def test_join_report_is_the_fixture() -> None:
+    assert render_text(join_report()) == (FIXTURES / "deadlocks.join.txt").read_text()
+    assert doc_block("joins the worker") == (FIXTURES / "deadlocks.join.txt").read_text()
+    rendered = json.dumps(render_json(join_report()), indent=2, sort_keys=True) + "\n"
+    assert rendered == (FIXTURES / "deadlocks.join.json").read_text()
+
+
+def test_readers_against_the_threads_that_took_the_lock() -> None:
+    assert readers_note(2, [3, 5]) == ("2 readers hold it (glibc keeps their count, not who "
+                                       "they are)")
+    assert readers_note(1, [2, 4]) == ("1 reader, 2 candidates (threads 2 and 4): glibc keeps "
+                                       "the readers' count, not who they are; not every "
+                                       "candidate holds it")
+    assert readers_note(3, [2]) == ("3 readers, 1 candidate (thread 2): glibc keeps the "
+                                    "readers' count, not who they are; some readers' code does "
+                                    "not show it (taken in a function that has returned)")
+    assert readers_note(1, []).startswith("1 reader, 0 candidates: ")
 
 
 def test_cycles_start_at_the_lowest_thread_and_follow_the_edges() -> None:
@@ -230,8 +282,8 @@ def test_cycles_start_at_the_lowest_thread_and_follow_the_edges() -> None:
     assert [[(e.waiter, e.holder, e.inferred) for e in c] for c in report.cycles()] == \
         [[(2, 3, False), (3, 2, True)]]
     # a reader waiting for the rwlock does not wait for the thread reading it (no 4 -> 2)
-    reader2 = ThreadState(4, 30200, "reader-2", 0x55B7CD919200, "read", None,
-                          [Hold(0x55B7CD919240, "", False)])
+    reader2 = ThreadState(4, 7837, "reader-2", 0x55A096F24200, "read", None,
+                          [Hold(0x55A096F24240, "", False)])
     report.threads.append(reader2)
     assert [(e.waiter, e.holder) for e in report.edges()] == [(2, 3), (2, 4), (3, 2)]
 

@@ -8,6 +8,7 @@ waits; the expectations never hard-code a line number.
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -29,9 +30,12 @@ def layouts(libc_debug: bool) -> str:
 
 
 def cycles(doc: dict[str, Any]) -> list[list[tuple[str, str, str, bool]]]:
-    """Each cycle as (waiter's name, lock's name, holder's name, inferred)."""
+    """Each cycle as (waiter's name, lock's name or "joins", holder's name, inferred)."""
     names = {t["num"]: t["name"] for t in doc["threads"]}
     locks = {lock["address"]: lock["name"] for lock in doc["locks"]}
+    locks[None] = "joins"
+    for cycle in doc["cycles"]:
+        assert all(e["join"] == (e["lock"] is None) for e in cycle), cycle
     return [[(names[e["waiter"]], locks[e["lock"]], names[e["holder"]], e["inferred"])
              for e in cycle] for cycle in doc["cycles"]]
 
@@ -55,7 +59,7 @@ def test_abba_pair_of_pthread_mutexes(libc_debug: bool) -> None:
         out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
         still_waiting(pid)
     doc = json_doc(out)
-    assert doc["format"] == "dbgkit-deadlocks" and doc["version"] == "1.0"
+    assert doc["format"] == "dbgkit-deadlocks" and doc["version"] == "1.1"
     assert doc["layouts"] == layouts(libc_debug) and doc["glibc"] == "2.36"
     assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
                             ("abba-2", "lock_a", "abba-1", False)]]
@@ -91,7 +95,7 @@ def test_writer_waits_for_reader_waiting_for_writers_mutex(libc_debug: bool) -> 
                             ("writer", "table_lock", "reader", True)]]
     table = lock_named(doc, "table_lock")
     assert table["state"]["readers"] == 1 and table["state"]["writer"] is None
-    assert table["notes"] == ["1 reader(s) hold it (glibc keeps their count, not who they are)"]
+    assert table["notes"] == ["1 reader holds it (glibc keeps their count, not who they are)"]
     writer = next(t for t in doc["threads"] if t["name"] == "writer")
     assert writer["mode"] == "write"
     reader = next(t["num"] for t in doc["threads"] if t["name"] == "reader")
@@ -132,6 +136,108 @@ def test_std_shared_mutex_reader_inferred(libc_debug: bool) -> None:
     assert lock_named(doc, "this->ledger_")["type"] == "std::shared_mutex"
     assert wait_sites(doc) == {"auditor": site("deadlock_std.cpp", "read_ledger"),
                                "clerk": site("deadlock_std.cpp", "write_ledger")}
+
+
+def test_shared_lock_taken_in_the_frame_that_calls_the_waiting_function(
+        libc_debug: bool) -> None:
+    """The reader's std::shared_lock is in read_with_config's frame; it waits for config_mutex
+    in load_config, which it called: the shared lock is held (the frame's call returned)."""
+    with hung(program("deadlock_std"), "callee") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
+    config = "(anonymous namespace)::config_mutex"
+    assert cycles(doc) == [[("auditor", config, "clerk", False),
+                            ("clerk", "this->ledger_", "auditor", True)]]
+    assert wait_sites(doc) == {"auditor": site("deadlock_std.cpp", "load_config"),
+                               "clerk": site("deadlock_std.cpp", "write_with_config")}
+    ledger = lock_named(doc, "this->ledger_")
+    assert ledger["notes"] == ["1 reader holds it (glibc keeps their count, not who they are)"]
+
+
+def test_reader_asleep_in_pause_holds_its_read_lock(libc_debug: bool) -> None:
+    with hung(program("deadlock_cases"), "rdpause") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
+        still_waiting(pid)
+    doc = json_doc(out)
+    table = lock_named(doc, "table_lock")
+    threads = {t["name"]: t for t in doc["threads"]}
+    sleeper = threads["rd-sleeper"]
+    assert (sleeper["waits"], sleeper["holds"]) == (
+        None, [{"lock": table["address"], "mode": "read", "inferred": True}])
+    assert threads["wr-waiter"]["waits"] == table["address"]
+    assert table["notes"] == ["1 reader holds it (glibc keeps their count, not who they are)"]
+    assert f"    holds for read pthread_rwlock_t table_lock ({table['address']}) (inferred)" in \
+        out.splitlines()
+    assert doc["cycles"] == []
+
+
+def test_more_read_candidates_than_readers_is_said(libc_debug: bool) -> None:
+    """The bystander's code reads table_lock on a branch it did not take: glibc counts one
+    reader, the code shows two."""
+    with hung(program("deadlock_cases"), "candidates") as pid:
+        doc = json_doc(gdb_on(pid, "deadlocks --json", libc_debug=libc_debug))
+    table = lock_named(doc, "table_lock")
+    nums = {t["name"]: t["num"] for t in doc["threads"]}
+    assert (nums["rd-sleeper"], nums["bystander"]) == (2, 4)
+    assert table["state"]["readers"] == 1
+    assert table["notes"] == ["1 reader, 2 candidates (threads 2 and 4): glibc keeps the "
+                              "readers' count, not who they are; not every candidate holds it"]
+    readers = {t["name"] for t in doc["threads"]
+               if {"lock": table["address"], "mode": "read", "inferred": True} in t["holds"]}
+    assert readers == {"rd-sleeper", "bystander"}
+    assert doc["cycles"] == []
+
+
+def _check_join(out: str, source: str, lock: str) -> None:
+    """Thread 1 holds LOCK and joins thread 2 "worker", which waits for LOCK."""
+    doc = json_doc(out)
+    name = source.split(".")[0]  # the main thread's name is the program's
+    assert cycles(doc) == [[(name, "joins", "worker", False), ("worker", lock, name, False)]]
+    main = doc["threads"][0]
+    assert (main["num"], main["waits"], main["joins"], main["note"]) == (1, None, 2, None)
+    assert f"{main['where']['file']}:{main['where']['line']}" == site(source, "join")
+    assert wait_sites(doc) == {"worker": site(source, "worker")}
+    assert [lk["name"] for lk in doc["locks"]] == [lock]  # the join is no futex "lock"
+    assert doc["cycles"][0][0] == {"waiter": 1, "lock": None, "holder": 2, "inferred": False,
+                                   "join": True}
+    worker_lwp = doc["threads"][1]["lwp"]
+    lines = out.splitlines()
+    assert any(line.startswith(f'thread 1 "{main["name"]}" (LWP {main["lwp"]}): joins thread 2 '
+                               f'"worker" (LWP {worker_lwp}) in ') for line in lines), out
+    assert (f'  thread 1 "{main["name"]}" (LWP {main["lwp"]}) at {site(source, "join")} joins '
+            'thread 2 "worker"') in lines
+
+
+def test_main_joins_a_thread_waiting_for_its_mutex(libc_debug: bool) -> None:
+    with hung(program("deadlock_cases"), "join") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
+        still_waiting(pid)
+    _check_join(out, "deadlock_cases.c", "join_lock")
+
+
+def test_std_thread_join_waits_for_the_thread(libc_debug: bool) -> None:
+    with hung(program("deadlock_std"), "join") as pid:
+        out = gdb_on(pid, "deadlocks", "deadlocks --json", libc_debug=libc_debug)
+    _check_join(out, "deadlock_std.cpp", "(anonymous namespace)::config_mutex")
+
+
+def test_output_file_holds_the_report_alone(tmp_path: Path) -> None:
+    """`gdb -p PID -batch` prints GDB's own lines around a report; -o FILE has it alone."""
+    report, text = tmp_path / "report.json", tmp_path / "report.txt"
+    with hung(program("deadlock_cases"), "abba") as pid:
+        out = gdb_on(pid, "deadlocks", f"deadlocks --json -o {report}", f"deadlocks -o {text}",
+                     "deadlocks -o /nonexistent/report.txt")
+        still_waiting(pid)
+    doc = json.loads(report.read_text())
+    assert cycles(doc) == [[("abba-1", "lock_b", "abba-2", False),
+                            ("abba-2", "lock_a", "abba-1", False)]]
+    assert report.stat().st_mode & 0o777 == 0o600 and text.stat().st_mode & 0o777 == 0o600
+    printed = out[out.index(f"deadlocks: process {pid}"):]
+    assert printed.startswith(text.read_text())
+    lines = out.splitlines()
+    assert lines.count(f"deadlocks: 1 deadlock, 3 threads; report in {report}") == 1
+    assert f"deadlocks: 1 deadlock, 3 threads; report in {text}" in lines
+    assert ("deadlocks: cannot write /nonexistent/report.txt: No such file or directory"
+            in lines)
 
 
 def _line_of(path: Path, text: str, after: int = 0) -> int:

@@ -30,9 +30,12 @@ pthread_mutex_t cond_lock = PTHREAD_MUTEX_INITIALIZER;
 sem_t slots;
 pthread_mutex_t bad_lock = PTHREAD_MUTEX_INITIALIZER;
 unsigned int door_word;  // a futex word of the program's own
+pthread_mutex_t join_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_barrier_t step;
 static pid_t tids[8];
+static int sleeps_in[8];  // the system call thread i sleeps in once in place: futex(2) unless set
 static int nthreads;
+volatile int take_read_lock;  // never set: the bystander's read lock is on a branch not taken
 
 /// Records the calling thread's id and name; the main thread waits for every recorded one.
 static void enter(const char* name, int index) {
@@ -40,10 +43,11 @@ static void enter(const char* name, int index) {
     tids[index] = (pid_t)syscall(SYS_gettid);
 }
 
-/// Waits until every started thread sleeps in futex(2), then says so and waits forever.
+/// Waits until every started thread sleeps in futex(2) (or the call `sleeps_in` names), then
+/// says so and waits forever.
 static void announce(void) {
     for (int i = 0; i < nthreads; i++) {
-        while (tids[i] == 0 || !in_futex(tids[i])) {
+        while (tids[i] == 0 || !in_syscall(tids[i], sleeps_in[i] ? sleeps_in[i] : SYS_futex)) {
             usleep(1000);
         }
     }
@@ -118,6 +122,50 @@ static void* wr_reader(void* arg) {
     pthread_mutex_lock(&state_lock);
     pthread_barrier_wait(&step);
     pthread_rwlock_rdlock(&table_lock);  // WAIT: state-owner
+    return NULL;
+}
+
+static void* rd_sleeper(void* arg) {
+    (void)arg;
+    enter("rd-sleeper", 0);
+    pthread_rwlock_rdlock(&table_lock);
+    pthread_barrier_wait(&step);
+    for (;;) {
+        pause();  // holds table_lock for reading, and waits for no lock
+    }
+    return NULL;
+}
+
+static void* wr_waiter(void* arg) {
+    (void)arg;
+    enter("wr-waiter", 1);
+    pthread_barrier_wait(&step);
+    pthread_rwlock_wrlock(&table_lock);  // WAIT: wr-waiter
+    return NULL;
+}
+
+static void* rd_bystander(void* arg) {
+    (void)arg;
+    enter("bystander", 2);
+    if (take_read_lock) {
+        pthread_rwlock_rdlock(&table_lock);  // the code takes it; this thread did not
+    }
+    pthread_barrier_wait(&step);
+    pthread_mutex_lock(&state_lock);  // WAIT: bystander
+    return NULL;
+}
+
+static void* join_worker(void* arg) {
+    (void)arg;
+    enter("worker", 0);
+    pthread_mutex_lock(&join_lock);  // WAIT: worker
+    return NULL;
+}
+
+static void* join_announcer(void* arg) {
+    (void)arg;
+    pthread_setname_np(pthread_self(), "announcer");
+    announce();
     return NULL;
 }
 
@@ -221,6 +269,27 @@ int main(int argc, char** argv) {
         pthread_barrier_init(&step, NULL, 2);
         start(threads, wr_owner, NULL);
         start(threads, wr_reader, NULL);
+    } else if (strcmp(which, "rdpause") == 0 || strcmp(which, "candidates") == 0) {
+        // a reader sleeps in pause() holding table_lock; a writer waits for it; with
+        // "candidates" a bystander's code reads it too (on a branch it did not take) and it
+        // waits for state_lock, which the main thread holds
+        pthread_barrier_init(&step, NULL, which[0] == 'c' ? 3 : 2);
+        sleeps_in[0] = SYS_pause;
+        start(threads, rd_sleeper, NULL);
+        start(threads, wr_waiter, NULL);
+        if (which[0] == 'c') {
+            pthread_mutex_lock(&state_lock);
+            start(threads, rd_bystander, NULL);
+        }
+    } else if (strcmp(which, "join") == 0) {
+        // the main thread holds join_lock and joins the worker, which waits for join_lock
+        pthread_t announcer;
+        pthread_mutex_lock(&join_lock);
+        start(threads, join_worker, NULL);
+        tids[nthreads++] = (pid_t)syscall(SYS_gettid);
+        pthread_create(&announcer, NULL, join_announcer, NULL);
+        pthread_join(threads[0], NULL);  // WAIT: join
+        return 0;
     } else if (strcmp(which, "waits") == 0) {
         sem_init(&slots, 0, 0);
         start(threads, cond_waiter, NULL);
@@ -235,7 +304,7 @@ int main(int argc, char** argv) {
     } else if (strcmp(which, "pshared") == 0) {
         start(threads, shared_waiter, shared_mutex_held_by_child());
     } else {
-        fprintf(stderr, "usage: deadlock_cases abba|robust|ring|rwlock|wrcycle|waits|corrupt|pshared\n");
+        fprintf(stderr, "usage: deadlock_cases abba|robust|ring|rwlock|wrcycle|rdpause|candidates|join|waits|corrupt|pshared\n");
         return 2;
     }
     announce();

@@ -38,6 +38,11 @@ def _build_parser() -> base.Parser:
     )
     parser.add_argument("--json", action="store_true",
                         help="print the versioned JSON report (docs/deadlocks.md)")
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write the report to FILE (created 0600: it names the program's "
+                             "functions and files) and print one line saying how many "
+                             "deadlocks and where; the file has the report alone, without "
+                             "GDB's own lines of `gdb -batch`")
     parser.add_argument("--layouts", choices=("auto", "table"), default="auto",
                         help="where the lock structures' layouts come from: auto (glibc's debug "
                              "info when GDB has it, else the table for the process's glibc "
@@ -122,9 +127,28 @@ class Deadlocks(base.Command):
             report.notes.append("the program has no debug information: lock names come from "
                                 "its symbol table only, and there are no source lines")
         if args.json:
-            output.block(json.dumps(render_json(report), indent=2, sort_keys=True))
+            text = json.dumps(render_json(report), indent=2, sort_keys=True) + "\n"
         else:
-            output.block(render_text(report))
+            text = render_text(report)
+        if args.output is None:
+            output.block(text)
+            return
+        _write(args.output, text)
+        found = len(report.cycles())
+        threads = len(report.threads)
+        output.info(NAME, f"{found or 'no'} deadlock{'s' if found != 1 else ''}, "
+                          f"{threads} thread{'s' if threads != 1 else ''}; "
+                          f"report in {args.output}")
+
+
+def _write(path: str, text: str) -> None:
+    """TEXT into PATH, created 0600 (an existing file keeps its mode), replacing what it held."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+    except OSError as exc:
+        raise gdb.GdbError(f"{NAME}: cannot write {path}: {exc.strerror or exc}") from None
 
 
 def _has_debug_info() -> bool:

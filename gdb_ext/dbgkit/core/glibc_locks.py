@@ -327,10 +327,17 @@ CALLS: dict[str, LockCall] = {
     **_guards("lock_guard", "std::shared_mutex", "rwlock", "write"),
     **_guards("unique_lock", "std::shared_mutex", "rwlock", "write"),
     **_guards("shared_lock", "std::shared_mutex", "rwlock", "read"),
+    # a join waits for a thread, not a lock: the argument is the thread's pthread_t, and
+    # std::thread::join's `this` holds it in its first word
+    "pthread_join": LockCall("join", "thread"),
+    "pthread_timedjoin_np": LockCall("join", "thread"),
+    "pthread_clockjoin_np": LockCall("join", "thread"),
+    "std::thread::join": LockCall("join", "thread", deref=True),
 }
 
 # glibc's entry points (public names and, with libc6-dbg, the internal ones frames show), with
-# the lock kind and mode a thread blocked under them waits for.
+# the lock kind and mode a thread blocked under them waits for; kind "thread" is a join, which
+# waits for a thread to exit (its futex word is the thread's `tid`, which the kernel clears).
 WAIT_FRAMES: dict[str, tuple[str, str]] = {
     **{n: ("mutex", "") for n in (
         "pthread_mutex_lock", "___pthread_mutex_lock", "__pthread_mutex_lock",
@@ -355,6 +362,10 @@ WAIT_FRAMES: dict[str, tuple[str, str]] = {
     **{n: ("sem", "") for n in (
         "sem_wait", "__new_sem_wait", "__new_sem_wait_slow64", "sem_timedwait", "sem_clockwait",
         "__sem_timedwait", "___sem_timedwait64", "__sem_clockwait64")},
+    **{n: ("thread", "") for n in (
+        "pthread_join", "___pthread_join", "__pthread_join", "__pthread_clockjoin_ex",
+        "pthread_timedjoin_np", "___pthread_timedjoin_np64", "__pthread_timedjoin_np64",
+        "pthread_clockjoin_np", "___pthread_clockjoin_np64", "__pthread_clockjoin_np64")},
 }
 # The debug-info argument name of each kind's object in those frames.
 ARGUMENT = {"mutex": "mutex", "rwlock": "rwlock", "cond": "cond", "sem": "sem"}

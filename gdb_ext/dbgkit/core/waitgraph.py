@@ -9,7 +9,7 @@ from typing import Any
 from .glibc_locks import CondState, LockInfo, MutexState, RwlockState, SemState, rwlock_words
 
 JSON_FORMAT = "dbgkit-deadlocks"
-JSON_VERSION = "1.0"
+JSON_VERSION = "1.1"
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class Hold:
 
 @dataclass
 class ThreadState:
-    """One thread: GDB's number, its LWP and name, what it waits for (a lock address), where."""
+    """One thread: GDB's number, its LWP and name, what it waits for (a lock address, or the
+    LWP of the thread it joins), where."""
 
     num: int
     tid: int
@@ -50,15 +51,17 @@ class ThreadState:
     where: Where | None = None
     holds: list[Hold] = field(default_factory=list)
     note: str = ""
+    joins: int | None = None
 
 
 @dataclass(frozen=True)
 class Edge:
-    """Thread WAITER waits for LOCK, which thread HOLDER holds; INFERRED when it is a guess."""
+    """Thread WAITER waits for LOCK, which thread HOLDER holds; INFERRED when it is a guess.
+    LOCK None: WAITER joins HOLDER (waits for it to exit)."""
 
     waiter: int
     holder: int
-    lock: int
+    lock: int | None
     inferred: bool
 
 
@@ -76,11 +79,17 @@ class Report:
     def thread(self, num: int) -> ThreadState:
         return next(t for t in self.threads if t.num == num)
 
+    def by_lwp(self, tid: int) -> ThreadState | None:
+        return next((t for t in self.threads if t.tid == tid), None)
+
     def edges(self) -> list[Edge]:
         """Waiter -> holder for every waiting thread and every thread holding what it waits for
-        (a reader does not wait for other readers)."""
+        (a reader does not wait for other readers); joiner -> the thread it joins."""
         out = []
         for waiter in self.threads:
+            joined = self.by_lwp(waiter.joins) if waiter.joins is not None else None
+            if joined is not None:
+                out.append(Edge(waiter.num, joined.num, None, False))
             if waiter.waits is None:
                 continue
             for holder in self.threads:
@@ -141,10 +150,33 @@ def state_text(lock: LockInfo) -> str:
     return "no state"
 
 
-def _thread_label(t: ThreadState) -> str:
+def _thread_label(t: ThreadState, lwp: bool = True) -> str:
     """`thread 2 "abba-1" (LWP 4243)`; without the name when there is none (a core dump)."""
     name = f' "{t.name}"' if t.name else ""
-    return f"thread {t.num}{name} (LWP {t.tid})"
+    return f"thread {t.num}{name}" + (f" (LWP {t.tid})" if lwp else "")
+
+
+def _joined_label(report: Report, tid: int) -> str:
+    joined = report.by_lwp(tid)
+    return _thread_label(joined) if joined else f"LWP {tid}, none of the process's threads"
+
+
+def readers_note(readers: int, candidates: list[int]) -> str:
+    """What the lock says of its readers beside the threads whose code took it for reading
+    (CANDIDATES, thread numbers): glibc counts the readers, it does not name them."""
+    count = f"{readers} reader{'s' if readers != 1 else ''}"
+    if len(candidates) == readers:
+        return (f"{count} {'holds' if readers == 1 else 'hold'} it (glibc keeps their count, "
+                "not who they are)")
+    which = ""
+    if candidates:
+        nums = [str(n) for n in candidates]
+        listed = nums[0] if len(nums) == 1 else ", ".join(nums[:-1]) + " and " + nums[-1]
+        which = f" (thread{'s' if len(nums) > 1 else ''} {listed})"
+    found = f"{len(candidates)} candidate{'s' if len(candidates) != 1 else ''}{which}"
+    why = ("not every candidate holds it" if len(candidates) > readers
+           else "some readers' code does not show it (taken in a function that has returned)")
+    return f"{count}, {found}: glibc keeps the readers' count, not who they are; {why}"
 
 
 def render_text(report: Report) -> str:
@@ -153,7 +185,10 @@ def render_text(report: Report) -> str:
              f"{report.glibc or '?'} lock layouts from {report.layouts}"]
     lines += [f"note: {n}" for n in report.notes]
     for t in report.threads:
-        if t.waits is None:
+        if t.joins is not None:
+            lines.append(f"{_thread_label(t)}: joins {_joined_label(report, t.joins)}"
+                         + (f" in {t.where}" if t.where else ""))
+        elif t.waits is None:
             lines.append(f"{_thread_label(t)}: waits for no lock"
                          + (f" ({t.note})" if t.note else "")
                          + (f" in {t.where}" if t.where else ""))
@@ -175,8 +210,12 @@ def render_text(report: Report) -> str:
         lines.append(f"Deadlock {i} of {len(cycles)}: {len(cycle)} threads")
         for edge in cycle:
             w, h = report.thread(edge.waiter), report.thread(edge.holder)
-            held = "held (inferred) by" if edge.inferred else "held by"
             site = w.where.site() if w.where else ""
+            if edge.lock is None:
+                lines.append(f"  {_thread_label(w)} at {site or w.where} joins "
+                             f"{_thread_label(h, lwp=False)}")
+                continue
+            held = "held (inferred) by" if edge.inferred else "held by"
             lines.append(f"  {_thread_label(w)} at {site or w.where} waits for "
                          f"{lock_label(report.locks[edge.lock])}, {held} thread {h.num}")
     return "\n".join(lines) + "\n"
@@ -210,6 +249,11 @@ def _where_json(where: Where | None) -> dict[str, Any] | None:
             "line": where.line or None}
 
 
+def _joined_num(report: Report, tid: int | None) -> int | None:
+    joined = report.by_lwp(tid) if tid is not None else None
+    return joined.num if joined else None
+
+
 def render_json(report: Report) -> dict[str, Any]:
     """The `--json` document (docs/deadlocks.md, "JSON")."""
     return {
@@ -224,8 +268,10 @@ def render_json(report: Report) -> dict[str, Any]:
                      "mode": t.wait_mode or None, "where": _where_json(t.where),
                      "holds": [{"lock": f"{h.lock:#x}", "mode": h.mode or None,
                                 "inferred": h.inferred} for h in t.holds],
-                     "note": t.note or None} for t in report.threads],
+                     "note": t.note or None, "joins": _joined_num(report, t.joins)}
+                    for t in report.threads],
         "locks": [_lock_json(report.locks[a]) for a in sorted(report.locks)],
-        "cycles": [[{"waiter": e.waiter, "lock": f"{e.lock:#x}", "holder": e.holder,
-                     "inferred": e.inferred} for e in cycle] for cycle in report.cycles()],
+        "cycles": [[{"waiter": e.waiter, "lock": None if e.lock is None else f"{e.lock:#x}",
+                     "holder": e.holder, "inferred": e.inferred, "join": e.lock is None}
+                    for e in cycle] for cycle in report.cycles()],
     }
