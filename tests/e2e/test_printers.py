@@ -212,3 +212,21 @@ def test_the_guides_session_is_what_the_program_prints() -> None:
     for expr, line in shown:
         assert pattern(expected[expr], int(pid.group(1))).fullmatch(line), (expr, line)
 
+
+
+def test_the_docs_name_every_registered_printer() -> None:
+    """docs/printers.md's `info pretty-printer` listing is the collection's, name for name, and
+    its table has a row for each."""
+    run = run_gdb(["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}",
+                   "-ex", "info pretty-printer global dbgkit"])
+    listed = run.stdout[run.stdout.index("  dbgkit\n"):].splitlines()[1:]
+    registered = [line.strip() for line in listed if line.startswith("    ")]
+    assert len(registered) == 14, run.stdout
+    text = DOC.read_text()
+    block = re.search(r"\(gdb\) info pretty-printer global dbgkit\n"
+                      r"global pretty-printers:\n  dbgkit\n((?:    \S+\n)+)", text)
+    assert block, f"{DOC}: no `info pretty-printer` listing"
+    assert block.group(1).split() == registered
+    rows = re.findall(r"^\| (.+?) \| .+ \|$", text.split("## What they show", 1)[1]
+                      .split("\n## ", 1)[0], re.MULTILINE)
+    assert [name for name in registered if not any(name in row for row in rows)] == []
