@@ -312,10 +312,18 @@ int main(int argc, char** argv) {
                                  total.other + not_started;
     std::printf("elapsed %.6f s\n", elapsed.count());
     std::printf("round trips %zu of %llu\n", done, static_cast<unsigned long long>(expected));
-    std::printf("rtt avg %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n",
-                done ? sum / static_cast<double>(done) / 1000.0 : 0.0,
-                percentile_us(total.rtt_ns, 50), percentile_us(total.rtt_ns, 99),
-                done ? static_cast<double>(total.rtt_ns.back()) / 1000.0 : 0.0);
+    if (done == 0 && total.connect_failed == started) {
+        // no time was measured: figures of 0.0 us would read as a very fast server
+        std::printf("rtt none: no connection was made (%llu connect failures)\n",
+                    static_cast<unsigned long long>(total.connect_failed));
+    } else if (done == 0) {
+        std::printf("rtt none: no round trip completed\n");
+    } else {
+        std::printf("rtt avg %.1f us, p50 %.1f us, p99 %.1f us, max %.1f us\n",
+                    sum / static_cast<double>(done) / 1000.0, percentile_us(total.rtt_ns, 50),
+                    percentile_us(total.rtt_ns, 99),
+                    static_cast<double>(total.rtt_ns.back()) / 1000.0);
+    }
     std::printf("disconnections %llu (connection reset %llu, closed by server %llu)\n",
                 static_cast<unsigned long long>(total.reset + total.closed),
                 static_cast<unsigned long long>(total.reset),

@@ -306,6 +306,21 @@ def test_clients_report_too_few_fds() -> None:
     )
 
 
+def test_clients_without_a_server_say_no_connection_was_made() -> None:
+    """Every connect refused: no round-trip time, said so (not "0.0 us"), and exit 1."""
+    with socket.socket() as bound:
+        bound.bind(("127.0.0.1", 0))  # bound but not listening: connect() is refused
+        proc = run_clients(bound.getsockname()[1], "--clients", "2", "--pingpongs", "3")
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert "round trips 0 of 6" in lines
+    assert "rtt none: no connection was made (2 connect failures)" in lines
+    assert " us" not in proc.stdout
+    assert ("errors 2 (wrong replies 0, timeouts 0, connect failures 2, other 0, "
+            "threads not started 0)") in lines
+    assert proc.stderr.count(": connect: Connection refused\n") == 2, proc.stderr
+
+
 def test_port_in_use_exits_1_with_a_sentence() -> None:
     srv = start_server("epoll")
     proc = subprocess.run([str(binary("tcp_echo_server")), "--port", str(srv.port)],
