@@ -29,7 +29,8 @@ def _build_parser() -> base.Parser:
         description=textwrap.fill(
             "On a stopped or attached process, say for every thread which lock it waits on "
             "(pthread mutex, rwlock, condition variable, semaphore, std::mutex, "
-            "std::shared_mutex, or a bare futex) and which it holds, then every cycle of the "
+            "std::shared_mutex, or a bare futex), or which thread it joins, and which locks it "
+            "holds, then every cycle of the "
             "wait-for graph with each thread, the lock's name and address, and the source line "
             "where the thread waits. Readers of an rwlock and holders of a semaphore are not "
             "recorded by glibc: they are inferred from the threads' code and marked so "
