@@ -8,7 +8,7 @@ The method is memcheck's (mc_leakcheck.c, valgrind 3.19), re-implemented from it
    was found in a root or a reachable block, else `possible`); a word inside a block reaches it
    as `possible`, unless one of the heuristics says it is how the program refers to such a block
    (then like a start pointer). A block whose state goes up is scanned (again). A word equal to
-   the address of glibc's chunk header that follows a block (`_Scanner.is_next_header`) is the
+   the address of glibc's chunk header that follows a block (`next_header`) is the
    allocator's, not a pointer into that block: glibc's bins, its top and the fd/bk words left in
    recycled memory point there, at the next chunk, not at the block whose last bytes hold it.
 3. Cliques: the blocks still unreached are taken in address order; each one is a clique leader,
@@ -49,6 +49,7 @@ __all__ = [
     "ScanResult",
     "ScanTimeout",
     "Thread",
+    "next_header",
     "parse_maps",
     "scan",
     "select_roots",
@@ -240,6 +241,25 @@ def select_roots(
     return roots, excluded
 
 
+def next_header(start: int, size: int, size_word: int) -> int | None:
+    """The address of glibc's chunk header that follows the block of SIZE bytes at START, when
+    it lies inside the block, else None. SIZE_WORD: the word before START, the chunk's size.
+
+    The next chunk starts chunksize bytes after the block's own header, which is 16 bytes before
+    the block: in its last 8 bytes when the block fills its chunk (24, 40, 56 ... bytes). Only
+    glibc's metadata points there, at that next chunk: the bins and top of an arena, the fd/bk
+    words of a free chunk, and what they leave behind in memory recycled into a new block. The
+    size word must be glibc's: a chunk in use (not IS_MMAPPED, which has no next chunk), aligned,
+    whose usable bytes (its size less 8) hold the block."""
+    if size_word & _IS_MMAPPED:
+        return None
+    chunk = size_word & ~_SIZE_FLAGS
+    off = chunk - 16
+    if off < _MINSIZE - 16 or off % _CHUNK_ALIGN or not off < size <= chunk - 8:
+        return None
+    return start + off
+
+
 class _Reader:
     """Reads memory for the scan: small reads through cached windows, big ones in pieces."""
 
@@ -424,23 +444,13 @@ class _Scanner:
             self.stack.append(i)
 
     def is_next_header(self, ptr: int, i: int) -> bool:
-        """True when PTR, inside block i, is the address of glibc's chunk header that follows
-        it: the next chunk starts chunksize bytes after block i's own header, which is 16 bytes
-        before the block, so it lies in the block's last 8 bytes when the block fills its chunk
-        (24, 40, 56 ... bytes). Only glibc's metadata points there, at that next chunk: the
-        bins and top of an arena, the fd/bk words of a free chunk, and what they leave behind
-        in memory recycled into a new block. Block i's own size word must be glibc's: a chunk
-        in use (not IS_MMAPPED, whose next header is past the block) of a valid size whose
-        usable bytes hold the block."""
+        """True when PTR, inside block i, is the address of glibc's chunk header after it."""
         start, size = self.starts[i], self.sizes[i]
         off = ptr - start
         if off < _MINSIZE - 16 or off % _CHUNK_ALIGN or size - off > 8:
-            return False
-        size_field = self._word(start - 8)
-        if size_field is None or size_field & _IS_MMAPPED:
-            return False
-        chunk = size_field & ~_SIZE_FLAGS
-        return off == chunk - 16 and size <= chunk - 8
+            return False  # not where a next header can be: no need to read the size word
+        size_word = self._word(start - 8)
+        return size_word is not None and next_header(start, size, size_word) == ptr
 
     def mark(self, ptr: int, prior_definite: bool) -> None:
         """A word found from the roots or a marked block (mc_leakcheck.c, without clique)."""
