@@ -4,7 +4,8 @@ valgrind's on tests/programs/chunk_tails.c, whose lost entity of 56 bytes fills 
 and `memdump who-points-at` sets those words apart from the program's pointers.
 
 Before the scan knew them, the game's lost entity was possibly lost in both recorders (28 such
-words in stdout's buffer, carved from the freed entities, and 2 in main_arena's bins)."""
+words in stdout's buffer, carved from the freed entities, and 2 in main_arena's bins), and with a
+lost note carved from the same chunks, indirectly lost under the note."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ KINDS = ("definite", "indirect", "possible", "reachable")
 CASES = {
     "game": {("entity", "definite"): (56, 1)},
     "game-thread": {("entity", "definite"): (56, 1), ("log", "reachable"): (4096, 1)},
+    "game-note": {("entity", "definite"): (56, 1), ("note", "definite"): (4096, 1)},
     "interior": {("entity", "possible"): (56, 1)},
 }
 

@@ -2,7 +2,7 @@
  * of 24, 40, 56 ... bytes: the C library's own words that point at that header (its bins, its top,
  * the fd/bk words left in recycled memory, such as the stdio buffer allocated later) must not make
  * the lost block possibly lost, where a program's interior pointer into it still must. One case
- * each (argv[1]): game, game-thread, interior.
+ * each (argv[1]): game, game-thread, game-note, interior.
  *
  * game: a level of 100 entities of 56 bytes (64-byte chunks, one run), a score board after them;
  * entities die and respawn for 30 frames; in frame 17 the entity of slot 80 is forgotten (its only
@@ -12,7 +12,8 @@
  * free chunk right above it (the unsorted bin's first, 48 bytes into the lost block); the buffer
  * is carved from that run, 63 such words in it (glibc 2.36). valgrind: 56 bytes definitely lost.
  * game-thread: the same level in a thread (its own arena), whose 4,096-byte log is carved from the
- * freed run likewise and kept. */
+ * freed run likewise and kept. game-note: the level, then a 4,096-byte note carved from the run
+ * and lost too: two blocks definitely lost, neither found from the other. */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,12 @@ static void *level_thread(void *arg) {
     return NULL;
 }
 
+/* A note made of the level's freed chunks, lost: glibc's words in it lead to no other block. */
+__attribute__((noinline)) static void lost_note(void) {
+    char *note = malloc(4096);  // LEAK: note
+    snprintf(note, 4096, "score %ld", total_score);
+}
+
 /* A genuine interior pointer into a 56-byte block, to its last field but one: possibly lost. */
 __attribute__((noinline)) static void case_interior(void) {
     struct entity *e = spawn(1);
@@ -106,6 +113,9 @@ int main(int argc, char **argv) {
         pthread_t t;
         pthread_create(&t, NULL, level_thread, NULL);
         pthread_join(t, NULL);
+    } else if (strcmp(which, "game-note") == 0) {
+        level();
+        lost_note();
     } else if (strcmp(which, "interior") == 0) {
         case_interior();
     } else {
