@@ -7,9 +7,10 @@ analyser's, given this scan in place of the dump's (memdump_analyzer.LiveScan).
 
 from __future__ import annotations
 
+import bisect
 import re
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import gdb
 from memdump_analyzer import Analysis, LiveScan
@@ -124,20 +125,24 @@ def older_than(analysis: Analysis, ages: dict[int, float], seconds: float) -> No
 @dataclass(frozen=True)
 class Pointer:
     """A word pointing into the block searched: where it is, what it points at, and what holds
-    it (a root's name, or a live block: its address and size)."""
+    it (a root's name, or a live block: its address and size). `glibc`: the word is the C
+    library's, the address of the chunk header after a live block (reach.next_header), not the
+    program's pointer into that block; the pointer scan does not count it."""
 
     at: int
     target: int
     root: str | None = None
     block: int | None = None
     block_size: int = 0
+    glibc: bool = False
 
 
 def points_at(session: Session, start: int, length: int) -> list[Pointer]:
     """Every root word and every live block's word holding an address in [START, START+LENGTH)
     (LENGTH 0 or 1: START itself), valgrind's `who_points_at`: the roots the scan would read
     (threads' stacks from their stack pointers, data segments, the registers) and the live
-    blocks, in address order."""
+    blocks, in address order; those holding the address of glibc's chunk header after a live
+    block marked `glibc`."""
     pid = session.pid
     lo, hi = start, start + max(length, 1)
     found: list[Pointer] = []
@@ -167,12 +172,33 @@ def points_at(session: Session, start: int, length: int) -> list[Pointer]:
             found += _search(memory, root.start, root.end, lo, hi,
                              root=root.what if owner is None else f"thread {owner}'s stack")
         found.sort(key=lambda p: p.at)
-        for addr in sorted(live):
+        starts = sorted(live)
+        for addr in starts:
             size = live[addr]
             found += _search(memory, addr, addr + size, lo, hi, block=addr, block_size=size)
+        headers = _next_headers(memory, live, starts, {p.target for p in found})
     finally:
         memory.close()
-    return found
+    return [replace(p, glibc=True) if p.target in headers else p for p in found]
+
+
+def _next_headers(memory: procfs.ProcessMemory, live: dict[int, int], starts: list[int],
+                  targets: set[int]) -> set[int]:
+    """The TARGETS that are the address of glibc's chunk header after the live block they are
+    in (the pointer scan's rule, reach.next_header)."""
+    out = set()
+    for target in targets:
+        k = bisect.bisect_right(starts, target) - 1
+        if k < 0 or target >= starts[k] + live[starts[k]]:
+            continue
+        try:
+            word = memory.read_some(starts[k] - 8, 8)
+        except OSError:
+            continue
+        if len(word) == 8 and reach.next_header(starts[k], live[starts[k]],
+                                                int.from_bytes(word, "little")) == target:
+            out.add(target)
+    return out
 
 
 def _search(memory: procfs.ProcessMemory, start: int, end: int, lo: int, hi: int,
@@ -202,8 +228,12 @@ def _search(memory: procfs.ProcessMemory, start: int, end: int, lo: int, hi: int
 def describe(ptr: Pointer, start: int) -> str:
     """valgrind's lines for one pointer found: where it is (a register, a block, a thread's stack,
     a data symbol when the debug information knows one, else the mapping)."""
-    inside = "points at" if ptr.target == start else \
-        f"interior points at {ptr.target - start:,} bytes inside"
+    if ptr.glibc:
+        inside = f"points at the next chunk's header, {ptr.target - start:,} bytes inside"
+    elif ptr.target == start:
+        inside = "points at"
+    else:
+        inside = f"interior points at {ptr.target - start:,} bytes inside"
     if ptr.at == 0:
         return f"{ptr.root} {inside.replace('points', 'pointing')} {start:#x}"
     head = f"*{ptr.at:#x} {inside} {start:#x}"

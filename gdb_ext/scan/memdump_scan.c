@@ -1,9 +1,9 @@
 /* libmemdump_scan: the heavy part of memdump's pointer scan at exit (dbgkit.core.reach), in C.
  *
  * dbgkit/core/reach.py is the reference: this file does what its _Scanner does (marking from the
- * roots, block scanning, the heuristics, the glibc chunk-header exception, cliques and their
- * leaders) with the same rules in the same order, so that both give the same answer, word for
- * word. Python chooses the roots and turns the arrays this fills into a ScanResult
+ * roots, block scanning, the heuristics, glibc's chunk headers (is_next_header), cliques and
+ * their leaders) with the same rules in the same order, so that both give the same answer, word
+ * for word. Python chooses the roots and turns the arrays this fills into a ScanResult
  * (dbgkit/core/reach_fast.py). memory.c holds the page directory, the reads and the heuristics.
  *
  * Order matters in one place: which heuristic a block is credited with (a start pointer found
@@ -55,19 +55,25 @@ static void push(struct scanner *s, uint64_t i)
     }
 }
 
-/* ptr is the glibc chunk header that follows block i (main_arena.top, bins) */
-static int is_header_after(struct scanner *s, uint64_t ptr, uint64_t i)
+/* ptr, inside block i, is the address of glibc's chunk header that follows it (reach.py's
+ * is_next_header): the allocator's word (a bin, the top, a free chunk's fd/bk or what it left in
+ * recycled memory), not the program's pointer into block i. Block i must fill its chunk (24, 40,
+ * 56 ... bytes) and its size word be glibc's: in use, not IS_MMAPPED, its usable bytes holding
+ * it. */
+static int is_next_header(struct scanner *s, uint64_t ptr, uint64_t i)
 {
-    uint64_t size_field, base = s->blk[i].start - 16;
-    if (!word_at(s, s->blk[i].start - 8, &size_field))
+    uint64_t start = s->blk[i].start, off = ptr - start, size = s->sizes[i], size_field;
+    if (off < MINSIZE - 16 || off % CHUNK_ALIGN || size - off > 8)
         return 0;
-    uint64_t add = size_field & ~(uint64_t)7;
-    return add <= UINT64_MAX - base && ptr == base + add;
+    if (!word_at(s, start - 8, &size_field) || (size_field & IS_MMAPPED))
+        return 0;
+    uint64_t chunk = size_field & ~(uint64_t)SIZE_FLAGS;
+    return off == chunk - 16 && size <= chunk - 8;
 }
 
 /* ptr, found in block I: mark's cases that change something or need a look */
 static __attribute__((noinline)) void mark_slow(struct scanner *s, uint64_t ptr, uint64_t i,
-                                                int definite, int allocator)
+                                                int definite)
 {
     uint8_t state = s->blk[i].state;
     uint64_t start = s->blk[i].start;
@@ -80,7 +86,7 @@ static __attribute__((noinline)) void mark_slow(struct scanner *s, uint64_t ptr,
     if (ptr == start) {
         via_start = 1;
     } else {
-        if (allocator && is_header_after(s, ptr, i))
+        if (is_next_header(s, ptr, i))
             return;
         /* from a possibly lost block a heuristic changes nothing: no need to look */
         int name = s->hmask && definite ? heuristic_for(s, ptr, i) : 0;
@@ -98,7 +104,7 @@ static __attribute__((noinline)) void mark_slow(struct scanner *s, uint64_t ptr,
 }
 
 /* ptr, found in block FOUND (or -1: none) */
-static inline void mark(struct scanner *s, uint64_t ptr, int64_t found, int definite, int allocator)
+static inline void mark(struct scanner *s, uint64_t ptr, int64_t found, int definite)
 {
     if (found < 0)
         return;
@@ -108,7 +114,7 @@ static inline void mark(struct scanner *s, uint64_t ptr, int64_t found, int defi
             b->heur = 0;
         return;
     }
-    if (b->state == POSSIBLE && !allocator) { /* cases where mark_slow would change nothing */
+    if (b->state == POSSIBLE) { /* cases where mark_slow would change nothing */
         if (!definite)
             return;
         /* no heuristic can apply: they look at pointers to start + 8 and start + 24, and at
@@ -118,7 +124,7 @@ static inline void mark(struct scanner *s, uint64_t ptr, int64_t found, int defi
             && (b->first == FIRST_OTHER || !(s->hmask & HBIT(H_MULTIPLE))))
             return;
     }
-    mark_slow(s, ptr, (uint64_t)found, definite, allocator);
+    mark_slow(s, ptr, (uint64_t)found, definite);
 }
 
 /* A pointer at OFF into block J, found while a block is scanned as possibly lost, that may
@@ -144,16 +150,17 @@ static inline void remember(struct scanner *s, uint64_t off, uint64_t j)
 }
 
 /* ptr, found in a block (or a root), in block J (or -1): what it changes */
-static inline void found(struct scanner *s, uint64_t ptr, int64_t j, int64_t clique, int definite,
-                         int allocator)
+static inline void found(struct scanner *s, uint64_t ptr, int64_t j, int64_t clique,
+                         int definite)
 {
     if (clique < 0) {
         if (s->memo_open && j >= 0)
             remember(s, ptr - s->blk[j].start, (uint64_t)j);
-        mark(s, ptr, j, definite, allocator);
+        mark(s, ptr, j, definite);
         return;
     }
-    if (j >= 0 && j != clique && s->blk[j].state == UNREACHED) {
+    if (j >= 0 && j != clique && s->blk[j].state == UNREACHED
+        && !is_next_header(s, ptr, (uint64_t)j)) {
         s->blk[j].state = INDIRECT;
         s->owner[j] = (uint32_t)clique;
         push(s, (uint64_t)j);
@@ -168,7 +175,7 @@ static inline void found(struct scanner *s, uint64_t ptr, int64_t j, int64_t cli
 #endif
 
 CLONED static void words(struct scanner *s, const uint8_t *data, uint64_t len, int64_t clique,
-                         int definite, int allocator)
+                         int definite)
 {
     /* A batch of words at a time: first the words inside [lo, hi) are picked out (most of a
      * heap's words are not pointers: that costs a compare), then each one's lookup is
@@ -201,7 +208,7 @@ CLONED static void words(struct scanner *s, const uint8_t *data, uint64_t len, i
             if (t >= 2 * AHEAD) {
                 uint64_t u = t - 2 * AHEAD;
                 if (cand[u] >= 0)
-                    found(s, ptr[u], settle(s, ptr[u], cand[u]), clique, definite, allocator);
+                    found(s, ptr[u], settle(s, ptr[u], cand[u]), clique, definite);
             }
         }
     }
@@ -209,7 +216,7 @@ CLONED static void words(struct scanner *s, const uint8_t *data, uint64_t len, i
 
 /* [start, end) in WINDOW pieces, page by page where a piece is unreadable (reach's chunks) */
 static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int64_t clique,
-                  int definite, int allocator)
+                  int definite)
 {
     for (uint64_t addr = start; addr < end; addr += WINDOW) {
         uint64_t n = end - addr < WINDOW ? end - addr : WINDOW;
@@ -220,7 +227,7 @@ static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int
                 if (tick(s, n))
                     return -1;
             }
-            words(s, data ? data : s->chunk, n, clique, definite, allocator);
+            words(s, data ? data : s->chunk, n, clique, definite);
             continue;
         }
         for (uint64_t page = addr; page < addr + n; page += PAGE) {
@@ -236,7 +243,7 @@ static int chunks(struct scanner *s, uint64_t start, uint64_t end, int root, int
                 if (tick(s, size))
                     return -1;
             }
-            words(s, s->chunk, size, clique, definite, allocator);
+            words(s, s->chunk, size, clique, definite);
         }
     }
     return 0;
@@ -250,7 +257,7 @@ static void replay(struct scanner *s, uint64_t i)
     uint64_t at = s->memo[i] >> 32, n = s->memo[i] & UINT32_MAX;
     for (uint64_t k = at; k < at + n; k++) {
         uint64_t j = s->memo_entries[k] >> 32;
-        mark(s, s->blk[j].start + (s->memo_entries[k] & UINT32_MAX), (int64_t)j, 1, 0);
+        mark(s, s->blk[j].start + (s->memo_entries[k] & UINT32_MAX), (int64_t)j, 1);
     }
 }
 
@@ -290,12 +297,12 @@ static int read_block(struct scanner *s, uint64_t first, uint64_t end, int64_t c
         if (tick(s, end - first))
             return -1;
         if (data)
-            words(s, data, end - first, clique, definite, 0);
+            words(s, data, end - first, clique, definite);
         return 0;
     }
     if (tick(s, end - first))
         return -1;
-    return chunks(s, first, end, 0, clique, definite, 0);
+    return chunks(s, first, end, 0, clique, definite);
 }
 
 static int process(struct scanner *s, int64_t clique)
@@ -313,14 +320,14 @@ static int run(struct scanner *s)
 {
     struct mds_args *a = s->a;
     for (uint64_t r = 0; r < a->n_roots; r++) {
-        uint64_t first = (a->roots[3 * r] + 7) & ~(uint64_t)7;
-        uint64_t end = a->roots[3 * r + 1] & ~(uint64_t)7;
-        if (chunks(s, first, end, 1, -1, 1, a->roots[3 * r + 2] != 0))
+        uint64_t first = (a->roots[2 * r] + 7) & ~(uint64_t)7;
+        uint64_t end = a->roots[2 * r + 1] & ~(uint64_t)7;
+        if (chunks(s, first, end, 1, -1, 1))
             return -1;
     }
     for (uint64_t k = 0; k < a->n_registers; k++)
         if (a->registers[k] >= s->lo && a->registers[k] < s->hi)
-            mark(s, a->registers[k], find(s, a->registers[k]), 1, 0);
+            mark(s, a->registers[k], find(s, a->registers[k]), 1);
     if (process(s, -1))
         return -1;
     for (uint64_t i = 0; i < s->n; i++) {
@@ -455,10 +462,10 @@ out:
     return rc;
 }
 
-/* The layout this file was built with, checked by the loader: 3 and sizeof(struct mds_args). */
+/* The layout this file was built with, checked by the loader: 4 and sizeof(struct mds_args). */
 EXPORT uint64_t mds_abi(void)
 {
-    return (uint64_t)3 << 32 | sizeof(struct mds_args);
+    return (uint64_t)4 << 32 | sizeof(struct mds_args);
 }
 
 /* Sorts the N pairs STARTS[k], SIZES[k] by start, in place (the caller's live blocks come as a

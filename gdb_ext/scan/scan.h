@@ -29,6 +29,12 @@ enum { FIRST_UNKNOWN = 0, FIRST_VTABLE = 1, FIRST_OTHER = 2 };
 #define RUN_MIN PAGE
 #define RUN_MAX WINDOW
 #define VTABLE_MAX_CHECK 20
+/* glibc's malloc (malloc/malloc.c): chunks 16-byte aligned, at least MINSIZE; the flags in the
+ * low bits of a chunk's size word */
+#define CHUNK_ALIGN 16
+#define MINSIZE 32
+#define IS_MMAPPED 2
+#define SIZE_FLAGS 7
 #define VT_SLOTS 4096
 #define TICK_EVERY (8u * WINDOW)
 #define NO_OWNER UINT32_MAX
@@ -51,7 +57,7 @@ struct mds_args {
     const uint64_t *starts;            /* sorted, distinct */
     const uint64_t *sizes;
     uint64_t n_roots;
-    const uint64_t *roots;             /* start, end, allocator (0/1) per root */
+    const uint64_t *roots;             /* start, end per root */
     uint64_t n_registers;
     const uint64_t *registers;
     uint64_t n_exec;

@@ -40,7 +40,7 @@ static int add(struct ranges *r, uint64_t lo, uint64_t hi)
 }
 
 /* The ranges to copy: each block from its chunk header (the 16 bytes before it, which the
- * allocator-root test reads) to its end rounded up to a word, within the mapping holding its
+ * next-header test reads) to its end rounded up to a word, within the mapping holding its
  * start; blocks at most MERGE_GAP apart in one mapping share a range. Blocks outside every
  * mapping are left to pread (which fails as it did). */
 static int plan(struct scanner *s, struct ranges *r, uint64_t *total)

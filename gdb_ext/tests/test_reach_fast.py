@@ -214,7 +214,8 @@ BIG_MAP = 0x7FFF_F200_0000
 def _random_memory(rng: random.Random, count: int) -> Memory:
     """COUNT blocks in a 1 MiB heap and two large mmapped ones, pointing at each other through
     start and interior pointers, some laid out for each heuristic, a few held by globals, the
-    stack, libc's data (with chunk headers) and registers."""
+    stack, libc's data and registers; glibc's words pointing at the chunk header after a block
+    in libc's data, in blocks (recycled memory) and in registers."""
     m = Memory()
     m.maps = [x for x in m.maps if x.start != HEAP]
     del m.mem[HEAP]
@@ -267,9 +268,17 @@ def _random_memory(rng: random.Random, count: int) -> Memory:
     for slot in range(rng.randrange(0, 6)):
         m.put(STACK + 0x8000 + 8 * slot, pointer_into(rng.choice(blocks)))
     for slot in range(rng.randrange(0, 4)):  # libc's pointers to the chunk header after a block
-        b = rng.choice(blocks[2:])
-        m.put(LIBC_DATA + 8 * slot, b - 16 + max(32, (m.blocks[b] + 8 + 15) & ~15))
+        m.put(LIBC_DATA + 8 * slot, next_header(m, rng.choice(blocks[2:])))
+    for _ in range(rng.randrange(0, count // 4 + 2)):  # and the fd/bk words left in blocks
+        b = rng.choice(blocks)
+        if m.blocks[b] >= 8:
+            m.put(b + rng.randrange(0, m.blocks[b] - 7, 8), next_header(m, rng.choice(blocks)))
     return m
+
+
+def next_header(m: Memory, b: int) -> int:
+    """The address of the chunk header after block B (Memory.alloc's glibc layout)."""
+    return b - 16 + max(32, (m.blocks[b] + 8 + 15) & ~15)
 
 
 @pytest.mark.parametrize("seed", range(40))
@@ -277,6 +286,7 @@ def test_random_graphs(seed: int) -> None:
     rng = random.Random(seed)
     m = _random_memory(rng, rng.choice((20, 200, 2000)))
     regs = tuple(rng.choice(sorted(m.blocks)) + rng.choice((0, 8)) for _ in range(3))
+    regs += tuple(next_header(m, rng.choice(sorted(m.blocks))) for _ in range(2))
     heuristics = rng.choice((reach.DEFAULT_HEURISTICS, frozenset(),
                              frozenset({"newarray", "multipleinheritance"})))
     res = both(m.read, m.maps, m.blocks, [Thread(1, STACK + 0x8000, regs)],

@@ -438,10 +438,17 @@ def _who_points_at(args: argparse.Namespace) -> None:
     if length < 1:
         raise gdb.GdbError(f"{CMD}: who-points-at: LEN must be at least 1, not {length}")
     found = memdump_live.points_at(session, start, length)
+    ours = [p for p in found if not p.glibc]
+    glibc = [p for p in found if p.glibc]
     lines = [f"Searching for pointers to {start:#x}" if length == 1 else
              f"Searching for pointers pointing in {length:,} bytes from {start:#x}"]
-    lines += [memdump_live.describe(p, start) for p in found]
-    lines.append(f"{len(found):,} pointer{'s' if len(found) != 1 else ''} found")
+    lines += [memdump_live.describe(p, start) for p in ours]
+    lines.append(f"{len(ours):,} pointer{'s' if len(ours) != 1 else ''} found")
+    if glibc:  # the scan does not count them: say why they are left out
+        lines.append(f"and {len(glibc):,} word{'s' if len(glibc) != 1 else ''} of glibc's "
+                     "malloc, each the address of the chunk header after a live block (its bins, "
+                     "its top, the fd/bk words left in recycled memory), not pointers into it:")
+        lines += [memdump_live.describe(p, start) for p in glibc]
     output.block("\n".join(lines))
 
 

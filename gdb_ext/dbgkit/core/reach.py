@@ -7,7 +7,10 @@ The method is memcheck's (mc_leakcheck.c, valgrind 3.19), re-implemented from it
 2. Marking from the roots: a word equal to a block's start reaches it (`reachable` when the word
    was found in a root or a reachable block, else `possible`); a word inside a block reaches it
    as `possible`, unless one of the heuristics says it is how the program refers to such a block
-   (then like a start pointer). A block whose state goes up is scanned (again).
+   (then like a start pointer). A block whose state goes up is scanned (again). A word equal to
+   the address of glibc's chunk header that follows a block (`next_header`) is the
+   allocator's, not a pointer into that block: glibc's bins, its top and the fd/bk words left in
+   recycled memory point there, at the next chunk, not at the block whose last bytes hold it.
 3. Cliques: the blocks still unreached are taken in address order; each one is a clique leader,
    `definite`, and every unreached block found from it (through any word into it) is `indirect`,
    owned by that leader. A leader found from a later one joins that clique with all its blocks
@@ -24,7 +27,6 @@ addresses, sizes, ends, a state byte). Only the memory reads (`read`) touch the 
 from __future__ import annotations
 
 import bisect
-import os
 import time
 from collections import abc
 from collections.abc import Callable, Iterable, Sequence
@@ -47,6 +49,7 @@ __all__ = [
     "ScanResult",
     "ScanTimeout",
     "Thread",
+    "next_header",
     "parse_maps",
     "scan",
     "select_roots",
@@ -71,6 +74,14 @@ _SMALL_CACHED = 64
 PAGE = 4096
 #: vtable check: words looked at for two function pointers (mc_leakcheck.c)
 _VTABLE_MAX_CHECK = 20
+#: glibc's malloc (malloc/malloc.c): a chunk is 16-byte aligned, at least MINSIZE; its size word,
+#: right before the block, has the flags PREV_INUSE (1), IS_MMAPPED (2), NON_MAIN_ARENA (4) in
+#: its low bits; a chunk in use lends its next chunk's prev_size word (its header's first) to the
+#: block: the block's usable size is the chunk's size less 8
+_CHUNK_ALIGN = 16
+_MINSIZE = 32
+_IS_MMAPPED = 2
+_SIZE_FLAGS = 7
 
 _UNREACHED, _POSSIBLE, _REACHABLE, _INDIRECT = 0, 1, 2, 3
 _KIND_OF_STATE = {_UNREACHED: "definite", _POSSIBLE: "possible", _REACHABLE: "reachable",
@@ -96,12 +107,11 @@ class Thread:
 
 @dataclass(frozen=True, slots=True)
 class Root:
-    """A range of memory scanned as a root. `allocator`: the C library's own data (see scan)."""
+    """A range of memory scanned as a root."""
 
     start: int
     end: int
     what: str
-    allocator: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,11 +159,6 @@ class ScanResult:
             nbytes, blocks = out[kind]
             out[kind] = (nbytes + sizes[addr], blocks + 1)
         return out
-
-
-def _is_libc(path: str) -> bool:
-    base = os.path.basename(path)
-    return base.startswith("libc.so") or (base.startswith("libc-") and base.endswith(".so"))
 
 
 def select_roots(
@@ -232,12 +237,27 @@ def select_roots(
         if reason is not None:
             excluded.append(Excluded(m.start, m.end, m.path, reason))
             continue
-        # libc's .bss follows its last file mapping as an anonymous one
-        allocator = _is_libc(m.path) or (
-            anonymous and prev is not None and prev.end == m.start and _is_libc(prev.path)
-        )
-        roots.append(Root(m.start, m.end, m.path or "[anon]", allocator))
+        roots.append(Root(m.start, m.end, m.path or "[anon]"))
     return roots, excluded
+
+
+def next_header(start: int, size: int, size_word: int) -> int | None:
+    """The address of glibc's chunk header that follows the block of SIZE bytes at START, when
+    it lies inside the block, else None. SIZE_WORD: the word before START, the chunk's size.
+
+    The next chunk starts chunksize bytes after the block's own header, which is 16 bytes before
+    the block: in its last 8 bytes when the block fills its chunk (24, 40, 56 ... bytes). Only
+    glibc's metadata points there, at that next chunk: the bins and top of an arena, the fd/bk
+    words of a free chunk, and what they leave behind in memory recycled into a new block. The
+    size word must be glibc's: a chunk in use (not IS_MMAPPED, which has no next chunk), aligned,
+    whose usable bytes (its size less 8) hold the block."""
+    if size_word & _IS_MMAPPED:
+        return None
+    chunk = size_word & ~_SIZE_FLAGS
+    off = chunk - 16
+    if off < _MINSIZE - 16 or off % _CHUNK_ALIGN or not off < size <= chunk - 8:
+        return None
+    return start + off
 
 
 class _Reader:
@@ -423,13 +443,16 @@ class _Scanner:
             self.pending[i] = 1
             self.stack.append(i)
 
-    def _is_header_after(self, ptr: int, i: int) -> bool:
-        """True when ptr is the glibc chunk header that follows block i (main_arena.top, bins):
-        the next chunk starts chunksize bytes after block i's own header, 16 bytes before it."""
-        size_field = self._word(self.starts[i] - 8)
-        return size_field is not None and ptr == self.starts[i] - 16 + (size_field & ~7)
+    def is_next_header(self, ptr: int, i: int) -> bool:
+        """True when PTR, inside block i, is the address of glibc's chunk header after it."""
+        start, size = self.starts[i], self.sizes[i]
+        off = ptr - start
+        if off < _MINSIZE - 16 or off % _CHUNK_ALIGN or size - off > 8:
+            return False  # not where a next header can be: no need to read the size word
+        size_word = self._word(start - 8)
+        return size_word is not None and next_header(start, size, size_word) == ptr
 
-    def mark(self, ptr: int, prior_definite: bool, allocator: bool = False) -> None:
+    def mark(self, ptr: int, prior_definite: bool) -> None:
         """A word found from the roots or a marked block (mc_leakcheck.c, without clique)."""
         i = self.find(ptr)
         if i < 0:
@@ -443,7 +466,7 @@ class _Scanner:
         if ptr == start:
             via_start = True
         else:
-            if allocator and self._is_header_after(ptr, i):
+            if self.is_next_header(ptr, i):
                 return
             name = self.heuristic_for(ptr, i) if self.heuristics else None
             via_start = name is not None
@@ -484,7 +507,8 @@ class _Scanner:
             else:
                 for w in self.block_words(top):
                     j = self.find(w)
-                    if j >= 0 and j != clique and state[j] == _UNREACHED:
+                    if (j >= 0 and j != clique and state[j] == _UNREACHED
+                            and not self.is_next_header(w, j)):
                         state[j] = _INDIRECT
                         self.owner[j] = clique
                         self.push(j)
@@ -496,7 +520,7 @@ class _Scanner:
                 self.root_bytes += len(data)
                 self._tick(len(data))
                 for w in self.candidates(data):
-                    self.mark(w, True, root.allocator)
+                    self.mark(w, True)
         for thread in threads:
             for value in thread.registers:
                 if self.lo <= value < self.hi:

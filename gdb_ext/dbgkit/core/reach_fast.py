@@ -31,7 +31,7 @@ __all__ = ["FastScanResult", "SortedBlocks", "library", "library_path", "scan", 
            "sorted_pairs"]
 
 _LIB_NAME = "libmemdump_scan.so"
-_ABI_VERSION = 3
+_ABI_VERSION = 4
 _KINDS = ("definite", "possible", "reachable", "indirect")  # the library's state codes
 _NO_OWNER = 0xFFFFFFFF
 _READS = ("pread", "snapshot", "snapshot (pread)")  # the library's SNAP_* codes
@@ -245,9 +245,9 @@ def scan(
     n = len(starts)
     state, heur = bytearray(n), bytearray(n)
     leader = array("I", bytes(4 * n))
-    root_triples = array("Q")
+    root_pairs = array("Q")
     for r in roots:
-        root_triples.extend((r.start, r.end, int(r.allocator)))
+        root_pairs.extend((r.start, r.end))
     registers = array("Q", (v for t in threads for v in t.registers))
     exec_maps = _pairs([(m.start, m.end) for m in mappings if m.executable and m.file_backed])
     file_maps = _pairs([(m.start, m.end) for m in mappings if m.readable and m.file_backed])
@@ -267,7 +267,7 @@ def scan(
         fd=fd, pid=pid or 0, budget=snapshot_budget() if budget is None else budget,
         heuristics=sum(1 << k for k, h in enumerate(HEURISTICS) if h in heuristics),
         n_blocks=n, starts=_address(starts), sizes=_address(sizes),
-        n_roots=len(roots), roots=_address(root_triples),
+        n_roots=len(roots), roots=_address(root_pairs),
         n_registers=len(registers), registers=_address(registers),
         n_exec=len(exec_maps) // 2, exec_maps=_address(exec_maps),
         n_file=len(file_maps) // 2, file_maps=_address(file_maps),
