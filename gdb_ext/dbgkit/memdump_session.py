@@ -43,6 +43,7 @@ from .memdump_breakpoints import (
     ReturnBreakpoint,
     ReturnSites,
     _format_args,
+    called_op,
     install_hooks,
     internal_call,
 )
@@ -104,6 +105,7 @@ class Session(TagsMixin, BreaksMixin):
         self.thread_tags: dict[int, list[str]] = {}  # the breakpoint design's, per thread
         self._break_after: dict[int, str] = {}
         self._internal: dict[int, bool] = {}  # return address -> a call inside the allocator
+        self._called: dict[int, str] = {}  # return address -> the name it called (called_op)
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
@@ -433,6 +435,8 @@ class Session(TagsMixin, BreaksMixin):
                     self._read, self._modules, self._internal, ret, bp.address):
                 self.counts["allocator-internal"] += 1  # as unseen by the in-process recorder
                 return
+            if bp.aliases:  # one function, two names (memalign): the one the caller called
+                op = called_op(self._read, self._modules, self._called, ret, bp)
             stack = self._stack(bp.address, regs)
             if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
                 (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
