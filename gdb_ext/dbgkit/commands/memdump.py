@@ -63,6 +63,11 @@ def _build_parser() -> base.Parser:
                     help="show the C/C++ runtime's outermost frames (start_thread, std::thread's "
                          "internals) instead of folding them into one line")
     lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
+    lk.add_argument("--show-leak-kinds", metavar="LIST", type=_kinds,
+                    help="the leak kinds whose groups are listed: definite, indirect, possible, "
+                         "reachable (comma-separated), all or none (default: every live block "
+                         "at a stop; once the program ended, definite,possible, as "
+                         "memdump-analyze)")
     lk.add_argument("--older-than", type=float, metavar="SECONDS",
                     help="only the blocks allocated at least SECONDS ago")
     change = lk.add_mutually_exclusive_group()
@@ -109,6 +114,15 @@ def _build_parser() -> base.Parser:
     br.add_argument("--delete", action="store_true", help="remove the break")
     sub.add_parser("stop", help="stop recording and close the dump")
     return parser
+
+
+def _kinds(text: str) -> frozenset[str]:
+    from memdump_analyzer.cli import parse_kinds
+
+    try:
+        return parse_kinds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _count(text: str) -> int:
@@ -379,6 +393,8 @@ def _leaks(args: argparse.Namespace) -> None:
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
+    from memdump_analyzer.cli import DEFAULT_SHOW_KINDS
+    from memdump_analyzer.report import FILTERED_KINDS
 
     live = session.state == State.RECORDING
     if args.older_than is not None and not (live and session.inferior.pid):
@@ -398,14 +414,19 @@ def _leaks(args: argparse.Namespace) -> None:
     _previous_leaks[session.path] = memdump_live.snapshot(analysis)
     memdump_live.compare(analysis, previous,
                          "increased" if args.increased else "changed" if args.changed else None)
+    # the offline report's default kinds once the program ended; at a stop, all that is live
+    kinds = args.show_leak_kinds if args.show_leak_kinds is not None else \
+        None if live else DEFAULT_SHOW_KINDS
     global _last_groups
-    _last_groups = [g for g in analysis.groups if args.show_runtime or g.kind == "leak"]
+    _last_groups = [g for g in analysis.groups if (args.show_runtime or g.kind == "leak") and
+                    (kinds is None or g.kind != "leak" or g.leak_kind not in FILTERED_KINDS
+                     or g.leak_kind in kinds)]
     if args.json:
         text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
-                                      top=args.top))
+                                      top=args.top, show_leak_kinds=kinds))
     else:
         text = render_text(analysis, show_runtime=args.show_runtime, top=args.top, live=live,
-                           show_runtime_frames=args.show_runtime_frames,
+                           show_leak_kinds=kinds, show_runtime_frames=args.show_runtime_frames,
                            title="memdump leaks: blocks live now" if live else "memdump report",
                            color=output.colour_enabled() and not args.report)
     if args.report:
