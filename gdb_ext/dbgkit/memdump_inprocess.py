@@ -95,16 +95,17 @@ class InProcessSession(Session):
         self._tail = TailState()
         self._known_end = 0
         self._attach_tried = False
+        self._live_count: int | None = None
 
     # -- launch ------------------------------------------------------------------------------
-    def arm(self, again: bool = False) -> None:
+    def arm(self, again: bool = False, note: str | None = None) -> None:
         self._set_environment()
         try:
-            super().arm(again)
+            super().arm(again, note)
         except gdb.GdbError:
             self._restore_environment()
             raise
-        if self.state == State.ARMED and not again and not self.attached:
+        if self.state == State.ARMED and not again and not self.attached and note is None:
             output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
                              "(memdump --breakpoints records without loading anything)")
 

@@ -147,9 +147,10 @@ class Session(TagsMixin, BreaksMixin):
         self.stop_when_idle = False
 
     # -- life cycle --------------------------------------------------------------------------
-    def arm(self, again: bool = False) -> None:
+    def arm(self, again: bool = False, note: str | None = None) -> None:
         """Open the output (to fail early), hook the events, and start at once on a live process.
-        AGAIN: armed for the next run after the previous one ended."""
+        AGAIN: armed for the next run after the previous one ended. NOTE: the line that says it
+        is armed, when not the usual one."""
         self.again = again
         if self.out_path is not None:
             try:
@@ -173,7 +174,7 @@ class Session(TagsMixin, BreaksMixin):
             output.info(CMD, "armed again: the next run is recorded into a new dump "
                              "(memdump stop disarms)")
         else:
-            output.info(CMD, "armed: recording starts when the program runs")
+            output.info(CMD, note or "armed: recording starts when the program runs")
 
     def _recording_something(self) -> bool:
         """Hooks are in place on the live process just attached to."""

@@ -171,10 +171,12 @@ def _break(args: argparse.Namespace) -> None:
     if args.delete:
         if asked:
             raise gdb.GdbError(f"{CMD} break: --delete takes no other option")
-        _break_condition = None
+        deleted, _break_condition = _break_condition, None
         if _active() is not None:
             _active().set_break(None)
-        output.info(CMD, "no break")
+        # a --count break that fired is still the break: it stops again in the next run
+        output.info(CMD, f"break deleted: {deleted.text}" if deleted is not None
+                    else "no break to delete")
         return
     if not asked:
         text = _break_condition.text if _break_condition is not None else "no break"
@@ -185,6 +187,7 @@ def _break(args: argparse.Namespace) -> None:
         if _active() is not None:
             _active().set_break(dataclasses.replace(_break_condition))
         output.info(CMD, f"break: {_break_condition.text}")
+        _arm_for_break()
         return
     on = args.on or "alloc"
     if on == "free" and (args.size is not None or args.size_min is not None):
@@ -205,6 +208,22 @@ def _break(args: argparse.Namespace) -> None:
     if session is not None:
         session.set_break(dataclasses.replace(condition))
     output.info(CMD, f"break: {condition.text}")
+    _arm_for_break()
+
+
+def _arm_for_break() -> None:
+    """A break stops only a recorded run: with no recording armed, arm one for the next run, as
+    `memdump` does (its settings), and say so; a program already running unrecorded is said."""
+    if _active() is not None:
+        return
+    inferior = gdb.selected_inferior()
+    if inferior.pid:
+        output.warn(CMD, "break: the program is running unrecorded: the break stops nothing "
+                         "until memdump records it (memdump)")
+        return
+    _start(argparse.Namespace(output=None, breakpoints=False, children=False),
+           note="armed: the next run is recorded, so that the break can stop it (memdump stop "
+                "disarms)")
 
 
 def _starts_recording(argv: list[str]) -> bool:
@@ -240,11 +259,13 @@ def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
                                "from its stack)")
 
 
-def _start(args: argparse.Namespace) -> None:
+def _start(args: argparse.Namespace, note: str | None = None) -> None:
+    """`memdump`: arm or start a recording. NOTE: the one line said when armed (memdump
+    break's), in place of the usual ones."""
     global _session
     current = _active()
     if current is not None and current.again and current.state == State.ARMED:
-        current.finish("stop")  # armed by itself for the next run: this memdump replaces it
+        current.finish("stop")  # armed by itself (next run, a break): this memdump replaces it
         current = None
     if current is not None and current.state == State.ARMED:
         where = f" to {current.path}" if current.path else ""
@@ -270,7 +291,8 @@ def _start(args: argparse.Namespace) -> None:
             "permission denied (use memdump -o FILE)"
         )
     session = _new_session(args.output, breakpoints=args.breakpoints, children=args.children)
-    session.arm()
+    session.arm(note=note)
+    session.again = note is not None  # armed by memdump break: a `memdump` replaces it
     _session = session
 
 
