@@ -14,7 +14,6 @@ import datetime
 import enum
 import errno
 import os
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from memdump_analyzer.dumpformat import (
     event_args,
 )
 
-from . import output, settings
+from . import memdump_ends, output, settings
 from .core import procfs, ptrace
 from .core.dumpnames import DumpPathError, create_dump, open_dump
 from .core.dumpwriter import DumpWriter, FrameInfo
@@ -63,20 +62,12 @@ _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 _PROGRESS_MASK = 0xFFFF
 
 
-
 class State(enum.Enum):
     """Where a recording is: armed (no process yet), recording, ended (for good)."""
 
     ARMED = "armed"
     RECORDING = "recording"
     ENDED = "ended"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"SIG{number}"
 
 
 class Session(TagsMixin, BreaksMixin):
@@ -159,6 +150,7 @@ class Session(TagsMixin, BreaksMixin):
                 raise gdb.GdbError(f"{CMD}: {exc}") from None
             self.path = self.out_path
         self._connect()
+        memdump_ends.define_detach_hook(self)  # `detach` ends this recording, scanned
         # AGAIN is armed from the exited event, while the ended process still has its pid.
         if self.inferior.pid and not again:
             self.attached = True
@@ -257,6 +249,9 @@ class Session(TagsMixin, BreaksMixin):
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
 
+    def before_detach(self) -> None:
+        """`detach` comes (memdump_ends): the calls in progress are this design's own stops."""
+
     def sync_dump(self) -> None:
         """Complete the dump up to this stop (memdump leaks): this design's records are already."""
 
@@ -351,17 +346,8 @@ class Session(TagsMixin, BreaksMixin):
         self._guard("exited", self._exited, event)
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
-        if self.state == State.ARMED:
-            return
-        code = getattr(event, "exit_code", None)
-        if code is not None:
-            self.finish("exit", str(code))
-            return
-        sig = gdb.convenience_variable("_exitsignal")
-        if sig is not None:
-            self.finish("killed", _signal_name(int(sig)))
-        else:
-            self.finish("detach")
+        if self.state != State.ARMED:
+            self.finish(*memdump_ends.end_reason(event, self.pid))
 
     def _on_stop(self, event: gdb.StopEvent) -> None:
         self._guard("stop", self._stop_event, event)
@@ -380,7 +366,7 @@ class Session(TagsMixin, BreaksMixin):
             # moment its memory can be scanned (valgrind reports leak kinds for such deaths too).
             # One it catches may be survived, and the scan waits for _exit.
             if self.inferior.pid == self.pid and not procfs.caught(self.pid, event.stop_signal):
-                self._scan_once(at_function_entry=False)
+                self.scan_once(at_function_entry=False)
 
     def _write_interrupted(self) -> None:
         """Allocator calls a fatal signal caught inside (glibc aborts in realloc on a bad pointer)
@@ -508,12 +494,13 @@ class Session(TagsMixin, BreaksMixin):
         try:
             if gdb.selected_inferior().pid != self.pid:
                 return  # a followed child, not the process being recorded
-            self._scan_once(at_function_entry=True)
+            self.scan_once(at_function_entry=True)
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
-    def _scan_once(self, at_function_entry: bool) -> None:
-        """The pointer scan, unless it already ran, is turned off, or nothing is recorded."""
+    def scan_once(self, at_function_entry: bool) -> None:
+        """The pointer scan, unless it already ran, is turned off, or nothing is recorded; its
+        kinds go into the dump (memdump_ends: at `memdump stop` and `detach` too)."""
         if self.state != State.RECORDING or self.scan_status is not None or self.writer is None:
             return
         if self.scan_time_limit == 0:

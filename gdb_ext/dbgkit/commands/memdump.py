@@ -10,7 +10,7 @@ import textwrap
 
 import gdb
 
-from .. import memdump_live, output, settings
+from .. import memdump_ends, memdump_live, output, settings
 from ..core.breakcond import NO_MAX, ON, BreakCondition
 from ..core.leaksite import LeakSiteError, leak_site
 from ..core.recorder import LIBRARY, find_library
@@ -508,6 +508,8 @@ def _stop(args: argparse.Namespace) -> None:
     if session is None:
         raise gdb.GdbError(f"{CMD}: not recording")
     armed = session.state == State.ARMED
+    if not armed:  # the process stays: its leak kinds now, into the dump, as at exit
+        memdump_ends.scan_before_end(session, "stop")
     session.finish("stop")
     if armed:
         output.info(CMD, "disarmed: the program's next run is not recorded")
