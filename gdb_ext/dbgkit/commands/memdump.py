@@ -117,6 +117,7 @@ def _build_parser() -> base.Parser:
 
 
 def _kinds(text: str) -> frozenset[str]:
+    """--show-leak-kinds' LIST, as memdump-analyze reads it."""
     from memdump_analyzer.cli import parse_kinds
 
     try:
