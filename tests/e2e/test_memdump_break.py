@@ -128,6 +128,18 @@ def test_a_break_before_run_arms_memdump(tmp_path: Path) -> None:
     assert len(list(tmp_path.glob("leak_nth.*.memdump"))) == 1
 
 
+def test_a_break_while_the_program_runs_unrecorded_says_so(tmp_path: Path) -> None:
+    """Given while the program runs and nothing records it, the break cannot stop: it says so,
+    and arms nothing."""
+    run = run_gdb(gdb_argv(["break main", "run", "memdump break --size 42", "memdump status"],
+                           [program("leak_nth")]), cwd=tmp_path)
+    assert run.memdump_lines() == [
+        "memdump: break: --on alloc --size 42",
+        "memdump: warning: break: the program is running unrecorded: the break stops nothing "
+        "until memdump records it (memdump)",
+        "memdump: nothing recorded yet (start with: memdump, then run)"], run.describe()
+
+
 def test_a_leak_group_that_is_not_there(dump: Path, tmp_path: Path) -> None:
     first = tmp_path / "first.memdump"
     record("leak_nth", dump=first)
