@@ -14,7 +14,7 @@ from typing import Any
 
 import gdb
 
-from . import output
+from . import output, settings
 from .memdump_checks import CMD
 
 __all__ = ["before_detach", "define_detach_hook", "end_reason", "gone", "scan_before_end"]
@@ -35,7 +35,13 @@ def scan_before_end(session: Any, why: str) -> None:  # noqa: ANN401 - a memdump
         output.warn(CMD, f"no pointer scan at the {why}: {busy} (the heap is being changed); "
                          "the dump's leak kinds stay unknown")
         return
-    session.scan_once(at_function_entry=False)
+    try:
+        session.scan_once(at_function_entry=False)
+    except Exception as exc:  # noqa: BLE001 - the recording must end whatever the scan's trouble
+        if settings.debug_enabled():
+            raise
+        output.warn(CMD, f"the pointer scan at the {why} failed: {exc!r}; the dump's leak kinds "
+                         "stay unknown (set dbgkit debug on to raise it)")
 
 
 _HOOK = """define hook-detach

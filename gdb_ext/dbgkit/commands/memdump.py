@@ -373,7 +373,7 @@ COUNTER_LEGEND = {
     "gdb-unwinds": "call stacks walked by GDB's unwinder because memdump's could not",
     "unreadable-registers": "allocator entries skipped: the thread's registers could not be read",
     "internal-errors": "errors inside memdump while recording (set dbgkit debug on to see them)",
-    "scan-ms": "milliseconds the pointer scan at exit took",
+    "scan-ms": "milliseconds the pointer scan at the end (exit, memdump stop, detach) took",
 }
 
 
