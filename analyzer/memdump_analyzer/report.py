@@ -267,9 +267,7 @@ def render_text(
         out.append(paint(_YELLOW, f"note: {warning}"))
 
     leak_word = "LIVE" if live else "LEAK"
-    for kind, listed, shown, by_top, by_kind in _sections(
-        a, show_runtime, top, None if live else show_leak_kinds
-    ):
+    for kind, listed, shown, by_top, by_kind in _sections(a, show_runtime, top, show_leak_kinds):
         label, code = (leak_word, _RED) if kind == "leak" else ("RUNTIME", _DIM)
         for i, g in enumerate(shown, 1):
             out.append("")
@@ -492,8 +490,7 @@ def render_json(
     """The JSON report as a dict (serialise it with `dumps_json`); the options are
     `render_text`'s, and `leaks` lists the groups the text report lists."""
     a = analysis
-    kinds = None if live else show_leak_kinds
-    sections = _sections(a, show_runtime, top, kinds)
+    sections = _sections(a, show_runtime, top, show_leak_kinds)
     left_out = [g for kind, _, _, by_top, by_kind in sections if kind == "leak"
                 for g in (*by_top, *by_kind)]
     return {

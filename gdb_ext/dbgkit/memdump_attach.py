@@ -10,8 +10,8 @@ modules' GOT entries to its hooks (gdb_ext/recorder/got.c). A process the record
 loaded into (an earlier recording, disabled since) is configured again by
 memdump_recorder_reattach().
 
-Before GDB detaches, the recording ends (a `hook-detach` defined here): the recorder is disabled,
-never unloaded, and the process goes on.
+Before GDB detaches, the recording ends (memdump_ends' `hook-detach`, which calls drain() here):
+the recorder is disabled, never unloaded, and the process goes on.
 """
 
 from __future__ import annotations
@@ -23,9 +23,8 @@ import gdb
 from . import output
 from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
 from .memdump_checks import CMD
-from .memdump_session import State
 
-__all__ = ["define_detach_hook", "load"]
+__all__ = ["drain", "load"]
 
 RTLD_NOW = 2
 #: functions a thread must not be inside when the recorder is loaded (their locks)
@@ -236,48 +235,6 @@ def load(session: object, library: str) -> tuple[int, int]:
         why = FAILURES.get(control.failure, f"failure {control.failure}")
         raise AttachError(f"the in-process recorder did not start: {why}")
     return control.patched, control.patched_modules
-
-
-_HOOK = """define hook-detach
-python
-from dbgkit import memdump_attach as _memdump_attach
-_memdump_attach.before_detach()
-end
-end"""
-
-
-def define_detach_hook(session: object) -> None:
-    """GDB has no event before a detach: a hook ends the recording while the process is stopped
-    (the recorder disabled, GDB's last records written), before it runs on its own. Defined once
-    per GDB, without asking (a hook-detach of the user's is replaced)."""
-    global _hook_defined, _session
-    _session = session
-    if _hook_defined:
-        return
-    confirm = gdb.parameter("confirm")
-    gdb.execute("set confirm off", to_string=True)
-    try:
-        gdb.execute(_HOOK, to_string=True)
-    finally:
-        gdb.execute(f"set confirm {'on' if confirm else 'off'}", to_string=True)
-    _hook_defined = True
-
-
-_hook_defined = False
-#: the recording of a running process the hook ends (its last attach)
-_session: object = None
-
-
-def before_detach() -> None:
-    session = _session
-    if session is None or session.state != State.RECORDING or not session.inprocess:
-        return
-    if session.inferior.pid and session.inferior.pid == session.pid:
-        try:
-            drain(session)
-        except (OSError, gdb.error) as exc:
-            output.warn(CMD, f"could not let the allocator calls in progress finish: {exc}")
-        session.finish("detach")
 
 
 def drain(session: object) -> None:

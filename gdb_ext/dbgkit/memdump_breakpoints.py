@@ -23,7 +23,7 @@ from memdump_analyzer.dumpformat import (
 )
 
 from . import output
-from .core.elf import ElfError
+from .core.elf import ElfError, got_slot
 from .core.procmaps import ModuleMap
 from .memdump_checks import CMD
 from .memdump_tags import MARKS, MarkBreakpoint, module_api
@@ -37,6 +37,7 @@ __all__ = [
     "Recorder",
     "ReturnBreakpoint",
     "ReturnSites",
+    "called_op",
     "install_hooks",
 ]
 
@@ -101,6 +102,9 @@ class EntryBreakpoint(gdb.Breakpoint):
         self.op = op
         #: a form of operator new that throws std::bad_alloc when it fails
         self.throws = throws
+        #: the operations exported at this one address (glibc 2.36: aligned_alloc is memalign):
+        #: each call is named by the one its caller called (called_op)
+        self.aliases: frozenset[str] = frozenset()
 
     def stop(self) -> bool:
         self.session.on_entry(self)
@@ -211,6 +215,9 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
             if address not in hooks:
                 hooks[address] = EntryBreakpoint(recorder, address, _ALLOCATOR_OPS[name],
                                                  name in _THROWING_NEW)
+            elif hooks[address].op != _ALLOCATOR_OPS[name]:
+                bp = hooks[address]
+                bp.aliases = bp.aliases | {bp.op, _ALLOCATOR_OPS[name]}
         value = symbols.get(ALLOCATE_EXCEPTION) if ops else None
         if value and module.bias + value not in hooks:
             hooks[module.bias + value] = EntryBreakpoint(recorder, module.bias + value, BAD_ALLOC)
@@ -261,6 +268,29 @@ def internal_call(read: Callable[[int, int], bytes], modules: ModuleMap,
             known = (len(code) == 5 and code[0] == 0xE8
                      and (ret + int.from_bytes(code[1:], "little", signed=True))
                      & 0xFFFFFFFFFFFFFFFF == entry)
+        cache[ret] = known
+    return known
+
+
+def called_op(read: Callable[[int, int], bytes], modules: ModuleMap, cache: dict[int, str],
+              ret: int, bp: EntryBreakpoint) -> str:
+    """The operation a call to BP's address that returns to RET asked for by name, among BP's
+    aliases: the symbol of the GOT slot its caller called through (`call name@plt`, whose stub
+    jumps through the slot, or `call *slot(%rip)`), as the in-process recorder, which
+    interposes each name, knows it; BP's own operation when the call says nothing (a function
+    pointer). Cached per return address."""
+    known = cache.get(ret)
+    if known is None:
+        known = bp.op
+        slot = got_slot(read, ret)
+        module = modules.find(ret) if slot else None  # the caller's: the slot is in its GOT
+        if module is not None and module.elf is not None:
+            try:
+                name = module.elf.got_symbols().get(slot - module.bias)
+            except (ElfError, OSError):
+                name = None
+            if name is not None and _ALLOCATOR_OPS.get(name) in bp.aliases:
+                known = _ALLOCATOR_OPS[name]
         cache[ret] = known
     return known
 

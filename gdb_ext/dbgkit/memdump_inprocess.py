@@ -95,16 +95,17 @@ class InProcessSession(Session):
         self._tail = TailState()
         self._known_end = 0
         self._attach_tried = False
+        self._live_count: int | None = None
 
     # -- launch ------------------------------------------------------------------------------
-    def arm(self, again: bool = False) -> None:
+    def arm(self, again: bool = False, note: str | None = None) -> None:
         self._set_environment()
         try:
-            super().arm(again)
+            super().arm(again, note)
         except gdb.GdbError:
             self._restore_environment()
             raise
-        if self.state == State.ARMED and not again and not self.attached:
+        if self.state == State.ARMED and not again and not self.attached and note is None:
             output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
                              "(memdump --breakpoints records without loading anything)")
 
@@ -172,7 +173,6 @@ class InProcessSession(Session):
         except memdump_attach.AttachError as exc:
             self._fall_back(str(exc))
             return
-        memdump_attach.define_detach_hook(self)
         what = ("allocator and lock" if self.settings is not None and self.settings("locks")
                 else "allocator")
         output.info(CMD, f"in-process recorder: loaded into process {self.pid}, {slots} "
@@ -253,6 +253,7 @@ class InProcessSession(Session):
         except (OSError, ValueError):
             return None
         self._known_end = max(self._known_end, control.end)
+        self._live_count = control.live_count  # what `memdump status` says once it ended
         self._clock_start = control.clock_start or self._clock_start
         t = self._tail
         t.seq = max(t.seq, control.seq)
@@ -293,8 +294,15 @@ class InProcessSession(Session):
             status["events_per_s"] = round(control.events / running, 1) if running > 0 else 0.0
             if control.failure:
                 status["counts"]["recorder-failure"] = control.failure
+        elif self._live_count is not None:  # ended: the blocks live when it was last read
+            status["live_blocks"] = self._live_count
         status["pending_calls"] = 0
         return status
+
+    def before_detach(self) -> None:
+        """`detach` comes: the allocator calls in progress finish and are recorded first."""
+        if self.inprocess:
+            memdump_attach.drain(self)
 
     def sync_dump(self) -> None:
         """At a stop, before the dump is read (memdump leaks): write the symbols of the frames
@@ -327,10 +335,11 @@ class InProcessSession(Session):
             self._signal = event.stop_signal
             self._resolve_frames()
             if not procfs.caught(self.pid, event.stop_signal):
-                self._scan_once(at_function_entry=False)
+                self.scan_once(at_function_entry=False)
 
     def on_exit_call(self) -> None:
         if self.control is not None:
+            self._load()
             self._lock_counts = lock_counts.at_end()
         if self.inprocess and self.control is None:
             output.warn(CMD, "the in-process recorder was not loaded into the program (it ignored "

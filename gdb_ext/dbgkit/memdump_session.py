@@ -14,7 +14,6 @@ import datetime
 import enum
 import errno
 import os
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -27,7 +26,7 @@ from memdump_analyzer.dumpformat import (
     event_args,
 )
 
-from . import output, settings
+from . import memdump_ends, output, settings
 from .core import procfs, ptrace
 from .core.dumpnames import DumpPathError, create_dump, open_dump
 from .core.dumpwriter import DumpWriter, FrameInfo
@@ -43,6 +42,7 @@ from .memdump_breakpoints import (
     ReturnBreakpoint,
     ReturnSites,
     _format_args,
+    called_op,
     install_hooks,
     internal_call,
 )
@@ -62,20 +62,12 @@ _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 _PROGRESS_MASK = 0xFFFF
 
 
-
 class State(enum.Enum):
     """Where a recording is: armed (no process yet), recording, ended (for good)."""
 
     ARMED = "armed"
     RECORDING = "recording"
     ENDED = "ended"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"SIG{number}"
 
 
 class Session(TagsMixin, BreaksMixin):
@@ -104,6 +96,7 @@ class Session(TagsMixin, BreaksMixin):
         self.thread_tags: dict[int, list[str]] = {}  # the breakpoint design's, per thread
         self._break_after: dict[int, str] = {}
         self._internal: dict[int, bool] = {}  # return address -> a call inside the allocator
+        self._called: dict[int, str] = {}  # return address -> the name it called (called_op)
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
         self.live: dict[int, int] = {}
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
@@ -145,9 +138,10 @@ class Session(TagsMixin, BreaksMixin):
         self.stop_when_idle = False
 
     # -- life cycle --------------------------------------------------------------------------
-    def arm(self, again: bool = False) -> None:
+    def arm(self, again: bool = False, note: str | None = None) -> None:
         """Open the output (to fail early), hook the events, and start at once on a live process.
-        AGAIN: armed for the next run after the previous one ended."""
+        AGAIN: armed for the next run after the previous one ended. NOTE: the line that says it
+        is armed, when not the usual one."""
         self.again = again
         if self.out_path is not None:
             try:
@@ -156,6 +150,7 @@ class Session(TagsMixin, BreaksMixin):
                 raise gdb.GdbError(f"{CMD}: {exc}") from None
             self.path = self.out_path
         self._connect()
+        memdump_ends.define_detach_hook(self)  # `detach` ends this recording, scanned
         # AGAIN is armed from the exited event, while the ended process still has its pid.
         if self.inferior.pid and not again:
             self.attached = True
@@ -171,7 +166,7 @@ class Session(TagsMixin, BreaksMixin):
             output.info(CMD, "armed again: the next run is recorded into a new dump "
                              "(memdump stop disarms)")
         else:
-            output.info(CMD, "armed: recording starts when the program runs")
+            output.info(CMD, note or "armed: recording starts when the program runs")
 
     def _recording_something(self) -> bool:
         """Hooks are in place on the live process just attached to."""
@@ -253,6 +248,9 @@ class Session(TagsMixin, BreaksMixin):
             )
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
+
+    def before_detach(self) -> None:
+        """`detach` comes (memdump_ends): the calls in progress are this design's own stops."""
 
     def sync_dump(self) -> None:
         """Complete the dump up to this stop (memdump leaks): this design's records are already."""
@@ -348,17 +346,8 @@ class Session(TagsMixin, BreaksMixin):
         self._guard("exited", self._exited, event)
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
-        if self.state == State.ARMED:
-            return
-        code = getattr(event, "exit_code", None)
-        if code is not None:
-            self.finish("exit", str(code))
-            return
-        sig = gdb.convenience_variable("_exitsignal")
-        if sig is not None:
-            self.finish("killed", _signal_name(int(sig)))
-        else:
-            self.finish("detach")
+        if self.state != State.ARMED:
+            self.finish(*memdump_ends.end_reason(event, self.pid))
 
     def _on_stop(self, event: gdb.StopEvent) -> None:
         self._guard("stop", self._stop_event, event)
@@ -377,7 +366,7 @@ class Session(TagsMixin, BreaksMixin):
             # moment its memory can be scanned (valgrind reports leak kinds for such deaths too).
             # One it catches may be survived, and the scan waits for _exit.
             if self.inferior.pid == self.pid and not procfs.caught(self.pid, event.stop_signal):
-                self._scan_once(at_function_entry=False)
+                self.scan_once(at_function_entry=False)
 
     def _write_interrupted(self) -> None:
         """Allocator calls a fatal signal caught inside (glibc aborts in realloc on a bad pointer)
@@ -433,6 +422,8 @@ class Session(TagsMixin, BreaksMixin):
                     self._read, self._modules, self._internal, ret, bp.address):
                 self.counts["allocator-internal"] += 1  # as unseen by the in-process recorder
                 return
+            if bp.aliases:  # one function, two names (memalign): the one the caller called
+                op = called_op(self._read, self._modules, self._called, ret, bp)
             stack = self._stack(bp.address, regs)
             if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
                 (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
@@ -503,12 +494,13 @@ class Session(TagsMixin, BreaksMixin):
         try:
             if gdb.selected_inferior().pid != self.pid:
                 return  # a followed child, not the process being recorded
-            self._scan_once(at_function_entry=True)
+            self.scan_once(at_function_entry=True)
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
-    def _scan_once(self, at_function_entry: bool) -> None:
-        """The pointer scan, unless it already ran, is turned off, or nothing is recorded."""
+    def scan_once(self, at_function_entry: bool) -> None:
+        """The pointer scan, unless it already ran, is turned off, or nothing is recorded; its
+        kinds go into the dump (memdump_ends: at `memdump stop` and `detach` too)."""
         if self.state != State.RECORDING or self.scan_status is not None or self.writer is None:
             return
         if self.scan_time_limit == 0:

@@ -127,7 +127,7 @@ int mdr_children_configure(int forked)
             q = mdr_fmt_dec(q, k);
         }
         memcpy(q, SUFFIX, sizeof SUFFIX);
-        fd = open(C.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+        fd = open(C.path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600); /* as a core file */
     }
     if (fd < 0 || write(fd, header, (size_t)(p - header)) != p - header) {
         C.failure = MDR_OPEN;

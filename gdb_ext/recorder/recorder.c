@@ -85,7 +85,6 @@ static struct {
 static char bootstrap[64 * 1024] __attribute__((aligned(64)));
 static size_t bootstrap_used;
 static volatile int resolving;
-static int memalign_is_aligned_alloc;
 
 static void *bootstrap_alloc(size_t size)
 {
@@ -116,9 +115,6 @@ static void resolve_real(void)
         real.memalign = dlsym(RTLD_NEXT, "memalign");
         real.valloc = dlsym(RTLD_NEXT, "valloc");
         real.pvalloc = dlsym(RTLD_NEXT, "pvalloc");
-        /* glibc 2.36 exports aligned_alloc as an alias of memalign: the breakpoint recorder
-         * then sees one function and names its calls aligned_alloc (docs/dump-format.md). */
-        memalign_is_aligned_alloc = real.memalign == real.aligned_alloc;
         __atomic_store_n(&real.free, (void (*)(void *))dlsym(RTLD_NEXT, "free"),
                          __ATOMIC_RELEASE);
         resolving = 0;
@@ -924,7 +920,7 @@ EXPORT void *memalign(size_t alignment, size_t size)
     struct mdr_thread *self = current();
     if (!enter(self))
         return REAL(memalign)(alignment, size);
-    HOOK_BEGIN(memalign_is_aligned_alloc ? MDR_ALIGNED_ALLOC : MDR_MEMALIGN, alignment, size, 0);
+    HOOK_BEGIN(MDR_MEMALIGN, alignment, size, 0);
     void *r = real.memalign(alignment, size);
     HOOK_END(r, 0);
     return r;

@@ -5,12 +5,14 @@ from __future__ import annotations
 import ctypes
 import os
 import struct
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from dbgkit.core import ptrace
-from dbgkit.core.elf import PT_GNU_EH_FRAME, ElfError, ElfFile
+from dbgkit.core.elf import PT_GNU_EH_FRAME, ElfError, ElfFile, got_slot
 from dbgkit.core.procmaps import ModuleMap
 
 if TYPE_CHECKING:
@@ -177,3 +179,52 @@ def test_ptrace_without_tracee() -> None:
     assert ptrace.get_regs(os.getpid()) is None
     regs = ptrace.Regs(rip=1, rsp=2, rbp=3)
     assert regs.dwarf()[16] == 1 and regs.dwarf()[7] == 2 and regs.dwarf()[6] == 3
+
+
+def test_got_symbols_name_each_alias(tmp_path: Path) -> None:
+    """A program's GOT slots for aligned_alloc and memalign (one function in glibc 2.36) name
+    each, called through the PLT (JUMP_SLOT) or, with -fno-plt, straight through the GOT
+    (GLOB_DAT)."""
+    source = tmp_path / "aliases.c"
+    source.write_text("#include <malloc.h>\n#include <stdlib.h>\n"
+                      "int main(void) { return !aligned_alloc(16, 32) || !memalign(16, 48); }\n")
+    for flags in ([], ["-fno-plt"]):
+        exe = tmp_path / f"aliases{''.join(flags)}"
+        subprocess.run(["gcc", "-O0", "-fno-builtin", *flags, str(source), "-o", str(exe)],
+                       check=True, timeout=300)
+        names = set(ElfFile.open(str(exe)).got_symbols().values())
+        assert {"aligned_alloc", "memalign"} <= names, (flags, names)
+
+
+def _memory(blocks: dict[int, bytes]) -> Callable[[int, int], bytes]:
+    def read(address: int, length: int) -> bytes:
+        for start, data in blocks.items():
+            if start <= address and address + length <= start + len(data):
+                return data[address - start:address - start + length]
+        raise OSError(f"{address:#x} is not mapped")
+    return read
+
+
+@pytest.mark.parametrize("stub, length", [
+    (b"\xff\x25", 6),                          # .plt: jmp *disp(%rip)
+    (b"\xf2\xff\x25", 7),                      # bnd jmp
+    (b"\xf3\x0f\x1e\xfa\xf2\xff\x25", 11),     # .plt.sec: endbr64; bnd jmp
+    (b"\xf3\x0f\x1e\xfa\xff\x25", 10),         # endbr64; jmp
+])
+def test_got_slot_through_a_plt_stub(stub: bytes, length: int) -> None:
+    ret, plt = 0x1105, 0x1020
+    call = b"\x90" + b"\xe8" + struct.pack("<i", plt - ret)  # nop; call plt
+    jump = stub + struct.pack("<i", 0x4018 - (plt + length)) + b"\x90" * 16
+    assert got_slot(_memory({ret - 6: call, plt: jump}), ret) == 0x4018
+
+
+def test_got_slot_of_a_call_through_the_got_and_of_others() -> None:
+    ret = 0x1106
+    no_plt = b"\xff\x15" + struct.pack("<i", 0x3ff0 - ret)  # call *disp(%rip)
+    assert got_slot(_memory({ret - 6: no_plt}), ret) == 0x3ff0
+    register = b"\x90\x90\x90\x90\xff\xd0"  # call *%rax: a function pointer
+    assert got_slot(_memory({ret - 6: register}), ret) == 0
+    direct = b"\x90\xe8" + struct.pack("<i", 0x1000 - ret)  # a call to a function, no stub
+    assert got_slot(_memory({ret - 6: direct, 0x1000: b"\x55\x48\x89\xe5" + b"\x90" * 11}),
+                    ret) == 0
+    assert got_slot(_memory({}), ret) == 0  # unreadable

@@ -405,3 +405,52 @@ def wait_for_output(stream: subprocess.Popen[str], what: tuple[str, ...]) -> lis
         if any(w in line for w in what):
             return lines
     pytest.fail("GDB did not start recording:\n" + "".join(lines))
+
+
+class Commanded:
+    """A test program to attach to (alloc_on_command, alloc_threads, stop_kinds): it says "ready",
+    then answers each command line on its stdin with one line."""
+
+    def __init__(self, name: str) -> None:
+        self.proc = subprocess.Popen([str(program(name))], stdin=subprocess.PIPE,
+                                     stdout=subprocess.PIPE)
+        assert read_line(self.proc, POLL_DEADLINE) == "ready"
+
+    def send(self, line: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(line.encode() + b"\n")
+        self.proc.stdin.flush()
+
+    def ask(self, line: str) -> str:
+        self.send(line)
+        return read_line(self.proc, POLL_DEADLINE)
+
+    def traced(self) -> bool:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        return "\nTracerPid:\t0\n" not in status
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def expect_stop_kinds(dump: Path) -> None:
+    """DUMP recorded tests/programs/stop_kinds's `keep 40`, `keep 24`, `lose 48` and ended before
+    the program (memdump stop, detach): its blocks have their kinds from a scan at that end, and
+    --fail-on-leak counts the lost one only, not the reachable ones (without a scan it counted
+    every live block)."""
+    keep, lose = marker("stop_kinds.c", "keep"), marker("stop_kinds.c", "lose")
+    report = analyze(dump)
+    groups = {(Path(g["stack"][0]["file"]).name, g["stack"][0]["line"], g["leak_kind"]):
+              (g["bytes"], g["blocks"]) for g in report.groups()}
+    assert groups == {(keep.file, keep.line, "reachable"): (64, 2),
+                      (lose.file, lose.line, "definite"): (48, 1)}, report.dumps()
+    kinds = {k: (v["bytes"], v["blocks"]) for k, v in report.summary["leak_kinds"].items()}
+    assert kinds == {"definite": (48, 1), "indirect": (0, 0), "possible": (0, 0),
+                     "reachable": (64, 2), "unknown": (0, 0)}, report.dumps()
+    lost = analyze_raw(dump, "--fail-on-leak")
+    assert lost.returncode == 1, lost.stderr
+    reachable_only = analyze_raw(dump, "--fail-on-leak", "--errors-for-leak-kinds",
+                                 "indirect,possible")
+    assert (reachable_only.returncode, reachable_only.stderr) == (0, "")

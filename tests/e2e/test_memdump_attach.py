@@ -15,14 +15,15 @@ from pathlib import Path
 import pytest
 from memdump_e2e import (
     GDB_TIMEOUT,
-    POLL_DEADLINE,
     REPO,
+    Commanded,
     analyze,
+    expect_stop_kinds,
+    frame_site,
     gdb_argv,
     marker,
     program,
     read_dump,
-    read_line,
     wait_for_output,
 )
 
@@ -32,34 +33,17 @@ OLD_BLOCKS = 5
 SCRIPT = REPO / "scripts" / "memdump.sh"
 
 
-class Service:
+class Service(Commanded):
     """tests/programs/alloc_threads: allocates in several threads forever, and a known set of
-    blocks on each command."""
+    blocks on each command (or another program that answers commands)."""
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([str(program("alloc_threads"))], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
-        assert read_line(self.proc, POLL_DEADLINE) == "ready"
-
-    def ask(self, line: str) -> str:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-        return read_line(self.proc, POLL_DEADLINE)
-
-    def traced(self) -> bool:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return "\nTracerPid:\t0\n" not in status
+    def __init__(self, name: str = "alloc_threads") -> None:
+        super().__init__(name)
 
     def exit(self) -> int:
         out, _ = self.proc.communicate(b"exit\n", timeout=GDB_TIMEOUT)
         assert out == b""
         return self.proc.returncode
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
@@ -124,10 +108,13 @@ def expect_rounds(dump: Path, rounds: list[int], old_freed: int = 0) -> None:
     assert report.complete
     assert report.errors() == []
     assert report.summary["untracked_frees"] >= old_freed
-    leaked = report.leak_sites()
-    kept = leaked.get(marker(SRC, "kept"))
-    assert kept == (sum(2000 + w for w in range(WORKERS)) * len(rounds),
-                    WORKERS * len(rounds)), leaked
+    # scanned at the detach, a site's blocks are in one group per kind (the last round's kept
+    # blocks still on the workers' stacks, the earlier ones lost)
+    site = marker(SRC, "kept")
+    kept = [g for g in report.groups() if frame_site(g["stack"][0]) == site]
+    assert all(g["leak_kind"] in ("definite", "reachable") for g in kept), report.dumps()
+    assert (sum(g["bytes"] for g in kept), sum(g["blocks"] for g in kept)) == (
+        sum(2000 + w for w in range(WORKERS)) * len(rounds), WORKERS * len(rounds)), kept
 
 
 def test_attach_record_detach(service: Service, dump: Path, memdump_mode: str) -> None:
@@ -171,7 +158,8 @@ def test_module_loaded_after_the_attach(service: Service, dump: Path, memdump_mo
     plugin = program("alloc_threads").parent / "libmemdump_plugin.so"
     record_commands(service, dump, ["round 1", f"plugin {plugin}", "round 1"], memdump_mode)
     expect_rounds(dump, [1, 1])
-    assert analyze(dump).leak_sites()[marker("plugin.c", "plugin")] == (33, 1)
+    group = analyze(dump).group_at(marker("plugin.c", "plugin"))  # the kept ones: two kinds
+    assert (group["bytes"], group["blocks"]) == (33, 1)
     assert service.exit() == 0
 
 
@@ -264,3 +252,18 @@ def test_stop_and_record_again_in_one_gdb(tmp_path: Path, service: Service,
     assert Counter(read_dump(first).sizes())[1000] == 3
     assert service.ask("round 1") == "ok"
     assert service.exit() == 0
+
+
+def test_detach_scans_first(dump: Path, memdump_mode: str) -> None:
+    """gdb -p, memdump, three commands of stop_kinds, Ctrl-C, detach: the dump ends `detach`,
+    its blocks scanned before the process was let go (the kept ones reachable, not leaked); the
+    process runs on."""
+    target = Service("stop_kinds")
+    try:
+        record_commands(target, dump, ["keep 40", "keep 24", "lose 48"], memdump_mode)
+        assert read_dump(dump).end == ("detach", "-")
+        expect_stop_kinds(dump)
+        assert target.ask("keep 8") == "ok"
+        assert target.exit() == 0
+    finally:
+        target.kill()

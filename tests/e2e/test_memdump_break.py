@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from memdump_e2e import marker, record
+from memdump_e2e import gdb_argv, marker, program, record, run_gdb
 
 PROGRAM = "tags_phases"
 
@@ -41,14 +41,17 @@ def test_a_size_stops_in_the_callers_frame(dump: Path) -> None:
         f"1 main {_site('collision')}",
         f"1 main {_site('collision')}",
     ]
-    assert "memdump: no break" in run.stdout
+    assert "memdump: break deleted: --on alloc --size 1002" in run.stdout
     assert "exited normally" in run.stdout
 
 
 def test_a_tag_and_a_count_stop_in_the_thread_that_has_the_tag(dump: Path) -> None:
     run = record(PROGRAM, dump=dump, before=["memdump break --tag audio --count 2"],
-                 after=["bt 2", "continue"])
+                 after=["bt 2", "continue", "memdump break --delete", "memdump break --delete"])
     assert [b[0] for b in _breaks(run.stdout)] == ["break at event 11: malloc(2001)"]
+    # the break that fired is still the break (the next run stops again) until deleted
+    assert run.memdump_lines()[-2:] == ["memdump: break deleted: --on alloc --tag audio --count 2",
+                                        "memdump: no break to delete"], run.describe()
     frames = _frames(run.stdout)
     assert frames[-2:] == [f"0 (anonymous namespace)::Blocks::take {_site('take')}",
                            f"1 operator() {_site('audio2')}"]
@@ -107,6 +110,34 @@ def test_a_leak_of_an_earlier_run_stops_at_the_call_that_leaked(dump: Path,
     assert re.findall(r"^\$\d+ = (\d+)$", run.stdout, re.M) == ["2", "2"]
     site = marker("leak_nth.c", "call", "BREAK")
     assert re.search(rf"^#1 .* main \(\) at .*{site.file}:{site.line}$", run.stdout, re.M)
+
+
+def test_a_break_before_run_arms_memdump(tmp_path: Path) -> None:
+    """docs/memdump.md's sequence without `memdump`: `memdump break --leak 1 --from DUMP`, then
+    `run`: memdump arms itself for that run, says so in one line, and the break stops."""
+    first = tmp_path / "first.memdump"
+    record("leak_nth", dump=first)
+    run = run_gdb(gdb_argv([f"memdump break --leak 1 --from {first}", "run", "print i",
+                            "continue"], [program("leak_nth")]), cwd=tmp_path)
+    lines = run.memdump_lines()
+    assert lines[1] == ("memdump: armed: the next run is recorded, so that the break can stop it "
+                        "(memdump stop disarms)"), run.describe()
+    assert lines[2].startswith("memdump: recording process "), run.describe()
+    assert [b[0] for b in _breaks(run.stdout)] == ["break at event 3: malloc(42)"], run.describe()
+    assert re.findall(r"^\$\d+ = (\d+)$", run.stdout, re.M) == ["2"]
+    assert len(list(tmp_path.glob("leak_nth.*.memdump"))) == 1
+
+
+def test_a_break_while_the_program_runs_unrecorded_says_so(tmp_path: Path) -> None:
+    """Given while the program runs and nothing records it, the break cannot stop: it says so,
+    and arms nothing."""
+    run = run_gdb(gdb_argv(["break main", "run", "memdump break --size 42", "memdump status"],
+                           [program("leak_nth")]), cwd=tmp_path)
+    assert run.memdump_lines() == [
+        "memdump: break: --on alloc --size 42",
+        "memdump: warning: break: the program is running unrecorded: the break stops nothing "
+        "until memdump records it (memdump)",
+        "memdump: nothing recorded yet (start with: memdump, then run)"], run.describe()
 
 
 def test_a_leak_group_that_is_not_there(dump: Path, tmp_path: Path) -> None:

@@ -145,7 +145,7 @@ LEGEND = {
               "part of the outer operation, not recorded again",
     "partial-stacks": "call stacks memdump's unwinder could walk only part of (no unwind "
                       "information, unreadable memory): recorded as far as they go",
-    "scan-ms": "milliseconds the pointer scan at exit took",
+    "scan-ms": "milliseconds the pointer scan at the end (exit, memdump stop, detach) took",
 }
 
 

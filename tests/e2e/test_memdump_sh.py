@@ -21,8 +21,10 @@ from memdump_e2e import (
     POLL_DEADLINE,
     POLL_INTERVAL,
     REPO,
+    Commanded,
     analyze,
     expect_leaks,
+    expect_stop_kinds,
     marker,
     program,
     read_dump,
@@ -222,36 +224,16 @@ def test_script_without_interpreter_is_refused(tmp_path: Path) -> None:
 # -- attach: memdump.sh -p PID ------------------------------------------------------------------
 
 
-class Target:
-    """tests/programs/alloc_on_command, answering one line per command."""
+class Target(Commanded):
+    """tests/programs/alloc_on_command (or another program that answers commands)."""
 
-    def __init__(self) -> None:
-        self.proc = subprocess.Popen([str(program("alloc_on_command"))], stdin=subprocess.PIPE,
-                                     stdout=subprocess.PIPE)
-        assert read_line(self.proc, POLL_DEADLINE) == "ready"
-
-    def send(self, line: str) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(line.encode() + b"\n")
-        self.proc.stdin.flush()
-
-    def ask(self, line: str) -> str:
-        self.send(line)
-        return read_line(self.proc, POLL_DEADLINE)
-
-    def traced(self) -> bool:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        return "\nTracerPid:\t0\n" not in status
+    def __init__(self, name: str = "alloc_on_command") -> None:
+        super().__init__(name)
 
     def exit(self) -> tuple[int, bytes]:
         self.send("exit")
         out, _ = self.proc.communicate(timeout=GDB_TIMEOUT)
         return self.proc.returncode, out
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
 
 
 @pytest.fixture
@@ -308,7 +290,11 @@ def test_attach_for_seconds(tmp_path: Path, dump: Path, target: Target) -> None:
     assert facts.end == ("detach", "-")
     assert facts.sizes() == [100, 200, 300]
     report = analyze(dump)
-    expect_leaks(report, {marker("alloc_on_command.c", "leak"): (400, 2)})
+    # scanned at the detach: the two blocks have kinds (the one whose pointer main's stack still
+    # holds reachable), each site's groups adding up to the blocks allocated there
+    assert [(g["stack"][0]["line"], g["leak_kind"] != "unknown") for g in report.groups()] \
+        == [(marker("alloc_on_command.c", "leak").line, True)] * len(report.groups())
+    assert report.leaked == (400, 2)
     assert report.errors() == []
     summary = report.summary
     assert (summary["allocations"], summary["frees"], summary["untracked_frees"]) == (3, 1, 1)
@@ -464,3 +450,23 @@ def test_attach_passes_the_programs_own_sigint(dump: Path, target: Target) -> No
     assert target.exit() == (0, b"")  # one SIGINT line, read above: no second one
     assert read_dump(dump).end == ("detach", "-")
     expect_leaks(analyze(dump), {marker("alloc_on_command.c", "leak"): (10, 1)})
+
+
+def test_attach_window_scans_at_its_end(dump: Path) -> None:
+    """memdump.sh -p until SIGINT, on stop_kinds: the window's dump is scanned at its detach,
+    so its kept blocks are still reachable, not leaked."""
+    target = Target("stop_kinds")
+    try:
+        script = attach(target, *(["--breakpoints"] if memdump_e2e.MODE == "breakpoints" else []),
+                        "-o", dump)
+        recording(dump, script)
+        for command in ("keep 40", "keep 24", "lose 48"):
+            assert target.ask(command) == "ok"
+        script.send_signal(signal.SIGINT)
+        _, err = finish(script)
+        assert script.returncode == 0, err
+        assert read_dump(dump).end == ("detach", "-")
+        expect_stop_kinds(dump)
+        assert target.exit() == (0, b"")
+    finally:
+        target.kill()

@@ -10,7 +10,7 @@ import textwrap
 
 import gdb
 
-from .. import memdump_live, output, settings
+from .. import memdump_ends, memdump_live, output, settings
 from ..core.breakcond import NO_MAX, ON, BreakCondition
 from ..core.leaksite import LeakSiteError, leak_site
 from ..core.recorder import LIBRARY, find_library
@@ -63,6 +63,11 @@ def _build_parser() -> base.Parser:
                     help="show the C/C++ runtime's outermost frames (start_thread, std::thread's "
                          "internals) instead of folding them into one line")
     lk.add_argument("--top", type=int, metavar="N", help="show only the N largest groups")
+    lk.add_argument("--show-leak-kinds", metavar="LIST", type=_kinds,
+                    help="the leak kinds whose groups are listed: definite, indirect, possible, "
+                         "reachable (comma-separated), all or none (default: every live block "
+                         "at a stop; once the program ended, definite,possible, as "
+                         "memdump-analyze)")
     lk.add_argument("--older-than", type=float, metavar="SECONDS",
                     help="only the blocks allocated at least SECONDS ago")
     change = lk.add_mutually_exclusive_group()
@@ -111,6 +116,16 @@ def _build_parser() -> base.Parser:
     return parser
 
 
+def _kinds(text: str) -> frozenset[str]:
+    """--show-leak-kinds' LIST, as memdump-analyze reads it."""
+    from memdump_analyzer.cli import parse_kinds
+
+    try:
+        return parse_kinds(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _count(text: str) -> int:
     try:
         value = int(text, 0)
@@ -157,10 +172,12 @@ def _break(args: argparse.Namespace) -> None:
     if args.delete:
         if asked:
             raise gdb.GdbError(f"{CMD} break: --delete takes no other option")
-        _break_condition = None
+        deleted, _break_condition = _break_condition, None
         if _active() is not None:
             _active().set_break(None)
-        output.info(CMD, "no break")
+        # a --count break that fired is still the break: it stops again in the next run
+        output.info(CMD, f"break deleted: {deleted.text}" if deleted is not None
+                    else "no break to delete")
         return
     if not asked:
         text = _break_condition.text if _break_condition is not None else "no break"
@@ -171,6 +188,7 @@ def _break(args: argparse.Namespace) -> None:
         if _active() is not None:
             _active().set_break(dataclasses.replace(_break_condition))
         output.info(CMD, f"break: {_break_condition.text}")
+        _arm_for_break()
         return
     on = args.on or "alloc"
     if on == "free" and (args.size is not None or args.size_min is not None):
@@ -191,6 +209,22 @@ def _break(args: argparse.Namespace) -> None:
     if session is not None:
         session.set_break(dataclasses.replace(condition))
     output.info(CMD, f"break: {condition.text}")
+    _arm_for_break()
+
+
+def _arm_for_break() -> None:
+    """A break stops only a recorded run: with no recording armed, arm one for the next run, as
+    `memdump` does (its settings), and say so; a program already running unrecorded is said."""
+    if _active() is not None:
+        return
+    inferior = gdb.selected_inferior()
+    if inferior.pid:
+        output.warn(CMD, "break: the program is running unrecorded: the break stops nothing "
+                         "until memdump records it (memdump)")
+        return
+    _start(argparse.Namespace(output=None, breakpoints=False, children=False),
+           note="armed: the next run is recorded, so that the break can stop it (memdump stop "
+                "disarms)")
 
 
 def _starts_recording(argv: list[str]) -> bool:
@@ -226,11 +260,13 @@ def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
                                "from its stack)")
 
 
-def _start(args: argparse.Namespace) -> None:
+def _start(args: argparse.Namespace, note: str | None = None) -> None:
+    """`memdump`: arm or start a recording. NOTE: the one line said when armed (memdump
+    break's), in place of the usual ones."""
     global _session
     current = _active()
     if current is not None and current.again and current.state == State.ARMED:
-        current.finish("stop")  # armed by itself for the next run: this memdump replaces it
+        current.finish("stop")  # armed by itself (next run, a break): this memdump replaces it
         current = None
     if current is not None and current.state == State.ARMED:
         where = f" to {current.path}" if current.path else ""
@@ -256,7 +292,8 @@ def _start(args: argparse.Namespace) -> None:
             "permission denied (use memdump -o FILE)"
         )
     session = _new_session(args.output, breakpoints=args.breakpoints, children=args.children)
-    session.arm()
+    session.arm(note=note)
+    session.again = note is not None  # armed by memdump break: a `memdump` replaces it
     _session = session
 
 
@@ -336,7 +373,7 @@ COUNTER_LEGEND = {
     "gdb-unwinds": "call stacks walked by GDB's unwinder because memdump's could not",
     "unreadable-registers": "allocator entries skipped: the thread's registers could not be read",
     "internal-errors": "errors inside memdump while recording (set dbgkit debug on to see them)",
-    "scan-ms": "milliseconds the pointer scan at exit took",
+    "scan-ms": "milliseconds the pointer scan at the end (exit, memdump stop, detach) took",
 }
 
 
@@ -379,6 +416,8 @@ def _leaks(args: argparse.Namespace) -> None:
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
+    from memdump_analyzer.cli import DEFAULT_SHOW_KINDS
+    from memdump_analyzer.report import FILTERED_KINDS
 
     live = session.state == State.RECORDING
     if args.older_than is not None and not (live and session.inferior.pid):
@@ -398,14 +437,19 @@ def _leaks(args: argparse.Namespace) -> None:
     _previous_leaks[session.path] = memdump_live.snapshot(analysis)
     memdump_live.compare(analysis, previous,
                          "increased" if args.increased else "changed" if args.changed else None)
+    # the offline report's default kinds once the program ended; at a stop, all that is live
+    kinds = args.show_leak_kinds if args.show_leak_kinds is not None else \
+        None if live else DEFAULT_SHOW_KINDS
     global _last_groups
-    _last_groups = [g for g in analysis.groups if args.show_runtime or g.kind == "leak"]
+    _last_groups = [g for g in analysis.groups if (args.show_runtime or g.kind == "leak") and
+                    (kinds is None or g.kind != "leak" or g.leak_kind not in FILTERED_KINDS
+                     or g.leak_kind in kinds)]
     if args.json:
         text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
-                                      top=args.top))
+                                      top=args.top, show_leak_kinds=kinds))
     else:
         text = render_text(analysis, show_runtime=args.show_runtime, top=args.top, live=live,
-                           show_runtime_frames=args.show_runtime_frames,
+                           show_leak_kinds=kinds, show_runtime_frames=args.show_runtime_frames,
                            title="memdump leaks: blocks live now" if live else "memdump report",
                            color=output.colour_enabled() and not args.report)
     if args.report:
@@ -472,6 +516,8 @@ def _stop(args: argparse.Namespace) -> None:
     if session is None:
         raise gdb.GdbError(f"{CMD}: not recording")
     armed = session.state == State.ARMED
+    if not armed:  # the process stays: its leak kinds now, into the dump, as at exit
+        memdump_ends.scan_before_end(session, "stop")
     session.finish("stop")
     if armed:
         output.info(CMD, "disarmed: the program's next run is not recorded")

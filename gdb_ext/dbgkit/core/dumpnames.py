@@ -26,7 +26,7 @@ class DumpPathError(Exception):
 def _open(path: str, exclusive: bool) -> int:
     flags = os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC | (os.O_EXCL if exclusive else os.O_TRUNC)
     try:
-        return os.open(path, flags, 0o644)
+        return os.open(path, flags, 0o600)  # a dump names every path and function: as a core
     except OSError as exc:
         if exclusive and exc.errno == errno.EEXIST:
             raise

@@ -16,13 +16,14 @@ from typing import NamedTuple
 from . import cfi
 from .cfi import CfiError, FdeInfo
 
-__all__ = ["ElfError", "ElfFile", "FdeInfo", "LoadSegment", "Section"]
+__all__ = ["ElfError", "ElfFile", "FdeInfo", "LoadSegment", "Section", "got_slot"]
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
 _DYN = struct.Struct("<qQ")
+_RELA = struct.Struct("<QQq")
 _U32 = struct.Struct("<I")
 
 PT_LOAD = 1
@@ -30,6 +31,7 @@ PT_DYNAMIC = 2
 PT_INTERP = 3
 PT_GNU_EH_FRAME = 0x6474E550
 SHT_SYMTAB = 2
+SHT_RELA = 4
 SHT_DYNSYM = 11
 SHT_GNU_VERSYM = 0x6FFFFFFF
 SHN_UNDEF = 0
@@ -40,6 +42,8 @@ STT_GNU_IFUNC = 10
 DT_NULL, DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ = 0, 4, 5, 6, 10
 DT_GNU_HASH = 0x6FFFFEF5
 DT_VERSYM = 0x6FFFFFF0
+#: the relocations that fill a GOT slot with a symbol's address (x86-64 psABI; AArch64's)
+_GOT_RELOCATIONS = frozenset({6, 7, 1025, 1026})  # R_X86_64_GLOB_DAT, _JUMP_SLOT, R_AARCH64_*
 
 _MACHINES = {3: "i386", 8: "mips", 20: "ppc", 21: "ppc64", 22: "s390", 40: "arm",
              62: "x86_64", 183: "aarch64", 243: "riscv", 258: "loongarch"}
@@ -143,6 +147,7 @@ class ElfFile:
             raise ElfError(f"{path}: truncated ELF file (short read of the loaded segments)")
         self._sections: list[Section] | None = None
         self._dynsyms: dict[str, int] | None = None
+        self._got: dict[int, str] | None = None
         self._cfi_ready = False
         self._has_cfi = False
         self._hdr_locs: array[int] | None = None  # eh_frame_hdr table, relative to hdr vaddr
@@ -304,6 +309,39 @@ class ElfFile:
                 hidden_names.add(name)
             else:
                 hidden_names.discard(name)
+        return out
+
+    def got_symbols(self) -> dict[int, str]:
+        """The GOT slots of the dynamic relocations: slot vaddr -> the symbol whose address the
+        loader puts there (GLOB_DAT, JUMP_SLOT), without @version. What a call through a PLT
+        stub or `call *slot(%rip)` calls by name, where two names are one function."""
+        if self._got is None:
+            self._got = self._read_got()
+        return self._got
+
+    def _read_got(self) -> dict[int, str]:
+        out: dict[int, str] = {}
+        secs = self.sections()
+        for sec in secs:
+            if sec.type != SHT_RELA or not sec.link or sec.link >= len(secs):
+                continue
+            symtab = secs[sec.link]
+            if symtab.type != SHT_DYNSYM or symtab.link >= len(secs):
+                continue
+            strtab = secs[symtab.link]
+            table = self._read(sec.offset, sec.size)
+            syms = self._read(symtab.offset, symtab.size)
+            strs = self._read(strtab.offset, strtab.size)
+            for pos in range(0, len(table) - _RELA.size + 1, _RELA.size):
+                r_offset, r_info, _ = _RELA.unpack_from(table, pos)
+                index = r_info >> 32
+                if (r_info & 0xFFFFFFFF) not in _GOT_RELOCATIONS or \
+                        (index + 1) * _SYM.size > len(syms):
+                    continue
+                st_name = _SYM.unpack_from(syms, index * _SYM.size)[0]
+                end = strs.find(b"\0", st_name)
+                out[r_offset] = strs[st_name:end if end >= 0 else None].decode(
+                    "utf-8", "replace").split("@", 1)[0]
         return out
 
     def symtab_functions(self, names: frozenset[str],
@@ -473,3 +511,30 @@ class ElfFile:
         if fde.pc_begin <= vaddr < fde.pc_end:
             return fde
         return None
+
+
+#: a PLT stub's jump through its GOT slot, `jmp *disp32(%rip)`, after an `endbr64` (IBT's
+#: .plt.sec) and with a `bnd` prefix (MPX's) or without: (prefix, where the next instruction is)
+_PLT_JUMPS = ((b"\xff\x25", 6), (b"\xf2\xff\x25", 7), (b"\xf3\x0f\x1e\xfa\xff\x25", 10),
+              (b"\xf3\x0f\x1e\xfa\xf2\xff\x25", 11))
+
+
+def got_slot(read: Callable[[int, int], bytes], ret: int) -> int:
+    """The GOT slot (its address) the x86-64 call returning to RET went through, reading the code
+    with READ(address, length), or 0 when it went through none (a direct call, a function
+    pointer) or the code cannot be read."""
+    try:
+        code = read(ret - 6, 6)
+        if code[:2] == b"\xff\x15":  # call *disp32(%rip)
+            return ret + int.from_bytes(code[2:], "little", signed=True)
+        if code[1:2] != b"\xe8":  # call rel32: to a PLT stub?
+            return 0
+        stub = (ret + int.from_bytes(code[2:], "little", signed=True)) & 0xFFFFFFFFFFFFFFFF
+        head = read(stub, 15)
+    except OSError:
+        return 0
+    for prefix, length in _PLT_JUMPS:
+        if head.startswith(prefix):
+            disp = int.from_bytes(head[length - 4:length], "little", signed=True)
+            return stub + length + disp
+    return 0
