@@ -69,7 +69,8 @@ class UnloadingBreakpoint(gdb.Breakpoint):
 
 class InProcessSession(Session):
     """One recording by the in-process recorder; `Session` is the breakpoint design it falls back
-    to after an exec (the new image has no recorder)."""
+    to for an image the recorder could not be loaded into (attach refused, an exec'd image without
+    it: a static program, a raw execve system call)."""
 
     mode = "in-process"
 
@@ -95,6 +96,11 @@ class InProcessSession(Session):
         self._tail = TailState()
         self._known_end = 0
         self._attach_tried = False
+        #: exec'd images so far; the recorder of the newest is not known yet (docs/recorder.md)
+        self._execs = 0
+        self._awaiting_recorder = False
+        #: frame ids below this one were read from the recorder's frame table
+        self._frames_read = 1
 
     # -- launch ------------------------------------------------------------------------------
     def arm(self, again: bool = False) -> None:
@@ -154,6 +160,8 @@ class InProcessSession(Session):
             if not self._break_at:
                 found = module.elf.symtab_functions(frozenset({BREAK_AT}), (STT_OBJECT,))
                 self._break_at = module.bias + found[BREAK_AT] if found.get(BREAK_AT) else 0
+        if self._awaiting_recorder and self._image_without_recorder():
+            return
         wanted = self.break_condition
         if self.control is not None and wanted is not None and wanted.frames and \
                 len(wanted.pcs) != len(wanted.frames):  # --leak: a module its stack needs came
@@ -164,6 +172,32 @@ class InProcessSession(Session):
 
     def _recording_something(self) -> bool:
         return self.control is not None if self.inprocess else bool(self.hooks)
+
+    def _image_without_recorder(self) -> bool:
+        """An exec'd image whose C library came without the recorder (a static program has no C
+        library: nothing to record): record it with breakpoints. True when it did."""
+        names = {os.path.basename(m.path) for m in self._modules.modules()}
+        if LIBRARY in names:
+            return False
+        if not any(m.elf is not None and m.elf.dynamic_symbols().get("malloc")
+                   for m in self._modules.modules()):
+            return False  # the loader has not mapped the libraries yet
+        self._awaiting_recorder = False
+        output.info(CMD, f"{self.inferior.progspace.filename or '?'} was executed without the "
+                         "in-process recorder (a raw execve system call?): recording it with "
+                         "breakpoints")
+        self._use_breakpoints()
+        self._scanned.clear()
+        Session._install_hooks(self)
+        return True
+
+    def _use_breakpoints(self) -> None:
+        """The breakpoint design from now on, said in the dump (`i recorder`)."""
+        self.control = None
+        self.inprocess = False
+        self.mode = "breakpoints"
+        self.live = {}  # a dictionary again, which the breakpoints keep
+        self.writer.info("recorder", self.mode)
 
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
@@ -222,11 +256,17 @@ class InProcessSession(Session):
                 return
             control = Control(regs.rdi, self._read, self._memory.write).load()
             w = self.writer
+            if self._awaiting_recorder:  # an exec'd image: its events are the recorder's again
+                self._awaiting_recorder = False
+                w.info("recorder", self.mode)
             w.flush()
-            control.set(depth=self.depth, end=w.bytes_written, seq=w.seq,
+            # the dump's end: the header, or (after an exec) the earlier images' records
+            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            self._known_end = end
+            control.set(depth=self.depth, end=end, seq=w.seq,
                         next_string=w.next_string, next_frame=w.next_frame,
                         next_node=w.next_node, inherit=int(self.children and not self.attached),
-                        attach=int(self.attached))
+                        attach=int(self.attached and not self._execs))
             control.set_path(os.path.abspath(self.path))
             lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
                                   self._memory.write)
@@ -264,8 +304,10 @@ class InProcessSession(Session):
             pcs = frame_pcs(self._read, control.frame_pcs, control.next_frame)
         except OSError:
             pcs = [0]
-        for fid in range(len(self._frames) + 1, len(pcs)):
-            self._frames[fid] = pcs[fid]
+        for fid in range(self._frames_read, len(pcs)):
+            if pcs[fid]:  # 0: a frame of an earlier image, or one GDB's writer defined
+                self._frames[fid] = pcs[fid]
+        self._frames_read = max(self._frames_read, len(pcs))
         for key, value in (("nested", control.unrecorded),
                            ("partial-stacks", control.partial_stacks)):
             if value:
@@ -416,13 +458,20 @@ class InProcessSession(Session):
             return
         if self.state != State.RECORDING or not self.inferior.pid:
             return
-        # An exec: the recorder went with the old image; the new one is recorded with breakpoints.
-        self.live = {}  # a dictionary again, which the breakpoints keep
+        # An exec: the recorder went with the old image. The exec hooks (recorder/exec.c) put it
+        # in the new image's LD_PRELOAD, and GDB configures it there as at the start, writing
+        # after the old image's records; an image without it is recorded with breakpoints.
         self._append_tail(frames_only=True)
-        self.inprocess = False
+        for fid in self._frames:  # symbolised at the exec hook's stop, or by the analyser from
+            self._symbols.setdefault(fid, None)  # their modules: never with the new image's
+        self.writer.events += self._tail.events
+        self._tail.events = 0
         self.control = None
+        self._break_at = 0
+        self._execs += 1
+        self._awaiting_recorder = True
+        self.live = {}
         self.writer.forget_stacks()
-        output.info(CMD, "the program executed a new image: recording it with breakpoints")
         super()._clear_objfiles()
 
     def finish(self, reason: str, detail: str = "-") -> None:

@@ -62,7 +62,6 @@ _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
 _PROGRESS_MASK = 0xFFFF
 
 
-
 class State(enum.Enum):
     """Where a recording is: armed (no process yet), recording, ended (for good)."""
 
@@ -340,6 +339,8 @@ class Session(TagsMixin, BreaksMixin):
         self._scanned.clear()
         self.live.clear()
         self.writer.process("exec", self.inferior.progspace.filename or "?")
+        if self.mode == "breakpoints":  # the new image's recorder (in-process: once configured)
+            self.writer.info("recorder", self.mode)
         self._memory.reopen()
         self._modules.invalidate()
         self._unwinder.clear_cache()

@@ -323,6 +323,11 @@ static void forget_environment(void)
     }
 }
 
+int mdr_exec_keeps_recorder(void)
+{
+    return C.state == MDR_RECORDING && !recorded_alone && C.pid == (uint64_t)getpid();
+}
+
 static void atfork_prepare(void)
 {
     if (C.state == MDR_RECORDING)
