@@ -253,6 +253,8 @@ def render_text(
         details.append(f"GDB {_clean(a.info['gdb'])}")
     if "recorder" in a.info:
         details.append(f"{_clean(a.info['recorder'])} recorder")
+    if a.info.get("depth") == "0":
+        details.append("no stacks (depth 0)")
     if "parent" in a.info:  # a child recorded without GDB (`set memdump children on`)
         details.append(f"a child of process {_clean(a.info['parent'])}, recorded without GDB")
     elif a.attached:

@@ -640,10 +640,11 @@ static inline void next_seq(void)
     seq_of_text = seq;
 }
 
-/* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted. */
+/* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted (0, no
+ * stack: `--depth 0`, or a walk that found no frame, is never kept, and is written `0`). */
 static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
 {
-    if (w != NULL && w->node == stack) {
+    if (w != NULL && stack != 0 && w->node == stack) {
         memcpy(p, w->node_text, 24);
         return p + w->node_len;
     }
