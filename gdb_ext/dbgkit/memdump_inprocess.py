@@ -329,10 +329,10 @@ class InProcessSession(Session):
             return status
         control = self._load() if self.state == State.RECORDING else None
         if control is not None:
-            status.update(events=control.events, live_blocks=control.live_count,
-                          dump_bytes=control.end)
+            events = control.events + self.writer.events  # those of the images before an exec
+            status.update(events=events, live_blocks=control.live_count, dump_bytes=control.end)
             running = self.running_time()
-            status["events_per_s"] = round(control.events / running, 1) if running > 0 else 0.0
+            status["events_per_s"] = round(events / running, 1) if running > 0 else 0.0
             if control.failure:
                 status["counts"]["recorder-failure"] = control.failure
         status["pending_calls"] = 0
@@ -479,7 +479,11 @@ class InProcessSession(Session):
             return
         self._restore_environment()
         if self.inprocess and self.writer is not None and not self._failed:
-            if self.control is None and self.state == State.RECORDING:
+            if self.control is None and self.state == State.RECORDING and self._awaiting_recorder:
+                output.warn(CMD, f"{self.inferior.progspace.filename or 'the executed program'} "
+                                 "exports no allocator to hook (statically linked?): its events "
+                                 "are not recorded")
+            elif self.control is None and self.state == State.RECORDING:
                 output.warn(CMD, "the in-process recorder never started in the program: the dump "
                                  "holds no events (use memdump --breakpoints)")
             if not self._lock_counts and self.control is not None and self.inferior.pid:

@@ -134,3 +134,17 @@ def test_raw_execve_falls_back_to_breakpoints(dump: Path) -> None:
     expect_leaks(report, {LEAK: (77, 1)})
     assert [(os.path.basename(i["program"]), i["recorder"]) for i in report.data["images"]] == \
         [("exec_raw", "in-process"), ("churn_leak", "breakpoints")]
+
+
+@pytest.mark.one_recorder
+def test_exec_of_a_static_program_is_said(dump: Path) -> None:
+    """exec_leak (90 bytes, gone with its image) executes a statically linked program, which no
+    recorder can hook: memdump says so, and the dump ends with the images it had."""
+    run = record("exec_leak", program("leak_malloc_static"), dump=dump)
+    assert (f"memdump: warning: {program('leak_malloc_static')} exports no allocator to hook "
+            "(statically linked?): its events are not recorded") in run.memdump_lines()
+    report = analyze(dump)
+    assert report.leaked == (0, 0)
+    assert [(os.path.basename(i["program"]), i["recorder"], i["first_seq"], i["last_seq"])
+            for i in report.data["images"]] == [("exec_leak", "in-process", 1, 1),
+                                               ("leak_malloc_static", None, 3, 2)]
