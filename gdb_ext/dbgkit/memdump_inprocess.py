@@ -198,6 +198,9 @@ class InProcessSession(Session):
         self.mode = "breakpoints"
         self.live = {}  # a dictionary again, which the breakpoints keep
         self.writer.info("recorder", self.mode)
+        # GDB's clock samples go on from the recorder's start (both CLOCK_MONOTONIC)
+        self.writer.sample_clock(self._clock_start / 1000 if self._clock_start else self.started,
+                                 lambda: procfs.resident_bytes(self.pid))
 
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
@@ -266,7 +269,10 @@ class InProcessSession(Session):
             control.set(depth=self.depth, end=end, seq=w.seq,
                         next_string=w.next_string, next_frame=w.next_frame,
                         next_node=w.next_node, inherit=int(self.children and not self.attached),
-                        attach=int(self.attached and not self._execs))
+                        attach=int(self.attached and not self._execs),
+                        # an exec'd image's samples go on from the recording's start
+                        clock_start=(self._clock_start or int(self.started * 1000))
+                        if self._execs else 0)
             control.set_path(os.path.abspath(self.path))
             lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
                                   self._memory.write)

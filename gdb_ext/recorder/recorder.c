@@ -1101,6 +1101,7 @@ static void forget_recording(void)
     C.unrecorded = 0;
     C.partial_stacks = 0;
     C.next_string = C.next_frame = C.next_node = 0;
+    C.clock_start = 0;  /* a new dump, a new clock */
     C.state = MDR_UNCONFIGURED;
     __atomic_store_n(&configure_state, 0, __ATOMIC_RELEASE);
 }

@@ -148,3 +148,23 @@ def test_exec_of_a_static_program_is_said(dump: Path) -> None:
     assert [(os.path.basename(i["program"]), i["recorder"], i["first_seq"], i["last_seq"])
             for i in report.data["images"]] == [("exec_leak", "in-process", 1, 1),
                                                ("leak_malloc_static", None, 3, 2)]
+
+
+@pytest.mark.one_recorder
+def test_the_clock_goes_on_across_an_exec(tmp_path: Path, dump: Path) -> None:
+    """churn_leak makes 200,000 events (clock samples), leaks 77 bytes, then executes churn_leak
+    again: the new image's samples go on from the recording's start (the analyser refuses a clock
+    that goes back), and only the second image's block is a leak."""
+    churn = program("churn_leak")
+    proc = _memdump_sh("-o", dump, "--", churn, 100000, churn, ITERATIONS, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = dump.read_bytes().rstrip(b"\0").decode().splitlines()
+    samples = [int(line.split(" ")[1]) for line in lines if line.startswith("c ")]
+    after = len(_after_exec(dump))
+    before = sum(1 for line in lines[:len(lines) - after] if line.startswith("c "))
+    assert 0 < before < len(samples)  # samples in both images
+    assert samples == sorted(samples)
+    report = analyze(dump)
+    expect_leaks(report, {LEAK: (77, 1)})
+    assert [(i["first_seq"], i["last_seq"]) for i in report.data["images"]] == [
+        (1, 200001), (200003, 200003 + 2 * ITERATIONS)]
