@@ -9,8 +9,8 @@
  * given to the new image gets the recorder first in its LD_PRELOAD. Before the exec, the recorder
  * calls memdump_recorder_unloading, where GDB symbolises the frames of the image about to go.
  *
- * The hooks allocate with mmap only (no malloc: nothing is recorded, nothing can recurse) and
- * leave errno as the real function set it when the exec fails. A raw execve system call, or
+ * The hooks allocate with mmap only (no malloc: nothing is recorded, nothing can recurse), unmap
+ * it when the exec fails (a program may try again and again) and leave errno as the exec set it. A raw execve system call, or
  * posix_spawn's child (glibc calls its internal execve), passes no hook: GDB then records the new
  * image with breakpoints.
  */
@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "recorder.h"
@@ -45,7 +46,14 @@ static int names_recorder(const char *value)
     return 0;
 }
 
-/* An environment for the new image, mapped (*BYTES, 0 when ENVP is returned as it is). */
+/* BYTES of fresh memory, NULL when there is none; freed with munmap. */
+static void *map(size_t bytes)
+{
+    void *p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    return p == MAP_FAILED ? NULL : p;
+}
+
+/* The environment for the new image: ENVP, or a copy in MAP (BYTES long) with the recorder added. */
 struct new_env {
     char *const *envp;
     void *map;
@@ -58,6 +66,7 @@ static struct new_env with_recorder(char *const *envp)
     struct new_env out = {envp, NULL, 0};
     if (!mdr_exec_keeps_recorder())
         return out;
+    memdump_recorder_unloading(&memdump_recorder_control);  /* GDB: the image is about to go */
     Dl_info info;
     if (!dladdr((const void *)&memdump_recorder_control, &info) || info.dli_fname == NULL ||
         info.dli_fname[0] == '\0' || strpbrk(info.dli_fname, ": ") != NULL)
@@ -72,7 +81,7 @@ static struct new_env with_recorder(char *const *envp)
     size_t self = strlen(info.dli_fname), rest = strlen(old);
     size_t pointers = (n + 2) * sizeof(char *);
     out.bytes = pointers + PRELOAD_LEN + self + 1 + rest + 1;
-    out.map = mdr_map(out.bytes);
+    out.map = map(out.bytes);
     if (out.map == NULL) {
         out.bytes = 0;
         return out;
@@ -92,7 +101,6 @@ static struct new_env with_recorder(char *const *envp)
         env[n++] = value;
     env[n] = NULL;
     out.envp = env;
-    memdump_recorder_unloading(&memdump_recorder_control);
     return out;
 }
 
@@ -101,7 +109,7 @@ static int failed(struct new_env *env, int rc)
 {
     int saved = errno;
     if (env->map != NULL)
-        mdr_unmap(env->map, env->bytes);
+        munmap(env->map, env->bytes);
     errno = saved;
     return rc;
 }
@@ -160,7 +168,7 @@ static char **list_args(const char *arg, va_list ap, size_t *bytes, char *const 
         count++;
     va_end(count_ap);
     *bytes = (count + 1) * sizeof(char *);
-    char **argv = mdr_map(*bytes);
+    char **argv = map(*bytes);
     if (argv == NULL) {
         errno = ENOMEM;
         return NULL;
@@ -184,7 +192,7 @@ static int exec_list(const char *file, const char *arg, va_list ap, int search, 
         return -1;
     int rc = search ? mdr_hook_execvpe(file, argv, envp) : mdr_hook_execve(file, argv, envp);
     int saved = errno;
-    mdr_unmap(argv, bytes);
+    munmap(argv, bytes);
     errno = saved;
     return rc;
 }

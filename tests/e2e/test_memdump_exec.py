@@ -168,3 +168,17 @@ def test_the_clock_goes_on_across_an_exec(tmp_path: Path, dump: Path) -> None:
     expect_leaks(report, {LEAK: (77, 1)})
     assert [(i["first_seq"], i["last_seq"]) for i in report.data["images"]] == [
         (1, 200001), (200003, 200003 + 2 * ITERATIONS)]
+
+
+@pytest.mark.one_recorder
+@pytest.mark.parametrize("form", ["v", "ve", "vp", "vpe", "l", "le", "lp", "f"])
+def test_every_exec_function_keeps_the_recorder(dump: Path, form: str) -> None:
+    """execv, execve, execvp, execvpe, execl, execle, execlp, fexecve: after one that failed (errno
+    kept), one that succeeds gives the recorder to the new image."""
+    run = record("exec_forms", form, program("churn_leak"), str(ITERATIONS), dump=dump)
+    assert "exited normally" in run.output, run.describe()
+    assert _after_exec(dump)[0] == "i recorder in-process"
+    report = analyze(dump)
+    expect_leaks(report, {LEAK: (77, 1)})
+    assert [(os.path.basename(i["program"]), i["recorder"]) for i in report.data["images"]] == [
+        ("exec_forms", "in-process"), ("churn_leak", "in-process")]
