@@ -13,6 +13,7 @@ import memdump_e2e
 import pytest
 from memdump_e2e import (
     GDB_TIMEOUT,
+    DumpFrame,
     analyze,
     analyze_raw,
     expect_leaks,
@@ -178,6 +179,12 @@ def test_every_exec_function_keeps_the_recorder(dump: Path, form: str) -> None:
     run = record("exec_forms", form, program("churn_leak"), str(ITERATIONS), dump=dump)
     assert "exited normally" in run.output, run.describe()
     assert _after_exec(dump)[0] == "i recorder in-process"
+    # GDB symbolised the old image's frames at the exec hook's stop, while it had its symbols
+    facts = read_dump(dump)
+    malloc = next(e for e in facts.events if e[3] == "malloc" and e[-1] == "60")  # image 1
+    assert facts.stack(int(malloc[4]))[0] == DumpFrame("main", "exec_forms.c",
+                                                       marker("exec_forms.c", "before-exec",
+                                                              "FREE").line)
     report = analyze(dump)
     expect_leaks(report, {LEAK: (77, 1)})
     assert [(os.path.basename(i["program"]), i["recorder"]) for i in report.data["images"]] == [
