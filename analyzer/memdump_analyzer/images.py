@@ -14,7 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Image", "image_of", "images_of", "json_section", "text_row", "text_tag"]
+__all__ = ["Image", "header_tail", "image_of", "images_of", "json_section", "text_row",
+           "text_tag"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,13 @@ def text_tag(images: Sequence[Image], seq: int | None, clean: Callable[[str], st
     image = images[-1] if seq is None else image_of(images, seq)
     name = clean(os.path.basename(image.program)) if image.program else "?"
     return f", in image {image.number} ({name})"
+
+
+def header_tail(images: Sequence[Image], clean: Callable[[str], str]) -> str:
+    """`, which executed PATH` (the last image's) for the report's first line; '' without exec."""
+    if len(images) < 2:
+        return ""
+    return f", which executed {clean(images[-1].program) if images[-1].program else '?'}"
 
 
 def text_row(images: Sequence[Image], clean: Callable[[str], str]) -> str | None:

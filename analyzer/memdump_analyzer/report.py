@@ -243,7 +243,7 @@ def render_text(
     out: list[str] = []
     program = _clean(a.program) if a.program is not None else "an unknown program"
     pid = f" (pid {a.pid})" if a.pid is not None else ""
-    out.append(paint(_BOLD, f"{title} for {program}{pid}"))
+    out.append(paint(_BOLD, f"{title} for {program}{pid}{images.header_tail(a.images, _clean)}"))
     details = []
     if "start" in a.info:
         details.append(f"recorded {_clean(a.info['start'])}")

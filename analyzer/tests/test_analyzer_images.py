@@ -3,7 +3,15 @@ records after them; which image an event belongs to; the report's row and tags."
 
 from __future__ import annotations
 
-from memdump_analyzer.images import Image, image_of, images_of, json_section, text_row, text_tag
+from memdump_analyzer.images import (
+    Image,
+    header_tail,
+    image_of,
+    images_of,
+    json_section,
+    text_row,
+    text_tag,
+)
 
 
 def _images() -> list[Image]:
@@ -36,12 +44,13 @@ def test_the_image_of_an_event() -> None:
 
 def test_one_image_adds_nothing() -> None:
     images = images_of({"program": "/src/prog"}, [], [], 10)
-    assert (text_row(images, str), text_tag(images, 3, str), json_section(images)) == \
-        (None, "", {})
+    assert (text_row(images, str), text_tag(images, 3, str), json_section(images),
+            header_tail(images, str)) == (None, "", {}, "")
 
 
 def test_text_and_json() -> None:
     images = _images()
+    assert header_tail(images, str) == ", which executed /src/prog"
     assert text_tag(images, None, str) == ", in image 3 (prog)"
     assert text_tag(images, 45, str) == ", in image 2 (env)"
     assert text_row(images, str) == (

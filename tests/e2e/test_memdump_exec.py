@@ -87,6 +87,7 @@ def _check(dump: Path, mode: str, programs: list[str]) -> None:
                                                                          2 * ITERATIONS + 1)
     assert [g["image"] for g in report.groups()] == [len(programs)]
     text = analyze_raw(dump).stdout
+    assert text.splitlines()[0].endswith(f", which executed {program('churn_leak')}")
     assert (f"LEAK 1 of 1: 77 bytes in 1 block, definitely lost, in image {len(programs)} "
             f"(churn_leak)") in text
     row = next(line for line in text.splitlines() if line.strip().startswith("images:"))
