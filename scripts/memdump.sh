@@ -30,7 +30,8 @@ usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--brea
 Run PROGRAM under GDB with memdump recording every heap operation into a dump, then exit with the
 program's exit status (128+N when signal N killed it). The program's stdin, stdout and stderr pass
 through untouched, and it gets its arguments, argv[0] and environment exactly as typed; a #! script
-is run by its interpreter as the kernel would. The dump's path is printed on stderr.
+is run by its interpreter as the kernel would, an executable text file without #! by /bin/sh as a
+shell would. The dump's path is printed on stderr (with --children, every dump's).
 
 With -p, attach to the running process PID instead and record it until SECONDS have passed, or until
 this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by itself.
@@ -311,7 +312,20 @@ else
         if [[ "$magic" == $'\x7fELF' ]]; then
             break
         fi
-        [[ "$magic" == '#!'* ]] || cannot "${program}: not an executable program (neither ELF nor a #! script)"
+        if [[ "$magic" != '#!'* ]]; then
+            [[ "$level" -eq 0 ]] \
+                || cannot "${program}: not an executable program (neither ELF nor a #! script)"
+            # execve(2) refuses it (ENOEXEC); a shell, and execvp(3), then run it as a script with
+            # /bin/sh, and so does memdump.sh, unless it is binary: a NUL in its first line (of 80
+            # bytes at most), which bash refuses ("cannot execute binary file").
+            nuls="$(LC_ALL=C head -c 80 -- "$program" | LC_ALL=C head -n 1 | LC_ALL=C tr -dc '\000' | wc -c)"
+            [[ "$nuls" -eq 0 ]] \
+                || cannot "${program}: cannot execute binary file (neither ELF nor a #! script)"
+            args=("$program" "${args[@]}")
+            argv0="/bin/sh"
+            program="/bin/sh"
+            break
+        fi
         [[ "$level" -lt 5 ]] || cannot "${program}: too many levels of #! interpreters"
         line=""
         IFS= read -r line < <(LC_ALL=C head -c 256 -- "$program") || true
@@ -419,6 +433,18 @@ if [[ -z "$used" ]]; then
     exit 125
 fi
 echo "${me}: dump: ${used}" >&2
+# --children: the dumps the recorder wrote beside the program's for its children (STEM.PID.memdump,
+# STEM.PID-K.memdump: docs/recorder.md), in this run (newer than this run's GDB script)
+if [[ "$children" -eq 1 ]]; then
+    stem="${used%.memdump}"
+    for child in "$stem".*.memdump; do
+        child_pid="${child#"$stem".}"
+        child_pid="${child_pid%.memdump}"
+        if [[ "$child_pid" =~ ^[0-9]+(-[0-9]+)?$ && "$child" -nt "$commands" ]]; then
+            echo "${me}: dump: ${child} (child process ${child_pid%-*})" >&2
+        fi
+    done
+fi
 
 analyze="${root_dir}/scripts/memdump-analyze"
 if [[ "$report" -eq 1 ]]; then

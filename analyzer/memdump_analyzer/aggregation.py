@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from .dumpfile import DumpReader, Frame
 from .dumpformat import KINDS
+from .images import images_of
 from .model import Analysis, ErrorReport, Group, HeapError
 from .replay import Replay
 from .rules import classify_stack, trim_stack
@@ -123,6 +124,8 @@ def build_analysis(reader: DumpReader, r: Replay, addresses: bool = False) -> An
         unknown_process_events=dict(r.unknown_process_events),
         free_calls=dict(r.free_calls),
         delete_frees=r.delete_frees,
+        images=images_of(reader.info, reader.image_info, r.execs,
+                         r.end.seq - 1 if r.end is not None else r.last_seq),
     )
 
 

@@ -88,6 +88,9 @@ class DumpReader(EventErrors):
     def __init__(self, path: str, *, mark_functions: frozenset[str] = frozenset()) -> None:
         self.path = path
         self.info: dict[str, str] = {}
+        #: `i` records after the first sequenced one (an exec'd image's, images.py): (the SEQ
+        #: before, key, value); the header's `info` keeps the first image's
+        self.image_info: list[tuple[int, str, str]] = []
         self.strings: dict[int, str] = {}
         self.frames: dict[int, Frame] = {}
         #: frame id -> the frames its code was inlined into (`fi` records), innermost first;
@@ -424,7 +427,11 @@ class DumpReader(EventErrors):
         fl = line.rstrip(b"\n").split(b" ", 2)
         if len(fl) < 2 or not fl[1]:
             raise self._fields_error(b"i", RECORDS["i"], len(fl) - 1, seq)
-        self.info[unescape(fl[1])] = unescape(fl[2]) if len(fl) > 2 else ""
+        key, value = unescape(fl[1]), unescape(fl[2]) if len(fl) > 2 else ""
+        if seq:
+            self.image_info.append((seq, key, value))
+        else:
+            self.info[key] = value
 
     def _frame(self, fl: list[bytes], seq: int) -> None:
         if len(fl) != 8:

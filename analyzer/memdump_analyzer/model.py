@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .dumpfile import Frame, ScanRecord
+from .images import Image
 from .locks import LockRow
 
 __all__ = ["Analysis", "EndRecord", "ErrorReport", "Group", "HeapError"]
@@ -155,6 +156,8 @@ class Analysis:
     kind_deltas: dict[str, tuple[int, int]] | None = None
     #: the lock counts and waiting stacks (dump format 2.3, 2.4: `locks.rows`); [] without
     locks: list[LockRow] = field(default_factory=list)
+    #: the process images, the program's then each one it executed (images.py)
+    images: list[Image] = field(default_factory=list)
 
     @property
     def cut_by(self) -> str:

@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import locks
+from . import images, locks
 from .dumpfile import Frame
 from .dumpformat import KIND_WORDS, KINDS
 from .model import Analysis, ErrorReport, Group
@@ -243,7 +243,7 @@ def render_text(
     out: list[str] = []
     program = _clean(a.program) if a.program is not None else "an unknown program"
     pid = f" (pid {a.pid})" if a.pid is not None else ""
-    out.append(paint(_BOLD, f"{title} for {program}{pid}"))
+    out.append(paint(_BOLD, f"{title} for {program}{pid}{images.header_tail(a.images, _clean)}"))
     details = []
     if "start" in a.info:
         details.append(f"recorded {_clean(a.info['start'])}")
@@ -253,6 +253,8 @@ def render_text(
         details.append(f"GDB {_clean(a.info['gdb'])}")
     if "recorder" in a.info:
         details.append(f"{_clean(a.info['recorder'])} recorder")
+    if a.info.get("depth") == "0":
+        details.append("no stacks (depth 0)")
     if "parent" in a.info:  # a child recorded without GDB (`set memdump children on`)
         details.append(f"a child of process {_clean(a.info['parent'])}, recorded without GDB")
     elif a.attached:
@@ -275,6 +277,7 @@ def render_text(
             title = f"{label} {i:,} of {listed:,}: {_group_size(g, delta)}"
             if g.leak_kind is not None:  # live: when `memdump leaks` could scan
                 title += f", {KIND_NAMES[g.leak_kind]}"
+            title += images.text_tag(a.images, None, _clean)  # live blocks: the last image's
             out.append(paint(code, title))
             out.extend(_stack_text(g.stack, max_frames, fold))
             if suppression_of is not None and kind == "leak":
@@ -304,7 +307,8 @@ def render_text(
 
     for i, e in enumerate(a.errors, 1):
         out.append("")
-        out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"))
+        out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"
+                                f"{images.text_tag(a.images, e.seq, _clean)}"))
         out.extend(_stack_text(e.stack, max_frames, fold))
         if e.freed_stack is not None and e.freed_seq is not None:
             out.append(f"  freed at event {e.freed_seq:,}:")
@@ -356,6 +360,8 @@ def render_text(
         )
     rows.append(("events", f"{a.events:,}"))
     rows.append(("recording", _ending(a, live)))
+    if (row := images.text_row(a.images, _clean)) is not None:
+        rows.append(("images", row))
     width = max(len(k) for k, _ in rows) + 2
     for key, value in rows:
         out.append(f"    {key + ':':<{width}}{value}")
@@ -540,6 +546,7 @@ def render_json(
                    if suppression_of is not None and kind == "leak" else {}),
                 **({"delta": dict(zip(("bytes", "blocks"), a.deltas[id(g)], strict=True))}
                    if a.deltas is not None and id(g) in a.deltas else {}),
+                **({"image": a.images[-1].number} if len(a.images) > 1 else {}),
             }
             for kind, _, shown, _, _ in sections
             for i, g in enumerate(shown, 1)
@@ -565,12 +572,15 @@ def render_json(
                 if e.alloc_stack is None
                 else {"op": e.alloc_op, "seq": e.alloc_seq, "bytes": e.alloc_size,
                       "stack": _stack_json(e.alloc_stack, max_frames)},
+                **({"image": images.image_of(a.images, e.seq).number}
+                   if len(a.images) > 1 else {}),
             }
             for e in a.errors
         ],
         "symbolized_frames": a.symbolized_frames,
         "warnings": [_clean(w) for w in a.warnings(live=live)],
         **locks.json_section(a.locks, max_frames, _stack_json),
+        **images.json_section(a.images),
     }
 
 

@@ -69,7 +69,8 @@ class UnloadingBreakpoint(gdb.Breakpoint):
 
 class InProcessSession(Session):
     """One recording by the in-process recorder; `Session` is the breakpoint design it falls back
-    to after an exec (the new image has no recorder)."""
+    to for an image the recorder could not be loaded into (attach refused, an exec'd image without
+    it: a static program, a raw execve system call)."""
 
     mode = "in-process"
 
@@ -96,6 +97,11 @@ class InProcessSession(Session):
         self._known_end = 0
         self._attach_tried = False
         self._live_count: int | None = None
+        #: exec'd images so far; the recorder of the newest is not known yet (docs/recorder.md)
+        self._execs = 0
+        self._awaiting_recorder = False
+        #: frame ids below this one were read from the recorder's frame table
+        self._frames_read = 1
 
     # -- launch ------------------------------------------------------------------------------
     def arm(self, again: bool = False, note: str | None = None) -> None:
@@ -155,6 +161,8 @@ class InProcessSession(Session):
             if not self._break_at:
                 found = module.elf.symtab_functions(frozenset({BREAK_AT}), (STT_OBJECT,))
                 self._break_at = module.bias + found[BREAK_AT] if found.get(BREAK_AT) else 0
+        if self._awaiting_recorder and self._image_without_recorder():
+            return
         wanted = self.break_condition
         if self.control is not None and wanted is not None and wanted.frames and \
                 len(wanted.pcs) != len(wanted.frames):  # --leak: a module its stack needs came
@@ -165,6 +173,35 @@ class InProcessSession(Session):
 
     def _recording_something(self) -> bool:
         return self.control is not None if self.inprocess else bool(self.hooks)
+
+    def _image_without_recorder(self) -> bool:
+        """An exec'd image whose C library came without the recorder (a static program has no C
+        library: nothing to record): record it with breakpoints. True when it did."""
+        names = {os.path.basename(m.path) for m in self._modules.modules()}
+        if LIBRARY in names:
+            return False
+        if not any(m.elf is not None and m.elf.dynamic_symbols().get("malloc")
+                   for m in self._modules.modules()):
+            return False  # the loader has not mapped the libraries yet
+        self._awaiting_recorder = False
+        output.info(CMD, f"{self.inferior.progspace.filename or '?'} was executed without the "
+                         "in-process recorder (a raw execve system call?): recording it with "
+                         "breakpoints")
+        self._use_breakpoints()
+        self._scanned.clear()
+        Session._install_hooks(self)
+        return True
+
+    def _use_breakpoints(self) -> None:
+        """The breakpoint design from now on, said in the dump (`i recorder`)."""
+        self.control = None
+        self.inprocess = False
+        self.mode = "breakpoints"
+        self.live = {}  # a dictionary again, which the breakpoints keep
+        self.writer.info("recorder", self.mode)
+        # GDB's clock samples go on from the recorder's start (both CLOCK_MONOTONIC)
+        self.writer.sample_clock(self._clock_start / 1000 if self._clock_start else self.started,
+                                 lambda: procfs.resident_bytes(self.pid))
 
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
@@ -222,11 +259,20 @@ class InProcessSession(Session):
                 return
             control = Control(regs.rdi, self._read, self._memory.write).load()
             w = self.writer
+            if self._awaiting_recorder:  # an exec'd image: its events are the recorder's again
+                self._awaiting_recorder = False
+                w.info("recorder", self.mode)
             w.flush()
-            control.set(depth=self.depth, end=w.bytes_written, seq=w.seq,
+            # the dump's end: the header, or (after an exec) the earlier images' records
+            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            self._known_end = end
+            control.set(depth=self.depth, end=end, seq=w.seq,
                         next_string=w.next_string, next_frame=w.next_frame,
                         next_node=w.next_node, inherit=int(self.children and not self.attached),
-                        attach=int(self.attached))
+                        attach=int(self.attached and not self._execs),
+                        # an exec'd image's samples go on from the recording's start
+                        clock_start=(self._clock_start or int(self.started * 1000))
+                        if self._execs else 0)
             control.set_path(os.path.abspath(self.path))
             lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
                                   self._memory.write)
@@ -265,8 +311,10 @@ class InProcessSession(Session):
             pcs = frame_pcs(self._read, control.frame_pcs, control.next_frame)
         except OSError:
             pcs = [0]
-        for fid in range(len(self._frames) + 1, len(pcs)):
-            self._frames[fid] = pcs[fid]
+        for fid in range(self._frames_read, len(pcs)):
+            if pcs[fid]:  # 0: a frame of an earlier image, or one GDB's writer defined
+                self._frames[fid] = pcs[fid]
+        self._frames_read = max(self._frames_read, len(pcs))
         for key, value in (("nested", control.unrecorded),
                            ("partial-stacks", control.partial_stacks)):
             if value:
@@ -288,10 +336,10 @@ class InProcessSession(Session):
             return status
         control = self._load() if self.state == State.RECORDING else None
         if control is not None:
-            status.update(events=control.events, live_blocks=control.live_count,
-                          dump_bytes=control.end)
+            events = control.events + self.writer.events  # those of the images before an exec
+            status.update(events=events, live_blocks=control.live_count, dump_bytes=control.end)
             running = self.running_time()
-            status["events_per_s"] = round(control.events / running, 1) if running > 0 else 0.0
+            status["events_per_s"] = round(events / running, 1) if running > 0 else 0.0
             if control.failure:
                 status["counts"]["recorder-failure"] = control.failure
         elif self._live_count is not None:  # ended: the blocks live when it was last read
@@ -425,13 +473,20 @@ class InProcessSession(Session):
             return
         if self.state != State.RECORDING or not self.inferior.pid:
             return
-        # An exec: the recorder went with the old image; the new one is recorded with breakpoints.
-        self.live = {}  # a dictionary again, which the breakpoints keep
+        # An exec: the recorder went with the old image. The exec hooks (recorder/exec.c) put it
+        # in the new image's LD_PRELOAD, and GDB configures it there as at the start, writing
+        # after the old image's records; an image without it is recorded with breakpoints.
         self._append_tail(frames_only=True)
-        self.inprocess = False
+        for fid in self._frames:  # symbolised at the exec hook's stop, or by the analyser from
+            self._symbols.setdefault(fid, None)  # their modules: never with the new image's
+        self.writer.events += self._tail.events
+        self._tail.events = 0
         self.control = None
+        self._break_at = 0
+        self._execs += 1
+        self._awaiting_recorder = True
+        self.live = {}
         self.writer.forget_stacks()
-        output.info(CMD, "the program executed a new image: recording it with breakpoints")
         super()._clear_objfiles()
 
     def finish(self, reason: str, detail: str = "-") -> None:
@@ -439,7 +494,11 @@ class InProcessSession(Session):
             return
         self._restore_environment()
         if self.inprocess and self.writer is not None and not self._failed:
-            if self.control is None and self.state == State.RECORDING:
+            if self.control is None and self.state == State.RECORDING and self._awaiting_recorder:
+                output.warn(CMD, f"{self.inferior.progspace.filename or 'the executed program'} "
+                                 "exports no allocator to hook (statically linked?): its events "
+                                 "are not recorded")
+            elif self.control is None and self.state == State.RECORDING:
                 output.warn(CMD, "the in-process recorder never started in the program: the dump "
                                  "holds no events (use memdump --breakpoints)")
             if not self._lock_counts and self.control is not None and self.inferior.pid:
@@ -511,12 +570,7 @@ class InProcessSession(Session):
                 w.lock_counts(self._lock_counts)
                 self._lock_counts = []
             if self._scan_record is not None:
-                status, result, millis = self._scan_record
-                if result is None:
-                    w.scan(status, 0, 0, millis)
-                else:
-                    w.scan(status, result.root_bytes, result.block_bytes, millis,
-                           result.records())
+                w.scan_outcome(*self._scan_record)
                 self._scan_record = None
         for fid in sorted(self._frames):
             info = self._symbols.get(fid)

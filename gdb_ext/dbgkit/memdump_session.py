@@ -338,6 +338,8 @@ class Session(TagsMixin, BreaksMixin):
         self._scanned.clear()
         self.live.clear()
         self.writer.process("exec", self.inferior.progspace.filename or "?")
+        if self.mode == "breakpoints":  # the new image's recorder (in-process: once configured)
+            self.writer.info("recorder", self.mode)
         self._memory.reopen()
         self._modules.invalidate()
         self._unwinder.clear_cache()
@@ -536,11 +538,9 @@ class Session(TagsMixin, BreaksMixin):
         self.scan_status = status
         self.final_scan = (status, result, millis)
         self.writer.clock()  # the resident set at the end, the process still there
-        if result is None:
-            self.writer.scan(status, 0, 0, millis)
-            return
-        self.writer.scan(status, result.root_bytes, result.block_bytes, millis, result.records())
-        self.counts["scan-ms"] = millis
+        self.writer.scan_outcome(status, result, millis)
+        if result is not None:
+            self.counts["scan-ms"] = millis
 
     def _progress(self) -> None:
         """Every 65,536 events, when someone watches a terminal: how far and how fast."""

@@ -2,8 +2,8 @@
  *
  * GDB follows one process. With children on (control block `inherit`), the recorder in the
  * process GDB records leaves itself in LD_PRELOAD and sets MEMDUMP_CHILDREN=DEPTH:PATH (PATH: its
- * dump) and MEMDUMP_TRACED_PID (its pid: after an exec GDB records the new image with breakpoints,
- * and the recorder there must stay out of it). A process the recorder runs in that GDB does not
+ * dump) and MEMDUMP_TRACED_PID (its pid: after an exec GDB records the new image itself, and the
+ * recorder there, when GDB does not configure it, must stay out of it). A process the recorder runs in that GDB does not
  * configure (a forked child, which GDB detached from, or a program one of them executed) then
  * records alone, into STEM.PID.memdump beside PATH (STEM: PATH without its `.memdump`): the
  * recorder writes the dump's header itself, and an `end` record when the process exits through

@@ -32,10 +32,12 @@ static uint64_t monotonic_ms(clockid_t clock)
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* The recording begins now: the base of every sample's MILLIS. */
+/* The recording begins now: the base of every sample's MILLIS; or it began at the `clock_start`
+ * GDB gave, in the image the process executed before this one (the dump's clock goes on). */
 MDR_HIDDEN void mdr_clock_start(void)
 {
-    memdump_recorder_control.clock_start = monotonic_ms(CLOCK_MONOTONIC);
+    if (memdump_recorder_control.clock_start == 0)
+        memdump_recorder_control.clock_start = monotonic_ms(CLOCK_MONOTONIC);
     last_sample_ms = 0;
     if (!page_bytes) {
         long page = sysconf(_SC_PAGESIZE);

@@ -91,6 +91,10 @@ static const void *hook_for(const char *name)
         for (int i = 0; i < mdr_cxx_hook_count; i++)
             if (strcmp(mdr_cxx_hooks[i].name, name) == 0)
                 return mdr_cxx_hooks[i].fn;
+    if (strncmp(name, "exec", 4) == 0 || strcmp(name, "fexecve") == 0)  /* exec.c */
+        for (int i = 0; i < mdr_exec_hook_count; i++)
+            if (strcmp(mdr_exec_hooks[i].name, name) == 0)
+                return mdr_exec_hooks[i].fn;
     if (done_locks && strncmp(name, "pthread_", 8) == 0)  /* the lock calls (locks.c) */
         for (int i = 0; i < mdr_lock_hook_count; i++)
             if (strcmp(mdr_lock_hooks[i].name, name) == 0)

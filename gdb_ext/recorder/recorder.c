@@ -319,6 +319,11 @@ static void forget_environment(void)
     }
 }
 
+int mdr_exec_keeps_recorder(void)
+{
+    return C.state == MDR_RECORDING && !recorded_alone && C.pid == (uint64_t)getpid();
+}
+
 static void atfork_prepare(void)
 {
     if (C.state == MDR_RECORDING)
@@ -631,10 +636,11 @@ static inline void next_seq(void)
     seq_of_text = seq;
 }
 
-/* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted. */
+/* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted (0, no
+ * stack: `--depth 0`, or a walk that found no frame, is never kept, and is written `0`). */
 static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
 {
-    if (w != NULL && w->node == stack) {
+    if (w != NULL && stack != 0 && w->node == stack) {
         memcpy(p, w->node_text, 24);
         return p + w->node_len;
     }
@@ -1091,6 +1097,7 @@ static void forget_recording(void)
     C.unrecorded = 0;
     C.partial_stacks = 0;
     C.next_string = C.next_frame = C.next_node = 0;
+    C.clock_start = 0;  /* a new dump, a new clock */
     C.state = MDR_UNCONFIGURED;
     __atomic_store_n(&configure_state, 0, __ATOMIC_RELEASE);
 }

@@ -98,6 +98,9 @@ struct mdr_hook {
 /* cxx.c: the C++ operators' hooks, for got.c */
 extern MDR_HIDDEN const struct mdr_hook mdr_cxx_hooks[];
 extern MDR_HIDDEN const int mdr_cxx_hook_count;
+/* exec.c: the exec functions' hooks, for got.c */
+extern MDR_HIDDEN const struct mdr_hook mdr_exec_hooks[];
+extern MDR_HIDDEN const int mdr_exec_hook_count;
 int memdump_recorder_patch_all(void);
 MDR_HIDDEN void *mdr_dlopen_hook(const char *file, int mode);
 /* out.c: forget the dump (a new recording of the same process opens another) */
@@ -124,5 +127,11 @@ MDR_HIDDEN void mdr_tags_reset(void);
 /* clock.c: the dump's clock samples (`c` records) */
 MDR_HIDDEN void mdr_clock_start(void);
 MDR_HIDDEN void mdr_clock_sample(void);
+
+/* -- exec.c: the image the recorded process executes keeps the recorder -- */
+/* GDB's breakpoint: the image's modules are about to go (dlclose, exec) */
+void memdump_recorder_unloading(struct mdr_control *control);
+/* This process is the one GDB configured, recording: an exec of its keeps the recorder. */
+MDR_HIDDEN int mdr_exec_keeps_recorder(void);
 
 #endif

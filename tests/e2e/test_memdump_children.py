@@ -82,11 +82,14 @@ def test_without_the_setting_children_are_not_recorded(dump: Path) -> None:
 
 
 def test_an_exec_of_the_program_itself_stays_in_its_dump(dump: Path) -> None:
-    """exec_leak executes leak_malloc in the process GDB follows: GDB records the new image (with
-    breakpoints) into the program's dump, and the recorder there writes no dump of its own."""
+    """exec_leak executes leak_malloc in the process GDB follows: GDB records the new image (its
+    recorder configured by GDB again) into the program's dump, and writes no dump of its own."""
     record("exec_leak", program("leak_malloc"), dump=dump, before=["set memdump children on"])
     facts = read_dump(dump)
     assert [what for what, _ in facts.process] == ["exec"]
+    images = analyze(dump).data["images"]
+    assert [(os.path.basename(i["program"]), i["recorder"]) for i in images] == [
+        ("exec_leak", "in-process"), ("leak_malloc", "in-process")]
     expect_leaks(analyze(dump), {marker("leak_malloc.c", "block"): (24, 1)})
     assert _children(dump) == {}
 

@@ -77,6 +77,10 @@ def test_children(dump: Path) -> None:
     facts = read_dump(child)
     assert (facts.info["parent"], facts.end) == (read_dump(dump).info["pid"], ("exit", "0"))
     assert facts.sizes() == [80, 90]
+    # every dump written is named, the program's and its child's
+    assert [line for line in proc.stderr.decode().splitlines() if "dump:" in line] == [
+        f"memdump.sh: dump: {dump}",
+        f"memdump.sh: dump: {child} (child process {facts.info['pid']})"]
 
 
 def test_killed_by_sigsegv_exits_139(dump: Path) -> None:
@@ -206,14 +210,34 @@ def test_hashbang_script_runs_its_interpreter(tmp_path: Path, dump: Path) -> Non
                                                        "first word", "./outer"]
 
 
+def test_text_file_without_hashbang_runs_with_sh(tmp_path: Path, dump: Path) -> None:
+    """An executable text file without #! is run by /bin/sh, as a shell runs it (execve fails
+    with ENOEXEC): its output as from the shell, the program it executes recorded."""
+    plain = tmp_path / "plain"
+    plain.write_text(f'printf "[%s]\\n" "$0" "$@"\nexec {program("churn_leak")} 10\n')
+    plain.chmod(0o755)
+    native = subprocess.run(["/bin/sh", "-c", './plain "$@"', "sh", "a b"], capture_output=True,
+                            cwd=tmp_path, check=True)
+    assert native.stdout == b"[./plain]\n[a b]\n"
+    proc = memdump_sh("-o", dump, "--", "./plain", "a b", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == native.stdout
+    facts = read_dump(dump)
+    assert facts.info["program"] in ("/usr/bin/dash", "/bin/dash")
+    assert [(what, os.path.basename(detail)) for what, detail in facts.process] == \
+        [("exec", "churn_leak")]
+    expect_leaks(analyze(dump), {marker("churn_leak.c", "after-exec"): (77, 1)})
+
+
 def test_script_without_interpreter_is_refused(tmp_path: Path) -> None:
-    text = tmp_path / "text"
-    text.write_text("echo hi\n")
-    text.chmod(0o755)
+    binary = tmp_path / "binary"
+    binary.write_bytes(b"\x00\x01not ELF\n")
+    binary.chmod(0o755)
     bad = tmp_path / "bad"
     bad.write_text("#!/nonexistent/interpreter\n")
     bad.chmod(0o755)
-    for path, why in ((text, "not an executable program"), (bad, "bad interpreter")):
+    for path, why in ((binary, "binary: cannot execute binary file (neither ELF nor a #! script)"),
+                      (bad, "bad interpreter")):
         proc = memdump_sh("--", path, cwd=tmp_path)
         assert proc.returncode == 125
         lines = proc.stderr.decode().splitlines()

@@ -11,10 +11,20 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Protocol
 
 from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
 
 from .locktable import LockCounts
+
+
+class ScanOutcome(Protocol):
+    """What a pointer scan gives (core/reach.py's ScanResult)."""
+
+    root_bytes: int
+    block_bytes: int
+
+    def records(self) -> Iterable[tuple[int, str, str | None]]: ...
 
 #: the longest tag or phase name (memdump_api.h): longer ones are cut, as the recorder does
 TAG_MAX = 255
@@ -212,6 +222,13 @@ class DumpWriter:
         self.seq += 1
         self._pending.append(f"p {self.seq} {what} {escape(detail) or '-'}\n")
         self.flush()
+
+    def scan_outcome(self, status: str, result: ScanOutcome | None, millis: int) -> None:
+        """The `scan` record of a scan that gave RESULT (None: it could not run), with the kinds."""
+        if result is None:
+            self.scan(status, 0, 0, millis)
+        else:
+            self.scan(status, result.root_bytes, result.block_bytes, millis, result.records())
 
     def scan(
         self,
