@@ -404,9 +404,11 @@ def apply(analysis: Analysis, suppressions: Sequence[Suppression],
     searched last read first, each that matches moved to the front. LeakSanitizer's entries
     are tried first, in their order."""
     lsan = [s for s in suppressions if s.template is not None]
-    # valgrind checks the loss records of `kinds` only; LeakSanitizer reports every leak
+    # valgrind checks the loss records of `kinds` only; LeakSanitizer reports every block no
+    # pointer reaches, definitely or indirectly lost (an interior pointer reaches a block)
     eligible = [g for g in analysis.groups if g.kind == "leak" and (
-        lsan or kinds is None or g.leak_kind in (None, "unknown") or g.leak_kind in kinds)]
+        kinds is None or g.leak_kind in (None, "unknown") or g.leak_kind in kinds
+        or (lsan and g.leak_kind in ("definite", "indirect")))]
     eligible.sort(key=lambda g: (g.total_bytes, _KIND_ORDER.get(g.leak_kind or "", 4), g.blocks,
                                  g.order))
     order = [s for s in reversed(suppressions) if s.template is None and s.applies_to_leaks]
