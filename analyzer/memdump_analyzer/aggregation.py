@@ -67,12 +67,14 @@ def build_analysis(reader: DumpReader, r: Replay, addresses: bool = False) -> An
         if group is None:
             by_stack[key] = Group(classify_stack(frames), nbytes, blocks, frames, rank, leak_kind,
                                   ibytes, iblocks, held,
-                                  tuple(stacks.reader.stack(abs(node))))
+                                  tuple(stacks.reader.stack(abs(node))), abs(node))
         else:
             group.bytes += nbytes
             group.blocks += blocks
             group.indirect_bytes += ibytes
             group.indirect_blocks += iblocks
+    if owned:
+        _leads(r.live, kinds, reader.leaders, by_stack, stacks)
     # largest first, by direct and indirect bytes as valgrind's loss records
     groups = sorted(by_stack.values(), key=lambda g: (-g.total_bytes, -g.blocks, g.order))
     leaked = [g for g in groups if g.kind == "leak"]
@@ -147,6 +149,36 @@ def _owned(
         agg[0] += block[0]
         agg[1] += 1
     return owned
+
+
+def _leads(
+    live: dict[bytes, tuple[int, int]],
+    kinds: dict[bytes, tuple[str, str | None]],
+    leaders: dict[bytes, bytes],
+    by_stack: dict[tuple[tuple[int, ...], str | None], Group],
+    stacks: _Stacks,
+) -> None:
+    """Fill each definitely lost group's `leads`: the indirectly lost groups its blocks lead
+    (`_owned`'s blocks, by group)."""
+    led: dict[tuple[int, int], list] = {}  # type: ignore[type-arg]  # (owner, led) ids
+
+    def group_of(p: bytes) -> Group:
+        node = abs(live[p][1])
+        return by_stack[(tuple(f.pc for f in stacks.trimmed(node)), kinds[p][0])]
+
+    for p, leader in leaders.items():
+        block = live.get(p)
+        if block is None or leader not in live or kinds.get(leader, ("",))[0] != "definite" \
+                or p not in kinds:
+            continue
+        owner, group = group_of(leader), group_of(p)
+        agg = led.get((id(owner), id(group)))
+        if agg is None:
+            agg = led[(id(owner), id(group))] = [owner, group, 0, 0]
+        agg[2] += block[0]
+        agg[3] += 1
+    for owner, group, nbytes, blocks in led.values():
+        owner.leads.append((group, nbytes, blocks))
 
 
 def _error_report(e: HeapError, stacks: _Stacks) -> ErrorReport:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from .dumpfile import Frame
 from .model import Group
+from .rescan import alloc_ops
 from .symbolize import TOOL as ADDR2LINE
 from .symbolize import AddrLineError, addr2line
 
@@ -75,9 +76,14 @@ def called_functions(
     return out
 
 
-def linkage_names(groups: Iterable[Group], program: str = ADDR2LINE) -> dict[Frame, str]:
+def linkage_names(
+    groups: Iterable[Group], program: str = ADDR2LINE,
+    depth: dict[tuple[str, int], int] | None = None,
+) -> dict[Frame, str]:
     """The linkage (mangled) names of the groups' frames, from their modules with addr2line:
-    what valgrind's `fun:` lines name. Frames whose module cannot be read have none."""
+    what valgrind's `fun:` lines name. Frames whose module cannot be read have none. `depth`,
+    when given, gets how many frames valgrind shows at each (module, offset): the functions of
+    addr2line's inline chain there, which valgrind reads from the same DWARF."""
     by_module: dict[str, set[Frame]] = {}
     for g in groups:
         for f in g.raw or g.stack:
@@ -99,6 +105,8 @@ def linkage_names(groups: Iterable[Group], program: str = ADDR2LINE) -> dict[Fra
             at.setdefault(f.offset, []).append(f)
         for offset, fs in at.items():
             chain = [name for name, _, _ in found.get(offset - 1 if offset > 0 else 0, [])]
+            if depth is not None and chain:
+                depth[(module, offset)] = len(chain)
             inlined = [f for f in fs if f.inlined]
             outer = [f for f in fs if not f.inlined]
             if outer and chain:
@@ -126,13 +134,20 @@ class StackNames:
 
     linkage: dict[Frame, str] = field(default_factory=dict)
     callees: dict[tuple[str, int], str] = field(default_factory=dict)
+    #: (module, offset) -> how many frames valgrind shows there (its inline chain's length)
+    depth: dict[tuple[str, int], int] = field(default_factory=dict)
+    #: stack node -> the operation the dump recorded at it (`calloc`, `new`...): the function
+    #: the program called, when the call site cannot be read
+    ops: dict[int, str] = field(default_factory=dict)
 
 
 def stack_names(
-    groups: Sequence[Group], site: Callable[[Sequence[Frame]], int], arch: str | None
+    groups: Sequence[Group], site: Callable[[Sequence[Frame]], int], arch: str | None,
+    path: str | None = None,
 ) -> StackNames:
     """The names of the groups' frames and call sites (`site`: the index of a stack's call
-    site, `suppressions.call_site`)."""
+    site, `suppressions.call_site`); with the dump's `path`, the operations recorded at the
+    groups' stacks."""
     sites = []
     for g in groups:
         raw = g.raw or g.stack
@@ -140,4 +155,13 @@ def stack_names(
             f = raw[site(raw)]
             if f.module is not None:
                 sites.append((f.module, f.offset))
-    return StackNames(linkage_names(groups), called_functions(sites, arch=arch))
+    depth: dict[tuple[str, int], int] = {}
+    linkage = linkage_names(groups, depth=depth)
+    ops: dict[int, str] = {}
+    if path:
+        try:
+            ops = alloc_ops(path, {g.node for g in groups if g.node})
+        except OSError:
+            pass  # the dump is gone since it was read: the frames must say
+
+    return StackNames(linkage, called_functions(sites, arch=arch), depth, ops)

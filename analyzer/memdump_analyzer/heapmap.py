@@ -3,9 +3,11 @@
 At a chosen moment, the live blocks laid out by address: the heap's regions (blocks less than
 REGION_GAP apart share one: glibc's main heap, a thread arena's heaps, each block it mmapped), in
 each the chunks the blocks take (glibc's geometry: the block and its 8-byte size field, rounded
-up to 16 bytes, 32 at least) and the free runs between them, the largest free run against all
-the free bytes: fragmentation = 1 - largest / free (0: the free bytes are one run; near 1: they
-are crumbs no large block fits in). The map line draws each region in MAP_WIDTH cells: `#` a
+up to 16 bytes, 32 at least) and the free runs between them. The fragmentation is the share of
+the heap's bytes that are free outside the largest free run: (free - largest free run) / (used +
+free), weighted by the heap so that crumbs of a heap that is almost all used count for little
+(0: no free byte, or one run; 0.5: half the heap is free runs smaller than the largest). The
+map line draws each region in MAP_WIDTH cells: `#` a
 cell all used, `.` all free, `:` both. Free runs are what lies between live blocks as the dump
 knows them: the allocator's own bookkeeping and top chunk beyond the last block are not seen.
 """
@@ -19,12 +21,13 @@ from .dumpformat import effect, unescape
 from .rules import trim_stack
 from .symbolize import symbolize as _symbolize
 
-__all__ = ["Block", "HeapMap", "HeapMapError", "Region", "heap_map", "heap_maps"]
+__all__ = ["Block", "HeapMap", "HeapMapError", "Region", "fragmentation", "heap_map", "heap_maps",
+           "percent"]
 
 REGION_GAP = 1 << 20
 MAP_WIDTH = 64
 FORMAT = "memdump-heapmap"
-VERSION = 1
+VERSION = 2
 
 
 class HeapMapError(Exception):
@@ -50,7 +53,14 @@ class Region:
 
     @property
     def fragmentation(self) -> float:
-        return 1 - self.largest_free / self.free if self.free else 0.0
+        """(free bytes - the largest free run) / the region's bytes."""
+        return fragmentation(self.free, self.largest_free, self.used + self.free)
+
+
+def fragmentation(free: int, largest: int, heap: int) -> float:
+    """The share of `heap` bytes that are free outside the largest free run: (free - largest) /
+    heap; 0 for an empty heap (docs/heapmap.md)."""
+    return (free - largest) / heap if heap else 0.0
 
 
 @dataclass
@@ -87,10 +97,15 @@ class HeapMap:
         return max((r.largest_free for r in self.regions), default=0)
 
     @property
+    def used(self) -> int:
+        """The bytes of the live blocks' chunks in all regions."""
+        return sum(r.used for r in self.regions)
+
+    @property
     def fragmentation(self) -> float:
-        """Over the whole heap: 1 - the largest free run of any region / all regions' free
-        bytes (as the timeline's, docs/views.md)."""
-        return 1 - self.largest_free / self.free if self.free else 0.0
+        """Over the whole heap: (all regions' free bytes - the largest free run of any region)
+        / all regions' bytes (as the timeline's, docs/views.md)."""
+        return fragmentation(self.free, self.largest_free, self.used + self.free)
 
 
 _MAKE = frozenset((b"malloc", b"new", b"new[]"))
@@ -241,6 +256,11 @@ def _cells(chunks: list[tuple[int, int]], lo: int, hi: int) -> str:
     return "".join(out)
 
 
+def percent(share: float) -> str:
+    """A fragmentation in percent, to a hundredth: `0.04%`, `50.00%`."""
+    return f"{100 * share:.2f}%"
+
+
 def _kib(n: int) -> str:
     return f"{n:,} B" if n < 10240 else f"{n / 1024:,.1f} KiB"
 
@@ -254,7 +274,7 @@ def heap_map_text(result: HeapMap, path: str) -> str:
         out.append(f"0x{r.lo:x}-0x{r.hi:x} ({_kib(r.hi - r.lo)}): {r.blocks:,} "
                    f"block{'s' * (r.blocks != 1)}, used "
                    f"{_kib(r.used)}, free {_kib(r.free)} in {r.free_runs:,} runs, largest "
-                   f"{_kib(r.largest_free)}, fragmentation {r.fragmentation:.2f}")
+                   f"{_kib(r.largest_free)}, fragmentation {percent(r.fragmentation)}")
         out.append(f"  [{r.cells}]")
     return "\n".join(out) + "\n"
 
@@ -263,9 +283,9 @@ def heap_map_json(result: HeapMap, path: str) -> dict[str, object]:
     return {"format": FORMAT, "version": VERSION, "view": "heap-map", "dump": path,
             "at": result.at, "seq": result.seq, "free_bytes": result.free,
             "largest_free_bytes": result.largest_free,
-            "fragmentation": round(result.fragmentation, 4),
+            "fragmentation": round(result.fragmentation, 6),
             "regions": [{"lo": f"0x{r.lo:x}", "hi": f"0x{r.hi:x}", "blocks": r.blocks,
                          "used_bytes": r.used, "free_bytes": r.free, "free_runs": r.free_runs,
                          "largest_free_bytes": r.largest_free,
-                         "fragmentation": round(r.fragmentation, 4), "map": r.cells}
+                         "fragmentation": round(r.fragmentation, 6), "map": r.cells}
                         for r in result.regions]}

@@ -62,6 +62,11 @@ class Group:
     #: the whole stack of the group's first block, allocator and below-main frames included
     #: (what suppressions match, docs/memdump.md "Leaks in CI")
     raw: tuple[Frame, ...] = ()
+    #: the stack node of the group's first block (`raw`'s), as the dump numbers it
+    node: int = 0
+    #: of a definitely lost group: the indirectly lost groups its blocks lead, with the bytes
+    #: and blocks of each that they lead (what a LeakSanitizer suppression of it hides too)
+    leads: list[tuple[Group, int, int]] = field(default_factory=list)
 
     @property
     def total_bytes(self) -> int:

@@ -8,13 +8,15 @@ RESULT. Both read short records (format 2.0) as the `e` records they stand for.
 
 from __future__ import annotations
 
-from .dumpformat import OPERATIONS, SEQUENCED, SHORT_OPS
+from .dumpformat import NO_RESULT, OPERATIONS, SEQUENCED, SHORT_OPS
 from .dumpio import clean_line
 from .model import HeapError
 
-__all__ = ["find_alloc_events", "find_freed_seqs", "result_line"]
+__all__ = ["alloc_ops", "find_alloc_events", "find_freed_seqs", "result_line"]
 
 _RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
+#: the operations that only release a block
+_RELEASES_ONLY = frozenset(op.encode() for op in NO_RESULT)
 _SEQUENCED = frozenset(tag.encode() for tag in SEQUENCED)
 _SHORT_OPS = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()}
 #: the short records of an allocation (`+`, and 2.1's `+n`, `+a`)
@@ -90,6 +92,27 @@ def find_alloc_events(path: str, all_errors: list[HeapError]) -> None:
             last[fl[2]] = (_SHORT_OPS[fl[0]], seq)
         elif fl[0] == b"e" and len(fl) > 5 and fl[5] in wanted:
             last[fl[5]] = (fl[3], seq)
+
+
+def alloc_ops(path: str, nodes: set[int]) -> dict[int, str]:
+    """Stack node -> the operation of the first allocation made at it (`malloc`, `calloc`,
+    `new`, `new[]`...), for the nodes of `nodes`: the function the program called, which a
+    suppression's first frame names. A node is one call site, so one function."""
+    wanted = {str(n).encode() for n in nodes}
+    out: dict[int, str] = {}
+    for _, fl in _events(path):
+        if fl[0][0] == 43 and len(fl) == 4:  # `+`, `+n`, `+a`
+            node, op = fl[1], _SHORT_OPS[fl[0]]
+        elif fl[0] == b"e" and len(fl) > 5 and fl[3] not in _RELEASES_ONLY:
+            node, op = fl[4], fl[3]
+        else:
+            continue
+        if node in wanted:
+            wanted.discard(node)
+            out[int(node)] = op.decode()
+            if not wanted:
+                break
+    return out
 
 
 def result_line(path: str, token: bytes) -> int | None:

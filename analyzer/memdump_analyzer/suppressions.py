@@ -13,27 +13,27 @@ any run of characters, `^` at its start and `$` at its end anchoring it.
 
 The stack valgrind matches starts with the allocation function the program called (its replacement
 of `malloc`, `_Znwm`...), then the caller. A memdump stack starts at the allocator's caller
-(`operator new`, `strdup` in libc, or the program), and the dump does not say which allocation
-function was called (a `+` record is any of them; libstdc++'s `operator new[]` tail-calls `operator
-new`): `valgrind_view` rebuilds valgrind's stack with an *allocation slot* first, named after the
-call instruction before the call site's return address (`callsites`), else every name the call
-may have had. valgrind's choice among matching entries and its counts are `apply`'s
-(docs/memdump.md, "Leaks in CI").
+(`operator new`, `strdup` in libc, or the program): `valgrind_view` rebuilds valgrind's stack with
+an *allocation slot* first, named after the call instruction before the call site's return address
+(`callsites`; it tells `new` from `new[]`, which libstdc++'s `operator new[]` tail-calls), else
+after the operation the dump recorded at the stack (`calloc`, `new`...), else every name the call
+may have had. valgrind's choice among matching entries and its counts are `apply`'s, and a
+LeakSanitizer entry hides the indirectly lost blocks its blocks lead, as LeakSanitizer's second
+check does (docs/memdump.md, "Leaks in CI").
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
-import subprocess
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from .callsites import StackNames, stack_names
 from .dumpfile import Frame
-from .dumpformat import KINDS, public_name
+from .dumpformat import public_name
 from .model import Analysis, Group
+from .suppfile import DEMANGLED, Suppression, SuppressionError, load, load_all
 
 __all__ = [
     "Suppression",
@@ -49,9 +49,6 @@ __all__ = [
     "valgrind_glob",
     "valgrind_view",
 ]
-
-#: valgrind 3.19's largest number of frames in a suppression (VG_MAX_SUPP_CALLERS)
-MAX_FRAMES = 24
 
 _C_ALLOCATORS = ("malloc", "calloc", "realloc", "reallocarray", "memalign", "posix_memalign",
                  "aligned_alloc", "valloc", "pvalloc")
@@ -82,29 +79,6 @@ _ALLOCATOR_FRAME = re.compile(
 )
 
 
-class SuppressionError(Exception):
-    """A suppression file that cannot be read: `FILE:LINE: problem`."""
-
-
-@dataclass(frozen=True)
-class Suppression:
-    name: str
-    path: str
-    line: int
-    #: `Memcheck:Leak`, `Memcheck:Free`...; `leak` for LeakSanitizer's
-    kind: str
-    #: match-leak-kinds; None: every kind
-    leak_kinds: frozenset[str] | None = None
-    #: ("fun"|"obj"|"src"|"...", pattern), innermost first
-    frames: tuple[tuple[str, str], ...] = ()
-    #: LeakSanitizer's template
-    template: str | None = None
-
-    @property
-    def applies_to_leaks(self) -> bool:
-        return self.kind in ("leak", "Leak") or self.kind.endswith(":Leak")
-
-
 @dataclass
 class ViewFrame:
     """A frame of the stack valgrind would match: the names it may have, its object and source."""
@@ -116,145 +90,6 @@ class ViewFrame:
     #: the allocation slot: the names of every function the call could have been
     slot: bool = False
     frame: Frame | None = None
-
-
-# -- reading ---------------------------------------------------------------------------------------
-
-
-def load_all(paths: Iterable[str]) -> list[Suppression]:
-    out: list[Suppression] = []
-    for path in paths:
-        out.extend(load(path))
-    _demangle_patterns(out)
-    return out
-
-
-def load(path: str) -> list[Suppression]:
-    """The suppressions of one file, valgrind's or LeakSanitizer's (told by its first line that is
-    not blank nor a comment: `{` is valgrind's). Raises SuppressionError."""
-    try:
-        with open(path, encoding="utf-8", errors="surrogateescape") as f:
-            lines = f.read().splitlines()
-    except OSError as e:
-        why = e.strerror or str(e)
-        raise SuppressionError(f"{path}: cannot read the suppressions ({why})") from None
-    for text in lines:
-        text = text.strip()
-        if text and not text.startswith("#"):
-            return _valgrind(path, lines) if text == "{" else _lsan(path, lines)
-    return []
-
-
-def _lsan(path: str, lines: list[str]) -> list[Suppression]:
-    out = []
-    for number, text in enumerate(lines, 1):
-        text = text.strip()
-        if not text or text.startswith("#"):
-            continue
-        kind, colon, template = text.partition(":")
-        if not colon:
-            raise SuppressionError(f"{path}:{number}: '{text}' is not TYPE:PATTERN (leak:PATTERN)")
-        if kind != "leak":
-            raise SuppressionError(
-                f"{path}:{number}: suppression type '{kind}' is not LeakSanitizer's (leak:PATTERN)")
-        if not template:
-            raise SuppressionError(f"{path}:{number}: leak: without a pattern")
-        out.append(Suppression(template, path, number, "leak", template=template))
-    return out
-
-
-def _valgrind(path: str, lines: list[str]) -> list[Suppression]:
-    out = []
-    rows = [(n, t.strip()) for n, t in enumerate(lines, 1)]
-    rows = [(n, t) for n, t in rows if t and not t.startswith("#")]
-    i = 0
-    while i < len(rows):
-        number, text = rows[i]
-        if text != "{":
-            raise SuppressionError(f"{path}:{number}: expected '{{' to start a suppression, "
-                                   f"not '{text}'")
-        body: list[tuple[int, str]] = []
-        i += 1
-        while i < len(rows) and rows[i][1] != "}":
-            if rows[i][1] == "{":
-                raise SuppressionError(f"{path}:{rows[i][0]}: '{{' inside a suppression "
-                                       "(a '}' is missing before it)")
-            body.append(rows[i])
-            i += 1
-        if i == len(rows):
-            raise SuppressionError(f"{path}:{number}: the suppression has no closing '}}'")
-        out.append(_entry(path, rows[i][0], body))
-        i += 1
-    return out
-
-
-def _entry(path: str, end: int, body: list[tuple[int, str]]) -> Suppression:
-    if len(body) < 2:
-        raise SuppressionError(f"{path}:{end}: a suppression needs a name, TOOL:KIND and frames")
-    (name_line, name), (kind_line, kind) = body[0], body[1]
-    tool, colon, what = kind.partition(":")
-    if not colon or not tool or not what or " " in kind:
-        raise SuppressionError(f"{path}:{kind_line}: '{kind}' is not TOOL:KIND (Memcheck:Leak)")
-    leak = what == "Leak" and "Memcheck" in tool.split(",")
-    leak_kinds = None
-    frames: list[tuple[str, str]] = []
-    for number, text in body[2:]:
-        if text.startswith("match-leak-kinds:") and not frames and leak:
-            try:
-                leak_kinds = _kinds(text.partition(":")[2])
-            except ValueError as e:
-                raise SuppressionError(f"{path}:{number}: match-leak-kinds: {e}") from None
-        elif text == "...":
-            frames.append(("...", ""))
-        elif text.startswith(("fun:", "obj:", "src:")):
-            frames.append((text[:3], text[4:]))
-        elif frames or leak:
-            raise SuppressionError(f"{path}:{number}: '{text}' is not a frame (fun:, obj:, src: "
-                                   "or ...)")
-        # else: an extra line of another tool's kind (Memcheck:Param's syscall name...)
-    if not frames:
-        raise SuppressionError(f"{path}:{end}: the suppression '{name}' has no frames")
-    if len(frames) > MAX_FRAMES:
-        raise SuppressionError(f"{path}:{end}: more than {MAX_FRAMES} frames (valgrind's limit)")
-    # valgrind's used_suppression names the line of the name
-    return Suppression(name, path, name_line, kind if not leak else "Memcheck:Leak", leak_kinds,
-                       tuple(frames))
-
-
-def _kinds(text: str) -> frozenset[str]:
-    words = [w.strip() for w in text.split(",")]
-    if words == ["all"]:
-        return frozenset(KINDS)
-    if words == ["none"]:
-        return frozenset()
-    names = {"definite": "definite", "indirect": "indirect", "possible": "possible",
-             "reachable": "reachable"}
-    bad = [w for w in words if w not in names]
-    if bad:
-        raise ValueError(f"unknown leak kind '{bad[0]}' (definite, indirect, possible, "
-                         "reachable, comma-separated; or all, none)")
-    return frozenset(words)
-
-
-_DEMANGLED: dict[str, str] = {}
-
-
-def _demangle_patterns(suppressions: Sequence[Suppression]) -> None:
-    """c++filt's demangling of the mangled `fun:` names without globs: matched against GDB's
-    names of the frames whose linkage name addr2line cannot give (a module that is gone)."""
-    names = sorted({p for s in suppressions for k, p in s.frames
-                    if k == "fun" and p.startswith("_Z") and not _has_glob(p)} - set(_DEMANGLED))
-    program = shutil.which("c++filt")
-    if not names or program is None:
-        return
-    try:
-        run = subprocess.run([program], input="\n".join(names) + "\n", capture_output=True,
-                             text=True, timeout=30, check=False)
-    except (OSError, subprocess.TimeoutExpired):
-        return
-    lines = run.stdout.splitlines()
-    if run.returncode == 0 and len(lines) == len(names):
-        _DEMANGLED.update((n, d) for n, d in zip(names, lines, strict=True) if d != n)
 
 
 # -- matching --------------------------------------------------------------------------------------
@@ -346,13 +181,28 @@ def call_site(raw: Sequence[Frame]) -> int:
     return start if start < len(raw) else 0
 
 
+def _slot_names(op: str, new_name: str | None) -> tuple[str, ...]:
+    """The names valgrind may give the `new` or `new[]` the dump recorded (`op`): the form
+    `new_name` says (GDB's name of the operator's frame), else every form."""
+    array = op == "new[]"
+    if new_name is not None:
+        names = _new_names(new_name)
+        return tuple(n for n in names if n.startswith("_Zna" if array else "_Znw")) or names
+    prefix = "_Zna" if array else "_Znw"
+    return tuple(prefix + suffix for suffix in dict.fromkeys(_NEW_SUFFIX.values()))
+
+
 def valgrind_view(
-    raw: Sequence[Frame], callees: dict[tuple[str, int], str] | None = None
+    raw: Sequence[Frame], callees: dict[tuple[str, int], str] | None = None,
+    op: str | None = None, depth: dict[tuple[str, int], int] | None = None,
 ) -> list[ViewFrame]:
     """The stack valgrind matches for a block allocated at `raw` (a memdump stack, innermost
     first): the allocation slot, then the frames from the allocator's caller to `main` (or to
     the thread's outermost frame). `callees`: the functions call sites called
-    (`callsites.called_functions`), which make the slot exact."""
+    (`callsites.called_functions`), which make the slot exact; else `op`, the operation the
+    dump recorded (`calloc`, `new`...), names it. `depth`: how many frames valgrind shows at a
+    program counter (its inline chain): GDB's surplus inlined frames there are left out (without
+    it, those of a chain whose outer frame has no source line)."""
     start = call_site(raw)
     new_name = None
     for f in raw[:start]:
@@ -364,14 +214,20 @@ def valgrind_view(
     if callees and site is not None and site.module is not None:
         callee = callees.get((site.module, site.offset))
     extra: list[ViewFrame] = []
+    if op == "posix_memalign" and callee is None:
+        callee = op
     if callee is not None and (callee in _VALGRIND_SLOT or callee.startswith(("_Znw", "_Zna"))):
         slot = _VALGRIND_SLOT.get(callee, (callee,))
         if callee == "posix_memalign":  # valgrind 3.19: memalign, then posix_memalign
             extra.append(ViewFrame(("posix_memalign",)))
+    elif op in ("new", "new[]"):
+        slot = _slot_names(op, new_name)
     elif new_name is not None:
         slot = _new_names(new_name)
     elif site is not None and public_name(site.function) in _STRDUPS:
         slot = ("malloc",)
+    elif op in _VALGRIND_SLOT:
+        slot = _VALGRIND_SLOT[op]
     else:
         slot = _C_ALLOCATORS
     view = [ViewFrame(slot, slot=True), *extra]
@@ -381,9 +237,30 @@ def valgrind_view(
         if public_name(body[i].function) in ("main", "main()"):
             end = i + 1
             break
-    for f in body[:end]:
+    for i, f in enumerate(body[:end]):
+        if f.inlined and f.module is not None and _surplus(body, i, depth or {}):
+            continue
         view.append(ViewFrame(_names(f), f.module, f.file, f.line, frame=f))
     return view
+
+
+def _surplus(body: Sequence[Frame], i: int, depth: dict[tuple[str, int], int]) -> bool:
+    """Whether the inlined frame `body[i]` is one valgrind does not show: GDB gives its program
+    counter more frames (the inlined ones, then the outer one) than the DWARF's inline chain
+    that valgrind reads has (GDB 13 calls a lambda's body inlined into its enclosing function)."""
+    f = body[i]
+    first = i
+    while first > 0 and body[first - 1].pc == f.pc and body[first - 1].inlined:
+        first -= 1
+    last = i
+    while last + 1 < len(body) and body[last + 1].pc == f.pc:
+        last += 1
+    n = depth.get((f.module or "", f.offset))
+    if n is None:
+        # the module cannot be read: a real inline chain's outer frame has the line of the
+        # call it inlined, GDB's misnamed one has none (a lambda's body is no inlined code)
+        n = 1 if body[last].line is None else last - first + 1
+    return i - first < (last - first + 1) - n
 
 
 @dataclass
@@ -405,7 +282,7 @@ def _frame_ok(kind: str, pattern: str, vf: ViewFrame, linkage: dict[Frame, str])
         names = list(vf.names)
         if vf.frame is not None and vf.frame in linkage:
             names.append(linkage[vf.frame])
-        demangled = _DEMANGLED.get(pattern)
+        demangled = DEMANGLED.get(pattern)
         regex = _PATTERNS.get(pattern)
         return any(regex.match(n) for n in names) or (demangled is not None
                                                       and demangled in names)
@@ -434,7 +311,7 @@ def matches(s: Suppression, group: Group, names: StackNames | None = None) -> bo
     if s.leak_kinds is not None and group.leak_kind not in s.leak_kinds:
         return False
     names = names or StackNames()
-    view = valgrind_view(raw, names.callees)
+    view = valgrind_view(raw, names.callees, names.ops.get(group.node), names.depth)
     frames = list(s.frames)
     # valgrind 3.19 shows posix_memalign under memalign: when the dump does not say which C
     # function was called, that frame is not in memdump's stack
@@ -492,8 +369,30 @@ def _match(sup: list[tuple[str, str]], i: int, view: list[ViewFrame], j: int,
 _KIND_ORDER = {"definite": 0, "indirect": 1, "possible": 2, "reachable": 3}
 
 
+def _lsan_subtrees(suppressed: list[Group], lsan_won: list[Group]) -> list[Group]:
+    """The indirectly lost blocks that the groups LeakSanitizer's entries suppressed lead, as
+    groups of their own (a part of a group that other blocks keep): LeakSanitizer checks again
+    with the suppressed blocks as roots (lsan_common.cpp, CheckForLeaks), so what they lead is
+    no leak, nor counted in its "Suppressions used" table. Those already suppressed stay so."""
+    done = set(map(id, suppressed))
+    out: list[Group] = []
+    for owner in lsan_won:
+        for led, nbytes, blocks in owner.leads:
+            if id(led) in done:
+                continue
+            if (nbytes, blocks) == (led.bytes, led.blocks):
+                done.add(id(led))
+                out.append(led)
+                continue
+            led.bytes -= nbytes
+            led.blocks -= blocks
+            out.append(Group(led.kind, nbytes, blocks, led.stack, led.order, led.leak_kind,
+                             raw=led.raw, node=led.node))
+    return out
+
+
 def group_names(analysis: Analysis, groups: Sequence[Group]) -> StackNames:
-    return stack_names(groups, call_site, analysis.info.get("arch"))
+    return stack_names(groups, call_site, analysis.info.get("arch"), analysis.path)
 
 
 def apply(analysis: Analysis, suppressions: Sequence[Suppression],
@@ -504,18 +403,23 @@ def apply(analysis: Analysis, suppressions: Sequence[Suppression],
     entries is followed: its loss records in order (total size, kind, blocks), its entries
     searched last read first, each that matches moved to the front. LeakSanitizer's entries
     are tried first, in their order."""
+    lsan = [s for s in suppressions if s.template is not None]
+    # valgrind checks the loss records of `kinds` only; LeakSanitizer reports every block no
+    # pointer reaches, definitely or indirectly lost (an interior pointer reaches a block)
     eligible = [g for g in analysis.groups if g.kind == "leak" and (
-        kinds is None or g.leak_kind in (None, "unknown") or g.leak_kind in kinds)]
+        kinds is None or g.leak_kind in (None, "unknown") or g.leak_kind in kinds
+        or (lsan and g.leak_kind in ("definite", "indirect")))]
     eligible.sort(key=lambda g: (g.total_bytes, _KIND_ORDER.get(g.leak_kind or "", 4), g.blocks,
                                  g.order))
-    lsan = [s for s in suppressions if s.template is not None]
     order = [s for s in reversed(suppressions) if s.template is None and s.applies_to_leaks]
     names = group_names(analysis, eligible) if order else StackNames()
     used: dict[int, list[int]] = {}
     suppressed: list[Group] = []
+    lsan_won: list[Group] = []
     for g in eligible:
         winner = _lsan_winner(lsan, g.raw or g.stack) if lsan else None
-        if winner is None:
+        if winner is None and (kinds is None or g.leak_kind in (None, "unknown")
+                               or g.leak_kind in kinds):
             for n, s in enumerate(order):
                 if matches(s, g, names):
                     winner = order.pop(n)
@@ -529,6 +433,9 @@ def apply(analysis: Analysis, suppressions: Sequence[Suppression],
         agg[1] += g.bytes if winner.template is not None else g.total_bytes
         agg[2] += g.blocks
         suppressed.append(g)
+        if winner.template is not None:
+            lsan_won.append(g)
+    suppressed += _lsan_subtrees(suppressed, lsan_won)
     gone = set(map(id, suppressed))
     analysis.groups = [g for g in analysis.groups if id(g) not in gone]
     analysis.suppressed_groups = suppressed

@@ -147,8 +147,8 @@ def test_the_heap_map_colours_blocks_by_stack(tmp_path: Path) -> None:
                              (third, "f_c (a.c:7)"), ("#ffffff", "free (between live blocks)")]
     assert ("<title>0x10080-0x10090: 16 of 16 bytes used\n0x10090, 40 bytes, f_a (a.c:5)"
             "</title>") in html
-    assert "fragmentation 0.00, largest free run 0 of 0 free bytes" in html
-    assert "At the end (event 6): fragmentation 0.00, largest free run 48 of 48 free" in html
+    assert "fragmentation 0.00%, largest free run 0 of 0 free bytes" in html
+    assert "At the end (event 6): fragmentation 0.00%, largest free run 48 of 48 free" in html
 
 
 def test_the_heap_map_greys_the_stacks_past_the_coloured_ones(tmp_path: Path) -> None:
@@ -161,6 +161,28 @@ def test_the_heap_map_greys_the_stacks_past_the_coloured_ones(tmp_path: Path) ->
     legend = _legend(html)
     assert legend == [(TAG_COLOURS[i], f"s{i} (a.c:{10 + i})") for i in range(STACK_COLOURS)] \
         + [(OTHER, "2 other stacks"), ("#ffffff", "free (between live blocks)")]
+
+
+def test_stacks_that_share_their_innermost_frame_are_named_where_they_differ(
+        tmp_path: Path) -> None:
+    """Four stacks through one allocation wrapper (jq's `jv_mem_alloc` six times in six
+    colours): each is named by the first frame where it differs from all the others, the
+    deepest of its first differences (wrap's two callers differ one frame further out)."""
+    x = F("xalloc", "/src/x.c", 9)
+    stacks = [[x, F("parse", "/src/p.c", 40)], [x, F("load", "/src/l.c", 12)],
+              [x, F("wrap", "/src/w.c", 5), F("parse", "/src/p.c", 41)],
+              [x, F("wrap", "/src/w.c", 5), F("load", "/src/l.c", 13)]]
+    d = Dump(header="MEMDUMP 2.1")
+    for i, frames in enumerate(stacks):
+        d.malloc(f"0x{0x10010 + 0x200 * i:x}", 400 - 100 * i, [*frames, *main_at(20)])
+    d.end()
+    html = page(tmp_path, Path(d.write(tmp_path))).read_text()
+    assert _legend(html) == [
+        (TAG_COLOURS[0], "xalloc (x.c:9) via parse (p.c:40)"),
+        (TAG_COLOURS[1], "xalloc (x.c:9) via load (l.c:12)"),
+        (TAG_COLOURS[2], "xalloc (x.c:9) via parse (p.c:41)"),
+        (TAG_COLOURS[3], "xalloc (x.c:9) via load (l.c:13)"),
+        ("#ffffff", "free (between live blocks)")]
 
 
 def test_the_heap_map_colours_blocks_by_tag(tmp_path: Path) -> None:
@@ -185,17 +207,65 @@ def test_the_heap_map_colours_blocks_by_tag(tmp_path: Path) -> None:
 
 
 def test_the_charts_are_the_timelines_series(tmp_path: Path) -> None:
-    """views.memdump has clock samples: x in ms, the heap and the RSS as two lines, each point's
-    exact figures in its title; the fragmentation below."""
+    """views.memdump has clock samples: x in ms, the heap and the RSS on charts of their own
+    (each its own axis: 4 KiB of heap beside 3 MiB of RSS was a line at the bottom), the RSS
+    said to hold the in-process recorder's memory, each point's exact figures in its title;
+    the fragmentation below."""
     html = page(tmp_path, FIXTURES / "views.memdump").read_text()
     charts = html.split("<h2>Memory over time</h2>", 1)[1].split("<h2>", 1)[0]
-    assert re.findall(r'<polyline[^>]*stroke="([^"]+)"', charts) == [CHART_LINE, RSS_LINE,
-                                                                      FRAG_LINE]
+    svgs = re.findall(r"<svg.*?</svg>", charts, re.S)
+    assert [re.findall(r'<polyline[^>]*stroke="([^"]+)"', svg) for svg in svgs] == [
+        [CHART_LINE], [RSS_LINE], [FRAG_LINE]]
+    # each chart's top label is its own series' highest value
+    assert [re.findall(r'<text x="66"[^>]*>([^<]+)</text>', svg)[-1] for svg in svgs[:2]] == [
+        "4.3 KiB", "3.0 MiB"]
+    assert ("<h3>Resident set (RSS)</h3>\n<p class=\"note\">RSS is the whole process&#x27;s, "
+            "memdump&#x27;s in-process recorder included (its window of the dump, its "
+            "tables).</p>") in charts
     titles = re.findall(r'<circle class="pt"[^>]*><title>([^<]+)</title>', charts)
-    assert len(titles) == 20  # the timeline's 10 points, on the two charts
-    assert "event 10, 5 ms: heap 4,424 bytes, RSS 2,097,152 bytes, fragmentation 0.0%" in titles
+    assert len(titles) == 48  # the timeline's 16 points, on the heap's, the RSS's, frag's
+    assert "event 10, 5 ms: heap 4,424 bytes, RSS 2,097,152 bytes, fragmentation 0.00%" in titles
+    assert "event 3, 0 ms: heap 4,096 bytes, RSS 1,048,576 bytes, fragmentation 0.00%" in titles
+    assert "RSS 3,145,728 bytes" in titles
     assert "milliseconds since the recording began" in charts
     assert "Live bytes by tag" not in charts  # no tags
+
+
+#: run in chromium after the page: every chart label's box against its chart's viewBox
+_CLIP_CHECK = """<script>
+window.addEventListener("load", () => {
+  const bad = [];
+  for (const svg of document.querySelectorAll("svg.chart")) {
+    const v = svg.viewBox.baseVal;
+    for (const t of svg.querySelectorAll("text")) {
+      const b = t.getBBox();
+      if (b.x < v.x || b.x + b.width > v.x + v.width || b.y < v.y
+          || b.y + b.height > v.y + v.height) bad.push(t.textContent);
+    }
+  }
+  console.log("clipped labels: " + JSON.stringify(bad));
+});
+</script>
+"""
+
+
+def test_no_axis_label_is_clipped(tmp_path: Path) -> None:
+    """A run of 3,900,000 ms and a heap of MiBs: every tick label of every chart lies inside
+    its chart, as chromium lays it out (the last one, centred on the axis's end, was cut:
+    "3,900,00")."""
+    d = Dump(header="MEMDUMP 2.2")
+    for i in range(40):
+        d.lines.append(f"c {i * 100_000} {(900 + 40 * i) << 20}")
+        d.malloc(f"0x{0x7F0000000010 + (1 << 21) * i:x}", (1 << 20) + 4096 * i, main_at(10))
+    d.end()
+    out = page(tmp_path, Path(d.write(tmp_path)))
+    text = out.read_text()
+    assert ">3,900,000</text>" in text
+    out.write_text(text.replace("</body>", _CLIP_CHECK + "</body>"))
+    proc = chromium(out.as_uri(), tmp_path, "--dump-dom")
+    assert proc.returncode == 0, proc.stderr
+    said = [m for m in console_messages(proc.stderr) if m.startswith('"clipped labels:')]
+    assert said and said[0].startswith('"clipped labels: []"'), said
 
 
 def test_the_errors_and_the_leak_kinds_are_listed(tmp_path: Path) -> None:

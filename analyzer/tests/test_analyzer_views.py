@@ -148,7 +148,7 @@ def test_timeline_base_shows_both_series(tmp_path: Path) -> None:
     doc = json.loads(run_cli("timeline", "--base", _base(tmp_path), "--format", "json",
                              str(EXAMPLE)).stdout)
     assert (doc["peak_bytes_delta"], doc["base"]["peak_bytes"], len(doc["base"]["points"])) == (
-        296, 4128, 3)
+        296, 4128, 4)
 
 
 def test_top_and_points() -> None:
@@ -157,12 +157,13 @@ def test_top_and_points() -> None:
     assert (len(doc["stacks"]), doc["more_stacks"]) == (2, 3)
     doc = json.loads(run_cli("timeline", "--points", "3", "--format", "json", "views.memdump",
                              cwd=FIXTURES).stdout)
+    # one span: its lowest and highest points, then the end
     assert [(p["seq"], p["heap_bytes"]) for p in doc["points"]] == [
-        (2, 4160), (10, 4424), (16, 4176)]
+        (1, 4096), (10, 4424), (16, 4176)]
     doc = json.loads(run_cli("timeline", "--top", "2", "--format", "json", "views.memdump",
                              cwd=FIXTURES).stdout)
     assert [(p["seq"], p["heap_bytes"]) for p in doc["points"]] == [(9, 4392), (10, 4424)]
-    assert doc["more_points"] == 8
+    assert doc["more_points"] == 14
     doc = json.loads(run_cli("sizes", "--top", "1", "--format", "json", "views.memdump",
                              cwd=FIXTURES).stdout)
     assert doc["buckets"] == [{"min": 64, "max": 127, "blocks": 5, "bytes": 336}]
@@ -309,26 +310,90 @@ TAGS = FIXTURES / "tags.memdump"
 
 def test_the_tags_series_adds_up_to_the_heap_at_each_point() -> None:
     """tags.memdump: untagged 400 at event 2, two `physics` blocks of 64 (one freed at event 5),
-    128 `audio` bytes, the 400 freed and 200 allocated in `level 2`."""
+    128 `audio` bytes, the 400 freed (event 8: the trough) and 200 allocated in `level 2`."""
     p = load(str(TAGS))[0].profile
     assert p.tag_names == ["(untagged)", "physics", "audio"]
     assert [(pt[0], pt[1]) for pt in p.timeline] == [
-        (2, 400), (3, 464), (4, 528), (6, 592), (9, 392), (10, 392)]
-    assert p.timeline_tags == [(400, 0, 0), (400, 64, 0), (400, 128, 0), (400, 64, 128),
-                               (200, 64, 128), (200, 64, 128)]
+        (2, 400), (3, 464), (4, 528), (5, 464), (6, 592), (8, 192), (9, 392), (10, 392)]
+    assert p.timeline_tags == [(400, 0, 0), (400, 64, 0), (400, 128, 0), (400, 64, 0),
+                               (400, 64, 128), (0, 64, 128), (200, 64, 128), (200, 64, 128)]
+
+
+def test_a_free_phase_falls_through_its_spans(tmp_path: Path) -> None:
+    """200 blocks of 100 bytes allocated, then all freed (jq's end): each span of 64 events
+    gives its highest and its lowest point, so the heap falls span by span to 0, where it was
+    one line from the peak at event 200 to the end (the spans closed only at allocations)."""
+    d = Dump(header="MEMDUMP 2.1")
+    for i in range(200):
+        d.malloc(f"0x{0x10010 + 0x70 * i:x}", 100, main_at(10))
+    for i in range(200):
+        d.free(f"0x{0x10010 + 0x70 * i:x}", main_at(11))
+    d.end()
+    p = load(d.write(tmp_path), points=20)[0].profile
+    assert [(pt[0], pt[1]) for pt in p.timeline] == [
+        (1, 100), (63, 6300), (64, 6400), (127, 12700), (128, 12800), (191, 19100),
+        (200, 20000), (255, 14500), (256, 14400), (319, 8100), (320, 8000), (383, 1700),
+        (384, 1600), (400, 0), (401, 0)]
+
+
+@pytest.mark.parametrize(("recorder", "said"), [
+    ("in-process", "RSS is the whole process's, memdump's in-process recorder included (its "
+                   "window of the dump, its tables)"),
+    ("breakpoints", "RSS is the whole process's; the breakpoint recorder adds nothing to it"),
+    (None, "RSS is the whole process's, memdump's in-process recorder included if it recorded"),
+])
+def test_the_rss_says_whose_memory_it_is(tmp_path: Path, recorder: str | None,
+                                         said: str) -> None:
+    """The RSS of the clock samples is the process's: with the in-process recorder, the
+    recorder's window of the dump and its tables are in it (2M malloc/free pairs: 16.8 MB of
+    RSS for 1.3 MB run natively), which the text and the JSON say."""
+    d = Dump(header="MEMDUMP 2.2")
+    if recorder is not None:
+        d.lines.append(f"i recorder {recorder}")
+    d.lines.append("c 0 4096000")
+    d.malloc("0x10010", 100, main_at(10))
+    d.lines.append("c 30 8192000")
+    d.end()
+    path = d.write(tmp_path)
+    assert f"peak RSS: 8,192,000 bytes at 30 ms; {said}\n" in run_cli("timeline", path).stdout
+    doc = json.loads(run_cli("timeline", "--format", "json", path).stdout)
+    assert doc["rss_note"] == said
 
 
 def test_the_fragmentation_is_the_heap_maps_over_all_regions() -> None:
     """heapmap.memdump: the 2nd and 4th of the small blocks freed leave two holes of 32 bytes
-    (events 9 and 10); the mmapped block is a region with no free byte."""
+    (events 9 and 10); the mmapped block is a region with no free byte, and 200,016 of the
+    heap's 200,464 bytes: the 32 free bytes outside the largest run are 0.016% of the heap."""
     p = load(str(FIXTURES / "heapmap.memdump"))[0].profile
-    assert p.frag == [(1, 0, 0), (2, 0, 0), (3, 0, 0), (4, 0, 0), (5, 0, 0), (6, 0, 0),
-                      (7, 0, 0), (8, 0, 0), (9, 32, 32), (10, 64, 32), (11, 64, 32)]
+    assert p.frag == [(1, 0, 0, 32), (2, 0, 0, 64), (3, 0, 0, 176), (4, 0, 0, 208),
+                      (5, 0, 0, 416), (6, 0, 0, 448), (7, 0, 0, 200464), (8, 0, 0, 200464),
+                      (9, 32, 32, 200464), (10, 64, 32, 200464), (11, 64, 32, 200464)]
     doc = json.loads(run_cli("timeline", "--format", "json", "heapmap.memdump",
                              cwd=FIXTURES).stdout)
-    assert doc["end_fragmentation"] == 0.5
+    assert doc["end_fragmentation"] == 0.00016
     assert [(pt["seq"], pt["fragmentation"]) for pt in doc["points"]] == [
-        (1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.0), (6, 0.0), (7, 0.0), (11, 0.5)]
+        (1, 0.0), (2, 0.0), (3, 0.0), (4, 0.0), (5, 0.0), (6, 0.0), (7, 0.0), (9, 0.0),
+        (10, 0.00016), (11, 0.00016)]
+
+
+def test_the_fragmentation_is_weighted_by_the_heap(tmp_path: Path) -> None:
+    """100 blocks of 1,000 bytes side by side (chunks of 1,008), the 11th and 12th freed (a run
+    of 2,016) and the 31st, 51st, 71st (1,008 each): 1 - largest / free would say 60%; 3,024
+    free bytes outside the largest run of a 100,800-byte heap are 3%."""
+    d = Dump(header="MEMDUMP 2.1")
+    for i in range(100):
+        d.malloc(f"0x{0x10010 + 1008 * i:x}", 1000, main_at(10))
+    for i in (10, 11, 30, 50, 70):
+        d.free(f"0x{0x10010 + 1008 * i:x}", main_at(11))
+    d.end()
+    path = d.write(tmp_path)
+    p = load(path)[0].profile
+    assert p.frag[-1] == (p.last_seq, 5040, 2016, 100800)
+    text = run_cli("timeline", path).stdout
+    assert ("fragmentation at the end: 3.00% of the heap (free 5,040 bytes outside the largest "
+            "run of 2,016 bytes, in a heap of 100,800 bytes); ") in text
+    heap_map = run_cli("--heap-map", path).stdout
+    assert "free 5,040 B in 4 runs, largest 2,016 B, fragmentation 3.00%" in heap_map
 
 
 def test_the_timeline_of_a_tagged_dump_is_documented() -> None:
@@ -344,10 +409,10 @@ def test_the_timeline_of_a_tagged_dump_is_documented() -> None:
         assert f"```{'json' if fmt == 'json' else ''}\n{result.stdout}```" in tags_doc
 
 
-def _heapmap_whole(path: str, seq: int) -> tuple[int, int]:
+def _heapmap_whole(path: str, seq: int) -> tuple[int, int, int]:
     from memdump_analyzer.heapmap import heap_map
-    regions = heap_map(path, str(seq)).regions
-    return sum(r.free for r in regions), max((r.largest_free for r in regions), default=0)
+    m = heap_map(path, str(seq))
+    return m.free, m.largest_free, m.used + m.free
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -395,8 +460,8 @@ def test_random_series_agree_with_the_heap_map_and_add_up(tmp_path: Path, seed: 
     path = d.write(tmp_path)
     p = load(path)[0].profile
     assert p.frag and p.frag[-1][0] == p.last_seq
-    for seq, free, largest in p.frag[:: max(1, len(p.frag) // 12)] + p.frag[-1:]:
-        assert (free, largest) == _heapmap_whole(path, seq), seq
+    for seq, free, largest, heap in p.frag[:: max(1, len(p.frag) // 12)] + p.frag[-1:]:
+        assert (free, largest, heap) == _heapmap_whole(path, seq), seq
     for points in (200, 7):  # 7: the spans merge many times
         q = load(path, points=points)[0].profile
         for (seq, heap, _, _), tags in zip(q.timeline, q.timeline_tags, strict=True):

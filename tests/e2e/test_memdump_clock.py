@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from memdump_e2e import record
+import memdump_e2e
+from memdump_e2e import analyze_raw, record
 
 STEP = 16 << 20
 
@@ -45,3 +46,10 @@ def test_the_clock_samples_follow_the_resident_set(dump: Path) -> None:
     assert len(rises) >= 2 and all(r < STEP + slack for r in rises), clock
     assert max(rss) - rss[-1] >= 3 * STEP - slack, clock
     assert all(r > 0 for r in rss)
+    # the timeline says whose memory the RSS is: the in-process recorder's is in it
+    said = {"in-process": "RSS is the whole process's, memdump's in-process recorder included "
+                          "(its window of the dump, its tables)",
+            "breakpoints": "RSS is the whole process's; the breakpoint recorder adds nothing to "
+                           "it"}[memdump_e2e.MODE]
+    text = analyze_raw(dump, "timeline").stdout
+    assert f" ms; {said}\n" in text, text

@@ -1,6 +1,8 @@
-"""The HTML report's charts over time, as SVG written by hand: the live heap and the RSS (the
-`timeline` view's points, docs/views.md), the fragmentation, each tag's live bytes stacked, and
-with `--base` both runs' heaps. Every point has a `<title>` with its exact figures."""
+"""The HTML report's charts over time, as SVG written by hand: the live heap, and the RSS on a chart
+of its own (the `timeline` view's points, docs/views.md: a heap of a few MiB would sink to the
+bottom of a scale that an RSS of tens of MiB sets), the fragmentation, each tag's live bytes
+stacked, and with `--base` both runs'. Every point has a `<title>` with its exact figures; the
+tick labels are anchored so that none runs past the chart's edges."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ from ..tagphases import UNTAGGED
 from .flame import WIDTH
 
 __all__ = ["BASE_LINE", "CHART_FILL", "CHART_LINE", "FRAG_LINE", "RSS_LINE", "TAG_COLOURS",
-           "Line", "OTHER", "by_ms", "human_bytes", "memory_charts", "rss_line", "tag_colours",
-           "xy_chart"]
+           "Line", "OTHER", "by_ms", "human_bytes", "memory_charts", "rss_chart", "rss_line",
+           "tag_colours", "xy_chart"]
 
 CHART_FILL = "#9ab8e8"
 CHART_LINE = "#2a5cb0"
@@ -51,12 +53,13 @@ class Line:
 
 def xy_chart(xs: Sequence[float], lines: list[Line], *, height: int, x_label: str,
              y_text: Callable[[float], str], titles: Sequence[str], top: float | None = None,
-             stacked: bool = False, css: str = "chart") -> str:
+             stacked: bool = False, css: str = "chart", x_range: Sequence[float] = ()) -> str:
     """An SVG chart of `lines` over `xs` (the first line's points carry `titles`, their
-    exact figures, as hover text). `stacked`: each line is drawn on top of the ones before."""
+    exact figures, as hover text). `stacked`: each line is drawn on top of the ones before.
+    `x_range`: x values the axis spans too (another chart's, to line the two up)."""
     if len(xs) < 2 or any(len(line.xs or xs) < 2 for line in lines):
         return '<p class="note">Too few points for a chart.</p>'
-    every_x = [x for line in lines for x in (line.xs or ())] + list(xs)
+    every_x = [x for line in lines for x in (line.xs or ())] + list(xs) + list(x_range)
     x0, x1 = min(every_x), max(every_x)
     span = (x1 - x0) or 1
     bases = [0.0] * len(xs)
@@ -94,8 +97,11 @@ def xy_chart(xs: Sequence[float], lines: list[Line], *, height: int, x_label: st
     ticks = 4 if span >= 4 else max(1, int(span))  # whole events or ms on a short axis
     for k in range(ticks + 1):
         x = x0 + span * k / ticks
+        # the first and the last label start and end at their tick: centred, the last one ran
+        # past the right edge and was clipped ("4,000,00")
+        anchor = "start" if k == 0 else "end" if k == ticks else "middle"
         out.append(f'<text x="{_MARGIN + (x - x0) / span * w:.2f}" y="{h + 16}" '
-                   f'text-anchor="middle">{x:,.0f}</text>')
+                   f'text-anchor="{anchor}">{x:,.0f}</text>')
     out.append(f'<text x="{_MARGIN + w / 2:.0f}" y="{h + 34}" text-anchor="middle">'
                f'{escape(x_label)}</text>')
     first = tops[0] if tops else []
@@ -151,29 +157,46 @@ def _title(p: dict[str, Any]) -> str:
     if p["rss_bytes"] is not None:
         what += f", RSS {p['rss_bytes']:,} bytes"
     if p["fragmentation"] is not None:
-        what += f", fragmentation {100 * p['fragmentation']:.1f}%"
+        what += f", fragmentation {100 * p['fragmentation']:.2f}%"
     return f"{when}: {what}"
 
 
+def rss_chart(lines: list[Line], x_label: str, note: str,
+              x_range: Sequence[float] = ()) -> list[str]:
+    """The RSS lines (`rss_line`'s) on a chart of their own, under a heading saying what the
+    RSS holds (`note`), its x axis spanning `x_range` too (the heap chart's); nothing without
+    a line."""
+    if not lines:
+        return []
+    first = lines[0]
+    titles = [f"RSS {r:,} bytes" for r in first.values]
+    return ["<h3>Resident set (RSS)</h3>", f'<p class="note">{escape(note)}.</p>',
+            xy_chart(list(first.xs or ()), lines, height=160, x_label=x_label,
+                     y_text=human_bytes, titles=titles, x_range=x_range)]
+
+
 def memory_charts(body: dict[str, Any]) -> str:
-    """The `timeline` view's JSON (`body`) as charts: the heap and the RSS (when the dump has
-    clock samples), the fragmentation below in percent, the tags' live bytes stacked."""
+    """The `timeline` view's JSON (`body`) as charts: the heap, the RSS on its own axis (when
+    the dump has clock samples, said to include the in-process recorder's memory), the
+    fragmentation below in percent, the tags' live bytes stacked."""
     pts = body["points"]
     xs, x_label = _x(body)
     titles = [_title(p) for p in pts]
     lines = [Line("live heap bytes", CHART_LINE, [p["heap_bytes"] for p in pts], CHART_FILL)]
-    lines += rss_line(body, xs, "RSS bytes", RSS_LINE)
     out = [xy_chart(xs, lines, height=220, x_label=x_label, y_text=human_bytes, titles=titles)]
     if body["peak_seq"]:
         out.append(f'<p class="note">Peak: {body["peak_bytes"]:,} bytes after event '
                    f'{body["peak_seq"]:,}' + (f', {body["peak_ms"]:,} ms' if body["clocked"]
                                               else "") + ".</p>")
+    out += rss_chart(rss_line(body, xs, "RSS bytes", RSS_LINE), x_label,
+                     body.get("rss_note") or "RSS is the whole process's", xs)
     frag = [100 * (p["fragmentation"] or 0.0) for p in pts]
     out += ["<h3>Fragmentation</h3>",
-            '<p class="note">1 - the largest free run / the free bytes between the live blocks '
-            "(the heap map's figure, over all regions), sampled.</p>",
+            '<p class="note">The share of the heap that is free outside its largest free run: '
+            "(the free bytes between the live blocks - the largest free run) / the heap's "
+            "bytes, over all regions (the heap map's figure), sampled.</p>",
             xy_chart(xs, [Line("fragmentation %", FRAG_LINE, frag)], height=110,
-                     x_label=x_label, y_text=lambda v: f"{v:.0f}%", titles=titles, top=100)]
+                     x_label=x_label, y_text=lambda v: f"{v:.2f}%", titles=titles)]
     if body["tags"]:
         colours = tag_colours([t["tag"] for t in body["tags"]])
         tags = [Line(t["tag"], colours[t["tag"]], [v for _, v in t["series"]],

@@ -9,7 +9,7 @@ from html import escape
 from typing import Any
 
 from ..dumpfile import Frame
-from ..heapmap import heap_maps
+from ..heapmap import heap_maps, percent
 from ..model import Analysis, ErrorReport, Group
 from ..report import KIND_NAMES, _frame_text
 from ..views import Options, load
@@ -152,7 +152,7 @@ def heap_map_section(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
     colours = colours_of((m for _, m in maps), tag_colours([t["tag"] for t in series["tags"]]))
     out = [legend(colours, [m for _, m in maps])]
     for title, m in maps:
-        out += [f"<h3>{title} (event {m.seq:,}): fragmentation {m.fragmentation:.2f}, "
+        out += [f"<h3>{title} (event {m.seq:,}): fragmentation {percent(m.fragmentation)}, "
                 f"largest free run {m.largest_free:,} of {m.free:,} free bytes</h3>",
                 map_svg(m, colours, a.path)]
     return "\n".join(out)

@@ -12,7 +12,17 @@ from typing import Any
 from ..diff import DiffEntry, diff
 from ..model import Analysis
 from ..report import KIND_NAMES
-from .charts import BASE_LINE, CHART_LINE, RSS_LINE, Line, by_ms, human_bytes, rss_line, xy_chart
+from .charts import (
+    BASE_LINE,
+    CHART_LINE,
+    RSS_LINE,
+    Line,
+    by_ms,
+    human_bytes,
+    rss_chart,
+    rss_line,
+    xy_chart,
+)
 from .collapsed import METRICS
 from .flame import diff_flame_svg
 from .html import errors, flames, heap_map_section, page, row, stack_text, timeline_of
@@ -53,21 +63,24 @@ def _xs(series: dict[str, Any], clocked: bool) -> list[float]:
 
 
 def _chart(ours: dict[str, Any], theirs: dict[str, Any]) -> str:
-    """Both runs' live heaps (and RSS when both have clock samples) over ms or events."""
+    """Both runs' live heaps over ms or events, and below, on their own axis, their RSS when
+    both have clock samples."""
     clocked = by_ms(ours) and by_ms(theirs)
     xs, base_xs = _xs(ours, clocked), _xs(theirs, clocked)
     lines = [Line("new: live heap bytes", CHART_LINE, [p["heap_bytes"] for p in ours["points"]]),
              Line("base: live heap bytes", BASE_LINE,
-                  [p["heap_bytes"] for p in theirs["points"]], xs=base_xs),
-             *rss_line(ours, xs, "new: RSS bytes", RSS_LINE),
-             *rss_line(theirs, base_xs, "base: RSS bytes", _BASE_RSS)]
+                  [p["heap_bytes"] for p in theirs["points"]], xs=base_xs)]
+    rss = [*rss_line(ours, xs, "new: RSS bytes", RSS_LINE),
+           *rss_line(theirs, base_xs, "base: RSS bytes", _BASE_RSS)]
     titles = [f"new run, event {p['seq']:,}" + (f", {p['ms']:,} ms" if clocked else "")
               + f": heap {p['heap_bytes']:,} bytes" for p in ours["points"]]
     label = "milliseconds since the recording began" if clocked else "events"
     note = (f'<p class="note">Peak heap: base {theirs["peak_bytes"]:,} bytes, new '
             f'{ours["peak_bytes"]:,} ({ours["peak_bytes"] - theirs["peak_bytes"]:+,}).</p>')
-    return xy_chart(xs, lines, height=220, x_label=label, y_text=human_bytes,
-                    titles=titles) + note
+    return "\n".join([xy_chart(xs, lines, height=220, x_label=label, y_text=human_bytes,
+                               titles=titles) + note,
+                      *rss_chart(rss, label, ours.get("rss_note") or "RSS is the whole "
+                                 "process's", [*xs, *base_xs])])
 
 
 def _new_leaks(entries: list[DiffEntry]) -> str:

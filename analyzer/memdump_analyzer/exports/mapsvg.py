@@ -13,7 +13,7 @@ from html import escape
 
 from ..diff import frames_key
 from ..dumpfile import Frame
-from ..heapmap import Block, HeapMap, chunk_of, heap_map_text
+from ..heapmap import Block, HeapMap, chunk_of, heap_map_text, percent
 from ..tagphases import UNTAGGED
 from .charts import OTHER, TAG_COLOURS, human_bytes
 from .flame import WIDTH
@@ -83,16 +83,45 @@ def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
         return Colours(True, dict(colour), {n: n for n in names})
     weight: dict[Hashable, int] = {}
     label: dict[Hashable, str] = {}
+    frames: dict[Hashable, tuple[Frame, ...]] = {}
     out = Colours(False, {}, label)
     for m in maps:
         for b in m.blocks:
             key = out.key(b, m.stacks)
             weight[key] = weight.get(key, 0) + b.size
             if key not in label:
-                label[key] = _frame(m.stacks.get(b.node, ()))
+                frames[key] = m.stacks.get(b.node, ())
+                label[key] = _frame(frames[key])
     ranked = sorted(weight, key=lambda k: (-weight[k], label[k]))[:STACK_COLOURS]
     out.colour.update((k, TAG_COLOURS[i]) for i, k in enumerate(ranked))
+    _tell_apart(ranked, frames, label)
     return out
+
+
+def _tell_apart(keys: list[Hashable], frames: dict[Hashable, tuple[Frame, ...]],
+                label: dict[Hashable, str]) -> None:
+    """Name the stacks of `keys` that share an innermost frame (a program's own `xmalloc`) by
+    their first frame where they differ from the others too: `xmalloc (x.c:9) via parse
+    (p.c:40)`, the frame being the deepest of the first differences from each of the others."""
+    by_label: dict[str, list[Hashable]] = {}
+    for k in keys:
+        by_label.setdefault(label[k], []).append(k)
+    for same in by_label.values():
+        if len(same) < 2:
+            continue
+        names = {k: [_frame(frames[k][i:i + 1]) for i in range(len(frames[k]))] for k in same}
+        for k in same:
+            depth = max(_first_difference(names[k], names[o]) for o in same if o is not k)
+            there = names[k][depth] if depth < len(names[k]) else "(the stack's end)"
+            label[k] = f"{label[k]} via {there}"
+
+
+def _first_difference(a: list[str], b: list[str]) -> int:
+    """The index of the first frame where the stacks `a` and `b` differ."""
+    i = 0
+    while i < len(a) and i < len(b) and a[i] == b[i]:
+        i += 1
+    return i
 
 
 def _cells(m: HeapMap, lo: int, hi: int, blocks: list[Block],
@@ -146,7 +175,7 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
             continue
         rows.append(f'<text x="0" y="{y + 12}">0x{region.lo:x}-0x{region.hi:x} '
                     f'({human_bytes(region.hi - region.lo)}): {region.blocks:,} blocks, '
-                    f'fragmentation {region.fragmentation:.2f}</text>')
+                    f'fragmentation {percent(region.fragmentation)}</text>')
         y += 16
         cells = _cells(m, region.lo, region.hi, blocks, colours)
         for i, (start, end, used, members) in enumerate(cells):
@@ -182,7 +211,8 @@ def legend(colours: Colours, maps: list[HeapMap]) -> str:
         others = len(weight) - len(colours.colour)
         items.append((OTHER, f"{others:,} other stack{'s' if others != 1 else ''}"))
     items.append((FREE, "free (between live blocks)"))
-    what = "tag" if colours.by_tag else "allocation stack (its innermost frame)"
+    what = "tag" if colours.by_tag else ("allocation stack (its innermost frame; stacks that share "
+                                         "it, by their first frame that differs)")
     return (f'<p class="note">Each cell is coloured by the {what} with most bytes in it; '
             "hatched: mostly free. Hover a cell for its blocks.</p><div class=\"legend\">"
             + "".join(f'<span class="key"><span class="sw" style="background:{c}"></span>'

@@ -70,7 +70,7 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             if reader.truncated:
                 warnings.append("the dump's last line is incomplete (the recorder was killed "
                                 "while writing it): it was ignored")
-            return Side(path, prof, group_stacks(reader, prof)), warnings
+            return Side(path, prof, group_stacks(reader, prof), dict(reader.info)), warnings
     finally:
         if collecting:
             gc.enable()

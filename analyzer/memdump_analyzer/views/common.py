@@ -31,7 +31,7 @@ __all__ = [
 ]
 
 VIEW_FORMAT = "memdump-view"
-VIEW_VERSION = "1.1"
+VIEW_VERSION = "2.0"
 
 #: a stack as matched across dumps: each frame's function and file:line (module+offset without
 #: a line), never its address
@@ -66,6 +66,8 @@ class Side:
     path: str
     profile: Profile
     groups: dict[StackKey, Group]
+    #: the dump's `i` records (its recorder...)
+    info: dict[str, str] = field(default_factory=dict)
 
 
 def _frame_key(f: Frame) -> tuple[str, ...]:

@@ -12,7 +12,8 @@ What is kept:
   them;
 - per size, how many blocks were allocated;
 - the live heap over time, as at most 2 x `points` buckets of equal spans of events, each holding
-  its highest live heap (so the peak is exact), with the time and the RSS of the last clock sample
+  its highest live heap (so the peak is exact) and its lowest (so a free phase falls), with the
+  time and the RSS of the last clock sample
   before it, and, when the dump has tags (`g` records), each tag's live bytes at that moment (a
   lazy snapshot, as the stacks' peak figures: a tag's bytes are copied when it changes for the
   first time after the span's highest point);
@@ -38,7 +39,7 @@ from ..dumpfile import DumpReader
 from ..dumpformat import CUSTOM, OPERATIONS, effect
 from ..families import SHORT_CXX
 from ..tagphases import UNTAGGED
-from .series import FragSamples, Timeline
+from .series import NO_LOW, FragSamples, Timeline
 
 __all__ = ["LIFE_EXACT", "PARTS", "Profile", "StackStats", "bucket", "profile"]
 
@@ -127,7 +128,8 @@ class Profile:
     sizes: dict[int, int] = field(default_factory=dict)
     #: the parts of `PARTS` computed: the others' figures are empty or 0
     computed: frozenset[str] = frozenset()
-    #: [SEQ, live heap bytes, ms, RSS bytes] at the highest live heap of each span of events
+    #: [SEQ, live heap bytes, ms, RSS bytes] at the highest and the lowest live heap of each
+    #: span of events, in order
     timeline: list[tuple[int, int, int, int]] = field(default_factory=list)
     #: the tags (memdump_api.h) in the order they were first used, "(untagged)" first; empty
     #: when the dump has none
@@ -135,7 +137,7 @@ class Profile:
     #: each timeline point's live bytes per tag (in `tag_names`' order)
     timeline_tags: list[tuple[int, ...]] = field(default_factory=list)
     #: (SEQ, free bytes, largest free run) of the live blocks, sampled (series.py), the end's last
-    frag: list[tuple[int, int, int]] = field(default_factory=list)
+    frag: list[tuple[int, int, int, int]] = field(default_factory=list)
     peak_rss: int = 0
     peak_rss_ms: int | None = None
 
@@ -185,8 +187,10 @@ def profile(reader: DumpReader, *, points: int = 200,
     clocked = False
     cur = peak = peak_seq = peak_blocks = peak_ms = 0
     span_end = 1
-    span_max = -1
+    span_max = -1  # the span's highest live heap (-1: none yet), and when
     span_seq = span_ms = span_rss = 0
+    span_min = NO_LOW  # its lowest, and when
+    low_seq = low_ms = low_rss = 0
     temps = temp_bytes = 0
     short_tid: bytes | None = None
     tid = b""  # the thread of `last`
@@ -289,7 +293,8 @@ def profile(reader: DumpReader, *, points: int = 200,
             rec = other(line, fl, seq)
             if tag == b"g" and not tagging and want_timeline:  # the first tag: the blocks
                 tagging = True  # live so far are untagged
-                untagged = tag_rows[-1] = [cur, seq, span_max if span_max >= 0 else cur, 0]
+                untagged = tag_rows[-1] = [cur, seq, span_max if span_max >= 0 else cur, 0,
+                                           cur if span_min == NO_LOW else span_min]
                 tag_list.append(untagged)
             if rec is not None:
                 seq += 1
@@ -311,7 +316,18 @@ def profile(reader: DumpReader, *, points: int = 200,
                     for row in tag_list:
                         if row[1] <= span_seq:
                             row[2] = row[0]
+                        if row[1] <= low_seq:
+                            row[4] = row[0]
                         row[0], row[1] = 0, seq
+                    if want_timeline:
+                        if seq >= span_end:
+                            span_end = timeline.close(
+                                seq, (span_seq, span_max, span_ms, span_rss),
+                                (low_seq, span_min, low_ms, low_rss), tag_list)
+                            span_max = -1
+                        span_min, low_seq, low_ms, low_rss = 0, seq, ms, rss
+                        if span_max < 0:
+                            span_max, span_seq, span_ms, span_rss = 0, seq, ms, rss
                     block_tag.clear()
                     last = None
                     last_alloc.clear()
@@ -335,6 +351,8 @@ def profile(reader: DumpReader, *, points: int = 200,
                     row = block_tag_pop(release, untagged)
                     if row[1] <= span_seq:
                         row[2] = row[0]
+                    if row[1] <= low_seq:
+                        row[4] = row[0]
                     row[0] -= bsize
                     row[1] = seq
                 if want_temporary and release == last:
@@ -358,6 +376,17 @@ def profile(reader: DumpReader, *, points: int = 200,
                     hist[nid] = hist.get(nid, 0) + 1
             if p is None:
                 last = None
+                if want_timeline:  # a free: the heap's lowest point of its span, maybe
+                    if seq >= span_end:
+                        span_end = timeline.close(
+                            seq, (span_seq, span_max, span_ms, span_rss),
+                            (low_seq, span_min, low_ms, low_rss), tag_list)
+                        span_max = -1
+                        span_min = NO_LOW
+                    if cur < span_min:
+                        span_min, low_seq, low_ms, low_rss = cur, seq, ms, rss
+                        if span_max < 0:
+                            span_max, span_seq, span_ms, span_rss = cur, seq, ms, rss
                 continue
         if p == b"0x0":  # a failed allocation: an operation that made no block
             last = None
@@ -391,6 +420,8 @@ def profile(reader: DumpReader, *, points: int = 200,
                 row = block_tag_pop(p, untagged)
                 if row[1] <= span_seq:
                     row[2] = row[0]
+                if row[1] <= low_seq:
+                    row[4] = row[0]
                 row[0] -= old[0]
                 row[1] = seq
         last = p
@@ -407,19 +438,23 @@ def profile(reader: DumpReader, *, points: int = 200,
                 stack = tid_stacks[tid] = reader_tags.setdefault(int(tid), [])
             row = tag_rows.get(stack[-1] if stack else -1)
             if row is None:
-                row = tag_rows[stack[-1]] = [0, seq, 0, len(tag_list)]
+                row = tag_rows[stack[-1]] = [0, seq, 0, len(tag_list), 0]
                 tag_list.append(row)
-            elif row[1] <= span_seq:
-                row[2] = row[0]
+            else:
+                if row[1] <= span_seq:
+                    row[2] = row[0]
+                if row[1] <= low_seq:
+                    row[4] = row[0]
             row[0] += size
             row[1] = seq
             block_tag[p] = row
         if seq >= span_end and want_timeline:
-            if span_max >= 0:
-                timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss,
-                             tuple([r[0] if r[1] <= span_seq else r[2] for r in tag_list]))
-            span_end = (seq // timeline.width + 1) * timeline.width
+            span_end = timeline.close(seq, (span_seq, span_max, span_ms, span_rss),
+                                      (low_seq, span_min, low_ms, low_rss), tag_list)
             span_max = -1
+            span_min = NO_LOW
+        if cur < span_min:  # a realloc that shrank, or the span's first event
+            span_min, low_seq, low_ms, low_rss = cur, seq, ms, rss
         if cur > span_max:
             span_max = cur
             span_seq = seq
@@ -430,9 +465,8 @@ def profile(reader: DumpReader, *, points: int = 200,
                 peak_seq = seq
                 peak_blocks = len(live)
                 peak_ms = ms
-    if span_max >= 0:
-        timeline.add(span_seq // timeline.width, span_seq, span_max, span_ms, span_rss,
-                     tuple([r[0] if r[1] <= span_seq else r[2] for r in tag_list]))
+    timeline.close(seq, (span_seq, span_max, span_ms, span_rss),
+                   (low_seq, span_min, low_ms, low_rss), tag_list)
     result = Profile(stacks={}, last_seq=seq, clocked=clocked, last_ms=ms,
                      computed=frozenset(compute))
     _finish(result, stats, live, peak_seq)
