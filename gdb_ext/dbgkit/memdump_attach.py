@@ -22,6 +22,7 @@ import gdb
 
 from . import output
 from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
+from .inferior_call import call
 from .memdump_checks import CMD
 
 __all__ = ["drain", "load"]
@@ -159,38 +160,20 @@ class _Locked:
         gdb.execute(f"set unwindonsignal {'on' if self.saved[1] else 'off'}", to_string=True)
 
 
-def _call(expression: str, text: bytes | None = None) -> gdb.Value:
-    """Evaluate EXPRESSION, a call, in the selected thread; TEXT, if given, is put on its stack
-    (below the red zone, under a lowered stack pointer) and named $_memdump_text."""
-    gdb.newest_frame().select()
-    if text is None:
-        return gdb.parse_and_eval(expression)
-    sp = int(gdb.parse_and_eval("$sp"))
-    at = (sp - 512 - len(text) - 1) & ~15
-    gdb.selected_inferior().write_memory(at, text + b"\0")
-    gdb.set_convenience_variable("_memdump_text", at)
-    gdb.execute(f"set $sp = {(at - 256) & ~15:#x}", to_string=True)
-    try:
-        return gdb.parse_and_eval(expression)
-    finally:
-        gdb.execute(f"set $sp = {sp:#x}", to_string=True)
-
-
 def _dlopen(modules: list, library: str) -> None:
     address = _find(modules, "libc.so", "dlopen") or _find(modules, "libdl.so", "dlopen")
     if address is None:
         raise AttachError("the process has no dlopen (libdl is not loaded)")
-    handle = _call(f"((void *(*)(const char *, int)) {address:#x})"
-                   f"((const char *) $_memdump_text, {RTLD_NOW})", library.encode())
-    if int(handle) != 0:
+    if call(address, [RTLD_NOW], text=library.encode()) != 0:
         return
     reason = "dlopen failed"
     error = _find(modules, "libc.so", "dlerror") or _find(modules, "libdl.so", "dlerror")
     if error is not None:
         try:
-            message = _call(f"((char *(*)(void)) {error:#x})()")
-            if int(message):
-                reason = message.string(errors="replace")
+            message = call(error)
+            if message:
+                reason = gdb.parse_and_eval(f"(const char *) {message:#x}").string(
+                    errors="replace")
         except gdb.error:
             pass
     raise AttachError(f"cannot load the in-process recorder into the process: {reason}")
@@ -219,7 +202,7 @@ def load(session: object, library: str) -> tuple[int, int]:
                 reattach = _find(loaded, LIBRARY, "memdump_recorder_reattach")
                 if reattach is None:
                     raise AttachError(f"the {LIBRARY} loaded in the process is an older one")
-                _call(f"((void (*)(void)) {reattach:#x})()")
+                call(reattach)
             else:
                 _dlopen(modules, library)
     except gdb.error as exc:
