@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .dumpfile import Frame, ScanRecord
 from .locks import LockRow
+from .wording import plural
 
 __all__ = ["Analysis", "EndRecord", "ErrorReport", "Group", "HeapError"]
 
@@ -185,7 +186,7 @@ class Analysis:
             if self.partial_records:
                 n = self.partial_records
                 out.append(
-                    f"{_plural(n, 'partial record')} before NUL padding (first at line "
+                    f"{plural(n, 'partial record')} before NUL padding (first at line "
                     f"{self.partial_line}) {'was' if n == 1 else 'were'} ignored: the recorder "
                     "was killed while writing"
                 )
@@ -228,7 +229,3 @@ _SCAN_FAILURES = {
     "in-allocator": "a thread was inside an allocator call, changing the heap",
     "off": "set memdump scan-time-limit is 0",
 }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
