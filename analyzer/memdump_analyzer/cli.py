@@ -226,7 +226,8 @@ def build_diff_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"{PROG} diff",
         description="The leak groups of NEW that BASE has not, and those that grew, matched by "
-        "leak kind and stack (function and file:line of each frame, not addresses).",
+        "leak kind and stack shape (the functions and files of each frame, lines paired in "
+        "their order, so that an edit that moves lines moves no leak; never addresses).",
         epilog="Exit status: 0 diff written; 1 with --fail-on-leak when NEW adds a leak group "
         "or one grew (of --errors-for-leak-kinds); 2 bad dump, suppression file or usage; 3 with "
         "--fail-on-leak when neither but a dump was cut (no end record).",

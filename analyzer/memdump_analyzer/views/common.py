@@ -1,5 +1,5 @@
 """What the views share: stacks grouped by what they show, the JSON envelope, the text helpers, and
-`--base` (NEW minus BASE, stacks matched by their symbols as `diff` matches leak groups)."""
+`--base` (NEW minus BASE, stacks matched by their frames' functions and file:line)."""
 
 from __future__ import annotations
 
