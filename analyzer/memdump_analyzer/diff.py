@@ -20,6 +20,7 @@ from typing import Any
 from .dumpfile import Frame
 from .model import Analysis, Group
 from .report import KIND_NAMES, _by_kind, _frame_json, _stack_text
+from .wording import plural
 
 __all__ = ["DiffEntry", "LeakDiff", "diff", "frames_key", "match_groups", "render_diff_json",
            "render_diff_text", "stack_key"]
@@ -205,8 +206,7 @@ def _sized(g: Group, nbytes: int, blocks: int, leak_kind: str | None) -> Group:
 
 
 def _size(nbytes: int, blocks: int) -> str:
-    return (f"{nbytes:,} byte{'s' if nbytes != 1 else ''} in "
-            f"{blocks:,} block{'s' if blocks != 1 else ''}")
+    return f"{plural(nbytes, 'byte')} in {plural(blocks, 'block')}"
 
 
 def _kind_text(g: Group) -> str:
@@ -228,7 +228,8 @@ def render_diff_text(d: LeakDiff, max_frames: int | None = None) -> str:
         g = e.group
         out.append("")
         out.append(f"GREW {n:,} of {len(d.grown):,}: {_size(g.bytes, g.blocks)}{_kind_text(g)} "
-                   f"(+{g.bytes - e.base_bytes:,} bytes, +{g.blocks - e.base_blocks:,} blocks; "
+                   f"(+{plural(g.bytes - e.base_bytes, 'byte')}, "
+                   f"+{plural(g.blocks - e.base_blocks, 'block')}; "
                    f"base: {_size(e.base_bytes, e.base_blocks)})")
         out.extend(_stack_text(g.stack, max_frames, True))
     for n, g in enumerate(d.gone, 1):
@@ -239,11 +240,11 @@ def render_diff_text(d: LeakDiff, max_frames: int | None = None) -> str:
     out.append("")
     out.append("DIFF SUMMARY")
     added = _size(sum(e.group.bytes for e in d.added), sum(e.group.blocks for e in d.added))
-    out.append(f"    new leaks:  {len(d.added):,} group{'s' if len(d.added) != 1 else ''}, "
+    out.append(f"    new leaks:  {plural(len(d.added), 'group')}, "
                f"{added}")
-    out.append(f"    grew:       {len(d.grown):,} group{'s' if len(d.grown) != 1 else ''}, "
-               f"+{sum(e.group.bytes - e.base_bytes for e in d.grown):,} bytes")
-    out.append(f"    gone:       {len(d.gone):,} group{'s' if len(d.gone) != 1 else ''}, "
+    out.append(f"    grew:       {plural(len(d.grown), 'group')}, "
+               f"+{plural(sum(e.group.bytes - e.base_bytes for e in d.grown), 'byte')}")
+    out.append(f"    gone:       {plural(len(d.gone), 'group')}, "
                f"{_size(sum(g.bytes for g in d.gone), sum(g.blocks for g in d.gone))}")
     out.append(f"    leaked:     base {_size(d.base.leaked_bytes, d.base.leaked_blocks)}, "
                f"new {_size(d.new.leaked_bytes, d.new.leaked_blocks)}")

@@ -14,6 +14,7 @@ from typing import Any
 
 from .dumpformat import RECORDS, LockRecord, LockWait
 from .dumpio import DumpError
+from .wording import plural
 
 # dumpfile imports this module: its DumpReader and Frame are not imported here (no cycle)
 DumpReader = Any
@@ -103,7 +104,7 @@ def text_section(locks: Sequence[LockRow], max_frames: int | None,
     indent=...)` writes one); no lines without locks."""
     if not locks:
         return []
-    out = ["", f"LOCK CONTENTION: {len(locks):,} lock(s), counted by the in-process recorder "
+    out = ["", f"LOCK CONTENTION: {plural(len(locks), 'lock')}, counted by the in-process recorder "
                "(set memdump locks on)",
            f"{'lock':>4} {'kind':<7} {'locked':>12} {'changed':>9} {'contended':>10} "
            f"{'try busy':>9} {'total ms':>11} {'avg us':>10} {'max us':>11}  address"]

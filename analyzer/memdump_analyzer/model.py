@@ -211,13 +211,14 @@ class Analysis:
             out.append(f"the pointer scan{when} did not complete ({why}): leak kinds are unknown")
         if self.leak_kinds is not None and self.leak_kinds["unknown"][1]:
             out.append(
-                f"{self.leak_kinds['unknown'][1]:,} leaked block(s) were allocated after the "
+                f"{plural(self.leak_kinds['unknown'][1], 'leaked block')} "
+                f"{'was' if self.leak_kinds['unknown'][1] == 1 else 'were'} allocated after the "
                 "pointer scan: their leak kind is unknown"
             )
         out.extend(self.symbol_warnings)
         if self.reused_live:
             out.append(
-                f"{self.reused_live} allocation(s) returned a block that was still live: "
+                f"{plural(self.reused_live, 'allocation')} returned a block that was still live: "
                 "some frees were not recorded"
             )
         return out

@@ -281,7 +281,7 @@ def render_text(
         if by_top:
             out.append("")
             out.append(
-                f"... and {len(by_top):,} more {label.lower()} groups "
+                f"... and {plural(len(by_top), 'more ' + label.lower() + ' group')} "
                 f"({_size(sum(g.bytes for g in by_top), sum(g.blocks for g in by_top))}) "
                 "not shown (--top)"
             )
@@ -363,7 +363,7 @@ def render_text(
     for name, path, line, count, nbytes, blocks in a.used_suppressions:
         # valgrind -v's line
         out.append(f"used_suppression: {count:6d} {_clean(name)} {_clean(path)}:{line} "
-                   f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
+                   f"suppressed: {_size(nbytes, blocks)}")
     return "\n".join(out) + "\n"
 
 

@@ -27,6 +27,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpReader
+from .wording import plural
 
 __all__ = [
     "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "symbolize"
@@ -66,8 +67,7 @@ class Symbolized:
         if not self.frames:
             return []
         return [
-            f"the dump has no symbols for {self.frames:,} frame"
-            f"{'s' if self.frames != 1 else ''} ({self.why}): "
+            f"the dump has no symbols for {plural(self.frames, 'frame')} ({self.why}): "
             f"symbolised from the modules with {TOOL}"
         ]
 
@@ -76,13 +76,12 @@ class Symbolized:
         out = []
         if self.tool_missing is not None:
             out.append(
-                f"the dump has no symbols for {self.wanted:,} frame"
-                f"{'s' if self.wanted != 1 else ''} ({self.why}) and "
+                f"the dump has no symbols for {plural(self.wanted, 'frame')} ({self.why}) and "
                 f"{self.tool_missing}: they are shown by module and offset"
             )
         for module, n in self.missing_modules.items():
             out.append(
-                f"{n:,} frame{'s' if n != 1 else ''} without symbols in {module}, which no "
+                f"{plural(n, 'frame')} without symbols in {module}, which no "
                 "longer exists: shown by module and offset"
             )
         for module, why in self.failed_modules.items():

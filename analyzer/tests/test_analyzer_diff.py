@@ -46,7 +46,7 @@ NEW LEAK 1 of 1: 32 bytes in 2 blocks, definitely lost
     at load (app.c:30)
     by main (app.c:13)
 
-GREW 1 of 1: 48 bytes in 3 blocks, definitely lost (+16 bytes, +1 blocks; base: 32 bytes in \
+GREW 1 of 1: 48 bytes in 3 blocks, definitely lost (+16 bytes, +1 block; base: 32 bytes in \
 2 blocks)
     at make (app.c:3)
     by main (app.c:11)

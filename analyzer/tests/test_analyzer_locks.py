@@ -92,7 +92,7 @@ def test_text_section_is_the_fixture_and_the_docs_example() -> None:
     section = fixture[fixture.index("LOCK CONTENTION"):fixture.index("\nSUMMARY\n") + 1]
     assert _doc_block("`memdump-analyze locks.memdump`, its lock contention section:") == section
     assert section.splitlines()[:4] == [
-        "LOCK CONTENTION: 2 lock(s), counted by the in-process recorder (set memdump locks on)",
+        "LOCK CONTENTION: 2 locks, counted by the in-process recorder (set memdump locks on)",
         "lock kind          locked   changed  contended  try busy    total ms     avg us      "
         "max us  address",
         "   1 mutex             10        10          5         0       0.344     68.864      "

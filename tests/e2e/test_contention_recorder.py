@@ -180,7 +180,7 @@ def test_waiting_stacks_exact_by_call_site(tmp_path: Path) -> None:
     # memdump-analyze: the lock contention section, stacks cut by --max-frames
     report = subprocess.run([str(REPO / "scripts" / "memdump-analyze"), "--max-frames", "2",
                              dump], capture_output=True, text=True, timeout=120, check=True)
-    section = report.stdout.split("LOCK CONTENTION: 1 lock(s)", 1)[1].split("\nSUMMARY\n")[0]
+    section = report.stdout.split("LOCK CONTENTION: 1 lock,", 1)[1].split("\nSUMMARY\n")[0]
     assert (f"   1 mutex             10        10          5         0 "
             f"{lock['wait_ns'] / 1e6:>11,.3f}") in section
     assert (f"lock 1, waiting stack 1 of 2: 3 contended, {lock['stacks'][0]['wait_ns'] / 1e6:,.3f}"

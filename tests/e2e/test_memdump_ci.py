@@ -71,7 +71,7 @@ def test_diff_of_two_versions(tmp_path: Path) -> None:
     out = _diff_text(*all_kinds, base=base, new=new)
     assert (f"NEW LEAK 1 of 1: 64 bytes in 1 block, still reachable\n"
             f"    at make_cache ({cache_site})") in out
-    assert (f"GREW 1 of 1: 96 bytes in 3 blocks, still reachable (+32 bytes, +1 blocks; base: 64 "
+    assert (f"GREW 1 of 1: 96 bytes in 3 blocks, still reachable (+32 bytes, +1 block; base: 64 "
             f"bytes in 2 blocks)\n    at make_record ({record_site})") in out
 
 
