@@ -137,6 +137,11 @@ RULES: tuple[Rule, ...] = (
             "(anonymous namespace)::pool::pool*",
             "__gnu_cxx::__freeres",
             "_dl_*",
+            # the loader's static TLS helpers (elf/dl-tls.c): a thread's DTV, named alone
+            # when the stack is one frame deep (`set memdump depth 1`) and its module unknown
+            "allocate_dtv",
+            "tls_get_addr_tail",
+            "update_get_addr",
             "__libc_early_init",
             "__tls_get_addr",
             "_nl_*",
