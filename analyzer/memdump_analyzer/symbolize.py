@@ -30,7 +30,8 @@ from .dumpfile import DumpReader
 from .wording import plural
 
 __all__ = [
-    "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "symbolize"
+    "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "sized_symbols",
+    "symbolize",
 ]
 
 #: the program that resolves the frames
@@ -172,26 +173,33 @@ class _SymbolSizes:
 def _function_spans(module: str) -> list[tuple[int, int]]:
     """[start, end) of each sized function symbol of `module`, sorted; [] when nm is missing or
     fails (then a name without a file is not trusted)."""
+    return [(start, end) for start, end, _ in sized_symbols(module, "TtWwi")]
+
+
+def sized_symbols(module: str, types: str) -> list[tuple[int, int, str]]:
+    """(start, end, demangled name) of each sized symbol of `module` whose nm type is one of
+    `types` (`TtWwi` functions, `BbDdVvGgSs` data), sorted; from the symbol table, else the
+    dynamic one; [] when nm is missing or fails."""
     program = shutil.which(NM)
     if program is None:
         return []
     for dynamic in ([], ["-D"]):
         try:
-            run = subprocess.run([program, "-S", "--defined-only", *dynamic, module],
+            run = subprocess.run([program, "-S", "-C", "--defined-only", *dynamic, module],
                                  capture_output=True, timeout=TIMEOUT, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return []
-        spans = []
-        for line in run.stdout.decode("ascii", "replace").splitlines():
-            parts = line.split()
-            if len(parts) >= 4 and parts[2] in "TtWwi":
+        symbols = []
+        for line in run.stdout.decode("utf-8", "replace").splitlines():
+            parts = line.split(maxsplit=3)
+            if len(parts) == 4 and len(parts[2]) == 1 and parts[2] in types:
                 try:
                     start, size = int(parts[0], 16), int(parts[1], 16)
                 except ValueError:
                     continue
-                spans.append((start, start + size))
-        if spans:
-            return sorted(spans)
+                symbols.append((start, start + size, parts[3]))
+        if symbols:
+            return sorted(symbols)
     return []
 
 
