@@ -60,6 +60,8 @@ def test_fail_on_leak_refuses_to_pass_a_cut_recording(tmp_path: Path) -> None:
     assert run_cli("diff", "--fail-on-leak", header, ended).returncode == 3
     assert run_cli("diff", "--fail-on-leak", ended, ended).returncode == 0
     assert run_cli("diff", ended, header).returncode == 0
+    for command in ((), ("diff",)):
+        assert "3 with --fail-on-leak" in " ".join(run_cli(*command, "--help").stdout.split())
 
 
 def test_fail_on_leak_ignores_runtime_blocks(tmp_path: Path) -> None:
