@@ -361,9 +361,9 @@ def render_text(
     if a.used_suppressions:
         out.append("")
     for name, path, line, count, nbytes, blocks in a.used_suppressions:
-        # valgrind -v's line
+        # valgrind -v's line, word for word ("1 blocks" too: tools compare the two)
         out.append(f"used_suppression: {count:6d} {_clean(name)} {_clean(path)}:{line} "
-                   f"suppressed: {_size(nbytes, blocks)}")
+                   f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
     return "\n".join(out) + "\n"
 
 

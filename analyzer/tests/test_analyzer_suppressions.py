@@ -118,8 +118,8 @@ def test_the_text_report_counts_what_was_suppressed_by_name(tmp_path: Path) -> N
     # valgrind -v's lines, in its order
     assert out.endswith(
         f"\nused_suppression:      1 thread {path}:20 suppressed: 333 bytes in 3 blocks\n"
-        f"used_suppression:      1 widget {path}:3 suppressed: 48 bytes in 1 block\n"
-        f"used_suppression:      1 name {path}:11 suppressed: 12 bytes in 1 block\n")
+        f"used_suppression:      1 widget {path}:3 suppressed: 48 bytes in 1 blocks\n"
+        f"used_suppression:      1 name {path}:11 suppressed: 12 bytes in 1 blocks\n")
     report = json.loads(run_cli("--format", "json", "--suppressions", path, "--show-leak-kinds",
                                 "all", dump).stdout)
     assert report["suppressed"] == {"bytes": 393, "blocks": 5, "suppressions": [
@@ -348,8 +348,8 @@ def test_gen_suppressions_round_trip(tmp_path: Path) -> None:
                       back.stdout) == [
         ("1", "memdump-leak-1-reachable", "2", "333 bytes in 3 blocks"),
         ("1", "memdump-leak-2-possible", "11", "64 bytes in 2 blocks"),
-        ("1", "memdump-leak-3-definite", "19", "48 bytes in 1 block"),
-        ("1", "memdump-leak-4-definite", "27", "12 bytes in 1 block")]
+        ("1", "memdump-leak-3-definite", "19", "48 bytes in 1 blocks"),
+        ("1", "memdump-leak-4-definite", "27", "12 bytes in 1 blocks")]
     # JSON: each listed leak carries its suppression, numbered in the list (definite,possible)
     report = json.loads(run_cli("--format", "json", "--gen-suppressions", dump).stdout)
     assert [leak["suppression"] for leak in report["leaks"]] == [
