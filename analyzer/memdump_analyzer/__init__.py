@@ -15,13 +15,14 @@ from dataclasses import dataclass, field
 
 from .aggregation import build_analysis
 from .dumpfile import DumpError, DumpReader, Frame, ScanRecord
+from .locknames import lock_names, module_bases
 from .locks import rows as lock_rows
 from .model import Analysis, ErrorReport, Group
 from .progress import Progress
 from .replay import Replay
 from .replay import replay as _replay
 from .report import dumps_json, render_json, render_text
-from .rules import RULES, trim_lock_stack
+from .rules import RULES, trim_lock_stack, trim_stack
 from .rules import RUNTIME_FREE_FUNCTIONS as _RUNTIME_FREE_FUNCTIONS
 from .symbolize import symbolize as _symbolize
 
@@ -86,6 +87,16 @@ def _printed_nodes(result: Replay) -> Iterator[int]:
         yield result.peak_node
 
 
+def _name_locks(analysis: Analysis, reader: DumpReader, result: Replay) -> None:
+    """Each lock's name, from the modules' symbols or the live block that holds it."""
+    live = [(int(ptr, 16), size, abs(node)) for ptr, (size, node) in result.live.items()]
+    names = lock_names([row.counts.address for row in analysis.locks],
+                       module_bases(reader.frames.values()), live,
+                       lambda node: trim_stack(reader.stack(node)))
+    for row in analysis.locks:
+        row.name = names.get(row.counts.address)
+
+
 def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             addresses: bool = False, progress: Progress | None = None) -> Analysis:
     """Read and replay the dump at `path` in one pass; group and classify its live blocks.
@@ -114,6 +125,8 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
                 symbols = _symbolize(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result, addresses)
             analysis.locks = lock_rows(reader, trim_lock_stack)
+            if analysis.locks:
+                _name_locks(analysis, reader, result)
             analysis.partial_records = reader.partial_records
             if reader.partial_records:
                 analysis.partial_line = reader.partial_line()

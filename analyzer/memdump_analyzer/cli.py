@@ -3,7 +3,8 @@
 Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked blocks of
 the `--errors-for-leak-kinds` (alias `--leak-kinds`; default definite,possible, as valgrind's; every
 leaked block when the dump has no pointer scan); 2 the dump or the command line is bad (one line
-on stderr: `memdump-analyze: <problem>`).
+on stderr: `memdump-analyze: <problem>`); 3 with `--fail-on-leak` when nothing leaked but a dump
+has no end record (the recording was cut, perhaps before its first event): no verdict, not a pass.
 """
 
 from __future__ import annotations
@@ -32,11 +33,13 @@ from .suppressions import apply as apply_suppressions
 from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
 from .views import VIEWS, tag_series
 from .views.cli import build_view_parser, run_view
+from .wording import plural
 
 PROG = "memdump-analyze"
 EXIT_OK = 0
 EXIT_LEAK = 1
 EXIT_BAD_INPUT = 2
+EXIT_CUT = 3
 
 
 def _positive(text: str) -> int:
@@ -82,6 +85,24 @@ def failing_blocks(analysis: Analysis, kinds: frozenset[str]) -> int:
                if kind in kinds or kind == "unknown")
 
 
+def verdict(fail_on_leak: bool, failing: bool, *analyses: Analysis) -> int:
+    """The exit status of a report or diff: `EXIT_LEAK` when --fail-on-leak found what it
+    counts; `EXIT_CUT` when it found nothing but a dump was cut (no end record: the program ran
+    on, unseen), said in one line; `EXIT_OK` otherwise."""
+    if not fail_on_leak:
+        return EXIT_OK
+    if failing:
+        return EXIT_LEAK
+    for analysis in analyses:
+        if not analysis.complete:
+            what = ("before its first event" if analysis.events == 0
+                    else f"after {plural(analysis.events, 'event')}")
+            _say(f"{analysis.path}: the recording was cut {what} (no end record): "
+                 f"--fail-on-leak has no verdict (exit status {EXIT_CUT})")
+            return EXIT_CUT
+    return EXIT_OK
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -91,8 +112,9 @@ def build_parser() -> argparse.ArgumentParser:
         "a view of a dump (docs/views.md; VIEW --help). A subcommand is one only as the first "
         "argument: a dump named diff is ./diff. "
         "Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
-        "2 bad dump, suppression file or usage. MEMDUMP_DEBUG=1 shows the traceback of an "
-        "internal error.",
+        "2 bad dump, suppression file or usage; 3 with --fail-on-leak, no leak found but the "
+        "recording was cut (the dump has no end record: perhaps not one event). "
+        "MEMDUMP_DEBUG=1 shows the traceback of an internal error.",
     )
     parser.add_argument(
         "--format",
@@ -115,7 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also list the C/C++ runtime's own blocks (stdio buffers, loader, locale...)",
     )
     parser.add_argument(
-        "--fail-on-leak", action="store_true", help="exit with 1 when the program leaked"
+        "--fail-on-leak", action="store_true",
+        help="exit with 1 when the program leaked; with 3 when it did not but the recording was "
+        "cut (no end record)"
     )
     parser.add_argument(
         "--show-leak-kinds",
@@ -202,9 +226,11 @@ def build_diff_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=f"{PROG} diff",
         description="The leak groups of NEW that BASE has not, and those that grew, matched by "
-        "leak kind and stack (function and file:line of each frame, not addresses).",
+        "leak kind and stack shape (the functions and files of each frame, lines paired in "
+        "their order, so that an edit that moves lines moves no leak; never addresses).",
         epilog="Exit status: 0 diff written; 1 with --fail-on-leak when NEW adds a leak group "
-        "or one grew (of --errors-for-leak-kinds); 2 bad dump, suppression file or usage.",
+        "or one grew (of --errors-for-leak-kinds); 2 bad dump, suppression file or usage; 3 with "
+        "--fail-on-leak when neither but a dump was cut (no end record).",
     )
     parser.add_argument("--format", choices=("text", "json"), default="text",
                         help="diff format (text)")
@@ -321,8 +347,7 @@ def _run(args: argparse.Namespace) -> int:
             show_runtime_frames=args.show_runtime_frames,
             suppression_of=gen,
         )
-    failing = failing_blocks(analysis, error_kinds)
-    code = EXIT_LEAK if args.fail_on_leak and failing > 0 else EXIT_OK
+    code = verdict(args.fail_on_leak, failing_blocks(analysis, error_kinds) > 0, analysis)
     return _write(args.output, text, code)
 
 
@@ -340,9 +365,9 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
                       symbolize=not args.no_symbolize)
     except ExportError as e:
         raise _UsageError(str(e)) from None
-    code = EXIT_LEAK if args.fail_on_leak and failing_blocks(analysis, _kind_option(
-        args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)) > 0 else EXIT_OK
-    return _write(args.output, data, code)
+    failing = failing_blocks(analysis, _kind_option(args, "--errors-for-leak-kinds",
+                                                    DEFAULT_ERROR_KINDS)) > 0
+    return _write(args.output, data, verdict(args.fail_on_leak, failing, analysis))
 
 
 def _run_diff(args: argparse.Namespace) -> int:
@@ -350,13 +375,13 @@ def _run_diff(args: argparse.Namespace) -> int:
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
     kinds = show_kinds | error_kinds
-    result = diff(_load(args.base, suppressions, kinds), _load(args.new, suppressions, kinds),
-                  show_kinds)
+    base, new = _load(args.base, suppressions, kinds), _load(args.new, suppressions, kinds)
+    result = diff(base, new, show_kinds)
     if args.format == "json":
         text = dumps_json(render_diff_json(result, args.max_frames))
     else:
         text = render_diff_text(result, args.max_frames)
-    code = EXIT_LEAK if args.fail_on_leak and result.failing(error_kinds) else EXIT_OK
+    code = verdict(args.fail_on_leak, bool(result.failing(error_kinds)), base, new)
     return _write(args.output, text, code)
 
 

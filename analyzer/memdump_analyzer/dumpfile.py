@@ -32,6 +32,7 @@ from .dumpformat import (
     SHORT_OPS,
     LockRecord,
     LockWait,
+    source_path,
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
@@ -213,10 +214,11 @@ class DumpReader(EventErrors):
         frame = self.frames[ident]
         (function, file, line), outer = chain[0], chain[1:]
         self.frames[ident] = replace(
-            frame, function=function, file=file, line=line, inlined=bool(outer)
+            frame, function=function, file=source_path(file), line=line, inlined=bool(outer)
         )
         if outer:
-            levels = [Frame(frame.pc, frame.module, frame.offset, *level) for level in outer]
+            levels = [Frame(frame.pc, frame.module, frame.offset, name, source_path(path), at)
+                      for name, path, at in outer]
             for i in range(len(levels) - 1):
                 levels[i] = replace(levels[i], inlined=True)
             self.inlined_into[ident] = levels
@@ -441,7 +443,7 @@ class DumpReader(EventErrors):
         module = self._str_ref(fl[3], "MODULE", seq)
         offset = self._hexnum(fl[4], "OFFSET", seq)
         function = self._str_ref(fl[5], "FUNCTION", seq)
-        file = self._str_ref(fl[6], "FILE", seq)
+        file = source_path(self._str_ref(fl[6], "FILE", seq))
         line = self._num(fl[7], "LINE", seq)
         self.frames[ident] = Frame(pc, module, offset, function, file, line or None)
         if function is not None and function in self._mark_functions:
@@ -463,7 +465,7 @@ class DumpReader(EventErrors):
                 f"'fi' record of frame {ident} after a stack node used the frame",
             )
         function = self._str_ref(fl[2], "FUNCTION", seq)
-        file = self._str_ref(fl[3], "FILE", seq)
+        file = source_path(self._str_ref(fl[3], "FILE", seq))
         line = self._num(fl[4], "LINE", seq)
         outer = self.inlined_into.setdefault(ident, [])
         if outer:
@@ -498,7 +500,7 @@ class DumpReader(EventErrors):
                 f"'fs' record of frame {ident}, whose 'f' record has 'fi' records already",
             )
         function = self._str_ref(fl[2], "FUNCTION", seq)
-        file = self._str_ref(fl[3], "FILE", seq)
+        file = source_path(self._str_ref(fl[3], "FILE", seq))
         line = self._num(fl[4], "LINE", seq)
         self.frames[ident] = replace(frame, function=function, file=file, line=line or None)
         self.symbolized[ident] = self._here(seq)

@@ -8,6 +8,8 @@ and what an operation does to the live blocks cannot drift apart.
 
 from __future__ import annotations
 
+import functools
+import posixpath
 import re
 from bisect import bisect_left
 from collections.abc import Iterable
@@ -43,6 +45,7 @@ __all__ = [
     "event_args",
     "format_args",
     "public_name",
+    "source_path",
     "unescape",
 ]
 
@@ -232,6 +235,31 @@ def unescape(raw: bytes) -> str:
     if b"\\" in raw:
         raw = _ESCAPE.sub(lambda m: _ESCAPES[m.group(1)], raw)
     return raw.decode("utf-8", "surrogateescape")
+
+
+@functools.cache
+def source_path(path: str | None) -> str | None:
+    """A frame's source file as the compiler named it. GDB's `symtab.fullname()` joins the
+    unit's directory to the file's name even when both are relative, as in glibc's debug
+    information (directory `./libio`, name `./libio/filedoalloc.c`): that gives
+    `./libio/./libio/filedoalloc.c`, and `./csu/../csu/libc-start.c` for a name that climbs
+    out of it, paths that exist nowhere. A relative path keeps the file's name after the join
+    (`./libio/filedoalloc.c`, as heaptrack shows it), its `..` steps resolved within it
+    (`./csu/libc-start.c`); an absolute path only loses its `/./` steps (a `..` may cross a
+    symbolic link)."""
+    if path is None or path.startswith("/"):
+        return path if path is None or "/./" not in path else _without_dot_steps(path)
+    if "/./" in path:
+        path = "./" + path.split("/./", 1)[1]
+    if "/../" in path:
+        path = "./" + posixpath.normpath(path)
+    return path
+
+
+def _without_dot_steps(path: str) -> str:
+    while "/./" in path:
+        path = path.replace("/./", "/")
+    return path
 
 
 def public_name(function: str | None) -> str | None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .dumpfile import DumpReader, Frame
 from .dumpformat import effect
 from .rules import is_runtime_frame, trim_stack
+from .wording import plural
 
 __all__ = ["GrowthSite", "growth"]
 
@@ -152,6 +153,10 @@ def _span(values: list[int]) -> str:
     return f"{lo:,}" if lo == hi else f"{lo:,} to {hi:,}"
 
 
+def _bytes_span(values: list[int]) -> str:
+    return plural(values[0], "byte") if min(values) == max(values) else f"{_span(values)} bytes"
+
+
 def growth_text(sites: list[GrowthSite], path: str, top: int | None,
                 max_frames: int | None) -> str:
     out = [f"memdump growth of {path}"]
@@ -160,11 +165,13 @@ def growth_text(sites: list[GrowthSite], path: str, top: int | None,
     for i, s in enumerate(sites[:top], 1):
         per = s.regrowths / s.containers
         out.append("")
-        out.append(f"GROWTH {i:,} of {len(sites):,}: {s.containers:,} container"
-                   f"{'s' * (s.containers != 1)} regrew {s.regrowths:,} times ({per:,.1f} each), "
-                   f"copying {s.copied_bytes:,} bytes; final size {_span(s.final)} bytes")
-        out.append(f"  reserve {_span(s.largest)} bytes up front: {s.regrowths:,} allocations "
-                   f"and {s.copied_bytes:,} copied bytes fewer")
+        each = f" ({per:,.1f} each)" if s.containers != 1 else ""
+        out.append(f"GROWTH {i:,} of {len(sites):,}: {plural(s.containers, 'container')} regrew "
+                   f"{plural(s.regrowths, 'time')}{each}, copying "
+                   f"{plural(s.copied_bytes, 'byte')}; final size {_bytes_span(s.final)}")
+        out.append(f"  reserve {_bytes_span(s.largest)} up front: "
+                   f"{plural(s.regrowths, 'allocation')} and "
+                   f"{plural(s.copied_bytes, 'copied byte')} fewer")
         for n, frame in enumerate(_shown(s.stack)[:max_frames]):
             out.append(f"    #{n} {_where(frame)}")
     return "\n".join(out) + "\n"

@@ -20,6 +20,7 @@ from .dumpfile import DumpReader, Frame
 from .dumpformat import effect, unescape
 from .rules import trim_stack
 from .symbolize import symbolize as _symbolize
+from .wording import plural
 
 __all__ = ["Block", "HeapMap", "HeapMapError", "Region", "fragmentation", "heap_map", "heap_maps",
            "percent"]
@@ -271,10 +272,9 @@ def heap_map_text(result: HeapMap, path: str) -> str:
         out.append("no live block")
     for r in result.regions:
         out.append("")
-        out.append(f"0x{r.lo:x}-0x{r.hi:x} ({_kib(r.hi - r.lo)}): {r.blocks:,} "
-                   f"block{'s' * (r.blocks != 1)}, used "
-                   f"{_kib(r.used)}, free {_kib(r.free)} in {r.free_runs:,} runs, largest "
-                   f"{_kib(r.largest_free)}, fragmentation {percent(r.fragmentation)}")
+        out.append(f"0x{r.lo:x}-0x{r.hi:x} ({_kib(r.hi - r.lo)}): {plural(r.blocks, 'block')}, "
+                   f"used {_kib(r.used)}, free {_kib(r.free)} in {plural(r.free_runs, 'run')}, "
+                   f"largest {_kib(r.largest_free)}, fragmentation {percent(r.fragmentation)}")
         out.append(f"  [{r.cells}]")
     return "\n".join(out) + "\n"
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from .dumpformat import RECORDS, LockRecord, LockWait
 from .dumpio import DumpError
+from .wording import plural
 
 # dumpfile imports this module: its DumpReader and Frame are not imported here (no cycle)
 DumpReader = Any
@@ -57,6 +58,8 @@ class LockRow:
 
     counts: LockRecord
     stacks: list[WaitingStack] = field(default_factory=list)
+    #: what holds the lock, as locknames.lock_names found it; None when nothing names it
+    name: str | None = None
 
 
 def rows(reader: DumpReader, trim: Callable[[Sequence[Frame]], tuple[Frame, ...]] = tuple
@@ -103,19 +106,22 @@ def text_section(locks: Sequence[LockRow], max_frames: int | None,
     indent=...)` writes one); no lines without locks."""
     if not locks:
         return []
-    out = ["", f"LOCK CONTENTION: {len(locks):,} lock(s), counted by the in-process recorder "
+    out = ["", f"LOCK CONTENTION: {plural(len(locks), 'lock')}, counted by the in-process recorder "
                "(set memdump locks on)",
            f"{'lock':>4} {'kind':<7} {'locked':>12} {'changed':>9} {'contended':>10} "
-           f"{'try busy':>9} {'total ms':>11} {'avg us':>10} {'max us':>11}  address"]
+           f"{'try busy':>9} {'total ms':>11} {'avg us':>10} {'max us':>11}  "
+           f"{'address':<18} name"]
     for n, row in enumerate(locks, 1):
         c = row.counts
         out.append(f"{n:>4} {c.kind:<7} {c.locked:>12,} {c.owner_changes:>9,} "
                    f"{c.contended:>10,} {c.try_busy:>9,} {_ms(c.wait_ns):>11} "
-                   f"{_us(c.avg_wait_ns):>10} {_us(c.max_wait_ns):>11}  0x{c.address:x}")
+                   f"{_us(c.avg_wait_ns):>10} {_us(c.max_wait_ns):>11}  "
+                   f"{f'0x{c.address:x}':<18} {row.name or '-'}")
     for n, row in enumerate(locks, 1):
         for i, s in enumerate(row.stacks, 1):
             out.append("")
-            out.append(f"lock {n}, waiting stack {i} of {len(row.stacks)}: "
+            named = f" ({row.name})" if row.name else ""
+            out.append(f"lock {n}{named}, waiting stack {i} of {len(row.stacks)}: "
                        f"{s.contended:,} contended, {_ms(s.wait_ns)} ms waited, the longest "
                        f"{_us(s.max_wait_ns)} us")
             out.extend(stack_text(s.stack, max_frames, indent="    "))
@@ -129,7 +135,7 @@ def json_section(locks: Sequence[LockRow], max_frames: int | None,
     if not locks:
         return {}
     return {"locks": [
-        {"address": f"0x{r.counts.address:x}", "kind": r.counts.kind,
+        {"address": f"0x{r.counts.address:x}", "name": r.name, "kind": r.counts.kind,
          "locked": r.counts.locked, "read_locked": r.counts.read_locked,
          "owner_changes": r.counts.owner_changes, "contended": r.counts.contended,
          "try_busy": r.counts.try_busy, "wait_ns": r.counts.wait_ns,

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from .dumpfile import Frame, ScanRecord
 from .images import Image
 from .locks import LockRow
+from .wording import plural
 
 __all__ = ["Analysis", "EndRecord", "ErrorReport", "Group", "HeapError"]
 
@@ -193,7 +194,7 @@ class Analysis:
             if self.partial_records:
                 n = self.partial_records
                 out.append(
-                    f"{_plural(n, 'partial record')} before NUL padding (first at line "
+                    f"{plural(n, 'partial record')} before NUL padding (first at line "
                     f"{self.partial_line}) {'was' if n == 1 else 'were'} ignored: the recorder "
                     "was killed while writing"
                 )
@@ -218,13 +219,14 @@ class Analysis:
             out.append(f"the pointer scan{when} did not complete ({why}): leak kinds are unknown")
         if self.leak_kinds is not None and self.leak_kinds["unknown"][1]:
             out.append(
-                f"{self.leak_kinds['unknown'][1]:,} leaked block(s) were allocated after the "
+                f"{plural(self.leak_kinds['unknown'][1], 'leaked block')} "
+                f"{'was' if self.leak_kinds['unknown'][1] == 1 else 'were'} allocated after the "
                 "pointer scan: their leak kind is unknown"
             )
         out.extend(self.symbol_warnings)
         if self.reused_live:
             out.append(
-                f"{self.reused_live} allocation(s) returned a block that was still live: "
+                f"{plural(self.reused_live, 'allocation')} returned a block that was still live: "
                 "some frees were not recorded"
             )
         return out
@@ -236,7 +238,3 @@ _SCAN_FAILURES = {
     "in-allocator": "a thread was inside an allocator call, changing the heap",
     "off": "set memdump scan-time-limit is 0",
 }
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"

@@ -12,6 +12,7 @@ from .dumpfile import Frame
 from .dumpformat import KIND_WORDS, KINDS
 from .model import Analysis, ErrorReport, Group
 from .rules import outer_runtime_frames
+from .wording import plural
 
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
@@ -44,12 +45,8 @@ def _opt(text: str | None) -> str | None:
     return None if text is None else _clean(text)
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
-
-
 def _size(nbytes: int, blocks: int) -> str:
-    return f"{_plural(nbytes, 'byte')} in {_plural(blocks, 'block')}"
+    return f"{plural(nbytes, 'byte')} in {plural(blocks, 'block')}"
 
 
 def _group_size(g: Group, delta: tuple[int, int] | None = None) -> str:
@@ -62,7 +59,7 @@ def _group_size(g: Group, delta: tuple[int, int] | None = None) -> str:
         return _size(g.bytes, g.blocks)
     return (
         f"{g.total_bytes:,} ({g.bytes:,} direct, {g.indirect_bytes:,} indirect) bytes in "
-        f"{_plural(g.blocks, 'block')}"
+        f"{plural(g.blocks, 'block')}"
     )
 
 
@@ -189,10 +186,10 @@ def _stack_text(
         f"{indent}{'at' if i == 0 else 'by'} {_frame_text(frame)}" for i, frame in enumerate(shown)
     ]
     if len(shown) < len(body):
-        lines.append(f"{indent}... {_plural(len(body) - len(shown), 'more frame')}")
+        lines.append(f"{indent}... {plural(len(body) - len(shown), 'more frame')}")
     if folded:
         lines.append(
-            f"{indent}... {_plural(folded, 'frame')} of the C/C++ runtime (--show-runtime-frames)"
+            f"{indent}... {plural(folded, 'frame')} of the C/C++ runtime (--show-runtime-frames)"
         )
     return lines
 
@@ -285,7 +282,7 @@ def render_text(
         if by_top:
             out.append("")
             out.append(
-                f"... and {len(by_top):,} more {label.lower()} groups "
+                f"... and {plural(len(by_top), 'more ' + label.lower() + ' group')} "
                 f"({_size(sum(g.bytes for g in by_top), sum(g.blocks for g in by_top))}) "
                 "not shown (--top)"
             )
@@ -294,7 +291,7 @@ def render_text(
             names = [KIND_NAMES[k] for k in FILTERED_KINDS if k in hidden_kinds]
             out.append("")
             out.append(
-                f"... and {_plural(len(by_kind), 'leak group')} {' or '.join(names)} "
+                f"... and {plural(len(by_kind), 'leak group')} {' or '.join(names)} "
                 f"({_size(sum(g.bytes for g in by_kind), sum(g.blocks for g in by_kind))}) "
                 "not shown (--show-leak-kinds all lists them)"
             )
@@ -335,9 +332,9 @@ def render_text(
         rows.append(("suppressed", _size(*_suppressed(a))))
     calls = ", ".join(f"{op} {n:,}" for op, n in a.calls.items() if n)
     rows.append(("calls", calls or "none"))
-    rows.append(("allocations", _plural(a.allocations, "block")))
+    rows.append(("allocations", plural(a.allocations, "block")))
     rows.append(("frees", _frees_text(a)))
-    rows.append(("allocated", _plural(a.allocated_bytes, "byte")))
+    rows.append(("allocated", plural(a.allocated_bytes, "byte")))
     if a.peak_seq is not None:
         peak = (
             f"{_size(a.peak_bytes, a.peak_blocks)} at event {a.peak_seq:,}, "
@@ -349,13 +346,13 @@ def render_text(
     rows.append(("errors", f"{a.error_count:,}"))
     if a.untracked_frees:
         rows.append(
-            ("untracked", f"{_plural(a.untracked_frees, 'free')} of blocks from before recording")
+            ("untracked", f"{plural(a.untracked_frees, 'free')} of blocks from before recording")
         )
     if a.runtime_internal_frees:
         rows.append(
             (
                 "ignored",
-                f"{_plural(a.runtime_internal_frees, 'free')} by the C library's thread cache",
+                f"{plural(a.runtime_internal_frees, 'free')} by the C library's thread cache",
             )
         )
     rows.append(("events", f"{a.events:,}"))
@@ -368,7 +365,7 @@ def render_text(
     if a.used_suppressions:
         out.append("")
     for name, path, line, count, nbytes, blocks in a.used_suppressions:
-        # valgrind -v's line
+        # valgrind -v's line, word for word ("1 blocks" too: tools compare the two)
         out.append(f"used_suppression: {count:6d} {_clean(name)} {_clean(path)}:{line} "
                    f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
     return "\n".join(out) + "\n"
@@ -398,7 +395,7 @@ def _frees_text(a: Analysis) -> str:
     """`N blocks`, and why that is not the count of `free` calls when it is not: the calls that
     released no block (free(NULL), the runtime's own frees, errors, blocks from before an attached
     recording) and the blocks released by delete and realloc, from the replay's figures."""
-    text = _plural(a.frees, "block")
+    text = plural(a.frees, "block")
     calls = a.calls.get("free", 0)
     fc = a.free_calls
     by_free = fc.get("released", a.frees)
@@ -417,7 +414,7 @@ def _frees_text(a: Analysis) -> str:
             n = fc.get(key, 0)
             if n:
                 why.append(f"{n:,} {one if n == 1 else many}")
-        note = f"{by_free:,} of the {_plural(calls, 'free call')} released blocks"
+        note = f"{by_free:,} of the {plural(calls, 'free call')} released blocks"
         notes.append(note + (f"; {', '.join(why)}" if why else ""))
     elif by_realloc or a.delete_frees:
         notes.append(f"{by_free:,} by free")

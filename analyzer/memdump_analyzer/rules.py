@@ -121,19 +121,27 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "dynamic-loader",
-        "module of any frame",
+        "module of an allocating frame",
         ("ld-linux*", "ld-*.so*"),
-        "the block is `runtime`",
+        "the block is `runtime`: the loader's own data (link maps, search paths, TLS). The "
+        "allocating frames are those inner to the innermost frame outside the runtime modules, "
+        "so a block that a library's constructor or a C++ static initializer allocated while the "
+        "loader runs it (at start, or inside `dlopen`) is that library's",
     ),
     Rule(
         "runtime-function",
-        "function of any frame",
+        "function of an allocating frame",
         (
             "_IO_file_doallocate",
             "_IO_doallocbuf",
             "(anonymous namespace)::pool::pool*",
             "__gnu_cxx::__freeres",
             "_dl_*",
+            # the loader's static TLS helpers (elf/dl-tls.c): a thread's DTV, named alone
+            # when the stack is one frame deep (`set memdump depth 1`) and its module unknown
+            "allocate_dtv",
+            "tls_get_addr_tail",
+            "update_get_addr",
             "__libc_early_init",
             "__tls_get_addr",
             "_nl_*",
@@ -171,7 +179,9 @@ RULES: tuple[Rule, ...] = (
             "__resolv_context_*",
             "__new_exitfn",
         ),
-        "the block is `runtime`",
+        "the block is `runtime` (allocating frames as for `dynamic-loader`: a runtime function "
+        "outer to the program's frames, such as the loader's `_dl_init` that runs constructors, "
+        "makes nothing the runtime's)",
     ),
     Rule(
         "runtime-module",
@@ -331,16 +341,18 @@ def trim_stack(frames: Sequence[Frame], wrapper: re.Pattern[str] = _WRAPPER
 
 
 def classify_stack(frames: Sequence[Frame]) -> str:
-    """`runtime` or `leak` for a (trimmed) allocation stack."""
+    """`runtime` or `leak` for a (trimmed) allocation stack, by the frames that allocate: those
+    inner to the innermost frame outside the runtime modules (the program's code, or another
+    library's). The loader's or a runtime function's frames among them make the block the
+    runtime's; outer to them (a constructor the loader runs, a callback) they do not."""
     if not frames:
         return "leak"
-    all_runtime = True
     for frame in frames:
         if is_dynamic_loader(frame.module):
             return "runtime"
         name = _function(frame)
         if name is not None and _RUNTIME_FUNCTION.match(name) is not None:
             return "runtime"
-        if all_runtime and not is_runtime_module(frame.module):
-            all_runtime = False
-    return "runtime" if all_runtime else "leak"
+        if not is_runtime_module(frame.module):
+            return "leak"
+    return "runtime"

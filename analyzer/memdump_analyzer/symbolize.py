@@ -27,9 +27,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpReader
+from .wording import plural
 
 __all__ = [
-    "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "symbolize"
+    "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "sized_symbols",
+    "symbolize",
 ]
 
 #: the program that resolves the frames
@@ -66,8 +68,7 @@ class Symbolized:
         if not self.frames:
             return []
         return [
-            f"the dump has no symbols for {self.frames:,} frame"
-            f"{'s' if self.frames != 1 else ''} ({self.why}): "
+            f"the dump has no symbols for {plural(self.frames, 'frame')} ({self.why}): "
             f"symbolised from the modules with {TOOL}"
         ]
 
@@ -76,13 +77,12 @@ class Symbolized:
         out = []
         if self.tool_missing is not None:
             out.append(
-                f"the dump has no symbols for {self.wanted:,} frame"
-                f"{'s' if self.wanted != 1 else ''} ({self.why}) and "
+                f"the dump has no symbols for {plural(self.wanted, 'frame')} ({self.why}) and "
                 f"{self.tool_missing}: they are shown by module and offset"
             )
         for module, n in self.missing_modules.items():
             out.append(
-                f"{n:,} frame{'s' if n != 1 else ''} without symbols in {module}, which no "
+                f"{plural(n, 'frame')} without symbols in {module}, which no "
                 "longer exists: shown by module and offset"
             )
         for module, why in self.failed_modules.items():
@@ -173,26 +173,33 @@ class _SymbolSizes:
 def _function_spans(module: str) -> list[tuple[int, int]]:
     """[start, end) of each sized function symbol of `module`, sorted; [] when nm is missing or
     fails (then a name without a file is not trusted)."""
+    return [(start, end) for start, end, _ in sized_symbols(module, "TtWwi")]
+
+
+def sized_symbols(module: str, types: str) -> list[tuple[int, int, str]]:
+    """(start, end, demangled name) of each sized symbol of `module` whose nm type is one of
+    `types` (`TtWwi` functions, `BbDdVvGgSs` data), sorted; from the symbol table, else the
+    dynamic one; [] when nm is missing or fails."""
     program = shutil.which(NM)
     if program is None:
         return []
     for dynamic in ([], ["-D"]):
         try:
-            run = subprocess.run([program, "-S", "--defined-only", *dynamic, module],
+            run = subprocess.run([program, "-S", "-C", "--defined-only", *dynamic, module],
                                  capture_output=True, timeout=TIMEOUT, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return []
-        spans = []
-        for line in run.stdout.decode("ascii", "replace").splitlines():
-            parts = line.split()
-            if len(parts) >= 4 and parts[2] in "TtWwi":
+        symbols = []
+        for line in run.stdout.decode("utf-8", "replace").splitlines():
+            parts = line.split(maxsplit=3)
+            if len(parts) == 4 and len(parts[2]) == 1 and parts[2] in types:
                 try:
                     start, size = int(parts[0], 16), int(parts[1], 16)
                 except ValueError:
                     continue
-                spans.append((start, start + size))
-        if spans:
-            return sorted(spans)
+                symbols.append((start, start + size, parts[3]))
+        if symbols:
+            return sorted(symbols)
     return []
 
 

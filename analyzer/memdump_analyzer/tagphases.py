@@ -3,9 +3,11 @@ and `--phases` (docs/tags.md), in one pass over the dump.
 
 Each allocation belongs to the innermost tag its thread had pushed (`g`/`u` records) and to the
 phase the process was in (`p SEQ phase NAME`). Per tag: what was allocated, the most it held at
-once, and what is still live at the end. Per phase: what it allocated, what of that it freed before
-the next phase began, and what *outlived* it (still live when the next phase began), grouped by
-allocation stack with the phase in which each such block was finally freed, or "never".
+once, and what is still live at the end, the program's (leaked) apart from the C/C++ runtime's own
+blocks (rules.classify_stack, as the leak report). Per phase: what it allocated, what of that it
+freed before the next phase began, and what *outlived* it (still live when the next phase began;
+for the last phase, live at the end), grouped by allocation stack with the phase in which each such
+block was finally freed, or "never".
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from dataclasses import dataclass, field
 
 from .dumpfile import DumpReader, Frame
 from .dumpformat import effect, unescape
+from .rules import classify_stack, trim_stack
+from .wording import plural
 
 __all__ = ["PhaseStats", "TagStats", "TagsAndPhases", "tags_and_phases"]
 
 UNTAGGED = "(untagged)"
 BEFORE = "(before the first phase)"
+WHOLE_RUN = "(the whole run)"
 NEVER = "never"
 
 
@@ -28,8 +33,12 @@ class TagStats:
     tag: str
     allocated_bytes: int = 0
     allocated_blocks: int = 0
+    #: live at the end, the program's (the leak report's leaks)
     live_bytes: int = 0
     live_blocks: int = 0
+    #: live at the end, the C/C++ runtime's own (the leak report's runtime blocks)
+    runtime_bytes: int = 0
+    runtime_blocks: int = 0
     peak_bytes: int = 0
     #: the event at which the tag's live bytes peaked
     peak_seq: int = 0
@@ -45,6 +54,8 @@ class Outlived:
     #: phase name -> blocks freed in it ("never": live at the end)
     freed_in: Counter = field(default_factory=Counter)
     stack: list[Frame] = field(default_factory=list)
+    #: the C/C++ runtime's own blocks (rules.classify_stack)
+    runtime: bool = False
 
 
 @dataclass
@@ -117,15 +128,28 @@ def tags_and_phases(path: str) -> TagsAndPhases:
                 if old is not None:  # a block the dump never saw freed: gone
                     _free(old, phases)
                 live[new] = _Block(size, stats, len(phases) - 1, reader.node_ids[fl[4]])
+        _phase_ends(phases, live)  # the last phase ends with the recording
         for block in live.values():
-            if block.outlived:
-                phases[block.phase].groups[block.node].freed_in[NEVER] += 1
+            phases[block.phase].groups[block.node].freed_in[NEVER] += 1
+        kinds: dict[int, str] = {}
+        for block in live.values():
+            kind = kinds.get(block.node)
+            if kind is None:
+                kind = kinds[block.node] = classify_stack(trim_stack(reader.stack(abs(block.node))))
+            if kind == "runtime":
+                block.tag.live_bytes -= block.size
+                block.tag.live_blocks -= 1
+                block.tag.runtime_bytes += block.size
+                block.tag.runtime_blocks += 1
         for phase in phases:
             for group in phase.groups.values():
                 group.stack = reader.stack(abs(group.node))
+                group.runtime = kinds.get(group.node) == "runtime"
         phased = len(phases) > 1
     if phases[0].allocated_blocks == 0 and phased:
         del phases[0]
+    elif not phased:
+        phases[0].phase = WHOLE_RUN
     order = sorted(tags.values(), key=lambda t: (-t.allocated_bytes, t.tag))
     return TagsAndPhases(order, phases, tagged=any(name is not None for name in tags),
                          phased=phased)
@@ -146,6 +170,11 @@ def _free(block: _Block | None, phases: list[PhaseStats]) -> None:
 
 def _phase_begins(phases: list[PhaseStats], live: dict[int, _Block], name: str,
                   seq: int) -> None:
+    _phase_ends(phases, live)
+    phases.append(PhaseStats(name if name != "-" else "", seq))
+
+
+def _phase_ends(phases: list[PhaseStats], live: dict[int, _Block]) -> None:
     """The blocks the ending phase allocated and that are still live outlive it."""
     ending = len(phases) - 1
     phase = phases[ending]
@@ -159,7 +188,6 @@ def _phase_begins(phases: list[PhaseStats], live: dict[int, _Block], name: str,
                 group = phase.groups[block.node] = Outlived(block.node)
             group.bytes += block.size
             group.blocks += 1
-    phases.append(PhaseStats(name if name != "-" else "", seq))
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -185,6 +213,7 @@ def tags_json(result: TagsAndPhases, path: str,
             "tags": [{"tag": t.tag, "allocated": _pair(t.allocated_bytes, t.allocated_blocks),
                       "peak_bytes": t.peak_bytes, "peak_seq": t.peak_seq,
                       "leaked": _pair(t.live_bytes, t.live_blocks),
+                      "runtime": _pair(t.runtime_bytes, t.runtime_blocks),
                       **({} if series is None else {"series": series.get(t.tag, [])})}
                      for t in result.tags]}
 
@@ -196,7 +225,7 @@ def phases_json(result: TagsAndPhases, path: str, max_frames: int | None) -> dic
                 "allocated": _pair(p.allocated_bytes, p.allocated_blocks),
                 "freed_in_phase": _pair(p.freed_bytes, p.freed_blocks),
                 "outlived": _pair(p.outlived_bytes, p.outlived_blocks),
-                "groups": [{"bytes": g.bytes, "blocks": g.blocks,
+                "groups": [{"bytes": g.bytes, "blocks": g.blocks, "runtime": g.runtime,
                             "freed_in": dict(sorted(g.freed_in.items(), key=_freed_order)),
                             "stack": [_frame(f) for f in g.stack[:max_frames]]}
                            for g in _groups(p)],
@@ -211,8 +240,8 @@ def _freed_order(item: tuple[str, int]) -> tuple[bool, str]:
     return item[0] == NEVER, ""
 
 
-def _blocks(n: int) -> str:
-    return f"{n:,} block{'s' * (n != 1)}"
+def _size(nbytes: int, blocks: int) -> str:
+    return f"{plural(nbytes, 'byte')} in {plural(blocks, 'block')}"
 
 
 def _where(frame: Frame) -> str:
@@ -232,12 +261,18 @@ def tags_text(result: TagsAndPhases, path: str,
     rows = [("tag", "allocated", "blocks", "peak", "leaked", "blocks")]
     rows += [(t.tag, f"{t.allocated_bytes:,}", f"{t.allocated_blocks:,}", f"{t.peak_bytes:,}",
               f"{t.live_bytes:,}", f"{t.live_blocks:,}") for t in result.tags]
+    runtime = (sum(t.runtime_bytes for t in result.tags),
+               sum(t.runtime_blocks for t in result.tags))
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     out.append("")
     for row in rows:
         cells = [row[0].ljust(widths[0])] + [c.rjust(w) for c, w in zip(row[1:], widths[1:],
                                                                          strict=True)]
         out.append("  ".join(cells).rstrip())
+    if runtime[1]:
+        out += ["", f"not leaked: the C/C++ runtime's own {plural(runtime[0], 'byte')} in "
+                f"{plural(runtime[1], 'block')} live at the end (stdio buffers, the loader's "
+                "data...: the leak report's --show-runtime lists them)"]
     if series and result.tagged:
         out += ["", "live bytes over time (at the points of `memdump-analyze timeline`):", ""]
         out += _series_table([t.tag for t in result.tags if t.tag in series], series)
@@ -257,15 +292,17 @@ def phases_text(result: TagsAndPhases, path: str, max_frames: int | None) -> str
     if not result.phased:
         out.append("note: the program marked no MEMDUMP_PHASE: one phase, the whole run")
     for p in result.phases:
+        outlived = "live at the end" if p is result.phases[-1] else "outlived it"
         out.append("")
         out.append(f"PHASE {p.phase!r} (from event {p.seq:,}): allocated "
-                   f"{p.allocated_bytes:,} bytes in {_blocks(p.allocated_blocks)}, freed within "
-                   f"it {p.freed_bytes:,} bytes in {_blocks(p.freed_blocks)}, outlived it "
-                   f"{p.outlived_bytes:,} bytes in {_blocks(p.outlived_blocks)}")
+                   f"{_size(p.allocated_bytes, p.allocated_blocks)}, freed within it "
+                   f"{_size(p.freed_bytes, p.freed_blocks)}, {outlived} "
+                   f"{_size(p.outlived_bytes, p.outlived_blocks)}")
         for g in _groups(p):
             fates = ", ".join(f"{n:,} in {name!r}" if name != NEVER else f"{n:,} never"
                               for name, n in sorted(g.freed_in.items(), key=_freed_order))
-            out.append(f"  {g.bytes:,} bytes in {_blocks(g.blocks)} freed: {fates}")
+            whose = " (the C/C++ runtime's own)" if g.runtime else ""
+            out.append(f"  {_size(g.bytes, g.blocks)}{whose} freed: {fates}")
             for i, frame in enumerate(g.stack[:max_frames]):
                 out.append(f"    #{i} {_where(frame)}")
     return "\n".join(out) + "\n"

@@ -119,6 +119,28 @@ def test_dynamic_loader_blocks_are_runtime(tmp_path: Path) -> None:
     assert (a.leaked_blocks, a.runtime_blocks, a.runtime_bytes) == (0, 1, 16)
 
 
+def test_a_library_constructor_run_by_the_loader_is_the_librarys(tmp_path: Path) -> None:
+    """The loader's frames outer to a library's code (it runs the constructor) do not make the
+    block the runtime's; the loader's frames inner to it (TLS it allocates for the library's
+    access) do."""
+    plugin = "/opt/app/libplugin.so"
+    loader = [F("call_init", module=LDSO), F("_dl_init", module=LDSO),
+              F("_dl_catch_exception", module=LIBC), F("dl_open_worker", module=LDSO),
+              F("dlopen", module=LIBC), *main_at(7)]
+    ctor = [F("plugin_setup", "/src/p.c", 8, module=plugin), F("plugin_init", "/src/p.c", 14,
+                                                                module=plugin)]
+    assert [g.kind for g in one_leak(tmp_path, ctor + loader).groups] == ["leak"]
+    at_start = [*ctor, F("call_init", module=LDSO), F("_dl_init", module=LDSO),
+                F("_dl_start_user", module=LDSO)]
+    assert [g.kind for g in one_leak(tmp_path, at_start).groups] == ["leak"]
+    tls = [F("_dl_resize_dtv", module=LDSO), F("__tls_get_addr", module=LDSO), *ctor, *loader]
+    assert [g.kind for g in one_leak(tmp_path, tls).groups] == ["runtime"]
+    # libstdc++'s own static initializer, run by the loader: every frame is the runtime's
+    pool = [F(None, module=LIBSTDCXX, pc=0x7FFFF7AA57BA), F("call_init", module=LDSO),
+            F("_dl_init", module=LDSO), F("_dl_start_user", module=LDSO)]
+    assert [g.kind for g in one_leak(tmp_path, pool).groups] == ["runtime"]
+
+
 def test_stdio_buffer_is_runtime(tmp_path: Path) -> None:
     stack = [
         F("_IO_file_doallocate", module=LIBC),

@@ -32,6 +32,38 @@ def test_fail_on_leak() -> None:
     assert run_cli("--fail-on-leak", "--format", "json", EXAMPLE).returncode == 1
 
 
+def test_fail_on_leak_refuses_to_pass_a_cut_recording(tmp_path: Path) -> None:
+    """A dump without an end record, whose recording was cut before its first event or after
+    events that leaked nothing, is exit status 3 with --fail-on-leak (no verdict), with one
+    line; leaks found in a cut recording are still 1; an ended recording without leaks is 0."""
+    header = Dump().write(tmp_path, "header.memdump")
+    ran = Dump()
+    ran.malloc("0x10", 16, main_at(3))
+    ran.free("0x10", main_at(4))
+    cut = ran.write(tmp_path, "cut.memdump")
+    ran.end()
+    ended = ran.write(tmp_path, "ended.memdump")
+    leaky = Dump()
+    leaky.malloc("0x10", 16, main_at(3))
+    leaky_cut = leaky.write(tmp_path, "leaky.memdump")
+    for path, what in ((header, "before its first event"), (cut, "after 2 events")):
+        for options in ((), ("--format", "json"), ("--format", "collapsed")):
+            result = run_cli("--fail-on-leak", *options, path)
+            assert result.returncode == 3, result.stderr
+            assert result.stderr.splitlines()[-1] == (
+                f"memdump-analyze: {path}: the recording was cut {what} (no end record): "
+                "--fail-on-leak has no verdict (exit status 3)")
+        assert run_cli(path).returncode == 0
+    assert run_cli("--fail-on-leak", leaky_cut).returncode == 1
+    assert run_cli("--fail-on-leak", ended).returncode == 0
+    assert run_cli("diff", "--fail-on-leak", ended, header).returncode == 3
+    assert run_cli("diff", "--fail-on-leak", header, ended).returncode == 3
+    assert run_cli("diff", "--fail-on-leak", ended, ended).returncode == 0
+    assert run_cli("diff", ended, header).returncode == 0
+    for command in ((), ("diff",)):
+        assert "3 with --fail-on-leak" in " ".join(run_cli(*command, "--help").stdout.split())
+
+
 def test_fail_on_leak_ignores_runtime_blocks(tmp_path: Path) -> None:
     d = Dump()
     d.malloc("0x10", 16, main_at(3))

@@ -30,6 +30,7 @@ from memdump_analyzer.dumpformat import (
     event_args,
     format_args,
     public_name,
+    source_path,
     unescape,
 )
 from memdump_analyzer.replay import replay
@@ -193,3 +194,18 @@ def test_apply_failures_and_zero_sizes() -> None:
     assert live == {}
     with pytest.raises(ValueError, match="unknown heap operation"):
         apply(live, "mmap", 0, (1,))
+
+
+@pytest.mark.parametrize(("recorded", "shown"), [
+    ("./libio/./libio/filedoalloc.c", "./libio/filedoalloc.c"),
+    ("./csu/../csu/libc-start.c", "./csu/libc-start.c"),
+    ("./csu/../sysdeps/nptl/libc_start_call_main.h", "./sysdeps/nptl/libc_start_call_main.h"),
+    ("/build/glibc/./libio/fileops.c", "/build/glibc/libio/fileops.c"),
+    ("/src/lib/../app.c", "/src/lib/../app.c"),
+    ("/src/app.c", "/src/app.c"),
+    ("app.c", "app.c"),
+    (None, None),
+])
+def test_source_paths_as_the_compiler_named_them(recorded: str | None, shown: str | None) -> None:
+    """GDB's fullname() joins glibc's relative unit directory to its relative file name."""
+    assert source_path(recorded) == shown

@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 import pytest
-from analyzer_testlib import FIXTURES, run_cli
+from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -31,3 +31,16 @@ def test_top_and_no_growth(tmp_path: Path) -> None:
     res = run_cli("--growth", str(FIXTURES / "example.memdump"))
     assert res.stdout.splitlines()[1:] == [
         "no growth chain: no block was replaced by a larger one from its stack"]
+
+
+def test_one_regrowth_is_said_in_the_singular(tmp_path: Path) -> None:
+    """One container grown once, by one byte: "1 time", "1 allocation", no "(1.0 each)"."""
+    d = Dump()
+    stack = [F("push", "/src/grow.cc", 12), *main_at(40)]
+    d.malloc("0x1000", 1, stack)
+    d.e("realloc", "0x2000", "0x1000", 2, stack=stack)
+    d.end()
+    res = run_cli("--growth", d.write(tmp_path))
+    assert res.stdout.splitlines()[2:4] == [
+        "GROWTH 1 of 1: 1 container regrew 1 time, copying 1 byte; final size 2 bytes",
+        "  reserve 2 bytes up front: 1 allocation and 1 copied byte fewer"]

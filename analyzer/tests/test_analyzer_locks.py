@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import REPO, analyser_before, run_cli
 from memdump_analyzer import DumpError, DumpReader, analyze
-from memdump_analyzer.dumpfile import LockRecord
+from memdump_analyzer.dumpfile import Frame, LockRecord
 from memdump_analyzer.dumpformat import LockWait
+from memdump_analyzer.locknames import lock_names
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 LK = "lk 0x7fffffffe268 mutex 314383 0 26416 17542 0 37351829 7963354\n"
@@ -92,13 +93,13 @@ def test_text_section_is_the_fixture_and_the_docs_example() -> None:
     section = fixture[fixture.index("LOCK CONTENTION"):fixture.index("\nSUMMARY\n") + 1]
     assert _doc_block("`memdump-analyze locks.memdump`, its lock contention section:") == section
     assert section.splitlines()[:4] == [
-        "LOCK CONTENTION: 2 lock(s), counted by the in-process recorder (set memdump locks on)",
+        "LOCK CONTENTION: 2 locks, counted by the in-process recorder (set memdump locks on)",
         "lock kind          locked   changed  contended  try busy    total ms     avg us      "
-        "max us  address",
+        "max us  address            name",
         "   1 mutex             10        10          5         0       0.344     68.864      "
-        "97.505  0x555555558040",
+        "97.505  0x555555558040     -",
         "   2 rwlock         1,200         3          0         4       0.000      0.000       "
-        "0.000  0x5555555580a0"]
+        "0.000  0x5555555580a0     -"]
 
 
 def test_max_frames_cuts_the_waiting_stacks() -> None:
@@ -197,3 +198,21 @@ def test_lock_wrappers_are_trimmed_and_their_stacks_merged(tmp_path: Path) -> No
             [(f.function, f.line) for f in s.stack]) for s in lock.stacks]
     assert got == [(5, 7000, 3000, [("Queue::push(int)", 12), ("main", 40)]),
                    (2, 500, 400, [("Queue::push(int)", 15), ("main", 40)])]
+
+
+def test_locks_are_named_by_symbol_or_by_the_block_that_holds_them(tmp_path: Path) -> None:
+    """A global (at its start or inside it) from the module's data symbols, found at the lock's
+    address minus the module's load bias; else the live heap block holding the lock, with the
+    frame that allocated it; else nothing."""
+    module = tmp_path / "app"
+    module.write_bytes(b"")
+    symbols = {str(module): [(0x4040, 0x4068, "site_lock"), (0x4080, 0x4100, "table")]}
+    base = 0x555555554000
+    stack = [Frame(base + 0x1200, str(module), 0x1200, "make_account", "/src/bank.c", 12)]
+    names = lock_names(
+        [base + 0x4040, base + 0x40A8, 0x5555555592B0, 0x7FFFFFFFE000],
+        {str(module): base, "/gone/libx.so": 0x7FFFF7000000},
+        [(0x5555555592A0, 64, 7)], lambda node: stack if node == 7 else [],
+        symbols=lambda m: symbols[m])
+    assert names == {base + 0x4040: "site_lock", base + 0x40A8: "table+40",
+                     0x5555555592B0: "+16 in the 64-byte block from make_account (bank.c:12)"}

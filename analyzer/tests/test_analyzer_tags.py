@@ -3,11 +3,12 @@ example, the reader's checks of `g`/`u` records, and bad usage."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
 import pytest
-from analyzer_testlib import FIXTURES, run_cli
+from analyzer_testlib import FIXTURES, LIBC, Dump, F, main_at, run_cli
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = FIXTURES / "tags.memdump"
@@ -57,10 +58,41 @@ def test_a_dump_without_tags_or_phases_says_so(tmp_path: Path) -> None:
         "note: the program pushed no memdump_api.h tag: every block is untagged", "",
         "tag         allocated  blocks  peak  leaked  blocks",
         "(untagged)          8       1     8       8       1"]
-    assert phases.stdout.splitlines()[1:4] == [
+    assert phases.stdout.splitlines()[1:] == [
         "note: the program marked no MEMDUMP_PHASE: one phase, the whole run", "",
-        "PHASE '(before the first phase)' (from event 0): allocated 8 bytes in 1 block, freed "
-        "within it 0 bytes in 0 blocks, outlived it 0 bytes in 0 blocks"]
+        "PHASE '(the whole run)' (from event 0): allocated 8 bytes in 1 block, freed "
+        "within it 0 bytes in 0 blocks, live at the end 8 bytes in 1 block",
+        "  8 bytes in 1 block freed: 1 never", "    #0 load_level (game.c:10)",
+        "    #1 main (game.c:30)"]
+
+
+def test_the_runtimes_blocks_are_not_leaked(tmp_path: Path) -> None:
+    """As the leak report: a stdio buffer live at the end is the runtime's, not a tag's leak;
+    --phases lists it under its phase, said to be the runtime's."""
+    d = Dump(header="MEMDUMP 2.2")
+    buffer = [F("_IO_file_doallocate", "./libio/./libio/filedoalloc.c", 101, module=LIBC),
+              F("_IO_doallocbuf", module=LIBC), F("puts", module=LIBC), *main_at(5)]
+    d.malloc("0x1000", 1024, buffer)
+    d.malloc("0x2000", 24, [F("make", "/src/app.c", 3), *main_at(6)])
+    d.end()
+    path = d.write(tmp_path)
+    tags = run_cli("--by-tag", path)
+    assert tags.stdout.splitlines()[3:] == [
+        "tag         allocated  blocks   peak  leaked  blocks",
+        "(untagged)      1,048       2  1,048      24       1", "",
+        "not leaked: the C/C++ runtime's own 1,024 bytes in 1 block live at the end (stdio "
+        "buffers, the loader's data...: the leak report's --show-runtime lists them)"]
+    [tag] = json.loads(run_cli("--by-tag", "--format", "json", path).stdout)["tags"]
+    assert (tag["leaked"], tag["runtime"]) == ({"bytes": 24, "blocks": 1},
+                                               {"bytes": 1024, "blocks": 1})
+    phases = run_cli("--phases", path).stdout.splitlines()
+    assert phases[4:6] == ["  1,024 bytes in 1 block (the C/C++ runtime's own) freed: 1 never",
+                           "    #0 _IO_file_doallocate (filedoalloc.c:101)"]
+    assert "  24 bytes in 1 block freed: 1 never" in phases
+    report = json.loads(run_cli("--format", "json", "--show-runtime", path).stdout)
+    assert report["summary"]["leaked"] == {"bytes": 24, "blocks": 1}
+    [runtime] = [g for g in report["leaks"] if g["kind"] == "runtime"]
+    assert runtime["stack"][0]["file"] == "./libio/filedoalloc.c"  # GDB's join undone
 
 
 def test_views_are_text_or_json(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ enqueues; a normal and an adaptive process-shared mutex contended once, determin
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -192,11 +193,17 @@ def test_waiting_stacks_exact_by_call_site(tmp_path: Path) -> None:
     # memdump-analyze: the lock contention section, stacks cut by --max-frames
     report = subprocess.run([str(REPO / "scripts" / "memdump-analyze"), "--max-frames", "2",
                              dump], capture_output=True, text=True, timeout=120, check=True)
-    section = report.stdout.split("LOCK CONTENTION: 1 lock(s)", 1)[1].split("\nSUMMARY\n")[0]
+    section = report.stdout.split("LOCK CONTENTION: 1 lock,", 1)[1].split("\nSUMMARY\n")[0]
     assert (f"   1 mutex             10        10          5         0 "
             f"{lock['wait_ns'] / 1e6:>11,.3f}") in section
-    assert (f"lock 1, waiting stack 1 of 2: 3 contended, {lock['stacks'][0]['wait_ns'] / 1e6:,.3f}"
-            " ms waited") in section
+    # named as contention names it, from the program's symbol table
+    assert section.splitlines()[2].split()[-2:] == [f"0x{lock['address']:x}", "site_lock"]
+    assert "lock 1 (site_lock), waiting stack 1 of 2" in section
+    analysed = subprocess.run([str(REPO / "scripts" / "memdump-analyze"), "--format", "json",
+                               dump], capture_output=True, text=True, timeout=120, check=True)
+    assert [lk["name"] for lk in json.loads(analysed.stdout)["locks"]] == ["site_lock"]
+    assert (f"lock 1 (site_lock), waiting stack 1 of 2: 3 contended, "
+            f"{lock['stacks'][0]['wait_ns'] / 1e6:,.3f} ms waited") in section
     stack_1 = section.split("waiting stack 1 of 2", 1)[1].splitlines()[1:4]
     called = _line("WAITER_CALL", "contend_at.h")
     assert stack_1 == [f"    at wait_at_x (lock_rounds.c:{_line('WAIT_AT_X')})",

@@ -71,8 +71,36 @@ def test_diff_of_two_versions(tmp_path: Path) -> None:
     out = _diff_text(*all_kinds, base=base, new=new)
     assert (f"NEW LEAK 1 of 1: 64 bytes in 1 block, still reachable\n"
             f"    at make_cache ({cache_site})") in out
-    assert (f"GREW 1 of 1: 96 bytes in 3 blocks, still reachable (+32 bytes, +1 blocks; base: 64 "
+    assert (f"GREW 1 of 1: 96 bytes in 3 blocks, still reachable (+32 bytes, +1 block; base: 64 "
             f"bytes in 2 blocks)\n    at make_record ({record_site})") in out
+
+
+def test_diff_across_an_edit_that_moves_every_line(tmp_path: Path) -> None:
+    """diff_moved_edited is diff_moved with one comment line added at the top: its five leaks
+    are the same five leaks, one line further down, and none is new or gone; also against the
+    edited program killed by SIGKILL, whose dump has no pointer scan."""
+    base, edited, killed = (tmp_path / f"{n}.memdump" for n in ("base", "edited", "killed"))
+    record("diff_moved", dump=base)
+    record("diff_moved_edited", dump=edited)
+    record("diff_moved_edited", "kill", dump=killed)
+    name, raw = marker("diff_moved.c", "name"), marker("diff_moved.c", "raw")
+    first = marker("diff_moved.c", "first", "CALL")
+    groups = {d: sorted((_site(g), g["stack"][1]["line"], g["bytes"], g["leak_kind"])
+                        for g in analyze(d).groups()) for d in (base, edited)}
+    assert groups[base] == sorted([
+        (str(name), first.line, 6, "definite"), (str(name), first.line + 1, 11, "definite"),
+        (f"diff_moved.c:{marker('diff_moved.c', 'table').line}", first.line + 2, 32, "definite"),
+        (f"diff_moved.c:{marker('diff_moved.c', 'table').line}", first.line + 3, 72, "reachable"),
+        (str(raw), marker("diff_moved.c", "leak_all", "CALL").line, 48, "definite")])
+    assert groups[edited] == sorted((f"diff_moved.c:{int(site.split(':')[1]) + 1}", line + 1,
+                                     nbytes, kind) for site, line, nbytes, kind in groups[base])
+    assert analyze(killed).summary["leak_kinds"] is None
+    all_kinds = ("--show-leak-kinds", "all")
+    for old, new in ((base, edited), (edited, base), (base, killed), (killed, base)):
+        result = _diff("--format", "json", *all_kinds, base=old, new=new)
+        assert (result["added"], result["grown"], result["gone"]) == ([], [], []), (old, new)
+        for options in ((), ("--errors-for-leak-kinds", "all")):
+            assert _code("--fail-on-leak", *options, base=old, new=new) == 0, (old, new)
 
 
 def _site(group: dict[str, Any]) -> str:

@@ -114,6 +114,7 @@ CASES = {
     "leak_aligned": [],
     "leak_new": [],
     "leak_new_forms": [],
+    "ctor_main": [],
     "leak_threads": [],
     "crash_segv": [],
     "crash_abort": [],

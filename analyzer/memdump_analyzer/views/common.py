@@ -1,5 +1,5 @@
 """What the views share: stacks grouped by what they show, the JSON envelope, the text helpers, and
-`--base` (NEW minus BASE, stacks matched by their symbols as `diff` matches leak groups)."""
+`--base` (NEW minus BASE, stacks matched by their frames' functions and file:line)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..dumpfile import DumpReader, Frame
-from ..report import _clean, _frame_json, _plural, _stack_text
+from ..report import _clean, _frame_json, _stack_text
 from ..rules import trim_stack
+from ..wording import plural
 from .stream import Profile, StackStats
 
 __all__ = [
@@ -36,7 +37,6 @@ VIEW_VERSION = "2.0"
 #: a stack as matched across dumps: each frame's function and file:line (module+offset without
 #: a line), never its address
 StackKey = tuple[tuple[str, ...], ...]
-plural = _plural
 
 
 @dataclass
