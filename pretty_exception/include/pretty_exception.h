@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -573,16 +574,33 @@ inline bool no_colour_env() noexcept {
 // ---------------------------------------------------------------------------------------------
 // Symbolisation helpers.
 // ---------------------------------------------------------------------------------------------
+/// The split-off cold part of a function (GCC -freorder-blocks-and-partition) is that function: drop
+/// the suffix of a demangled C++ name ("f(int) [clone .cold]") and of a C name, which does not
+/// demangle ("main.cold"); GCC before 10 numbered them (".cold.0").
+inline void drop_cold_suffix(std::string& name) {
+    for (const std::string_view mark : {std::string_view(" [clone .cold"), std::string_view(".cold")}) {
+        const std::size_t at = name.rfind(mark);
+        if (at == std::string::npos || at == 0) continue;
+        std::size_t end = at + mark.size();
+        if (end + 1 < name.size() && name[end] == '.' && std::isdigit(static_cast<unsigned char>(name[end + 1]))) {
+            for (++end; end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]));) ++end;
+        }
+        if (mark.front() == ' ' && end < name.size() && name[end] == ']') ++end;
+        else if (mark.front() == ' ') continue;
+        if (end == name.size()) {
+            name.erase(at);
+            return;
+        }
+    }
+}
+
 inline std::string demangle(const char* name) {
     if (name == nullptr) return std::string();
     int status = 0;
     char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
     std::string out = (status == 0 && d != nullptr) ? std::string(d) : std::string(name);
     std::free(d);
-    // The split-off cold part of a function (GCC -freorder-blocks-and-partition) is that function.
-    const std::string_view cold = " [clone .cold]";
-    if (out.size() > cold.size() && out.compare(out.size() - cold.size(), cold.size(), cold) == 0)
-        out.erase(out.size() - cold.size());
+    drop_cold_suffix(out);
     // The standard typedefs the reader wrote, not their expansions.
     static constexpr std::string_view expansions[][2] = {
         {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string"},
@@ -729,17 +747,26 @@ public:
         int line = 0;
         Dwarf_Addr bias = 0;
         if (Dwarf_Die* cu = find_cu(mod, base.address, &bias)) {
-            if (Dwarf_Line* l = ::dwarf_getsrc_die(cu, base.address - bias)) {
-                int ln = 0;
-                if (const char* src = ::dwarf_linesrc(l, nullptr, nullptr); src && ::dwarf_lineno(l, &ln) == 0) {
-                    file = src;
-                    line = ln;
+            const range_index& functions = functions_of(mod, cu);
+            const Dwarf_Die* fn = lookup(functions, base.address - bias);
+            // libdw answers with the line table's last row at or before the address, even for code
+            // of no function of the unit: assembly between its functions (GCC -O0 puts them all in
+            // one line sequence), which then got the previous function's last line. In a unit that
+            // has functions, a line counts only inside one; a unit without any (an assembler
+            // source's) has lines only for its own code.
+            if (fn != nullptr || functions.empty()) {
+                if (Dwarf_Line* l = ::dwarf_getsrc_die(cu, base.address - bias)) {
+                    int ln = 0;
+                    if (const char* src = ::dwarf_linesrc(l, nullptr, nullptr); src && ::dwarf_lineno(l, &ln) == 0) {
+                        file = src;
+                        line = ln;
+                    }
                 }
             }
             // The chain of inlined calls at this address, from the DWARF DIE tree: innermost inlined
             // instance first, up to the out-of-line function (what `eu-addr2line -i` prints).
             std::vector<Dwarf_Die> chain;
-            if (const Dwarf_Die* fn = lookup(functions_of(mod, cu), base.address - bias)) {
+            if (fn != nullptr) {
                 chain.push_back(*fn);
                 find_scopes(&chain.back(), base.address - bias, chain, 1);
             }
@@ -821,9 +848,13 @@ private:
 
     /// The compilation unit holding `addr`. libdw's lookup trusts .debug_aranges to be present and
     /// complete (elfutils bug 22288); Clang does not emit it by default, and libdw 0.188 (Debian 12)
-    /// then finds nothing. So index the units' own ranges instead, once per module.
+    /// then finds nothing. So index the units' own ranges instead, once per module. libdwfl's answer
+    /// is checked too: its search stops at the last range starting before `addr` without checking
+    /// where that range ends, so code of no unit (the start files' _start, after the program's
+    /// main in .text.startup) is given the unit before it.
     Dwarf_Die* find_cu(Dwfl_Module* mod, Dwarf_Addr addr, Dwarf_Addr* bias) {
-        if (Dwarf_Die* cu = ::dwfl_module_addrdie(mod, addr, bias)) return cu;
+        if (Dwarf_Die* cu = ::dwfl_module_addrdie(mod, addr, bias); cu != nullptr && ::dwarf_haspc(cu, addr - *bias) > 0)
+            return cu;
         auto found = cu_index_.find(mod);
         if (found == cu_index_.end()) {
             std::pair<Dwarf_Addr, range_index> entry{0, {}};
