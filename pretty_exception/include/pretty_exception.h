@@ -54,8 +54,10 @@
 #include <link.h>
 #include <syslog.h>
 #include <csignal>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -83,7 +85,6 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
 // Every libdw function the header calls is a weak reference but one, dwfl_version, which only
 // detail::add_ldw_to_the_link_or_define_PRETTY_EXCEPTION_USE_LIBDW_0() calls. Linking without -ldw then
 // fails with one error whose "in function" line says what to do, instead of one "undefined reference"
@@ -1680,13 +1681,55 @@ std::ostream& operator<<(std::ostream& os, const E& e) {
 
 namespace detail {
 
+/// Which thread a report is about, as ` in thread 4242 "worker"`: its kernel id (the LWP that ps -L,
+/// top -H and GDB show) and its name (pthread_setname_np; a new thread inherits its creator's, the
+/// main thread's is the program's). A quote, a backslash or a control character in the name is
+/// written as "?" so the label stays one unambiguous line. Async-signal-safe; does not allocate.
+struct thread_label {
+    char text[64];
+    std::size_t size = 0;
+
+    thread_label(long tid, const char* name) noexcept {
+        add(" in thread ");
+        char digits[24];
+        std::size_t n = 0;
+        for (unsigned long v = tid < 0 ? 0ul : static_cast<unsigned long>(tid); n == 0 || v != 0; v /= 10)
+            digits[n++] = static_cast<char>('0' + v % 10);
+        while (n > 0 && size + 1 < sizeof text) text[size++] = digits[--n];
+        add(" \"");
+        for (const char* c = name; *c != '\0' && *c != '\n' && c - name < 16; ++c) {
+            const bool plain = static_cast<unsigned char>(*c) >= 0x20 && *c != 0x7f && *c != '"' && *c != '\\';
+            if (size + 1 < sizeof text) text[size++] = plain ? *c : '?';
+        }
+        add("\"");
+        text[size] = '\0';
+    }
+
+    /// The calling thread's label (gettid and PR_GET_NAME, two system calls).
+    static thread_label current() noexcept {
+        char name[17] = {};
+        if (::syscall(SYS_prctl, PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+        return thread_label(::syscall(SYS_gettid), name);
+    }
+
+    std::string_view view() const noexcept { return std::string_view(text, size); }
+
+private:
+    void add(const char* s) noexcept {
+        while (*s != '\0' && size + 1 < sizeof text) text[size++] = *s++;
+    }
+};
+
 [[noreturn]] inline void terminate_handler() noexcept {
     static std::atomic<bool> entered{false};
     if (entered.exchange(true)) std::abort();  // terminate from within the handler
     try {
         const bool colour = colour_for(STDERR_FILENO);
         const palette p = make_palette(colour);
-        std::string out = "terminate called after an uncaught exception:\n";
+        const thread_label thread = thread_label::current();
+        std::string out = "terminate called after an uncaught exception";
+        out += thread.view();
+        out += ":\n";
         bool need_stack = true;
         if (std::exception_ptr ep = std::current_exception()) {
             try {
@@ -1703,7 +1746,9 @@ namespace detail {
                 out += " (not derived from std::exception)\n";
             }
         } else {
-            out = "terminate called without an active exception\n";
+            out = "terminate called without an active exception";
+            out += thread.view();
+            out += "\n";
         }
         if (need_stack) {
             stack_trace here = stack_trace::current();
@@ -1937,8 +1982,10 @@ inline bool run_crash_helper(int sig, int code, std::uintptr_t address, const ra
     static signal_text<64 + 20 * PRETTY_EXCEPTION_MAX_FRAMES + 256> value;  // only the reporting thread
     value.size = 0;
     value.add(crash_helper_variable);
-    value.add("=2 ");
+    value.add("=3 ");
     value.add_dec(static_cast<long>(::getpid()));
+    value.add(" ");
+    value.add_dec(::syscall(SYS_gettid));
     value.add(" ");
     value.add_dec(sig);
     value.add(" ");
@@ -2036,6 +2083,7 @@ inline void crash_handler(int sig, siginfo_t* info, void* context) noexcept {
         head.add("pretty_exception: ");
         describe_signal(head, sig, info != nullptr ? info->si_code : 0,
                         info != nullptr ? reinterpret_cast<std::uintptr_t>(info->si_addr) : 0);
+        head.add(thread_label::current().text);
         head.add("; stack of the faulting thread, innermost first:\n");
         write_all(STDERR_FILENO, std::string_view(head.data, head.size));
         if (!run_crash_helper(sig, info != nullptr ? info->si_code : 0,
@@ -2070,12 +2118,13 @@ inline bool run_as_crash_helper() noexcept {
     if (value == nullptr) return false;
     try {
         char* p = nullptr;
-        const long version = std::strtol(value, &p, 10);  // 2: with the printing settings
+        const long version = std::strtol(value, &p, 10);  // 3: with the printing settings and the thread
         const long pid = std::strtol(p, &p, 10);
-        if (version != 2 || pid != static_cast<long>(::getppid())) {
+        if (version != 3 || pid != static_cast<long>(::getppid())) {
             ::unsetenv(crash_helper_variable);  // not ours (copied from a crashed parent's environment?)
             return false;
         }
+        const long tid = std::strtol(p, &p, 10);
         const int sig = static_cast<int>(std::strtol(p, &p, 10));
         const int code = static_cast<int>(std::strtol(p, &p, 10));
         const auto address = static_cast<std::uintptr_t>(std::strtoull(p, &p, 16));
@@ -2099,6 +2148,14 @@ inline bool run_as_crash_helper() noexcept {
             head.add_dec(pid);
             head.add(" killed by ");
             describe_signal(head, sig, code, address);
+            // The crashed thread's name, from the parent, which waits for this helper.
+            char name[17] = {};
+            const std::string comm = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm";
+            if (const int fd = ::open(comm.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+                if (::read(fd, name, sizeof name - 1) < 0) name[0] = '\0';
+                ::close(fd);
+            }
+            head.add(thread_label(tid, name).text);
             std::string line = head.c_str();
             line += " | stack: ";
             append_trace(line, trace, make_palette(false), "", true);

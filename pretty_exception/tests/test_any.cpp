@@ -290,12 +290,13 @@ TEST(PrettyDemangle, NoStraySpaceAfterShortenedNames) {
 TEST_F(PrettyAny, TerminateHandlerUsesTheRecordedStack) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         pretty_exception::install_terminate_handler();
-        std::thread t([] { pe_test::throw_plain(); });
-        t.join();
+        pe_test::on_thread("pe-thrower", [] { pe_test::throw_plain(); });
     });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
-    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\n"
+    // The thread that threw, by its id and its name.
+    const auto [label, out] = pe_test::after_tid_line(r, "pe-thrower");
+    EXPECT_EQ(out.rfind("terminate called after an uncaught exception" + label + ":\n"
                              "std::runtime_error: plain\n"
                              "  stack at the throw, innermost first:\n"
                              "    #0 pe_test::throw_plain() at " + pe_test::at(pe_test::k_line_plain) + "\n",
