@@ -52,13 +52,16 @@
 
 #include <cxxabi.h>
 #include <link.h>
+#include <paths.h>
 #include <syslog.h>
 #include <csignal>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
@@ -1381,6 +1384,36 @@ inline void write_all(int fd, std::string_view text) noexcept {
     }
 }
 
+/// Send one syslog record: `text` is an argument, never a format. glibc's syslog() drops a record
+/// silently when it cannot reach the log socket (no syslog daemon: a container, a minimal image, a
+/// chroot without /dev/log), so the first record checks that socket, and an unreachable one is said
+/// once on stderr; later records are sent as they are (they reach a daemon started since). Not
+/// async-signal-safe (syslog); allocates nothing itself.
+inline void send_to_syslog(int priority, const char* text) noexcept {
+    static std::atomic<int> checked{0};  // 0: not yet, 1: reachable, 2: unreachable (said)
+    if (checked.load(std::memory_order_relaxed) == 0) {
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, _PATH_LOG, sizeof addr.sun_path - 1);
+        int error = 0;
+        // What glibc tries: a datagram socket, then a stream one (EPROTOTYPE).
+        for (const int type : {SOCK_DGRAM, SOCK_STREAM}) {
+            const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+            error = fd < 0 ? errno : ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
+            if (fd >= 0) ::close(fd);
+            if (error != EPROTOTYPE) break;
+        }
+        int expected = 0;
+        if (checked.compare_exchange_strong(expected, error == 0 ? 1 : 2) && error != 0) {
+            std::string line = "pretty_exception: syslog records are lost: cannot connect to " _PATH_LOG " (";
+            line += std::strerror(error);
+            line += "); no syslog daemon listens there\n";
+            write_all(STDERR_FILENO, line);
+        }
+    }
+    ::syslog(priority, "%s", text);
+}
+
 /// Send one record for `e` to syslog if tracing is on. Format-string safe: the text is an argument.
 inline void trace_to_syslog(const std::exception& e) noexcept {
     const int w = syslog_word().load(std::memory_order_relaxed);
@@ -1388,10 +1421,10 @@ inline void trace_to_syslog(const std::exception& e) noexcept {
     try {
         std::string line;
         describe_into(line, e, false, true);
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), line.c_str());
     } catch (...) {
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",
-                 "pretty_exception: an exception was thrown; out of memory while describing it");
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK),
+                       "pretty_exception: an exception was thrown; out of memory while describing it");
     }
 }
 
@@ -1415,10 +1448,10 @@ inline void trace_thrown_to_syslog(void* object, const std::type_info* type) noe
             line += " | stack at the throw: ";
             append_trace(line, t, make_palette(false), "", true);
         }
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), line.c_str());
     } catch (...) {
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",
-                 "pretty_exception: an exception was thrown; out of memory while describing it");
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK),
+                       "pretty_exception: an exception was thrown; out of memory while describing it");
     }
 }
 
@@ -2159,7 +2192,7 @@ inline bool run_as_crash_helper() noexcept {
             std::string line = head.c_str();
             line += " | stack: ";
             append_trace(line, trace, make_palette(false), "", true);
-            ::syslog(static_cast<int>(log), "%s", line.c_str());
+            send_to_syslog(static_cast<int>(log), line.c_str());
         }
     } catch (...) {
         ::_exit(1);

@@ -189,6 +189,26 @@ TEST(PrettyOutput, SyslogRecordsReachDevLog) {
     EXPECT_EQ(line.rfind(want, 0), 0u) << line;
 }
 
+// No syslog daemon (no /dev/log): syslog(3) would drop the records silently; the first one says so,
+// once, on stderr, and nothing else is written.
+TEST(PrettyOutput, SyslogWithoutDevLogSaysSoOnce) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        if (!pe_test::private_empty_dev()) return;
+        pretty_exception::set_syslog(true);
+        for (int i = 0; i < 3; ++i) {
+            try {
+                pe_test::syslog_caller(i);
+            } catch (const std::exception&) {
+            }
+        }
+    });
+    ASSERT_EQ(r.status, 0) << r.output;
+    if (r.output.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << "no private mount namespace here: " << r.output;
+    EXPECT_EQ(r.output,
+              "pretty_exception: syslog records are lost: cannot connect to /dev/log (No such file or directory); "
+              "no syslog daemon listens there\n");
+}
+
 TEST(PrettyOutput, TerminateHandlerDescribesTracedException) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         pretty_exception::install_terminate_handler();

@@ -151,18 +151,25 @@ inline child_result run_child(terminal where, const std::function<void()>& body)
     return result;
 }
 
-/// In a child process: take a mount namespace of its own (as root; else with a user namespace too),
-/// mount an empty tmpfs on /dev in it and bind a datagram socket at /dev/log, where syslog(3) sends
-/// each record. Returns the socket, or -1 after printing "SKIP: why" (no namespaces here) or
-/// "FAIL: why" on stdout.
-inline int bind_private_dev_log() {
+/// In a child process: take a mount namespace of its own (as root; else with a user namespace too)
+/// and mount an empty tmpfs on /dev in it: no /dev/log. False after printing "SKIP: why" on stdout
+/// (no namespaces here).
+inline bool private_empty_dev() {
     const bool root = ::geteuid() == 0;
     if (::unshare(root ? CLONE_NEWNS : (CLONE_NEWUSER | CLONE_NEWNS)) != 0 ||
         ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
         ::mount("pe-test-dev", "/dev", "tmpfs", 0, "size=64k") != 0) {
         std::printf("SKIP: private mount namespace: %s\n", std::strerror(errno));
-        return -1;
+        return false;
     }
+    return true;
+}
+
+/// In a child process: private_empty_dev(), and a datagram socket bound at /dev/log in it, where
+/// syslog(3) sends each record. Returns the socket, or -1 after printing "SKIP: why" (no namespaces
+/// here) or "FAIL: why" on stdout.
+inline int bind_private_dev_log() {
+    if (!private_empty_dev()) return -1;
     const int sock = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
