@@ -102,6 +102,7 @@
 #pragma weak dwarf_getsrc_die
 #pragma weak dwarf_getsrcfiles
 #pragma weak dwarf_haspc
+#pragma weak dwarf_lineaddr
 #pragma weak dwarf_lineno
 #pragma weak dwarf_linesrc
 #pragma weak dwarf_ranges
@@ -751,15 +752,21 @@ public:
         int line = 0;
         Dwarf_Addr bias = 0;
         if (Dwarf_Die* cu = find_cu(mod, base.address, &bias)) {
+            const Dwarf_Addr pc = base.address - bias;
             const range_index& functions = functions_of(mod, cu);
-            const Dwarf_Die* fn = lookup(functions, base.address - bias);
+            const range_entry* fn = lookup(functions, pc);
             // libdw answers with the line table's last row at or before the address, even for code
-            // of no function of the unit: assembly between its functions (GCC -O0 puts them all in
-            // one line sequence), which then got the previous function's last line. In a unit that
-            // has functions, a line counts only inside one; a unit without any (an assembler
-            // source's) has lines only for its own code.
+            // of no function of the unit, and its rows are out of order where a discarded copy's
+            // claim addresses from 0: `_start` after main got main's last line, assembly between a
+            // unit's functions (GCC -O0 puts them all in one line sequence) the previous function's.
+            // In a unit that has functions, a line counts only inside one, and only from a row of
+            // that function's range; a unit without any (an assembler source's) has lines for its
+            // own ranges.
             if (fn != nullptr || functions.empty()) {
-                if (Dwarf_Line* l = ::dwarf_getsrc_die(cu, base.address - bias)) {
+                Dwarf_Addr row = 0;
+                Dwarf_Line* l = ::dwarf_getsrc_die(cu, pc);
+                if (l != nullptr && ::dwarf_lineaddr(l, &row) == 0 &&
+                    (fn != nullptr ? row >= fn->lo && row < fn->hi : ::dwarf_haspc(cu, row) > 0)) {
                     int ln = 0;
                     if (const char* src = ::dwarf_linesrc(l, nullptr, nullptr); src && ::dwarf_lineno(l, &ln) == 0) {
                         file = src;
@@ -771,8 +778,8 @@ public:
             // instance first, up to the out-of-line function (what `eu-addr2line -i` prints).
             std::vector<Dwarf_Die> chain;
             if (fn != nullptr) {
-                chain.push_back(*fn);
-                find_scopes(&chain.back(), base.address - bias, chain, 1);
+                chain.push_back(fn->die);
+                find_scopes(&chain.back(), pc, chain, 1);
             }
             Dwarf_Files* files = nullptr;
             std::size_t nfiles = 0;
@@ -827,11 +834,14 @@ private:
     };
     using range_index = std::vector<range_entry>;
 
+    /// A range from address 0 is a discarded copy's (a function template or inline function two
+    /// units emit: the linker keeps one, and GNU ld resolves the other's addresses to 0), never code:
+    /// 0 is the ELF header of a shared object or PIE and unmapped in an executable.
     static void add_ranges(Dwarf_Die* die, range_index& index) {
         Dwarf_Addr base = 0, lo = 0, hi = 0;
         std::ptrdiff_t offset = 0;
         while ((offset = ::dwarf_ranges(die, offset, &base, &lo, &hi)) > 0)
-            if (hi > lo) index.push_back(range_entry{lo, hi, *die});
+            if (hi > lo && lo != 0) index.push_back(range_entry{lo, hi, *die});
     }
 
     static void sort_index(range_index& index) {
@@ -839,13 +849,13 @@ private:
                   [](const range_entry& a, const range_entry& b) { return a.lo < b.lo; });
     }
 
-    static const Dwarf_Die* lookup(const range_index& index, Dwarf_Addr pc) {
+    static const range_entry* lookup(const range_index& index, Dwarf_Addr pc) {
         auto it = std::upper_bound(index.begin(), index.end(), pc,
                                    [](Dwarf_Addr a, const range_entry& e) { return a < e.lo; });
         // Ranges of distinct functions do not overlap; look back a little in case some nest.
         for (int back = 0; it != index.begin() && back < 8; ++back) {
             --it;
-            if (pc >= it->lo && pc < it->hi) return &it->die;
+            if (pc >= it->lo && pc < it->hi) return &*it;
         }
         return nullptr;
     }
@@ -868,7 +878,8 @@ private:
             found = cu_index_.emplace(mod, std::move(entry)).first;
         }
         *bias = found->second.first;
-        return const_cast<Dwarf_Die*>(lookup(found->second.second, addr - *bias));
+        const range_entry* unit = lookup(found->second.second, addr - *bias);
+        return unit != nullptr ? const_cast<Dwarf_Die*>(&unit->die) : nullptr;
     }
 
     /// The out-of-line functions of a compilation unit, by address (once per unit). Clang nests
@@ -995,6 +1006,7 @@ public:
             reinterpret_cast<void*>(&::dwarf_getsrc_die),
             reinterpret_cast<void*>(&::dwarf_getsrcfiles),
             reinterpret_cast<void*>(&::dwarf_haspc),
+            reinterpret_cast<void*>(&::dwarf_lineaddr),
             reinterpret_cast<void*>(&::dwarf_lineno),
             reinterpret_cast<void*>(&::dwarf_linesrc),
             reinterpret_cast<void*>(&::dwarf_ranges),
