@@ -89,7 +89,7 @@ said_waiting=0
 # The holder of one of apt's locks, as "PID LOCKFILE"; fails when none is held. /proc/locks names a
 # lock by the file's device (hex major:minor) and inode; "->" lines are waiters, not holders.
 apt_lock_holder() {
-    local file key line
+    local file key line major minor inode
     local -a f
     for file in "${apt_locks[@]}"; do
         [[ -e "$file" ]] || continue
@@ -97,7 +97,7 @@ apt_lock_holder() {
         key="$(printf '%02x:%02x:%s' "$major" "$minor" "$inode")"
         while IFS= read -r line; do
             read -r -a f <<<"$line"
-            [[ "${f[1]}" != "->" && "${f[5]:-}" == "$key" ]] || continue
+            [[ "${f[1]:-}" != "->" && "${f[5]:-}" == "$key" ]] || continue
             echo "${f[4]} ${file}"
             return 0
         done </proc/locks
