@@ -5,6 +5,8 @@
 # missing (root needed then); Python test dependencies go into .venv (built on /usr/bin/python3, the
 # interpreter GDB embeds) from requirements-dev.txt, reinstalled only when that file changes.
 set -euo pipefail
+# The script's stderr, kept for what it says while an apt-get call's own output goes to /dev/null.
+exec 3>&2
 
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv_dir="${root_dir}/.venv"
@@ -75,6 +77,58 @@ else
     packages=("${test_packages[@]}")
 fi
 
+# Another package manager may hold apt's locks: unattended-upgrades on every fresh machine, a user's
+# apt-get. Each apt-get call waits for them (up to lock_timeout seconds) instead of failing at once:
+# dpkg's lock through apt's own DPkg::Lock::Timeout; the package lists' lock, which `apt-get update`
+# does not wait for (apt 2.6), by watching /proc/locks before the call, which also lets us say once
+# what we wait for (apt's own "Waiting for cache lock" lines go where its output goes, to /dev/null).
+lock_timeout=600
+apt_locks=(/var/lib/dpkg/lock-frontend /var/lib/dpkg/lock /var/lib/apt/lists/lock)
+said_waiting=0
+
+# The holder of one of apt's locks, as "PID LOCKFILE"; fails when none is held. /proc/locks names a
+# lock by the file's device (hex major:minor) and inode; "->" lines are waiters, not holders.
+apt_lock_holder() {
+    local file key line major minor inode
+    local -a f
+    for file in "${apt_locks[@]}"; do
+        [[ -e "$file" ]] || continue
+        read -r major minor inode < <(stat -L -c '%Hd %Ld %i' "$file") || continue
+        key="$(printf '%02x:%02x:%s' "$major" "$minor" "$inode")"
+        while IFS= read -r line; do
+            read -r -a f <<<"$line"
+            [[ "${f[1]:-}" != "->" && "${f[5]:-}" == "$key" ]] || continue
+            echo "${f[4]} ${file}"
+            return 0
+        done </proc/locks
+    done
+    return 1
+}
+
+wait_for_apt_locks() {
+    local holder pid file waited=0
+    while holder="$(apt_lock_holder)"; do
+        pid="${holder%% *}"
+        file="${holder#* }"
+        if [[ $said_waiting -eq 0 ]]; then
+            echo "setup.sh: waiting for process ${pid} ($(cat "/proc/${pid}/comm" 2>/dev/null || echo '?'))" \
+                "to release ${file} (another package manager is running; up to ${lock_timeout} s)" >&3
+            said_waiting=1
+        fi
+        if [[ $waited -ge $lock_timeout ]]; then
+            echo "setup.sh: ${file} is still held by process ${pid} after ${lock_timeout} s; run setup.sh again when it is done" >&3
+            exit 1
+        fi
+        sleep 1
+        waited=$((waited + 1))
+    done
+}
+
+apt_get() {
+    wait_for_apt_locks
+    apt-get -o "DPkg::Lock::Timeout=${lock_timeout}" "$@"
+}
+
 missing=()
 for pkg in "${packages[@]}"; do
     status="$(dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null || true)"
@@ -95,9 +149,9 @@ if [[ ${#missing[@]} -gt 0 ]]; then
     echo "setup.sh: installing ${missing[*]}" >&2
     export DEBIAN_FRONTEND=noninteractive
     # A clean root has no package lists yet: the first try fails quietly, then update and try again.
-    if ! apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
-        apt-get update -q >/dev/null
-        apt-get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
+    if ! apt_get install -y -q --no-install-recommends "${missing[@]}" >/dev/null 2>&1; then
+        apt_get update -q >/dev/null
+        apt_get install -y -q --no-install-recommends "${missing[@]}" >/dev/null
     fi
 fi
 

@@ -5,7 +5,8 @@
 # static runtime use the same names, with an _abort suffix under -fno-sanitize-recover). At each stop
 # the script selects the caller's frame, the program's own code, and shows its source line and the
 # backtrace. In batch mode (stdin not a terminal, or --batch) it then lets the runtime print its report
-# and goes on to the next one; interactively it leaves you at the GDB prompt at the first stop.
+# and goes on to the next one; interactively it leaves you at the GDB prompt at each stop, the
+# caller's frame selected there too (each handler breakpoint's commands show it).
 set -euo pipefail
 
 usage() {
@@ -70,7 +71,13 @@ while $_isvoid($_exitcode) && $_isvoid($_exitsignal)
 end
 GDB
 else
+    # Every later stop comes from a `continue` typed at the prompt, which runs no script: each
+    # handler breakpoint shows its stop itself, as the loop above does in batch mode.
     cat >>"$commands" <<'GDB'
+python
+for _bp in gdb.breakpoints():
+    _bp.commands = "ubsan-show\n"
+end
 if $_isvoid($_exitcode) && $_isvoid($_exitsignal)
   ubsan-show
   echo \nubsan-gdb: `continue` prints the report and runs to the next one.\n

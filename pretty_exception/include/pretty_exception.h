@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
@@ -51,11 +52,16 @@
 
 #include <cxxabi.h>
 #include <link.h>
+#include <paths.h>
 #include <syslog.h>
 #include <csignal>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <ucontext.h>
@@ -82,7 +88,6 @@
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <elfutils/libdwfl.h>
-#include <fcntl.h>
 // Every libdw function the header calls is a weak reference but one, dwfl_version, which only
 // detail::add_ldw_to_the_link_or_define_PRETTY_EXCEPTION_USE_LIBDW_0() calls. Linking without -ldw then
 // fails with one error whose "in function" line says what to do, instead of one "undefined reference"
@@ -97,6 +102,7 @@
 #pragma weak dwarf_getsrc_die
 #pragma weak dwarf_getsrcfiles
 #pragma weak dwarf_haspc
+#pragma weak dwarf_lineaddr
 #pragma weak dwarf_lineno
 #pragma weak dwarf_linesrc
 #pragma weak dwarf_ranges
@@ -573,16 +579,33 @@ inline bool no_colour_env() noexcept {
 // ---------------------------------------------------------------------------------------------
 // Symbolisation helpers.
 // ---------------------------------------------------------------------------------------------
+/// The split-off cold part of a function (GCC -freorder-blocks-and-partition) is that function: drop
+/// the suffix of a demangled C++ name ("f(int) [clone .cold]") and of a C name, which does not
+/// demangle ("main.cold"); GCC before 10 numbered them (".cold.0").
+inline void drop_cold_suffix(std::string& name) {
+    for (const std::string_view mark : {std::string_view(" [clone .cold"), std::string_view(".cold")}) {
+        const std::size_t at = name.rfind(mark);
+        if (at == std::string::npos || at == 0) continue;
+        std::size_t end = at + mark.size();
+        if (end + 1 < name.size() && name[end] == '.' && std::isdigit(static_cast<unsigned char>(name[end + 1]))) {
+            for (++end; end < name.size() && std::isdigit(static_cast<unsigned char>(name[end]));) ++end;
+        }
+        if (mark.front() == ' ' && end < name.size() && name[end] == ']') ++end;
+        else if (mark.front() == ' ') continue;
+        if (end == name.size()) {
+            name.erase(at);
+            return;
+        }
+    }
+}
+
 inline std::string demangle(const char* name) {
     if (name == nullptr) return std::string();
     int status = 0;
     char* d = abi::__cxa_demangle(name, nullptr, nullptr, &status);
     std::string out = (status == 0 && d != nullptr) ? std::string(d) : std::string(name);
     std::free(d);
-    // The split-off cold part of a function (GCC -freorder-blocks-and-partition) is that function.
-    const std::string_view cold = " [clone .cold]";
-    if (out.size() > cold.size() && out.compare(out.size() - cold.size(), cold.size(), cold) == 0)
-        out.erase(out.size() - cold.size());
+    drop_cold_suffix(out);
     // The standard typedefs the reader wrote, not their expansions.
     static constexpr std::string_view expansions[][2] = {
         {"std::__cxx11::basic_string<char, std::char_traits<char>, std::allocator<char> >", "std::string"},
@@ -729,19 +752,34 @@ public:
         int line = 0;
         Dwarf_Addr bias = 0;
         if (Dwarf_Die* cu = find_cu(mod, base.address, &bias)) {
-            if (Dwarf_Line* l = ::dwarf_getsrc_die(cu, base.address - bias)) {
-                int ln = 0;
-                if (const char* src = ::dwarf_linesrc(l, nullptr, nullptr); src && ::dwarf_lineno(l, &ln) == 0) {
-                    file = src;
-                    line = ln;
+            const Dwarf_Addr pc = base.address - bias;
+            const range_index& functions = functions_of(mod, cu);
+            const range_entry* fn = lookup(functions, pc);
+            // libdw answers with the line table's last row at or before the address, even for code
+            // of no function of the unit, and its rows are out of order where a discarded copy's
+            // claim addresses from 0: `_start` after main got main's last line, assembly between a
+            // unit's functions (GCC -O0 puts them all in one line sequence) the previous function's.
+            // In a unit that has functions, a line counts only inside one, and only from a row of
+            // that function's range; a unit without any (an assembler source's) has lines for its
+            // own ranges.
+            if (fn != nullptr || functions.empty()) {
+                Dwarf_Addr row = 0;
+                Dwarf_Line* l = ::dwarf_getsrc_die(cu, pc);
+                if (l != nullptr && ::dwarf_lineaddr(l, &row) == 0 &&
+                    (fn != nullptr ? row >= fn->lo && row < fn->hi : ::dwarf_haspc(cu, row) > 0)) {
+                    int ln = 0;
+                    if (const char* src = ::dwarf_linesrc(l, nullptr, nullptr); src && ::dwarf_lineno(l, &ln) == 0) {
+                        file = src;
+                        line = ln;
+                    }
                 }
             }
             // The chain of inlined calls at this address, from the DWARF DIE tree: innermost inlined
             // instance first, up to the out-of-line function (what `eu-addr2line -i` prints).
             std::vector<Dwarf_Die> chain;
-            if (const Dwarf_Die* fn = lookup(functions_of(mod, cu), base.address - bias)) {
-                chain.push_back(*fn);
-                find_scopes(&chain.back(), base.address - bias, chain, 1);
+            if (fn != nullptr) {
+                chain.push_back(fn->die);
+                find_scopes(&chain.back(), pc, chain, 1);
             }
             Dwarf_Files* files = nullptr;
             std::size_t nfiles = 0;
@@ -796,11 +834,14 @@ private:
     };
     using range_index = std::vector<range_entry>;
 
+    /// A range from address 0 is a discarded copy's (a function template or inline function two
+    /// units emit: the linker keeps one, and GNU ld resolves the other's addresses to 0), never code:
+    /// 0 is the ELF header of a shared object or PIE and unmapped in an executable.
     static void add_ranges(Dwarf_Die* die, range_index& index) {
         Dwarf_Addr base = 0, lo = 0, hi = 0;
         std::ptrdiff_t offset = 0;
         while ((offset = ::dwarf_ranges(die, offset, &base, &lo, &hi)) > 0)
-            if (hi > lo) index.push_back(range_entry{lo, hi, *die});
+            if (hi > lo && lo != 0) index.push_back(range_entry{lo, hi, *die});
     }
 
     static void sort_index(range_index& index) {
@@ -808,22 +849,26 @@ private:
                   [](const range_entry& a, const range_entry& b) { return a.lo < b.lo; });
     }
 
-    static const Dwarf_Die* lookup(const range_index& index, Dwarf_Addr pc) {
+    static const range_entry* lookup(const range_index& index, Dwarf_Addr pc) {
         auto it = std::upper_bound(index.begin(), index.end(), pc,
                                    [](Dwarf_Addr a, const range_entry& e) { return a < e.lo; });
         // Ranges of distinct functions do not overlap; look back a little in case some nest.
         for (int back = 0; it != index.begin() && back < 8; ++back) {
             --it;
-            if (pc >= it->lo && pc < it->hi) return &it->die;
+            if (pc >= it->lo && pc < it->hi) return &*it;
         }
         return nullptr;
     }
 
     /// The compilation unit holding `addr`. libdw's lookup trusts .debug_aranges to be present and
     /// complete (elfutils bug 22288); Clang does not emit it by default, and libdw 0.188 (Debian 12)
-    /// then finds nothing. So index the units' own ranges instead, once per module.
+    /// then finds nothing. So index the units' own ranges instead, once per module. libdwfl's answer
+    /// is checked too: its search stops at the last range starting before `addr` without checking
+    /// where that range ends, so code of no unit (the start files' _start, after the program's
+    /// main in .text.startup) is given the unit before it.
     Dwarf_Die* find_cu(Dwfl_Module* mod, Dwarf_Addr addr, Dwarf_Addr* bias) {
-        if (Dwarf_Die* cu = ::dwfl_module_addrdie(mod, addr, bias)) return cu;
+        if (Dwarf_Die* cu = ::dwfl_module_addrdie(mod, addr, bias); cu != nullptr && ::dwarf_haspc(cu, addr - *bias) > 0)
+            return cu;
         auto found = cu_index_.find(mod);
         if (found == cu_index_.end()) {
             std::pair<Dwarf_Addr, range_index> entry{0, {}};
@@ -833,7 +878,8 @@ private:
             found = cu_index_.emplace(mod, std::move(entry)).first;
         }
         *bias = found->second.first;
-        return const_cast<Dwarf_Die*>(lookup(found->second.second, addr - *bias));
+        const range_entry* unit = lookup(found->second.second, addr - *bias);
+        return unit != nullptr ? const_cast<Dwarf_Die*>(&unit->die) : nullptr;
     }
 
     /// The out-of-line functions of a compilation unit, by address (once per unit). Clang nests
@@ -960,6 +1006,7 @@ public:
             reinterpret_cast<void*>(&::dwarf_getsrc_die),
             reinterpret_cast<void*>(&::dwarf_getsrcfiles),
             reinterpret_cast<void*>(&::dwarf_haspc),
+            reinterpret_cast<void*>(&::dwarf_lineaddr),
             reinterpret_cast<void*>(&::dwarf_lineno),
             reinterpret_cast<void*>(&::dwarf_linesrc),
             reinterpret_cast<void*>(&::dwarf_ranges),
@@ -1349,6 +1396,36 @@ inline void write_all(int fd, std::string_view text) noexcept {
     }
 }
 
+/// Send one syslog record: `text` is an argument, never a format. glibc's syslog() drops a record
+/// silently when it cannot reach the log socket (no syslog daemon: a container, a minimal image, a
+/// chroot without /dev/log), so the first record checks that socket, and an unreachable one is said
+/// once on stderr; later records are sent as they are (they reach a daemon started since). Not
+/// async-signal-safe (syslog); allocates nothing itself.
+inline void send_to_syslog(int priority, const char* text) noexcept {
+    static std::atomic<int> checked{0};  // 0: not yet, 1: reachable, 2: unreachable (said)
+    if (checked.load(std::memory_order_relaxed) == 0) {
+        sockaddr_un addr{};
+        addr.sun_family = AF_UNIX;
+        std::strncpy(addr.sun_path, _PATH_LOG, sizeof addr.sun_path - 1);
+        int error = 0;
+        // What glibc tries: a datagram socket, then a stream one (EPROTOTYPE).
+        for (const int type : {SOCK_DGRAM, SOCK_STREAM}) {
+            const int fd = ::socket(AF_UNIX, type | SOCK_CLOEXEC, 0);
+            error = fd < 0 ? errno : ::connect(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) == 0 ? 0 : errno;
+            if (fd >= 0) ::close(fd);
+            if (error != EPROTOTYPE) break;
+        }
+        int expected = 0;
+        if (checked.compare_exchange_strong(expected, error == 0 ? 1 : 2) && error != 0) {
+            std::string line = "pretty_exception: syslog records are lost: cannot connect to " _PATH_LOG " (";
+            line += std::strerror(error);
+            line += "); no syslog daemon listens there\n";
+            write_all(STDERR_FILENO, line);
+        }
+    }
+    ::syslog(priority, "%s", text);
+}
+
 /// Send one record for `e` to syslog if tracing is on. Format-string safe: the text is an argument.
 inline void trace_to_syslog(const std::exception& e) noexcept {
     const int w = syslog_word().load(std::memory_order_relaxed);
@@ -1356,10 +1433,10 @@ inline void trace_to_syslog(const std::exception& e) noexcept {
     try {
         std::string line;
         describe_into(line, e, false, true);
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), line.c_str());
     } catch (...) {
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",
-                 "pretty_exception: an exception was thrown; out of memory while describing it");
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK),
+                       "pretty_exception: an exception was thrown; out of memory while describing it");
     }
 }
 
@@ -1383,10 +1460,10 @@ inline void trace_thrown_to_syslog(void* object, const std::type_info* type) noe
             line += " | stack at the throw: ";
             append_trace(line, t, make_palette(false), "", true);
         }
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s", line.c_str());
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), line.c_str());
     } catch (...) {
-        ::syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK), "%s",
-                 "pretty_exception: an exception was thrown; out of memory while describing it");
+        send_to_syslog((w & LOG_FACMASK) | (w & LOG_PRIMASK),
+                       "pretty_exception: an exception was thrown; out of memory while describing it");
     }
 }
 
@@ -1649,13 +1726,55 @@ std::ostream& operator<<(std::ostream& os, const E& e) {
 
 namespace detail {
 
+/// Which thread a report is about, as ` in thread 4242 "worker"`: its kernel id (the LWP that ps -L,
+/// top -H and GDB show) and its name (pthread_setname_np; a new thread inherits its creator's, the
+/// main thread's is the program's). A quote, a backslash or a control character in the name is
+/// written as "?" so the label stays one unambiguous line. Async-signal-safe; does not allocate.
+struct thread_label {
+    char text[64];
+    std::size_t size = 0;
+
+    thread_label(long tid, const char* name) noexcept {
+        add(" in thread ");
+        char digits[24];
+        std::size_t n = 0;
+        for (unsigned long v = tid < 0 ? 0ul : static_cast<unsigned long>(tid); n == 0 || v != 0; v /= 10)
+            digits[n++] = static_cast<char>('0' + v % 10);
+        while (n > 0 && size + 1 < sizeof text) text[size++] = digits[--n];
+        add(" \"");
+        for (const char* c = name; *c != '\0' && *c != '\n' && c - name < 16; ++c) {
+            const bool plain = static_cast<unsigned char>(*c) >= 0x20 && *c != 0x7f && *c != '"' && *c != '\\';
+            if (size + 1 < sizeof text) text[size++] = plain ? *c : '?';
+        }
+        add("\"");
+        text[size] = '\0';
+    }
+
+    /// The calling thread's label (gettid and PR_GET_NAME, two system calls).
+    static thread_label current() noexcept {
+        char name[17] = {};
+        if (::syscall(SYS_prctl, PR_GET_NAME, name, 0, 0, 0) != 0) name[0] = '\0';
+        return thread_label(::syscall(SYS_gettid), name);
+    }
+
+    std::string_view view() const noexcept { return std::string_view(text, size); }
+
+private:
+    void add(const char* s) noexcept {
+        while (*s != '\0' && size + 1 < sizeof text) text[size++] = *s++;
+    }
+};
+
 [[noreturn]] inline void terminate_handler() noexcept {
     static std::atomic<bool> entered{false};
     if (entered.exchange(true)) std::abort();  // terminate from within the handler
     try {
         const bool colour = colour_for(STDERR_FILENO);
         const palette p = make_palette(colour);
-        std::string out = "terminate called after an uncaught exception:\n";
+        const thread_label thread = thread_label::current();
+        std::string out = "terminate called after an uncaught exception";
+        out += thread.view();
+        out += ":\n";
         bool need_stack = true;
         if (std::exception_ptr ep = std::current_exception()) {
             try {
@@ -1672,7 +1791,9 @@ namespace detail {
                 out += " (not derived from std::exception)\n";
             }
         } else {
-            out = "terminate called without an active exception\n";
+            out = "terminate called without an active exception";
+            out += thread.view();
+            out += "\n";
         }
         if (need_stack) {
             stack_trace here = stack_trace::current();
@@ -1906,8 +2027,10 @@ inline bool run_crash_helper(int sig, int code, std::uintptr_t address, const ra
     static signal_text<64 + 20 * PRETTY_EXCEPTION_MAX_FRAMES + 256> value;  // only the reporting thread
     value.size = 0;
     value.add(crash_helper_variable);
-    value.add("=2 ");
+    value.add("=3 ");
     value.add_dec(static_cast<long>(::getpid()));
+    value.add(" ");
+    value.add_dec(::syscall(SYS_gettid));
     value.add(" ");
     value.add_dec(sig);
     value.add(" ");
@@ -2005,6 +2128,7 @@ inline void crash_handler(int sig, siginfo_t* info, void* context) noexcept {
         head.add("pretty_exception: ");
         describe_signal(head, sig, info != nullptr ? info->si_code : 0,
                         info != nullptr ? reinterpret_cast<std::uintptr_t>(info->si_addr) : 0);
+        head.add(thread_label::current().text);
         head.add("; stack of the faulting thread, innermost first:\n");
         write_all(STDERR_FILENO, std::string_view(head.data, head.size));
         if (!run_crash_helper(sig, info != nullptr ? info->si_code : 0,
@@ -2039,12 +2163,13 @@ inline bool run_as_crash_helper() noexcept {
     if (value == nullptr) return false;
     try {
         char* p = nullptr;
-        const long version = std::strtol(value, &p, 10);  // 2: with the printing settings
+        const long version = std::strtol(value, &p, 10);  // 3: with the printing settings and the thread
         const long pid = std::strtol(p, &p, 10);
-        if (version != 2 || pid != static_cast<long>(::getppid())) {
+        if (version != 3 || pid != static_cast<long>(::getppid())) {
             ::unsetenv(crash_helper_variable);  // not ours (copied from a crashed parent's environment?)
             return false;
         }
+        const long tid = std::strtol(p, &p, 10);
         const int sig = static_cast<int>(std::strtol(p, &p, 10));
         const int code = static_cast<int>(std::strtol(p, &p, 10));
         const auto address = static_cast<std::uintptr_t>(std::strtoull(p, &p, 16));
@@ -2068,10 +2193,18 @@ inline bool run_as_crash_helper() noexcept {
             head.add_dec(pid);
             head.add(" killed by ");
             describe_signal(head, sig, code, address);
+            // The crashed thread's name, from the parent, which waits for this helper.
+            char name[17] = {};
+            const std::string comm = "/proc/" + std::to_string(pid) + "/task/" + std::to_string(tid) + "/comm";
+            if (const int fd = ::open(comm.c_str(), O_RDONLY | O_CLOEXEC); fd >= 0) {
+                if (::read(fd, name, sizeof name - 1) < 0) name[0] = '\0';
+                ::close(fd);
+            }
+            head.add(thread_label(tid, name).text);
             std::string line = head.c_str();
             line += " | stack: ";
             append_trace(line, trace, make_palette(false), "", true);
-            ::syslog(static_cast<int>(log), "%s", line.c_str());
+            send_to_syslog(static_cast<int>(log), line.c_str());
         }
     } catch (...) {
         ::_exit(1);

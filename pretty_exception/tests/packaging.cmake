@@ -37,14 +37,34 @@ function(check_consumer exe)
 endfunction()
 
 if(MODE STREQUAL "install")
-    file(REMOVE_RECURSE "${WORK_DIR}/build" "${prefix}")
+    # As the README says and packagers do: the prefix is chosen at install time, not at configure
+    # time (`cmake --install b --prefix DIR`), and the tree is then moved (a staging directory, an
+    # unpacked archive). The consumers below find it only if the CMake package and the .pc are
+    # relocatable; the configure-time prefix is never created, so nothing can find it there.
+    set(configured "${WORK_DIR}/configured-prefix")
+    set(staging "${WORK_DIR}/staging-prefix")
+    file(REMOVE_RECURSE "${WORK_DIR}/build" "${prefix}" "${configured}" "${staging}")
     run(configure "${CMAKE_COMMAND}" -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G "${GENERATOR}" ${make_program}
-        "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_INSTALL_PREFIX=${prefix}"
+        "-DCMAKE_CXX_COMPILER=${CXX}" "-DCMAKE_INSTALL_PREFIX=${configured}"
         -DPRETTY_EXCEPTION_BUILD_TESTS=OFF -DPRETTY_EXCEPTION_BUILD_EXAMPLES=OFF
         -DPRETTY_EXCEPTION_BUILD_BENCH=OFF -DPRETTY_EXCEPTION_MATRIX_TESTS=OFF
         -DPRETTY_EXCEPTION_PACKAGING_TESTS=OFF)
     run(build "${CMAKE_COMMAND}" --build "${WORK_DIR}/build")
-    run(install "${CMAKE_COMMAND}" --install "${WORK_DIR}/build")
+    run(install "${CMAKE_COMMAND}" --install "${WORK_DIR}/build" --prefix "${staging}")
+    file(RENAME "${staging}" "${prefix}")
+    if(EXISTS "${configured}")
+        message(FATAL_ERROR "packaging install: installed into the configure-time prefix ${configured}")
+    endif()
+    file(GLOB_RECURSE installed_text "${prefix}/*.pc" "${prefix}/*.cmake")
+    foreach(f IN LISTS installed_text)
+        file(READ "${f}" text)
+        foreach(path "${configured}" "${staging}")
+            string(FIND "${text}" "${path}" at)
+            if(NOT at EQUAL -1)
+                message(FATAL_ERROR "packaging install: ${f} names ${path}: not relocatable")
+            endif()
+        endforeach()
+    endforeach()
     foreach(f include/pretty_exception.h)
         if(NOT EXISTS "${prefix}/${f}")
             message(FATAL_ERROR "packaging install: ${prefix}/${f} was not installed")
@@ -55,7 +75,7 @@ if(MODE STREQUAL "install")
     if(NOT config OR NOT pc)
         message(FATAL_ERROR "packaging install: no pretty_exceptionConfig.cmake or pretty_exception.pc under ${prefix}")
     endif()
-    message(STATUS "packaging install: installed into ${prefix}")
+    message(STATUS "packaging install: installed into ${staging}, moved to ${prefix}")
 
 elseif(MODE STREQUAL "find_package")
     set(dir "${WORK_DIR}/find_package")

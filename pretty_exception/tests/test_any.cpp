@@ -55,6 +55,16 @@ std::string first_frame_line(const std::string& text) {
 
 }  // namespace pe_test
 
+// A C function, as main is, whose throw GCC moves into a split-off cold part at -O2 (symbol
+// "pe_test_c_thrower.cold"): a C name neither demangles to "... [clone .cold]" nor has a DWARF
+// linkage name to take instead.
+int g_line_c_thrower = 0;
+extern "C" PE_TEST_NOINLINE int pe_test_c_thrower(int x) {
+    for (int i = 0; i < x; ++i) pe_test::g_any_sink = pe_test::g_any_sink + i;
+    if (x >= 0) { g_line_c_thrower = __LINE__; throw std::runtime_error("from C"); }
+    return pe_test::g_any_sink;
+}
+
 namespace {
 
 class PrettyAny : public ::testing::Test {
@@ -108,6 +118,17 @@ TEST_F(PrettyAny, VectorAtGivesTheThrowSite) {
         ASSERT_FALSE(t.frames().empty());
         EXPECT_EQ(pretty_exception::detail::basename_of(t.frames()[0].module), "libstdc++.so.6");
         EXPECT_EQ(pretty_exception::current_trace().frames().size(), t.frames().size());
+    }
+}
+
+TEST_F(PrettyAny, ColdPartOfACFunctionIsTheFunction) {
+    try {
+        pe_test_c_thrower(pe_test::g_any_sink + 3);
+        FAIL() << "nothing thrown";
+    } catch (const std::runtime_error& e) {
+        const std::string text = pretty_exception::to_string(e);
+        EXPECT_EQ(pe_test::first_frame_line(text), "    #0 pe_test_c_thrower at " + pe_test::at(g_line_c_thrower))
+            << text;
     }
 }
 
@@ -269,12 +290,13 @@ TEST(PrettyDemangle, NoStraySpaceAfterShortenedNames) {
 TEST_F(PrettyAny, TerminateHandlerUsesTheRecordedStack) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         pretty_exception::install_terminate_handler();
-        std::thread t([] { pe_test::throw_plain(); });
-        t.join();
+        pe_test::on_thread("pe-thrower", [] { pe_test::throw_plain(); });
     });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
-    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\n"
+    // The thread that threw, by its id and its name.
+    const auto [label, out] = pe_test::after_tid_line(r, "pe-thrower");
+    EXPECT_EQ(out.rfind("terminate called after an uncaught exception" + label + ":\n"
                              "std::runtime_error: plain\n"
                              "  stack at the throw, innermost first:\n"
                              "    #0 pe_test::throw_plain() at " + pe_test::at(pe_test::k_line_plain) + "\n",

@@ -123,7 +123,10 @@ void expect_report(const pe_test::child_result& r, int sig, const std::string& h
                    const std::vector<std::string>& frames) {
     ASSERT_TRUE(WIFSIGNALED(r.status)) << "status " << r.status << "\n" << r.output;
     EXPECT_EQ(WTERMSIG(r.status), sig) << r.output;
-    EXPECT_EQ(r.output.rfind("pretty_exception: " + head + "; stack of the faulting thread, innermost first:\n", 0), 0u)
+    EXPECT_EQ(r.output.rfind("pretty_exception: " + head + pe_test::main_thread_label(r) +
+                                 "; stack of the faulting thread, innermost first:\n",
+                             0),
+              0u)
         << r.output;
     std::size_t from = r.output.find('\n');
     for (std::size_t i = 0; i < frames.size(); ++i) {
@@ -217,8 +220,8 @@ TEST(PrettyCrash, AbortShowsTheCallerOfAbort) {
     const auto r = pe_test::crash_child([] { pe_test::crash_abort(); });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
-    EXPECT_EQ(r.output.rfind("pretty_exception: SIGABRT (sent by tkill: raise or abort); stack of the faulting thread, "
-                             "innermost first:\n    #0 ",
+    EXPECT_EQ(r.output.rfind("pretty_exception: SIGABRT (sent by tkill: raise or abort)" + pe_test::main_thread_label(r) +
+                                 "; stack of the faulting thread, innermost first:\n    #0 ",
                              0),
               0u) << r.output;
     // glibc's frames (pthread_kill, raise, abort: "__GI_abort" with glibc's debug information), then
@@ -256,14 +259,35 @@ TEST(PrettyCrash, TerminateHandlerAndCrashHandlerDoNotBothReport) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         pretty_exception::install_terminate_handler();
         pretty_exception::install_crash_handler(false);
-        std::thread t([] { throw std::runtime_error("escaped"); });
-        t.join();
+        pe_test::on_thread(nullptr, [] { throw std::runtime_error("escaped"); });
     });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
-    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\nstd::runtime_error: escaped\n", 0), 0u)
+    // The thread that threw: its id, and its name, which it inherited (nobody named it).
+    const auto [label, out] = pe_test::after_tid_line(r);
+    EXPECT_EQ(out.rfind("terminate called after an uncaught exception" + label + ":\nstd::runtime_error: escaped\n", 0),
+              0u)
         << r.output;
     EXPECT_EQ(r.output.find("pretty_exception: SIGABRT"), std::string::npos) << r.output;
+}
+
+// A thread of the program crashes: the report names it, by its id (the LWP) and its name.
+TEST(PrettyCrash, ReportNamesTheFaultingThread) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        pretty_exception::install_crash_handler(false);
+        pe_test::on_thread("pe-\"crasher\"", [] { pe_test::crash_segv(); });
+    });
+    ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
+    EXPECT_EQ(WTERMSIG(r.status), SIGSEGV);
+    // The quotes of the name are written as "?": the label stays unambiguous.
+    const auto [label, out] = pe_test::after_tid_line(r, "pe-?crasher?");
+    EXPECT_EQ(out.rfind("pretty_exception: SIGSEGV (address not mapped to object) at address 0x10" + label +
+                                 "; stack of the faulting thread, innermost first:\n"
+                                 "    #0 pe_test::write_through(int*) at " + pe_test::at(pe_test::k_line_segv) + "\n"
+                                 "    #1 pe_test::crash_segv() at " + pe_test::at(pe_test::k_line_segv_caller) + "\n",
+                             0),
+              0u)
+        << r.output;
 }
 
 // The record reaches /dev/log: as in test_output.cpp, a child with a private mount namespace binds
@@ -273,8 +297,8 @@ TEST(PrettyCrash, SyslogRecord) {
         const int sock = pe_test::bind_private_dev_log();
         if (sock < 0) return;
         const auto crashed = pe_test::crash_child([] { pe_test::crash_segv(); }, true);
-        std::printf("SIGNAL:%d\nRECORD:%s\n", WIFSIGNALED(crashed.status) ? WTERMSIG(crashed.status) : -1,
-                    pe_test::receive_record(sock).c_str());
+        std::printf("SIGNAL:%d\nCRASHED:%d\nRECORD:%s\n", WIFSIGNALED(crashed.status) ? WTERMSIG(crashed.status) : -1,
+                    static_cast<int>(crashed.pid), pe_test::receive_record(sock).c_str());
     });
     ASSERT_EQ(r.status, 0) << r.output;
     if (r.output.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << "no private mount namespace here: " << r.output;
@@ -284,7 +308,9 @@ TEST(PrettyCrash, SyslogRecord) {
     const std::string record = r.output.substr(at + 7);
     // "<PRI>timestamp ident: process N killed by ...": LOG_USER | LOG_CRIT.
     EXPECT_EQ(record.rfind("<" + std::to_string(LOG_USER | LOG_CRIT) + ">", 0), 0u) << record;
-    const std::string want = " killed by SIGSEGV (address not mapped to object) at address 0x10 | stack: "
+    const long crashed = std::atol(r.output.c_str() + r.output.find("CRASHED:") + 8);
+    const std::string want = " killed by SIGSEGV (address not mapped to object) at address 0x10" +
+                             pe_test::thread_label(crashed, pe_test::own_thread_name()) + " | stack: "
                              "#0 pe_test::write_through(int*) at " + pe_test::at(pe_test::k_line_segv) +
                              " | #1 pe_test::crash_segv() at " + pe_test::at(pe_test::k_line_segv_caller) + " | ";
     EXPECT_NE(record.find(want), std::string::npos) << record;

@@ -74,8 +74,8 @@ TEST(PrettyTraceNoLibdw, CrashGivesModulePlusOffset) {
     char exe[4096];
     const ssize_t n = ::readlink("/proc/self/exe", exe, sizeof exe - 1);
     ASSERT_GT(n, 0);
-    EXPECT_EQ(r.output.rfind("pretty_exception: SIGSEGV (address not mapped to object) at address 0x10; stack of the "
-                             "faulting thread, innermost first:\n    #0 0x",
+    EXPECT_EQ(r.output.rfind("pretty_exception: SIGSEGV (address not mapped to object) at address 0x10" +
+                                 pe_test::main_thread_label(r) + "; stack of the faulting thread, innermost first:\n    #0 0x",
                              0),
               0u) << r.output;
     EXPECT_NE(r.output.find(" in " + std::string(exe, static_cast<std::size_t>(n)) + "+0x"), std::string::npos) << r.output;

@@ -42,10 +42,10 @@ void throw_and_print() {
     }
 }
 
-/// Run `f` on a thread of its own: no handler above it (GoogleTest catches on the main one).
+/// Run `f` on a thread of its own, which prints its id first: no handler above it (GoogleTest catches on
+/// the main one).
 void without_handlers(void (*f)(int), int arg) {
-    std::thread t(f, arg);
-    t.join();
+    on_thread(nullptr, [f, arg] { f(arg); });
 }
 
 }  // namespace pe_test
@@ -189,6 +189,26 @@ TEST(PrettyOutput, SyslogRecordsReachDevLog) {
     EXPECT_EQ(line.rfind(want, 0), 0u) << line;
 }
 
+// No syslog daemon (no /dev/log): syslog(3) would drop the records silently; the first one says so,
+// once, on stderr, and nothing else is written.
+TEST(PrettyOutput, SyslogWithoutDevLogSaysSoOnce) {
+    const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
+        if (!pe_test::private_empty_dev()) return;
+        pretty_exception::set_syslog(true);
+        for (int i = 0; i < 3; ++i) {
+            try {
+                pe_test::syslog_caller(i);
+            } catch (const std::exception&) {
+            }
+        }
+    });
+    ASSERT_EQ(r.status, 0) << r.output;
+    if (r.output.rfind("SKIP: ", 0) == 0) GTEST_SKIP() << "no private mount namespace here: " << r.output;
+    EXPECT_EQ(r.output,
+              "pretty_exception: syslog records are lost: cannot connect to /dev/log (No such file or directory); "
+              "no syslog daemon listens there\n");
+}
+
 TEST(PrettyOutput, TerminateHandlerDescribesTracedException) {
     const auto r = pe_test::run_child(pe_test::terminal::pipe, [] {
         pretty_exception::install_terminate_handler();
@@ -197,7 +217,8 @@ TEST(PrettyOutput, TerminateHandlerDescribesTracedException) {
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
     EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
     const std::string site = std::string(__FILE__) + ":" + std::to_string(pe_test::k_line_uncaught);
-    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\n"
+    const auto [label, out] = pe_test::after_tid_line(r);
+    EXPECT_EQ(out.rfind("terminate called after an uncaught exception" + label + ":\n"
                              "std::length_error: too long: 99\n"
                              "  thrown at " + site + " in void pe_test::uncaught_thrower(int)\n"
                              "  stack, innermost first:\n"
@@ -217,7 +238,8 @@ TEST(PrettyOutput, TerminateHandlerGivesAStackForPlainExceptions) {
     EXPECT_EQ(WTERMSIG(r.status), SIGABRT);
     const std::string site = std::string(__FILE__) + ":" + std::to_string(pe_test::k_line_plain);
     // The exception found no handler, so std::terminate ran with the throw's frames still there.
-    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\n"
+    const auto [label, out] = pe_test::after_tid_line(r);
+    EXPECT_EQ(out.rfind("terminate called after an uncaught exception" + label + ":\n"
                              "std::runtime_error: plain uncaught 5\n"
                              "  (no throw site or stack: not thrown with PRETTY_THROW)\n"
                              "  stack at std::terminate, innermost first:\n"
@@ -233,7 +255,8 @@ TEST(PrettyOutput, TerminateHandlerNamesNonStdTypes) {
         pe_test::without_handlers(pe_test::int_thrower, 3);
     });
     ASSERT_TRUE(WIFSIGNALED(r.status)) << r.output;
-    EXPECT_EQ(r.output.rfind("terminate called after an uncaught exception:\n"
+    const auto [label, out] = pe_test::after_tid_line(r);
+    EXPECT_EQ(out.rfind("terminate called after an uncaught exception" + label + ":\n"
                              "int (not derived from std::exception)\n"
                              "  stack at std::terminate, innermost first:\n"
                              "    #0 pe_test::int_thrower(int) at ",

@@ -154,6 +154,16 @@ TEST(PrettyTrace, InlinedFramesAreShownWithTheirCallSite) {
     }
 }
 
+TEST(PrettyTrace, ColdSuffixesAreDropped) {
+    using pretty_exception::detail::demangle;
+    EXPECT_EQ(demangle("main.cold"), "main");
+    EXPECT_EQ(demangle("parse.cold.3"), "parse");
+    EXPECT_EQ(demangle("_Z5parsei.cold"), "parse(int)");
+    EXPECT_EQ(demangle("_Z5parsei.constprop.0.cold"), "parse(int) [clone .constprop.0]");
+    EXPECT_EQ(demangle("table.coldest"), "table.coldest");
+    EXPECT_EQ(demangle(".cold"), ".cold");
+}
+
 TEST(PrettyTrace, CurrentStartsAtItsCaller) {
     const pretty_exception::stack_trace t = pe_test::here();
     ASSERT_GE(t.frames().size(), 2u);
@@ -216,6 +226,10 @@ TEST(PrettyTrace, WalkStoppedByAFrameWithoutUnwindInformationSaysSo) {
     ASSERT_EQ(t.size(), 2u);  // capture_beyond_asm, then the trampoline: nothing past it
     EXPECT_EQ(t.frames()[0].function, "pe_test::capture_beyond_asm()");
     EXPECT_EQ(t.frames()[1].function, "pe_test_no_cfi_trampoline");
+    // Assembly in this unit's .text without line information: the line table's row before it is the
+    // previous function's last line, which is not the trampoline's. No file:line, not a wrong one.
+    EXPECT_EQ(t.frames()[1].file, "");
+    EXPECT_EQ(t.frames()[1].line, 0);
     ASSERT_EQ(t.notes().size(), 1u);
     EXPECT_EQ(t.notes()[0],
               "stack incomplete: the unwinder stopped after 2 frames (no unwind information for the last one's caller)");

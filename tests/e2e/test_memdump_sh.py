@@ -3,6 +3,7 @@ status); -p PID records a running process for a while and detaches."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import json
 import os
@@ -10,8 +11,9 @@ import shutil
 import signal
 import stat
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import memdump_e2e
@@ -36,11 +38,15 @@ SCRIPT = REPO / "scripts" / "memdump.sh"
 
 
 def memdump_sh(*args: str | Path, stdin: bytes = b"", env: dict[str, str] | None = None,
-               cwd: Path | None = None) -> subprocess.CompletedProcess[bytes]:
+               cwd: Path | None = None, script: Path = SCRIPT,
+               as_user: Sequence[str] = ()) -> subprocess.CompletedProcess[bytes]:
+    """Run memdump.sh (or `script`, a copy of it) with the recorder of this test, through the
+    `as_user` command (setpriv ...) when given."""
     mode = ["--breakpoints"] if memdump_e2e.MODE == "breakpoints" else []
     try:
-        proc = subprocess.run([str(SCRIPT), *mode, *(str(a) for a in args)], input=stdin,
-                              capture_output=True, timeout=GDB_TIMEOUT, env=env, cwd=cwd)
+        proc = subprocess.run([*as_user, str(script), *mode, *(str(a) for a in args)],
+                              input=stdin, capture_output=True, timeout=GDB_TIMEOUT, env=env,
+                              cwd=cwd)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"memdump.sh did not finish within {GDB_TIMEOUT} s: {args}\n{exc.stderr!r}")
     assert b"Traceback" not in proc.stderr, proc.stderr.decode(errors="replace")
@@ -406,6 +412,25 @@ def _traceme() -> None:
     libc.ptrace(0, 0, None, None)  # PTRACE_TRACEME: the test is its debugger
 
 
+@contextlib.contextmanager
+def nobody_readable_copy() -> Iterator[Path]:
+    """memdump.sh and the GDB extension copied where another user can read them, whatever the
+    checkout's own permissions (a clone in a 0700 home directory): a fresh directory in /tmp
+    (not $TMPDIR, which may be private too), owned by us, readable by all, writable by us only."""
+    copy = Path(tempfile.mkdtemp(prefix="memdump-sh-copy.", dir="/tmp"))
+    try:
+        shutil.copytree(REPO / "gdb_ext", copy / "gdb_ext",
+                        ignore=shutil.ignore_patterns("__pycache__", "tests"))
+        (copy / "scripts").mkdir()
+        shutil.copy(SCRIPT, copy / "scripts" / SCRIPT.name)
+        for path in [copy, *copy.rglob("*")]:
+            executable = path.is_dir() or path.stat().st_mode & stat.S_IXUSR
+            path.chmod(0o755 if executable else 0o644)
+        yield copy
+    finally:
+        shutil.rmtree(copy)
+
+
 def test_attach_refusals(tmp_path: Path) -> None:
     """A PID that is no running process, or a process that cannot be attached to: one line."""
     pid_max = int(Path("/proc/sys/kernel/pid_max").read_text())
@@ -440,9 +465,11 @@ def test_attach_refusals(tmp_path: Path) -> None:
             assert proc.stdout == b""
         if os.geteuid() == 0 and shutil.which("setpriv"):
             # not permitted: the script (and GDB) run as nobody, the process is root's
-            proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-                                   str(SCRIPT), "-p", str(plain.pid)], capture_output=True,
-                                  cwd=tmp_path, timeout=GDB_TIMEOUT)
+            with nobody_readable_copy() as copy:
+                proc = memdump_sh("-p", plain.pid, script=copy / "scripts" / "memdump.sh",
+                                  cwd=copy, env=dict(os.environ, TMPDIR="/tmp"),
+                                  as_user=["setpriv", "--reuid=65534", "--regid=65534",
+                                           "--clear-groups"])
             assert (proc.returncode, proc.stderr.decode()) == (
                 125, f"memdump.sh: cannot attach to process {plain.pid}: Operation not permitted\n")
     finally:
