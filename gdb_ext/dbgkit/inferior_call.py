@@ -8,9 +8,9 @@ another size, and every `call` fails with "Couldn't write extended state status:
 
 `call` uses GDB's inferior call where GDB can write the extended state, and otherwise makes the
 call itself with only the general registers, which Linux writes with PTRACE_SETREGS: it saves
-them, lowers the stack below the red zone, pushes the process's entry point as the return address
-(where GDB puts its own dummy frame's breakpoint), puts the arguments in the System V registers,
-runs the selected thread alone until the function returns to that breakpoint, reads %rax and
+them, lowers the stack below the red zone, pushes the thread's own pc as the return address, puts
+the arguments in the System V registers, runs the selected thread alone until the function
+returns there (a breakpoint conditioned on the stack pointer), reads %rax and
 writes every general register back, orig_rax included (so a system call the thread was stopped in
 is restarted as after GDB's own call). What that cannot restore is the vector registers: a
 function that changes them (dlopen may) leaves them changed. At the points memdump calls a
@@ -30,7 +30,6 @@ GENERAL = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", "
            "r13", "r14", "r15", "rip", "eflags", "orig_rax")
 ARGUMENTS = ("rdi", "rsi", "rdx", "rcx", "r8", "r9")
 RED_ZONE = 128
-AT_ENTRY = 9
 
 # pid -> whether GDB can write that process's extended state.
 _writable: dict[int, bool] = {}
@@ -103,22 +102,11 @@ def _gdb_call(address: int, args: Sequence[int], text: bytes | None) -> int:
             _set("sp", sp)
 
 
-def _entry_point(pid: int) -> int:
-    """The process's entry point, from its auxiliary vector."""
-    with open(f"/proc/{pid}/auxv", "rb") as f:
-        auxv = f.read()
-    for i in range(0, len(auxv) - 15, 16):
-        key, value = struct.unpack_from("<QQ", auxv, i)
-        if key == AT_ENTRY:
-            return value
-    raise CallError("the process has no entry point in its auxiliary vector")
-
-
 def _own_call(address: int, args: Sequence[int], text: bytes | None) -> int:
     inferior = gdb.selected_inferior()
     thread = gdb.selected_thread()
     saved = {name: _register(name) for name in GENERAL}
-    entry = _entry_point(inferior.pid)
+    back = saved["rip"]
     sp = saved["rsp"] - RED_ZONE
     values = list(args)
     if text is not None:
@@ -126,10 +114,19 @@ def _own_call(address: int, args: Sequence[int], text: bytes | None) -> int:
         values.insert(0, sp)
     sp = (sp - 256) & ~15
     sp -= 8                       # the return address: the stack is 16-aligned at the call
-    inferior.write_memory(sp, struct.pack("<Q", entry))
-    stop = gdb.Breakpoint(f"*{entry:#x}", internal=True)
+    inferior.write_memory(sp, struct.pack("<Q", back))
+    # The function returns to where the thread stopped, and stops there (the stack pointer tells
+    # its return from a pass of the function through that address): GDB then knows the thread
+    # stopped there, and steps over a breakpoint of the user's there when it resumes, instead
+    # of reporting it hit again. Those breakpoints are off meanwhile: the return is no hit.
+    stop = gdb.Breakpoint(f"*{back:#x}", internal=True)
     stop.silent = True
+    stop.condition = f"$rsp == {sp + 8:#x}"
+    off = [bp for bp in gdb.breakpoints() if bp.enabled and bp.number != stop.number
+           and any(loc.address == back for loc in bp.locations)]
     try:
+        for bp in off:
+            bp.enabled = False
         for name, value in zip(ARGUMENTS, values, strict=False):
             _set(name, value)
         _set("rax", 0)            # no vector arguments, for a variadic callee
@@ -137,14 +134,17 @@ def _own_call(address: int, args: Sequence[int], text: bytes | None) -> int:
         _set("rsp", sp)
         _set("rip", address)
         gdb.execute("continue", to_string=True)
-        returned = (inferior.pid != 0 and thread.is_valid()
-                    and gdb.selected_thread() == thread and _register("rip") == entry)
+        returned = (inferior.pid != 0 and thread.is_valid() and gdb.selected_thread() == thread
+                    and _register("rip") == back and _register("rsp") == sp + 8)
         if not returned:
             raise CallError(f"the function at {address:#x} called in the process did not return")
         return _register("rax")
     finally:
         if stop.is_valid():
             stop.delete()
+        for bp in off:
+            if bp.is_valid():
+                bp.enabled = True
         if inferior.pid and thread.is_valid():
             thread.switch()
             for name in GENERAL:

@@ -109,10 +109,12 @@ def expect_rounds(dump: Path, rounds: list[int], old_freed: int = 0) -> None:
     assert report.errors() == []
     assert report.summary["untracked_frees"] >= old_freed
     # scanned at the detach, a site's blocks are in one group per kind (the last round's kept
-    # blocks still on the workers' stacks, the earlier ones lost)
+    # blocks still on the workers' stacks, the earlier ones lost); when the SIGINT stopped a
+    # worker inside malloc (breakpoints: between its entry and its return) there is no scan
     site = marker(SRC, "kept")
     kept = [g for g in report.groups() if frame_site(g["stack"][0]) == site]
-    assert all(g["leak_kind"] in ("definite", "reachable") for g in kept), report.dumps()
+    kinds = ("definite", "reachable") if report.summary["scan"] is not None else (None,)
+    assert all(g["leak_kind"] in kinds for g in kept), report.dumps()
     assert (sum(g["bytes"] for g in kept), sum(g["blocks"] for g in kept)) == (
         sum(2000 + w for w in range(WORKERS)) * len(rounds), WORKERS * len(rounds)), kept
 
