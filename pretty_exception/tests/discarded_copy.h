@@ -4,9 +4,9 @@
 
 namespace pe_test {
 
-extern volatile int g_discarded_sink;
+extern volatile unsigned g_discarded_sink;  // unsigned: its products wrap, defined
 
-#define PE_TEST_STEP g_discarded_sink = g_discarded_sink * 3 + x;
+#define PE_TEST_STEP g_discarded_sink = g_discarded_sink * 3u + static_cast<unsigned>(x);
 #define PE_TEST_STEP10 PE_TEST_STEP PE_TEST_STEP PE_TEST_STEP PE_TEST_STEP PE_TEST_STEP \
                        PE_TEST_STEP PE_TEST_STEP PE_TEST_STEP PE_TEST_STEP PE_TEST_STEP
 #define PE_TEST_STEP100 PE_TEST_STEP10 PE_TEST_STEP10 PE_TEST_STEP10 PE_TEST_STEP10 PE_TEST_STEP10 \
@@ -22,7 +22,7 @@ __attribute__((noinline)) T large(T x) {
     PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100
     PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100
     PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100 PE_TEST_STEP100
-    return g_discarded_sink;
+    return static_cast<T>(g_discarded_sink & 0xffu);
 }
 
 int other_unit(int x);

@@ -4,7 +4,7 @@
 
 namespace pe_test {
 
-volatile int g_discarded_sink = 0;
+volatile unsigned g_discarded_sink = 0;
 
 int other_unit(int x) {
     pretty_exception::install_terminate_handler();
