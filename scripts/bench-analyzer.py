@@ -14,6 +14,13 @@ with the median wall and CPU times, the events per second and the peak resident 
     scripts/bench-analyzer.py                    # 1,000,000 events, median of 3
     scripts/bench-analyzer.py 100000 1000000 --runs 5
     scripts/bench-analyzer.py --forms in-process --runs 3 100000000
+
+With --recorded it sets memdump against heaptrack instead, on the same runs of real programs
+(cppcheck, alloc_bench at 1M, 20M and 100M events: scripts/benchrecorded.py): the files' sizes, the
+recordings, and memdump's leak report and `peak` view against heaptrack_print.
+
+    scripts/bench-analyzer.py --recorded --runs 3
+    scripts/bench-analyzer.py --recorded --alloc-bench 1000000 --runs 1 --no-write
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
+import benchrecorded
 from benchlib import machine, write_section
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -298,7 +306,15 @@ def main() -> int:
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     parser.add_argument("--forms", default=",".join(FORMS),
                         help=f"the dump forms to measure, comma-separated ({','.join(FORMS)})")
+    parser.add_argument("--recorded", action="store_true",
+                        help="memdump against heaptrack on recordings of real programs")
+    parser.add_argument("--alloc-bench", default="1000000,20000000,100000000",
+                        help="with --recorded: alloc_bench's numbers of events, comma-separated")
+    parser.add_argument("--build-dir", default=os.path.join(os.path.dirname(HERE), "build"),
+                        help="with --recorded: the build directory (alloc_bench)")
     args = parser.parse_args()
+    if args.recorded:
+        return recorded(args)
     forms = [form for form in args.forms.split(",") if form]
     if not forms or any(form not in FORMS for form in forms):
         parser.error(f"--forms: one or more of {', '.join(FORMS)}")
@@ -356,6 +372,48 @@ def main() -> int:
     print(table)
     if not args.no_write:
         write_section("bench-analyzer", table)
+    return 0
+
+
+def recorded(args: argparse.Namespace) -> int:
+    """--recorded: memdump against heaptrack on the same runs of real programs."""
+    try:
+        sizes = [int(n) for n in args.alloc_bench.split(",") if n]
+    except ValueError:
+        sys.exit(f"bench-analyzer: --alloc-bench: numbers of events, not {args.alloc_bench!r}")
+    for tool in ("gdb", "heaptrack", "heaptrack_print"):
+        if shutil.which(tool) is None:
+            sys.exit(f"bench-analyzer: --recorded needs {tool} (scripts/setup.sh --bench)")
+    tmp = tempfile.mkdtemp(prefix="memdump-bench-")
+    load_before = os.getloadavg()[0]
+    try:
+        work = benchrecorded.Path(tmp)
+        loads = benchrecorded.workloads(work, benchrecorded.Path(args.build_dir), sizes)
+        for load in loads:
+            sys.stderr.write(f"bench-analyzer: {load.name}\n")
+            benchrecorded.measure(load, work, args.runs)
+    except benchrecorded.BenchError as e:
+        sys.exit(f"bench-analyzer: {e}")
+    finally:
+        if args.keep:
+            sys.stderr.write(f"bench-analyzer: kept {tmp}\n")
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    lines = [
+        f"memdump against heaptrack on {machine()}, Python {_analyser_python()}: each program "
+        "recorded once by each tool, then the analyses timed, median of "
+        f"{args.runs} interleaved runs (CPU: user + system). Load average (1 min) "
+        f"{load_before:.2f} before, {os.getloadavg()[0]:.2f} after.",
+        "",
+        *benchrecorded.table(loads),
+        "",
+        "Reproduce: `python3 scripts/bench-analyzer.py --recorded "
+        f"--alloc-bench {args.alloc_bench} --runs {args.runs}`",
+    ]
+    text = "\n".join(lines)
+    print(text)
+    if not args.no_write:
+        write_section("bench-analyzer-recorded", text)
     return 0
 
 

@@ -1,0 +1,132 @@
+"""bench-analyzer.py --recorded: memdump against heaptrack on the same runs of real programs.
+
+Each workload is recorded once by memdump (`scripts/memdump.sh`, its in-process recorder) and
+once by heaptrack; then the analyses of both recordings are timed, interleaved, several times:
+memdump's leak report (`memdump-analyze DUMP`, text), its `peak` view, and `heaptrack_print FILE`
+(which prints every one of heaptrack's views at once). The table gives the median wall and CPU
+seconds (user + system of the command and its children), the peak RSS, the files' sizes and the
+ratios, memdump over heaptrack.
+
+Workloads: `cppcheck --enable=all` on a C file made of three of the recorder's own sources (so the
+file is in every checkout; its line count is printed) and `alloc_bench N` (tests/programs) at the
+given numbers of events.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MEMDUMP_SH = ROOT / "scripts" / "memdump.sh"
+ANALYZER = ROOT / "scripts" / "memdump-analyze"
+#: the C file cppcheck checks: the recorder's sources, concatenated
+CPPCHECK_SOURCES = ("recorder.c", "unwind.c", "intern.c")
+
+
+class BenchError(Exception):
+    """A workload could not be recorded or analysed."""
+
+
+@dataclass
+class Timed:
+    seconds: float
+    cpu: float
+    rss_kib: int
+
+
+def timed(argv: list[str], *, env: dict[str, str] | None = None) -> Timed:
+    """Run argv (its output discarded), with the CPU seconds and peak RSS of it and its children."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    assert proc.stderr is not None
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    code = os.waitstatus_to_exitcode(status)
+    if code != 0:
+        tail = err.decode(errors="replace").strip().splitlines()[-3:]
+        raise BenchError(f"{' '.join(argv)} exited with {code}: {' / '.join(tail)}")
+    return Timed(seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
+
+
+@dataclass
+class Workload:
+    name: str
+    argv: list[str]
+    #: what is measured -> the runs
+    runs: dict[str, list[Timed]] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
+
+    def median(self, what: str) -> Timed:
+        done = self.runs[what]
+        return Timed(statistics.median(t.seconds for t in done),
+                     statistics.median(t.cpu for t in done), max(t.rss_kib for t in done))
+
+
+def workloads(work: Path, build_dir: Path, alloc_bench: list[int]) -> list[Workload]:
+    found = []
+    if shutil.which("cppcheck"):
+        source = work / "checked.c"
+        text = "".join((ROOT / "gdb_ext" / "recorder" / name).read_text()
+                       for name in CPPCHECK_SOURCES)
+        source.write_text(text)
+        lines = text.count("\n")
+        found.append(Workload(f"cppcheck --enable=all, {lines:,}-line C file",
+                              ["cppcheck", "--quiet", "--enable=all", str(source)]))
+    program = build_dir / "tests" / "programs" / "alloc_bench"
+    if not program.exists():
+        raise BenchError(f"{program} is not built (make build)")
+    found += [Workload(f"alloc_bench {n:,}", [str(program), str(n)]) for n in alloc_bench]
+    return found
+
+
+def measure(load: Workload, work: Path, runs: int) -> None:
+    dump, heap = work / "w.memdump", work / "w"
+    for old in work.glob("w*"):
+        old.unlink()
+    load.runs["record memdump"] = [timed([str(MEMDUMP_SH), "-o", str(dump), "--", *load.argv])]
+    load.runs["record heaptrack"] = [timed(["heaptrack", "-o", str(heap), *load.argv])]
+    zst = work / "w.zst"
+    if not zst.exists():
+        raise BenchError(f"heaptrack left no {zst}")
+    load.sizes = {"memdump": dump.stat().st_size, "heaptrack": zst.stat().st_size}
+    commands = {
+        "leak report": [str(ANALYZER), str(dump)],
+        "peak": [str(ANALYZER), "peak", str(dump)],
+        "heaptrack_print": ["heaptrack_print", str(zst)],
+    }
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for what in commands:
+        load.runs[what] = []
+    for _ in range(runs):  # interleaved: the shared machine's drift weighs on each alike
+        for what, argv in commands.items():
+            load.runs[what].append(timed(argv, env=env))
+    dump.unlink()
+
+
+def table(loads: list[Workload]) -> list[str]:
+    lines = [
+        "| workload | memdump file MiB | heaptrack file MiB | size ratio | record: memdump s "
+        "| heaptrack s | leak report s | CPU s | RSS MiB | `peak` s | CPU s | RSS MiB "
+        "| heaptrack_print s | CPU s | RSS MiB | CPU ratio, leak report | CPU ratio, `peak` |",
+        "| --- |" + " ---: |" * 16,
+    ]
+    for w in loads:
+        rep, peak, ht = w.median("leak report"), w.median("peak"), w.median("heaptrack_print")
+        rec_md, rec_ht = w.median("record memdump"), w.median("record heaptrack")
+        mib = {k: v / 2**20 for k, v in w.sizes.items()}
+        lines.append(
+            f"| {w.name} | {mib['memdump']:,.2f} | {mib['heaptrack']:,.2f} "
+            f"| {mib['memdump'] / mib['heaptrack']:.1f}x | {rec_md.seconds:.2f} "
+            f"| {rec_ht.seconds:.2f} | {rep.seconds:.2f} | {rep.cpu:.2f} "
+            f"| {rep.rss_kib / 1024:.0f} "
+            f"| {peak.seconds:.2f} | {peak.cpu:.2f} | {peak.rss_kib / 1024:.0f} "
+            f"| {ht.seconds:.2f} | {ht.cpu:.2f} | {ht.rss_kib / 1024:.0f} "
+            f"| {rep.cpu / ht.cpu:.1f}x | {peak.cpu / ht.cpu:.1f}x |")
+    return lines
