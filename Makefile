@@ -78,6 +78,7 @@ bench: build
 	@$(VENV)/bin/python scripts/bench-recorder.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-scan.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-analyzer.py
+	@$(VENV)/bin/python scripts/bench-analyzer.py --recorded --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-targets.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-servers.py --build-dir "$(BUILD_DIR)"

@@ -37,8 +37,9 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
 test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
                clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf golang-go
                chromium heaptrack)
-# `make bench` needs the test packages (heaptrack included) and nothing more
-bench_packages=("${test_packages[@]}")
+# `make bench` needs the test packages (heaptrack included) and
+#   cppcheck      a real program bench-analyzer.py --recorded records with memdump and with heaptrack
+bench_packages=("${test_packages[@]}" cppcheck)
 
 usage() {
     cat <<EOF
