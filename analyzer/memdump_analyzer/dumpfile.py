@@ -1,6 +1,7 @@
 """Streaming reader of memdump dumps (docs/dump-format.md).
 
-`DumpReader` checks the first line when it is opened; then the rest is read in one pass. Its
+`DumpReader` checks the first line when it is opened; then the rest is read in one pass, as the
+grammar of `dumpformat.GRAMMAR` says (each record's fields, their types, what the record is). Its
 `records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `fs`, `n`) in the reader's tables
 and yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with
 its SEQ checked, and for an `e` record its STACK too; everything else about an event is the
@@ -24,12 +25,17 @@ from dataclasses import dataclass, replace
 
 from .dumperrors import EventErrors
 from .dumpformat import (
+    DEC,
+    GRAMMAR,
+    GRAMMAR_BY_TAG,
     HEADER,
+    HEX,
     KIND_BY_CODE,
+    NO_RESULT,
+    PROCESS,
     READS_MAJOR,
-    RECORDS,
-    SEQUENCED,
-    SHORT_OPS,
+    SHORT,
+    STRING_ID,
     LockRecord,
     LockWait,
     source_path,
@@ -42,10 +48,14 @@ __all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unes
 
 _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
-_HEX = re.compile(rb"0x[0-9a-fA-F]+")
-_SEQUENCED = tuple(tag.encode() for tag in SEQUENCED)
-_SHORT = tuple(tag.encode() for tag in SHORT_OPS)
-_SHORT_OPS = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()}
+#: short record tag -> (the OP of the `e` record it stands for, its count of words, whether its
+#: operation makes a block: then its fields are STACK RESULT ARGS, else STACK PTR and RESULT `-`)
+_SHORT: dict[bytes, tuple[bytes, int, bool]] = {
+    rec.tag.encode(): (rec.op.encode(), len(rec.fields) + 1, rec.op not in NO_RESULT)
+    for rec in GRAMMAR if rec.kind == SHORT and rec.op is not None
+}
+#: the process events (`p`, `end`), sequenced records with a rest-of-line DETAIL
+_PROCESS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.kind == PROCESS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -285,21 +295,21 @@ class DumpReader(EventErrors):
 
     def expand(self, fl: list[bytes], seq: int, seq_text: bytes = b"") -> list[bytes]:
         """The `e` record's fields that short record `fl` (`+` or `-`, numbered `seq`) stands
-        for, with SEQ `seq_text` and the TID of the last `t` record."""
+        for, with SEQ `seq_text` and the TID of the last `t` record: `e SEQ TID OP STACK RESULT
+        SIZE` for an allocation, `e SEQ TID OP STACK - PTR` for a release."""
         tid = self.tid
-        tag = fl[0]
-        if tag[0] == 43:  # `+`, `+n`, `+a`: an allocation
-            if len(fl) == 4 and tid is not None:
-                return [b"e", seq_text, tid, _SHORT_OPS[tag], fl[1], fl[2], fl[3]]
-        elif len(fl) == 3 and tid is not None:
-            return [b"e", seq_text, tid, _SHORT_OPS[tag], fl[1], b"-", fl[2]]
-        raise self._short_error(fl, seq)
+        op, words, makes = _SHORT[fl[0]]
+        if len(fl) != words or tid is None:
+            raise self._short_error(fl, seq)
+        if makes:
+            return [b"e", seq_text, tid, op, *fl[1:]]
+        return [b"e", seq_text, tid, op, fl[1], b"-", *fl[2:]]
 
     def thread(self, fl: list[bytes], seq: int) -> bytes:
         """A `t` record (2.0; `seq`: the last SEQ): its TID is the short records' from now."""
         self._other += 1
         if len(fl) != 2:
-            raise self._fields_error(fl[0], RECORDS["t"], len(fl) - 1, seq)
+            self.check_fields(fl, seq)  # raises the error
         if not fl[1].isdigit():
             self._num(fl[1], "TID", seq)  # raises the error
         self.tid = fl[1]
@@ -313,61 +323,60 @@ class DumpReader(EventErrors):
         and index 3 (an `e` record's OP) is empty so that no OP matches it.
         """
         tag = fl[0]
-        if tag == b"p" or tag == b"end":
+        if tag in _PROCESS:
             seq += 1
-            rec = line.rstrip(b"\n").split(b" ", 3)
+            rec = self.split(line, tag)
             if len(rec) < 2 or _DEC.fullmatch(rec[1]) is None:
                 raise self.malformed(line, seq)
             if int(rec[1]) != seq:
                 raise self.seq_error(rec[1], seq)
             if len(rec) != 4 or not rec[2]:
-                raise self._fields_error(tag, RECORDS["p"], len(rec) - 1, seq)
+                raise self._fields_error(tag, len(rec) - 1, seq)
             rec.insert(3, b"")
             return rec
         self._other += 1
-        if tag == b"f":
-            self._frame(fl, seq)
-        elif tag == b"fi":
-            self._inlined(fl, seq)
+        if line[0] == 35:  # `#`: a comment
             return None
-        elif tag == b"fs":
-            self._symbols(fl, seq)
-            return None
-        elif tag == b"s" or line[0] == 35:
-            pass
-        elif tag == b"n":
-            self._node(fl, seq)
-        elif tag == b"i":
-            self._info(line, seq)
-        elif tag == b"r":
-            self._kind(fl, seq)
-        elif tag == b"scan":
-            self._scan(fl, seq)
-        elif tag == b"g" or tag == b"u":
-            self._tag(fl, seq)
-        elif tag == b"c":
-            self.clock_sample(fl, seq)
-        elif tag == b"lk" or tag == b"lw":
-            read_lock_record(self, tag, fl, seq)
-        else:
+        read = _READ.get(tag)
+        if read is None:
             self._unknown(tag, seq)
-        if tag == b"s":
-            self._string(line, seq)
-        elif line[0] != 35:
-            self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
+        elif read(self, line, fl, seq):
+            return None  # `fi` and `fs` keep `_open_fs`, and strings leave it alone
+        self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
         return None
 
-    # Definitions are rare next to events: they are read carefully, not fast.
+    @staticmethod
+    def split(line: bytes, tag: bytes) -> list[bytes]:
+        """A `tag` record whose last field is the rest of the line (`s`, `i`, `p`, `end`: TEXT,
+        VALUE or DETAIL, as the grammar says) split into its fields (the last may be missing)."""
+        return line.rstrip(b"\n").split(b" ", len(GRAMMAR_BY_TAG[tag.decode()].fields))
+
+    def fields(self, fl: list[bytes], seq: int, start: int = 1) -> list[int | str | bytes | None]:
+        """The fields of record `fl` from index `start` on, decoded as the grammar types them:
+        numbers (decimal or hex), the strings a string id names (or None), words as bytes."""
+        out: list[int | str | bytes | None] = []
+        for tok, f in zip(fl[start:], GRAMMAR_BY_TAG[fl[0].decode()].fields[start - 1:],
+                          strict=False):
+            if f.type == DEC:
+                out.append(self._num(tok, f.name, seq))
+            elif f.type == HEX:
+                out.append(self._hexnum(tok, f.name, seq))
+            elif f.type == STRING_ID:
+                out.append(self._str_ref(tok, f.name, seq))
+            else:
+                out.append(tok)
+        return out
+
+    # Definitions are rare next to events: they are read carefully, not fast. Each reads its
+    # record's fields in the grammar's order, so that a line's first wrong field is the one named.
 
     def _tag(self, fl: list[bytes], seq: int) -> None:
         """`g TID STRING` (2.2): thread TID pushed a tag (memdump_api.h); `u TID`: it popped
         its innermost one. `tags` keeps each thread's stack of string ids."""
-        tag = fl[0]
-        if len(fl) != (3 if tag == b"g" else 2):
-            raise self._fields_error(tag, RECORDS[tag.decode()], len(fl) - 1, seq)
+        self.check_fields(fl, seq)
         tid = self._num(fl[1], "TID", seq)
         stack = self.tags.setdefault(tid, [])
-        if tag == b"u":
+        if fl[0] == b"u":
             if not stack:
                 raise DumpError(self.path, self._here(seq),
                                 f"thread {tid} pops a tag it has not pushed")
@@ -382,22 +391,6 @@ class DumpReader(EventErrors):
         """Thread TID's innermost tag now (memdump_api.h), None when it has none."""
         stack = self.tags.get(tid)
         return self.strings.get(stack[-1], "") if stack else None
-
-    def _num(self, tok: bytes, what: str, seq: int) -> int:
-        if _DEC.fullmatch(tok) is None:
-            raise DumpError(
-                self.path, self._here(seq), f"malformed {what} '{show(tok)}' (expected a number)"
-            )
-        return int(tok)
-
-    def _hexnum(self, tok: bytes, what: str, seq: int) -> int:
-        if _HEX.fullmatch(tok) is None:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"malformed {what} '{show(tok)}' (expected a hex number like 0x1f)",
-            )
-        return int(tok, 16)
 
     def _new_id(self, tok: bytes, kind: str, table: dict, seq: int) -> int:  # type: ignore[type-arg]
         ident = self._num(tok, f"{kind} id", seq)
@@ -419,16 +412,16 @@ class DumpReader(EventErrors):
             ) from None
 
     def _string(self, line: bytes, seq: int) -> None:
-        fl = line.rstrip(b"\n").split(b" ", 2)
+        fl = self.split(line, b"s")
         if len(fl) < 2:
-            raise self._fields_error(b"s", RECORDS["s"], len(fl) - 1, seq)
+            raise self._fields_error(b"s", len(fl) - 1, seq)
         ident = self._new_id(fl[1], "string", self.strings, seq)
         self.strings[ident] = unescape(fl[2]) if len(fl) > 2 else ""
 
     def _info(self, line: bytes, seq: int) -> None:
-        fl = line.rstrip(b"\n").split(b" ", 2)
+        fl = self.split(line, b"i")
         if len(fl) < 2 or not fl[1]:
-            raise self._fields_error(b"i", RECORDS["i"], len(fl) - 1, seq)
+            raise self._fields_error(b"i", len(fl) - 1, seq)
         key, value = unescape(fl[1]), unescape(fl[2]) if len(fl) > 2 else ""
         if seq:
             self.image_info.append((seq, key, value))
@@ -436,22 +429,16 @@ class DumpReader(EventErrors):
             self.info[key] = value
 
     def _frame(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 8:
-            raise self._fields_error(b"f", RECORDS["f"], len(fl) - 1, seq)
+        self.check_fields(fl, seq)
         ident = self._new_id(fl[1], "frame", self.frames, seq)
-        pc = self._hexnum(fl[2], "PC", seq)
-        module = self._str_ref(fl[3], "MODULE", seq)
-        offset = self._hexnum(fl[4], "OFFSET", seq)
-        function = self._str_ref(fl[5], "FUNCTION", seq)
-        file = source_path(self._str_ref(fl[6], "FILE", seq))
-        line = self._num(fl[7], "LINE", seq)
-        self.frames[ident] = Frame(pc, module, offset, function, file, line or None)
+        pc, module, offset, function, file, line = self.fields(fl, seq, 2)
+        self.frames[ident] = Frame(pc, module, offset, function, source_path(file),
+                                   line or None)
         if function is not None and function in self._mark_functions:
             self._marked_frames.add(ident)
 
-    def _inlined(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 5:
-            raise self._fields_error(b"fi", RECORDS["fi"], len(fl) - 1, seq)
+    def _inlined(self, fl: list[bytes], seq: int) -> bool:
+        self.check_fields(fl, seq)
         ident = self._num(fl[1], "frame id", seq)
         inner = self.frames.get(ident)
         if inner is None:
@@ -464,22 +451,22 @@ class DumpReader(EventErrors):
                 self._here(seq),
                 f"'fi' record of frame {ident} after a stack node used the frame",
             )
-        function = self._str_ref(fl[2], "FUNCTION", seq)
-        file = source_path(self._str_ref(fl[3], "FILE", seq))
-        line = self._num(fl[4], "LINE", seq)
+        function, file, line = self.fields(fl, seq, 2)
         outer = self.inlined_into.setdefault(ident, [])
         if outer:
             outer[-1] = replace(outer[-1], inlined=True)
         else:
             self.frames[ident] = replace(inner, inlined=True)
-        outer.append(Frame(inner.pc, inner.module, inner.offset, function, file, line or None))
+        outer.append(Frame(inner.pc, inner.module, inner.offset, function,
+                           source_path(file), line or None))
         if function is not None and function in self._mark_functions:
             self._marked_frames.add(ident)
+        return True
 
-    def _symbols(self, fl: list[bytes], seq: int) -> None:
-        """An `fs` record (1.3): frame ID's symbols, written after the frame was used."""
-        if len(fl) != 5:
-            raise self._fields_error(b"fs", RECORDS["fs"], len(fl) - 1, seq)
+    def _symbols(self, fl: list[bytes], seq: int) -> bool:
+        """An `fs` record (1.3): frame ID's symbols, written after its use; `fi` records may
+        follow it at once (True: they may)."""
+        self.check_fields(fl, seq)
         ident = self._num(fl[1], "frame id", seq)
         frame = self.frames.get(ident)
         if frame is None:
@@ -499,21 +486,19 @@ class DumpReader(EventErrors):
                 self._here(seq),
                 f"'fs' record of frame {ident}, whose 'f' record has 'fi' records already",
             )
-        function = self._str_ref(fl[2], "FUNCTION", seq)
-        file = source_path(self._str_ref(fl[3], "FILE", seq))
-        line = self._num(fl[4], "LINE", seq)
-        self.frames[ident] = replace(frame, function=function, file=file, line=line or None)
+        function, file, line = self.fields(fl, seq, 2)
+        self.frames[ident] = replace(frame, function=function, file=source_path(file),
+                                     line=line or None)
         self.symbolized[ident] = self._here(seq)
         self._open_fs = (ident, seq)
         if function is not None and function in self._mark_functions:
             self._marked_frames.add(ident)
+        return True
 
     def _node(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 4:
-            raise self._fields_error(b"n", RECORDS["n"], len(fl) - 1, seq)
+        self.check_fields(fl, seq)
         ident = self._new_id(fl[1], "stack", self.nodes, seq)
-        parent = self._num(fl[2], "PARENT", seq)
-        frame = self._num(fl[3], "FRAME", seq)
+        parent, frame = self.fields(fl, seq, 2)
         if parent not in self.nodes:
             raise DumpError(
                 self.path, self._here(seq), f"stack {parent} is used before it is defined"
@@ -536,10 +521,8 @@ class DumpReader(EventErrors):
     def clock_sample(self, fl: list[bytes], seq: int) -> tuple[int, int]:
         """A `c` record (2.2): (MILLIS, RSS), the clock of the events after sequenced record
         `seq`; MILLIS never goes back."""
-        if len(fl) != 3:
-            raise self._fields_error(b"c", RECORDS["c"], len(fl) - 1, seq)
-        millis = self._num(fl[1], "MILLIS", seq)
-        rss = self._num(fl[2], "RSS", seq)
+        self.check_fields(fl, seq)
+        millis, rss = self.fields(fl, seq)
         if millis < self.clock[0]:
             raise DumpError(
                 self.path,
@@ -551,8 +534,7 @@ class DumpReader(EventErrors):
         return self.clock
 
     def _scan(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 6:
-            raise self._fields_error(b"scan", RECORDS["scan"], len(fl) - 1, seq)
+        self.check_fields(fl, seq)
         after = self._num(fl[1], "AFTER", seq)
         if after != seq:
             raise DumpError(
@@ -560,20 +542,14 @@ class DumpReader(EventErrors):
                 self._here(seq),
                 f"scan record says it follows event {after}, but it follows event {seq}",
             )
-        self.scan = ScanRecord(
-            after,
-            fl[2].decode("utf-8", "surrogateescape"),
-            self._num(fl[3], "ROOT_BYTES", seq),
-            self._num(fl[4], "BLOCK_BYTES", seq),
-            self._num(fl[5], "MILLIS", seq),
-            self._here(seq),
-        )
+        status, root_bytes, block_bytes, millis = self.fields(fl, seq, 2)
+        self.scan = ScanRecord(after, status.decode("utf-8", "surrogateescape"),
+                               root_bytes, block_bytes, millis, self._here(seq))
         self.kinds.clear()
         self.leaders.clear()
 
     def _kind(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) not in (3, 4):
-            raise self._fields_error(b"r", RECORDS["r"], len(fl) - 1, seq)
+        self.check_fields(fl, seq)
         if self.scan is None:
             raise DumpError(self.path, self._here(seq), "'r' record before any 'scan' record")
         self._hexnum(fl[1], "ADDR", seq)
@@ -596,3 +572,24 @@ class DumpReader(EventErrors):
             raise DumpError(self.path, self._here(seq), f"malformed record (tag '{show(tag)}')")
         name = tag.decode("ascii")
         self.unknown_tags.setdefault(name, self._here(seq))
+
+
+_Read = Callable[[DumpReader, bytes, list[bytes], int], "bool | None"]
+#: how `other()` reads each unsequenced record of the grammar (`e`, the short records, `t` and the
+#: process events are `records()`'s): True when `fi` records may still follow (`fs`, `fi`, and
+#: the strings between them)
+_READ: dict[bytes, _Read] = {
+    b"i": lambda r, line, fl, seq: r._info(line, seq),
+    b"s": lambda r, line, fl, seq: r._string(line, seq) or True,
+    b"f": lambda r, line, fl, seq: r._frame(fl, seq),
+    b"fi": lambda r, line, fl, seq: r._inlined(fl, seq),
+    b"fs": lambda r, line, fl, seq: r._symbols(fl, seq),
+    b"n": lambda r, line, fl, seq: r._node(fl, seq),
+    b"scan": lambda r, line, fl, seq: r._scan(fl, seq),
+    b"r": lambda r, line, fl, seq: r._kind(fl, seq),
+    b"g": lambda r, line, fl, seq: r._tag(fl, seq),
+    b"u": lambda r, line, fl, seq: r._tag(fl, seq),
+    b"c": lambda r, line, fl, seq: r.clock_sample(fl, seq) and None,
+    b"lk": lambda r, line, fl, seq: read_lock_record(r, fl, seq),
+    b"lw": lambda r, line, fl, seq: read_lock_record(r, fl, seq),
+}

@@ -30,6 +30,10 @@ __all__ = [
     "SEQUENCED",
     "SHORT_OPS",
     "VERSION",
+    "GRAMMAR",
+    "GRAMMAR_BY_TAG",
+    "Field",
+    "Record",
     "LockRecord",
     "LockWait",
     "CUSTOM",
@@ -59,33 +63,119 @@ READS_MAJOR = VERSION[0]
 #: the first line, as a reader matches it (without its newline)
 HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
 
+#: the types of a record's fields (the "Records" table's words for them)
+DEC = "decimal"  # a number written in decimal
+HEX = "hex"  # a number written as 0x followed by hex digits
+STRING_ID = "string id"  # an `s` record's ID, 0: none
+WORD = "word"  # a word without spaces (a key, a kind, an operation, `-` for none)
+TEXT = "text"  # the rest of the line, escaped (a string's or a value's text)
+ARGS = "args"  # the rest of the fields, as the heap operation names them ("Heap operations")
+#: what a record is
+COMMENT = "comment"
+DEFINITION = "definition"  # a string, frame, stack node or information: kept in the reader's tables
+EVENT = "event"  # a heap operation, numbered by SEQ
+SHORT = "short event"  # (2.0) a heap operation numbered without its SEQ: an `e` record in short
+PROCESS = "process event"  # something the process did, numbered by SEQ
+STATE = "unsequenced"  # a thread, tag, clock sample or tail record: between two sequenced records
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a record: its name in the "Records" table and its type."""
+
+    name: str
+    type: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Record:
+    """One row of the grammar: a record's tag, its fields, what it is, the version that added
+    it and, for a short event record, the heap operation of the `e` record it stands for."""
+
+    tag: str
+    fields: tuple[Field, ...]
+    kind: str
+    since: tuple[int, int]
+    op: str | None = None
+    #: how the "Records" table writes the fields, when it does not list them one by one
+    spelled: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The fields as the spec and the reader's errors name them (`[X]`: optional)."""
+        if self.spelled is not None:
+            return self.spelled
+        return " ".join(f"[{f.name}]" if f.optional else f.name for f in self.fields)
+
+    @property
+    def required(self) -> int:
+        """How many fields the record has at least (an `e` record's ARGS apart)."""
+        return sum(1 for f in self.fields if not f.optional and f.type != ARGS)
+
+
+def _fields(spec: str) -> tuple[Field, ...]:
+    """`NAME:TYPE ...` (a trailing `?` on the type: optional) as fields."""
+    types = {"d": DEC, "x": HEX, "s": STRING_ID, "w": WORD, "t": TEXT, "a": ARGS}
+    out = []
+    for word in spec.split():
+        name, code = word.rsplit(":", 1)
+        out.append(Field(name, types[code.rstrip("?")], code.endswith("?")))
+    return tuple(out)
+
+
+def _row(tag: str, spec: str, kind: str, since: tuple[int, int], *,
+         spelled: str | None = None) -> Record:
+    return Record(tag, _fields(spec), kind, since, spelled=spelled)
+
+
+def _short(tag: str, since: tuple[int, int], op: str) -> Record:
+    # an allocation's short record is `TAG STACK RESULT SIZE`, a release's `TAG STACK PTR`: the
+    # `e` record's fields without SEQ, TID and OP (and RESULT `-` for a release)
+    spec = "STACK:d PTR:x" if op in NO_RESULT else "STACK:d RESULT:x SIZE:d"
+    return Record(tag, _fields(spec), SHORT, since, op)
+
+
+#: the operations whose RESULT is `-`: they produce no block
+NO_RESULT: frozenset[str] = frozenset(("free", "custom_free", "delete", "delete[]"))
+
+#: the grammar of a dump, in the order of the "Records" table: every record's tag, its fields
+#: and their types, what it is, and the version that added it. The reader (dumpfile.py) and the
+#: C recorder's header (formatheader.py writes gdb_ext/recorder/memdump_format.h) follow it.
+GRAMMAR: tuple[Record, ...] = (
+    _row("#", "TEXT:t", COMMENT, (1, 0)),
+    _row("i", "KEY:w VALUE:t", DEFINITION, (1, 0)),
+    _row("s", "ID:d TEXT:t", DEFINITION, (1, 0)),
+    _row("f", "ID:d PC:x MODULE:s OFFSET:x FUNCTION:s FILE:s LINE:d", DEFINITION, (1, 0)),
+    _row("fi", "ID:d FUNCTION:s FILE:s LINE:d", DEFINITION, (1, 2)),
+    _row("fs", "ID:d FUNCTION:s FILE:s LINE:d", DEFINITION, (1, 3)),
+    _row("n", "ID:d PARENT:d FRAME:d", DEFINITION, (1, 0)),
+    _row("e", "SEQ:d TID:d OP:w STACK:d RESULT:w ARGS:a", EVENT, (1, 0),
+         spelled="SEQ TID OP STACK RESULT ARGS..."),
+    _row("t", "TID:d", STATE, (2, 0)),
+    _short("+", (2, 0), "malloc"),
+    _short("-", (2, 0), "free"),
+    _short("+n", (2, 1), "new"),
+    _short("+a", (2, 1), "new[]"),
+    _short("-n", (2, 1), "delete"),
+    _short("-a", (2, 1), "delete[]"),
+    _row("p", "SEQ:d WHAT:w DETAIL:t", PROCESS, (1, 0)),
+    _row("scan", "AFTER:d STATUS:w ROOT_BYTES:d BLOCK_BYTES:d MILLIS:d", STATE, (1, 1)),
+    _row("r", "ADDR:x KIND:w HEURISTIC|LEADER:w?", STATE, (1, 1)),
+    _row("end", "SEQ:d REASON:w DETAIL:t", PROCESS, (1, 0)),
+    _row("g", "TID:d STRING:s", STATE, (2, 2)),
+    _row("u", "TID:d", STATE, (2, 2)),
+    _row("c", "MILLIS:d RSS:d", STATE, (2, 2)),
+    _row("lk", ("ADDR:x KIND:w LOCKED:d READ_LOCKED:d CHANGED:d CONTENDED:d TRY_BUSY:d "
+                "WAIT_NS:d MAX_WAIT_NS:d"), STATE, (2, 3)),
+    _row("lw", "ADDR:x STACK:d CONTENDED:d WAIT_NS:d MAX_WAIT_NS:d", STATE, (2, 4)),
+)
+#: record tag -> its row of the grammar
+GRAMMAR_BY_TAG: dict[str, Record] = {rec.tag: rec for rec in GRAMMAR}
 #: record tag -> its fields, as the "Records" table names them (`[X]`: optional)
-RECORDS: dict[str, str] = {
-    "#": "TEXT",
-    "i": "KEY VALUE",
-    "s": "ID TEXT",
-    "f": "ID PC MODULE OFFSET FUNCTION FILE LINE",
-    "fi": "ID FUNCTION FILE LINE",
-    "fs": "ID FUNCTION FILE LINE",
-    "n": "ID PARENT FRAME",
-    "e": "SEQ TID OP STACK RESULT ARGS...",
-    "t": "TID",
-    "+": "STACK RESULT SIZE",
-    "-": "STACK PTR",
-    "+n": "STACK RESULT SIZE",
-    "+a": "STACK RESULT SIZE",
-    "-n": "STACK PTR",
-    "-a": "STACK PTR",
-    "p": "SEQ WHAT DETAIL",
-    "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
-    "r": "ADDR KIND [HEURISTIC|LEADER]",
-    "end": "SEQ REASON DETAIL",
-    "g": "TID STRING",
-    "u": "TID",
-    "c": "MILLIS RSS",
-    "lk": "ADDR KIND LOCKED READ_LOCKED CHANGED CONTENDED TRY_BUSY WAIT_NS MAX_WAIT_NS",
-    "lw": "ADDR STACK CONTENDED WAIT_NS MAX_WAIT_NS",
-}
+RECORDS: dict[str, str] = {rec.tag: rec.text for rec in GRAMMAR}
+
+
 @dataclass(frozen=True)
 class LockRecord:
     """(2.3) An `lk` record: one lock's counts from the in-process recorder at the end."""
@@ -125,11 +215,11 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 PADDING = b"\0"
 #: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0; the C++
 #: operators' short records: 2.1)
-SEQUENCED: tuple[str, ...] = ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+SEQUENCED: tuple[str, ...] = tuple(
+    rec.tag for rec in GRAMMAR if rec.kind in (EVENT, SHORT, PROCESS))
 #: the short event records (format 2.0; 2.1: the C++ operators') -> the heap operation each one
 #: is: a `+` tag is an allocation (STACK RESULT SIZE), a `-` tag a release (STACK PTR)
-SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
-                             "-n": "delete", "-a": "delete[]"}
+SHORT_OPS: dict[str, str] = {rec.tag: rec.op for rec in GRAMMAR if rec.op is not None}
 
 #: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C
 #: library exports two of these names at one address (glibc: aligned_alloc is memalign), the
@@ -155,9 +245,6 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
 #: the operations of a custom allocator (memdump_api.h's MEMDUMP_ALLOC and MEMDUMP_FREE): their
 #: blocks are custom blocks, kept apart from the malloc'd ones ("Custom blocks")
 CUSTOM: frozenset[str] = frozenset(("custom_alloc", "custom_free"))
-#: the operations whose RESULT is `-`: they produce no block
-NO_RESULT: frozenset[str] = frozenset(("free", "custom_free", "delete", "delete[]"))
-
 #: (2.1) the C++ operators: libstdc++'s exported entry points (mangled, as in .dynsym) -> the
 #: operation a call records. Every form of one operator is one operation: the nothrow and
 #: aligned forms of `operator new` are `new` (SIZE, their first argument), the sized, aligned
