@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .dumpformat import GRAMMAR_BY_TAG, SHORT_OPS
+from .dumpformat import GRAMMAR_BY_TAG, SHORT_OPS, split_record
 from .dumpio import DumpError, show
 
 __all__ = ["EventErrors"]
@@ -128,7 +128,7 @@ class EventErrors:
                 return self.undefined_stack(fl[4], seq)
             return None
         if tag in (b"p", b"end"):
-            fl = line.rstrip(b"\n").split(b" ", 3)
+            fl = split_record(line)
         elif tag != b"e":
             return None
         if len(fl) < 2 or not fl[1]:

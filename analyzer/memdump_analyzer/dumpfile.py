@@ -39,6 +39,7 @@ from .dumpformat import (
     LockRecord,
     LockWait,
     source_path,
+    split_record,
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
@@ -325,7 +326,7 @@ class DumpReader(EventErrors):
         tag = fl[0]
         if tag in _PROCESS:
             seq += 1
-            rec = self.split(line, tag)
+            rec = split_record(line)
             if len(rec) < 2 or _DEC.fullmatch(rec[1]) is None:
                 raise self.malformed(line, seq)
             if int(rec[1]) != seq:
@@ -344,12 +345,6 @@ class DumpReader(EventErrors):
             return None  # `fi` and `fs` keep `_open_fs`, and strings leave it alone
         self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
         return None
-
-    @staticmethod
-    def split(line: bytes, tag: bytes) -> list[bytes]:
-        """A `tag` record whose last field is the rest of the line (`s`, `i`, `p`, `end`: TEXT,
-        VALUE or DETAIL, as the grammar says) split into its fields (the last may be missing)."""
-        return line.rstrip(b"\n").split(b" ", len(GRAMMAR_BY_TAG[tag.decode()].fields))
 
     def fields(self, fl: list[bytes], seq: int, start: int = 1) -> list[int | str | bytes | None]:
         """The fields of record `fl` from index `start` on, decoded as the grammar types them:
@@ -412,14 +407,14 @@ class DumpReader(EventErrors):
             ) from None
 
     def _string(self, line: bytes, seq: int) -> None:
-        fl = self.split(line, b"s")
+        fl = split_record(line)
         if len(fl) < 2:
             raise self._fields_error(b"s", len(fl) - 1, seq)
         ident = self._new_id(fl[1], "string", self.strings, seq)
         self.strings[ident] = unescape(fl[2]) if len(fl) > 2 else ""
 
     def _info(self, line: bytes, seq: int) -> None:
-        fl = self.split(line, b"i")
+        fl = split_record(line)
         if len(fl) < 2 or not fl[1]:
             raise self._fields_error(b"i", len(fl) - 1, seq)
         key, value = unescape(fl[1]), unescape(fl[2]) if len(fl) > 2 else ""

@@ -12,7 +12,7 @@ import functools
 import posixpath
 import re
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
@@ -46,6 +46,8 @@ __all__ = [
     "effect",
     "superblocks",
     "escape",
+    "Numbering",
+    "split_record",
     "event_args",
     "format_args",
     "public_name",
@@ -174,6 +176,68 @@ GRAMMAR: tuple[Record, ...] = (
 GRAMMAR_BY_TAG: dict[str, Record] = {rec.tag: rec for rec in GRAMMAR}
 #: record tag -> its fields, as the "Records" table names them (`[X]`: optional)
 RECORDS: dict[str, str] = {rec.tag: rec.text for rec in GRAMMAR}
+_BY_TAG: dict[bytes, Record] = {rec.tag.encode(): rec for rec in GRAMMAR}
+
+
+def split_record(line: bytes) -> list[bytes]:
+    """A record's fields, its tag first, as the grammar splits them: at spaces, but the last
+    field of a record that ends with the rest of the line (TEXT, VALUE, DETAIL) whole (absent
+    when the line ends before it). NUL padding before the record is skipped."""
+    line = line.lstrip(PADDING).rstrip(b"\n")
+    tag, _, rest = line.partition(b" ")
+    rec = _BY_TAG.get(tag)
+    if rec is not None and rec.fields[-1].type == TEXT:
+        return [tag, *rest.split(b" ", len(rec.fields) - 1)] if rest else [tag]
+    return line.split()
+
+
+#: how a record is numbered: 1 one more than the last SEQ (and an event), 2 its own SEQ (and an
+#: event), 3 its own SEQ (a process event); unsequenced records (0) keep the last SEQ
+_NUMBERING = {SHORT: 1, EVENT: 2, PROCESS: 3}
+_SHORT_ROW = (1, False)
+
+
+@dataclass
+class Numbering:
+    """The SEQ and the count of heap events of a run of a dump's lines, as `records` reads them:
+    for a writer that appends after the recorder (`DumpReader` checks every SEQ and field)."""
+
+    #: the SEQ of the last sequenced record read (before the first line: where the run starts)
+    seq: int = 0
+    #: the heap events read (`e` and short records)
+    events: int = 0
+
+    def records(self, lines: Iterable[bytes], tags: Collection[str]) -> Iterator[list[bytes]]:
+        """The fields (`split_record`) of the records of `tags` in `lines` (a dump's lines
+        after the first, or a part of them), counting every record's SEQ as it goes: a short
+        record's is one more than the last, an `e`, `p` or `end` record's the one it writes."""
+        # tag -> (how it is numbered, whether its fields are wanted); _SHORT_ROW: a short
+        # event whose fields are not wanted
+        rows = {tag: _SHORT_ROW if rec.kind == SHORT and rec.tag not in tags else
+                (_NUMBERING.get(rec.kind, 0), rec.tag in tags) for tag, rec in _BY_TAG.items()}
+        seq, events = self.seq, self.events
+        for line in lines:
+            if line[:1] == PADDING:
+                line = line.lstrip(PADDING)
+            tag, _, rest = line.partition(b" ")
+            row = rows.get(tag) or rows.get(tag.rstrip(b"\n"))
+            if row is None:
+                continue  # a tag of a newer version
+            if row is _SHORT_ROW:  # the most frequent: one more event
+                seq += 1
+                events += 1
+                continue
+            numbering, wanted = row
+            if numbering == 1:
+                seq += 1
+                events += 1
+            elif numbering:
+                seq = int(rest.split(b" ", 1)[0])
+                events += numbering == 2
+            if wanted:
+                self.seq, self.events = seq, events
+                yield split_record(line)
+        self.seq, self.events = seq, events
 
 
 @dataclass(frozen=True)
