@@ -14,7 +14,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from memdump_analyzer.dumpformat import Numbering
+from memdump_analyzer.dumpformat import OPERATIONS, Numbering
 
 from .reach_fast import SortedBlocks, sorted_pairs
 
@@ -50,10 +50,9 @@ UNCONFIGURED, RECORDING, DISABLED, DRAINING = 0, 1, 2, 3
 #: why the recorder stopped by itself (control.h's enum mdr_failure)
 FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
             3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}
-#: enum mdr_op, in order
-OPS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free", "new", "new[]", "delete",
-       "delete[]")
+#: enum mdr_op, in order: the format's order of the heap operations (control.h checks it against
+#: memdump_format.h's, generated from the same table)
+OPS = tuple(OPERATIONS)
 #: control.h's MDR_CUSTOM_KEY: a custom block's entry in the live-block table has this bit set
 CUSTOM_KEY = 1 << 63
 _SLOT = struct.Struct("<8Q")
