@@ -18,6 +18,9 @@ __all__ = ["EventErrors"]
 
 _DEC = re.compile(rb"[0-9]+")
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
+#: tag -> the fewest and the most words of its records, the tag included
+_WORDS = {rec.tag.encode(): (rec.required + 1, len(rec.fields) + 1)
+          for rec in GRAMMAR_BY_TAG.values()}
 _SHORT = tuple(tag.encode() for tag in SHORT_OPS)
 
 
@@ -48,11 +51,13 @@ class EventErrors:
     def check_fields(self, fl: list[bytes], seq: int) -> None:
         """Raise the error for record `fl` (split) when its fields are not as many as the
         grammar's row of its tag has (its optional fields may be left out)."""
-        rec = GRAMMAR_BY_TAG[fl[0].decode()]
-        if not rec.required < len(fl) <= len(rec.fields) + 1:
+        least, most = _WORDS[fl[0]]
+        if not least <= len(fl) <= most:
             raise self._fields_error(fl[0], len(fl) - 1, seq)
 
     def _num(self, tok: bytes, what: str, seq: int) -> int:
+        if tok.isdigit():  # bytes.isdigit() is `[0-9]+`, faster than the regex
+            return int(tok)
         if _DEC.fullmatch(tok) is None:
             raise DumpError(
                 self.path, self._here(seq), f"malformed {what} '{show(tok)}' (expected a number)"

@@ -3,13 +3,13 @@
 `DumpReader` checks the first line when it is opened; then the rest is read in one pass, as the
 grammar of `dumpformat.GRAMMAR` says (each record's fields, their types, what the record is). Its
 `records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `fs`, `n`) in the reader's tables
-and yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with
-its SEQ checked, and for an `e` record its STACK too; everything else about an event is the
-consumer's to check. The short records of format 2.0 (`+` malloc and `-` free, of the thread the
-last `t` record named) are yielded as the `e` records they stand for (`expand()`). The replay
-(`replay.py`) runs the same steps in its own loop over `lines()`, unpacking malloc and free itself
-and calling `thread()` for a `t` record and `other()` for every other line that is not an event:
-one generator and no list per event.
+(`dumpdefs.Definitions` reads them) and yields every sequenced record (`e`, `p`, `end`) as the
+list of its fields, still bytes, with its SEQ checked, and for an `e` record its STACK too;
+everything else about an event is the consumer's to check. The short records of format 2.0 (`+`
+malloc and `-` free, of the thread the last `t` record named) are yielded as the `e` records they
+stand for (`expand()`). The replay (`replay.py`) runs the same steps in its own loop over
+`lines()`, unpacking malloc and free itself and calling `thread()` for a `t` record and
+`other()` for every other line that is not an event: one generator and no list per event.
 
 Only complete lines are read, without their NUL padding (format 1.3): `dumpio.DumpFile`.
 
@@ -21,21 +21,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from .dumperrors import EventErrors
+from .dumpdefs import FI_MAY_FOLLOW, READ, TEXT_RECORDS, Definitions, Frame, ScanRecord
 from .dumpformat import (
-    DEC,
     GRAMMAR,
-    GRAMMAR_BY_TAG,
     HEADER,
-    HEX,
-    KIND_BY_CODE,
     NO_RESULT,
     PROCESS,
     READS_MAJOR,
     SHORT,
-    STRING_ID,
     LockRecord,
     LockWait,
     source_path,
@@ -43,11 +38,9 @@ from .dumpformat import (
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
-from .locks import read_record as read_lock_record
 
 __all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unescape"]
 
-_TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
 #: short record tag -> (the OP of the `e` record it stands for, its count of words, whether its
 #: operation makes a block: then its fields are STACK RESULT ARGS, else STACK PTR and RESULT `-`)
@@ -57,39 +50,7 @@ _SHORT: dict[bytes, tuple[bytes, int, bool]] = {
 }
 #: the process events (`p`, `end`), sequenced records with a rest-of-line DETAIL
 _PROCESS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.kind == PROCESS)
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One frame of a stack: a program counter and what GDB knew about it.
-
-    Code inlined at a program counter makes several frames with that one `pc`, `module` and
-    `offset` (an `f` record and its `fi` records): each but the outermost has `inlined` set, its
-    function having been inlined into the next frame's.
-    """
-
-    pc: int
-    module: str | None
-    offset: int
-    function: str | None
-    file: str | None
-    line: int | None
-    inlined: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ScanRecord:
-    """The `scan` record: the pointer scan at exit, made after sequenced record `after`."""
-
-    after: int
-    status: str
-    root_bytes: int
-    block_bytes: int
-    millis: int
-    line: int
-
-
-class DumpReader(EventErrors):
+class DumpReader(Definitions):
     """Reads one dump. Use as a context manager, or call `close()`.
 
     `mark_functions`: function names; a stack node whose stack contains a frame with one of these
@@ -338,253 +299,12 @@ class DumpReader(EventErrors):
         self._other += 1
         if line[0] == 35:  # `#`: a comment
             return None
-        read = _READ.get(tag)
+        read = READ.get(tag)
         if read is None:
             self._unknown(tag, seq)
-        elif read(self, line, fl, seq):
-            return None  # `fi` and `fs` keep `_open_fs`, and strings leave it alone
+        else:
+            read(self, split_record(line) if tag in TEXT_RECORDS else fl, seq)
+            if tag in FI_MAY_FOLLOW:
+                return None
         self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
         return None
-
-    def fields(self, fl: list[bytes], seq: int, start: int = 1) -> list[int | str | bytes | None]:
-        """The fields of record `fl` from index `start` on, decoded as the grammar types them:
-        numbers (decimal or hex), the strings a string id names (or None), words as bytes."""
-        out: list[int | str | bytes | None] = []
-        for tok, f in zip(fl[start:], GRAMMAR_BY_TAG[fl[0].decode()].fields[start - 1:],
-                          strict=False):
-            if f.type == DEC:
-                out.append(self._num(tok, f.name, seq))
-            elif f.type == HEX:
-                out.append(self._hexnum(tok, f.name, seq))
-            elif f.type == STRING_ID:
-                out.append(self._str_ref(tok, f.name, seq))
-            else:
-                out.append(tok)
-        return out
-
-    # Definitions are rare next to events: they are read carefully, not fast. Each reads its
-    # record's fields in the grammar's order, so that a line's first wrong field is the one named.
-
-    def _tag(self, fl: list[bytes], seq: int) -> None:
-        """`g TID STRING` (2.2): thread TID pushed a tag (memdump_api.h); `u TID`: it popped
-        its innermost one. `tags` keeps each thread's stack of string ids."""
-        self.check_fields(fl, seq)
-        tid = self._num(fl[1], "TID", seq)
-        stack = self.tags.setdefault(tid, [])
-        if fl[0] == b"u":
-            if not stack:
-                raise DumpError(self.path, self._here(seq),
-                                f"thread {tid} pops a tag it has not pushed")
-            stack.pop()
-            return
-        string = self._num(fl[2], "STRING", seq)
-        if string and string not in self.strings:
-            raise DumpError(self.path, self._here(seq), f"tag string {string} is not defined")
-        stack.append(string)
-
-    def tag_of(self, tid: int) -> str | None:
-        """Thread TID's innermost tag now (memdump_api.h), None when it has none."""
-        stack = self.tags.get(tid)
-        return self.strings.get(stack[-1], "") if stack else None
-
-    def _new_id(self, tok: bytes, kind: str, table: dict, seq: int) -> int:  # type: ignore[type-arg]
-        ident = self._num(tok, f"{kind} id", seq)
-        if ident == 0:
-            raise DumpError(self.path, self._here(seq), f"{kind} id 0 is reserved for 'none'")
-        if ident in table:
-            raise DumpError(self.path, self._here(seq), f"{kind} {ident} is defined twice")
-        return ident
-
-    def _str_ref(self, tok: bytes, what: str, seq: int) -> str | None:
-        ident = self._num(tok, f"{what} string id", seq)
-        if ident == 0:
-            return None
-        try:
-            return self.strings[ident]
-        except KeyError:
-            raise DumpError(
-                self.path, self._here(seq), f"string {ident} is used before it is defined"
-            ) from None
-
-    def _string(self, line: bytes, seq: int) -> None:
-        fl = split_record(line)
-        if len(fl) < 2:
-            raise self._fields_error(b"s", len(fl) - 1, seq)
-        ident = self._new_id(fl[1], "string", self.strings, seq)
-        self.strings[ident] = unescape(fl[2]) if len(fl) > 2 else ""
-
-    def _info(self, line: bytes, seq: int) -> None:
-        fl = split_record(line)
-        if len(fl) < 2 or not fl[1]:
-            raise self._fields_error(b"i", len(fl) - 1, seq)
-        key, value = unescape(fl[1]), unescape(fl[2]) if len(fl) > 2 else ""
-        if seq:
-            self.image_info.append((seq, key, value))
-        else:
-            self.info[key] = value
-
-    def _frame(self, fl: list[bytes], seq: int) -> None:
-        self.check_fields(fl, seq)
-        ident = self._new_id(fl[1], "frame", self.frames, seq)
-        pc, module, offset, function, file, line = self.fields(fl, seq, 2)
-        self.frames[ident] = Frame(pc, module, offset, function, source_path(file),
-                                   line or None)
-        if function is not None and function in self._mark_functions:
-            self._marked_frames.add(ident)
-
-    def _inlined(self, fl: list[bytes], seq: int) -> bool:
-        self.check_fields(fl, seq)
-        ident = self._num(fl[1], "frame id", seq)
-        inner = self.frames.get(ident)
-        if inner is None:
-            raise DumpError(
-                self.path, self._here(seq), f"frame {ident} is used before it is defined"
-            )
-        if ident in self._used_frames and self._open_fs != (ident, seq):
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"'fi' record of frame {ident} after a stack node used the frame",
-            )
-        function, file, line = self.fields(fl, seq, 2)
-        outer = self.inlined_into.setdefault(ident, [])
-        if outer:
-            outer[-1] = replace(outer[-1], inlined=True)
-        else:
-            self.frames[ident] = replace(inner, inlined=True)
-        outer.append(Frame(inner.pc, inner.module, inner.offset, function,
-                           source_path(file), line or None))
-        if function is not None and function in self._mark_functions:
-            self._marked_frames.add(ident)
-        return True
-
-    def _symbols(self, fl: list[bytes], seq: int) -> bool:
-        """An `fs` record (1.3): frame ID's symbols, written after its use; `fi` records may
-        follow it at once (True: they may)."""
-        self.check_fields(fl, seq)
-        ident = self._num(fl[1], "frame id", seq)
-        frame = self.frames.get(ident)
-        if frame is None:
-            raise DumpError(
-                self.path, self._here(seq), f"'fs' record of frame {ident}, which is not defined"
-            )
-        if ident in self.symbolized:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"second 'fs' record of frame {ident} (the first is at line "
-                f"{self.symbolized[ident]})",
-            )
-        if ident in self.inlined_into:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"'fs' record of frame {ident}, whose 'f' record has 'fi' records already",
-            )
-        function, file, line = self.fields(fl, seq, 2)
-        self.frames[ident] = replace(frame, function=function, file=source_path(file),
-                                     line=line or None)
-        self.symbolized[ident] = self._here(seq)
-        self._open_fs = (ident, seq)
-        if function is not None and function in self._mark_functions:
-            self._marked_frames.add(ident)
-        return True
-
-    def _node(self, fl: list[bytes], seq: int) -> None:
-        self.check_fields(fl, seq)
-        ident = self._new_id(fl[1], "stack", self.nodes, seq)
-        parent, frame = self.fields(fl, seq, 2)
-        if parent not in self.nodes:
-            raise DumpError(
-                self.path, self._here(seq), f"stack {parent} is used before it is defined"
-            )
-        if frame not in self.frames:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                "stack node needs a frame (FRAME is 0)"
-                if frame == 0
-                else f"frame {frame} is used before it is defined",
-            )
-        self.nodes[ident] = (parent, frame)
-        self._used_frames.add(frame)
-        marked = frame in self._marked_frames or (
-            parent != 0 and self.node_ids[str(parent).encode()] < 0
-        )
-        self.node_ids[str(ident).encode()] = -ident if marked else ident
-
-    def clock_sample(self, fl: list[bytes], seq: int) -> tuple[int, int]:
-        """A `c` record (2.2): (MILLIS, RSS), the clock of the events after sequenced record
-        `seq`; MILLIS never goes back."""
-        self.check_fields(fl, seq)
-        millis, rss = self.fields(fl, seq)
-        if millis < self.clock[0]:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"clock sample at {millis} ms is earlier than the one before ({self.clock[0]} ms)",
-            )
-        self.clock = (millis, rss)
-        self.clocks += 1
-        return self.clock
-
-    def _scan(self, fl: list[bytes], seq: int) -> None:
-        self.check_fields(fl, seq)
-        after = self._num(fl[1], "AFTER", seq)
-        if after != seq:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"scan record says it follows event {after}, but it follows event {seq}",
-            )
-        status, root_bytes, block_bytes, millis = self.fields(fl, seq, 2)
-        self.scan = ScanRecord(after, status.decode("utf-8", "surrogateescape"),
-                               root_bytes, block_bytes, millis, self._here(seq))
-        self.kinds.clear()
-        self.leaders.clear()
-
-    def _kind(self, fl: list[bytes], seq: int) -> None:
-        self.check_fields(fl, seq)
-        if self.scan is None:
-            raise DumpError(self.path, self._here(seq), "'r' record before any 'scan' record")
-        self._hexnum(fl[1], "ADDR", seq)
-        kind = KIND_BY_CODE.get(fl[2])
-        if kind is None:
-            raise DumpError(
-                self.path, self._here(seq), f"unknown leak kind '{show(fl[2])}' (D, I, P or R)"
-            )
-        heuristic = None
-        if len(fl) > 3:
-            if kind == "indirect":
-                self._hexnum(fl[3], "LEADER", seq)
-                self.leaders[fl[1]] = fl[3]  # as written, like the pointers of events
-            else:
-                heuristic = fl[3].decode("utf-8", "surrogateescape")
-        self.kinds[fl[1]] = (kind, heuristic)
-
-    def _unknown(self, tag: bytes, seq: int) -> None:
-        if _TAG.fullmatch(tag) is None:
-            raise DumpError(self.path, self._here(seq), f"malformed record (tag '{show(tag)}')")
-        name = tag.decode("ascii")
-        self.unknown_tags.setdefault(name, self._here(seq))
-
-
-_Read = Callable[[DumpReader, bytes, list[bytes], int], "bool | None"]
-#: how `other()` reads each unsequenced record of the grammar (`e`, the short records, `t` and the
-#: process events are `records()`'s): True when `fi` records may still follow (`fs`, `fi`, and
-#: the strings between them)
-_READ: dict[bytes, _Read] = {
-    b"i": lambda r, line, fl, seq: r._info(line, seq),
-    b"s": lambda r, line, fl, seq: r._string(line, seq) or True,
-    b"f": lambda r, line, fl, seq: r._frame(fl, seq),
-    b"fi": lambda r, line, fl, seq: r._inlined(fl, seq),
-    b"fs": lambda r, line, fl, seq: r._symbols(fl, seq),
-    b"n": lambda r, line, fl, seq: r._node(fl, seq),
-    b"scan": lambda r, line, fl, seq: r._scan(fl, seq),
-    b"r": lambda r, line, fl, seq: r._kind(fl, seq),
-    b"g": lambda r, line, fl, seq: r._tag(fl, seq),
-    b"u": lambda r, line, fl, seq: r._tag(fl, seq),
-    b"c": lambda r, line, fl, seq: r.clock_sample(fl, seq) and None,
-    b"lk": lambda r, line, fl, seq: read_lock_record(r, fl, seq),
-    b"lw": lambda r, line, fl, seq: read_lock_record(r, fl, seq),
-}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, REPO
-from memdump_analyzer import DumpReader, dumpfile
+from memdump_analyzer import DumpReader, dumpdefs
 from memdump_analyzer.dumpformat import (
     COMMENT,
     CUSTOM,
@@ -248,7 +248,7 @@ def test_the_grammar_s_views() -> None:
 def test_the_reader_reads_every_record_of_the_grammar() -> None:
     """`other()` has a way to read each record that `records()` does not read itself."""
     own = {rec.tag for rec in GRAMMAR if rec.kind in (EVENT, SHORT, PROCESS, COMMENT)} | {"t"}
-    assert {tag.decode() for tag in dumpfile._READ} == {rec.tag for rec in GRAMMAR} - own
+    assert {tag.decode() for tag in dumpdefs.READ} == {rec.tag for rec in GRAMMAR} - own
 
 
 def test_split_record_keeps_the_rest_of_the_line() -> None:
