@@ -9,7 +9,7 @@ differs, naming the command to run.
 
 from __future__ import annotations
 
-from .dumpformat import GRAMMAR, OPERATIONS, SHORT, VERSION
+from .dumpformat import GRAMMAR, OPERATIONS, RECORDERS, SHORT, VERSION
 
 __all__ = ["HEADER_PATH", "GENERATOR", "c_header", "op_ident", "tag_ident"]
 
@@ -54,6 +54,9 @@ def c_header() -> str:
         f"#define MEMDUMP_FORMAT_MAJOR {major}",
         f"#define MEMDUMP_FORMAT_MINOR {minor}",
         f"#define MEMDUMP_FORMAT_LINE {_c_string(f'MEMDUMP {major}.{minor}' + chr(10))}",
+        "",
+        "/* The `i recorder` value of the in-process recorder's dumps (format 1.3) */",
+        f"#define MEMDUMP_RECORDER_IN_PROCESS {_c_string(RECORDERS[0])}",
         "",
         "/* The heap operations, in the order of the \"Heap operations\" table "
         "(dumpformat.OPERATIONS):",

@@ -111,7 +111,7 @@ int mdr_children_configure(int forked)
     char start[32];
     *fmt_utc(start) = '\0';
     p = info(p, "start", start);
-    p = info(p, "recorder", "in-process");
+    p = info(p, "recorder", MEMDUMP_RECORDER_IN_PROCESS);
     p = info_num(p, "parent", (uint64_t)getppid());
 
     /* STEM.PID.memdump; a forked child that allocated, then executed a program, left its dump

@@ -9,6 +9,9 @@
 #define MEMDUMP_FORMAT_MINOR 4
 #define MEMDUMP_FORMAT_LINE "MEMDUMP 2.4\n"
 
+/* The `i recorder` value of the in-process recorder's dumps (format 1.3) */
+#define MEMDUMP_RECORDER_IN_PROCESS "in-process"
+
 /* The heap operations, in the order of the "Heap operations" table (dumpformat.OPERATIONS):
  * GDB reads these numbers in the recorder's slots (gdb_ext/dbgkit/core/recorder.py) */
 enum memdump_op {
