@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from .dumpformat import GRAMMAR_BY_TAG, SHORT_OPS, split_record
+from .dumpformat import GRAMMAR_BY_TAG, PROCESS, SHORT_OPS, split_record
 from .dumpio import DumpError, show
 
 __all__ = ["EventErrors"]
@@ -22,6 +22,7 @@ _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 _WORDS = {rec.tag.encode(): (rec.required + 1, len(rec.fields) + 1)
           for rec in GRAMMAR_BY_TAG.values()}
 _SHORT = tuple(tag.encode() for tag in SHORT_OPS)
+_PROCESS = frozenset(tag.encode() for tag, rec in GRAMMAR_BY_TAG.items() if rec.kind == PROCESS)
 
 
 class EventErrors:
@@ -132,7 +133,7 @@ class EventErrors:
             if fl[4] not in self.node_ids:
                 return self.undefined_stack(fl[4], seq)
             return None
-        if tag in (b"p", b"end"):
+        if tag in _PROCESS:
             fl = split_record(line)
         elif tag != b"e":
             return None
