@@ -4,6 +4,11 @@ Standard library only and GDB-free: the recorder (gdb_ext's `DumpWriter` and mem
 analyser's reader and replay, the benchmarks and the tests all import this module, so that the
 version, the record tags, the heap operations with their arguments, the leak kinds, the escaping
 and what an operation does to the live blocks cannot drift apart.
+
+The grammar is one table, `GRAMMAR`: each record's tag, its typed fields, what it is and the version
+that added it. `RECORDS`, `SEQUENCED` and `SHORT_OPS` are views of it; the reader (dumpfile.py) is
+driven by it, GDB reads the recorder's records with `Numbering`, and the C recorder's constants
+(gdb_ext/recorder/memdump_format.h) are generated from it (formatheader.py).
 """
 
 from __future__ import annotations
