@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "gdb_ext"), str(ROOT / "analyzer")]
 
 from dbgkit.core import procfs, reach, reach_fast  # noqa: E402
+from memdump_analyzer.dumpfile import DumpReader  # noqa: E402
 
 
 class Heap:
@@ -103,15 +104,16 @@ def memdump_scan_ms(program: Path, mib: int, spread: int, every: int,
                     str(spread), str(every)],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, timeout=3600)
     wall = int((time.perf_counter() - began) * 1000)
-    with dump.open("rb") as f:
-        for line in f:
-            if line.startswith(b"scan "):
-                fields = line.split()
-                if fields[2] != b"ok":
-                    sys.exit(f"bench-scan: memdump's scan at exit ended {fields[2].decode()}")
-                dump.unlink()
-                return int(fields[5]), wall
-    sys.exit(f"bench-scan: {dump} has no scan record")
+    with DumpReader(str(dump)) as reader:
+        for _ in reader.records():
+            pass
+    scan = reader.scan
+    if scan is None:
+        sys.exit(f"bench-scan: {dump} has no scan record")
+    if scan.status != "ok":
+        sys.exit(f"bench-scan: memdump's scan at exit ended {scan.status}")
+    dump.unlink()
+    return scan.millis, wall
 
 
 def main() -> int:

@@ -17,7 +17,7 @@ import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .dumpfile import Frame
+from .dumpfile import DumpError, Frame
 from .model import Group
 from .rescan import alloc_ops
 from .symbolize import TOOL as ADDR2LINE
@@ -161,7 +161,7 @@ def stack_names(
     if path:
         try:
             ops = alloc_ops(path, {g.node for g in groups if g.node})
-        except OSError:
+        except (OSError, DumpError):
             pass  # the dump is gone since it was read: the frames must say
 
     return StackNames(linkage, called_functions(sites, arch=arch), depth, ops)

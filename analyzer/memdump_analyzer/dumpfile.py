@@ -1,14 +1,15 @@
 """Streaming reader of memdump dumps (docs/dump-format.md).
 
-`DumpReader` checks the first line when it is opened; then the rest is read in one pass. Its
+`DumpReader` checks the first line when it is opened; then the rest is read in one pass, as the
+grammar of `dumpformat.GRAMMAR` says (each record's fields, their types, what the record is). Its
 `records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `fs`, `n`) in the reader's tables
-and yields every sequenced record (`e`, `p`, `end`) as the list of its fields, still bytes, with
-its SEQ checked, and for an `e` record its STACK too; everything else about an event is the
-consumer's to check. The short records of format 2.0 (`+` malloc and `-` free, of the thread the
-last `t` record named) are yielded as the `e` records they stand for (`expand()`). The replay
-(`replay.py`) runs the same steps in its own loop over `lines()`, unpacking malloc and free itself
-and calling `thread()` for a `t` record and `other()` for every other line that is not an event:
-one generator and no list per event.
+(`dumpdefs.Definitions` reads them) and yields every sequenced record (`e`, `p`, `end`) as the
+list of its fields, still bytes, with its SEQ checked, and for an `e` record its STACK too;
+everything else about an event is the consumer's to check. The short records of format 2.0 (`+`
+malloc and `-` free, of the thread the last `t` record named) are yielded as the `e` records they
+stand for (`expand()`). The replay (`replay.py`) runs the same steps in its own loop over
+`lines()`, unpacking malloc and free itself and calling `thread()` for a `t` record and
+`other()` for every other line that is not an event: one generator and no list per event.
 
 Only complete lines are read, without their NUL padding (format 1.3): `dumpio.DumpFile`.
 
@@ -20,65 +21,36 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from .dumperrors import EventErrors
+from .dumpdefs import FI_MAY_FOLLOW, READ, TEXT_RECORDS, Definitions, Frame, ScanRecord
 from .dumpformat import (
+    GRAMMAR,
     HEADER,
-    KIND_BY_CODE,
+    NO_RESULT,
+    PROCESS,
     READS_MAJOR,
-    RECORDS,
-    SEQUENCED,
-    SHORT_OPS,
+    SHORT,
     LockRecord,
     LockWait,
     source_path,
+    split_record,
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
-from .locks import read_record as read_lock_record
 
 __all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unescape"]
 
-_TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 _DEC = re.compile(rb"[0-9]+")
-_HEX = re.compile(rb"0x[0-9a-fA-F]+")
-_SEQUENCED = tuple(tag.encode() for tag in SEQUENCED)
-_SHORT = tuple(tag.encode() for tag in SHORT_OPS)
-_SHORT_OPS = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()}
-
-
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """One frame of a stack: a program counter and what GDB knew about it.
-
-    Code inlined at a program counter makes several frames with that one `pc`, `module` and
-    `offset` (an `f` record and its `fi` records): each but the outermost has `inlined` set, its
-    function having been inlined into the next frame's.
-    """
-
-    pc: int
-    module: str | None
-    offset: int
-    function: str | None
-    file: str | None
-    line: int | None
-    inlined: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ScanRecord:
-    """The `scan` record: the pointer scan at exit, made after sequenced record `after`."""
-
-    after: int
-    status: str
-    root_bytes: int
-    block_bytes: int
-    millis: int
-    line: int
-
-
-class DumpReader(EventErrors):
+#: short record tag -> (the OP of the `e` record it stands for, its count of words, whether its
+#: operation makes a block: then its fields are STACK RESULT ARGS, else STACK PTR and RESULT `-`)
+_SHORT: dict[bytes, tuple[bytes, int, bool]] = {
+    rec.tag.encode(): (rec.op.encode(), len(rec.fields) + 1, rec.op not in NO_RESULT)
+    for rec in GRAMMAR if rec.kind == SHORT and rec.op is not None
+}
+#: the process events (`p`, `end`), sequenced records with a rest-of-line DETAIL
+_PROCESS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.kind == PROCESS)
+class DumpReader(Definitions):
     """Reads one dump. Use as a context manager, or call `close()`.
 
     `mark_functions`: function names; a stack node whose stack contains a frame with one of these
@@ -285,21 +257,21 @@ class DumpReader(EventErrors):
 
     def expand(self, fl: list[bytes], seq: int, seq_text: bytes = b"") -> list[bytes]:
         """The `e` record's fields that short record `fl` (`+` or `-`, numbered `seq`) stands
-        for, with SEQ `seq_text` and the TID of the last `t` record."""
+        for, with SEQ `seq_text` and the TID of the last `t` record: `e SEQ TID OP STACK RESULT
+        SIZE` for an allocation, `e SEQ TID OP STACK - PTR` for a release."""
         tid = self.tid
-        tag = fl[0]
-        if tag[0] == 43:  # `+`, `+n`, `+a`: an allocation
-            if len(fl) == 4 and tid is not None:
-                return [b"e", seq_text, tid, _SHORT_OPS[tag], fl[1], fl[2], fl[3]]
-        elif len(fl) == 3 and tid is not None:
-            return [b"e", seq_text, tid, _SHORT_OPS[tag], fl[1], b"-", fl[2]]
-        raise self._short_error(fl, seq)
+        op, words, makes = _SHORT[fl[0]]
+        if len(fl) != words or tid is None:
+            raise self._short_error(fl, seq)
+        if makes:
+            return [b"e", seq_text, tid, op, *fl[1:]]
+        return [b"e", seq_text, tid, op, fl[1], b"-", *fl[2:]]
 
     def thread(self, fl: list[bytes], seq: int) -> bytes:
         """A `t` record (2.0; `seq`: the last SEQ): its TID is the short records' from now."""
         self._other += 1
         if len(fl) != 2:
-            raise self._fields_error(fl[0], RECORDS["t"], len(fl) - 1, seq)
+            self.check_fields(fl, seq)  # raises the error
         if not fl[1].isdigit():
             self._num(fl[1], "TID", seq)  # raises the error
         self.tid = fl[1]
@@ -313,286 +285,26 @@ class DumpReader(EventErrors):
         and index 3 (an `e` record's OP) is empty so that no OP matches it.
         """
         tag = fl[0]
-        if tag == b"p" or tag == b"end":
+        if tag in _PROCESS:
             seq += 1
-            rec = line.rstrip(b"\n").split(b" ", 3)
+            rec = split_record(line)
             if len(rec) < 2 or _DEC.fullmatch(rec[1]) is None:
                 raise self.malformed(line, seq)
             if int(rec[1]) != seq:
                 raise self.seq_error(rec[1], seq)
             if len(rec) != 4 or not rec[2]:
-                raise self._fields_error(tag, RECORDS["p"], len(rec) - 1, seq)
+                raise self._fields_error(tag, len(rec) - 1, seq)
             rec.insert(3, b"")
             return rec
         self._other += 1
-        if tag == b"f":
-            self._frame(fl, seq)
-        elif tag == b"fi":
-            self._inlined(fl, seq)
+        if line[0] == 35:  # `#`: a comment
             return None
-        elif tag == b"fs":
-            self._symbols(fl, seq)
-            return None
-        elif tag == b"s" or line[0] == 35:
-            pass
-        elif tag == b"n":
-            self._node(fl, seq)
-        elif tag == b"i":
-            self._info(line, seq)
-        elif tag == b"r":
-            self._kind(fl, seq)
-        elif tag == b"scan":
-            self._scan(fl, seq)
-        elif tag == b"g" or tag == b"u":
-            self._tag(fl, seq)
-        elif tag == b"c":
-            self.clock_sample(fl, seq)
-        elif tag == b"lk" or tag == b"lw":
-            read_lock_record(self, tag, fl, seq)
-        else:
+        read = READ.get(tag)
+        if read is None:
             self._unknown(tag, seq)
-        if tag == b"s":
-            self._string(line, seq)
-        elif line[0] != 35:
-            self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
+        else:
+            read(self, split_record(line) if tag in TEXT_RECORDS else fl, seq)
+            if tag in FI_MAY_FOLLOW:
+                return None
+        self._open_fs = (0, -1)  # `fi` records follow their `fs` at once (strings apart)
         return None
-
-    # Definitions are rare next to events: they are read carefully, not fast.
-
-    def _tag(self, fl: list[bytes], seq: int) -> None:
-        """`g TID STRING` (2.2): thread TID pushed a tag (memdump_api.h); `u TID`: it popped
-        its innermost one. `tags` keeps each thread's stack of string ids."""
-        tag = fl[0]
-        if len(fl) != (3 if tag == b"g" else 2):
-            raise self._fields_error(tag, RECORDS[tag.decode()], len(fl) - 1, seq)
-        tid = self._num(fl[1], "TID", seq)
-        stack = self.tags.setdefault(tid, [])
-        if tag == b"u":
-            if not stack:
-                raise DumpError(self.path, self._here(seq),
-                                f"thread {tid} pops a tag it has not pushed")
-            stack.pop()
-            return
-        string = self._num(fl[2], "STRING", seq)
-        if string and string not in self.strings:
-            raise DumpError(self.path, self._here(seq), f"tag string {string} is not defined")
-        stack.append(string)
-
-    def tag_of(self, tid: int) -> str | None:
-        """Thread TID's innermost tag now (memdump_api.h), None when it has none."""
-        stack = self.tags.get(tid)
-        return self.strings.get(stack[-1], "") if stack else None
-
-    def _num(self, tok: bytes, what: str, seq: int) -> int:
-        if _DEC.fullmatch(tok) is None:
-            raise DumpError(
-                self.path, self._here(seq), f"malformed {what} '{show(tok)}' (expected a number)"
-            )
-        return int(tok)
-
-    def _hexnum(self, tok: bytes, what: str, seq: int) -> int:
-        if _HEX.fullmatch(tok) is None:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"malformed {what} '{show(tok)}' (expected a hex number like 0x1f)",
-            )
-        return int(tok, 16)
-
-    def _new_id(self, tok: bytes, kind: str, table: dict, seq: int) -> int:  # type: ignore[type-arg]
-        ident = self._num(tok, f"{kind} id", seq)
-        if ident == 0:
-            raise DumpError(self.path, self._here(seq), f"{kind} id 0 is reserved for 'none'")
-        if ident in table:
-            raise DumpError(self.path, self._here(seq), f"{kind} {ident} is defined twice")
-        return ident
-
-    def _str_ref(self, tok: bytes, what: str, seq: int) -> str | None:
-        ident = self._num(tok, f"{what} string id", seq)
-        if ident == 0:
-            return None
-        try:
-            return self.strings[ident]
-        except KeyError:
-            raise DumpError(
-                self.path, self._here(seq), f"string {ident} is used before it is defined"
-            ) from None
-
-    def _string(self, line: bytes, seq: int) -> None:
-        fl = line.rstrip(b"\n").split(b" ", 2)
-        if len(fl) < 2:
-            raise self._fields_error(b"s", RECORDS["s"], len(fl) - 1, seq)
-        ident = self._new_id(fl[1], "string", self.strings, seq)
-        self.strings[ident] = unescape(fl[2]) if len(fl) > 2 else ""
-
-    def _info(self, line: bytes, seq: int) -> None:
-        fl = line.rstrip(b"\n").split(b" ", 2)
-        if len(fl) < 2 or not fl[1]:
-            raise self._fields_error(b"i", RECORDS["i"], len(fl) - 1, seq)
-        key, value = unescape(fl[1]), unescape(fl[2]) if len(fl) > 2 else ""
-        if seq:
-            self.image_info.append((seq, key, value))
-        else:
-            self.info[key] = value
-
-    def _frame(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 8:
-            raise self._fields_error(b"f", RECORDS["f"], len(fl) - 1, seq)
-        ident = self._new_id(fl[1], "frame", self.frames, seq)
-        pc = self._hexnum(fl[2], "PC", seq)
-        module = self._str_ref(fl[3], "MODULE", seq)
-        offset = self._hexnum(fl[4], "OFFSET", seq)
-        function = self._str_ref(fl[5], "FUNCTION", seq)
-        file = source_path(self._str_ref(fl[6], "FILE", seq))
-        line = self._num(fl[7], "LINE", seq)
-        self.frames[ident] = Frame(pc, module, offset, function, file, line or None)
-        if function is not None and function in self._mark_functions:
-            self._marked_frames.add(ident)
-
-    def _inlined(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 5:
-            raise self._fields_error(b"fi", RECORDS["fi"], len(fl) - 1, seq)
-        ident = self._num(fl[1], "frame id", seq)
-        inner = self.frames.get(ident)
-        if inner is None:
-            raise DumpError(
-                self.path, self._here(seq), f"frame {ident} is used before it is defined"
-            )
-        if ident in self._used_frames and self._open_fs != (ident, seq):
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"'fi' record of frame {ident} after a stack node used the frame",
-            )
-        function = self._str_ref(fl[2], "FUNCTION", seq)
-        file = source_path(self._str_ref(fl[3], "FILE", seq))
-        line = self._num(fl[4], "LINE", seq)
-        outer = self.inlined_into.setdefault(ident, [])
-        if outer:
-            outer[-1] = replace(outer[-1], inlined=True)
-        else:
-            self.frames[ident] = replace(inner, inlined=True)
-        outer.append(Frame(inner.pc, inner.module, inner.offset, function, file, line or None))
-        if function is not None and function in self._mark_functions:
-            self._marked_frames.add(ident)
-
-    def _symbols(self, fl: list[bytes], seq: int) -> None:
-        """An `fs` record (1.3): frame ID's symbols, written after the frame was used."""
-        if len(fl) != 5:
-            raise self._fields_error(b"fs", RECORDS["fs"], len(fl) - 1, seq)
-        ident = self._num(fl[1], "frame id", seq)
-        frame = self.frames.get(ident)
-        if frame is None:
-            raise DumpError(
-                self.path, self._here(seq), f"'fs' record of frame {ident}, which is not defined"
-            )
-        if ident in self.symbolized:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"second 'fs' record of frame {ident} (the first is at line "
-                f"{self.symbolized[ident]})",
-            )
-        if ident in self.inlined_into:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"'fs' record of frame {ident}, whose 'f' record has 'fi' records already",
-            )
-        function = self._str_ref(fl[2], "FUNCTION", seq)
-        file = source_path(self._str_ref(fl[3], "FILE", seq))
-        line = self._num(fl[4], "LINE", seq)
-        self.frames[ident] = replace(frame, function=function, file=file, line=line or None)
-        self.symbolized[ident] = self._here(seq)
-        self._open_fs = (ident, seq)
-        if function is not None and function in self._mark_functions:
-            self._marked_frames.add(ident)
-
-    def _node(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 4:
-            raise self._fields_error(b"n", RECORDS["n"], len(fl) - 1, seq)
-        ident = self._new_id(fl[1], "stack", self.nodes, seq)
-        parent = self._num(fl[2], "PARENT", seq)
-        frame = self._num(fl[3], "FRAME", seq)
-        if parent not in self.nodes:
-            raise DumpError(
-                self.path, self._here(seq), f"stack {parent} is used before it is defined"
-            )
-        if frame not in self.frames:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                "stack node needs a frame (FRAME is 0)"
-                if frame == 0
-                else f"frame {frame} is used before it is defined",
-            )
-        self.nodes[ident] = (parent, frame)
-        self._used_frames.add(frame)
-        marked = frame in self._marked_frames or (
-            parent != 0 and self.node_ids[str(parent).encode()] < 0
-        )
-        self.node_ids[str(ident).encode()] = -ident if marked else ident
-
-    def clock_sample(self, fl: list[bytes], seq: int) -> tuple[int, int]:
-        """A `c` record (2.2): (MILLIS, RSS), the clock of the events after sequenced record
-        `seq`; MILLIS never goes back."""
-        if len(fl) != 3:
-            raise self._fields_error(b"c", RECORDS["c"], len(fl) - 1, seq)
-        millis = self._num(fl[1], "MILLIS", seq)
-        rss = self._num(fl[2], "RSS", seq)
-        if millis < self.clock[0]:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"clock sample at {millis} ms is earlier than the one before ({self.clock[0]} ms)",
-            )
-        self.clock = (millis, rss)
-        self.clocks += 1
-        return self.clock
-
-    def _scan(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) != 6:
-            raise self._fields_error(b"scan", RECORDS["scan"], len(fl) - 1, seq)
-        after = self._num(fl[1], "AFTER", seq)
-        if after != seq:
-            raise DumpError(
-                self.path,
-                self._here(seq),
-                f"scan record says it follows event {after}, but it follows event {seq}",
-            )
-        self.scan = ScanRecord(
-            after,
-            fl[2].decode("utf-8", "surrogateescape"),
-            self._num(fl[3], "ROOT_BYTES", seq),
-            self._num(fl[4], "BLOCK_BYTES", seq),
-            self._num(fl[5], "MILLIS", seq),
-            self._here(seq),
-        )
-        self.kinds.clear()
-        self.leaders.clear()
-
-    def _kind(self, fl: list[bytes], seq: int) -> None:
-        if len(fl) not in (3, 4):
-            raise self._fields_error(b"r", RECORDS["r"], len(fl) - 1, seq)
-        if self.scan is None:
-            raise DumpError(self.path, self._here(seq), "'r' record before any 'scan' record")
-        self._hexnum(fl[1], "ADDR", seq)
-        kind = KIND_BY_CODE.get(fl[2])
-        if kind is None:
-            raise DumpError(
-                self.path, self._here(seq), f"unknown leak kind '{show(fl[2])}' (D, I, P or R)"
-            )
-        heuristic = None
-        if len(fl) > 3:
-            if kind == "indirect":
-                self._hexnum(fl[3], "LEADER", seq)
-                self.leaders[fl[1]] = fl[3]  # as written, like the pointers of events
-            else:
-                heuristic = fl[3].decode("utf-8", "surrogateescape")
-        self.kinds[fl[1]] = (kind, heuristic)
-
-    def _unknown(self, tag: bytes, seq: int) -> None:
-        if _TAG.fullmatch(tag) is None:
-            raise DumpError(self.path, self._here(seq), f"malformed record (tag '{show(tag)}')")
-        name = tag.decode("ascii")
-        self.unknown_tags.setdefault(name, self._here(seq))

@@ -4,6 +4,11 @@ Standard library only and GDB-free: the recorder (gdb_ext's `DumpWriter` and mem
 analyser's reader and replay, the benchmarks and the tests all import this module, so that the
 version, the record tags, the heap operations with their arguments, the leak kinds, the escaping
 and what an operation does to the live blocks cannot drift apart.
+
+The grammar is one table, `GRAMMAR`: each record's tag, its typed fields, what it is and the version
+that added it. `RECORDS`, `SEQUENCED` and `SHORT_OPS` are views of it; the reader (dumpfile.py) is
+driven by it, GDB reads the recorder's records with `Numbering`, and the C recorder's constants
+(gdb_ext/recorder/memdump_format.h) are generated from it (formatheader.py).
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import functools
 import posixpath
 import re
 from bisect import bisect_left
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
@@ -30,6 +35,10 @@ __all__ = [
     "SEQUENCED",
     "SHORT_OPS",
     "VERSION",
+    "GRAMMAR",
+    "GRAMMAR_BY_TAG",
+    "Field",
+    "Record",
     "LockRecord",
     "LockWait",
     "CUSTOM",
@@ -42,6 +51,8 @@ __all__ = [
     "effect",
     "superblocks",
     "escape",
+    "Numbering",
+    "split_record",
     "event_args",
     "format_args",
     "public_name",
@@ -59,33 +70,181 @@ READS_MAJOR = VERSION[0]
 #: the first line, as a reader matches it (without its newline)
 HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
 
+#: the types of a record's fields (the "Records" table's words for them)
+DEC = "decimal"  # a number written in decimal
+HEX = "hex"  # a number written as 0x followed by hex digits
+STRING_ID = "string id"  # an `s` record's ID, 0: none
+WORD = "word"  # a word without spaces (a key, a kind, an operation, `-` for none)
+TEXT = "text"  # the rest of the line, escaped (a string's or a value's text)
+ARGS = "args"  # the rest of the fields, as the heap operation names them ("Heap operations")
+#: what a record is
+COMMENT = "comment"
+DEFINITION = "definition"  # a string, frame, stack node or information: kept in the reader's tables
+EVENT = "event"  # a heap operation, numbered by SEQ
+SHORT = "short event"  # (2.0) a heap operation numbered without its SEQ: an `e` record in short
+PROCESS = "process event"  # something the process did, numbered by SEQ
+STATE = "unsequenced"  # a thread, tag, clock sample or tail record: between two sequenced records
+
+
+@dataclass(frozen=True)
+class Field:
+    """One field of a record: its name in the "Records" table and its type."""
+
+    name: str
+    type: str
+    optional: bool = False
+
+
+@dataclass(frozen=True)
+class Record:
+    """One row of the grammar: a record's tag, its fields, what it is, the version that added
+    it and, for a short event record, the heap operation of the `e` record it stands for."""
+
+    tag: str
+    fields: tuple[Field, ...]
+    kind: str
+    since: tuple[int, int]
+    op: str | None = None
+    #: how the "Records" table writes the fields, when it does not list them one by one
+    spelled: str | None = None
+
+    @property
+    def text(self) -> str:
+        """The fields as the spec and the reader's errors name them (`[X]`: optional)."""
+        if self.spelled is not None:
+            return self.spelled
+        return " ".join(f"[{f.name}]" if f.optional else f.name for f in self.fields)
+
+    @property
+    def required(self) -> int:
+        """How many fields the record has at least (an `e` record's ARGS apart)."""
+        return sum(1 for f in self.fields if not f.optional and f.type != ARGS)
+
+
+def _fields(spec: str) -> tuple[Field, ...]:
+    """`NAME:TYPE ...` (a trailing `?` on the type: optional) as fields."""
+    types = {"d": DEC, "x": HEX, "s": STRING_ID, "w": WORD, "t": TEXT, "a": ARGS}
+    out = []
+    for word in spec.split():
+        name, code = word.rsplit(":", 1)
+        out.append(Field(name, types[code.rstrip("?")], code.endswith("?")))
+    return tuple(out)
+
+
+def _row(tag: str, spec: str, kind: str, since: tuple[int, int], *,
+         spelled: str | None = None) -> Record:
+    return Record(tag, _fields(spec), kind, since, spelled=spelled)
+
+
+def _short(tag: str, since: tuple[int, int], op: str) -> Record:
+    # an allocation's short record is `TAG STACK RESULT SIZE`, a release's `TAG STACK PTR`: the
+    # `e` record's fields without SEQ, TID and OP (and RESULT `-` for a release)
+    spec = "STACK:d PTR:x" if op in NO_RESULT else "STACK:d RESULT:x SIZE:d"
+    return Record(tag, _fields(spec), SHORT, since, op)
+
+
+#: the operations whose RESULT is `-`: they produce no block
+NO_RESULT: frozenset[str] = frozenset(("free", "custom_free", "delete", "delete[]"))
+
+#: the grammar of a dump, in the order of the "Records" table: every record's tag, its fields
+#: and their types, what it is, and the version that added it. The reader (dumpfile.py) and the
+#: C recorder's header (formatheader.py writes gdb_ext/recorder/memdump_format.h) follow it.
+GRAMMAR: tuple[Record, ...] = (
+    _row("#", "TEXT:t", COMMENT, (1, 0)),
+    _row("i", "KEY:w VALUE:t", DEFINITION, (1, 0)),
+    _row("s", "ID:d TEXT:t", DEFINITION, (1, 0)),
+    _row("f", "ID:d PC:x MODULE:s OFFSET:x FUNCTION:s FILE:s LINE:d", DEFINITION, (1, 0)),
+    _row("fi", "ID:d FUNCTION:s FILE:s LINE:d", DEFINITION, (1, 2)),
+    _row("fs", "ID:d FUNCTION:s FILE:s LINE:d", DEFINITION, (1, 3)),
+    _row("n", "ID:d PARENT:d FRAME:d", DEFINITION, (1, 0)),
+    _row("e", "SEQ:d TID:d OP:w STACK:d RESULT:w ARGS:a", EVENT, (1, 0),
+         spelled="SEQ TID OP STACK RESULT ARGS..."),
+    _row("t", "TID:d", STATE, (2, 0)),
+    _short("+", (2, 0), "malloc"),
+    _short("-", (2, 0), "free"),
+    _short("+n", (2, 1), "new"),
+    _short("+a", (2, 1), "new[]"),
+    _short("-n", (2, 1), "delete"),
+    _short("-a", (2, 1), "delete[]"),
+    _row("p", "SEQ:d WHAT:w DETAIL:t", PROCESS, (1, 0)),
+    _row("scan", "AFTER:d STATUS:w ROOT_BYTES:d BLOCK_BYTES:d MILLIS:d", STATE, (1, 1)),
+    _row("r", "ADDR:x KIND:w HEURISTIC|LEADER:w?", STATE, (1, 1)),
+    _row("end", "SEQ:d REASON:w DETAIL:t", PROCESS, (1, 0)),
+    _row("g", "TID:d STRING:s", STATE, (2, 2)),
+    _row("u", "TID:d", STATE, (2, 2)),
+    _row("c", "MILLIS:d RSS:d", STATE, (2, 2)),
+    _row("lk", ("ADDR:x KIND:w LOCKED:d READ_LOCKED:d CHANGED:d CONTENDED:d TRY_BUSY:d "
+                "WAIT_NS:d MAX_WAIT_NS:d"), STATE, (2, 3)),
+    _row("lw", "ADDR:x STACK:d CONTENDED:d WAIT_NS:d MAX_WAIT_NS:d", STATE, (2, 4)),
+)
+#: record tag -> its row of the grammar
+GRAMMAR_BY_TAG: dict[str, Record] = {rec.tag: rec for rec in GRAMMAR}
 #: record tag -> its fields, as the "Records" table names them (`[X]`: optional)
-RECORDS: dict[str, str] = {
-    "#": "TEXT",
-    "i": "KEY VALUE",
-    "s": "ID TEXT",
-    "f": "ID PC MODULE OFFSET FUNCTION FILE LINE",
-    "fi": "ID FUNCTION FILE LINE",
-    "fs": "ID FUNCTION FILE LINE",
-    "n": "ID PARENT FRAME",
-    "e": "SEQ TID OP STACK RESULT ARGS...",
-    "t": "TID",
-    "+": "STACK RESULT SIZE",
-    "-": "STACK PTR",
-    "+n": "STACK RESULT SIZE",
-    "+a": "STACK RESULT SIZE",
-    "-n": "STACK PTR",
-    "-a": "STACK PTR",
-    "p": "SEQ WHAT DETAIL",
-    "scan": "AFTER STATUS ROOT_BYTES BLOCK_BYTES MILLIS",
-    "r": "ADDR KIND [HEURISTIC|LEADER]",
-    "end": "SEQ REASON DETAIL",
-    "g": "TID STRING",
-    "u": "TID",
-    "c": "MILLIS RSS",
-    "lk": "ADDR KIND LOCKED READ_LOCKED CHANGED CONTENDED TRY_BUSY WAIT_NS MAX_WAIT_NS",
-    "lw": "ADDR STACK CONTENDED WAIT_NS MAX_WAIT_NS",
-}
+RECORDS: dict[str, str] = {rec.tag: rec.text for rec in GRAMMAR}
+_BY_TAG: dict[bytes, Record] = {rec.tag.encode(): rec for rec in GRAMMAR}
+
+
+def split_record(line: bytes) -> list[bytes]:
+    """A record's fields, its tag first, as the grammar splits them: at spaces, but the last
+    field of a record that ends with the rest of the line (TEXT, VALUE, DETAIL) whole (absent
+    when the line ends before it). NUL padding before the record is skipped."""
+    line = line.lstrip(PADDING).rstrip(b"\n")
+    tag, _, rest = line.partition(b" ")
+    rec = _BY_TAG.get(tag)
+    if rec is not None and rec.fields[-1].type == TEXT:
+        return [tag, *rest.split(b" ", len(rec.fields) - 1)] if rest else [tag]
+    return line.split()
+
+
+#: how a record is numbered: 1 one more than the last SEQ (and an event), 2 its own SEQ (and an
+#: event), 3 its own SEQ (a process event); unsequenced records (0) keep the last SEQ
+_NUMBERING = {SHORT: 1, EVENT: 2, PROCESS: 3}
+_SHORT_ROW = (1, False)
+
+
+@dataclass
+class Numbering:
+    """The SEQ and the count of heap events of a run of a dump's lines, as `records` reads them:
+    for a writer that appends after the recorder (`DumpReader` checks every SEQ and field)."""
+
+    #: the SEQ of the last sequenced record read (before the first line: where the run starts)
+    seq: int = 0
+    #: the heap events read (`e` and short records)
+    events: int = 0
+
+    def records(self, lines: Iterable[bytes], tags: Collection[str]) -> Iterator[list[bytes]]:
+        """The fields (`split_record`) of the records of `tags` in `lines` (a dump's lines
+        after the first, or a part of them), counting every record's SEQ as it goes: a short
+        record's is one more than the last, an `e`, `p` or `end` record's the one it writes."""
+        # tag -> (how it is numbered, whether its fields are wanted); _SHORT_ROW: a short
+        # event whose fields are not wanted
+        rows = {tag: _SHORT_ROW if rec.kind == SHORT and rec.tag not in tags else
+                (_NUMBERING.get(rec.kind, 0), rec.tag in tags) for tag, rec in _BY_TAG.items()}
+        seq, events = self.seq, self.events
+        for line in lines:
+            if line[:1] == PADDING:
+                line = line.lstrip(PADDING)
+            tag, _, rest = line.partition(b" ")
+            row = rows.get(tag) or rows.get(tag.rstrip(b"\n"))
+            if row is None:
+                continue  # a tag of a newer version
+            if row is _SHORT_ROW:  # the most frequent: one more event
+                seq += 1
+                events += 1
+                continue
+            numbering, wanted = row
+            if numbering == 1:
+                seq += 1
+                events += 1
+            elif numbering:
+                seq = int(rest.split(b" ", 1)[0])
+                events += numbering == 2
+            if wanted:
+                self.seq, self.events = seq, events
+                yield split_record(line)
+        self.seq, self.events = seq, events
+
+
 @dataclass(frozen=True)
 class LockRecord:
     """(2.3) An `lk` record: one lock's counts from the in-process recorder at the end."""
@@ -125,11 +284,11 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 PADDING = b"\0"
 #: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0; the C++
 #: operators' short records: 2.1)
-SEQUENCED: tuple[str, ...] = ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+SEQUENCED: tuple[str, ...] = tuple(
+    rec.tag for rec in GRAMMAR if rec.kind in (EVENT, SHORT, PROCESS))
 #: the short event records (format 2.0; 2.1: the C++ operators') -> the heap operation each one
 #: is: a `+` tag is an allocation (STACK RESULT SIZE), a `-` tag a release (STACK PTR)
-SHORT_OPS: dict[str, str] = {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
-                             "-n": "delete", "-a": "delete[]"}
+SHORT_OPS: dict[str, str] = {rec.tag: rec.op for rec in GRAMMAR if rec.op is not None}
 
 #: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C
 #: library exports two of these names at one address (glibc: aligned_alloc is memalign), the
@@ -155,9 +314,6 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
 #: the operations of a custom allocator (memdump_api.h's MEMDUMP_ALLOC and MEMDUMP_FREE): their
 #: blocks are custom blocks, kept apart from the malloc'd ones ("Custom blocks")
 CUSTOM: frozenset[str] = frozenset(("custom_alloc", "custom_free"))
-#: the operations whose RESULT is `-`: they produce no block
-NO_RESULT: frozenset[str] = frozenset(("free", "custom_free", "delete", "delete[]"))
-
 #: (2.1) the C++ operators: libstdc++'s exported entry points (mangled, as in .dynsym) -> the
 #: operation a call records. Every form of one operator is one operation: the nothrow and
 #: aligned forms of `operator new` are `new` (SIZE, their first argument), the sized, aligned

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .dumpformat import RECORDS, LockRecord, LockWait
+from .dumpformat import LockRecord, LockWait
 from .dumpio import DumpError
 from .wording import plural
 
@@ -23,19 +23,15 @@ Frame = Any
 __all__ = ["LockRow", "WaitingStack", "json_section", "read_record", "rows", "text_section"]
 
 
-def read_record(reader: DumpReader, tag: bytes, fl: list[bytes], seq: int) -> None:
+def read_record(reader: DumpReader, fl: list[bytes], seq: int) -> None:
     """An `lk` or `lw` record, into `reader.locks` or `reader.lock_waits` (DumpError when it
     is malformed, naming its line)."""
-    name = tag.decode()
-    names = RECORDS[name].split()
-    if len(fl) != len(names) + 1:
-        raise reader._fields_error(tag, RECORDS[name], len(fl) - 1, seq)
-    address = reader._hexnum(fl[1], "ADDR", seq)
-    if tag == b"lk":
-        counts = [reader._num(v, n, seq) for v, n in zip(fl[3:], names[2:], strict=True)]
-        reader.locks.append(LockRecord(address, fl[2].decode("ascii", "replace"), *counts))
+    reader.check_fields(fl, seq)
+    address, *values = reader.fields(fl, seq)
+    if fl[0] == b"lk":
+        kind = values[0].decode("ascii", "replace")
+        reader.locks.append(LockRecord(address, kind, *values[1:]))
         return
-    values = [reader._num(v, n, seq) for v, n in zip(fl[2:], names[1:], strict=True)]
     if values[0] not in reader.nodes:
         raise DumpError(reader.path, reader._here(seq),
                         f"stack {values[0]} is used before it is defined")

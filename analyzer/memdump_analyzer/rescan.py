@@ -3,13 +3,16 @@
 The replay (replay.py) keeps per freed pointer only the stack that freed it; the SEQ of that free
 is found here, for the errors that name it, by reading the file again; so are the OP and SEQ of
 the allocation of a mismatched-free's block (format 2.1), and the line of a live block's malformed
-RESULT. Both read short records (format 2.0) as the `e` records they stand for.
+RESULT. They read the dump with the reader (`DumpReader.records()`), which gives the short records
+(format 2.0) as the `e` records they stand for.
 """
 
 from __future__ import annotations
 
-from .dumpformat import NO_RESULT, OPERATIONS, SEQUENCED, SHORT_OPS
-from .dumpio import clean_line
+from collections.abc import Iterator
+
+from .dumpfile import DumpReader
+from .dumpformat import NO_RESULT, OPERATIONS
 from .model import HeapError
 
 __all__ = ["alloc_ops", "find_alloc_events", "find_freed_seqs", "result_line"]
@@ -17,10 +20,6 @@ __all__ = ["alloc_ops", "find_alloc_events", "find_freed_seqs", "result_line"]
 _RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
 #: the operations that only release a block
 _RELEASES_ONLY = frozenset(op.encode() for op in NO_RESULT)
-_SEQUENCED = frozenset(tag.encode() for tag in SEQUENCED)
-_SHORT_OPS = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()}
-#: the short records of an allocation (`+`, and 2.1's `+n`, `+a`)
-_ALLOCS = frozenset(tag for tag in _SHORT_OPS if tag[0] == 43)
 
 
 def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes, int]) -> None:
@@ -36,15 +35,11 @@ def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes
     errors = {e.seq for e in all_errors}
     last: dict[bytes, int] = {}
     for seq, fl in _events(path):
-        tag = fl[0]
-        if tag[0] == 45 and len(fl) == 3:  # a free or delete, short (2.0, 2.1)
-            op, node, ptr = _SHORT_OPS[tag], fl[1], fl[2]
-        elif tag == b"e" and len(fl) >= 7:
-            op, node, ptr = fl[3], fl[4], fl[6]
-        else:
-            if tag == b"p" and fl[2] == b"exec":
+        if fl[0] != b"e" or len(fl) < 7:
+            if fl[0] == b"p" and fl[2] == b"exec":
                 last.clear()
             continue
+        op, node, ptr = fl[3], fl[4], fl[6]
         if ptr not in wanted:
             continue
         error = by_seq.get(seq)
@@ -57,20 +52,11 @@ def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes
             last[ptr] = seq
 
 
-def _events(path: str):  # noqa: ANN202 - a generator of (SEQ, fields)
-    """(SEQ, fields) of each sequenced record, short ones as they are."""
-    seq = 0
-    with open(path, "rb") as fh:
-        fh.readline()
-        for line in fh:
-            if not line.endswith(b"\n"):
-                break
-            if b"\0" in line:
-                line = clean_line(line)
-            fl = line.split()
-            if fl and fl[0] in _SEQUENCED:
-                seq += 1
-                yield seq, fl
+def _events(path: str) -> Iterator[tuple[int, list[bytes]]]:
+    """(SEQ, fields) of each sequenced record, as the reader gives them (a short record as the
+    `e` record it stands for)."""
+    with DumpReader(path) as reader:
+        yield from enumerate(reader.records(), 1)
 
 
 def find_alloc_events(path: str, all_errors: list[HeapError]) -> None:
@@ -88,9 +74,7 @@ def find_alloc_events(path: str, all_errors: list[HeapError]) -> None:
             del by_seq[seq]
             if not by_seq:
                 return
-        if fl[0][0] == 43 and len(fl) == 4 and fl[2] in wanted:  # `+`, `+n`, `+a`
-            last[fl[2]] = (_SHORT_OPS[fl[0]], seq)
-        elif fl[0] == b"e" and len(fl) > 5 and fl[5] in wanted:
+        if fl[0] == b"e" and len(fl) > 5 and fl[5] in wanted:
             last[fl[5]] = (fl[3], seq)
 
 
@@ -101,12 +85,9 @@ def alloc_ops(path: str, nodes: set[int]) -> dict[int, str]:
     wanted = {str(n).encode() for n in nodes}
     out: dict[int, str] = {}
     for _, fl in _events(path):
-        if fl[0][0] == 43 and len(fl) == 4:  # `+`, `+n`, `+a`
-            node, op = fl[1], _SHORT_OPS[fl[0]]
-        elif fl[0] == b"e" and len(fl) > 5 and fl[3] not in _RELEASES_ONLY:
-            node, op = fl[4], fl[3]
-        else:
+        if fl[0] != b"e" or fl[3] in _RELEASES_ONLY:
             continue
+        node, op = fl[4], fl[3]
         if node in wanted:
             wanted.discard(node)
             out[int(node)] = op.decode()
@@ -118,13 +99,8 @@ def alloc_ops(path: str, nodes: set[int]) -> dict[int, str]:
 def result_line(path: str, token: bytes) -> int | None:
     """The line of the last event (`e` or `+`) whose RESULT is `token`."""
     found = None
-    with open(path, "rb") as f:
-        for n, line in enumerate(f, 1):
-            if b"\0" in line:
-                line = clean_line(line)
-            fl = line.split()
-            if (len(fl) > 5 and fl[0] == b"e" and fl[5] == token) or (
-                len(fl) > 2 and fl[0] in _ALLOCS and fl[2] == token
-            ):
-                found = n
+    with DumpReader(path) as reader:
+        for seq, fl in enumerate(reader.records(), 1):
+            if fl[0] == b"e" and len(fl) > 5 and fl[5] == token:
+                found = reader.line_of(seq)
     return found

@@ -10,27 +10,36 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, REPO
-from memdump_analyzer import DumpReader
+from memdump_analyzer import DumpReader, dumpdefs
 from memdump_analyzer.dumpformat import (
+    COMMENT,
     CUSTOM,
     CXX_ENTRY_POINTS,
+    EVENT,
     FAMILY,
     FORMAT_LINE,
+    GRAMMAR,
     KIND_BY_CODE,
     KIND_CODES,
     KIND_WORDS,
     KINDS,
     NO_RESULT,
     OPERATIONS,
+    PROCESS,
     RECORDS,
     RELEASES,
+    SEQUENCED,
+    SHORT,
+    SHORT_OPS,
     VERSION,
+    Numbering,
     apply,
     escape,
     event_args,
     format_args,
     public_name,
     source_path,
+    split_record,
     unescape,
 )
 from memdump_analyzer.replay import replay
@@ -209,3 +218,69 @@ def test_apply_failures_and_zero_sizes() -> None:
 def test_source_paths_as_the_compiler_named_them(recorded: str | None, shown: str | None) -> None:
     """GDB's fullname() joins glibc's relative unit directory to its relative file name."""
     assert source_path(recorded) == shown
+
+
+def test_the_grammar_s_versions_are_the_spec_s() -> None:
+    """A row of the "Records" table that says which version added the record says GRAMMAR's."""
+    noted = {}
+    for row in _table("## Records"):
+        m = re.match(r"\((\d+)\.(\d+)\)", row[2])
+        if m and " " not in row[0]:
+            noted[row[0].strip("`")] = (int(m.group(1)), int(m.group(2)))
+    assert noted == {rec.tag: rec.since for rec in GRAMMAR if rec.tag in noted}
+    assert len(noted) >= 12
+    assert {rec.tag: rec.since for rec in GRAMMAR if rec.tag in ("scan", "r", "fi")} == {
+        "scan": (1, 1), "r": (1, 1), "fi": (1, 2)}  # the "First line" section's history
+    assert max(rec.since for rec in GRAMMAR) == VERSION
+
+
+def test_the_grammar_s_views() -> None:
+    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+    assert SHORT_OPS == {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
+                         "-n": "delete", "-a": "delete[]"}
+    short = [rec for rec in GRAMMAR if rec.kind == SHORT]
+    assert [rec.text for rec in short] == ["STACK RESULT SIZE", "STACK PTR"] + [
+        "STACK RESULT SIZE"] * 2 + ["STACK PTR"] * 2
+    assert {rec.tag: rec.required for rec in GRAMMAR if rec.tag in ("e", "r", "lk", "#")} == {
+        "e": 5, "r": 2, "lk": 9, "#": 1}
+
+
+def test_the_reader_reads_every_record_of_the_grammar() -> None:
+    """`other()` has a way to read each record that `records()` does not read itself."""
+    own = {rec.tag for rec in GRAMMAR if rec.kind in (EVENT, SHORT, PROCESS, COMMENT)} | {"t"}
+    assert {tag.decode() for tag in dumpdefs.READ} == {rec.tag for rec in GRAMMAR} - own
+
+
+def test_split_record_keeps_the_rest_of_the_line() -> None:
+    assert split_record(b"s 4 a b  c\n") == [b"s", b"4", b"a b  c"]
+    assert split_record(b"\0\0i key\n") == [b"i", b"key"]
+    assert split_record(b"p 3 exec /bin/my prog\n") == [b"p", b"3", b"exec", b"/bin/my prog"]
+    assert split_record(b"end 9 exit 0\n") == [b"end", b"9", b"exit", b"0"]
+    assert split_record(b"f 1 0x10 2 0x10 0 0 0\n") == [b"f", b"1", b"0x10", b"2", b"0x10",
+                                                         b"0", b"0", b"0"]
+    assert split_record(b"zz 1  2\n") == [b"zz", b"1", b"2"]
+
+
+@pytest.mark.parametrize("name", ["example", "inprocess", "mixed", "locks", "tags", "views"])
+def test_numbering_counts_as_the_reader(name: str) -> None:
+    """Numbering (GDB's reading of the recorder's records) finds the reader's SEQs and events."""
+    path = FIXTURES / f"{name}.memdump"
+    with DumpReader(str(path)) as reader:
+        recs = list(reader.records())
+    with path.open("rb") as f:
+        f.readline()
+        numbering = Numbering()
+        defined = [fl[1] for fl in numbering.records(f, ("n",))]
+    assert numbering.seq == len(recs)
+    assert numbering.events == sum(1 for fl in recs if fl[0] == b"e")
+    assert defined == [b"%d" % ident for ident in reader.nodes if ident]
+
+
+def test_numbering_reads_a_run_from_its_seq() -> None:
+    lines = [b"t 7\n", b"+ 1 0x10 8\n", b"\0\0- 1 0x10\n", b"c 5 0\n",
+             b"e 13 7 calloc 1 0x20 1 8\n", b"zz 9\n", b"-a 1 0x20\n", b"p 15 signal SIGSEGV\n",
+             b"s 3 x y\n"]
+    numbering = Numbering(seq=10, events=2)
+    seen = [(numbering.seq, fl) for fl in numbering.records(lines, ("s", "-a"))]
+    assert seen == [(14, [b"-a", b"1", b"0x20"]), (15, [b"s", b"3", b"x y"])]
+    assert (numbering.seq, numbering.events) == (15, 6)

@@ -64,7 +64,7 @@ static char *fmt_utc(char *p)
 
 static char *info(char *p, const char *key, const char *value)
 {
-    *p++ = 'i';
+    *p++ = MEMDUMP_TAG_I_CHAR;
     *p++ = ' ';
     p = stpcpy(p, key);
     *p++ = ' ';
@@ -101,7 +101,7 @@ int mdr_children_configure(int forked)
     char exe[4096];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
     exe[n > 0 ? n : 0] = '\0';
-    char *p = stpcpy(header, "MEMDUMP 2.4\n");
+    char *p = stpcpy(header, MEMDUMP_FORMAT_LINE);
     p = info(p, "program", exe);
     p = info(p, "pid", pid);
     p = info(p, "arch", "x86_64");
@@ -111,7 +111,7 @@ int mdr_children_configure(int forked)
     char start[32];
     *fmt_utc(start) = '\0';
     p = info(p, "start", start);
-    p = info(p, "recorder", "in-process");
+    p = info(p, "recorder", MEMDUMP_RECORDER_IN_PROCESS);
     p = info_num(p, "parent", (uint64_t)getppid());
 
     /* STEM.PID.memdump; a forked child that allocated, then executed a program, left its dump
@@ -161,7 +161,7 @@ void mdr_children_traced(void)
 
 char *mdr_children_end(char *p, int status)
 {
-    p = stpcpy(p, "end ");
+    p = stpcpy(p, MEMDUMP_TAG_END " ");
     p = mdr_fmt_dec(p, ++C.seq);
     p = stpcpy(p, " exit ");
     p = mdr_fmt_dec(p, (uint64_t)(status & 0xff));

@@ -99,7 +99,7 @@ MDR_HIDDEN void mdr_clock_sample(void)
     if (p == NULL)
         return;
     char *start = p;
-    *p++ = 'c';
+    *p++ = MEMDUMP_TAG_C_CHAR;
     *p++ = ' ';
     /* the coarse clock may lag the precise one that set the base by a tick */
     p = mdr_fmt_dec(p, now > c->clock_start ? now - c->clock_start : 0);

@@ -8,6 +8,8 @@
 
 #include <stdint.h>
 
+#include "memdump_format.h"
+
 #define MDR_MAGIC "MDREC001"
 #define MDR_VERSION 1
 #define MDR_MAX_DEPTH 256
@@ -77,6 +79,13 @@ enum mdr_op {
     MDR_NEW, MDR_NEW_ARRAY, MDR_DELETE, MDR_DELETE_ARRAY,  /* the C++ operators (cxx.c) */
     MDR_OP_COUNT
 };
+/* GDB reads these numbers (core/recorder.py's OPS): they are the format's order of the
+ * operations, memdump_format.h's enum memdump_op, generated from the analyser's table */
+#define MDR_SAME_OP_(ident, name, len, tag, tag_len) \
+    _Static_assert((int)MDR_##ident == (int)MEMDUMP_OP_##ident, "enum mdr_op: " name " misplaced");
+MEMDUMP_OPS(MDR_SAME_OP_)
+_Static_assert((int)MDR_OP_COUNT == (int)MEMDUMP_OP_COUNT, "enum mdr_op: an operation is missing");
+#undef MDR_SAME_OP_
 
 /* `memdump break`: the condition GDB writes into memdump_recorder_break_at, which the recorder
  * tests after each event it writes; on a match it calls memdump_recorder_break(), where GDB

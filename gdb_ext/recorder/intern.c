@@ -194,7 +194,7 @@ static uint64_t module_string(const char *path)
     size_t len = strlen(path);
     RECORD(p, len * 2 + 32);
     uint64_t id = C.next_string++;
-    *p++ = 's';
+    *p++ = MEMDUMP_TAG_S_CHAR;
     *p++ = ' ';
     p = mdr_fmt_dec(p, id);
     *p++ = ' ';
@@ -222,7 +222,7 @@ static uint64_t frame_of(uintptr_t pc)
         return 0;
     RECORD(p, 128);
     uint64_t id = C.next_frame++;
-    memcpy(p, "f ", 2);
+    memcpy(p, MEMDUMP_TAG_F " ", 2);
     p = mdr_fmt_dec(p + 2, id);
     *p++ = ' ';
     p = mdr_fmt_hex(p, pc);
@@ -261,7 +261,7 @@ static uint64_t node_of(uint64_t parent, uint64_t frame)
         return e[1];
     RECORD(p, 72);
     uint64_t id = C.next_node++;
-    *p++ = 'n';
+    *p++ = MEMDUMP_TAG_N_CHAR;
     *p++ = ' ';
     p = mdr_fmt_dec(p, id);
     *p++ = ' ';

@@ -59,12 +59,11 @@ EXPORT __attribute__((noinline)) void memdump_recorder_configure(struct mdr_cont
     __asm__ volatile("" : : "r"(control) : "memory");
 }
 
-static const char *const op_names[MDR_OP_COUNT] = {
-    "malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign",
-    "aligned_alloc", "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free",
-    "new", "new[]", "delete", "delete[]",
-};
-static const uint8_t op_len[MDR_OP_COUNT] = {6, 6, 7, 12, 4, 14, 13, 8, 6, 7, 12, 11, 3, 5, 6, 8};
+static const char *const op_names[MDR_OP_COUNT] = MEMDUMP_OP_NAMES_INIT;
+static const uint8_t op_len[MDR_OP_COUNT] = MEMDUMP_OP_NAME_LENGTHS_INIT;
+/* the short records' tags (`+`, `-`; 2.1: `+n`, `+a`, `-n`, `-a`); "" for the other operations */
+static const char short_tag[MDR_OP_COUNT][3] = MEMDUMP_OP_SHORT_TAGS_INIT;
+static const uint8_t short_tag_len[MDR_OP_COUNT] = MEMDUMP_OP_SHORT_TAG_LENGTHS_INIT;
 
 /* -- the real functions --------------------------------------------------------------------- */
 
@@ -656,7 +655,7 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
 {
     ++C.seq;
     if (MDR_UNLIKELY(t->tid != short_tid)) {
-        *p++ = 't';
+        *p++ = MEMDUMP_TAG_T_CHAR;
         *p++ = ' ';
         memcpy(p, t->tid_text, 24);
         p += t->tid_len;
@@ -664,9 +663,8 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
         short_tid = t->tid;
     }
     int alloc = op == MDR_MALLOC || op == MDR_NEW || op == MDR_NEW_ARRAY;
-    *p++ = alloc ? '+' : '-';
-    if (op >= MDR_NEW)
-        *p++ = op == MDR_NEW || op == MDR_DELETE ? 'n' : 'a';
+    memcpy(p, short_tag[op], 2);
+    p += short_tag_len[op];
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
@@ -683,7 +681,7 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
     next_seq();
-    *p++ = 'e';
+    *p++ = MEMDUMP_TAG_E_CHAR;
     *p++ = ' ';
     memcpy(p, seq_text, 24);
     p += seq_len;
@@ -986,7 +984,7 @@ static void api_record(int kind, const char *name)
     struct mdr_thread *t = current();
     if (!enter(t))
         return;
-    if (kind == 'g') { /* memdump break --tag compares the innermost tag's hash */
+    if (kind == MEMDUMP_TAG_G_CHAR) { /* memdump break --tag compares the innermost tag's hash */
         if (t->tag_depth < TAG_DEPTH) {
             uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a of the name as recorded */
             for (size_t i = 0; i < MDR_TAG_MAX && name[i]; i++)
@@ -994,19 +992,19 @@ static void api_record(int kind, const char *name)
             t->tag_hash[t->tag_depth] = h;
         }
         t->tag_depth++;
-    } else if (kind == 'u' && t->tag_depth > 0) {
+    } else if (kind == MEMDUMP_TAG_U_CHAR && t->tag_depth > 0) {
         t->tag_depth--;
     }
     lock(t->tid);
     if (C.state == MDR_RECORDING || C.state == MDR_DRAINING) {
-        uint64_t id = kind == 'g' ? mdr_tag_string(name) : 0;
-        size_t len = kind == 'p' ? strnlen(name, MDR_TAG_MAX) : 0;
+        uint64_t id = kind == MEMDUMP_TAG_G_CHAR ? mdr_tag_string(name) : 0;
+        size_t len = kind == MEMDUMP_TAG_P_CHAR ? strnlen(name, MDR_TAG_MAX) : 0;
         char *p = id == MDR_NO_TAG ? NULL : mdr_out_reserve(2 * len + 80);
         if (p != NULL) {
             char *start = p;
             *p++ = (char)kind;
             *p++ = ' ';
-            if (kind == 'p') {
+            if (kind == MEMDUMP_TAG_P_CHAR) {
                 next_seq();
                 memcpy(p, seq_text, 24);
                 p += seq_len;
@@ -1022,7 +1020,7 @@ static void api_record(int kind, const char *name)
             } else {
                 memcpy(p, t->tid_text, 24);
                 p += t->tid_len;
-                if (kind == 'g') {
+                if (kind == MEMDUMP_TAG_G_CHAR) {
                     *p++ = ' ';
                     p = mdr_fmt_dec(p, id);
                 }
@@ -1038,19 +1036,19 @@ static void api_record(int kind, const char *name)
 /* memdump_tag_push(NAME): this thread's allocations are tagged NAME until its pop */
 EXPORT void memdump_api_tag_push(const char *name)
 {
-    api_record('g', name != NULL ? name : "");
+    api_record(MEMDUMP_TAG_G_CHAR, name != NULL ? name : "");
 }
 
 /* memdump_tag_pop(): this thread's innermost tag ends */
 EXPORT void memdump_api_tag_pop(void)
 {
-    api_record('u', NULL);
+    api_record(MEMDUMP_TAG_U_CHAR, NULL);
 }
 
 /* MEMDUMP_PHASE(NAME): the process enters the phase NAME */
 EXPORT void memdump_api_phase(const char *name)
 {
-    api_record('p', name != NULL ? name : "");
+    api_record(MEMDUMP_TAG_P_CHAR, name != NULL ? name : "");
 }
 
 /* Modules come and go: cached unwind rules of an unloaded module must not serve its successor. */

@@ -85,7 +85,7 @@ MDR_HIDDEN uint64_t mdr_tag_string(const char *name)
     text[len] = '\0';
     uint64_t id = memdump_recorder_control.next_string++;
     char *start = p;
-    *p++ = 's';
+    *p++ = MEMDUMP_TAG_S_CHAR;
     *p++ = ' ';
     p = mdr_fmt_dec(p, id);
     *p++ = ' ';

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+from memdump_analyzer.dumpformat import FORMAT_LINE
 from memdump_e2e import (
     analyze,
     expect_leaks,
@@ -38,6 +39,8 @@ def test_a_forked_child_gets_its_own_dump(dump: Path) -> None:
     expect_leaks(analyze(dump), {marker("fork_leak.c", "parent"): (70, 1)})
     [(name, path)] = _children(dump).items()
     child = read_dump(path)
+    # the recorder writes a child's dump from its first line (children.c, memdump_format.h)
+    assert path.read_bytes().split(b"\n", 1)[0] + b"\n" == FORMAT_LINE.encode()
     pid = child.info["pid"]
     assert name == f"{dump.stem}.{pid}.memdump"
     assert (child.info["parent"], child.info["attached"], child.info["recorder"]) == (

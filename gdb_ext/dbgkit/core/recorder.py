@@ -14,6 +14,8 @@ from array import array
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from memdump_analyzer.dumpformat import OPERATIONS, Numbering
+
 from .reach_fast import SortedBlocks, sorted_pairs
 
 __all__ = [
@@ -48,10 +50,9 @@ UNCONFIGURED, RECORDING, DISABLED, DRAINING = 0, 1, 2, 3
 #: why the recorder stopped by itself (control.h's enum mdr_failure)
 FAILURES = {1: "GDB did not configure it", 2: "it could not open the dump",
             3: "the dump could not grow (disk full?)", 4: "it ran out of memory"}
-#: enum mdr_op, in order
-OPS = ("malloc", "calloc", "realloc", "reallocarray", "free", "posix_memalign", "aligned_alloc",
-       "memalign", "valloc", "pvalloc", "custom_alloc", "custom_free", "new", "new[]", "delete",
-       "delete[]")
+#: enum mdr_op, in order: the format's order of the heap operations (control.h checks it against
+#: memdump_format.h's, generated from the same table)
+OPS = tuple(OPERATIONS)
 #: control.h's MDR_CUSTOM_KEY: a custom block's entry in the live-block table has this bit set
 CUSTOM_KEY = 1 << 63
 _SLOT = struct.Struct("<8Q")
@@ -239,24 +240,18 @@ def _lines(fd: int, start: int, end: int) -> Iterator[bytes]:
 
 
 def read_tail(fd: int, start: int, end: int, state: TailState) -> TailState:
-    """Update STATE with the records in [START, END) of the dump."""
+    """Update STATE with the records in [START, END) of the dump (decoded by dumpformat's
+    `Numbering`: the SEQ and events counted, the definitions' ids and the frames' pcs read)."""
     frames = state.frames if state.frames is not None else {}
-    for line in _lines(fd, start, end):
-        line = line.lstrip(b"\0")
-        tag, _, rest = line.partition(b" ")
-        if tag[:1] == b"+" or tag[:1] == b"-":  # short events (+, -, 2.1's +n ...): SEQ is next
-            state.seq += 1
-            state.events += 1
-        elif tag == b"e" or tag == b"p" or tag == b"end":
-            state.seq = int(rest.split(b" ", 1)[0])
-            state.events += tag == b"e"
-        elif tag == b"s":
-            state.next_string = max(state.next_string, int(rest.split(b" ", 1)[0]) + 1)
-        elif tag == b"f":
-            fid, pc = rest.split(b" ", 2)[:2]
-            frames[int(fid)] = int(pc, 16)
-            state.next_frame = max(state.next_frame, int(fid) + 1)
-        elif tag == b"n":
-            state.next_node = max(state.next_node, int(rest.split(b" ", 1)[0]) + 1)
+    numbering = Numbering(state.seq, state.events)
+    for fl in numbering.records(_lines(fd, start, end), ("s", "f", "n")):
+        if fl[0] == b"s":
+            state.next_string = max(state.next_string, int(fl[1]) + 1)
+        elif fl[0] == b"f":
+            frames[int(fl[1])] = int(fl[2], 16)
+            state.next_frame = max(state.next_frame, int(fl[1]) + 1)
+        else:  # `n`
+            state.next_node = max(state.next_node, int(fl[1]) + 1)
+    state.seq, state.events = numbering.seq, numbering.events
     state.frames = frames
     return state
