@@ -7,13 +7,17 @@ NUL padding, partial records, a cut final line) and on corrupted ones, where bot
 
 from __future__ import annotations
 
+import os
 import random
+import shutil
+import subprocess
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
-from analyzer_testlib import FIXTURES, LIBC, LIBSTDCXX
+from analyzer_testlib import FIXTURES, LIBC, LIBSTDCXX, REPO
 from memdump_analyzer import native
 from memdump_analyzer.dumpfile import DumpError, DumpReader
 from memdump_analyzer.replay import replay
@@ -315,3 +319,30 @@ def test_python_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> N
     assert not native.enabled()
     monkeypatch.setenv("MEMDUMP_NATIVE", "1")
     assert native.enabled()
+
+
+def test_pip_install_builds_the_library(tmp_path: Path) -> None:
+    """`pip install .` (offline) puts the library next to the package, where native.py finds it
+    first, and the installed analyser replays with it."""
+    # from a copy: setuptools writes build/ and *.egg-info next to pyproject.toml
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "setup.py"):
+        shutil.copy(REPO / name, src / name)
+    for package in ("memdump_analyzer", "native"):
+        shutil.copytree(REPO / "analyzer" / package, src / "analyzer" / package,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    site = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", str(src), "--no-build-isolation",
+                    "--no-index", "--no-deps", "--target", str(site), "-q"],
+                   check=True, capture_output=True, timeout=300)
+    library = site / "memdump_analyzer" / "libmemdump_core.so"
+    assert library.is_file()
+    probe = ("import memdump_analyzer.native as n, memdump_analyzer.replay as r, sys;"
+             "from memdump_analyzer.dumpfile import DumpReader;"
+             "reader = DumpReader(sys.argv[1]);"
+             "print(n.library_path(), r.replay(reader).events, n.last_fallback)")
+    env = {**os.environ, "PYTHONPATH": str(site), "MEMDUMP_BUILD_DIR": str(tmp_path / "none")}
+    out = subprocess.run([sys.executable, "-P", "-c", probe, str(FIXTURES / "example.memdump")],
+                         check=True, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert out.stdout.split() == [str(library), "5", "None"]
