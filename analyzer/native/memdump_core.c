@@ -316,14 +316,21 @@ static inline uint64_t abs_id(int64_t nid)
     return (uint64_t)(nid < 0 ? -nid : nid);
 }
 
-/* replay._Replayer._bad_pointer: a release of `ptr`, which is not live */
+/* replay._Replayer._bad_pointer: a release of `ptr`, which is not live. RC_ASK, before anything
+ * is done, when whether the stack is the runtime's alone is not known yet (node 0 is not: its
+ * stack is empty) */
 static int bad_pointer(struct mdc *c, int kind, const struct event *ev, uint64_t ptr)
 {
     int is_free = ev->op == OP_FREE;
-    if (c->nodes.flags[abs_id(ev->nid)] & RT_YES) {
+    uint64_t id = abs_id(ev->nid);
+    if (id != 0 && !(c->nodes.flags[id] & RT_KNOWN)) {
+        c->io.ask_node = (int64_t)id;
+        return RC_ASK;
+    }
+    if (id != 0 && (c->nodes.flags[id] & RT_YES)) {
         c->k.runtime_internal_frees++;
         c->k.free_runtime += is_free;
-        return 1;
+        return RC_OK;
     }
     struct block *prev = freed_at(&c->live, ptr);
     if (prev != NULL) {
@@ -331,12 +338,12 @@ static int bad_pointer(struct mdc *c, int kind, const struct event *ev, uint64_t
     } else if (c->io.attached) {
         c->k.untracked_frees++;
         c->k.free_untracked += is_free;
-        return note_freed(&c->live, ptr, ev->nid);
+        return note_freed(&c->live, ptr, ev->nid) ? RC_OK : RC_FALLBACK;
     } else {
         error(c, kind, ev, ptr, NULL, NULL);
     }
     c->k.free_errors += is_free;
-    return 1;
+    return RC_OK;
 }
 
 static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int family)
@@ -380,24 +387,6 @@ static void release(struct mdc *c, struct block *b, const struct event *ev)
     c->live_n--;
 }
 
-/* the pointer this event releases when it is not live and not NULL (an error, or an untracked
- * block), else 0 */
-static uint64_t bad_ptr_of(const struct mdc *c, const struct event *ev)
-{
-    uint64_t ptr;
-    switch (ev->op) {
-    case OP_FREE:
-        if (ev->nid < 0)
-            return 0;
-        __attribute__((fallthrough));
-    case OP_DELETE: case OP_DELETE_ARRAY: case OP_REALLOC: case OP_REALLOCARRAY:
-        ptr = ev->args[0];
-        return ptr != 0 && live_at(&c->live, ptr) == NULL ? ptr : 0;
-    default:
-        return 0;
-    }
-}
-
 static int apply(struct mdc *c, const struct event *ev)
 {
     uint64_t size = 0, ptr = ev->args[0];
@@ -431,7 +420,7 @@ static int apply(struct mdc *c, const struct event *ev)
         }
         struct block *b = live_at(&c->live, ptr);
         if (b == NULL)
-            return bad_pointer(c, E_INVALID_FREE, ev, ptr) ? RC_OK : RC_FALLBACK;
+            return bad_pointer(c, E_INVALID_FREE, ev, ptr);
         int expect = op == OP_FREE ? FAM_MALLOC : op == OP_DELETE ? FAM_NEW : FAM_NEW_ARRAY;
         if (b->family != expect)
             error(c, E_MISMATCHED, ev, ptr, NULL, b);
@@ -445,8 +434,11 @@ static int apply(struct mdc *c, const struct event *ev)
         else if (__builtin_mul_overflow(ev->args[1], ev->args[2], &size))
             return RC_FALLBACK;
         struct block *b = ptr != 0 ? live_at(&c->live, ptr) : NULL;
-        if (ptr != 0 && b == NULL && !bad_pointer(c, E_INVALID_REALLOC, ev, ptr))
-            return RC_FALLBACK;
+        if (ptr != 0 && b == NULL) {
+            int r = bad_pointer(c, E_INVALID_REALLOC, ev, ptr);
+            if (r != RC_OK)
+                return r;
+        }
         /* dumpformat.effect: a NULL PTR allocates; size 0 frees (and may return a block); a
          * failed call (RESULT 0) leaves PTR live */
         int releases = b != NULL && (size == 0 || ev->result != 0);
@@ -504,7 +496,19 @@ static int apply(struct mdc *c, const struct event *ev)
     return make_live(c, ev->result, size, ev->nid, family) ? RC_OK : RC_FALLBACK;
 }
 
-/* one event line: RC_ASK (nothing done yet) when a bad pointer's stack must be judged first */
+/* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
+static int do_event(struct mdc *c, const struct event *ev)
+{
+    c->io.seq++;
+    int r = apply(c, ev);
+    if (r == RC_ASK) { /* nothing else was done: the line is read again after the answer */
+        c->io.seq--;
+        c->k.calls[ev->op]--;
+    }
+    return r;
+}
+
+/* one event line */
 static int event_line(struct mdc *c, const struct tok *t, int n)
 {
     struct event ev = {0};
@@ -524,14 +528,65 @@ static int event_line(struct mdc *c, const struct tok *t, int n)
         r = short_record(c, t, n, OP_DELETE, &ev);
     else
         r = short_record(c, t, n, OP_DELETE_ARRAY, &ev);
-    if (r != RC_OK)
-        return r;
-    if (bad_ptr_of(c, &ev) != 0 && !(c->nodes.flags[abs_id(ev.nid)] & RT_KNOWN)) {
-        c->io.ask_node = (int64_t)abs_id(ev.nid);
-        return RC_ASK;
+    return r == RC_OK ? do_event(c, &ev) : r;
+}
+
+/* `+ STACK RESULT SIZE` and the like, written as the recorders write them (one space between
+ * fields, the line's end right after): the event, and *next after the line; 0 for anything else
+ * (the general path reads it). The buffer ends with a NUL byte, so no read passes its end. */
+static inline int quick_short(const struct mdc *c, const char *p, struct event *ev,
+                              const char **next)
+{
+    int alloc = *p++ == '+';
+    int op = alloc ? OP_MALLOC : OP_FREE;
+    if (*p == 'n' || *p == 'a') {
+        op = *p == 'n' ? (alloc ? OP_NEW : OP_DELETE) : (alloc ? OP_NEW_ARRAY : OP_DELETE_ARRAY);
+        p++;
     }
-    c->io.seq++;
-    return apply(c, &ev);
+    if (*p++ != ' ' || c->tid < 0)
+        return 0;
+    const char *s = p;
+    uint64_t id = 0;
+    while ((unsigned)(*p - '0') <= 9)
+        id = id * 10 + (uint64_t)(*p++ - '0');
+    if (p == s || p - s > 9 || (*s == '0' && p - s > 1) || *p++ != ' ')
+        return 0;
+    if (id != 0 && (id >= c->nodes.cap || !(c->nodes.flags[id] & DEFINED)))
+        return 0;
+    ev->nid = id != 0 && (c->nodes.flags[id] & MARKED) ? -(int64_t)id : (int64_t)id;
+    if (p[0] != '0' || p[1] != 'x')
+        return 0;
+    p += 2;
+    s = p;
+    uint64_t v = 0;
+    unsigned d;
+    while ((d = HEX[(unsigned char)*p]) != 0) {
+        v = v << 4 | (d - 1);
+        p++;
+    }
+    if (p == s || p - s > 16 || (*s == '0' && p - s > 1))
+        return 0;
+    if (alloc) {
+        if (*p++ != ' ')
+            return 0;
+        s = p;
+        uint64_t size = 0;
+        while ((unsigned)(*p - '0') <= 9)
+            size = size * 10 + (uint64_t)(*p++ - '0');
+        if (p == s || p - s > 18 || (*s == '0' && p - s > 1))
+            return 0;
+        ev->result = v;
+        ev->args[0] = size;
+    } else {
+        ev->result = 0;
+        ev->args[0] = v;
+    }
+    if (*p != '\n')
+        return 0;
+    ev->op = op;
+    ev->tid = c->tid;
+    *next = p + 1;
+    return 1;
 }
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -581,7 +636,7 @@ static int refill(struct mdc *c)
 {
     uint64_t keep = c->buf_off + c->buf_len - c->pos;
     if (keep == c->buf_cap) { /* a line longer than the buffer */
-        char *bigger = realloc(c->buf, 2 * c->buf_cap);
+        char *bigger = realloc(c->buf, 2 * c->buf_cap + 1);
         if (bigger == NULL)
             return 0;
         c->buf = bigger;
@@ -598,6 +653,7 @@ static int refill(struct mdc *c)
     if (got <= 0)
         return 0;
     c->buf_len += (uint64_t)got;
+    c->buf[c->buf_len] = '\0'; /* quick_short stops there */
     return 1;
 }
 
@@ -608,6 +664,23 @@ EXPORT int mdc_run(struct mdc *c)
     c->io.n_lines = 0;
     while (c->pos < c->end) {
         char *line = c->buf + (c->pos - c->buf_off);
+        const char *next;
+        struct event ev;
+        if ((*line == '+' || *line == '-') && c->io.n_lines == 0
+            && !(c->padded_i < c->n_padded && c->padded[2 * c->padded_i] == c->pos)
+            && quick_short(c, line, &ev, &next)) {
+            int r = do_event(c, &ev);
+            if (r == RC_OK) {
+                c->pos += (uint64_t)(next - line);
+                continue;
+            }
+            if (r == RC_ASK) {
+                status = MDC_ASK;
+                break;
+            }
+            c->io.fallback_pos = c->pos;
+            return MDC_FALLBACK;
+        }
         uint64_t avail = c->buf_off + c->buf_len - c->pos;
         const char *nl = memchr(line, '\n', avail);
         if (nl == NULL) { /* the next line is not all in the buffer */
@@ -701,7 +774,9 @@ EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, const uint64_t
     c->tid = -1;
     c->max_errors = max_errors;
     c->buf_cap = BUFFER;
-    c->buf = malloc(c->buf_cap);
+    c->buf = malloc(c->buf_cap + 1);
+    if (c->buf != NULL)
+        c->buf[0] = '\0'; /* empty, for quick_short */
     c->lines = malloc(2 * LINE_BATCH * sizeof *c->lines);
     c->errors = calloc(max_errors ? max_errors : 1, sizeof *c->errors);
     c->padded = malloc((n_padded ? n_padded : 1) * 2 * sizeof *c->padded);
