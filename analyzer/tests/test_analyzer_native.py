@@ -314,6 +314,23 @@ def test_unusual_spelling_is_left_to_python(tmp_path: Path,
     assert str(native.last_fallback) == f"offset {text.index(b'+ 1 0x0020')}"
 
 
+def test_long_lines_and_long_runs_of_definitions(tmp_path: Path,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record longer than the library's 4 MiB buffer, and runs of more lines for the reader
+    than the library hands over at once (512), among events."""
+    head = b"MEMDUMP 2.4\ns 1 /src/app\nf 1 0x10 1 0x10 0 0 0\nn 1 0 1\nt 5\n"
+    strings = b"".join(b"s %d string%d\n" % (i, i) for i in range(2, 1500))
+    text = (head + b"+ 1 0x10 8\n" + strings + b"s 1500 " + b"x" * (5 << 20) + b"\n"
+            + b"+ 1 0x20 16\n- 1 0x10\n" + b"# end\n" * 600 + b"e 4 7 malloc 1 0x30 4\n")
+    path = tmp_path / "long.memdump"
+    path.write_bytes(text)
+    r, live, state = both(path, monkeypatch)
+    assert native.last_fallback is None
+    assert live == [(b"0x20", (16, 1)), (b"0x30", (4, 1))]
+    assert (r.events, len(dict(state)["strings"][1499][1]), dict(state)["_other"]) == (
+        4, 5 << 20, 4 + 1499 + 600)
+
+
 def test_python_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MEMDUMP_NATIVE", "0")
     assert not native.enabled()
