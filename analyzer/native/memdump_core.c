@@ -15,6 +15,7 @@
 #define MAX_SIZE (1ull << 52)    /* larger sizes: Python, whose integers do not overflow */
 #define LINE_BATCH 512
 #define BUFFER (1u << 22)
+#define SLACK 32 /* zeroed bytes after the buffer's data: quick_short reads 16 at a time */
 
 /* node and frame flags */
 #define DEFINED 1u
@@ -531,6 +532,91 @@ static int event_line(struct mdc *c, const struct tok *t, int n)
     return r == RC_OK ? do_event(c, &ev) : r;
 }
 
+/* ---- numbers eight bytes at a time (the event records' hot path) -------------------------- */
+
+#define ONES 0x0101010101010101ull
+#define HIGH 0x8080808080808080ull
+
+static inline uint64_t load64(const char *p)
+{
+    uint64_t x;
+    memcpy(&x, p, 8);
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    x = __builtin_bswap64(x);
+#endif
+    return x; /* the first byte is the lowest */
+}
+
+/* 0x80 in each byte from lo to hi, exact up to the first byte of 0x80 or more (its carry only
+ * reaches the bytes after it) */
+static inline uint64_t in_range(uint64_t x, unsigned lo, unsigned hi)
+{
+    return (x + ONES * (0x80 - lo)) & ~(x + ONES * (0x7f - hi)) & HIGH;
+}
+
+/* eight hex digit values, the first in the lowest byte, as one number */
+static inline uint64_t pack_hex8(uint64_t n)
+{
+    n = ((n & 0x000f000f000f000full) << 4) | ((n >> 8) & 0x000f000f000f000full);
+    n = ((n & 0x000000ff000000ffull) << 8) | ((n >> 16) & 0x000000ff000000ffull);
+    return ((n & 0xffffull) << 16) | ((n >> 32) & 0xffffull);
+}
+
+/* eight decimal digits as bytes, the first in the lowest byte, as one number */
+static inline uint64_t pack_dec8(uint64_t x)
+{
+    x = ((x & 0x0f0f0f0f0f0f0f0full) * 2561) >> 8;
+    x = ((x & 0x00ff00ff00ff00ffull) * 6553601) >> 16;
+    return ((x & 0x0000ffff0000ffffull) * 42949672960001ull) >> 32;
+}
+
+/* the run of lowercase hex digits at p: its length (17: longer than 16) and value. Reads 16
+ * bytes: the buffer has room past its end. */
+static inline int hex_run(const char *p, uint64_t *v)
+{
+    uint64_t x = load64(p);
+    uint64_t letters = in_range(x, 'a', 'f');
+    uint64_t stop = ~(in_range(x, '0', '9') | letters) & HIGH;
+    uint64_t nibbles = (x & (ONES * 0x0f)) + (letters >> 7) * 9;
+    if (stop != 0) {
+        int n = __builtin_ctzll(stop) >> 3;
+        *v = n != 0 ? pack_hex8(nibbles << (8 * (8 - n))) : 0;
+        return n;
+    }
+    uint64_t first = pack_hex8(nibbles);
+    x = load64(p + 8);
+    letters = in_range(x, 'a', 'f');
+    stop = ~(in_range(x, '0', '9') | letters) & HIGH;
+    if (stop == 0)
+        return 17;
+    nibbles = (x & (ONES * 0x0f)) + (letters >> 7) * 9;
+    int n = __builtin_ctzll(stop) >> 3;
+    *v = n != 0 ? first << (4 * n) | pack_hex8(nibbles << (8 * (8 - n))) : first;
+    return 8 + n;
+}
+
+/* the run of decimal digits at p: its length (17: longer than 16) and value */
+static inline int dec_run(const char *p, uint64_t *v)
+{
+    static const uint64_t POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000,
+                                      100000000};
+    uint64_t x = load64(p);
+    uint64_t stop = ~in_range(x, '0', '9') & HIGH;
+    if (stop != 0) {
+        int n = __builtin_ctzll(stop) >> 3;
+        *v = n != 0 ? pack_dec8(x << (8 * (8 - n))) : 0;
+        return n;
+    }
+    uint64_t first = pack_dec8(x);
+    x = load64(p + 8);
+    stop = ~in_range(x, '0', '9') & HIGH;
+    if (stop == 0)
+        return 17;
+    int n = __builtin_ctzll(stop) >> 3;
+    *v = n != 0 ? first * POW10[n] + pack_dec8(x << (8 * (8 - n))) : first;
+    return 8 + n;
+}
+
 /* `+ STACK RESULT SIZE` and the like, written as the recorders write them (one space between
  * fields, the line's end right after): the event, and *next after the line; 0 for anything else
  * (the general path reads it). The buffer ends with a NUL byte, so no read passes its end. */
@@ -545,36 +631,29 @@ static inline int quick_short(const struct mdc *c, const char *p, struct event *
     }
     if (*p++ != ' ' || c->tid < 0)
         return 0;
-    const char *s = p;
-    uint64_t id = 0;
-    while ((unsigned)(*p - '0') <= 9)
-        id = id * 10 + (uint64_t)(*p++ - '0');
-    if (p == s || p - s > 9 || (*s == '0' && p - s > 1) || *p++ != ' ')
+    uint64_t id, v;
+    int n = dec_run(p, &id);
+    if (n == 0 || n > 9 || (*p == '0' && n > 1) || p[n] != ' ')
         return 0;
+    p += n + 1;
     if (id != 0 && (id >= c->nodes.cap || !(c->nodes.flags[id] & DEFINED)))
         return 0;
     ev->nid = id != 0 && (c->nodes.flags[id] & MARKED) ? -(int64_t)id : (int64_t)id;
     if (p[0] != '0' || p[1] != 'x')
         return 0;
     p += 2;
-    s = p;
-    uint64_t v = 0;
-    unsigned d;
-    while ((d = HEX[(unsigned char)*p]) != 0) {
-        v = v << 4 | (d - 1);
-        p++;
-    }
-    if (p == s || p - s > 16 || (*s == '0' && p - s > 1))
+    n = hex_run(p, &v);
+    if (n == 0 || n > 16 || (*p == '0' && n > 1))
         return 0;
+    p += n;
     if (alloc) {
         if (*p++ != ' ')
             return 0;
-        s = p;
-        uint64_t size = 0;
-        while ((unsigned)(*p - '0') <= 9)
-            size = size * 10 + (uint64_t)(*p++ - '0');
-        if (p == s || p - s > 18 || (*s == '0' && p - s > 1))
+        uint64_t size;
+        n = dec_run(p, &size);
+        if (n == 0 || n > 16 || (*p == '0' && n > 1))
             return 0;
+        p += n;
         ev->result = v;
         ev->args[0] = size;
     } else {
@@ -636,7 +715,7 @@ static int refill(struct mdc *c)
 {
     uint64_t keep = c->buf_off + c->buf_len - c->pos;
     if (keep == c->buf_cap) { /* a line longer than the buffer */
-        char *bigger = realloc(c->buf, 2 * c->buf_cap + 1);
+        char *bigger = realloc(c->buf, 2 * c->buf_cap + SLACK);
         if (bigger == NULL)
             return 0;
         c->buf = bigger;
@@ -653,7 +732,7 @@ static int refill(struct mdc *c)
     if (got <= 0)
         return 0;
     c->buf_len += (uint64_t)got;
-    c->buf[c->buf_len] = '\0'; /* quick_short stops there */
+    memset(c->buf + c->buf_len, 0, SLACK); /* quick_short stops there, reading no further */
     return 1;
 }
 
@@ -774,9 +853,7 @@ EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, const uint64_t
     c->tid = -1;
     c->max_errors = max_errors;
     c->buf_cap = BUFFER;
-    c->buf = malloc(c->buf_cap + 1);
-    if (c->buf != NULL)
-        c->buf[0] = '\0'; /* empty, for quick_short */
+    c->buf = calloc(1, c->buf_cap + SLACK); /* empty, for quick_short */
     c->lines = malloc(2 * LINE_BATCH * sizeof *c->lines);
     c->errors = calloc(max_errors ? max_errors : 1, sizeof *c->errors);
     c->padded = malloc((n_padded ? n_padded : 1) * 2 * sizeof *c->padded);

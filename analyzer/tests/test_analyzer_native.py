@@ -69,7 +69,10 @@ def test_fixtures(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 _MODULES = {1: "/src/app", 2: LIBC, 3: LIBSTDCXX}
 _FUNCTIONS = {4: "main", 5: "work", 6: "tcache_thread_shutdown", 7: "__libc_free", 8: "grow"}
 _FILE = 9
-_POOL = [0x1000 + 0x20 * k for k in range(48)]
+#: addresses of every width from 1 to 16 hex digits (the library reads 8 digits at a time)
+_POOL = [0x1000 + 0x20 * k for k in range(40)] + [0x1, 0xf, 0xabcdef0, 0x12345678, 0x123456789,
+                                                  0x7fffabcdef01, 0x555555a34720,
+                                                  0xfedcba9876543210, 0xffffffffffffffff]
 
 
 class _Dump:
@@ -131,7 +134,7 @@ class _Dump:
                          "posix_memalign", "aligned_alloc", "memalign", "valloc", "pvalloc",
                          "custom_alloc", "custom_free"])
         node = self.stack()
-        size = rng.choice([0, 1, 8, 24, 100, 4096])
+        size = rng.choice([0, 1, 8, 24, 100, 4096, 12345678, 123456789, 1234567890123])
         res = self.result()
         short = {"malloc": "+", "free": "-", "new": "+n", "new[]": "+a", "delete": "-n",
                  "delete[]": "-a"}.get(op)
