@@ -108,7 +108,8 @@ _U = ctypes.c_uint64
 _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_abi": (_U, []),
     "mdc_op_name": (ctypes.c_char_p, [ctypes.c_int]),
-    "mdc_open": (_P, [ctypes.c_int, _U, _U, _P, _U, _U]),
+    "mdc_open": (_P, [ctypes.c_int, _U, _U, _U]),
+    "mdc_nul_runs": (_U, [_P, _P]),
     "mdc_io": (_P, [_P]),
     "mdc_run": (ctypes.c_int, [_P]),
     "mdc_close": (None, [_P]),
@@ -257,15 +258,10 @@ class _Native:
     def run(self) -> Any:
         f = self.reader._file
         assert f is not None
-        pieces = f._pieces  # the lines with padding lie between its stretches
-        padded = array("Q")
-        for (_, line_start, _), nxt in itertools.pairwise(pieces):
-            padded.extend((line_start, nxt[0]))
         start, end = len(f.first), f.complete
         if end <= start:
             raise _Fallback
-        self.ctx = self.lib.mdc_open(f._fd, start, end, padded.buffer_info()[0],
-                                     len(padded) // 2, self.rp.max_errors)
+        self.ctx = self.lib.mdc_open(f._fd, start, end, self.rp.max_errors)
         if not self.ctx:
             raise _Fallback
         self.nodes = _Nodes(self.lib, self.ctx)  # it closes the library's context
@@ -345,6 +341,10 @@ class _Native:
         r.errors = [self._heap_error(e) for e in errors]
         rp.live = r.live = self._blocks(0, k.n_live)
         rp.custom = self._blocks(1, k.n_custom)
+        runs = ctypes.c_void_p()
+        n = lib.mdc_nul_runs(ctx, ctypes.byref(runs))
+        flat = (ctypes.c_uint64 * (2 * n)).from_address(runs.value) if n else ()
+        self.reader._file.padding_from(zip(flat[0::2], flat[1::2], strict=True))
         lib.mdc_finish(ctx)
         self.nodes.finish()
         reader.node_ids = _NodeIds(self.nodes)  # type: ignore[assignment]

@@ -57,8 +57,8 @@ struct mdc {
     char *buf;                  /* the file's bytes [buf_off, buf_off + buf_len) */
     uint64_t buf_cap, buf_off, buf_len;
     uint64_t pos, end, reported; /* file offsets: reached, the end, given to the progress bar */
-    const uint64_t *padded; /* (start, end) of each line that holds NUL padding */
-    uint64_t n_padded, padded_i;
+    uint64_t *runs; /* (start, end) of each run of NUL bytes read (padding, format 1.3) */
+    uint64_t n_runs, cap_runs, run_i; /* run_i: the first at or after `pos` */
     uint64_t *lines;
     uint64_t max_errors;
     struct mdc_counts k;
@@ -710,6 +710,43 @@ static void report(struct mdc *c)
     c->reported = c->pos;
 }
 
+/* the runs of NUL bytes in the buffer from index `from` on, noted (a run the last read ended in
+ * goes on); 0 when out of memory */
+static int find_nuls(struct mdc *c, uint64_t from)
+{
+    const char *end = c->buf + c->buf_len;
+    for (const char *p = c->buf + from; (p = memchr(p, 0, (size_t)(end - p))) != NULL;) {
+        const char *q = p;
+        while (q < end && *q == 0)
+            q++;
+        uint64_t start = c->buf_off + (uint64_t)(p - c->buf);
+        uint64_t stop = c->buf_off + (uint64_t)(q - c->buf);
+        if (c->n_runs != 0 && c->runs[2 * c->n_runs - 1] == start) {
+            c->runs[2 * c->n_runs - 1] = stop;
+        } else {
+            if (c->n_runs == c->cap_runs) {
+                uint64_t cap = c->cap_runs ? 2 * c->cap_runs : 64;
+                uint64_t *runs = realloc(c->runs, 2 * cap * sizeof *runs);
+                if (runs == NULL)
+                    return 0;
+                c->runs = runs;
+                c->cap_runs = cap;
+            }
+            c->runs[2 * c->n_runs] = start;
+            c->runs[2 * c->n_runs + 1] = stop;
+            c->n_runs++;
+        }
+        p = q;
+    }
+    return 1;
+}
+
+/* whether the line [pos, pos + len) holds NUL bytes */
+static inline int has_nul(const struct mdc *c, uint64_t len)
+{
+    return c->run_i < c->n_runs && c->runs[2 * c->run_i] < c->pos + len;
+}
+
 /* the buffer from `pos` on, with more of the file; 0 when the file cannot be read */
 static int refill(struct mdc *c)
 {
@@ -731,9 +768,10 @@ static int refill(struct mdc *c)
                         (off_t)(c->buf_off + c->buf_len));
     if (got <= 0)
         return 0;
+    uint64_t from = c->buf_len;
     c->buf_len += (uint64_t)got;
     memset(c->buf + c->buf_len, 0, SLACK); /* quick_short stops there, reading no further */
-    return 1;
+    return find_nuls(c, from);
 }
 
 EXPORT int mdc_run(struct mdc *c)
@@ -745,9 +783,10 @@ EXPORT int mdc_run(struct mdc *c)
         char *line = c->buf + (c->pos - c->buf_off);
         const char *next;
         struct event ev;
+        while (c->run_i < c->n_runs && c->runs[2 * c->run_i] < c->pos)
+            c->run_i++;
         if ((*line == '+' || *line == '-') && c->io.n_lines == 0
-            && !(c->padded_i < c->n_padded && c->padded[2 * c->padded_i] == c->pos)
-            && quick_short(c, line, &ev, &next)) {
+            && quick_short(c, line, &ev, &next) && !has_nul(c, (uint64_t)(next - line))) {
             int r = do_event(c, &ev);
             if (r == RC_OK) {
                 c->pos += (uint64_t)(next - line);
@@ -775,7 +814,7 @@ EXPORT int mdc_run(struct mdc *c)
         }
         uint64_t len = (uint64_t)(nl - line) + 1;
         const char *rec = line;
-        int padded = c->padded_i < c->n_padded && c->padded[2 * c->padded_i] == c->pos;
+        int padded = has_nul(c, len);
         int blank = 0;
         if (padded) { /* dumpio: the record is what follows the line's last NUL byte */
             rec = (const char *)memrchr(line, '\0', len) + 1;
@@ -790,7 +829,6 @@ EXPORT int mdc_run(struct mdc *c)
             c->lines[2 * c->io.n_lines + 1] = (uint64_t)(line + len - rec);
             c->io.n_lines++;
             c->pos += len;
-            c->padded_i += padded;
             if (c->io.n_lines == LINE_BATCH) {
                 status = MDC_LINES;
                 break;
@@ -818,7 +856,6 @@ EXPORT int mdc_run(struct mdc *c)
             c->io.fallback_pos = c->pos;
             return MDC_FALLBACK;
         }
-        c->padded_i += padded;
         c->pos += len;
     }
     c->io.pos = c->pos;
@@ -839,10 +876,9 @@ EXPORT const char *mdc_op_name(int op)
     return op >= 0 && op < OP_COUNT ? OP_NAMES[op] : NULL;
 }
 
-/* `fd`'s bytes [start, end) are read; `padded`: n (start, end) pairs, the lines with padding
- * (dumpio.DumpFile) */
-EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, const uint64_t *padded,
-                            uint64_t n_padded, uint64_t max_errors)
+/* `fd`'s bytes [start, end) are read (dumpio.DumpFile: after the first line, up to the last
+ * newline) */
+EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, uint64_t max_errors)
 {
     struct mdc *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -856,18 +892,13 @@ EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, const uint64_t
     c->buf = calloc(1, c->buf_cap + SLACK); /* empty, for quick_short */
     c->lines = malloc(2 * LINE_BATCH * sizeof *c->lines);
     c->errors = calloc(max_errors ? max_errors : 1, sizeof *c->errors);
-    c->padded = malloc((n_padded ? n_padded : 1) * 2 * sizeof *c->padded);
-    if (c->buf == NULL || c->lines == NULL || c->errors == NULL || c->padded == NULL) {
+    if (c->buf == NULL || c->lines == NULL || c->errors == NULL) {
         free(c->buf);
         free(c->lines);
         free(c->errors);
-        free((void *)c->padded);
         free(c);
         return NULL;
     }
-    if (n_padded)
-        memcpy((void *)c->padded, padded, n_padded * 2 * sizeof *padded);
-    c->n_padded = n_padded;
     c->io.lines = (uint64_t)(uintptr_t)c->lines;
     return c;
 }
@@ -999,12 +1030,19 @@ EXPORT void mdc_finish(struct mdc *c)
     free(c->buf);
     free(c->lines);
     free(c->errors);
-    free((void *)c->padded);
+    free(c->runs);
     c->used = NULL;
     c->buf = NULL;
     c->lines = NULL;
     c->errors = NULL;
-    c->padded = NULL;
+    c->runs = NULL;
+}
+
+/* the runs of NUL bytes read: *out their (start, end) pairs; how many */
+EXPORT uint64_t mdc_nul_runs(const struct mdc *c, const uint64_t **out)
+{
+    *out = c->runs;
+    return c->n_runs;
 }
 
 EXPORT const struct mdc_error *mdc_errors(const struct mdc *c)

@@ -43,6 +43,7 @@ def _outcome(path: Path, monkeypatch: pytest.MonkeyPatch, engine: str) -> Any:
             return str(e)
         state = {k: list(v.items()) if isinstance(v, Mapping) else v
                  for k, v in vars(reader).items() if k != "_file"}
+        state["partial"] = (reader.partial_records, reader.partial_line())
         return r, list(r.live.items()), state
 
 
@@ -332,6 +333,21 @@ def test_long_lines_and_long_runs_of_definitions(tmp_path: Path,
     assert live == [(b"0x20", (16, 1)), (b"0x30", (4, 1))]
     assert (r.events, len(dict(state)["strings"][1499][1]), dict(state)["_other"]) == (
         4, 5 << 20, 4 + 1499 + 600)
+
+
+def test_padding_across_the_buffers_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run of NUL bytes that the library reads in two pieces (its buffer holds 4 MiB), and a
+    partial record before it: one run, the record after it read."""
+    head = b"MEMDUMP 2.4\ns 1 /src/app\nf 1 0x10 1 0x10 0 0 0\nn 1 0 1\nt 5\n+ 1 0x10 8\n"
+    filler = b"# " + b"x" * 97 + b"\n"
+    body = head + filler * ((4 << 20) // len(filler))
+    body += b"+ 1 0x2" + b"\0" * (4 << 20) + b"+ 1 0x20 16\n- 1 0x10\n"
+    path = tmp_path / "padded.memdump"
+    path.write_bytes(body)
+    r, live, state = both(path, monkeypatch)
+    assert native.last_fallback is None
+    assert live == [(b"0x20", (16, 1))]
+    assert dict(state)["partial"] == (1, 7 + (4 << 20) // len(filler))
 
 
 def test_python_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
