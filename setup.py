@@ -27,7 +27,8 @@ setup(
     ext_modules=[
         Extension(
             "memdump_analyzer.libmemdump_core",
-            sources=["analyzer/native/memdump_core.c", "analyzer/native/tables.c"],
+            sources=[f"analyzer/native/{name}.c" for name in ("memdump_core", "records", "heap",
+                                                               "tables")],
             define_macros=[("_GNU_SOURCE", None)],
             extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra"],
         )
