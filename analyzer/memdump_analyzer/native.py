@@ -1,8 +1,10 @@
 """The replay through libmemdump_core.so (analyzer/native/), falling back to replay.py's.
 
-The library reads the dump through a mapping and replays the records that are most of a dump in C
-(the events, `t`, the stack nodes `n`, comments); it stops at every other line, which
-`DumpReader.other` reads here as it does in the Python replay, and then goes on. It gives the same
+The library reads the dump once, with pread into a buffer (finding the NUL padding as it goes, for
+`DumpFile.padding_from`), and replays the records that are most of a dump in C (the events, `t`,
+the stack nodes `n`, comments); it stops at every other line, which `DumpReader.other` reads here
+as it does in the Python replay, and then goes on; it also stops to ask whether a bad free's stack
+is the runtime's alone (`rules.is_runtime_only`, on the reader's frames). It gives the same
 `Replay` and leaves the reader in the same state (its node tables included) as
 `replay._Replayer`, which stays the reference: whatever the library cannot decide exactly as it
 would (an unusual or malformed field), it leaves to it, and the dump is replayed in Python from
@@ -255,6 +257,7 @@ class _Native:
         self.n_frames = 0
         self.marked: set[int] = set()
         self.nodes: _Nodes
+
     def run(self) -> Any:
         f = self.reader._file
         assert f is not None
