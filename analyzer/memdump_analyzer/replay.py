@@ -1,5 +1,9 @@
 """Replay of a dump's heap events: the live blocks at the end, the errors, the counts and the peak.
 
+This is the replay's definition, in Python. `replay()` runs it in C (native.py, libmemdump_core.so)
+when that library loads, which gives the same `Replay` (test_analyzer_native.py) and leaves to this
+one any dump it cannot replay exactly; `MEMDUMP_NATIVE=0` always runs this one.
+
 The semantics of each operation are those of docs/dump-format.md ("Heap operations"). Counting:
 
 - `calls[OP]`: every `e` record of that OP, whatever it did;
