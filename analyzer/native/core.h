@@ -98,11 +98,13 @@ static inline __attribute__((always_inline)) int split(const char *p, const char
 }
 
 /* records.c: one line of each kind the library reads (RC_OK, RC_ASK or RC_FALLBACK), and the
- * short event records' quick path (1 when the line was read, with *next after it) */
+ * quick paths of the short event records and of `t` (1 when the line was read, with *next after
+ * it) */
 int event_line(struct mdc *c, const struct tok *t, int n);
 int node_record(struct mdc *c, const struct tok *t, int n);
 int thread_record(struct mdc *c, const struct tok *t, int n);
 int quick_short(const struct mdc *c, const char *p, struct event *ev, const char **next);
+int quick_thread(const char *p, int64_t *tid, const char **next);
 
 /* heap.c: event `ev` replayed */
 int do_event(struct mdc *c, const struct event *ev);

@@ -114,6 +114,14 @@ EXPORT int mdc_run(struct mdc *c)
         struct event ev;
         while (c->run_i < c->n_runs && c->runs[2 * c->run_i] < c->pos)
             c->run_i++;
+        int64_t tid;
+        if (*line == 't' && c->io.n_lines == 0 && quick_thread(line, &tid, &next)
+            && !has_nul(c, (uint64_t)(next - line))) {
+            c->tid = tid;
+            c->io.other++;
+            c->pos += (uint64_t)(next - line);
+            continue;
+        }
         if ((*line == '+' || *line == '-') && c->io.n_lines == 0
             && quick_short(c, line, &ev, &next) && !has_nul(c, (uint64_t)(next - line))) {
             int r = do_event(c, &ev);

@@ -344,3 +344,16 @@ int quick_short(const struct mdc *c, const char *p, struct event *ev, const char
     *next = p + 1;
     return 1;
 }
+
+/* `t TID` as the recorders write it: 1 with its TID and *next after the line; 0 for anything
+ * else (the general path reads it) */
+int quick_thread(const char *p, int64_t *tid, const char **next)
+{
+    uint64_t v;
+    int n = dec_run(p + 2, &v);
+    if (p[1] != ' ' || n == 0 || n > 16 || (p[2] == '0' && n > 1) || p[2 + n] != '\n')
+        return 0;
+    *tid = (int64_t)v;
+    *next = p + n + 3;
+    return 1;
+}
