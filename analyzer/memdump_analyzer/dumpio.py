@@ -7,7 +7,8 @@ the end of a dump written through a file mapping (the in-process recorder, docs/
 final run of NUL bytes without a newline is space the recorder had not written yet.
 
 NUL bytes before a record are padding (docs/dump-format.md, "Padding"). They are found by one scan
-of the file when it is opened (memchr speed); the lines they touch are cleaned then, once: what
+of the file when its lines are first read (memchr speed), or given by a reader that found them as it
+read (the C replay, native.py); the lines they touch are cleaned then, once: what
 follows the last NUL of a line is its record, and what precedes its first NUL is a partial record
 (the recorder was killed while writing it), ignored and counted. `lines()` then chains the
 untouched stretches of the file, read as they are, with the cleaned lines, so that the event path
@@ -98,9 +99,10 @@ class DumpFile:
         self.path = path
         self.first = b""
         self.truncated = False
-        self.partial_records: list[int] = []
-        #: the stretches to read as they are, and the cleaned line after each (None: none)
-        self._pieces: list[tuple[int, int, bytes | None]] = []
+        self._partial: list[int] = []
+        #: the stretches to read as they are, and the cleaned line after each (None: none); found
+        #: when first needed (`_padding`)
+        self._pieces: list[tuple[int, int, bytes | None]] | None = None
         self._fd = -1
         self._lines: Iterable[bytes] | None = None
         #: called with the file offset reached and the bytes read, after each chunk `lines()`
@@ -134,20 +136,39 @@ class DumpFile:
         size = st.st_size
         if size == 0:
             raise DumpError(self.path, None, "the file is empty (not a memdump dump)")
-        self.complete = complete = self._complete_length(size)
+        self.complete = self._complete_length(size)
         # a final line without its newline: a record cut short (NUL bytes alone are space the
         # recorder had not written yet: no record was cut)
         self.truncated = self._tail_written
         head = os.pread(self._fd, 256, 0)
         cut = head.find(b"\n")
         self.first = head if cut < 0 else head[: cut + 1]
-        if complete == 0:
-            return
-        start = len(self.first)
-        for ls, le, runs in self._padded_lines(start, complete):
-            self._pieces.append((start, ls, self._cleaned(ls, le, runs)))
-            start = le
-        self._pieces.append((start, complete, None))
+
+    @property
+    def partial_records(self) -> list[int]:
+        """File offsets of the partial records before padding."""
+        self._padding()
+        return self._partial
+
+    def padding_from(self, runs: Iterable[tuple[int, int]]) -> None:
+        """Take the file's runs of NUL bytes after its first line, (start, end) in order, from a
+        reader that found them (the C replay, native.py) instead of reading the file again."""
+        self._padding(runs)
+
+    def _padding(
+        self, runs: Iterable[tuple[int, int]] | None = None
+    ) -> list[tuple[int, int, bytes | None]]:
+        """The lines with padding, cleaned, and the stretches between them (found once)."""
+        if self._pieces is None:
+            pieces: list[tuple[int, int, bytes | None]] = []
+            if self.complete:
+                start = len(self.first)
+                for ls, le, nuls in self._padded_lines(start, self.complete, runs):
+                    pieces.append((start, ls, self._cleaned(ls, le, nuls)))
+                    start = le
+                pieces.append((start, self.complete, None))
+            self._pieces = pieces
+        return self._pieces
 
     def _complete_length(self, size: int) -> int:
         """Length of the file up to and including its last newline; sets `_tail_written` when
@@ -187,11 +208,11 @@ class DumpFile:
             yield pending
 
     def _padded_lines(
-        self, start: int, end: int
+        self, start: int, end: int, runs: Iterable[tuple[int, int]] | None = None
     ) -> Iterator[tuple[int, int, list[tuple[int, int]]]]:
         """(start, end, NUL runs) of each line that holds padding, in order."""
         line: tuple[int, int, list[tuple[int, int]]] | None = None
-        for s, e in self._runs(start, end):
+        for s, e in self._runs(start, end) if runs is None else runs:
             if line is not None and s < line[1]:
                 line[2].append((s, e))
                 continue
@@ -224,7 +245,7 @@ class DumpFile:
         pieces.extend((a[1], b[0]) for a, b in itertools.pairwise(runs))
         for s, e in pieces:
             if e > s and os.pread(self._fd, e - s, s).strip():
-                self.partial_records.append(s)
+                self._partial.append(s)
         record = os.pread(self._fd, le - runs[-1][1], runs[-1][1])
         return record if record.strip() else _BLANK
 
@@ -252,7 +273,7 @@ class DumpFile:
 
     def _open_lines(self) -> Iterable[bytes]:
         parts: list[Iterable[bytes]] = []
-        for start, end, cleaned in self._pieces:
+        for start, end, cleaned in self._padding():
             if end > start:
                 parts.append(io.BufferedReader(_Range(self._fd, start, end, self.on_read),
                                                buffer_size=_CHUNK))

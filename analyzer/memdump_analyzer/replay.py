@@ -1,5 +1,9 @@
 """Replay of a dump's heap events: the live blocks at the end, the errors, the counts and the peak.
 
+This is the replay's definition, in Python. `replay()` runs it in C (native.py, libmemdump_core.so)
+when that library loads, which gives the same `Replay` (test_analyzer_native.py) and leaves to this
+one any dump it cannot replay exactly; `MEMDUMP_NATIVE=0` always runs this one.
+
 The semantics of each operation are those of docs/dump-format.md ("Heap operations"). Counting:
 
 - `calls[OP]`: every `e` record of that OP, whatever it did;
@@ -36,6 +40,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from . import native
 from .customblocks import CustomBlocks
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import (
@@ -110,7 +115,12 @@ class Replay:
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
-    """Read all of `reader`'s lines and replay their events (raises `DumpError`)."""
+    """Read all of `reader`'s lines and replay their events (raises `DumpError`): in C through
+    libmemdump_core.so when it loads (native.py), else, or when it leaves the dump to Python,
+    with `_Replayer`, the reference."""
+    result = native.replay(_Replayer(reader, max_errors))
+    if result is not None:
+        return result
     return _Replayer(reader, max_errors).run()
 
 
@@ -369,11 +379,18 @@ class _Replayer(CustomBlocks, FamilyChecks):
         r.peak_blocks = peak_blocks
         r.peak_seq = peak_seq if peak_seq else None
         r.peak_node = abs(peak_node) if peak_seq else None
+        return self._finish(seq)
+
+    def _finish(self, seq: int, *, check_live: bool = True) -> Replay:
+        """After the last record (SEQ `seq`): the custom blocks in place of their superblocks,
+        the live pointers checked, and the errors' second readings."""
+        r = self.r
         r.last_seq = seq
         if r.end is not None and r.end.seq != seq:
             r.end = None  # the recording went on after its end record: judge by the last one
         self._hide_superblocks()
-        self._check_live()
+        if check_live:
+            self._check_live()
         if any(e.freed_node is not None for e in r.errors):
             find_freed_seqs(self.reader.path, self.r.errors, self.reader.node_ids)
         if any(e.alloc_node is not None for e in r.errors):

@@ -1,0 +1,386 @@
+"""The replay through libmemdump_core.so (analyzer/native/), falling back to replay.py's.
+
+The library reads the dump once, with pread into a buffer (finding the NUL padding as it goes, for
+`DumpFile.padding_from`), and replays the records that are most of a dump in C (the events, `t`,
+the stack nodes `n`, comments); it stops at every other line, which `DumpReader.other` reads here
+as it does in the Python replay, and then goes on; it also stops to ask whether a bad free's stack
+is the runtime's alone (`rules.is_runtime_only`, on the reader's frames). It gives the same
+`Replay` and leaves the reader in the same state (its node tables included) as
+`replay._Replayer`, which stays the reference: whatever the library cannot decide exactly as it
+would (an unusual or malformed field), it leaves to it, and the dump is replayed in Python from
+the start, for the answer or the exact `PATH:LINE: message`.
+
+Where the library is: $MEMDUMP_CORE_LIB, else next to this module (`pip install .`), else
+$MEMDUMP_BUILD_DIR/analyzer/native/libmemdump_core.so, else build/analyzer/native/ in the
+checkout this package lives in. MEMDUMP_NATIVE=0 replays in Python.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import functools
+import itertools
+import os
+import weakref
+from array import array
+from collections import abc
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any, Protocol
+
+from .dumpfile import DumpError, DumpReader
+from .dumpformat import OPERATIONS
+from .model import HeapError
+from .rules import is_runtime_only
+
+__all__ = ["enabled", "library", "library_path", "replay"]
+
+_LIB_NAME = "libmemdump_core.so"
+_ABI_VERSION = 1
+_DONE, _LINES, _ASK, _FALLBACK = range(4)
+_KINDS = ("invalid-free", "double-free", "invalid-realloc", "mismatched-free")
+_FAMILIES = ("malloc", "new", "new[]")
+_OPS = tuple(OPERATIONS)
+
+#: why the library's last replay left its dump to Python (None: it did not; for the tests)
+last_fallback: Exception | None = None
+
+
+def _struct(name: str, fields: str, *arrays: tuple[str, int]) -> type[ctypes.Structure]:
+    """A structure of 8-byte fields: `fields` names the signed ones, a `*` before a name an
+    unsigned one."""
+    layout: list[tuple[str, type]] = [(a, ctypes.c_int64 * n) for a, n in arrays]
+    for f in fields.split():
+        layout.append((f[1:], ctypes.c_uint64) if f[0] == "*" else (f, ctypes.c_int64))
+    return type(name, (ctypes.Structure,), {"_fields_": layout})
+
+
+#: struct mdc_io, mdc_counts, mdc_error (memdump_core.h)
+_IO = _struct("_IO", "seq *other *node_read *n_lines *lines *pos *chunk *chunk_len ask_node "
+                     "*attached *progress *fallback_pos")
+_COUNTS = _struct(
+    "_COUNTS",
+    "allocations frees allocated_bytes live_bytes peak_bytes peak_blocks peak_seq peak_node "
+    "error_count untracked_frees runtime_internal_frees reused_live free_null free_runtime "
+    "free_errors free_untracked custom_allocations custom_frees delete_frees n_live n_custom "
+    "n_errors n_nodes n_used tid",
+    ("calls", len(_OPS)),
+)
+_ERROR = _struct("_ERROR", "kind seq tid op *ptr node freed_node has_freed alloc_size "
+                           "alloc_node alloc_family")
+
+
+class Replayer(Protocol):
+    """What the library's replay needs of replay.py's `_Replayer` (which imports this module)."""
+
+    reader: DumpReader
+    max_errors: int
+    r: Any  # its replay.Replay
+    live: dict[bytes, tuple[int, int]]
+    custom: dict[bytes, tuple[int, int]]
+
+    def _process(self, rec: list[bytes]) -> bool: ...
+
+    def _finish(self, seq: int, *, check_live: bool = True) -> Any: ...
+
+
+def enabled() -> bool:
+    """Whether the replay may use the library (MEMDUMP_NATIVE=0: never)."""
+    return os.environ.get("MEMDUMP_NATIVE", "1") != "0"
+
+
+def library_path() -> Path:
+    """Where the library is looked for (the first rule that applies; it may not exist)."""
+    explicit = os.environ.get("MEMDUMP_CORE_LIB")
+    if explicit:
+        return Path(explicit)
+    beside = Path(__file__).resolve().parent / _LIB_NAME
+    if beside.exists():
+        return beside
+    build = os.environ.get("MEMDUMP_BUILD_DIR")
+    if build:
+        return Path(build) / "analyzer" / "native" / _LIB_NAME
+    # analyzer/memdump_analyzer/native.py -> the checkout's build/
+    return Path(__file__).resolve().parents[2] / "build" / "analyzer" / "native" / _LIB_NAME
+
+
+_P = ctypes.c_void_p
+_U = ctypes.c_uint64
+_SIGNATURES = {  # name: (restype, argtypes)
+    "mdc_abi": (_U, []),
+    "mdc_op_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "mdc_open": (_P, [ctypes.c_int, _U, _U, _U]),
+    "mdc_nul_runs": (_U, [_P, _P]),
+    "mdc_io": (_P, [_P]),
+    "mdc_run": (ctypes.c_int, [_P]),
+    "mdc_close": (None, [_P]),
+    "mdc_frames": (ctypes.c_int, [_P, _P, _U, ctypes.c_int]),
+    "mdc_runtime": (None, [_P, _U, ctypes.c_int]),
+    "mdc_exec": (None, [_P]),
+    "mdc_node": (ctypes.c_int, [_P, _U, _P]),
+    "mdc_used": (_U, [_P, _P, _U]),
+    "mdc_counts": (None, [_P, _P]),
+    "mdc_blocks": (ctypes.c_int, [_P, ctypes.c_int, _P, _U]),
+    "mdc_nodes": (None, [_P, _P]),
+    "mdc_finish": (None, [_P]),
+    "mdc_errors": (_P, [_P]),
+}
+
+
+def library() -> ctypes.CDLL | None:
+    """The loaded library, or None when it is missing, fails to load or has another layout."""
+    return _load(library_path())
+
+
+@functools.cache
+def _load(path: Path) -> ctypes.CDLL | None:
+    try:
+        lib = ctypes.CDLL(str(path))
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            getattr(lib, name).restype = restype
+            getattr(lib, name).argtypes = argtypes
+        ops = tuple((lib.mdc_op_name(i) or b"").decode() for i in range(len(_OPS) + 1))
+        abi = lib.mdc_abi()
+    except (OSError, AttributeError):
+        return None
+    return lib if abi == _ABI_VERSION << 32 | ctypes.sizeof(_IO) and ops == (*_OPS, "") else None
+
+
+def replay(replayer: Replayer) -> Any:
+    """The replay of `replayer`'s dump by the library (a new `replay._Replayer`): its `Replay`
+    filled, or None when it is not there, or left the dump to the Python replay (the reader is
+    then as it was)."""
+    reader = replayer.reader
+    lib = library() if enabled() else None
+    if lib is None or reader._file is None:
+        return None
+    saved = copy.deepcopy({k: v for k, v in vars(reader).items() if k != "_file"})
+    global last_fallback
+    try:
+        result = _Native(replayer, lib).run()
+    except (_Fallback, DumpError, ValueError, IndexError, KeyError, TypeError, OSError) as e:
+        vars(reader).update(saved)
+        last_fallback = e
+        return None
+    last_fallback = None
+    return result
+
+
+class _Fallback(Exception):
+    """The library left the dump to the Python replay."""
+
+
+class _Nodes(abc.Mapping):
+    """`reader.nodes` (stack node id -> (PARENT, FRAME)) as the library holds it, in the order
+    the nodes were defined: through `mdc_node` during the run, then on its arrays."""
+
+    def __init__(self, lib: ctypes.CDLL, ctx: int) -> None:
+        self._lib = lib
+        self._ctx = ctx
+        self._out = (ctypes.c_int64 * 2)()
+        self._final = False
+        self._cap = 0
+        self._order: Sequence[int] = ()
+        weakref.finalize(self, lib.mdc_close, ctx)
+
+    def finish(self) -> None:
+        """The run is over: look the nodes up in the library's arrays, which stay as they are
+        until the library is closed (when the last of these tables goes)."""
+        out = (ctypes.c_uint64 * 6)()
+        self._lib.mdc_nodes(self._ctx, out)
+        self._cap = cap = out[3]
+        self._flags = (ctypes.c_uint8 * cap).from_address(out[0]) if cap else b""
+        self._parents = (ctypes.c_int32 * cap).from_address(out[1]) if cap else ()
+        self._frames = (ctypes.c_int32 * cap).from_address(out[2]) if cap else ()
+        self._order = (ctypes.c_uint32 * out[5]).from_address(out[4]) if out[5] else ()
+        self._final = True
+
+    def flags(self, ident: int) -> int:
+        """Node `ident`'s flags: 1 defined, 2 marked (0: not defined)."""
+        if self._final:
+            return self._flags[ident] & 3 if 0 < ident < self._cap else 0
+        return 1 if ident > 0 and self._lib.mdc_node(self._ctx, ident, self._out) else 0
+
+    def __getitem__(self, ident: int) -> tuple[int, int]:
+        if ident == 0 and isinstance(ident, int):
+            return (0, 0)
+        if not isinstance(ident, int) or not self.flags(ident):
+            raise KeyError(ident)
+        if self._final:
+            return (self._parents[ident], self._frames[ident])
+        return (self._out[0], self._out[1])
+
+    def __iter__(self) -> Iterator[int]:
+        yield 0
+        yield from self._order
+
+    def __len__(self) -> int:
+        return 1 + len(self._order)
+
+
+class _NodeIds(abc.Mapping):
+    """`reader.node_ids` (stack node id as written -> id, negated when marked) on `_Nodes`."""
+
+    def __init__(self, nodes: _Nodes) -> None:
+        self._nodes = nodes
+
+    def __getitem__(self, written: bytes) -> int:
+        if written == b"0":
+            return 0
+        if (type(written) is not bytes or not written.isdigit() or written[0] == 48
+                or not (flags := self._nodes.flags(int(written)))):
+            raise KeyError(written)
+        return -int(written) if flags & 2 else int(written)
+
+    def __iter__(self) -> Iterator[bytes]:
+        for ident in self._nodes:
+            yield str(ident).encode()
+
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+
+def _signed(n: int) -> int:
+    return n - (1 << 64) if n >> 63 else n
+
+
+class _Native:
+    """The library doing a `_Replayer`'s hot loop; the rest (`p` and `end` records, custom
+    blocks at the end, the errors' second readings) is the Python replay's own code."""
+
+    def __init__(self, replayer: Replayer, lib: ctypes.CDLL) -> None:
+        self.rp = replayer
+        self.reader = replayer.reader
+        self.lib = lib
+        self.ctx = 0
+        self.n_frames = 0
+        self.marked: set[int] = set()
+        self.nodes: _Nodes
+
+    def run(self) -> Any:
+        f = self.reader._file
+        assert f is not None
+        start, end = len(f.first), f.complete
+        if end <= start:
+            raise _Fallback
+        self.ctx = self.lib.mdc_open(f._fd, start, end, self.rp.max_errors)
+        if not self.ctx:
+            raise _Fallback
+        self.nodes = _Nodes(self.lib, self.ctx)  # it closes the library's context
+        self._loop()
+        return self._results()
+
+    def _loop(self) -> None:
+        lib, ctx, reader = self.lib, self.ctx, self.reader
+        io = _IO.from_address(lib.mdc_io(ctx))
+        reader.nodes = self.nodes  # type: ignore[assignment]
+        other = reader.other
+        string_at = ctypes.string_at
+        on_read = reader._file.on_read if reader._file is not None else None
+        io.progress = on_read is not None
+        self._sync_frames()
+        status = _LINES
+        while status != _DONE:
+            io.attached = reader.info.get("attached") == "1"
+            status = lib.mdc_run(ctx)
+            reader._other += io.other
+            io.other = 0
+            if io.node_read:
+                reader._open_fs = (0, -1)  # `fi` records follow their `fs` at once
+                io.node_read = 0
+            if on_read is not None and io.chunk_len:
+                on_read(io.pos, memoryview((ctypes.c_char * io.chunk_len).from_address(io.chunk)))
+            if status == _LINES and io.n_lines:
+                seq = io.seq
+                pairs = (ctypes.c_uint64 * (2 * io.n_lines)).from_address(io.lines)
+                for i in range(0, len(pairs), 2):
+                    line = string_at(pairs[i], pairs[i + 1])
+                    fl = line.split()
+                    if fl and fl[0] == b"fi":
+                        self._sync_used()
+                    rec = other(line, fl, seq)
+                    if rec is not None:
+                        seq += 1
+                        if self.rp._process(rec):  # exec: the image is gone, and its blocks
+                            lib.mdc_exec(ctx)
+                io.seq = seq
+                self._sync_frames()
+            elif status == _ASK:
+                node = io.ask_node
+                lib.mdc_runtime(ctx, node, is_runtime_only(reader.stack(node)))
+            elif status == _FALLBACK:
+                raise _Fallback(f"offset {io.fallback_pos}")
+        self._sync_used()
+        self.seq = io.seq
+
+    def _sync_frames(self) -> None:
+        """The frames `other` defined, and those it marked, told to the library."""
+        frames = self.reader.frames
+        if len(frames) != self.n_frames:
+            new = array("Q", itertools.islice(reversed(frames), len(frames) - self.n_frames))
+            if not self.lib.mdc_frames(self.ctx, new.buffer_info()[0], len(new), 0):
+                raise _Fallback
+            self.n_frames = len(frames)
+        marked = self.reader._marked_frames
+        if len(marked) != len(self.marked):
+            new = array("Q", marked - self.marked)
+            if not self.lib.mdc_frames(self.ctx, new.buffer_info()[0], len(new), 1):
+                raise _Fallback
+            self.marked |= marked
+
+    def _sync_used(self) -> None:
+        """The frames the library's stack nodes used, into the reader (its `fi` check)."""
+        buf = array("Q", bytes(8 * 4096))
+        while n := self.lib.mdc_used(self.ctx, buf.buffer_info()[0], 4096):
+            self.reader._used_frames.update(buf[:n])
+
+    def _results(self) -> Any:
+        lib, ctx, reader, rp = self.lib, self.ctx, self.reader, self.rp
+        r = rp.r
+        k = _COUNTS()
+        lib.mdc_counts(ctx, ctypes.byref(k))
+        errors = (_ERROR * k.n_errors).from_address(lib.mdc_errors(ctx))
+        r.errors = [self._heap_error(e) for e in errors]
+        rp.live = r.live = self._blocks(0, k.n_live)
+        rp.custom = self._blocks(1, k.n_custom)
+        runs = ctypes.c_void_p()
+        n = lib.mdc_nul_runs(ctx, ctypes.byref(runs))
+        flat = (ctypes.c_uint64 * (2 * n)).from_address(runs.value) if n else ()
+        self.reader._file.padding_from(zip(flat[0::2], flat[1::2], strict=True))
+        lib.mdc_finish(ctx)
+        self.nodes.finish()
+        reader.node_ids = _NodeIds(self.nodes)  # type: ignore[assignment]
+        reader.tid = str(k.tid).encode() if k.tid >= 0 else None
+        r.calls = dict(zip(_OPS, k.calls, strict=True))
+        r.events = sum(k.calls)
+        for name in ("allocations", "frees", "allocated_bytes", "live_bytes", "peak_bytes",
+                     "peak_blocks", "error_count", "untracked_frees", "runtime_internal_frees",
+                     "reused_live", "custom_allocations", "custom_frees", "delete_frees"):
+            setattr(r, name, getattr(k, name))
+        calls = r.free_calls
+        calls.update(null=k.free_null, runtime=k.free_runtime, errors=k.free_errors,
+                     untracked=k.free_untracked)
+        calls["released"] = r.calls["free"] - k.free_null - k.free_runtime - k.free_errors \
+            - k.free_untracked
+        r.peak_seq = k.peak_seq or None
+        r.peak_node = abs(k.peak_node) if k.peak_seq else None
+        # the blocks still live were written as the library reads pointers: as hex numbers
+        return rp._finish(self.seq, check_live=False)
+
+    def _blocks(self, custom: int, n: int) -> dict[bytes, tuple[int, int]]:
+        buf = array("Q", bytes(24 * n))
+        if not self.lib.mdc_blocks(self.ctx, custom, buf.buffer_info()[0], n):
+            raise _Fallback
+        return {b"%#x" % buf[i]: (buf[i + 1], _signed(buf[i + 2]))
+                for i in range(0, len(buf), 3)}
+
+    @staticmethod
+    def _heap_error(e: ctypes.Structure) -> HeapError:
+        error = HeapError(_KINDS[e.kind], e.seq, e.tid, _OPS[e.op], e.ptr, abs(e.node), None,
+                          abs(e.freed_node) if e.has_freed else None)
+        if e.alloc_family >= 0:
+            error.alloc_size = e.alloc_size
+            error.alloc_node = abs(e.alloc_node)
+            error.alloc_op = _FAMILIES[e.alloc_family]
+        return error

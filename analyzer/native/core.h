@@ -1,0 +1,112 @@
+/* @brief libmemdump_core's insides, shared by its files: memdump_core.c (the loop over the lines,
+ * the API Python calls), records.c (reading the records), heap.c (what an event does to the
+ * blocks). */
+#ifndef MEMDUMP_CORE_INTERNAL_H
+#define MEMDUMP_CORE_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "memdump_core.h"
+#include "tables.h"
+
+#define EXPORT __attribute__((visibility("default")))
+#define MAX_TOKENS 10
+#define MAX_ID (1u << 27)        /* larger ids (never written by the recorders): Python */
+#define MAX_SIZE (1ull << 52)    /* larger sizes: Python, whose integers do not overflow */
+#define LINE_BATCH 512
+#define BUFFER (1u << 22)
+#define SLACK 32 /* zeroed bytes after the buffer's data: quick_short reads 16 at a time */
+
+/* node and frame flags */
+#define DEFINED 1u
+#define MARKED 2u
+#define USED 4u        /* frames: a node refers to it */
+#define RT_KNOWN 8u    /* nodes: whether its stack is the runtime's alone is known */
+#define RT_YES 16u
+
+enum { FAM_MALLOC, FAM_NEW, FAM_NEW_ARRAY };
+enum { E_INVALID_FREE, E_DOUBLE_FREE, E_INVALID_REALLOC, E_MISMATCHED };
+enum { RC_OK, RC_ASK, RC_FALLBACK };
+
+/* the operations' names, in the order of enum mdc_op (records.c) */
+extern const char *const OP_NAMES[OP_COUNT];
+
+struct tok {
+    const char *p;
+    uint64_t n;
+};
+
+struct event {
+    int op;
+    int64_t nid;
+    uint64_t result;
+    uint64_t args[3];
+    int64_t tid;
+};
+
+struct mdc {
+    struct mdc_io io;
+    int fd;
+    char *buf;                  /* the file's bytes [buf_off, buf_off + buf_len) */
+    uint64_t buf_cap, buf_off, buf_len;
+    uint64_t pos, end, reported; /* file offsets: reached, the end, given to the progress bar */
+    uint64_t *runs; /* (start, end) of each run of NUL bytes read (padding, format 1.3) */
+    uint64_t n_runs, cap_runs, run_i; /* run_i: the first at or after `pos` */
+    uint64_t *lines;
+    uint64_t max_errors;
+    struct mdc_counts k;
+    struct btab live, custom; /* live and freed blocks; live_n, custom_n: the live ones */
+    uint64_t live_n, custom_n;
+    uint64_t order;
+    struct idtab nodes, frames;
+    uint32_t *node_order; /* node ids in the order they were defined */
+    uint64_t n_nodes, cap_nodes;
+    uint32_t *used; /* frame ids in the order nodes first used them */
+    uint64_t n_used, cap_used, used_synced;
+    struct mdc_error *errors;
+    int64_t tid;
+};
+
+/* bytes.split()'s whitespace */
+static inline int is_ws(unsigned char c)
+{
+    static const uint8_t WS[256] = {[' '] = 1, ['\t'] = 1, ['\n'] = 1, ['\r'] = 1, ['\v'] = 1,
+                                     ['\f'] = 1};
+    return WS[c];
+}
+
+/* the fields of [p, e) as bytes.split() finds them; returns how many (stores MAX_TOKENS) */
+static inline __attribute__((always_inline)) int split(const char *p, const char *e, struct tok *t)
+{
+    int n = 0;
+    while (p < e) {
+        while (p < e && is_ws((unsigned char)*p))
+            p++;
+        if (p == e)
+            break;
+        const char *s = p;
+        while (p < e && !is_ws((unsigned char)*p))
+            p++;
+        if (n < MAX_TOKENS) {
+            t[n].p = s;
+            t[n].n = (uint64_t)(p - s);
+        }
+        n++;
+    }
+    return n;
+}
+
+/* records.c: one line of each kind the library reads (RC_OK, RC_ASK or RC_FALLBACK), and the
+ * quick paths of the short event records and of `t` (1 when the line was read, with *next after
+ * it) */
+int event_line(struct mdc *c, const struct tok *t, int n);
+int node_record(struct mdc *c, const struct tok *t, int n);
+int thread_record(struct mdc *c, const struct tok *t, int n);
+int quick_short(const struct mdc *c, const char *p, struct event *ev, const char **next);
+int quick_thread(const char *p, int64_t *tid, const char **next);
+
+/* heap.c: event `ev` replayed */
+int do_event(struct mdc *c, const struct event *ev);
+
+#endif

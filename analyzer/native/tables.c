@@ -1,0 +1,117 @@
+/* @brief The replay's tables (tables.h). */
+#include "tables.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static inline uint64_t slot_of(uint64_t addr, uint64_t mask)
+{
+    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
+    return (h ^ (h >> 29)) & mask;
+}
+
+struct block *btab_get(const struct btab *t, uint64_t addr)
+{
+    if (t->n == 0)
+        return NULL;
+    uint64_t mask = t->cap - 1;
+    for (uint64_t i = slot_of(addr, mask);; i = (i + 1) & mask) {
+        struct block *b = &t->slots[i];
+        if (b->addr == addr)
+            return b;
+        if (b->addr == 0)
+            return NULL;
+    }
+}
+
+static int grow(struct btab *t)
+{
+    uint64_t cap = t->cap ? t->cap * 2 : 1024;
+    struct block *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return 0;
+    uint64_t mask = cap - 1;
+    for (uint64_t j = 0; j < t->cap; j++) {
+        struct block *old = &t->slots[j];
+        if (old->addr == 0)
+            continue;
+        uint64_t i = slot_of(old->addr, mask);
+        while (slots[i].addr != 0)
+            i = (i + 1) & mask;
+        slots[i] = *old;
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->cap = cap;
+    return 1;
+}
+
+struct block *btab_put(struct btab *t, uint64_t addr, int *made)
+{
+    if ((t->n + 1) * 4 > t->cap * 3 && !grow(t)) /* at most 3/4 full */
+        return NULL;
+    uint64_t mask = t->cap - 1;
+    uint64_t i = slot_of(addr, mask);
+    for (;; i = (i + 1) & mask) {
+        struct block *b = &t->slots[i];
+        if (b->addr == addr) {
+            *made = 0;
+            return b;
+        }
+        if (b->addr == 0)
+            break;
+    }
+    struct block *b = &t->slots[i];
+    memset(b, 0, sizeof *b);
+    b->addr = addr;
+    t->n++;
+    *made = 1;
+    return b;
+}
+
+void btab_clear(struct btab *t)
+{
+    if (t->slots != NULL)
+        memset(t->slots, 0, t->cap * sizeof *t->slots);
+    t->n = 0;
+}
+
+void btab_free(struct btab *t)
+{
+    free(t->slots);
+    memset(t, 0, sizeof *t);
+}
+
+int idtab_reserve(struct idtab *t, uint64_t id, int with_pairs)
+{
+    if (id < t->cap)
+        return 1;
+    uint64_t cap = t->cap ? t->cap : 4096;
+    while (cap <= id)
+        cap *= 2;
+    uint8_t *flags = realloc(t->flags, cap);
+    if (flags == NULL)
+        return 0;
+    memset(flags + t->cap, 0, cap - t->cap);
+    t->flags = flags;
+    if (with_pairs) {
+        int32_t *a = realloc(t->a, cap * sizeof *a);
+        if (a == NULL)
+            return 0;
+        t->a = a;
+        int32_t *b = realloc(t->b, cap * sizeof *b);
+        if (b == NULL)
+            return 0;
+        t->b = b;
+    }
+    t->cap = cap;
+    return 1;
+}
+
+void idtab_free(struct idtab *t)
+{
+    free(t->flags);
+    free(t->a);
+    free(t->b);
+    memset(t, 0, sizeof *t);
+}

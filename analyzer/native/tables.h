@@ -1,0 +1,43 @@
+/* @brief The replay's tables: blocks by address (open addressing, linear probing; a released
+ * block stays, marked freed, for the double frees), and the stack nodes and frames by id. */
+#ifndef MEMDUMP_CORE_TABLES_H
+#define MEMDUMP_CORE_TABLES_H
+
+#include <stdint.h>
+
+/* a block, live or freed (one look-up finds either): `order` keeps the order in which Python's
+ * dict of live blocks would have it */
+struct block {
+    uint64_t addr; /* 0: an empty slot (a block at address 0 is never made live) */
+    uint64_t size;
+    uint64_t order;
+    int32_t node;  /* live: the STACK's id, negated when marked; freed: the releasing STACK's */
+    uint8_t family; /* 0 malloc, 1 new, 2 new[] */
+    uint8_t live;   /* 1 live, 0 freed */
+};
+
+struct btab {
+    struct block *slots;
+    uint64_t cap; /* a power of two, or 0 */
+    uint64_t n;
+};
+
+/* the slot of `addr`, or NULL */
+struct block *btab_get(const struct btab *t, uint64_t addr);
+/* the slot of `addr`, made when missing (*made set); NULL when out of memory */
+struct block *btab_put(struct btab *t, uint64_t addr, int *made);
+void btab_clear(struct btab *t);
+void btab_free(struct btab *t);
+
+/* a growable array of bytes indexed by id (flags), and of int32 (parents, frames) */
+struct idtab {
+    uint8_t *flags;
+    int32_t *a, *b;
+    uint64_t cap;
+};
+
+/* make room for id `id` (zeroed); 0 when out of memory */
+int idtab_reserve(struct idtab *t, uint64_t id, int with_pairs);
+void idtab_free(struct idtab *t);
+
+#endif
