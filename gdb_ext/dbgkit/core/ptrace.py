@@ -7,7 +7,6 @@ main thread, where its Python code runs) while the thread is stopped.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import platform
 import sys
 
@@ -66,7 +65,9 @@ def _load() -> None:
     if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
         return
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the C library this process runs on (GDB's): ctypes.util.find_library would run
+        # ldconfig -p, a fork of GDB and ~10 ms, at the first stop of every recording
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.ptrace
     except (OSError, AttributeError):
         return
