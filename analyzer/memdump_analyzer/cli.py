@@ -274,6 +274,9 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
     `kinds` (valgrind checks only the loss records it shows or counts as errors)."""
     from .progress import Progress
 
+    key = (path, kinds, symbolize)
+    if _kept is not None and not suppressions and key in _kept:
+        return _kept[key]  # read for an earlier report of `several`: its warnings said then
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
     try:
         analysis = analyze(path, symbolize=symbolize, progress=progress)
@@ -285,7 +288,29 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
         from .suppressions import apply as apply_suppressions
 
         apply_suppressions(analysis, suppressions, kinds)
+    elif _kept is not None:
+        _kept[key] = analysis
     return analysis
+
+
+#: the analyses made while `several` runs, by (dump, kinds, symbolize): none otherwise
+_kept: dict[tuple[str, frozenset[str], bool], Analysis] | None = None
+
+
+def several(*argvs: list[str]) -> tuple[int, int]:
+    """`memdump-analyze ARGV` for each ARGV in turn, as `main` runs it, each dump read once for
+    them all (scripts/memdump.sh --report --json FILE: the text report, then the JSON one). Stops
+    at the first that fails: (its number from 1, its exit status); (0, 0) when none failed."""
+    global _kept
+    _kept = {}
+    try:
+        for number, argv in enumerate(argvs, 1):
+            code = main(argv)
+            if code != EXIT_OK:
+                return number, code
+        return 0, EXIT_OK
+    finally:
+        _kept = None
 
 
 def _suppressions(args: argparse.Namespace) -> list[Suppression]:
