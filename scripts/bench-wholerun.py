@@ -79,6 +79,11 @@ def parts(root: Path) -> dict[str, list[Step]]:
     }
 
 
+def _lines(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
 def measure(label: str, variants: list[list[Step]], runs: int, work: Path) -> str:
     """The table cells of LABEL: median wall and CPU seconds of each variant (this checkout's
     steps, then --before's), their runs interleaved so that both see the same machine load."""
@@ -105,8 +110,9 @@ def main() -> int:
     parser.add_argument("--before-label", metavar="TEXT",
                         help="what --before is, for the table (default: its directory's name)")
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
-    parser.add_argument("--big", default="/work/bench/big.c", metavar="FILE",
-                        help="the C file cppcheck checks (none: the small program alone)")
+    parser.add_argument("--big", metavar="FILE",
+                        help="a C file for cppcheck --enable=all to check, the real program "
+                        "(without it: the small program alone)")
     parser.add_argument("--big-runs", type=int, default=3, help="runs on cppcheck (median)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
@@ -120,9 +126,9 @@ def main() -> int:
             sys.exit(f"bench-wholerun: {tool} is not installed")
     programs = [("small program: `churn_leak 300` (300 allocations, one leak)",
                  [str(small), "300"], args.runs)]
-    if args.big and args.big != "none":
+    if args.big:
         if shutil.which("cppcheck") is None or not Path(args.big).is_file():
-            sys.exit(f"bench-wholerun: needs cppcheck and {args.big} (--big none: small only)")
+            sys.exit(f"bench-wholerun: --big needs cppcheck and {args.big}")
         programs.append((f"cppcheck: `cppcheck --quiet --enable=all {Path(args.big).name}`",
                          ["cppcheck", "--quiet", "--enable=all", str(Path(args.big).resolve())],
                          args.big_runs))
@@ -149,10 +155,13 @@ def main() -> int:
             rows.append(f"| start-up | {label} | {cells} |")
     before = (f"; before: {args.before_label or Path(args.before).name}, run for run with this "
               "one" if args.before else "")
-    table = (f"Median of {args.runs} runs ({args.big_runs} on cppcheck){before}; {machine()}. "
+    on_big = f" ({args.big_runs} on cppcheck)" if args.big else ""
+    table = (f"Median of {args.runs} runs{on_big}{before}; {machine()}. "
              f"Load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
              "(shared with other jobs: the CPU seconds are the steadier figure).\n\n"
-             + "\n".join(rows) + "\n\nReproduce: `make build && python3 scripts/bench-wholerun.py`")
+             + "\n".join(rows) + "\n\nReproduce: `make build && python3 scripts/bench-wholerun.py "
+             f"--runs {args.runs}" + (f" --big FILE --big-runs {args.big_runs}`, FILE a "
+                                      f"{_lines(args.big):,}-line C file" if args.big else "`"))
     publish("bench-wholerun", table, not args.no_write)
     return 0
 
