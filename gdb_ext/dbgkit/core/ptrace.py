@@ -7,7 +7,7 @@ main thread, where its Python code runs) while the thread is stopped.
 from __future__ import annotations
 
 import ctypes
-import platform
+import os
 import sys
 
 __all__ = ["Regs", "available", "get_regs"]
@@ -62,7 +62,7 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
         return
     try:
         # the C library this process runs on (GDB's): ctypes.util.find_library would run
