@@ -262,3 +262,10 @@ def test_several_reports_read_the_dump_once(monkeypatch: pytest.MonkeyPatch, cap
     assert capsys.readouterr().err.startswith(f"memdump-analyze: {tmp_path}/no/r.json: cannot "
                                               "write the report")
     assert read == ["example.memdump"] * 3
+
+
+def test_the_view_subcommands_are_the_views() -> None:
+    """cli.VIEW_NAMES tells a view's subcommand from a dump without importing the views."""
+    from memdump_analyzer.views import VIEWS
+
+    assert cli.VIEW_NAMES == tuple(VIEWS)
