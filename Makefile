@@ -21,6 +21,7 @@ help:
 	@echo "make sanitize  the C/C++ tests in UBSan, ASan and TSan builds (build-ubsan, -asan, -tsan)"
 	@echo "make bench   run the benchmarks and rewrite their tables in docs/benchmarks.md"
 	@echo "             (heaptrack, which the benchmarks also compare with, comes with the test packages)"
+	@echo "             (BENCH_BIG_C=FILE: the whole run's table on cppcheck checking FILE too)"
 	@echo "make clean   remove build/ and the sanitizer builds (the virtualenv .venv stays)"
 
 setup:
@@ -79,6 +80,7 @@ bench: build
 	@$(VENV)/bin/python scripts/bench-scan.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-analyzer.py
 	@$(VENV)/bin/python scripts/bench-analyzer.py --recorded --build-dir "$(BUILD_DIR)"
+	@$(VENV)/bin/python scripts/bench-wholerun.py --build-dir "$(BUILD_DIR)" $(if $(BENCH_BIG_C),--big "$(BENCH_BIG_C)")
 	@$(VENV)/bin/python scripts/bench-pretty-exception.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-targets.py --build-dir "$(BUILD_DIR)"
 	@$(VENV)/bin/python scripts/bench-servers.py --build-dir "$(BUILD_DIR)"

@@ -1,6 +1,8 @@
 """Source this file in GDB to get the `memdump` command: `gdb -ex 'source gdb_ext/memdump.py' ...`.
 
-It only puts the toolkit's packages on sys.path and loads them; loading twice is harmless.
+It only puts the toolkit's packages on sys.path and loads the settings and the memdump command,
+not the other commands nor the printers (gdb_ext/dbgkit.py loads them all); loading twice, or
+before or after gdb_ext/dbgkit.py, is harmless.
 """
 
 import os
@@ -13,4 +15,4 @@ for _path in (_here, os.path.join(os.path.dirname(_here), "analyzer")):
 
 import dbgkit  # noqa: E402
 
-dbgkit.load()
+dbgkit.load("memdump")

@@ -33,3 +33,10 @@ def write_section(name: str, table: str, path: Path = BENCHMARKS_MD) -> None:
     else:
         text = text.rstrip("\n") + "\n\n" + block + "\n"
     path.write_text(text)
+
+
+def publish(name: str, table: str, write: bool) -> None:
+    """Print a benchmark's table, and write it into docs/benchmarks.md's section NAME if WRITE."""
+    print(table)
+    if write:
+        write_section(name, table)

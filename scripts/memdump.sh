@@ -447,6 +447,24 @@ if [[ "$children" -eq 1 ]]; then
 fi
 
 analyze="${root_dir}/scripts/memdump-analyze"
+if [[ "$report" -eq 1 && -n "$json" ]]; then
+    # Both reports from one reading of the dump: memdump-analyze DUMP, then memdump-analyze
+    # --format json -o FILE DUMP, run in one analyser (exit status: which one failed, or 0).
+    failed=0
+    PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -c '
+import sys
+from memdump_analyzer.cli import several
+sys.exit(several([sys.argv[1]], ["--format", "json", "-o", sys.argv[2], sys.argv[1]])[0])
+' "$used" "$json" >&2 || failed=$?
+    if [[ "$failed" -eq 2 ]]; then
+        echo "${me}: the JSON report failed" >&2
+        exit 125
+    elif [[ "$failed" -ne 0 ]]; then
+        echo "${me}: the report failed" >&2
+        exit 125
+    fi
+    exit "$status"
+fi
 if [[ "$report" -eq 1 ]]; then
     if ! "$analyze" "$used" >&2; then
         echo "${me}: the report failed" >&2

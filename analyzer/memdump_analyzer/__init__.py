@@ -10,21 +10,16 @@ Public API, also used by GDB's `memdump leaks` to report on a dump that is still
 from __future__ import annotations
 
 import gc
+import importlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from .aggregation import build_analysis
-from .dumpfile import DumpError, DumpReader, Frame, ScanRecord
-from .locknames import lock_names, module_bases
-from .locks import rows as lock_rows
-from .model import Analysis, ErrorReport, Group
-from .progress import Progress
-from .replay import Replay
-from .replay import replay as _replay
-from .report import dumps_json, render_json, render_text
-from .rules import RULES, trim_lock_stack, trim_stack
-from .rules import RUNTIME_FREE_FUNCTIONS as _RUNTIME_FREE_FUNCTIONS
-from .symbolize import symbolize as _symbolize
+if TYPE_CHECKING:
+    from .dumpfile import DumpReader
+    from .model import Analysis
+    from .progress import Progress
+    from .replay import Replay
 
 __all__ = [
     "RULES",
@@ -44,6 +39,31 @@ __all__ = [
 
 __version__ = "1.0.0"
 
+#: the public names that live in a module of the package, imported when first asked for: a
+#: program that reads one module (GDB's `memdump` reads dumpformat) does not load the analyser
+_LAZY = {
+    "RULES": "rules",
+    "Analysis": "model",
+    "DumpError": "dumpfile",
+    "DumpReader": "dumpfile",
+    "ErrorReport": "model",
+    "Frame": "dumpfile",
+    "Group": "model",
+    "dumps_json": "report",
+    "render_json": "report",
+    "render_text": "report",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """`memdump_analyzer.NAME` of a lazily imported public name (PEP 562)."""
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
 
 @dataclass
 class LiveScan:
@@ -60,6 +80,8 @@ class LiveScan:
     def apply(self, reader: DumpReader, after: int) -> None:
         """Put this scan in the reader's tables, as if the dump's last `scan` record (line 0:
         made now, not read from the dump)."""
+        from .dumpfile import ScanRecord
+
         reader.scan = ScanRecord(after, self.status, self.root_bytes, self.block_bytes,
                                  self.millis, 0)
         reader.kinds = {}
@@ -89,6 +111,9 @@ def _printed_nodes(result: Replay) -> Iterator[int]:
 
 def _name_locks(analysis: Analysis, reader: DumpReader, result: Replay) -> None:
     """Each lock's name, from the modules' symbols or the live block that holds it."""
+    from .locknames import lock_names, module_bases
+    from .rules import trim_stack
+
     live = [(int(ptr, 16), size, abs(node)) for ptr, (size, node) in result.live.items()]
     names = lock_names([row.counts.address for row in analysis.locks],
                        module_bases(reader.frames.values()), live,
@@ -109,20 +134,27 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     while the dump is read.
     Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
     """
+    from .aggregation import build_analysis
+    from .dumpfile import DumpReader
+    from .locks import rows as lock_rows
+    from .replay import replay
+    from .rules import RUNTIME_FREE_FUNCTIONS, trim_lock_stack
+    from .symbolize import symbolize as symbolize_frames
+
     # The replay makes a few short-lived lists and tuples per event and no reference cycles;
     # CPython's cyclic collector would still walk the live-block table thousands of times (~6%).
     collecting = gc.isenabled()
     gc.disable()
     try:
-        with DumpReader(path, mark_functions=_RUNTIME_FREE_FUNCTIONS) as reader:
+        with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
             if progress is not None and progress.enabled:
                 progress.total = reader.on_read(progress.on_read)
-            result = _replay(reader)
+            result = replay(reader)
             if scan is not None:
                 scan.apply(reader, result.last_seq)
             symbols = None
             if symbolize:
-                symbols = _symbolize(reader, _printed_nodes(result))
+                symbols = symbolize_frames(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result, addresses)
             analysis.locks = lock_rows(reader, trim_lock_stack)
             if analysis.locks:

@@ -13,33 +13,33 @@ import argparse
 import os
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from . import analyze
 from .colour import colour_wanted
-from .diff import diff, render_diff_json, render_diff_text
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
 from .exports import FORMATS as _EXPORTS
-from .exports import METRICS, ExportError, export
-from .gensupp import suppression_text
-from .growth import growth, growth_json, growth_text
-from .heapmap import HeapMapError, heap_map, heap_map_json, heap_map_text
-from .model import Analysis, Group
-from .progress import Progress
-from .report import SuppressionOf, dumps_json, render_json, render_text
-from .sarif import render_sarif
-from .suppressions import Suppression, SuppressionError, group_names, load_all
-from .suppressions import apply as apply_suppressions
-from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
-from .views import VIEWS, tag_series
-from .views.cli import build_view_parser, run_view
+from .exports import METRICS
+from .suppfile import SuppressionError
 from .wording import plural
+
+if TYPE_CHECKING:
+    from .model import Analysis, Group
+    from .report import SuppressionOf
+    from .suppressions import Suppression
+
+# The modules of one kind of output (the report, diff, a view, an export) are imported by the
+# function that makes it: the leak report loads neither the views nor the exports' renderers.
 
 PROG = "memdump-analyze"
 EXIT_OK = 0
 EXIT_LEAK = 1
 EXIT_BAD_INPUT = 2
 EXIT_CUT = 3
+#: the views' subcommands (views.VIEWS' keys, which a test holds them to): named here, so that
+#: a leak report does not import the views to tell that its dump is not one of them
+VIEW_NAMES = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
 
 
 def _positive(text: str) -> int:
@@ -272,6 +272,11 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
           symbolize: bool = True) -> Analysis:
     """The analysis of a dump, its warnings said; the suppressions applied to the groups of
     `kinds` (valgrind checks only the loss records it shows or counts as errors)."""
+    from .progress import Progress
+
+    key = (path, kinds, symbolize)
+    if _kept is not None and not suppressions and key in _kept:
+        return _kept[key]  # read for an earlier report of `several`: its warnings said then
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
     try:
         analysis = analyze(path, symbolize=symbolize, progress=progress)
@@ -280,16 +285,47 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
     for warning in analysis.warnings():
         _say(f"warning: {warning}")
     if suppressions:
+        from .suppressions import apply as apply_suppressions
+
         apply_suppressions(analysis, suppressions, kinds)
+    elif _kept is not None:
+        _kept[key] = analysis
     return analysis
+
+
+#: the analyses made while `several` runs, by (dump, kinds, symbolize): none otherwise
+_kept: dict[tuple[str, frozenset[str], bool], Analysis] | None = None
+
+
+def several(*argvs: list[str]) -> tuple[int, int]:
+    """`memdump-analyze ARGV` for each ARGV in turn, as `main` runs it, each dump read once for
+    them all (scripts/memdump.sh --report --json FILE: the text report, then the JSON one). Stops
+    at the first that fails: (its number from 1, its exit status); (0, 0) when none failed."""
+    global _kept
+    _kept = {}
+    try:
+        for number, argv in enumerate(argvs, 1):
+            code = main(argv)
+            if code != EXIT_OK:
+                return number, code
+        return 0, EXIT_OK
+    finally:
+        _kept = None
 
 
 def _suppressions(args: argparse.Namespace) -> list[Suppression]:
     """The suppression files' entries; an empty list (not None) when none was given."""
+    if not args.suppressions:
+        return []
+    from .suppressions import load_all
+
     return load_all(args.suppressions)
 
 
 def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
+    from .gensupp import suppression_text
+    from .suppressions import group_names
+
     names = group_names(analysis, analysis.leaks)
 
     def text(group: Group, number: int) -> str:
@@ -302,6 +338,8 @@ def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
 def _run(args: argparse.Namespace) -> int:
     if args.by_tag or args.phases or args.growth or args.heap_map:
         return _run_tags(args)
+    from .report import dumps_json, render_json, render_text
+
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
@@ -321,6 +359,8 @@ def _run(args: argparse.Namespace) -> int:
                           "difference is `memdump-analyze diff BASE NEW`)")
     gen = _gen_suppressions(analysis) if args.gen_suppressions else None
     if args.format == "sarif":
+        from .sarif import render_sarif
+
         text = dumps_json(render_sarif(analysis, show_leak_kinds=show_kinds,
                                        error_kinds=error_kinds, root=args.sarif_root,
                                        information_uri=args.sarif_information_uri))
@@ -354,6 +394,8 @@ def _run(args: argparse.Namespace) -> int:
 def _run_export(args: argparse.Namespace, analysis: Analysis,
                 suppressions: list[Suppression], kinds: frozenset[str]) -> int:
     """--format pprof|collapsed|massif: binary pprof only to a file or a pipe."""
+    from .exports import ExportError, export
+
     if not _EXPORTS[args.format].text and args.output is None and sys.stdout.isatty():
         raise _UsageError(f"--format {args.format} writes binary data: give -o FILE, or "
                           "redirect the output")
@@ -371,6 +413,9 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
 
 
 def _run_diff(args: argparse.Namespace) -> int:
+    from .diff import diff, render_diff_json, render_diff_text
+    from .report import dumps_json
+
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
@@ -386,6 +431,8 @@ def _run_diff(args: argparse.Namespace) -> int:
 
 
 def _view_runner(view: str) -> Callable[[argparse.Namespace], int]:
+    from .views.cli import run_view
+
     def run(args: argparse.Namespace) -> int:
         text, warnings = run_view(view, args)
         for warning in warnings:
@@ -395,6 +442,12 @@ def _view_runner(view: str) -> Callable[[argparse.Namespace], int]:
 
 
 def _run_tags(args: argparse.Namespace) -> int:
+    from .growth import growth, growth_json, growth_text
+    from .heapmap import HeapMapError, heap_map, heap_map_json, heap_map_text
+    from .report import dumps_json
+    from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
+    from .views import tag_series
+
     if args.format not in ("text", "json"):
         raise _UsageError("--by-tag, --phases, --growth and --heap-map are text or json, not "
                           f"--format {args.format}")
@@ -448,7 +501,9 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["diff"]:
         args = build_diff_parser().parse_args(argv[1:])
         run = _run_diff
-    elif argv[:1] and argv[0] in VIEWS:  # a view: the same rule as diff
+    elif argv[:1] and argv[0] in VIEW_NAMES:  # a view: the same rule as diff
+        from .views.cli import build_view_parser
+
         view = argv[0]
         args = build_view_parser(view).parse_args(argv[1:])
         run = _view_runner(view)

@@ -233,3 +233,39 @@ def test_colour_policy(monkeypatch: pytest.MonkeyPatch) -> None:
     assert colour_wanted(True)
     monkeypatch.setenv("NO_COLOR", "1")
     assert not colour_wanted(True)
+
+
+def test_several_reports_read_the_dump_once(monkeypatch: pytest.MonkeyPatch, capsys,  # type: ignore[no-untyped-def]
+                                            tmp_path: Path) -> None:
+    """scripts/memdump.sh --report --json FILE: the text and JSON reports, each as its own
+    command writes it, from one reading of the dump."""
+    read: list[str] = []
+    analyze = cli.analyze
+
+    def counted(path: str, **options: object):  # type: ignore[no-untyped-def]
+        read.append(path)
+        return analyze(path, **options)
+
+    monkeypatch.setattr(cli, "analyze", counted)
+    monkeypatch.chdir(FIXTURES)
+    out = tmp_path / "report.json"
+    json_run = ["--format", "json", "-o", str(out), "example.memdump"]
+    assert cli.several(["example.memdump"], json_run) == (0, 0)
+    assert read == ["example.memdump"]
+    assert capsys.readouterr().out == (FIXTURES / "example.report.txt").read_text()
+    assert out.read_text() == (FIXTURES / "example.report.json").read_text()
+    # each command alone reads the dump again; the first to fail stops the rest
+    assert cli.main(["example.memdump"]) == 0
+    assert read == ["example.memdump"] * 2
+    bad = ["--format", "json", "-o", str(tmp_path / "no" / "r.json"), "example.memdump"]
+    assert cli.several(["example.memdump"], bad, json_run) == (2, 2)
+    assert capsys.readouterr().err.startswith(f"memdump-analyze: {tmp_path}/no/r.json: cannot "
+                                              "write the report")
+    assert read == ["example.memdump"] * 3
+
+
+def test_the_view_subcommands_are_the_views() -> None:
+    """cli.VIEW_NAMES tells a view's subcommand from a dump without importing the views."""
+    from memdump_analyzer.views import VIEWS
+
+    assert cli.VIEW_NAMES == tuple(VIEWS)

@@ -1,8 +1,13 @@
-"""The analyser's modules import each other without a cycle, and only at module level."""
+"""The analyser's modules import each other without a cycle (counting the imports made inside a
+function, which load a module only when an output needs it), and a leak report loads neither the
+views nor the exports' renderers."""
 
 from __future__ import annotations
 
 import ast
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "memdump_analyzer"
@@ -31,18 +36,14 @@ def _resolve(base: list[str], name: str) -> str:
     return ".".join(base) or "__init__"
 
 
-def _imports(path: Path) -> tuple[set[str], list[int]]:
-    """The package's modules that `path` imports, and the lines of imports inside a body."""
+def _imports(path: Path) -> set[str]:
+    """The package's modules that `path` imports, at module level or inside a function."""
     tree = ast.parse(path.read_text(), str(path))
-    top = set(map(id, tree.body))
     found: set[str] = set()
-    nested: list[int] = []
     package = _package_of(path)
     for node in ast.walk(tree):
         if not isinstance(node, ast.ImportFrom) or node.level == 0:
             continue
-        if id(node) not in top:
-            nested.append(node.lineno)
         base = package[: len(package) - (node.level - 1)]
         if node.module is None:  # `from . import name`: a module, or the package's own name
             for alias in node.names:
@@ -50,18 +51,15 @@ def _imports(path: Path) -> tuple[set[str], list[int]]:
         else:
             parts = node.module.split(".")
             found.add(_resolve(base + parts[:-1], parts[-1]))
-    return found, nested
+    return found
 
 
 def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
-def test_no_import_cycle_and_no_import_inside_a_function() -> None:
-    graph = {}
-    for path in _modules():
-        graph[_name(path)], nested = _imports(path)
-        assert nested == [], f"{path.name}: imports inside a body at lines {nested}"
+def test_no_import_cycle() -> None:
+    graph = {_name(path): _imports(path) for path in _modules()}
     done: set[str] = set()
 
     def visit(module: str, path: tuple[str, ...]) -> None:
@@ -81,3 +79,48 @@ def test_no_import_cycle_and_no_import_inside_a_function() -> None:
 def test_modules_stay_small() -> None:
     for path in _modules():
         assert len(path.read_text().splitlines()) < 600, path.relative_to(PACKAGE)
+
+
+# What `memdump-analyze DUMP` (the text report) must not load: the views, the exports'
+# renderers and the other outputs' modules (each imported by the function that makes its output).
+NOT_FOR_THE_REPORT = {
+    "callsites", "exports.buildid", "exports.charts", "exports.flame", "exports.html",
+    "exports.htmldiff", "exports.mapsvg", "exports.massif", "exports.pprof", "gensupp",
+    "growth", "heapmap", "sarif", "suppressions", "tagphases", "views", "views.cli",
+    "views.common", "views.hotspots", "views.lifetimes", "views.peak", "views.series",
+    "views.sizes", "views.stream", "views.temporary", "views.timeline",
+}
+
+_LOADED = """
+import sys
+from memdump_analyzer.cli import main
+code = main(sys.argv[1:])
+sys.stdout.flush()
+loaded = sorted(m[len("memdump_analyzer."):] for m in sys.modules
+                if m.startswith("memdump_analyzer."))
+sys.stderr.write("loaded " + " ".join(loaded) + "\\n")
+sys.exit(code)
+"""
+
+
+def _report_modules(*argv: str) -> tuple[str, set[str]]:
+    """The report's text and the package's modules it loaded, in a new interpreter."""
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    proc = subprocess.run([sys.executable, "-P", "-c", _LOADED, *argv], cwd=fixtures,
+                          env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    last = proc.stderr.splitlines()[-1]
+    assert last.startswith("loaded "), proc.stderr
+    return proc.stdout, set(last.split()[1:])
+
+
+def test_the_leak_report_loads_only_its_modules() -> None:
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    text, loaded = _report_modules("example.memdump")
+    assert text == (fixtures / "example.report.txt").read_text()
+    assert loaded & NOT_FOR_THE_REPORT == set()
+    assert {"report", "replay", "aggregation", "symbolize"} <= loaded
+    # every module stays importable by the output that needs it: --suppressions loads theirs
+    _, loaded = _report_modules("--suppressions", "/dev/null", "example.memdump")
+    assert "suppressions" in loaded and "views" not in loaded

@@ -6,14 +6,21 @@ from __future__ import annotations
 _loaded = False
 
 
-def load() -> None:
-    """Register settings, every command and the printers with GDB once; later calls do nothing."""
+def load(command: str | None = None) -> None:
+    """Register the settings and every command and the printers with GDB once (later calls do
+    nothing); with COMMAND, the settings and that one command alone (gdb_ext/memdump.py: the
+    other commands, the printers and the modules they import are not loaded)."""
     global _loaded
     if _loaded:
         return
-    from . import commands, printers, settings
+    from . import commands, settings
 
     settings.register()
+    if command is not None:
+        commands.load(command)
+        return
+    from . import printers
+
     commands.load_all()
     printers.load()
     _loaded = True

@@ -6,13 +6,17 @@ from __future__ import annotations
 import os
 import struct
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import gdb
 
 from . import memdump_symbols
 from .core import locktable
-from .core.contention import Frame, Resolved
 from .core.procmaps import ModuleMap
+from .core.recorder import LIBRARY
+
+if TYPE_CHECKING:
+    from .core.contention import Resolved
 
 SYMBOL = "memdump_recorder_locks"
 _ENABLED_OFFSET = 8 * 4          # the header's field 4 (gdb_ext/recorder/locks.c)
@@ -23,7 +27,13 @@ class NotLoaded(Exception):
 
 
 def header_address() -> int:
-    """The address of the recorder's lock table header in the selected inferior."""
+    """The address of the recorder's lock table header in the selected inferior: from the
+    recorder's own symbols (GDB's search of every module's for the name takes up to ~20 ms)."""
+    for objfile in gdb.objfiles():
+        if os.path.basename(objfile.filename or "") == LIBRARY:
+            symbol = objfile.lookup_global_symbol(SYMBOL)  # None: built without debug information
+            if symbol is not None:
+                return int(symbol.value().address)
     try:
         return int(gdb.parse_and_eval(f"(unsigned long) &{SYMBOL}"))
     except gdb.error:
@@ -60,6 +70,8 @@ def resolve(table: locktable.LockTable) -> Resolved:
     """The frames of every return address of the table's waiting stacks, as GDB knows them
     (the function and line of pc - 1, and the functions it was inlined into); a pc GDB cannot
     resolve is left out (shown as its address)."""
+    from .core.contention import Frame  # the contention command's: a recording does not load it
+
     pcs = {pc for c in table.locks for s in c.stacks for pc in s.pcs}
     if not pcs:
         return {}

@@ -46,6 +46,19 @@ def test_dbgkit_py_loads_every_command(gdb_path: str, gdb_ext_dir: Path) -> None
     assert proc.stdout.split() == ["contention", "ctxswitches", "deadlocks", "memdump"]
 
 
+def test_dbgkit_py_after_memdump_py_loads_the_rest(gdb_path: str, gdb_ext_dir: Path) -> None:
+    registry = ("python from dbgkit.commands import base; import gdb.printing; "
+                "print(' '.join(sorted(base.REGISTRY)), "
+                "[p.name for p in gdb.pretty_printers if hasattr(p, 'name')])")
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'memdump.py'}", registry,
+                           f"source {gdb_ext_dir / 'dbgkit.py'}", registry, "help contention"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == ["memdump ['builtin']",
+                         "contention ctxswitches deadlocks memdump ['dbgkit', 'builtin']"]
+    assert lines[2].startswith("contention: ")
+
+
 def _script(tmp_path: Path, body: str) -> str:
     script = tmp_path / "check.py"
     script.write_text(body)

@@ -71,3 +71,39 @@ def test_existing_dump_is_never_overwritten(tmp_path: Path) -> None:
     assert taken.read_text() == "mine"
     assert f"to {second.name}" in out, out + err
     expect_leaks(analyze(second), {marker("leak_then_wait.c", "second"): (321, 1)})
+
+
+#: what `source gdb_ext/memdump.py` and a whole recording must not load: the other commands, the
+#: printers, the analyser's report and views (`memdump leaks` loads those when asked)
+NOT_FOR_A_RECORDING = (
+    "dbgkit.commands.contention", "dbgkit.commands.ctxswitches", "dbgkit.commands.deadlocks",
+    "dbgkit.contention_sampler", "dbgkit.core.contention", "dbgkit.core.leaksite",
+    "dbgkit.deadlock_probe", "dbgkit.lock_names", "dbgkit.memdump_live", "dbgkit.printers",
+    "memdump_analyzer.aggregation", "memdump_analyzer.cli", "memdump_analyzer.exports",
+    "memdump_analyzer.replay", "memdump_analyzer.report", "memdump_analyzer.rules",
+    "memdump_analyzer.suppressions", "memdump_analyzer.symbolize", "memdump_analyzer.views",
+)
+
+_LOADED = ("python import sys; from dbgkit.commands import base; "
+           "print('loaded', *sorted(m for m in sys.modules if m.startswith(('dbgkit', "
+           "'memdump_analyzer')))); print('commands', *sorted(base.REGISTRY))")
+
+
+def test_memdump_py_loads_the_memdump_command_alone(tmp_path: Path) -> None:
+    dump = tmp_path / "churn.memdump"
+    proc = subprocess.run(
+        gdb_argv([_LOADED, f"memdump -o {dump}", "r", _LOADED, "memdump leaks",
+                  "help contention"], [program("churn_leak"), "300"]),
+        cwd=tmp_path, capture_output=True, text=True, timeout=120, check=False)
+    out = proc.stdout
+    sourced, recorded = (line.split()[1:] for line in out.splitlines()
+                         if line.startswith("loaded "))
+    assert [line for line in out.splitlines() if line.startswith("commands ")] == \
+        ["commands memdump"] * 2
+    for loaded in (sourced, recorded):
+        assert "dbgkit.commands.memdump" in loaded
+        assert [m for m in loaded if m.startswith(NOT_FOR_A_RECORDING)] == [], out
+    assert 'Undefined command: "contention"' in proc.stderr
+    # `memdump leaks` loads the report when asked: the program's one leak, after the run
+    assert "LEAK 1 of 1: 77 bytes in 1 block, definitely lost" in out, out + proc.stderr
+    expect_leaks(analyze(dump), {marker("churn_leak.c", "after-exec"): (77, 1)})

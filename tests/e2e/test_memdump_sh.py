@@ -109,6 +109,18 @@ def test_json_and_text_reports(tmp_path: Path, dump: Path) -> None:
     assert report["summary"]["leaked"] == {"bytes": 24, "blocks": 1}
     assert [g["bytes"] for g in report["leaks"] if g["kind"] == "leak"] == [24]
     assert str(site) in proc.stderr.decode()
+    # both read from one reading of the dump, each as its own command writes it
+    text = memdump_e2e.analyze_raw(dump)
+    assert proc.stderr.decode().endswith(f"memdump.sh: dump: {dump}\n{text.stdout}")
+    assert report_path.read_text() == memdump_e2e.analyze_raw(dump, "--format", "json").stdout
+    # a JSON report that cannot be written: the text report, then the failure, exit 125
+    unwritable = tmp_path / "no" / "report.json"
+    proc = memdump_sh("-o", dump, "--report", "--json", unwritable, "--",
+                      program("leak_malloc"))
+    assert proc.returncode == 125, proc.stderr
+    assert proc.stderr.decode().endswith(
+        f"{memdump_e2e.analyze_raw(dump).stdout}memdump-analyze: {unwritable}: cannot write the "
+        "report (No such file or directory)\nmemdump.sh: the JSON report failed\n")
 
 
 def test_default_dump_path(tmp_path: Path) -> None:

@@ -6,14 +6,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from ..model import Analysis
-from .collapsed import METRICS, render_collapsed
-from .html import render_html
-from .htmldiff import render_html_diff
-from .massif import base_desc, growth_profile, render_massif
-from .pprof import render_pprof
-from .profile import DETAILED_EVERY, HeapProfile, collect, difference
+from .collapsed import METRICS
+
+if TYPE_CHECKING:
+    from ..model import Analysis
+    from .profile import HeapProfile
+
+# Each renderer is imported when its format is asked for: the command line builds its --format
+# choices from FORMATS without loading the HTML page's views and charts.
 
 __all__ = ["FORMATS", "METRICS", "ExportError", "export"]
 
@@ -35,16 +37,23 @@ class Format:
 
 def _pprof(profile: HeapProfile, base: HeapProfile | None, metric: str,
            symbols: bool) -> bytes:
+    from .pprof import render_pprof
+    from .profile import difference
+
     return render_pprof(profile if base is None else difference(profile, base))
 
 
 def _collapsed(profile: HeapProfile, base: HeapProfile | None, metric: str,
                symbols: bool) -> bytes:
+    from .collapsed import render_collapsed
+
     return render_collapsed(profile, metric, base).encode("utf-8", "surrogateescape")
 
 
 def _massif(profile: HeapProfile, base: HeapProfile | None, metric: str,
             symbols: bool) -> bytes:
+    from .massif import base_desc, growth_profile, render_massif
+
     if base is not None:
         return render_massif(growth_profile(profile, base), base_desc(profile, base)).encode(
             "utf-8", "surrogateescape")
@@ -53,6 +62,9 @@ def _massif(profile: HeapProfile, base: HeapProfile | None, metric: str,
 
 def _html(profile: HeapProfile, base: HeapProfile | None, metric: str,
           symbols: bool) -> bytes:
+    from .html import render_html
+    from .htmldiff import render_html_diff
+
     page = render_html(profile, symbols=symbols) if base is None else \
         render_html_diff(profile, base, symbols=symbols)
     return page.encode("utf-8", "surrogateescape")
@@ -74,6 +86,8 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
            metric: str = "leaked-bytes", symbolize: bool = True) -> bytes:
     """The bytes of export `name` of `analysis` (minus `base`'s, when given). Raises
     ExportError, or DumpError when a dump cannot be read."""
+    from .profile import DETAILED_EVERY, collect
+
     fmt = FORMATS[name]
     if base is not None and fmt.no_base is not None:
         takes = " and ".join(n for n, f in FORMATS.items() if f.no_base is None)

@@ -10,9 +10,8 @@ import textwrap
 
 import gdb
 
-from .. import memdump_ends, memdump_live, output, settings
+from .. import memdump_ends, output, settings
 from ..core.breakcond import NO_MAX, ON, BreakCondition
-from ..core.leaksite import LeakSiteError, leak_site
 from ..core.recorder import LIBRARY, find_library
 from ..memdump_breaks import function_ranges
 from ..memdump_checks import CMD, cannot_record, check_program
@@ -240,6 +239,8 @@ def _active() -> Session | None:
 
 def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
     """--leak N --from DUMP: the condition that stops where group N was allocated."""
+    from ..core.leaksite import LeakSiteError, leak_site  # the analyser: when asked for
+
     if args.leak is None or args.from_dump is None:
         raise gdb.GdbError(f"{CMD} break: --leak N and --from DUMP go together")
     if len(asked) > 2:
@@ -412,6 +413,8 @@ def _status(args: argparse.Namespace) -> None:
 
 @needs_recording
 def _leaks(args: argparse.Namespace) -> None:
+    from .. import memdump_live  # with the analyser: imported when first asked for
+
     session = _need_session()
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
@@ -472,6 +475,8 @@ _previous_leaks: dict = {}
 
 @needs_recording
 def _who_points_at(args: argparse.Namespace) -> None:
+    from .. import memdump_live
+
     session = _need_session()
     memdump_live.check_stopped(session)
     try:

@@ -7,8 +7,7 @@ main thread, where its Python code runs) while the thread is stopped.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
-import platform
+import os
 import sys
 
 __all__ = ["Regs", "available", "get_regs"]
@@ -63,10 +62,12 @@ def _load() -> None:
     if _loaded:
         return
     _loaded = True
-    if not sys.platform.startswith("linux") or platform.machine() != "x86_64":
+    if not sys.platform.startswith("linux") or os.uname().machine != "x86_64":
         return
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        # the C library this process runs on (GDB's): ctypes.util.find_library would run
+        # ldconfig -p, a fork of GDB and ~10 ms, at the first stop of every recording
+        libc = ctypes.CDLL(None, use_errno=True)
         fn = libc.ptrace
     except (OSError, AttributeError):
         return

@@ -1,0 +1,170 @@
+#!/usr/bin/env python3
+"""Benchmark the whole run, recording and leak report, of memdump against heaptrack's.
+
+For each program (a small one, tests/programs/churn_leak: 300 allocations and one leak; a real
+one, cppcheck on a C file), it runs, one after the other and several times each:
+
+- `scripts/memdump.sh --report PROGRAM`: records under GDB, then prints the leak report;
+- GDB's one-liner, `gdb -batch -ex 'source gdb_ext/memdump.py' -ex memdump -ex r PROGRAM`,
+  then `scripts/memdump-analyze DUMP`;
+- `heaptrack PROGRAM` then `heaptrack_print FILE` (the leak report among its views);
+
+and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py`, the analyser's).
+Each figure is the median of the runs: wall seconds and CPU seconds (user + system of every
+process of the run). It prints a markdown table that it also writes into docs/benchmarks.md
+between its markers. Python's compiled bytecode is cached (a warm-up run writes it), as in a
+checkout that has run once or an installed package.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from benchlib import machine, publish
+
+ROOT = Path(__file__).resolve().parents[1]
+
+Step = Sequence[str]
+
+
+def timed(steps: Sequence[Step], cwd: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of STEPS run one after the other; a failing step ends the benchmark."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    for step in steps:
+        proc = subprocess.run(step, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=3600, check=False)
+        if proc.returncode != 0:
+            sys.exit(f"bench-wholerun: {' '.join(step[:4])}... failed ({proc.returncode}):\n"
+                     f"{proc.stderr.decode(errors='replace')[-2000:]}")
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu
+
+
+def cases(root: Path, program: Sequence[str], work: Path) -> dict[str, list[Step]]:
+    """The runs compared on PROGRAM, by label, with their files under WORK."""
+    dump, heaptrack = str(work / "run.memdump"), str(work / "run.heaptrack")
+    source = f"source {root / 'gdb_ext' / 'memdump.py'}"
+    return {
+        "`memdump.sh --report`": [[str(root / "scripts" / "memdump.sh"), "--report", "-o", dump,
+                                   *program]],
+        "`gdb -batch ... memdump -ex r` + `memdump-analyze`": [
+            ["gdb", "-nx", "-batch", "-ex", source, "-ex", f"memdump -o {dump}", "-ex", "r",
+             "--args", *program],
+            [str(root / "scripts" / "memdump-analyze"), dump]],
+        "`heaptrack` + `heaptrack_print`": [["heaptrack", "-o", heaptrack, *program],
+                                            ["heaptrack_print", heaptrack + ".zst"]],
+    }
+
+
+def parts(root: Path) -> dict[str, list[Step]]:
+    """memdump's start-up costs, alone."""
+    return {
+        "GDB's start-up (`gdb -batch -nx`)": [["gdb", "-nx", "-batch"]],
+        "`gdb -batch -nx -ex 'source gdb_ext/memdump.py'`": [
+            ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'memdump.py'}"]],
+        "`memdump-analyze --help`": [[str(root / "scripts" / "memdump-analyze"), "--help"]],
+    }
+
+
+def _lines(path: str) -> int:
+    with open(path, "rb") as fh:
+        return sum(1 for _ in fh)
+
+
+def measure(label: str, variants: list[list[Step]], runs: int, work: Path) -> str:
+    """The table cells of LABEL: median wall and CPU seconds of each variant (this checkout's
+    steps, then --before's), their runs interleaved so that both see the same machine load."""
+    for steps in variants:
+        timed(steps, work)  # warm-up: the bytecode cache, the page cache
+    samples: list[list[tuple[float, float]]] = [[] for _ in variants]
+    for _ in range(runs):
+        for steps, out in zip(variants, samples, strict=True):
+            out.append(timed(steps, work))
+    cells = []
+    for out in samples:
+        wall, cpu = statistics.median(s[0] for s in out), statistics.median(s[1] for s in out)
+        cells += [f"{wall:.2f}", f"{cpu:.2f}"]
+    print(f"  {label}: {' '.join(cells)}", file=sys.stderr)
+    return " | ".join(cells)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build-dir", default=str(ROOT / "build"))
+    parser.add_argument("--before", metavar="DIR",
+                        help="another checkout (an earlier commit, built or with a `build` link "
+                        "to this one's) measured beside this one, run for run")
+    parser.add_argument("--before-label", metavar="TEXT",
+                        help="what --before is, for the table (default: its directory's name)")
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement (median)")
+    parser.add_argument("--big", metavar="FILE",
+                        help="a C file for cppcheck --enable=all to check, the real program "
+                        "(without it: the small program alone)")
+    parser.add_argument("--big-runs", type=int, default=3, help="runs on cppcheck (median)")
+    parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
+    args = parser.parse_args()
+
+    roots = [ROOT] + ([Path(args.before).resolve()] if args.before else [])
+    small = Path(args.build_dir).resolve() / "tests" / "programs" / "churn_leak"
+    if not small.is_file():
+        sys.exit(f"bench-wholerun: {small} is not built (make build)")
+    for tool in ("gdb", "heaptrack", "heaptrack_print"):
+        if shutil.which(tool) is None:
+            sys.exit(f"bench-wholerun: {tool} is not installed")
+    programs = [("small program: `churn_leak 300` (300 allocations, one leak)",
+                 [str(small), "300"], args.runs)]
+    if args.big:
+        if shutil.which("cppcheck") is None or not Path(args.big).is_file():
+            sys.exit(f"bench-wholerun: --big needs cppcheck and {args.big}")
+        programs.append((f"cppcheck: `cppcheck --quiet --enable=all {Path(args.big).name}`",
+                         ["cppcheck", "--quiet", "--enable=all", str(Path(args.big).resolve())],
+                         args.big_runs))
+    # as a user's shell: Python writes its bytecode cache (a test runner may turn it off)
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
+    load_before = os.getloadavg()[0]
+    head = "| program | run | wall (s) | CPU (s) |"
+    if args.before:
+        head += " before: wall (s) | before: CPU (s) |"
+    rows = [head, "| --- | --- |" + " ---: |" * (2 * len(roots))]
+    with tempfile.TemporaryDirectory(prefix="bench-wholerun.") as tmp:
+        work = Path(tmp)
+        for title, program, runs in programs:
+            print(title, file=sys.stderr)
+            variants = [cases(root, program, work) for root in roots]
+            for label in variants[0]:
+                cells = measure(label, [v[label] for v in variants], runs, work)
+                rows.append(f"| {title.split(':')[0]} | {label} | {cells} |")
+        print("start-up", file=sys.stderr)
+        variants = [parts(root) for root in roots]
+        for label in variants[0]:
+            cells = measure(label, [v[label] for v in variants], args.runs, work)
+            rows.append(f"| start-up | {label} | {cells} |")
+    before = (f"; before: {args.before_label or Path(args.before).name}, run for run with this "
+              "one" if args.before else "")
+    on_big = f" ({args.big_runs} on cppcheck)" if args.big else ""
+    table = (f"Median of {args.runs} runs{on_big}{before}; {machine()}. "
+             f"Load average (1 min) {load_before:.2f} before, {os.getloadavg()[0]:.2f} after "
+             "(shared with other jobs: the CPU seconds are the steadier figure).\n\n"
+             + "\n".join(rows) + "\n\nReproduce: `make build && python3 scripts/bench-wholerun.py "
+             f"--runs {args.runs}" + (f" --big FILE --big-runs {args.big_runs}`, FILE a "
+                                      f"{_lines(args.big):,}-line C file" if args.big else "`"))
+    publish("bench-wholerun", table, not args.no_write)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
