@@ -12,10 +12,14 @@
 
 #define EXPORT __attribute__((visibility("default")))
 #define MAX_TOKENS 10
+#ifndef MAX_ID /* the fuzz target (fuzz_replay.c) makes it and BUFFER small, to run faster */
 #define MAX_ID (1u << 27)        /* larger ids (never written by the recorders): Python */
+#endif
 #define MAX_SIZE (1ull << 52)    /* larger sizes: Python, whose integers do not overflow */
 #define LINE_BATCH 512
+#ifndef BUFFER
 #define BUFFER (1u << 22)
+#endif
 #define SLACK 32 /* zeroed bytes after the buffer's data: quick_short reads 16 at a time */
 
 /* node and frame flags */

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# @brief Fuzz libmemdump_core's reader and replay (analyzer/native/fuzz_replay.c) with libFuzzer,
+# under AddressSanitizer and UndefinedBehaviorSanitizer.
+#
+# Builds the target with clang into a fresh temporary directory, seeds it with the analyser's
+# fixture dumps (their lines after the version line) and a dictionary of the format's tags, and runs
+# RUNS inputs (default 1,000,000; the test suite's budget). Any crash, sanitizer report or leak
+# stops the run with libFuzzer's report and the input that did it, and this script exits non-zero.
+#
+#   scripts/fuzz-core.sh                 # 1,000,000 inputs
+#   scripts/fuzz-core.sh -r 50000000     # the longer run docs/report-format.md records
+#   scripts/fuzz-core.sh -t 600          # for 600 seconds
+set -euo pipefail
+
+root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+runs=1000000
+seconds=0
+usage() {
+    echo "usage: scripts/fuzz-core.sh [-r RUNS] [-t SECONDS] [-k]" >&2
+}
+keep=0
+while getopts "r:t:kh" opt; do
+    case "$opt" in
+        r) runs="$OPTARG" ;;
+        t) seconds="$OPTARG" ;;
+        k) keep=1 ;;
+        h) usage; exit 0 ;;
+        *) usage; exit 2 ;;
+    esac
+done
+if ! [[ "$runs" =~ ^[0-9]+$ && "$seconds" =~ ^[0-9]+$ ]]; then
+    echo "fuzz-core.sh: -r and -t take a number, not '$runs' / '$seconds'" >&2
+    exit 2
+fi
+if ! command -v clang >/dev/null; then
+    echo "fuzz-core.sh: clang is not installed (scripts/setup.sh installs it with the test packages)" >&2
+    exit 2
+fi
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/memdump-fuzz.XXXXXX")"
+if [[ $keep -eq 0 ]]; then
+    trap 'rm -rf "$work"' EXIT
+else
+    echo "fuzz-core.sh: keeping $work" >&2
+fi
+native="$root_dir/analyzer/native"
+clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
+    "$native"/heap.c "$native"/tables.c -o "$work/fuzz_replay"
+
+mkdir "$work/corpus"
+for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
+    tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
+done
+# the format's tags and the words its records hold, for the mutations
+{
+    for word in "e " "t " "+ " "- " "+n " "+a " "-n " "-a " "n " "f " "fi " "fs " "s " "i " \
+                "p " "end " "c " "g " "u " "r " "scan " "lk " "lw " "# " "0x" " 0x0" \
+                " malloc " " calloc " " realloc " " reallocarray " " free " " posix_memalign " \
+                " aligned_alloc " " memalign " " new " " new[] " " delete " " delete[] " \
+                " custom_alloc " " custom_free " " exec " " signal " " exit "; do
+        printf '"%s"\n' "$word"
+    done
+} > "$work/tags.dict"
+
+export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
+args=(-seed=1 -max_len=4096 -dict="$work/tags.dict" -artifact_prefix="$work/" -print_final_stats=1)
+if [[ "$seconds" -gt 0 ]]; then
+    args+=(-max_total_time="$seconds")
+else
+    args+=(-runs="$runs")
+fi
+if ! "$work/fuzz_replay" "${args[@]}" "$work/corpus" 2>"$work/log"; then
+    tail -n 40 "$work/log" >&2
+    for crash in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
+        [[ -e "$crash" ]] && cp "$crash" . && echo "fuzz-core.sh: the input is ./$(basename "$crash")" >&2
+    done
+    exit 1
+fi
+grep -E "stat::number_of_executed_units|stat::peak_rss_mb" "$work/log" >&2 || true
+echo "fuzz-core.sh: no crash, sanitizer report or leak" >&2
