@@ -102,30 +102,6 @@ void mdr_out_commit(size_t bytes)
     memdump_recorder_control.end += bytes;
 }
 
-char *mdr_fmt_dec(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-char *mdr_fmt_hex(char *p, uint64_t v)
-{
-    static const char digits[] = "0123456789abcdef";
-    *p++ = '0';
-    *p++ = 'x';
-    int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;  /* hex digits */
-    for (int i = n - 1; i >= 0; i--, v >>= 4)
-        p[i] = digits[v & 0xf];
-    return p + n;
-}
-
 /* TEXT escaped as docs/dump-format.md says: backslash, newline, carriage return. */
 char *mdr_fmt_str(char *p, const char *s)
 {

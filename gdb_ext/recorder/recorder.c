@@ -259,8 +259,23 @@ static void thread_init(struct mdr_thread *t)
 
 /* -- the lock ------------------------------------------------------------------------------- */
 
+/* glibc's own flag (2.32 and later; weak: an older one has none, and every lock is atomic):
+ * true while the process has never had a second thread (pthread_create clears it before the
+ * thread exists; a forked child has it again). libstdc++'s shared_ptr counts rely on it alike. */
+extern char __libc_single_threaded __attribute__((weak));
+
+/* Taken around every record. The word also tells GDB, at a stop, that a thread is inside a
+ * record (memdump_inprocess.py waits for it to be 0 before it appends). A process with one
+ * thread only stores its id: no other thread can contend, and the store is what GDB sees; the
+ * locked compare-and-swap, which also waits for every earlier store to reach the cache (the
+ * record's bytes), was a sixth of the cost of an event (docs/recorder.md). */
 static inline void lock(uint64_t tid)
 {
+    if (MDR_LIKELY(&__libc_single_threaded != NULL && __libc_single_threaded)) {
+        C.lock = tid;
+        __asm__ volatile("" ::: "memory");
+        return;
+    }
     for (unsigned spins = 0;; spins++) {
         uint64_t expected = 0;
         if (__atomic_compare_exchange_n(&C.lock, &expected, tid, 0, __ATOMIC_ACQUIRE,
@@ -504,8 +519,12 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
 slot:;
     struct mdr_slot *s = t->slot;
     if (s != NULL) {
-        s->args[0] = c->args[0];
-        s->args[1] = c->args[1];
+        /* one word at a time: the hook has just stored them one by one, and a 16-byte load of
+         * two of them (GCC pairs the copies) waits for both stores to reach the cache */
+        uint64_t a0 = c->args[0], a1 = c->args[1];
+        __asm__("" : "+r"(a0), "+r"(a1));
+        s->args[0] = a0;
+        s->args[1] = a1;
         s->args[2] = c->args[2];
         s->npcs = (uint64_t)c->n;
         s->pcs = (uint64_t)(uintptr_t)c->pcs;
@@ -817,6 +836,22 @@ MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
 #define REAL(name)                                                  \
     (MDR_UNLIKELY(real.free == NULL) ? (resolve_real(), real.name) : real.name)
 
+MDR_HIDDEN void *mdr_real_malloc(size_t size)
+{
+    return REAL(malloc)(size);
+}
+
+MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size)
+{
+    return REAL(aligned_alloc)(align, size);
+}
+
+MDR_HIDDEN void mdr_real_free(void *ptr)
+{
+    if (MDR_LIKELY(!is_bootstrap(ptr)))
+        REAL(free)(ptr);
+}
+
 /* -- the entry points ----------------------------------------------------------------------- */
 
 EXPORT void *malloc(size_t size)
@@ -1117,3 +1152,10 @@ ALIAS(memalign);
 ALIAS(valloc);
 ALIAS(pvalloc);
 ALIAS(dlclose);
+
+MDR_HIDDEN int mdr_allocator_hooked(void)
+{
+    return dlsym(RTLD_DEFAULT, "malloc") == (void *)mdr_real_hook_malloc
+           && dlsym(RTLD_DEFAULT, "free") == (void *)mdr_real_hook_free
+           && dlsym(RTLD_DEFAULT, "aligned_alloc") == (void *)mdr_real_hook_aligned_alloc;
+}

@@ -58,9 +58,52 @@ MDR_HIDDEN int mdr_out_open(const char *path, uint64_t end);
 MDR_HIDDEN char *mdr_out_reserve(size_t bytes);
 /* BYTES written at the pointer mdr_out_reserve returned: they become part of the dump. */
 MDR_HIDDEN void mdr_out_commit(size_t bytes);
-MDR_HIDDEN char *mdr_fmt_dec(char *p, uint64_t v);
-MDR_HIDDEN char *mdr_fmt_hex(char *p, uint64_t v);
 MDR_HIDDEN char *mdr_fmt_str(char *p, const char *s);
+/* V in decimal, and in hexadecimal after `0x` (lower case, no leading zero), at P; returns the
+ * end. Inline, two digits a step from a table: they are a tenth of an event's cost. */
+extern MDR_HIDDEN const char mdr_dec_pairs[200];   /* "00" ... "99" */
+extern MDR_HIDDEN const char mdr_hex_pairs[512];   /* "00" ... "ff" */
+extern MDR_HIDDEN const uint64_t mdr_pow10[20];    /* 1, 10, ... 10^19 */
+
+/* The decimal digits of V: t, from its bits, is the number's or one less */
+static inline int mdr_dec_len(uint64_t v)
+{
+    v |= v == 0;
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    return t + (v >= mdr_pow10[t]);
+}
+
+static inline char *mdr_fmt_dec(char *p, uint64_t v)
+{
+    char *end = p + mdr_dec_len(v), *q = end;
+    while (v >= 100) {
+        q -= 2;
+        __builtin_memcpy(q, mdr_dec_pairs + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10)
+        __builtin_memcpy(q - 2, mdr_dec_pairs + 2 * v, 2);
+    else
+        q[-1] = (char)('0' + v);
+    return end;
+}
+
+static inline char *mdr_fmt_hex(char *p, uint64_t v)
+{
+    *p++ = '0';
+    *p++ = 'x';
+    char *end = p + (v ? (67 - __builtin_clzll(v)) / 4 : 1), *q = end;
+    while (v >= 256) {
+        q -= 2;
+        __builtin_memcpy(q, mdr_hex_pairs + 2 * (v & 0xff), 2);
+        v >>= 8;
+    }
+    if (v >= 16)
+        __builtin_memcpy(q - 2, mdr_hex_pairs + 2 * v, 2);
+    else
+        q[-1] = mdr_hex_pairs[2 * v + 1];
+    return end;
+}
 
 /* -- intern.c: frames, stack nodes, the live blocks (under the lock) -- */
 /* The node of the stack PCS[0..N) (innermost first), writing the definitions it needs. */
@@ -89,6 +132,14 @@ MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const v
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result);
 /* The hooked call is over: the thread's next call is recorded again. */
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t);
+/* The C library's functions the recorder's own hooks call (cxx.c's direct path: libstdc++'s
+ * operators are these calls and nothing more, docs/recorder.md "C++ operators"). */
+MDR_HIDDEN void *mdr_real_malloc(size_t size);
+MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size);
+MDR_HIDDEN void mdr_real_free(void *ptr);
+/* Whether a module's call of malloc, free and aligned_alloc binds to the recorder's hooks (the
+ * recorder is preloaded and no module before it defines them). */
+MDR_HIDDEN int mdr_allocator_hooked(void);
 
 /* -- got.c: a running process (attach): the modules' GOT entries redirected to the hooks -- */
 struct mdr_hook {
