@@ -630,29 +630,12 @@ static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t r
 }
 
 /* The call returned RESULT (posix_memalign: its return value RC): write its event. */
-/* SEQ as decimal text, incremented in place (under the lock). */
-static char seq_text[24] = "0";
-static int seq_len = 1;
-static uint64_t seq_of_text;
-
-static inline void next_seq(void)
+/* The next SEQ (under the lock), formatted straight into the record: the short records between
+ * two `e` records (SEQ implicit) made a text kept and incremented in place a reformatting nearly
+ * every time, read back by a 16-byte load that waited for its byte stores. */
+static inline char *next_seq(char *p)
 {
-    uint64_t seq = ++C.seq;
-    if (MDR_UNLIKELY(seq != seq_of_text + 1)) {  /* GDB wrote records meanwhile */
-        seq_len = (int)(mdr_fmt_dec(seq_text, seq) - seq_text);
-    } else {
-        int i = seq_len - 1;
-        while (i >= 0 && seq_text[i] == '9')
-            seq_text[i--] = '0';
-        if (i >= 0) {
-            seq_text[i]++;
-        } else {
-            memmove(seq_text + 1, seq_text, (size_t)seq_len);
-            seq_text[0] = '1';
-            seq_len++;
-        }
-    }
-    seq_of_text = seq;
+    return mdr_fmt_dec(p, ++C.seq);
 }
 
 /* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted (0, no
@@ -719,11 +702,9 @@ static inline char *copy_name(char *p, const char *s, size_t n)
 static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
-    next_seq();
     *p++ = 'e';
     *p++ = ' ';
-    memcpy(p, seq_text, 24);
-    p += seq_len;
+    p = next_seq(p);
     *p++ = ' ';
     memcpy(p, t->tid_text, 24);
     p += t->tid_len;
@@ -1059,9 +1040,7 @@ static void api_record(int kind, const char *name)
             *p++ = (char)kind;
             *p++ = ' ';
             if (kind == 'p') {
-                next_seq();
-                memcpy(p, seq_text, 24);
-                p += seq_len;
+                p = next_seq(p);
                 memcpy(p, " phase ", 7);
                 p += 7;
                 char copy[MDR_TAG_MAX + 1];
