@@ -7,6 +7,10 @@ recorder) and memdump --breakpoints (small sizes only), the variants interleaved
 and prints markdown tables (medians) that it also writes into docs/benchmarks.md between its
 markers. Every memdump dump is checked with memdump-analyze: the leak must be exactly the
 program's (3 blocks, 112 bytes) and the events exactly N more than at N = 0.
+
+With --ops it measures each entry point instead (tests/programs/op_bench, scripts/benchops.py):
+the overhead per event of heaptrack and memdump on malloc, calloc, realloc, posix_memalign,
+aligned_alloc and the C++ operators, one table, written between its own markers.
 """
 
 from __future__ import annotations
@@ -23,10 +27,12 @@ import tempfile
 import time
 from pathlib import Path
 
+import benchops
 from benchlib import machine, write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 MARKER = "bench-recorder"
+OPS_MARKER = "bench-recorder-ops"
 # alloc_bench's leak (tests/programs/alloc_bench.c: ALLOC_BENCH_LEAK_BLOCKS, _BYTES).
 LEAK_BLOCKS, LEAK_BYTES = 3, 16 + 32 + 64
 RSS_RE = re.compile(r"alloc_bench: peak_rss_kb (\d+)")
@@ -200,8 +206,15 @@ def main() -> int:
                         help="largest size valgrind memcheck runs at")
     parser.add_argument("--breakpoints-size", type=int, default=20_000,
                         help="the size (a row of its own) memdump --breakpoints runs at; 0: none")
+    parser.add_argument("--ops", metavar="OPS",
+                        help="measure each entry point instead: comma-separated op_bench "
+                        f"operations ({', '.join(benchops.OPS)}), or `all`")
+    parser.add_argument("--ops-events", type=int, default=10_000_000,
+                        help="events of each --ops measurement")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
+    if args.ops is not None:
+        return ops_main(args, parser)
 
     program = Path(args.build_dir).resolve() / "tests" / "programs" / "alloc_bench"
     if not program.exists():
@@ -341,6 +354,45 @@ def main() -> int:
               "recorder", file=sys.stderr)
         return 0
     write_section(MARKER, table)
+    return 0
+
+
+def ops_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
+    """--ops: the per-operation table."""
+    ops = list(benchops.OPS) if args.ops == "all" else args.ops.split(",")
+    unknown = [op for op in ops if op not in benchops.OPS]
+    if unknown:
+        parser.error(f"--ops: unknown operation {unknown[0]!r} (one of {', '.join(benchops.OPS)})")
+    if args.runs < 1 or args.ops_events < 6:
+        parser.error("--runs must be at least 1 and --ops-events at least 6")
+    program = Path(args.build_dir).resolve() / "tests" / "programs" / "op_bench"
+    if not program.exists():
+        sys.exit(f"bench-recorder: {program} is not built (run make build)")
+    for tool in ("gdb", "heaptrack"):
+        if shutil.which(tool) is None:
+            sys.exit(f"bench-recorder: {tool} is not installed "
+                     "(scripts/setup.sh --bench installs it)")
+    work = Path(tempfile.mkdtemp(prefix="bench-recorder-ops-"))
+    started = time.monotonic()
+    try:
+        rows = benchops.measure(program, work, ROOT, args.runs, args.ops_events, ops)
+    except (benchops.OpsError, subprocess.TimeoutExpired) as err:
+        sys.exit(f"bench-recorder: FAILED: {err}")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    minutes = (time.monotonic() - started) / 60
+    lines = [
+        f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end; gdb "
+        f"{version(['gdb', '--version'])}, heaptrack {version(['heaptrack', '--version'])}; "
+        f"{args.ops_events:,} events per entry point, median of {args.runs} run(s), native, "
+        f"heaptrack and memdump interleaved; {minutes:.0f} min. Every memdump run recorded "
+        "exactly its events.", "", *rows, "",
+        f"Reproduce: `make build && python3 scripts/bench-recorder.py --ops {args.ops} "
+        f"--ops-events {args.ops_events} --runs {args.runs}`"]
+    table = "\n".join(lines)
+    print(table)
+    if not args.no_write:
+        write_section(OPS_MARKER, table)
     return 0
 
 

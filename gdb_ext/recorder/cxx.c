@@ -20,10 +20,20 @@
  * (unwinding through a C frame needs only its CFI, which GCC emits by default). The deletes are
  * noexcept: their event is written before the block is released (free's rule: another thread's
  * new may get the same address at once).
+ *
+ * The direct path: libstdc++'s operators are the C library's calls and nothing more (new:
+ * malloc(size ? size : 1), new_handler only when it fails; aligned new: aligned_alloc of the size
+ * rounded up to the alignment; every delete: free). When every real form is libstdc++'s and its
+ * calls of malloc, free and aligned_alloc reach the recorder's hooks, a recorded operator makes
+ * that call itself, without the nested hooks it would go through (each a thread look-up and a
+ * counter); a new whose call fails takes the real nothrow form (the new_handler loop, the
+ * bad_alloc), as every operator does when the real ones are another library's.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "recorder.h"
 
@@ -72,6 +82,49 @@ static void *real(int index)
     return fn;
 }
 
+/* 1: the direct path (above) is the operators' own; -1: it is not; 0: not known yet */
+static int direct_state;
+
+static int is_libstdcxx(const void *fn)
+{
+    Dl_info info;
+    if (dladdr(fn, &info) == 0 || info.dli_fname == NULL)
+        return 0;
+    const char *base = strrchr(info.dli_fname, '/');
+    base = base != NULL ? base + 1 : info.dli_fname;
+    return strncmp(base, "libstdc++.so", 12) == 0;
+}
+
+/* Whether a recorded operator may call the C library itself (inside a recorded call only: the
+ * first answer looks the functions up, and their allocations must pass through). */
+static int direct(void)
+{
+    int d = __atomic_load_n(&direct_state, __ATOMIC_ACQUIRE);
+    if (MDR_LIKELY(d != 0))
+        return d > 0;
+    for (int i = 0; i < REAL_COUNT; i++)
+        if (real(i) == NULL)
+            return 0;  /* no libstdc++ yet (a C program): asked again at the next call */
+    d = mdr_allocator_hooked() ? 1 : -1;
+    for (int i = 0; i < REAL_COUNT && d > 0; i++)
+        if (!is_libstdcxx(real_fns[i]))
+            d = -1;
+    __atomic_store_n(&direct_state, d, __ATOMIC_RELEASE);
+    return d > 0;
+}
+
+/* libstdc++'s new of SIZE (aligned to ALIGN when ALIGNED) made directly; NULL when it failed,
+ * or the alignment is not a power of two (the real form then decides: new_handler, bad_alloc) */
+static void *direct_new(size_t size, size_t align, int aligned)
+{
+    size_t n = size != 0 ? size : 1;
+    if (!aligned)
+        return mdr_real_malloc(n);
+    if (align == 0 || (align & (align - 1)) != 0 || n > SIZE_MAX - (align - 1))
+        return NULL;
+    return mdr_real_aligned_alloc(align, (n + align - 1) & ~(align - 1));
+}
+
 typedef void *(*new_fn)(size_t);
 typedef void *(*new_nothrow_fn)(size_t, const void *);
 typedef void *(*new_aligned_fn)(size_t, size_t);
@@ -112,7 +165,9 @@ static void *record_new(struct mdr_thread *t, enum mdr_op op, int nothrow_index,
 {
     struct mdr_call c = {.op = op, .args = {size, 0, 0}};
     mdr_hook_begin(t, &c, frame);
-    void *r = real_new(nothrow_index, size, align, aligned, 1);
+    void *r = direct() ? direct_new(size, align, aligned) : NULL;
+    if (r == NULL)
+        r = real_new(nothrow_index, size, align, aligned, 1);
     mdr_hook_write(t, &c, (uint64_t)(uintptr_t)r);
     mdr_hook_leave(t);
     if (r == NULL && throwing)
@@ -156,9 +211,10 @@ static void *record_new(struct mdr_thread *t, enum mdr_op op, int nothrow_index,
 NEW_FORMS(_Znwm, MDR_NEW, NW, NW_NT, NW_AL, NW_AL_NT);
 NEW_FORMS(_Znam, MDR_NEW_ARRAY, NA, NA_NT, NA_AL, NA_AL_NT);
 
-/* operator delete in form NAME (PARAMS), recorded as OP, then released by its real form INDEX
- * of type TYPE called with ARGS (free when no libstdc++ is loaded); the thread's flag stays set
- * across the real call, so that the free inside passes through */
+/* operator delete in form NAME (PARAMS), recorded as OP, then released by free on the direct
+ * path, else by its real form INDEX of type TYPE called with ARGS (free when no libstdc++ is
+ * loaded); the thread's flag stays set across the real call, so that the free inside passes
+ * through */
 #define DELETE_HOOK(name, OP, index, PARAMS, TYPE, ARGS)                                 \
     MDR_HIDDEN void mdr_hook##name PARAMS                                                \
     {                                                                                    \
@@ -167,6 +223,11 @@ NEW_FORMS(_Znam, MDR_NEW_ARRAY, NA, NA_NT, NA_AL, NA_AL_NT);
             struct mdr_call c = {.op = OP, .args = {(uint64_t)(uintptr_t)ptr, 0, 0}};    \
             mdr_hook_begin(t, &c, __builtin_frame_address(0));                           \
             mdr_hook_write(t, &c, 0);                                                    \
+        }                                                                                \
+        if (t != NULL && direct()) {                                                     \
+            mdr_real_free(ptr);                                                          \
+            mdr_hook_leave(t);                                                           \
+            return;                                                                      \
         }                                                                                \
         void *fn = real(index);                                                          \
         if (MDR_LIKELY(fn != NULL))                                                      \

@@ -26,9 +26,7 @@
 #define ALIGN (2u << 20)
 
 static int out_fd = -1;
-static char *win;
-static uint64_t win_off;
-static size_t win_len;
+struct mdr_window mdr_out_window;
 static size_t next_len = WINDOW_MIN;
 
 int mdr_out_open(const char *path, uint64_t end)
@@ -40,11 +38,9 @@ int mdr_out_open(const char *path, uint64_t end)
     return 0;
 }
 
-char *mdr_out_reserve(size_t bytes)
+char *mdr_out_grow(size_t bytes)
 {
     uint64_t end = memdump_recorder_control.end;
-    if (MDR_LIKELY(win != NULL && end >= win_off && end + bytes <= win_off + win_len))
-        return win + (end - win_off);
     if (out_fd < 0)
         return NULL;
     uint64_t off = end & ~(uint64_t)(ALIGN - 1);
@@ -67,23 +63,23 @@ char *mdr_out_reserve(size_t bytes)
         memdump_recorder_control.failure_errno = (uint64_t)errno;
         return NULL;
     }
-    if (win != NULL)
-        mdr_unmap(win, win_len);
-    win = m;
-    win_off = off;
-    win_len = len;
+    if (mdr_out_window.base != NULL)
+        mdr_unmap(mdr_out_window.base, mdr_out_window.len);
+    mdr_out_window.base = m;
+    mdr_out_window.off = off;
+    mdr_out_window.len = len;
     if (next_len < WINDOW_MAX)
         next_len *= 2;
-    return win + (end - win_off);
+    return mdr_out_window.base + (end - mdr_out_window.off);
 }
 
 void mdr_out_close(void)
 {
-    if (win != NULL)
-        mdr_unmap(win, win_len);
-    win = NULL;
-    win_off = 0;
-    win_len = 0;
+    if (mdr_out_window.base != NULL)
+        mdr_unmap(mdr_out_window.base, mdr_out_window.len);
+    mdr_out_window.base = NULL;
+    mdr_out_window.off = 0;
+    mdr_out_window.len = 0;
     next_len = WINDOW_MIN;
     if (out_fd >= 0)
         close(out_fd);
@@ -95,35 +91,6 @@ void mdr_out_finish(void)
     if (out_fd >= 0 && ftruncate(out_fd, (off_t)memdump_recorder_control.end) != 0)
         memdump_recorder_control.failure_errno = (uint64_t)errno;
     mdr_out_close();
-}
-
-void mdr_out_commit(size_t bytes)
-{
-    memdump_recorder_control.end += bytes;
-}
-
-char *mdr_fmt_dec(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
-}
-
-char *mdr_fmt_hex(char *p, uint64_t v)
-{
-    static const char digits[] = "0123456789abcdef";
-    *p++ = '0';
-    *p++ = 'x';
-    int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;  /* hex digits */
-    for (int i = n - 1; i >= 0; i--, v >>= 4)
-        p[i] = digits[v & 0xf];
-    return p + n;
 }
 
 /* TEXT escaped as docs/dump-format.md says: backslash, newline, carriage return. */

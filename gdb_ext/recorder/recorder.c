@@ -258,8 +258,23 @@ static void thread_init(struct mdr_thread *t)
 
 /* -- the lock ------------------------------------------------------------------------------- */
 
+/* glibc's own flag (2.32 and later; weak: an older one has none, and every lock is atomic):
+ * true while the process has never had a second thread (pthread_create clears it before the
+ * thread exists; a forked child has it again). libstdc++'s shared_ptr counts rely on it alike. */
+extern char __libc_single_threaded __attribute__((weak));
+
+/* Taken around every record. The word also tells GDB, at a stop, that a thread is inside a
+ * record (memdump_inprocess.py waits for it to be 0 before it appends). A process with one
+ * thread only stores its id: no other thread can contend, and the store is what GDB sees; the
+ * locked compare-and-swap, which also waits for every earlier store to reach the cache (the
+ * record's bytes), was a sixth of the cost of an event (docs/recorder.md). */
 static inline void lock(uint64_t tid)
 {
+    if (MDR_LIKELY(&__libc_single_threaded != NULL && __libc_single_threaded)) {
+        C.lock = tid;
+        __asm__ volatile("" ::: "memory");
+        return;
+    }
     for (unsigned spins = 0;; spins++) {
         uint64_t expected = 0;
         if (__atomic_compare_exchange_n(&C.lock, &expected, tid, 0, __ATOMIC_ACQUIRE,
@@ -503,8 +518,12 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
 slot:;
     struct mdr_slot *s = t->slot;
     if (s != NULL) {
-        s->args[0] = c->args[0];
-        s->args[1] = c->args[1];
+        /* one word at a time: the hook has just stored them one by one, and a 16-byte load of
+         * two of them (GCC pairs the copies) waits for both stores to reach the cache */
+        uint64_t a0 = c->args[0], a1 = c->args[1];
+        __asm__("" : "+r"(a0), "+r"(a1));
+        s->args[0] = a0;
+        s->args[1] = a1;
         s->args[2] = c->args[2];
         s->npcs = (uint64_t)c->n;
         s->pcs = (uint64_t)(uintptr_t)c->pcs;
@@ -610,29 +629,12 @@ static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t r
 }
 
 /* The call returned RESULT (posix_memalign: its return value RC): write its event. */
-/* SEQ as decimal text, incremented in place (under the lock). */
-static char seq_text[24] = "0";
-static int seq_len = 1;
-static uint64_t seq_of_text;
-
-static inline void next_seq(void)
+/* The next SEQ (under the lock), formatted straight into the record: the short records between
+ * two `e` records (SEQ implicit) made a text kept and incremented in place a reformatting nearly
+ * every time, read back by a 16-byte load that waited for its byte stores. */
+static inline char *next_seq(char *p)
 {
-    uint64_t seq = ++C.seq;
-    if (MDR_UNLIKELY(seq != seq_of_text + 1)) {  /* GDB wrote records meanwhile */
-        seq_len = (int)(mdr_fmt_dec(seq_text, seq) - seq_text);
-    } else {
-        int i = seq_len - 1;
-        while (i >= 0 && seq_text[i] == '9')
-            seq_text[i--] = '0';
-        if (i >= 0) {
-            seq_text[i]++;
-        } else {
-            memmove(seq_text + 1, seq_text, (size_t)seq_len);
-            seq_text[0] = '1';
-            seq_len++;
-        }
-    }
-    seq_of_text = seq;
+    return mdr_fmt_dec(p, ++C.seq);
 }
 
 /* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted (0, no
@@ -676,21 +678,36 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
     return p;
 }
 
+/* The N bytes (1 to 16) of S at P, in two overlapping copies: a memcpy of a variable length is
+ * a `rep movs`, whose start-up was a quarter of an `e` record's formatting. */
+static inline char *copy_name(char *p, const char *s, size_t n)
+{
+    if (n >= 8) {
+        memcpy(p, s, 8);
+        memcpy(p + n - 8, s + n - 8, 8);
+    } else if (n >= 4) {
+        memcpy(p, s, 4);
+        memcpy(p + n - 4, s + n - 4, 4);
+    } else {
+        p[0] = s[0];
+        p[n / 2] = s[n / 2];
+        p[n - 1] = s[n - 1];
+    }
+    return p + n;
+}
+
 /* `e SEQ TID OP STACK RESULT ARGS...`: every operation but those of short records. */
 static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
-    next_seq();
     *p++ = MEMDUMP_TAG_E_CHAR;
     *p++ = ' ';
-    memcpy(p, seq_text, 24);
-    p += seq_len;
+    p = next_seq(p);
     *p++ = ' ';
     memcpy(p, t->tid_text, 24);
     p += t->tid_len;
     *p++ = ' ';
-    memcpy(p, op_names[op], op_len[op]);
-    p += op_len[op];
+    p = copy_name(p, op_names[op], op_len[op]);
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
@@ -814,6 +831,22 @@ MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
 
 #define REAL(name)                                                  \
     (MDR_UNLIKELY(real.free == NULL) ? (resolve_real(), real.name) : real.name)
+
+MDR_HIDDEN void *mdr_real_malloc(size_t size)
+{
+    return REAL(malloc)(size);
+}
+
+MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size)
+{
+    return REAL(aligned_alloc)(align, size);
+}
+
+MDR_HIDDEN void mdr_real_free(void *ptr)
+{
+    if (MDR_LIKELY(!is_bootstrap(ptr)))
+        REAL(free)(ptr);
+}
 
 /* -- the entry points ----------------------------------------------------------------------- */
 
@@ -1005,9 +1038,7 @@ static void api_record(int kind, const char *name)
             *p++ = (char)kind;
             *p++ = ' ';
             if (kind == MEMDUMP_TAG_P_CHAR) {
-                next_seq();
-                memcpy(p, seq_text, 24);
-                p += seq_len;
+                p = next_seq(p);
                 memcpy(p, " phase ", 7);
                 p += 7;
                 char copy[MDR_TAG_MAX + 1];
@@ -1115,3 +1146,10 @@ ALIAS(memalign);
 ALIAS(valloc);
 ALIAS(pvalloc);
 ALIAS(dlclose);
+
+MDR_HIDDEN int mdr_allocator_hooked(void)
+{
+    return dlsym(RTLD_DEFAULT, "malloc") == (void *)mdr_real_hook_malloc
+           && dlsym(RTLD_DEFAULT, "free") == (void *)mdr_real_hook_free
+           && dlsym(RTLD_DEFAULT, "aligned_alloc") == (void *)mdr_real_hook_aligned_alloc;
+}

@@ -39,14 +39,30 @@ struct mdr_walk_log {
 MDR_HIDDEN int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
                           const struct mdr_stack_bounds *bounds, struct mdr_walk_log *log,
                           int *partial);
-/* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same. */
-MDR_HIDDEN int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b);
+/* ADDR's word lies in the thread's stack or signal stack. */
+static inline int mdr_readable(const struct mdr_stack_bounds *b, uintptr_t addr)
+{
+    return (addr >= b->lo && addr + 8 <= b->hi) || (addr >= b->alt_lo && addr + 8 <= b->alt_hi);
+}
+/* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same.
+ * Inline, as the generation below: both are on every event's path. */
+static inline int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b)
+{
+    for (int i = 0; i < log->count; i++)
+        if (!mdr_readable(b, log->addr[i]) || *(const uintptr_t *)log->addr[i] != log->value[i])
+            return 0;
+    return 1;
+}
 /* recorder.c: this thread's stack bounds, as its allocations' walks use them (from
  * pthread_getattr_np and sigaltstack at its first heap call); 0 when the thread made no heap
  * call yet (nothing is made here: a lock hook may call it). */
 MDR_HIDDEN int mdr_thread_bounds(struct mdr_stack_bounds *out);
 /* Changes whenever cached unwind rules are dropped (modules unloaded). */
-MDR_HIDDEN uint64_t mdr_unwind_generation(void);
+extern MDR_HIDDEN volatile uint64_t mdr_unwind_gen;
+static inline uint64_t mdr_unwind_generation(void)
+{
+    return mdr_unwind_gen;
+}
 /* Modules were loaded or unloaded: forget the module list and every cached rule. */
 MDR_HIDDEN void mdr_unwind_invalidate(void);
 /* The module holding PC: its path (realpath) and load bias; 0 when none. */
@@ -54,13 +70,75 @@ MDR_HIDDEN int mdr_module_of(uintptr_t pc, const char **path, uintptr_t *bias);
 
 /* -- out.c: the dump, appended through a shared file mapping (under the lock) -- */
 MDR_HIDDEN int mdr_out_open(const char *path, uint64_t end);
+/* The mapped window of the dump: BASE maps the file from offset OFF, LEN bytes. */
+struct mdr_window {
+    char *base;
+    uint64_t off;
+    size_t len;
+};
+extern MDR_HIDDEN struct mdr_window mdr_out_window;
+/* mdr_out_reserve past the current window: the next one mapped (out.c) */
+MDR_HIDDEN char *mdr_out_grow(size_t bytes);
 /* Room for at least BYTES at the end of the dump; NULL when the file cannot grow. */
-MDR_HIDDEN char *mdr_out_reserve(size_t bytes);
+static inline char *mdr_out_reserve(size_t bytes)
+{
+    uint64_t end = memdump_recorder_control.end;
+    const struct mdr_window *w = &mdr_out_window;
+    if (MDR_LIKELY(w->base != NULL && end >= w->off && end + bytes <= w->off + w->len))
+        return w->base + (end - w->off);
+    return mdr_out_grow(bytes);
+}
 /* BYTES written at the pointer mdr_out_reserve returned: they become part of the dump. */
-MDR_HIDDEN void mdr_out_commit(size_t bytes);
-MDR_HIDDEN char *mdr_fmt_dec(char *p, uint64_t v);
-MDR_HIDDEN char *mdr_fmt_hex(char *p, uint64_t v);
+static inline void mdr_out_commit(size_t bytes)
+{
+    memdump_recorder_control.end += bytes;
+}
 MDR_HIDDEN char *mdr_fmt_str(char *p, const char *s);
+/* V in decimal, and in hexadecimal after `0x` (lower case, no leading zero), at P; returns the
+ * end. Inline, two digits a step from a table: they are a tenth of an event's cost. */
+extern MDR_HIDDEN const char mdr_dec_pairs[200];   /* "00" ... "99" */
+extern MDR_HIDDEN const char mdr_hex_pairs[512];   /* "00" ... "ff" */
+extern MDR_HIDDEN const uint64_t mdr_pow10[20];    /* 1, 10, ... 10^19 */
+
+/* The decimal digits of V: t, from its bits, is the number's or one less */
+static inline int mdr_dec_len(uint64_t v)
+{
+    v |= v == 0;
+    int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
+    return t + (v >= mdr_pow10[t]);
+}
+
+static inline char *mdr_fmt_dec(char *p, uint64_t v)
+{
+    char *end = p + mdr_dec_len(v), *q = end;
+    while (v >= 100) {
+        q -= 2;
+        __builtin_memcpy(q, mdr_dec_pairs + 2 * (v % 100), 2);
+        v /= 100;
+    }
+    if (v >= 10)
+        __builtin_memcpy(q - 2, mdr_dec_pairs + 2 * v, 2);
+    else
+        q[-1] = (char)('0' + v);
+    return end;
+}
+
+static inline char *mdr_fmt_hex(char *p, uint64_t v)
+{
+    *p++ = '0';
+    *p++ = 'x';
+    char *end = p + (v ? (67 - __builtin_clzll(v)) / 4 : 1), *q = end;
+    while (v >= 256) {
+        q -= 2;
+        __builtin_memcpy(q, mdr_hex_pairs + 2 * (v & 0xff), 2);
+        v >>= 8;
+    }
+    if (v >= 16)
+        __builtin_memcpy(q - 2, mdr_hex_pairs + 2 * v, 2);
+    else
+        q[-1] = mdr_hex_pairs[2 * v + 1];
+    return end;
+}
 
 /* -- intern.c: frames, stack nodes, the live blocks (under the lock) -- */
 /* The node of the stack PCS[0..N) (innermost first), writing the definitions it needs. */
@@ -89,6 +167,14 @@ MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const v
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result);
 /* The hooked call is over: the thread's next call is recorded again. */
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t);
+/* The C library's functions the recorder's own hooks call (cxx.c's direct path: libstdc++'s
+ * operators are these calls and nothing more, docs/recorder.md "C++ operators"). */
+MDR_HIDDEN void *mdr_real_malloc(size_t size);
+MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size);
+MDR_HIDDEN void mdr_real_free(void *ptr);
+/* Whether a module's call of malloc, free and aligned_alloc binds to the recorder's hooks (the
+ * recorder is preloaded and no module before it defines them). */
+MDR_HIDDEN int mdr_allocator_hooked(void);
 
 /* -- got.c: a running process (attach): the modules' GOT entries redirected to the hooks -- */
 struct mdr_hook {

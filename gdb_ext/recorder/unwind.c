@@ -147,11 +147,11 @@ int mdr_module_of(uintptr_t pc, const char **path, uintptr_t *bias)
     return 1;
 }
 
-static volatile uint64_t generation;
+volatile uint64_t mdr_unwind_gen;
 
 void mdr_unwind_invalidate(void)
 {
-    __atomic_add_fetch(&generation, 1, __ATOMIC_RELEASE);
+    __atomic_add_fetch(&mdr_unwind_gen, 1, __ATOMIC_RELEASE);
     __atomic_store_n(&modules, NULL, __ATOMIC_RELEASE);
     if (rule_cache != NULL)
         for (size_t i = 0; i < (1u << CACHE_BITS); i++)
@@ -539,18 +539,7 @@ static inline struct rule lookup(uintptr_t pc, int exact)
     return r;
 }
 
-static inline int readable(const struct mdr_stack_bounds *b, uintptr_t addr)
-{
-    return (addr >= b->lo && addr + 8 <= b->hi) || (addr >= b->alt_lo && addr + 8 <= b->alt_hi);
-}
-
-int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b)
-{
-    for (int i = 0; i < log->count; i++)
-        if (!readable(b, log->addr[i]) || *(const uintptr_t *)log->addr[i] != log->value[i])
-            return 0;
-    return 1;
-}
+#define readable mdr_readable
 
 /* ucontext_t on x86-64: uc_mcontext.gregs at offset 40; REG_RBP 10, REG_RSP 15, REG_RIP 16 */
 #define UC_GREGS 40
@@ -605,11 +594,6 @@ int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds
             }                                                    \
         }                                                        \
     } while (0)
-
-uint64_t mdr_unwind_generation(void)
-{
-    return generation;
-}
 
 int mdr_unwind(uintptr_t *out, int max, uintptr_t pc, uintptr_t sp, uintptr_t fp,
                const struct mdr_stack_bounds *b, struct mdr_walk_log *log, int *partial)
