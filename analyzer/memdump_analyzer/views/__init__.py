@@ -8,8 +8,8 @@ import gc
 from types import ModuleType
 
 from ..dumpfile import DumpError, DumpReader
+from ..heappass import diagnose
 from ..progress import Progress
-from ..replay import replay
 from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
 from ..tagphases import UNTAGGED
@@ -30,17 +30,6 @@ VIEWS: dict[str, ModuleType] = {
 }
 
 
-def _diagnose(path: str) -> DumpError:
-    """The exact `PATH:LINE: message` of a dump the pass failed on: the replay's checks."""
-    with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
-        try:
-            replay(reader)
-        except DumpError as e:
-            return e
-    return DumpError(path, None, "a heap event the views cannot read, which the leak report "
-                     "reads: please report it")
-
-
 def load(path: str, *, points: int = 200, symbols: bool = True,
          progress: Progress | None = None,
          compute: frozenset[str] = PARTS) -> tuple[Side, list[str]]:
@@ -56,7 +45,7 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             try:
                 prof: Profile = profile(reader, points=points, compute=compute)
             except (ValueError, IndexError, KeyError, TypeError, DumpError):
-                raise _diagnose(path) from None
+                raise diagnose(path) from None
             except OSError as e:
                 raise reader.read_error(e) from None
             if symbols:
