@@ -28,13 +28,14 @@ What an accumulator can ask for, cheapest first:
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import CUSTOM, OPERATIONS, effect
 from .families import SHORT_CXX
 
-__all__ = ["LIFE_EXACT", "PARTS", "Accumulator", "Figures", "bucket", "run"]
+__all__ = ["LIFE_EXACT", "PARTS", "Accumulator", "Figures", "bucket", "diagnose", "run", "run_path"]
 
 #: what the pass can compute besides the peak, the allocations and the live blocks
 PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
@@ -85,6 +86,9 @@ class Accumulator:
     parts: frozenset[str] = frozenset()
     #: whether the pass calls `alloc`, `release` and `record`
     events: bool = False
+
+    def start(self, reader: DumpReader) -> None:
+        """The pass begins on `reader` (its definitions are read as the pass goes)."""
 
     def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
               resize: bool) -> None:
@@ -188,6 +192,8 @@ def run(reader: DumpReader, accumulators: list[Accumulator], *, points: int = 20
     want_lifetimes = "lifetimes" in compute
     want_sizes = "sizes" in compute
     want_timeline = "timeline" in compute
+    for acc in accumulators:
+        acc.start(reader)
     hooked = [acc for acc in accumulators if acc.events]
     on_alloc = [acc.alloc for acc in hooked]
     on_release = [acc.release for acc in hooked]
@@ -537,6 +543,26 @@ def run(reader: DumpReader, accumulators: list[Accumulator], *, points: int = 20
     for acc in accumulators:
         acc.finish(figures)
     return figures
+
+
+def run_path(path: str, accumulators: list[Accumulator], *, points: int = 200) -> Figures:
+    """`run` on the dump at `path`, opened with the C library's own frees marked; a malformed
+    dump raises the replay's `DumpError` (`diagnose`), as the leak report would."""
+    from .rules import RUNTIME_FREE_FUNCTIONS
+
+    collecting = gc.isenabled()
+    gc.disable()  # no reference cycles are made; the collector would walk the live blocks
+    try:
+        with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
+            try:
+                return run(reader, accumulators, points=points)
+            except (ValueError, IndexError, KeyError, TypeError, DumpError):
+                raise diagnose(path) from None
+            except OSError as e:
+                raise reader.read_error(e) from None
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def diagnose(path: str) -> DumpError:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from ..model import Analysis
 from .collapsed import METRICS, render_collapsed
-from .html import render_html
+from .html import PageOutputs, render_html
 from .htmldiff import render_html_diff
 from .massif import base_desc, growth_profile, render_massif
 from .pprof import render_pprof
@@ -82,7 +82,15 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
-    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed)
-    old = collect(base, symbolize=symbolize, detailed_every=detailed) \
-        if base is not None else None
+    # the HTML page's series and heap maps are gathered in the same pass (one read of each dump)
+    page = PageOutputs(analysis, symbolize) if name == "html" else None
+    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
+                      also=page.outputs if page else ())
+    profile.page = page
+    old = None
+    if base is not None:
+        page = PageOutputs(base, symbolize, maps=False) if name == "html" else None
+        old = collect(base, symbolize=symbolize, detailed_every=detailed,
+                      also=page.outputs if page else ())
+        old.page = page
     return fmt.render(profile, old, metric, symbolize)

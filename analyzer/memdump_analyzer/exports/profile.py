@@ -13,6 +13,7 @@ import gc
 import os
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from .. import heappass
 from ..diff import frames_key
@@ -72,6 +73,8 @@ class HeapProfile:
     peak_bytes: int = 0
     peak_seq: int | None = None
     base: Analysis | None = None
+    #: what the HTML page shows besides (html.py's `PageOutputs`), when the pass gathered it
+    page: Any = None
 
     def frames_of(self, key: StackKey) -> tuple[Frame, ...]:
         return self.stacks[key].frames
