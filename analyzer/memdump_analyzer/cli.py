@@ -31,7 +31,7 @@ from .sarif import render_sarif
 from .suppressions import Suppression, SuppressionError, group_names, load_all
 from .suppressions import apply as apply_suppressions
 from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
-from .views import VIEWS, tag_series
+from .views import VIEWS, tags_with_series
 from .views.cli import build_view_parser, run_view
 from .wording import plural
 
@@ -412,12 +412,12 @@ def _run_tags(args: argparse.Namespace) -> int:
                 if args.format == "json" else
                 growth_text(sites, args.dump, args.top, args.max_frames))
         return _write(args.output, text, EXIT_OK)
-    result = tags_and_phases(args.dump)
     if args.by_tag:
-        series = tag_series(args.dump)
+        result, series = tags_with_series(args.dump)
         text = (dumps_json(tags_json(result, args.dump, series)) if args.format == "json"
                 else tags_text(result, args.dump, series))
     else:
+        result = tags_and_phases(args.dump)
         text = (dumps_json(phases_json(result, args.dump, args.max_frames))
                 if args.format == "json" else phases_text(result, args.dump, args.max_frames))
     return _write(args.output, text, EXIT_OK)

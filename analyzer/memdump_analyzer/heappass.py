@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import gc
 from dataclasses import dataclass, field
+from typing import Any
 
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import CUSTOM, OPERATIONS, effect
 from .families import SHORT_CXX
+from .replay import replay
+from .rules import RUNTIME_FREE_FUNCTIONS
 
 __all__ = ["LIFE_EXACT", "PARTS", "Accumulator", "Figures", "bucket", "diagnose", "run", "run_path"]
 
@@ -42,6 +45,8 @@ PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
 
 #: lifetimes below this are kept exactly; above it, to 6 significant bits (within 1/32)
 LIFE_EXACT = 64
+#: a span's lowest live heap before it has one
+NO_LOW = 1 << 62
 _OPS_B = {op.encode(): op for op in OPERATIONS}
 #: the operations whose allocation replaces the block they release (`Accumulator.alloc`)
 _RESIZES = frozenset((b"realloc", b"reallocarray"))
@@ -86,6 +91,9 @@ class Accumulator:
     parts: frozenset[str] = frozenset()
     #: whether the pass calls `alloc`, `release` and `record`
     events: bool = False
+    #: with the "timeline" part: the series the pass fills (views/series.py's `Timeline` and
+    #: `FragSamples`), the first accumulator's that has them
+    series: tuple[Any, Any] | None = None
 
     def start(self, reader: DumpReader) -> None:
         """The pass begins on `reader` (its definitions are read as the pass goes)."""
@@ -178,15 +186,12 @@ def _stops(accumulators: list[Accumulator], frag: object, want_timeline: bool): 
     return stops, min(d[0] for d in due)
 
 
-def run(reader: DumpReader, accumulators: list[Accumulator], *, points: int = 200) -> Figures:
+def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     """Read all of `reader`'s lines (its header checked) once, applying each heap event's
     effect and feeding `accumulators`; each one's `finish` is called at the end, in order.
-    `points`: the timeline's (views/series.py).
     Raises `DumpError` (whose line may be wrong: the pass does not count the `t` records), or
     ValueError/IndexError/KeyError/TypeError for a malformed event: the caller finds the line
     with the replay's checks (`diagnose`)."""
-    from .views.series import NO_LOW, FragSamples, Timeline
-
     compute = frozenset().union(*(acc.parts for acc in accumulators))
     want_temporary = "temporary" in compute
     want_lifetimes = "lifetimes" in compute
@@ -212,8 +217,10 @@ def run(reader: DumpReader, accumulators: list[Accumulator], *, points: int = 20
     sizes: dict[int, int] = {}
     sizes_get = sizes.get
     last_alloc: dict[bytes, bytes | None] = {}  # thread -> its last operation's block, if alloc
-    timeline = Timeline(points)
-    frag = FragSamples(points)
+    timeline, frag = next((acc.series for acc in accumulators if acc.series is not None),
+                          (None, None))
+    if want_timeline and timeline is None:
+        raise ValueError("the timeline part without its series")
     # the SEQ after which the next moment is due: a fragmentation sample, an accumulator's
     stops, next_stop = _stops(accumulators, frag, want_timeline)
     # the tags: string id (-1: untagged) -> [live bytes, SEQ changed, bytes at the span's
@@ -545,17 +552,15 @@ def run(reader: DumpReader, accumulators: list[Accumulator], *, points: int = 20
     return figures
 
 
-def run_path(path: str, accumulators: list[Accumulator], *, points: int = 200) -> Figures:
+def run_path(path: str, accumulators: list[Accumulator]) -> Figures:
     """`run` on the dump at `path`, opened with the C library's own frees marked; a malformed
     dump raises the replay's `DumpError` (`diagnose`), as the leak report would."""
-    from .rules import RUNTIME_FREE_FUNCTIONS
-
     collecting = gc.isenabled()
     gc.disable()  # no reference cycles are made; the collector would walk the live blocks
     try:
         with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
             try:
-                return run(reader, accumulators, points=points)
+                return run(reader, accumulators)
             except (ValueError, IndexError, KeyError, TypeError, DumpError):
                 raise diagnose(path) from None
             except OSError as e:
@@ -567,9 +572,6 @@ def run_path(path: str, accumulators: list[Accumulator], *, points: int = 200) -
 
 def diagnose(path: str) -> DumpError:
     """The exact `PATH:LINE: message` of a dump the pass failed on: the replay's checks."""
-    from .replay import replay
-    from .rules import RUNTIME_FREE_FUNCTIONS
-
     with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
         try:
             replay(reader)

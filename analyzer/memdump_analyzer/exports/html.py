@@ -145,12 +145,12 @@ class SeriesOutput(ProfileOutput):
 
     def __init__(self) -> None:
         super().__init__(timeline_view.NEEDS)
-        self.series: dict[str, Any] = {}
+        self.json: dict[str, Any] = {}
 
     def finish(self, figures: Figures) -> None:
         super().finish(figures)
         side = Side(figures.reader.path, self.profile, {}, dict(figures.reader.info))
-        self.series = timeline_view.build(side, None, Options())[0]
+        self.json = timeline_view.build(side, None, Options())[0]
 
 
 class PageOutputs:
@@ -169,7 +169,7 @@ def timeline_of(profile: HeapProfile) -> dict[str, Any]:
     """The `timeline` view's JSON of the profile's dump (docs/views.md): the page's series,
     from the exports' pass when it gathered them."""
     if profile.page is not None:
-        return profile.page.series.series
+        return profile.page.series.json
     side, _ = load(profile.analysis.path, symbols=False, compute=timeline_view.NEEDS)
     return timeline_view.build(side, None, Options())[0]
 

@@ -7,17 +7,18 @@ from __future__ import annotations
 import gc
 from types import ModuleType
 
+from .. import heappass
 from ..dumpfile import DumpError, DumpReader
 from ..heappass import diagnose
 from ..progress import Progress
 from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
-from ..tagphases import UNTAGGED
+from ..tagphases import UNTAGGED, TagsAndPhases, TagsPhasesOutput
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
 from .common import Options, Side, group_stacks
-from .stream import PARTS, Profile, profile
+from .stream import PARTS, Profile, ProfileOutput, profile
 
-__all__ = ["VIEWS", "Options", "Side", "load", "tag_series"]
+__all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
 
 #: view name -> its module (its `build(side, base, options)` gives the JSON and the text lines)
 VIEWS: dict[str, ModuleType] = {
@@ -65,13 +66,21 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             gc.enable()
 
 
-def tag_series(path: str, points: int = 200) -> dict[str, list[list[int]]]:
-    """Each tag's live bytes at the `timeline`'s points: tag -> [[SEQ, bytes], ...] (a dump
-    without tags: `(untagged)`, the whole heap). Raises `DumpError`."""
-    side, _ = load(path, points=points, symbols=False, compute=frozenset(("timeline",)))
-    p = side.profile
+def tag_series(p: Profile) -> dict[str, list[list[int]]]:
+    """Each tag's live bytes at the `timeline`'s points of profile `p` (its "timeline" part):
+    tag -> [[SEQ, bytes], ...] (a dump without tags: `(untagged)`, the whole heap)."""
     if not p.tag_names:
         return {UNTAGGED: [[seq, heap] for seq, heap, _, _ in p.timeline]}
     return {name: [[pt[0], values[i]] for pt, values in zip(p.timeline, p.timeline_tags,
                                                             strict=True)]
             for i, name in enumerate(p.tag_names)}
+
+
+def tags_with_series(path: str, points: int = 200) -> tuple[TagsAndPhases,
+                                                            dict[str, list[list[int]]]]:
+    """--by-tag's figures and each tag's series over time, in one pass over the dump at
+    `path`. Raises `DumpError`."""
+    tags = TagsPhasesOutput()
+    series = ProfileOutput(frozenset(("timeline",)), points)
+    heappass.run_path(path, [tags, series])
+    return tags.result, tag_series(series.profile)

@@ -57,6 +57,7 @@ from ..heappass import (
 )
 from ..heappass import _masks as _masks  # the tests' look at the lifetimes' buckets
 from ..tagphases import UNTAGGED
+from .series import FragSamples, Timeline
 
 __all__ = ["LIFE_EXACT", "PARTS", "Profile", "ProfileOutput", "StackStats", "bucket", "profile"]
 
@@ -128,6 +129,8 @@ class ProfileOutput(Accumulator):
     def __init__(self, compute: frozenset[str] = PARTS, points: int = 200) -> None:
         self.parts = frozenset(compute)
         self.points = points
+        if "timeline" in self.parts:
+            self.series = (Timeline(points), FragSamples(points))
         self.profile = Profile(stacks={})
 
     def finish(self, figures: Figures) -> None:
@@ -164,7 +167,7 @@ def profile(reader: DumpReader, *, points: int = 200,
     """Read all of `reader`'s lines (its header checked) in the one pass with the views'
     accumulator alone. Raises as `heappass.run`."""
     out = ProfileOutput(compute, points)
-    heappass.run(reader, [out], points=points)
+    heappass.run(reader, [out])
     return out.profile
 
 
