@@ -5,22 +5,25 @@ streaming pass (`stream.profile`) and each rendered by its module, as text and a
 from __future__ import annotations
 
 import gc
+from collections.abc import Sequence
 from types import ModuleType
 
 from .. import heappass
 from ..dumpfile import DumpError, DumpReader
-from ..heappass import diagnose
+from ..heappass import Accumulator, diagnose
 from ..progress import Progress
 from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
 from ..tagphases import UNTAGGED, TagsAndPhases, TagsPhasesOutput
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
 from .common import Options, Side, group_stacks
-from .stream import PARTS, Profile, ProfileOutput, profile
+from .stream import PARTS, Profile, ProfileOutput
 
 __all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
 
-#: view name -> its module (its `build(side, base, options)` gives the JSON and the text lines)
+#: view name -> its module: its `NEEDS` (the parts of the pass it reads), its `build(side, base,
+#: options)` (the JSON and the text lines), and, for a view that keeps figures of its own, its
+#: `accumulator()` (an `heappass.Accumulator`, found after the pass as `Side.accumulated`)
 VIEWS: dict[str, ModuleType] = {
     "peak": peak,
     "hotspots": hotspots,
@@ -33,9 +36,11 @@ VIEWS: dict[str, ModuleType] = {
 
 def load(path: str, *, points: int = 200, symbols: bool = True,
          progress: Progress | None = None,
-         compute: frozenset[str] = PARTS) -> tuple[Side, list[str]]:
+         compute: frozenset[str] = PARTS,
+         also: Sequence[Accumulator] = ()) -> tuple[Side, list[str]]:
     """Pass over the dump at `path` once; its groups, and warnings. Raises `DumpError`.
-    `compute`: the parts of the pass wanted (a view's `NEEDS`; all by default)."""
+    `compute`: the parts of the pass wanted (a view's `NEEDS`; all by default); `also`: other
+    accumulators of the same pass (a view's own, `Side.accumulated`)."""
     collecting = gc.isenabled()
     gc.disable()  # no reference cycles are made; the collector would walk the live blocks
     warnings: list[str] = []
@@ -44,7 +49,9 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             if progress is not None and progress.enabled:
                 progress.total = reader.on_read(progress.on_read)
             try:
-                prof: Profile = profile(reader, points=points, compute=compute)
+                out = ProfileOutput(compute, points)
+                heappass.run(reader, [out, *also])
+                prof: Profile = out.profile
             except (ValueError, IndexError, KeyError, TypeError, DumpError):
                 raise diagnose(path) from None
             except OSError as e:
@@ -60,7 +67,8 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             if reader.truncated:
                 warnings.append("the dump's last line is incomplete (the recorder was killed "
                                 "while writing it): it was ignored")
-            return Side(path, prof, group_stacks(reader, prof), dict(reader.info)), warnings
+            return Side(path, prof, group_stacks(reader, prof), dict(reader.info),
+                        also[0] if also else None), warnings
     finally:
         if collecting:
             gc.enable()
