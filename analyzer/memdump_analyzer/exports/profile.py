@@ -1,6 +1,7 @@
-"""The figures the exports write: one pass over a dump's heap events, per allocation stack.
+"""The figures the exports write, per allocation stack: the exports' accumulator of the one pass
+(heappass.py).
 
-The analysis (`analyze`) gives what leaked; this pass adds what it does not keep: how much each
+The analysis (`analyze`) gives what leaked; the pass adds what it does not keep: how much each
 stack allocated, what was live at the peak, and the live heap over time (massif's snapshots).
 Its live blocks follow the replay's rules (docs/dump-format.md, "Heap operations"; replay.py):
 custom blocks are apart and not counted, a `free` from a marked stack (glibc's own bookkeeping)

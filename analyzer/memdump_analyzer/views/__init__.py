@@ -1,6 +1,7 @@
 """The views of a dump beyond its leaks (docs/views.md): `peak`, `hotspots`, `temporary`,
 `lifetimes`, `timeline` and `sizes`, each a `memdump-analyze` subcommand, all computed by one
-streaming pass (`stream.profile`) and each rendered by its module, as text and as JSON."""
+streaming pass (heappass.py, of which `stream.ProfileOutput` is the views' accumulator) and each
+rendered by its module, as text and as JSON."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""The one streaming pass behind every view (docs/views.md): per allocating stack, per thread and
-per size, what the views need, in memory bounded by the live blocks and the distinct stacks.
+"""The figures every view is made of (docs/views.md), computed inline by the one pass
+(heappass.py): per allocating stack, per thread and per size, what the views need, in memory
+bounded by the live blocks and the distinct stacks.
 
 What is kept:
 
@@ -32,7 +33,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .. import heappass
 from ..dumpfile import DumpReader
 from ..heappass import (
     ALLOC_BYTES,
@@ -59,7 +59,7 @@ from ..heappass import _masks as _masks  # the tests' look at the lifetimes' buc
 from ..tagphases import UNTAGGED
 from .series import FragSamples, Timeline
 
-__all__ = ["LIFE_EXACT", "PARTS", "Profile", "ProfileOutput", "StackStats", "bucket", "profile"]
+__all__ = ["LIFE_EXACT", "PARTS", "Profile", "ProfileOutput", "StackStats", "bucket"]
 
 
 @dataclass
@@ -160,15 +160,6 @@ class ProfileOutput(Accumulator):
         result.sizes = figures.sizes
         result.peak_rss = figures.peak_rss
         result.peak_rss_ms = figures.peak_rss_ms
-
-
-def profile(reader: DumpReader, *, points: int = 200,
-            compute: frozenset[str] = PARTS) -> Profile:
-    """Read all of `reader`'s lines (its header checked) in the one pass with the views'
-    accumulator alone. Raises as `heappass.run`."""
-    out = ProfileOutput(compute, points)
-    heappass.run(reader, [out])
-    return out.profile
 
 
 def _finish(result: Profile, stats: dict[bytes, list],  # type: ignore[type-arg]
