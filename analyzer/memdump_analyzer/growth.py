@@ -57,6 +57,8 @@ class GrowthOutput(Accumulator):
     block, the sites by allocation stack."""
 
     events = True
+    #: the threads' previous operations (`release`'s `last`)
+    parts = frozenset(("temporary",))
 
     def __init__(self) -> None:
         self.chains: dict[bytes, _Chain] = {}  # pointer of a chain's current block -> chain
@@ -68,8 +70,10 @@ class GrowthOutput(Accumulator):
         self.sites_found: list[GrowthSite] = []
 
     def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
-                made: bytes | None) -> None:
+                made: bytes | None, last: bytes | None) -> None:
         just_made = self.last_new.pop(tid, None)
+        if just_made is not None and just_made[0] != last:
+            just_made = None  # the thread did something else since (a free, a failed call)
         chain = self.chains.pop(ptr, None)
         if made is not None:  # a realloc: `alloc` says whether it grew
             self.resized = (size, chain)

@@ -184,7 +184,7 @@ class HeapMapOutput(Accumulator):
                 self.undo.clear()
 
     def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
-                made: bytes | None) -> None:
+                made: bytes | None, last: bytes | None) -> None:
         if self.stops:
             self._due(seq)
         addr = int(ptr, 16)

@@ -105,9 +105,11 @@ class Accumulator:
         A `ptr` still live is a block whose release the dump does not have: it is replaced."""
 
     def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
-                made: bytes | None) -> None:
+                made: bytes | None, last: bytes | None) -> None:
         """Event `seq` released live block `ptr` of `size` bytes allocated at stack `node`;
-        `made`: the block the same call makes live next (a realloc), or None."""
+        `made`: the block the same call makes live next (a realloc), or None; `last` (with the
+        `temporary` part): the block the thread's previous heap operation made, None when that
+        one made none."""
 
     def record(self, seq: int, rec: list[bytes]) -> None:
         """A `p` or `end` record (`DumpReader.other`), after its effect (an `exec` drops every
@@ -432,7 +434,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 if on_release:
                     made = None if p is None or p == b"0x0" else p
                     for hook in on_release:
-                        hook(seq, tid, release, bsize, st[13], made)
+                        hook(seq, tid, release, bsize, st[13], made, last)
             if p is None:
                 last = None
                 if want_timeline:  # a free: the heap's lowest point of its span, maybe

@@ -134,7 +134,7 @@ class TagsPhasesOutput(Accumulator):
         self.live[ptr] = _Block(size, stats, len(phases) - 1, node)
 
     def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
-                made: bytes | None) -> None:
+                made: bytes | None, last: bytes | None) -> None:
         _free(self.live.pop(ptr, None), self.phases)
 
     def record(self, seq: int, rec: list[bytes]) -> None:

@@ -14,6 +14,7 @@ from memdump_analyzer.cli import main
 from memdump_analyzer.dumpfile import DumpReader
 from memdump_analyzer.dumpio import DumpFile
 from memdump_analyzer.exports import export
+from memdump_analyzer.growth import growth
 from memdump_analyzer.rules import RUNTIME_FREE_FUNCTIONS
 
 EXPORTS = FIXTURES / "exports.memdump"
@@ -63,6 +64,7 @@ class _Recorder(heappass.Accumulator):
     """Writes down what the pass calls."""
 
     events = True
+    parts = frozenset(("temporary",))  # `release`'s `last`
 
     def __init__(self, moments: list[int]) -> None:
         self.calls: list[tuple[Any, ...]] = []
@@ -73,8 +75,8 @@ class _Recorder(heappass.Accumulator):
         self.calls.append(("alloc", seq, tid, ptr, size, node, resize))
 
     def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
-                made: bytes | None) -> None:
-        self.calls.append(("release", seq, tid, ptr, size, node, made))
+                made: bytes | None, last: bytes | None) -> None:
+        self.calls.append(("release", seq, tid, ptr, size, node, made, last))
 
     def record(self, seq: int, rec: list[bytes]) -> None:
         self.calls.append(("record", seq, rec[0], rec[2]))
@@ -112,7 +114,7 @@ def test_an_accumulator_is_given_each_effect_once_with_the_replays_semantics(
         ("alloc", 1, b"100", b"0x1000", 16, 2, False),
         ("alloc", 2, b"101", b"0x2000", 32, 3, False),
         ("moment", 2, [b"0x1000", b"0x2000"], 48, 48, 0),
-        ("release", 4, b"100", b"0x1000", 16, 2, b"0x4000"),
+        ("release", 4, b"100", b"0x1000", 16, 2, b"0x4000", None),  # 3 was tid 100's
         ("alloc", 4, b"100", b"0x4000", 48, 3, True),
         ("alloc", 7, b"100", b"0x2000", 8, 2, False),
         ("moment", 7, [b"0x2000", b"0x4000"], 56, 104, 32),
@@ -122,6 +124,21 @@ def test_an_accumulator_is_given_each_effect_once_with_the_replays_semantics(
         ("moment", 11, [b"0x6000"], 24, 128, 32),
     ]
     assert (figures.last_seq, figures.cur, figures.peak, figures.peak_seq) == (11, 24, 80, 4)
+
+
+@pytest.mark.parametrize("between", [False, True])
+def test_a_regrowth_is_freed_by_the_threads_very_next_heap_operation(
+        tmp_path: Path, between: bool) -> None:
+    d = Dump(header="MEMDUMP 2.1", short=True)
+    d.malloc("0x1000", 16, main_at(10))
+    d.malloc("0x2000", 32, main_at(10))
+    d.malloc("0x9000", 8, main_at(20), tid=101)  # another thread's: no matter
+    if between:
+        d.free("0x0", main_at(30))  # free(NULL): a heap operation of its own
+    d.free("0x1000", main_at(40))
+    sites = growth(d.write(tmp_path))
+    assert [(s.containers, s.regrowths, s.copied_bytes) for s in sites] == (
+        [] if between else [(1, 1, 16)])
 
 
 def _leaky_dump(tmp_path: Path) -> str:
