@@ -70,6 +70,17 @@ FORMATS: dict[str, Format] = {
 }
 
 
+def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
+             maps: bool) -> HeapProfile:
+    """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps)
+    its series and heap maps too, gathered in the same pass (one read of the dump)."""
+    page = PageOutputs(analysis, symbolize, maps=maps) if name == "html" else None
+    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
+                      also=page.outputs if page else ())
+    profile.page = page
+    return profile
+
+
 def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
            metric: str = "leaked-bytes", symbolize: bool = True) -> bytes:
     """The bytes of export `name` of `analysis` (minus `base`'s, when given). Raises
@@ -82,15 +93,6 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
-    # the HTML page's series and heap maps are gathered in the same pass (one read of each dump)
-    page = PageOutputs(analysis, symbolize) if name == "html" else None
-    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
-                      also=page.outputs if page else ())
-    profile.page = page
-    old = None
-    if base is not None:
-        page = PageOutputs(base, symbolize, maps=False) if name == "html" else None
-        old = collect(base, symbolize=symbolize, detailed_every=detailed,
-                      also=page.outputs if page else ())
-        old.page = page
+    profile = _collect(name, analysis, symbolize, detailed, maps=True)
+    old = _collect(name, base, symbolize, detailed, maps=False) if base is not None else None
     return fmt.render(profile, old, metric, symbolize)
