@@ -90,9 +90,11 @@ class _Recorder(heappass.Accumulator):
         return self.moments.pop(0) if self.moments else 0
 
 
+@pytest.mark.parametrize("lean", [False, True])
 @pytest.mark.parametrize("short", [False, True])
 def test_an_accumulator_is_given_each_effect_once_with_the_replays_semantics(
-        tmp_path: Path, short: bool) -> None:
+        tmp_path: Path, short: bool, lean: bool) -> None:
+    """In the views' loop (with a part) and in the lean one (leanpass.py) alike."""
     d = Dump(header="MEMDUMP 2.1", short=short)
     a, b = main_at(10), main_at(20)
     d.malloc("0x1000", 16, a)                         # 1
@@ -107,6 +109,8 @@ def test_an_accumulator_is_given_each_effect_once_with_the_replays_semantics(
     d.malloc("0x6000", 24, a, tid=102)                # 10
     d.end()                                           # 11
     acc = _Recorder([2, 7, 11])
+    if lean:
+        acc.parts = frozenset()
     with DumpReader(d.write(tmp_path), mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
         figures = heappass.run(reader, [acc])
         assert [reader.stack(node)[0].line for node in (2, 3)] == [10, 20]

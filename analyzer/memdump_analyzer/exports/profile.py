@@ -19,8 +19,8 @@ from typing import Any
 from .. import heappass
 from ..diff import frames_key
 from ..dumpfile import DumpError, DumpReader, Frame
-from ..heappass import ALLOC_BYTES, ALLOCS, NODE, Accumulator, Figures
 from ..model import Analysis
+from ..passapi import ALLOC_BYTES, ALLOCS, NODE, Accumulator, Figures
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
@@ -155,10 +155,10 @@ class StackProfileOutput(Accumulator):
         if cur != self.analysis.peak_bytes:
             raise DumpError(self.analysis.path, None, f"the live heap after event {seq} is "
                             f"{cur} bytes, not the replay's peak of {self.analysis.peak_bytes}")
-        for size, st, _, _ in live.values():
-            row = self.at_peak.setdefault(st[NODE], [0, 0])
+        for block in live.values():
+            row = self.at_peak.setdefault(block[1][NODE], [0, 0])
             row[0] += 1
-            row[1] += size
+            row[1] += block[0]
         self.shots.append((seq, time, cur, {n: b for n, (_, b) in self.at_peak.items()}, True))
 
     def finish(self, figures: Figures) -> None:
@@ -228,8 +228,9 @@ class StackProfileOutput(Accumulator):
 
 def _by_node(live: dict) -> dict[int, int]:  # type: ignore[type-arg]
     out: dict[int, int] = {}
-    for size, st, _, _ in live.values():
-        out[st[NODE]] = out.get(st[NODE], 0) + size
+    for block in live.values():
+        node = block[1][NODE]
+        out[node] = out.get(node, 0) + block[0]
     return out
 
 

@@ -23,7 +23,7 @@ from itertools import accumulate, repeat
 from operator import add, itemgetter, sub
 
 from ..heapmap import REGION_GAP, chunk_of, fragmentation
-from ..heappass import NO_LOW
+from ..passapi import NO_LOW
 
 __all__ = ["NO_LOW", "FragSamples", "Timeline", "free_runs", "fragmentation"]
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..dumpfile import DumpReader
-from ..heappass import (
+from ..passapi import (
     ALLOC_BYTES,
     ALLOCS,
     CHANGED,
@@ -55,7 +55,7 @@ from ..heappass import (
     Figures,
     bucket,
 )
-from ..heappass import _masks as _masks  # the tests' look at the lifetimes' buckets
+from ..passapi import _masks as _masks  # the tests' look at the lifetimes' buckets
 from ..tagphases import UNTAGGED
 from .series import FragSamples, Timeline
 
@@ -128,6 +128,7 @@ class ProfileOutput(Accumulator):
 
     def __init__(self, compute: frozenset[str] = PARTS, points: int = 200) -> None:
         self.parts = frozenset(compute)
+        self.stacks = True
         self.points = points
         if "timeline" in self.parts:
             self.series = (Timeline(points), FragSamples(points))
