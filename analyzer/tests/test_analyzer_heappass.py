@@ -4,7 +4,9 @@ dump once (the HTML page, --by-tag), with the leak report's live blocks."""
 from __future__ import annotations
 
 import json
+from argparse import Namespace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -16,6 +18,8 @@ from memdump_analyzer.dumpio import DumpFile
 from memdump_analyzer.exports import export
 from memdump_analyzer.growth import growth
 from memdump_analyzer.rules import RUNTIME_FREE_FUNCTIONS
+from memdump_analyzer.views import VIEWS
+from memdump_analyzer.views.cli import run_view
 
 EXPORTS = FIXTURES / "exports.memdump"
 TAGS = FIXTURES / "tags.memdump"
@@ -170,3 +174,39 @@ def test_the_heap_map_and_the_tags_hold_the_leak_reports_live_blocks(tmp_path: P
     tags = json.loads(run_cli("--by-tag", "--format", "json", path).stdout)
     assert [(t["tag"], t["allocated"], t["leaked"]) for t in tags["tags"]] == [
         ("(untagged)", {"bytes": 48, "blocks": 2}, {"bytes": 48, "blocks": 2})]
+
+
+class _Counter(heappass.Accumulator):
+    """A view's own accumulator: the blocks each thread allocated."""
+
+    events = True
+
+    def __init__(self) -> None:
+        self.by_thread: dict[bytes, int] = {}
+
+    def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+              resize: bool) -> None:
+        self.by_thread[tid] = self.by_thread.get(tid, 0) + 1
+
+
+def test_a_new_view_is_one_accumulator_and_its_rendering(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, opens: list[str]) -> None:
+    d = Dump(header="MEMDUMP 2.1", short=True)
+    d.malloc("0x1000", 16, main_at(10))
+    d.malloc("0x2000", 16, main_at(10), tid=101)
+    d.malloc("0x3000", 16, main_at(10), tid=101)
+    path = d.write(tmp_path)
+
+    def build(side: Any, base: Any, options: Any) -> tuple[dict[str, Any], list[str]]:
+        counts = side.accumulated.by_thread
+        return ({"threads": {k.decode(): v for k, v in counts.items()},
+                 "peak_bytes": side.profile.peak_bytes},
+                [f"{k.decode()}: {v}" for k, v in counts.items()])
+
+    monkeypatch.setitem(VIEWS, "threads", SimpleNamespace(
+        NEEDS=frozenset(), accumulator=_Counter, build=build))
+    args = Namespace(top=None, max_frames=None, no_symbolize=True, dump=path, base=None,
+                     format="json")
+    text, warnings = run_view("threads", args)
+    assert (json.loads(text), warnings, opens) == (
+        {"threads": {"100": 1, "101": 2}, "peak_bytes": 48}, [], [path])
