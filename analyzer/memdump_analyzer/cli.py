@@ -446,7 +446,7 @@ def _run_tags(args: argparse.Namespace) -> int:
     from .heapmap import HeapMapError, heap_map, heap_map_json, heap_map_text
     from .report import dumps_json
     from .tagphases import phases_json, phases_text, tags_and_phases, tags_json, tags_text
-    from .views import tag_series
+    from .views import tags_with_series
 
     if args.format not in ("text", "json"):
         raise _UsageError("--by-tag, --phases, --growth and --heap-map are text or json, not "
@@ -465,12 +465,12 @@ def _run_tags(args: argparse.Namespace) -> int:
                 if args.format == "json" else
                 growth_text(sites, args.dump, args.top, args.max_frames))
         return _write(args.output, text, EXIT_OK)
-    result = tags_and_phases(args.dump)
     if args.by_tag:
-        series = tag_series(args.dump)
+        result, series = tags_with_series(args.dump)
         text = (dumps_json(tags_json(result, args.dump, series)) if args.format == "json"
                 else tags_text(result, args.dump, series))
     else:
+        result = tags_and_phases(args.dump)
         text = (dumps_json(phases_json(result, args.dump, args.max_frames))
                 if args.format == "json" else phases_text(result, args.dump, args.max_frames))
     return _write(args.output, text, EXIT_OK)

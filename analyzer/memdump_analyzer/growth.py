@@ -15,17 +15,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .dumpfile import DumpReader, Frame
-from .dumpformat import effect
+from . import heappass
+from .dumpfile import Frame
+from .heappass import Accumulator, Figures
 from .rules import is_runtime_frame, trim_stack
 from .wording import plural
 
-__all__ = ["GrowthSite", "growth"]
-
-#: the operations that allocate a new block of their own (realloc is followed apart)
-_NEW = frozenset(("malloc", "calloc", "new", "new[]", "posix_memalign", "aligned_alloc",
-                  "memalign", "valloc", "pvalloc"))
-
+__all__ = ["GrowthOutput", "GrowthSite", "growth"]
 
 @dataclass
 class GrowthSite:
@@ -51,46 +47,64 @@ class _Chain:
 
 def growth(path: str) -> list[GrowthSite]:
     """The dump's growth chains by allocation stack, the most regrowths first."""
-    live: dict[int, tuple[int, int]] = {}      # address -> (size, node)
-    chains: dict[int, _Chain] = {}             # address of a chain's current block -> chain
-    last_new: dict[int, tuple[int, int, int]] = {}  # tid -> (address, size, node) just made
-    sites: dict[int, GrowthSite] = {}
-    with DumpReader(path) as reader:
-        for fl in reader.records():
-            if fl[0] != b"e":
-                if fl[0] == b"p" and fl[2] == b"exec":
-                    live.clear()
-                    chains.clear()
-                continue
-            op = fl[3].decode()
-            tid = int(fl[2])
-            node = reader.node_ids[fl[4]]
-            result = int(fl[5], 16) if fl[5] != b"-" else 0
-            release, new, size = effect(op, result, tuple(int(a, 0) for a in fl[6:]))
-            just_made = last_new.pop(tid, None)
-            if release is not None:
-                old = live.pop(release, None)
-                chain = chains.pop(release, None)
-                grown = None
-                if old is not None and new is not None and op in ("realloc", "reallocarray"):
-                    grown = (new, size, node) if size > old[0] else None
-                elif (old is not None and just_made is not None and just_made[2] == old[1]
-                      and just_made[1] > old[0] and new is None):
-                    grown = just_made
-                if grown is not None:
-                    chain = _regrow(chain, sites, old, grown)
-                    chains[grown[0]] = chain
-            if new is not None:
-                live[new] = (size, node)
-                if op in _NEW:
-                    last_new[tid] = (new, size, node)
-        for site in sites.values():
-            site.stack = reader.stack(abs(site.node))
-    return sorted(sites.values(), key=lambda s: (-s.regrowths, -s.containers, s.node))
+    out = GrowthOutput()
+    heappass.run_path(path, [out])
+    return out.sites_found
+
+
+class GrowthOutput(Accumulator):
+    """--growth's accumulator: each thread's block just made, the chains by their current
+    block, the sites by allocation stack."""
+
+    events = True
+    #: the threads' previous operations (`release`'s `last`)
+    parts = frozenset(("temporary",))
+
+    def __init__(self) -> None:
+        self.chains: dict[bytes, _Chain] = {}  # pointer of a chain's current block -> chain
+        # thread -> (pointer, size, node) of the block its last heap operation made (`_NEW`)
+        self.last_new: dict[bytes, tuple[bytes, int, int]] = {}
+        self.sites: dict[int, GrowthSite] = {}
+        #: a realloc's released block (size, its chain) until its new block comes
+        self.resized: tuple[int, _Chain | None] | None = None
+        self.sites_found: list[GrowthSite] = []
+
+    def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+                made: bytes | None, last: bytes | None) -> None:
+        just_made = self.last_new.pop(tid, None)
+        if just_made is not None and just_made[0] != last:
+            just_made = None  # the thread did something else since (a free, a failed call)
+        chain = self.chains.pop(ptr, None)
+        if made is not None:  # a realloc: `alloc` says whether it grew
+            self.resized = (size, chain)
+        elif just_made is not None and just_made[2] == node and just_made[1] > size:
+            # freed right after its thread made a larger block at its stack: a regrowth
+            self.chains[just_made[0]] = _regrow(chain, self.sites, (size, node), just_made)
+
+    def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+              resize: bool) -> None:
+        if not resize:
+            self.last_new[tid] = (ptr, size, node)
+            return
+        self.last_new.pop(tid, None)
+        resized, self.resized = self.resized, None
+        if resized is not None and size > resized[0]:  # realloc'd larger, at its own stack
+            self.chains[ptr] = _regrow(resized[1], self.sites, (resized[0], node),
+                                       (ptr, size, node))
+
+    def record(self, seq: int, rec: list[bytes]) -> None:
+        if rec[0] == b"p" and rec[2] == b"exec":
+            self.chains.clear()
+
+    def finish(self, figures: Figures) -> None:
+        for site in self.sites.values():
+            site.stack = figures.reader.stack(abs(site.node))
+        self.sites_found = sorted(self.sites.values(),
+                                  key=lambda s: (-s.regrowths, -s.containers, s.node))
 
 
 def _regrow(chain: _Chain | None, sites: dict[int, GrowthSite], old: tuple[int, int],
-            grown: tuple[int, int, int]) -> _Chain:
+            grown: tuple[bytes, int, int]) -> _Chain:
     """OLD (size, node) replaced by GROWN (address, size, node): the chain goes on or begins,
     at the stack of the growing call (a realloc's own; an allocation's is OLD's too)."""
     if chain is None:

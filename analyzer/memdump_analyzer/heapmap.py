@@ -16,14 +16,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from . import heappass
 from .dumpfile import DumpReader, Frame
-from .dumpformat import effect, unescape
+from .dumpformat import unescape
+from .heappass import Accumulator, Figures
 from .rules import trim_stack
 from .symbolize import symbolize as _symbolize
 from .wording import plural
 
-__all__ = ["Block", "HeapMap", "HeapMapError", "Region", "fragmentation", "heap_map", "heap_maps",
-           "percent"]
+__all__ = ["Block", "HeapMap", "HeapMapError", "HeapMapOutput", "Region", "fragmentation",
+           "heap_map", "heap_maps", "percent"]
 
 REGION_GAP = 1 << 20
 MAP_WIDTH = 64
@@ -109,47 +111,6 @@ class HeapMap:
         return fragmentation(self.free, self.largest_free, self.used + self.free)
 
 
-_MAKE = frozenset((b"malloc", b"new", b"new[]"))
-_FREE = frozenset((b"free", b"delete", b"delete[]"))
-
-
-def _events(reader: DumpReader):  # noqa: ANN202 - (seq, record, release, new, size)
-    for fl in reader.records():
-        if fl[0] != b"e":
-            yield int(fl[1]), fl, None, None, 0
-            continue
-        op = fl[3]  # malloc and free, most of a dump, without `effect`'s call
-        if op in _MAKE and len(fl) == 7:
-            new = int(fl[5], 16)
-            yield int(fl[1]), fl, None, new or None, int(fl[6])
-            continue
-        if op in _FREE and len(fl) == 7:
-            yield int(fl[1]), fl, int(fl[6], 16) or None, None, 0
-            continue
-        result = int(fl[5], 16) if fl[5] != b"-" else 0
-        release, new, size = effect(fl[3].decode(), result, tuple(int(a, 0) for a in fl[6:]))
-        yield int(fl[1]), fl, release, new if fl[3] != b"custom_alloc" else None, size
-
-
-def peak_seq(path: str) -> int:
-    """The event after which the live heap was largest (the first such), 0 for an empty one."""
-    live: dict[int, int] = {}
-    total = peak = at = 0
-    with DumpReader(path) as reader:
-        for seq, fl, release, new, size in _events(reader):
-            if fl[0] == b"p" and fl[2] == b"exec":
-                live.clear()
-                total = 0
-            if release is not None:
-                total -= live.pop(release, 0)
-            if new is not None:
-                total += size - live.get(new, 0)
-                live[new] = size
-                if total > peak:
-                    peak, at = total, seq
-    return at
-
-
 def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
     """The live blocks of the dump at PATH at moment AT: "end", "peak", a SEQ (after that
     event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there.
@@ -158,58 +119,129 @@ def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
 
 
 def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[HeapMap]:
-    """`heap_map` at each of `moments`, in one pass over the dump (and one more for "peak")."""
-    peak = peak_seq(path) if "peak" in moments else 0
-    stops: list[tuple[int, int]] = []  # (SEQ, index of the moment): after event SEQ
-    phases: dict[str, list[int]] = {}  # phase name -> the moments' indexes
-    for i, at in enumerate(moments):
-        if at == "peak" or at.isdigit():
-            stops.append((peak if at == "peak" else int(at), i))
-        elif at.startswith("phase:"):
-            phases.setdefault(at[6:], []).append(i)
-        elif at != "end":
-            raise HeapMapError(f"--at {at}: end, peak, an event number or phase:NAME")
-    stops.sort(reverse=True)  # the next one last
-    Live = dict[int, tuple[int, int, "str | None"]]
-    found: dict[int, tuple[int, Live]] = {}
-    live: Live = {}  # address -> (size, node, tag)
-    seen: list[str] = []  # the phases, in order
-    seq = 0
-    with DumpReader(path) as reader:
-        for event, fl, release, new, size in _events(reader):
-            if fl[0] == b"p" and fl[2] == b"phase":
-                seen.append(unescape(fl[4]))
-                for i in phases.pop(seen[-1], ()):
-                    found[i] = (seq, dict(live))
-            while stops and event > stops[-1][0]:
-                found[stops.pop()[1]] = (seq, dict(live))
-            seq = event
-            if fl[0] == b"p" and fl[2] == b"exec":
-                live.clear()
-            if release is not None:
-                live.pop(release, None)
-            if new is not None:
-                live[new] = (size, abs(reader.node_ids[fl[4]]), reader.tag_of(int(fl[2])))
-        for name in phases:
-            known = ", ".join(f"'{n}'" for n in dict.fromkeys(seen)) or "none"
-            raise HeapMapError(f"no phase '{name}' in {path} (its phases: {known})")
-        for stop, i in stops:
+    """`heap_map` at each of `moments`, in one pass over the dump (heappass.py)."""
+    out = HeapMapOutput(moments, symbols=symbols)
+    heappass.run_path(path, [out])
+    return out.maps
+
+
+_Live = dict[int, tuple[int, int, "str | None"]]  # address -> (size, node, tag)
+
+
+class HeapMapOutput(Accumulator):
+    """The heap map's accumulator: the live blocks with their tags, kept at each moment asked
+    for. "peak" is known only at the end: the changes since the latest peak are kept (an undo
+    log, cleared at each new peak) and undone from the end's blocks."""
+
+    events = True
+
+    def __init__(self, moments: list[str], *, symbols: bool = False) -> None:
+        self.moments = moments
+        self.symbols = symbols
+        self.stops: list[tuple[int, int]] = []  # (SEQ, index of the moment): after event SEQ
+        self.phases: dict[str, list[int]] = {}  # phase name -> the moments' indexes
+        self.peaks = [i for i, at in enumerate(moments) if at == "peak"]
+        for i, at in enumerate(moments):
+            if at.isdigit():
+                self.stops.append((int(at), i))
+            elif at.startswith("phase:"):
+                self.phases.setdefault(at[6:], []).append(i)
+            elif at not in ("end", "peak"):
+                raise HeapMapError(f"--at {at}: end, peak, an event number or phase:NAME")
+        self.stops.sort(reverse=True)  # the next one last
+        self.found: dict[int, tuple[int, _Live]] = {}
+        self.live: _Live = {}
+        self.seen: list[str] = []  # the phases, in order
+        self.cur = self.peak = self.peak_seq = 0
+        #: (address, its entry before the change or None) since the latest peak
+        self.undo: list[tuple[int, tuple[int, int, str | None] | None]] | None = \
+            [] if self.peaks else None
+        self.reader: DumpReader | None = None
+        self.maps: list[HeapMap] = []
+
+    def start(self, reader: DumpReader) -> None:
+        self.reader = reader
+
+    def _due(self, seq: int) -> None:
+        stops = self.stops
+        while stops and seq > stops[-1][0]:
+            stop, i = stops.pop()
+            self.found[i] = (stop, dict(self.live))
+
+    def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+              resize: bool) -> None:
+        if self.stops:
+            self._due(seq)
+        addr = int(ptr, 16)
+        old = self.live.get(addr)
+        if self.undo is not None:
+            self.undo.append((addr, old))
+        self.cur += size - (old[0] if old is not None else 0)
+        self.live[addr] = (size, node, self.reader.tag_of(int(tid)))  # type: ignore[union-attr]
+        if self.cur > self.peak:
+            self.peak, self.peak_seq = self.cur, seq
+            if self.undo is not None:
+                self.undo.clear()
+
+    def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+                made: bytes | None, last: bytes | None) -> None:
+        if self.stops:
+            self._due(seq)
+        addr = int(ptr, 16)
+        old = self.live.pop(addr, None)
+        if old is not None:
+            self.cur -= old[0]
+            if self.undo is not None:
+                self.undo.append((addr, old))
+
+    def record(self, seq: int, rec: list[bytes]) -> None:
+        if self.stops:
+            self._due(seq)
+        if rec[0] != b"p":
+            return
+        if rec[2] == b"phase":
+            self.seen.append(unescape(rec[4]))
+            for i in self.phases.pop(self.seen[-1], ()):
+                self.found[i] = (seq - 1, dict(self.live))
+        elif rec[2] == b"exec":
+            if self.undo is not None:
+                self.undo.extend(self.live.items())
+            self.live.clear()
+            self.cur = 0
+
+    def _at_peak(self) -> _Live:
+        blocks = dict(self.live)
+        for addr, old in reversed(self.undo or ()):
+            if old is None:
+                del blocks[addr]
+            else:
+                blocks[addr] = old
+        return blocks
+
+    def finish(self, figures: Figures) -> None:
+        reader, seq, live = figures.reader, figures.last_seq, self.live
+        for name in self.phases:
+            known = ", ".join(f"'{n}'" for n in dict.fromkeys(self.seen)) or "none"
+            raise HeapMapError(f"no phase '{name}' in {reader.path} (its phases: {known})")
+        for stop, i in self.stops:
             if stop > seq:
-                raise HeapMapError(f"event {stop} is past the last of {path} ({seq})")
-            found[i] = (seq, live)
-        nodes = {node for _, blocks in found.values() for _, node, _ in blocks.values()}
+                raise HeapMapError(f"event {stop} is past the last of {reader.path} ({seq})")
+            self.found[i] = (stop, live)
+        if self.peaks:
+            at_peak = self._at_peak()
+            for i in self.peaks:
+                self.found[i] = (self.peak_seq, at_peak)
+        nodes = {node for _, blocks in self.found.values() for _, node, _ in blocks.values()}
         nodes.update(node for _, node, _ in live.values())
-        if symbols:
+        if self.symbols:
             _symbolize(reader, nodes)
         stacks = {node: trim_stack(reader.stack(node)) for node in nodes}
         tagged = bool(reader.tags)
-    out = []
-    for i, at in enumerate(moments):
-        when, blocks = found.get(i, (seq, live))
-        out.append(HeapMap(at, when, _regions(blocks), [
-            Block(a, size, node, tag) for a, (size, node, tag) in sorted(blocks.items())],
-            {n: stacks[n] for _, n, _ in blocks.values()}, tagged))
-    return out
+        for i, at in enumerate(self.moments):
+            when, blocks = self.found.get(i, (seq, live))
+            self.maps.append(HeapMap(at, when, _regions(blocks), [
+                Block(a, size, node, tag) for a, (size, node, tag) in sorted(blocks.items())],
+                {n: stacks[n] for _, n, _ in blocks.values()}, tagged))
 
 
 def _regions(live: dict[int, tuple[int, int, str | None]]) -> list[Region]:

@@ -15,12 +15,14 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
+from . import heappass
 from .dumpfile import DumpReader, Frame
-from .dumpformat import effect, unescape
+from .dumpformat import unescape
+from .heappass import Accumulator, Figures
 from .rules import classify_stack, trim_stack
 from .wording import plural
 
-__all__ = ["PhaseStats", "TagStats", "TagsAndPhases", "tags_and_phases"]
+__all__ = ["PhaseStats", "TagStats", "TagsAndPhases", "TagsPhasesOutput", "tags_and_phases"]
 
 UNTAGGED = "(untagged)"
 BEFORE = "(before the first phase)"
@@ -90,44 +92,60 @@ class _Block:
 
 def tags_and_phases(path: str) -> TagsAndPhases:
     """The dump at PATH, read once. Raises DumpError as the leak report does."""
-    tags: dict[str | None, TagStats] = {}
-    phases = [PhaseStats(BEFORE, 0)]
-    live: dict[int, _Block] = {}
-    with DumpReader(path) as reader:
-        for fl in reader.records():
-            if fl[0] == b"p":
-                if fl[2] == b"phase":
-                    _phase_begins(phases, live, unescape(fl[4]), int(fl[1]))
-                elif fl[2] == b"exec":
-                    live.clear()
-                continue
-            if fl[0] != b"e":
-                continue
-            op = fl[3].decode()
-            result = int(fl[5], 16) if fl[5] != b"-" else 0
-            args = tuple(int(a, 0) for a in fl[6:])
-            release, new, size = effect(op, result, args)
-            seq = int(fl[1])
-            if release is not None:
-                _free(live.pop(release, None), phases)
-            if new is not None:
-                name = reader.tag_of(int(fl[2]))
-                stats = tags.get(name)
-                if stats is None:
-                    stats = tags[name] = TagStats(UNTAGGED if name is None else name or '""')
-                stats.allocated_bytes += size
-                stats.allocated_blocks += 1
-                stats.live_bytes += size
-                stats.live_blocks += 1
-                if stats.live_bytes > stats.peak_bytes:
-                    stats.peak_bytes, stats.peak_seq = stats.live_bytes, seq
-                phase = phases[-1]
-                phase.allocated_bytes += size
-                phase.allocated_blocks += 1
-                old = live.get(new)
-                if old is not None:  # a block the dump never saw freed: gone
-                    _free(old, phases)
-                live[new] = _Block(size, stats, len(phases) - 1, reader.node_ids[fl[4]])
+    out = TagsPhasesOutput()
+    heappass.run_path(path, [out])
+    return out.result
+
+
+class TagsPhasesOutput(Accumulator):
+    """--by-tag's and --phases's accumulator: each live block's tag, phase and stack."""
+
+    events = True
+
+    def __init__(self) -> None:
+        self.tags: dict[str | None, TagStats] = {}
+        self.phases = [PhaseStats(BEFORE, 0)]
+        self.live: dict[bytes, _Block] = {}
+        self.reader: DumpReader | None = None
+        self.result = TagsAndPhases([], [], tagged=False, phased=False)
+
+    def start(self, reader: DumpReader) -> None:
+        self.reader = reader
+
+    def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+              resize: bool) -> None:
+        name = self.reader.tag_of(int(tid))  # type: ignore[union-attr]
+        stats = self.tags.get(name)
+        if stats is None:
+            stats = self.tags[name] = TagStats(UNTAGGED if name is None else name or '""')
+        stats.allocated_bytes += size
+        stats.allocated_blocks += 1
+        stats.live_bytes += size
+        stats.live_blocks += 1
+        if stats.live_bytes > stats.peak_bytes:
+            stats.peak_bytes, stats.peak_seq = stats.live_bytes, seq
+        phases = self.phases
+        phase = phases[-1]
+        phase.allocated_bytes += size
+        phase.allocated_blocks += 1
+        old = self.live.get(ptr)
+        if old is not None:  # a block the dump never saw freed: gone
+            _free(old, phases)
+        self.live[ptr] = _Block(size, stats, len(phases) - 1, node)
+
+    def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+                made: bytes | None, last: bytes | None) -> None:
+        _free(self.live.pop(ptr, None), self.phases)
+
+    def record(self, seq: int, rec: list[bytes]) -> None:
+        if rec[0] == b"p":
+            if rec[2] == b"phase":
+                _phase_begins(self.phases, self.live, unescape(rec[4]), seq)
+            elif rec[2] == b"exec":
+                self.live.clear()
+
+    def finish(self, figures: Figures) -> None:
+        reader, phases, live = figures.reader, self.phases, self.live
         _phase_ends(phases, live)  # the last phase ends with the recording
         for block in live.values():
             phases[block.phase].groups[block.node].freed_in[NEVER] += 1
@@ -146,13 +164,13 @@ def tags_and_phases(path: str) -> TagsAndPhases:
                 group.stack = reader.stack(abs(group.node))
                 group.runtime = kinds.get(group.node) == "runtime"
         phased = len(phases) > 1
-    if phases[0].allocated_blocks == 0 and phased:
-        del phases[0]
-    elif not phased:
-        phases[0].phase = WHOLE_RUN
-    order = sorted(tags.values(), key=lambda t: (-t.allocated_bytes, t.tag))
-    return TagsAndPhases(order, phases, tagged=any(name is not None for name in tags),
-                         phased=phased)
+        if phases[0].allocated_blocks == 0 and phased:
+            del phases[0]
+        elif not phased:
+            phases[0].phase = WHOLE_RUN
+        order = sorted(self.tags.values(), key=lambda t: (-t.allocated_bytes, t.tag))
+        self.result = TagsAndPhases(order, phases, tagged=any(n is not None for n in self.tags),
+                                    phased=phased)
 
 
 def _free(block: _Block | None, phases: list[PhaseStats]) -> None:
@@ -168,13 +186,13 @@ def _free(block: _Block | None, phases: list[PhaseStats]) -> None:
         phases[current].freed_blocks += 1
 
 
-def _phase_begins(phases: list[PhaseStats], live: dict[int, _Block], name: str,
+def _phase_begins(phases: list[PhaseStats], live: dict[bytes, _Block], name: str,
                   seq: int) -> None:
     _phase_ends(phases, live)
     phases.append(PhaseStats(name if name != "-" else "", seq))
 
 
-def _phase_ends(phases: list[PhaseStats], live: dict[int, _Block]) -> None:
+def _phase_ends(phases: list[PhaseStats], live: dict[bytes, _Block]) -> None:
     """The blocks the ending phase allocated and that are still live outlive it."""
     ending = len(phases) - 1
     phase = phases[ending]

@@ -82,11 +82,24 @@ FORMATS: dict[str, Format] = {
 }
 
 
+def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
+             maps: bool) -> HeapProfile:
+    """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps)
+    its series and heap maps too, gathered in the same pass (one read of the dump)."""
+    from .html import PageOutputs
+    from .profile import collect
+    page = PageOutputs(analysis, symbolize, maps=maps) if name == "html" else None
+    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
+                      also=page.outputs if page else ())
+    profile.page = page
+    return profile
+
+
 def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
            metric: str = "leaked-bytes", symbolize: bool = True) -> bytes:
     """The bytes of export `name` of `analysis` (minus `base`'s, when given). Raises
     ExportError, or DumpError when a dump cannot be read."""
-    from .profile import DETAILED_EVERY, collect
+    from .profile import DETAILED_EVERY
 
     fmt = FORMATS[name]
     if base is not None and fmt.no_base is not None:
@@ -96,7 +109,6 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
-    profile = collect(analysis, symbolize=symbolize, detailed_every=detailed)
-    old = collect(base, symbolize=symbolize, detailed_every=detailed) \
-        if base is not None else None
+    profile = _collect(name, analysis, symbolize, detailed, maps=True)
+    old = _collect(name, base, symbolize, detailed, maps=False) if base is not None else None
     return fmt.render(profile, old, metric, symbolize)

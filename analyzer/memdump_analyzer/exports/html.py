@@ -9,19 +9,21 @@ from html import escape
 from typing import Any
 
 from ..dumpfile import Frame
-from ..heapmap import heap_maps, percent
+from ..heapmap import HeapMapOutput, heap_maps, percent
+from ..heappass import Accumulator, Figures
 from ..model import Analysis, ErrorReport, Group
 from ..report import KIND_NAMES, _frame_text
-from ..views import Options, load
+from ..views import Options, Side, load
 from ..views import timeline as timeline_view
+from ..views.stream import ProfileOutput
 from .charts import CHART_FILL, CHART_LINE, memory_charts, tag_colours
 from .collapsed import METRICS
 from .flame import WIDTH, flame_svg
 from .mapsvg import colours_of, legend, map_svg
 from .profile import HeapProfile
 
-__all__ = ["CHART_FILL", "CHART_LINE", "errors", "flames", "heap_map_section", "page",
-           "render_html",
+__all__ = ["CHART_FILL", "CHART_LINE", "PageOutputs", "errors", "flames", "heap_map_section",
+           "page", "render_html",
            "row", "stack_text", "timeline_of"]
 
 #: the page's script: frame labels fitted to their width, and the zoom (click a frame; the
@@ -138,16 +140,47 @@ def errors(found: list[ErrorReport], count: int) -> str:
     return '<table class="errors">' + head + rows + "</table>" + more
 
 
-def timeline_of(path: str) -> dict[str, Any]:
-    """The `timeline` view's JSON of the dump at `path` (docs/views.md): the page's series."""
-    side, _ = load(path, symbols=False, compute=timeline_view.NEEDS)
+class SeriesOutput(ProfileOutput):
+    """The page's series: the `timeline` view's JSON (docs/views.md), made in the exports' pass."""
+
+    def __init__(self) -> None:
+        super().__init__(timeline_view.NEEDS)
+        self.json: dict[str, Any] = {}
+
+    def finish(self, figures: Figures) -> None:
+        super().finish(figures)
+        side = Side(figures.reader.path, self.profile, {}, dict(figures.reader.info))
+        self.json = timeline_view.build(side, None, Options())[0]
+
+
+class PageOutputs:
+    """What the page shows besides the exports' figures, gathered in their pass (heappass.py):
+    the series, and (`maps`) the heap map at the analysis's peak (the page's summary says when)
+    and at the end."""
+
+    def __init__(self, a: Analysis, symbols: bool, maps: bool = True) -> None:
+        self.series = SeriesOutput()
+        self.maps = HeapMapOutput([str(a.peak_seq or 0), "end"], symbols=symbols) if maps \
+            else None
+        self.outputs: list[Accumulator] = [self.series] + ([self.maps] if self.maps else [])
+
+
+def timeline_of(profile: HeapProfile) -> dict[str, Any]:
+    """The `timeline` view's JSON of the profile's dump (docs/views.md): the page's series,
+    from the exports' pass when it gathered them."""
+    if profile.page is not None:
+        return profile.page.series.json
+    side, _ = load(profile.analysis.path, symbols=False, compute=timeline_view.NEEDS)
     return timeline_view.build(side, None, Options())[0]
 
 
-def heap_map_section(a: Analysis, series: dict[str, Any], symbols: bool) -> str:
+def heap_map_section(profile: HeapProfile, series: dict[str, Any], symbols: bool) -> str:
     """The heap map at the peak and at the end, coloured alike, with their text summaries."""
-    # the analysis's peak: the page's summary says when
-    peak, end = heap_maps(a.path, [str(a.peak_seq or 0), "end"], symbols=symbols)
+    a = profile.analysis
+    if profile.page is not None and profile.page.maps is not None:
+        peak, end = profile.page.maps.maps
+    else:  # the analysis's peak: the page's summary says when
+        peak, end = heap_maps(a.path, [str(a.peak_seq or 0), "end"], symbols=symbols)
     maps = [("At the peak", peak), ("At the end", end)]
     colours = colours_of((m for _, m in maps), tag_colours([t["tag"] for t in series["tags"]]))
     out = [legend(colours, [m for _, m in maps])]
@@ -178,11 +211,11 @@ def page(title: str, body: list[str]) -> str:
 
 def render_html(profile: HeapProfile, *, symbols: bool = True) -> str:
     a = profile.analysis
-    series = timeline_of(a.path)
+    series = timeline_of(profile)
     return page(f"memdump report: {a.program or a.path}", [
         "<h2>Summary</h2>", _summary(a),
         "<h2>Memory over time</h2>", memory_charts(series),
-        "<h2>Heap map</h2>", heap_map_section(a, series, symbols),
+        "<h2>Heap map</h2>", heap_map_section(profile, series, symbols),
         *flames(flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked"),
                 flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")),
         "<h2>Leaks</h2>", _leaks(a.leaks), "<h2>Heap errors</h2>",

@@ -98,7 +98,7 @@ def _new_leaks(entries: list[DiffEntry]) -> str:
 
 def render_html_diff(new: HeapProfile, base: HeapProfile, *, symbols: bool = True) -> str:
     a, b = new.analysis, base.analysis
-    ours, theirs = timeline_of(a.path), timeline_of(b.path)
+    ours, theirs = timeline_of(new), timeline_of(base)
     change = difference(new, base)
     leaks = diff(b, a)
     what = ": the new run minus the base (red grew, green shrank)"
@@ -109,5 +109,5 @@ def render_html_diff(new: HeapProfile, base: HeapProfile, *, symbols: bool = Tru
                 diff_flame_svg(change, METRICS["peak-bytes"], "peak", "bytes live at the peak"),
                 what),
         "<h2>Leaks new or grown since the base</h2>", _new_leaks(leaks.added + leaks.grown),
-        "<h2>Heap map of the new run</h2>", heap_map_section(a, ours, symbols),
+        "<h2>Heap map of the new run</h2>", heap_map_section(new, ours, symbols),
         "<h2>Heap errors of the new run</h2>", errors(a.errors, a.error_count)])

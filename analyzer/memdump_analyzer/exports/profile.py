@@ -1,6 +1,7 @@
-"""The figures the exports write: one pass over a dump's heap events, per allocation stack.
+"""The figures the exports write, per allocation stack: the exports' accumulator of the one pass
+(heappass.py).
 
-The analysis (`analyze`) gives what leaked; this pass adds what it does not keep: how much each
+The analysis (`analyze`) gives what leaked; the pass adds what it does not keep: how much each
 stack allocated, what was live at the peak, and the live heap over time (massif's snapshots).
 Its live blocks follow the replay's rules (docs/dump-format.md, "Heap operations"; replay.py):
 custom blocks are apart and not counted, a `free` from a marked stack (glibc's own bookkeeping)
@@ -11,17 +12,20 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+from .. import heappass
 from ..diff import frames_key
 from ..dumpfile import DumpError, DumpReader, Frame
-from ..dumpformat import CUSTOM, effect
 from ..model import Analysis
+from ..passapi import ALLOC_BYTES, ALLOCS, NODE, Accumulator, Figures
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
-__all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "collect", "difference",
+__all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "StackProfileOutput", "collect",
+           "difference",
            "TreeNode", "frame_label", "nonzero"]
 
 #: regular snapshots over a run, and every how many of them one is detailed (massif's defaults,
@@ -70,164 +74,106 @@ class HeapProfile:
     peak_bytes: int = 0
     peak_seq: int | None = None
     base: Analysis | None = None
+    #: what the HTML page shows besides (html.py's `PageOutputs`), when the pass gathered it
+    page: Any = None
 
     def frames_of(self, key: StackKey) -> tuple[Frame, ...]:
         return self.stacks[key].frames
 
 
 def collect(analysis: Analysis, *, symbolize: bool = True, snapshots: int = SNAPSHOTS,
-            detailed_every: int = DETAILED_EVERY) -> HeapProfile:
-    """Read the dump of `analysis` again and gather its figures by stack. `snapshots`: how many
-    regular snapshots of the live heap to take (plus the peak's and the last), every
-    `detailed_every`th with its live bytes by stack."""
+            detailed_every: int = DETAILED_EVERY,
+            also: Sequence[Accumulator] = ()) -> HeapProfile:
+    """Read the dump of `analysis` again, in the one pass (heappass.py), and gather its figures
+    by stack. `snapshots`: how many regular snapshots of the live heap to take (plus the
+    peak's and the last), every `detailed_every`th with its live bytes by stack. `also`: other
+    outputs of the same pass (the HTML page's series and heap maps)."""
     collecting = gc.isenabled()
     gc.disable()  # as analyze(): the pass makes no reference cycles
+    out = StackProfileOutput(analysis, snapshots, detailed_every, symbolize)
     try:
         with DumpReader(analysis.path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
-            return _Pass(reader, analysis, snapshots, detailed_every).run(symbolize)
+            try:
+                heappass.run(reader, [out, *also])
+            except (ValueError, IndexError, KeyError):
+                raise DumpError(reader.path, None, "the dump changed while it was read again"
+                                ) from None
+            except OSError as e:
+                raise reader.read_error(e) from None
+        return out.profile
     finally:
         if collecting:
             gc.enable()
 
 
-class _Pass:
-    def __init__(self, reader: DumpReader, analysis: Analysis, snapshots: int,
-                 detailed_every: int) -> None:
-        self.reader = reader
+class StackProfileOutput(Accumulator):
+    """The exports' accumulator: per stack node, the blocks and bytes allocated (the pass's own
+    figures) and live at the analysis's peak, and snapshots of the live heap (moments)."""
+
+    def __init__(self, analysis: Analysis, snapshots: int, detailed_every: int,
+                 symbolize: bool) -> None:
         self.analysis = analysis
-        #: pointer as written -> (size, stack node)
-        self.live: dict[bytes, tuple[int, int]] = {}
+        self.symbolize = symbolize
+        self.reader: DumpReader | None = None
         #: stack node -> [blocks, bytes] allocated there
         self.allocs: dict[int, list[int]] = {}
         #: stack node -> [blocks, bytes] live at the peak
         self.at_peak: dict[int, list[int]] = {}
         #: (seq, time, live bytes, live bytes by node or None, is the peak)
-        self.shots: list[tuple[int, int, int, dict[int, int] | None, bool]] = []
+        self.shots: list[tuple[int, int, int, dict[int, int] | None, bool]] = [
+            (0, 0, 0, None, False)]
         self.every = max(1, analysis.last_seq // max(1, snapshots))
         self.detailed_every = detailed_every
+        self.taken = 0
+        self.profile = HeapProfile(analysis, {})
 
-    def run(self, symbolize: bool) -> HeapProfile:
-        """One pass over the lines. The analysis read this dump already, so its records are
-        well formed: the short records (most of an in-process recording) are taken apart here,
-        the `e` records by `_event`, the definitions by the reader."""
-        reader = self.reader
-        live = self.live
-        allocs = self.allocs
-        node_ids = reader.node_ids
-        peak_seq = self.analysis.peak_seq
-        last_seq = self.analysis.last_seq
-        every = self.every
-        seq = cur = time = taken = 0
-        self.shots.append((0, 0, 0, None, False))
-        line = b""
-        try:
-            for line in reader.lines():
-                fl = line.split()
-                tag = fl[0]
-                if tag == b"+" or tag == b"+n" or tag == b"+a":  # STACK RESULT SIZE
-                    seq += 1
-                    p = fl[2]
-                    if p != b"0x0":
-                        size = int(fl[3])
-                        node = abs(node_ids[fl[1]])
-                        old = live.get(p)
-                        if old is not None:  # its free was not recorded
-                            cur -= old[0]
-                        live[p] = (size, node)
-                        cur += size
-                        time += size
-                        row = allocs.get(node)
-                        if row is None:
-                            allocs[node] = [1, size]
-                        else:
-                            row[0] += 1
-                            row[1] += size
-                elif tag == b"-" or tag == b"-n" or tag == b"-a":  # STACK PTR
-                    seq += 1
-                    # a `free` from a marked stack is the C library's own bookkeeping
-                    if tag != b"-" or node_ids[fl[1]] >= 0:
-                        old = live.pop(fl[2], None)
-                        if old is not None:
-                            cur -= old[0]
-                            time += old[0]
-                elif tag == b"e":
-                    seq += 1
-                    cur, time = self._event(fl, cur, time)
-                elif tag == b"t":
-                    reader.thread(fl, seq)
-                    continue
-                else:
-                    rec = reader.other(line, fl, seq)
-                    if rec is None:
-                        continue
-                    seq += 1
-                    if rec[2] == b"exec":  # the image is gone, and its blocks
-                        time += cur
-                        cur = 0
-                        live.clear()
-                if seq == peak_seq:
-                    self._peak(seq, time, cur)
-                elif seq % every == 0 or seq == last_seq:
-                    taken += 1
-                    detailed = taken % self.detailed_every == 0 or seq == last_seq
-                    self.shots.append((seq, time, cur, self._by_node() if detailed else None,
-                                       False))
-        except (ValueError, IndexError, KeyError):
-            raise DumpError(reader.path, None, f"the dump changed while it was read again (at "
-                            f"'{line[:40].decode(errors='replace').strip()}')") from None
-        except OSError as e:
-            raise reader.read_error(e) from None
-        if symbolize:
-            _symbolize(reader, self._nodes())
-        return self._profile()
+    def _next(self, seq: int) -> int:
+        """The next event after `seq` with a snapshot: a multiple of `every`, the peak, the
+        last (0: none)."""
+        wanted = [(seq // self.every + 1) * self.every]
+        wanted += [s for s in (self.analysis.peak_seq, self.analysis.last_seq)
+                   if s is not None and s > seq]
+        return min(wanted)
 
-    def _event(self, fl: list[bytes], cur: int, time: int) -> tuple[int, int]:
-        """An `e` record's effect on the live blocks (dumpformat.effect)."""
-        op = fl[3].decode()
-        if op in CUSTOM:
-            return cur, time
-        node = self.reader.node_ids[fl[4]]
-        if op == "free" and node < 0:
-            return cur, time  # the C library's own bookkeeping (replay.py: runtime_internal_frees)
-        args = tuple(int(a, 16) if a.startswith(b"0x") else int(a) for a in fl[6:])
-        release, made, size = effect(op, 0 if fl[5] == b"-" else int(fl[5], 16), args)
-        live = self.live
-        if release is not None:
-            old = live.pop(fl[6], None)
-            if old is not None:
-                cur -= old[0]
-                time += old[0]
-        if made is not None:
-            node = abs(node)
-            old = live.get(fl[5])
-            if old is not None:  # its free was not recorded
-                cur -= old[0]
-            live[fl[5]] = (size, node)
-            cur += size
-            time += size
-            row = self.allocs.get(node)
-            if row is None:
-                self.allocs[node] = [1, size]
-            else:
-                row[0] += 1
-                row[1] += size
-        return cur, time
+    def first_moment(self) -> int:
+        return self._next(0)
 
-    def _by_node(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for size, node in self.live.values():
-            out[node] = out.get(node, 0) + size
-        return out
+    def moment(self, seq: int, live: dict, cur: int, allocated: int,  # type: ignore[type-arg]
+               dropped: int) -> int:
+        # massif's time with --time-unit=B: bytes allocated and freed (an exec frees its blocks;
+        # a block dropped while live is not freed)
+        time = 2 * allocated - cur - dropped
+        if seq == self.analysis.peak_seq:
+            self._peak(seq, time, cur, live)
+        elif seq % self.every == 0 or seq == self.analysis.last_seq:
+            self.taken += 1
+            detailed = self.taken % self.detailed_every == 0 or seq == self.analysis.last_seq
+            self.shots.append((seq, time, cur, _by_node(live) if detailed else None, False))
+        return self._next(seq)
 
-    def _peak(self, seq: int, time: int, cur: int) -> None:
+    def _peak(self, seq: int, time: int, cur: int, live: dict) -> None:  # type: ignore[type-arg]
         if cur != self.analysis.peak_bytes:
-            raise DumpError(self.reader.path, None, f"the live heap after event {seq} is "
+            raise DumpError(self.analysis.path, None, f"the live heap after event {seq} is "
                             f"{cur} bytes, not the replay's peak of {self.analysis.peak_bytes}")
-        for size, node in self.live.values():
-            row = self.at_peak.setdefault(node, [0, 0])
+        for block in live.values():
+            row = self.at_peak.setdefault(block[1][NODE], [0, 0])
             row[0] += 1
-            row[1] += size
+            row[1] += block[0]
         self.shots.append((seq, time, cur, {n: b for n, (_, b) in self.at_peak.items()}, True))
+
+    def finish(self, figures: Figures) -> None:
+        self.reader = figures.reader
+        allocs = self.allocs
+        for st in figures.stacks.values():
+            row = allocs.get(st[NODE])
+            if row is None:
+                allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
+            else:
+                row[0] += st[ALLOCS]
+                row[1] += st[ALLOC_BYTES]
+        if self.symbolize:
+            _symbolize(self.reader, self._nodes())
+        self.profile = self._profile()
 
     def _nodes(self) -> Iterator[int]:
         yield from self.allocs
@@ -237,6 +183,8 @@ class _Pass:
                 yield from shot[3]
 
     def _profile(self) -> HeapProfile:
+        reader = self.reader
+        assert reader is not None
         trimmed: dict[int, tuple[Frame, ...]] = {}
         keys: dict[int, StackKey] = {}
         stacks: dict[StackKey, StackFigures] = {}
@@ -244,7 +192,7 @@ class _Pass:
         def key_of(node: int) -> StackKey:
             key = keys.get(node)
             if key is None:
-                frames = trim_stack(self.reader.stack(node))
+                frames = trim_stack(reader.stack(node))
                 trimmed[node] = frames
                 key = keys[node] = frames_key(frames)
                 if key not in stacks:
@@ -276,6 +224,14 @@ class _Pass:
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
                            self.analysis.peak_seq)
+
+
+def _by_node(live: dict) -> dict[int, int]:  # type: ignore[type-arg]
+    out: dict[int, int] = {}
+    for block in live.values():
+        node = block[1][NODE]
+        out[node] = out.get(node, 0) + block[0]
+    return out
 
 
 def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:

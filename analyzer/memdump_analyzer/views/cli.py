@@ -74,9 +74,10 @@ def build_view_parser(view: str) -> argparse.ArgumentParser:
 
 def _side(view: str, path: str, options: Options, symbols: bool) -> tuple[Any, list[str]]:
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
+    make = getattr(VIEWS[view], "accumulator", None)
     try:
         return load(path, points=options.points, symbols=symbols, progress=progress,
-                    compute=VIEWS[view].NEEDS)
+                    compute=VIEWS[view].NEEDS, also=[make()] if make is not None else [])
     finally:
         progress.done()
 

@@ -68,6 +68,8 @@ class Side:
     groups: dict[StackKey, Group]
     #: the dump's `i` records (its recorder...)
     info: dict[str, str] = field(default_factory=dict)
+    #: the view's own accumulator after the pass (its module's `accumulator()`), if it has one
+    accumulated: Any = None
 
 
 def _frame_key(f: Frame) -> tuple[str, ...]:

@@ -23,6 +23,7 @@ from itertools import accumulate, repeat
 from operator import add, itemgetter, sub
 
 from ..heapmap import REGION_GAP, chunk_of, fragmentation
+from ..passapi import NO_LOW
 
 __all__ = ["NO_LOW", "FragSamples", "Timeline", "free_runs", "fragmentation"]
 
@@ -61,9 +62,6 @@ def free_runs(live: dict) -> tuple[int, int, int]:  # type: ignore[type-arg]
     free = sum(gaps)
     return free, max(gaps, default=0), sum(lengths) + free
 
-
-#: a span's lowest live heap before its first event
-NO_LOW = 1 << 62
 
 #: one extreme of a span: (SEQ, live heap bytes, ms, RSS, the tags' live bytes at SEQ)
 Extreme = tuple[int, int, int, int, tuple[int, ...]]

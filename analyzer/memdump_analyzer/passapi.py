@@ -1,0 +1,142 @@
+"""What the one pass (heappass.py) and its accumulators share: the `Accumulator` interface, the
+`Figures` the pass hands them at the end, the layout of a stack's figures while the pass runs, and
+the lifetimes' histogram keys."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .dumpfile import DumpReader
+
+__all__ = ["LIFE_EXACT", "NO_LOW", "PARTS", "Accumulator", "Figures", "bucket", "hooks"]
+
+#: what the pass can compute besides the peak, the allocations and the live blocks
+PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
+
+#: lifetimes below this are kept exactly; above it, to 6 significant bits (within 1/32)
+LIFE_EXACT = 64
+#: a span's lowest live heap before it has one
+NO_LOW = 1 << 62
+
+# the fields of a stack's list while the pass runs (a list: ~2x faster than attributes; the loop
+# writes them as literals, a constant being faster than a global)
+CUR, CUR_N, CHANGED, PEAK, PEAK_N, ALLOCS, ALLOC_BYTES, TEMP, TEMP_BYTES = range(9)
+LIFE, LIFE_MS, FREED_BY, GONE, NODE = range(9, 14)
+# GONE: blocks whose end is not a recorded release (dropped at an `exec`, or a block returned
+# again while live): the frees are the allocations less them and the blocks live at the end.
+# NODE: the stack node's id (the list is found by STACK as written, and from a live block)
+
+
+#: the lifetimes `bucket` finds with one look-up in `_masks()`: those below 64 << 16
+_MASKED = LIFE_EXACT << 16
+
+
+def _masks() -> list[int]:
+    """value >> 6 -> the mask that keeps 6 significant bits of a value below `_MASKED` (all of
+    a value below `LIFE_EXACT`): `bucket` without its call, for the pass."""
+    return [~((1 << v.bit_length()) - 1) for v in range(1 << 16)]
+
+
+def _count(hist: dict[int, int], key: int) -> None:
+    hist[key] = hist.get(key, 0) + 1
+
+
+def bucket(value: int) -> int:
+    """The histogram key of a lifetime: itself below `LIFE_EXACT`, else rounded down to 6
+    significant bits (so a stack's histogram has at most 32 keys per power of two)."""
+    if value < LIFE_EXACT:
+        return value
+    shift = value.bit_length() - 6
+    return (value >> shift) << shift
+
+
+class Accumulator:
+    """One output's share of the pass: what it needs (`parts`, `events`, moments) and what it
+    does with it. It renders nothing; its module renders what it accumulated."""
+
+    #: the parts of `PARTS` whose figures it reads in `finish`
+    parts: frozenset[str] = frozenset()
+    #: whether it reads the views' figures of each stack beyond its allocations (its live and
+    #: peak figures, `Figures.peak...`): the views' loop; without parts nor these, the lean one
+    stacks: bool = False
+    #: whether the pass calls `alloc`, `release` and `record`
+    events: bool = False
+    #: with the "timeline" part: the series the pass fills (views/series.py's `Timeline` and
+    #: `FragSamples`), the first accumulator's that has them
+    series: tuple[Any, Any] | None = None
+
+    def start(self, reader: DumpReader) -> None:
+        """The pass begins on `reader` (its definitions are read as the pass goes)."""
+
+    def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+              resize: bool) -> None:
+        """Event `seq` of thread `tid` made block `ptr` (as written) of `size` bytes live,
+        allocated at stack `node`; `resize`: by a realloc, after the `release` of its old block.
+        A `ptr` still live is a block whose release the dump does not have: it is replaced."""
+
+    def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+                made: bytes | None, last: bytes | None) -> None:
+        """Event `seq` released live block `ptr` of `size` bytes allocated at stack `node`;
+        `made`: the block the same call makes live next (a realloc), or None; `last` (with the
+        `temporary` part): the block the thread's previous heap operation made, None when that
+        one made none."""
+
+    def record(self, seq: int, rec: list[bytes]) -> None:
+        """A `p` or `end` record (`DumpReader.other`), after its effect (an `exec` drops every
+        live block: the accumulator drops its own)."""
+
+    def first_moment(self) -> int:
+        """The event after which `moment` is first wanted (0: never)."""
+        return 0
+
+    def moment(self, seq: int, live: dict, cur: int, allocated: int,  # type: ignore[type-arg]
+               dropped: int) -> int:
+        """The live blocks after event `seq` (pointer as written -> (size, the stack's figures,
+        SEQ allocated, ms), the figures' `NODE` being the stack node), `cur` bytes in all,
+        `allocated` bytes allocated so far, `dropped` of them dropped while live (returned
+        again without a release); returns the next event wanted (0: none). Called at the end
+        too when the last event is wanted."""
+        return 0
+
+    def finish(self, figures: Figures) -> None:
+        """The pass is over (the reader still open: symbolise here)."""
+
+
+@dataclass
+class Figures:
+    """What the pass computed inline: the views' figures (views/stream.py makes them a
+    `Profile`), for the accumulators' `finish`."""
+
+    reader: DumpReader
+    computed: frozenset[str]
+    #: STACK as written -> its figures (a list: `CUR`, `PEAK`, ... `NODE`)
+    stacks: dict[bytes, list]  # type: ignore[type-arg]
+    #: pointer as written -> (size, its stack's figures, SEQ allocated, ms)
+    live: dict[bytes, tuple]  # type: ignore[type-arg]
+    last_seq: int = 0
+    clocked: bool = False
+    last_ms: int = 0
+    last_rss: int = 0
+    cur: int = 0
+    peak: int = 0
+    peak_seq: int = 0
+    peak_blocks: int = 0
+    peak_ms: int = 0
+    peak_rss: int = 0
+    peak_rss_ms: int | None = None
+    temporary: int = 0
+    temporary_bytes: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)
+    #: the timeline's series (views/series.py) and each tag's row, when computed
+    timeline: object = None
+    frag: object = None
+    tag_rows: dict[int, list[int]] = field(default_factory=dict)
+    tag_list: list[list[int]] = field(default_factory=list)
+
+
+def hooks(accumulators: list[Accumulator]) -> tuple[list, list, list]:  # type: ignore[type-arg]
+    """The `alloc`, `release` and `record` methods of the accumulators that take `events`."""
+    hooked = [acc for acc in accumulators if acc.events]
+    return ([acc.alloc for acc in hooked], [acc.release for acc in hooked],
+            [acc.record for acc in hooked])
