@@ -278,6 +278,14 @@ def _analyser_python() -> str:
                           check=True).stdout.strip()
 
 
+def _done_with(tmp: str, keep: bool) -> None:
+    """Remove the temporary directory, or say where it is kept (--keep)."""
+    if keep:
+        sys.stderr.write(f"bench-analyzer: kept {tmp}\n")
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def run_once(dump: str, report: str, what: str = "leak report") -> Run:
     cmd = [ANALYZER, *COMMANDS[what], "-o", report, dump]
     # As installed or after a checkout's first run: with the modules' bytecode cached.
@@ -343,10 +351,7 @@ def main() -> int:
             os.unlink(dump)
             results.append(Result(n, form, size, timings))
     finally:
-        if args.keep:
-            sys.stderr.write(f"bench-analyzer: kept {tmp}\n")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _done_with(tmp, args.keep)
     lines = [
         f"memdump-analyze on {machine()}, Python {_analyser_python()}, median of "
         f"{args.runs} runs of the whole command (start-up with cached bytecode, analysis, JSON "
@@ -395,10 +400,7 @@ def recorded(args: argparse.Namespace) -> int:
     except benchrecorded.BenchError as e:
         sys.exit(f"bench-analyzer: {e}")
     finally:
-        if args.keep:
-            sys.stderr.write(f"bench-analyzer: kept {tmp}\n")
-        else:
-            shutil.rmtree(tmp, ignore_errors=True)
+        _done_with(tmp, args.keep)
     lines = [
         f"memdump against heaptrack on {machine()}, Python {_analyser_python()}: each program "
         "recorded once by each tool, then the analyses timed, median of "

@@ -43,9 +43,9 @@ from .passapi import (
     Accumulator,
     Figures,
     _count,
-    _masks,
     bucket,
     hooks,
+    lifetime_masks,
 )
 from .replay import replay
 from .rules import RUNTIME_FREE_FUNCTIONS
@@ -106,7 +106,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     live_pop = live.pop
     live_setdefault = live.setdefault
     stats: dict[bytes, list] = {}  # type: ignore[type-arg]  # STACK as written -> its figures
-    masks = _masks() if want_lifetimes else []
+    masks = lifetime_masks() if want_lifetimes else []
     stats_get = stats.get
     sizes: dict[int, int] = {}
     sizes_get = sizes.get

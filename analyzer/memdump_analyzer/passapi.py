@@ -28,11 +28,11 @@ LIFE, LIFE_MS, FREED_BY, GONE, NODE = range(9, 14)
 # NODE: the stack node's id (the list is found by STACK as written, and from a live block)
 
 
-#: the lifetimes `bucket` finds with one look-up in `_masks()`: those below 64 << 16
+#: the lifetimes `bucket` finds with one look-up in `lifetime_masks()`: those below 64 << 16
 _MASKED = LIFE_EXACT << 16
 
 
-def _masks() -> list[int]:
+def lifetime_masks() -> list[int]:
     """value >> 6 -> the mask that keeps 6 significant bits of a value below `_MASKED` (all of
     a value below `LIFE_EXACT`): `bucket` without its call, for the pass."""
     return [~((1 << v.bit_length()) - 1) for v in range(1 << 16)]

@@ -13,10 +13,11 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import FIXTURES, REPO, Dump, F, main_at, run_cli
 from memdump_analyzer import analyze
+from memdump_analyzer.passapi import lifetime_masks
 from memdump_analyzer.views import VIEWS, Options, load
 from memdump_analyzer.views.lifetimes import quantiles
 from memdump_analyzer.views.sizes import buckets
-from memdump_analyzer.views.stream import _masks, bucket
+from memdump_analyzer.views.stream import bucket
 
 EXAMPLE = FIXTURES / "views.memdump"
 GOLDEN = FIXTURES / "views"
@@ -93,7 +94,7 @@ def test_the_examples_figures() -> None:
 def test_bucket_and_quantiles() -> None:
     assert [bucket(n) for n in (0, 1, 63, 64, 100, 1000, 1_000_000)] == [
         0, 1, 63, 64, 100, 992, 999424]
-    masks = _masks()  # the pass's inlined `bucket`
+    masks = lifetime_masks()  # the pass's inlined `bucket`
     assert all(v & masks[v >> 6] == bucket(v) for v in [*range(5000), *range(4190000, 4194304)])
     assert quantiles({}) is None
     assert quantiles({5: 1}) == {"min": 5, "median": 5, "max": 5}

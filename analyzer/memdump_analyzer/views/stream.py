@@ -55,7 +55,6 @@ from ..passapi import (
     Figures,
     bucket,
 )
-from ..passapi import _masks as _masks  # the tests' look at the lifetimes' buckets
 from ..tagphases import UNTAGGED
 from .series import FragSamples, Timeline
 
