@@ -154,22 +154,15 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 thread(fl, seq)  # raises the error
             short_tid = fl[1]
             continue
-        if tag == b"+":
+        if tag == b"+" or tag == b"-":
             seq += 1
-            _, node, p, size = fl
-            release = None
-            if short_tid != tid:
-                if short_tid is None:
-                    raise ValueError(tag)  # before any `t` record
-                if want_temporary:
-                    last_alloc[tid] = last
-                    last = last_alloc.get(short_tid)
-                tid = short_tid
-        elif tag == b"-":
-            seq += 1
-            _, node, release = fl
-            p = None
-            if short_tid != tid:
+            if tag == b"+":
+                _, node, p, size = fl
+                release = None
+            else:
+                _, node, release = fl
+                p = None
+            if short_tid != tid:  # the short records' thread (the last `t` record) takes over
                 if short_tid is None:
                     raise ValueError(tag)  # before any `t` record
                 if want_temporary:
