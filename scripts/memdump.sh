@@ -234,6 +234,18 @@ end
 EOF
 }
 
+# GDB reads and indexes the separate debug files of the libraries it loads (glibc's, libc6-dbg:
+# most of GDB's time on a small program). The in-process recording needs only its frames' lines:
+# with memdump-symbolize built, GDB is told to read none, and memdump reads the lines of the
+# frames the dump holds from the same files at the end (gdb_ext/symbolize/, docs/recorder.md).
+early=()
+symbolizer="${MEMDUMP_BUILD_DIR:-${root_dir}/build}/gdb_ext/symbolize/memdump-symbolize"
+if [[ "$breakpoints" -eq 0 && -x "$symbolizer" ]]; then
+    early=(-iex "set debug-file-directory")
+else
+    symbolizer=""
+fi
+
 gdb_rc=0
 if [[ -n "$pid" ]]; then
     # Attach: GDB runs in its own session (a Ctrl-C on the terminal reaches this script only, never
@@ -277,8 +289,8 @@ EOF
     setsid_path="$(type -P setsid || true)"
     trap 'printf x >&5 || true' INT TERM
     MEMDUMP_SH_STATUS="$status_file" MEMDUMP_SH_DUMP="$dump_file" MEMDUMP_SH_STOP="$stop_fifo" \
-        MEMDUMP_SH_FOR="$window" MEMDUMP_SH_STARTED="$started" \
-        ${setsid_path:+"$setsid_path"} "$gdb_path" -nx -batch -x "$commands" -p "$pid" \
+        MEMDUMP_SH_FOR="$window" MEMDUMP_SH_STARTED="$started" MEMDUMP_SYMBOLIZE="$symbolizer" \
+        ${setsid_path:+"$setsid_path"} "$gdb_path" -nx -batch "${early[@]}" -x "$commands" -p "$pid" \
         3>&2 </dev/null >"$log" 2>&1 5>&- &
     gdb_pid=$!
     while :; do
@@ -399,8 +411,8 @@ EOF
     } >"$commands"
     # GDB starts the program with $SHELL: make it /bin/sh whatever the user's shell is.
     env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_STATUS="$status_file" \
-        MEMDUMP_SH_DUMP="$dump_file" \
-        "$gdb_path" -nx -batch -x "$commands" --args "$program" "${args[@]}" \
+        MEMDUMP_SH_DUMP="$dump_file" ${symbolizer:+MEMDUMP_SYMBOLIZE="$symbolizer"} \
+        "$gdb_path" -nx -batch "${early[@]}" -x "$commands" --args "$program" "${args[@]}" \
         3>&1 4>&2 >"$log" 2>&1 || gdb_rc=$?
 fi
 

@@ -27,7 +27,8 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
 #                 /usr/lib/go/bin; the tests look there, and on PATH)
 #   chromium      loads --format html headless in its tests (console, zoom, screenshot)
 #   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
-#   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test
+#   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test;
+#                 libdw also builds memdump-symbolize (glibc's frames without GDB reading libc6-dbg)
 #   libclang-rt-14-dev   Clang 14's sanitizer runtimes (ubsan_demos' *-clang-ubsan builds link them).
 #                 Debian makes it only a Recommends of clang, and recommends are not installed here.
 #   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports

@@ -39,6 +39,7 @@ from .memdump_checks import CMD
 from .memdump_scan import pointer_scan
 from .memdump_session import Session, State
 from .memdump_signals import FATAL_SIGNALS, dies_of
+from .memdump_symbols import from_debug_files
 
 __all__ = ["InProcessSession"]
 
@@ -323,12 +324,15 @@ class InProcessSession(Session):
 
     def _resolve_frames(self) -> None:
         """Symbols of every frame known so far, while GDB still has the process's modules."""
+        new = {}
         for fid, pc in self._frames.items():
             if fid not in self._symbols:
                 try:
-                    self._symbols[fid] = self._resolve(pc)
+                    new[fid] = self._resolve(pc)
                 except Exception:  # noqa: BLE001 - a frame GDB cannot resolve stays raw
                     self._symbols[fid] = None
+        from_debug_files(new)
+        self._symbols.update(new)
 
     def status(self) -> dict[str, object]:
         status = super().status()

@@ -7,13 +7,18 @@ program counter (DumpWriter interns frames) or, for gdb_backtrace, once per stac
 
 from __future__ import annotations
 
+import os
+
 import gdb
 from memdump_analyzer.dumpformat import public_name
 
 from .core.dumpwriter import FrameInfo, InlinedInto
 from .core.procmaps import ModuleMap
 
-__all__ = ["MIN_PC", "call_site", "demangle", "gdb_backtrace", "minimal_symbol", "resolve"]
+__all__ = [
+    "MIN_PC", "call_site", "demangle", "from_debug_files", "gdb_backtrace", "minimal_symbol",
+    "resolve", "symbolizer",
+]
 
 # Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
 MIN_PC = 0x1000
@@ -113,3 +118,82 @@ def resolve(pc: int, modules: ModuleMap) -> FrameInfo:
         if function is not None and function.startswith("_Z"):
             function = demangle(function)
     return FrameInfo(path, offset, public_name(function), file, line, tuple(inlined_into))
+
+
+#: where addr2line (binutils) and Debian's -dbg and -dbgsym packages keep separate debug files
+DEBUG_ROOT = "/usr/lib/debug"
+
+
+def _debug_file(objfile: gdb.Objfile) -> str | None:
+    """The separate debug file of OBJFILE's module that GDB did not read, when it exists by
+    build id (`.build-id/xx/rest.debug`, as libc6-dbg installs them) or beside its path."""
+    build_id = getattr(objfile, "build_id", None)
+    if build_id and len(build_id) > 2:
+        path = os.path.join(DEBUG_ROOT, ".build-id", build_id[:2], build_id[2:] + ".debug")
+        if os.path.isfile(path):
+            return path
+    name = objfile.filename or ""
+    path = DEBUG_ROOT + os.path.realpath(name) if name.startswith("/") else ""
+    return path if path and os.path.isfile(path) else None
+
+
+def symbolizer() -> str | None:
+    """memdump-symbolize (gdb_ext/symbolize/): $MEMDUMP_SYMBOLIZE, else in $MEMDUMP_BUILD_DIR or
+    the checkout's build/; None when it was not built (no libdw)."""
+    explicit = os.environ.get("MEMDUMP_SYMBOLIZE")
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    for build in (os.environ.get("MEMDUMP_BUILD_DIR", ""), os.path.join(root, "build")):
+        path = os.path.join(build, "gdb_ext", "symbolize", "memdump-symbolize")
+        if build and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+def from_debug_files(frames: dict[int, FrameInfo]) -> int:
+    """Frames GDB found no source line for, in modules whose separate debug files GDB did not
+    read (`scripts/memdump.sh` clears GDB's `debug-file-directory`: reading and indexing glibc's
+    debug information is most of GDB's time on a small program), symbolised from those files by
+    memdump-symbolize (libdw), once per module: function, file, line and inlined calls, in place
+    of GDB's answer from the symbol tables (whose function name stays for code without DWARF
+    functions). Returns how many frames it symbolised; the others keep GDB's answer."""
+    from memdump_analyzer import symbolize  # noqa: PLC0415 - only when frames need it
+
+    by_module: dict[str, list[int]] = {}
+    for fid, info in frames.items():
+        if info is not None and info.file is None and info.module:
+            by_module.setdefault(info.module, []).append(fid)
+    program = symbolizer() if by_module else None
+    if program is None:
+        return 0
+    # GDB names a module by the path the dynamic linker used (/lib/...), /proc/PID/maps by the
+    # file's (/usr/lib/... on a merged /usr)
+    debug = {os.path.realpath(o.filename): o for o in gdb.objfiles()
+             if o.owner is None and o.filename and o.filename.startswith("/")}
+    done = 0
+    for module, fids in by_module.items():
+        objfile = debug.get(os.path.realpath(module))
+        if objfile is None or _has_debug_info(objfile) or _debug_file(objfile) is None:
+            continue
+        offsets = sorted({max(frames[f].offset - 1, 0) for f in fids})
+        try:
+            found = symbolize.addr2line(program, module, offsets)
+        except symbolize.AddrLineError:
+            continue
+        for fid in fids:
+            chain = found.get(max(frames[fid].offset - 1, 0))
+            if not chain or chain[0][1] is None:
+                continue
+            (function, file, line), outer = chain[0], chain[1:]
+            old = frames[fid]
+            frames[fid] = FrameInfo(
+                module, old.offset, public_name(function) if function else old.function, file,
+                line or 0, tuple(InlinedInto(public_name(f) if f else None, p, n or 0)
+                                 for f, p, n in outer))
+            done += 1
+    return done
+
+def _has_debug_info(objfile: gdb.Objfile) -> bool:
+    """Whether GDB read a separate debug file for OBJFILE."""
+    return any(o.owner is objfile for o in gdb.objfiles())
