@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import gc
 
+from . import nativepass
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import CUSTOM, OPERATIONS, effect
 from .families import SHORT_CXX
 from .leanpass import run_lean
+from .nativepass import NATIVE_PARTS
 from .passapi import (
     _MASKED,
     LIFE,
@@ -96,6 +98,13 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
         acc.start(reader)
     if not compute and not any(acc.stacks for acc in accumulators):
         return run_lean(reader, accumulators, *_stops(accumulators, None, False))
+    if compute <= NATIVE_PARTS and not any(acc.events or acc.first_moment()
+                                           for acc in accumulators):
+        figures = nativepass.figures(reader, compute)  # None: this loop's
+        if figures is not None:
+            for acc in accumulators:
+                acc.finish(figures)
+            return figures
     on_alloc, on_release, on_record = hooks(accumulators)
     node_ids = reader.node_ids
     other = reader.other

@@ -52,18 +52,8 @@ static int find_nuls(struct mdc *c, uint64_t from)
         uint64_t stop = c->buf_off + (uint64_t)(q - c->buf);
         if (c->n_runs != 0 && c->runs[2 * c->n_runs - 1] == start) {
             c->runs[2 * c->n_runs - 1] = stop;
-        } else {
-            if (c->n_runs == c->cap_runs) {
-                uint64_t cap = c->cap_runs ? 2 * c->cap_runs : 64;
-                uint64_t *runs = realloc(c->runs, 2 * cap * sizeof *runs);
-                if (runs == NULL)
-                    return 0;
-                c->runs = runs;
-                c->cap_runs = cap;
-            }
-            c->runs[2 * c->n_runs] = start;
-            c->runs[2 * c->n_runs + 1] = stop;
-            c->n_runs++;
+        } else if (!push_pair(&c->runs, &c->n_runs, &c->cap_runs, start, stop)) {
+            return 0;
         }
         p = q;
     }
@@ -362,6 +352,7 @@ EXPORT void mdc_finish(struct mdc *c)
 {
     btab_free(&c->live);
     btab_free(&c->custom);
+    fig_free(c);
     idtab_free(&c->frames);
     free(c->used);
     free(c->buf);

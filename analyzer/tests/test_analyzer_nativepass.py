@@ -1,0 +1,150 @@
+"""nativepass: the views' pass in libmemdump_core.so (figures.c) gives the `Figures` heappass.py's
+loop gives (every stack's figures in order, its lifetimes, the stacks that freed its blocks in
+order, the sizes, the peak, the temporary allocations, the live blocks, the clock), for every part
+the library computes, on the fixtures and on generated dumps; on corrupted ones both give the same
+`PATH:LINE: message`; and the views' outputs stay byte for byte the Python loop's."""
+
+from __future__ import annotations
+
+import random
+from itertools import combinations
+from pathlib import Path
+from typing import Any
+
+import pytest
+from analyzer_testlib import FIXTURES
+from gendump import Dump, check_generated
+from memdump_analyzer import heappass, native, nativepass
+from memdump_analyzer.dumpfile import DumpError
+from memdump_analyzer.passapi import Accumulator, Figures
+from memdump_analyzer.views import VIEWS, Options, load
+from memdump_analyzer.views.stream import ProfileOutput
+
+ALL = nativepass.NATIVE_PARTS
+#: every subset of the parts the library computes
+SUBSETS = [frozenset(c) for n in range(len(ALL) + 1) for c in combinations(sorted(ALL), n)]
+
+
+@pytest.fixture(autouse=True)
+def _library_built() -> None:
+    """A build without the library must fail here, not fall back to Python silently."""
+    lib = native.library()
+    assert lib is not None and nativepass._library(lib) is not None, (
+        f"{native.library_path()} missing, old or not loadable: run `make build`")
+
+
+class _Figures(Accumulator):
+    """Keeps the pass's `Figures`."""
+
+    stacks = True
+
+    def __init__(self, parts: frozenset[str]) -> None:
+        self.parts = parts
+        self.figures: Figures | None = None
+
+    def finish(self, figures: Figures) -> None:
+        self.figures = figures
+
+
+def _plain(f: Figures) -> dict[str, Any]:
+    """Everything in `f`, comparable: histograms as dicts, the stacks that freed a stack's
+    blocks in the order they first did, the live blocks by the node of their stack."""
+    stacks = [(key, row[:9], row[9], row[10], list(row[11].items()), row[12:])
+              for key, row in f.stacks.items()]
+    live = {ptr: (b[0], b[1][13], b[2], b[3]) for ptr, b in f.live.items()}
+    scalars = {k: v for k, v in vars(f).items()
+               if k not in ("reader", "stacks", "live", "timeline", "frag")}
+    return {"stacks": stacks, "live": live, "live_n": len(f.live), **scalars}
+
+
+def _outcome(path: Path, parts: frozenset[str], monkeypatch: pytest.MonkeyPatch,
+             engine: str) -> Any:
+    monkeypatch.setenv("MEMDUMP_NATIVE", "1" if engine == "c" else "0")
+    acc = _Figures(parts)
+    try:
+        heappass.run_path(str(path), [acc])
+    except DumpError as e:
+        return str(e)
+    assert acc.figures is not None
+    return _plain(acc.figures)
+
+
+def both(path: Path, parts: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The outcome, after checking that both passes give it."""
+    py = _outcome(path, parts, monkeypatch, "python")
+    c = _outcome(path, parts, monkeypatch, "c")
+    assert c == py
+    return py
+
+
+FIXTURE_DUMPS = sorted(FIXTURES.rglob("*.memdump"))
+
+
+@pytest.mark.parametrize("path", FIXTURE_DUMPS, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fixtures(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    outcome = both(path, ALL, monkeypatch)
+    if not isinstance(outcome, str):
+        assert native.last_fallback is None  # the library passed over it all
+
+
+@pytest.mark.parametrize("seed", range(150))
+def test_generated(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    parts = SUBSETS[seed % len(SUBSETS)]
+    check_generated(seed, tmp_path / "gen.memdump", lambda path: both(path, parts, monkeypatch))
+
+
+def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated dumps reach what the test is for: temporary allocations, lifetimes in ms,
+    blocks freed by several stacks, blocks dropped (exec, or returned again while live), a peak,
+    blocks live at the end."""
+    seen = dict.fromkeys(("temporary", "ms", "freed_by_2", "gone", "peak", "live"), 0)
+    for seed in range(150):
+        rng = random.Random(seed)
+        path = tmp_path / "gen.memdump"
+        path.write_bytes(Dump(rng).build(rng.choice([5, 60, 400])))
+        f = _outcome(path, ALL, monkeypatch, "c")
+        seen["temporary"] += f["temporary"]
+        seen["peak"] += f["peak"] > 0
+        seen["live"] += f["live_n"]
+        for _, _, _, ms, freed_by, rest in f["stacks"]:
+            seen["ms"] += len(ms)
+            seen["freed_by_2"] += len(freed_by) > 1
+            seen["gone"] += rest[0]
+    assert all(seen.values()), seen
+
+
+def test_timeline_and_events_stay_python(tmp_path: Path,
+                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library computes no timeline, and calls no accumulator per event: those passes are
+    heappass.py's (its result is then not the library's, which would leave no fallback)."""
+    path = tmp_path / "gen.memdump"
+    path.write_bytes(Dump(random.Random(7)).build(400))
+    monkeypatch.setenv("MEMDUMP_NATIVE", "1")
+    called = []
+    monkeypatch.setattr(nativepass, "figures", lambda *a: called.append(a))
+    heappass.run_path(str(path), [ProfileOutput(frozenset(("timeline",)) | ALL)])
+    events = _Figures(ALL)
+    events.events = True
+    heappass.run_path(str(path), [events])
+    assert called == []
+    heappass.run_path(str(path), [_Figures(ALL)])
+    assert len(called) == 1
+
+
+@pytest.mark.parametrize("view", sorted(VIEWS))
+def test_views_byte_for_byte(view: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each view's text and JSON on the fixtures with clocks, threads and frees: the same from
+    either pass."""
+    outs = []
+    for engine in ("0", "1"):
+        monkeypatch.setenv("MEMDUMP_NATIVE", engine)
+        got = []
+        for path in FIXTURE_DUMPS:
+            try:
+                side, warnings = load(str(path), compute=VIEWS[view].NEEDS)
+            except DumpError as e:
+                got.append(str(e))
+                continue
+            got.append((VIEWS[view].build(side, None, Options()), warnings))
+        outs.append(got)
+    assert outs[0] == outs[1]
