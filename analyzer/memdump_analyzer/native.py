@@ -203,6 +203,9 @@ class _Nodes(abc.Mapping):
         return 1 if ident > 0 and self._lib.mdc_node(self._ctx, ident, self._out) else 0
 
     def __getitem__(self, ident: int) -> tuple[int, int]:
+        if self._final and type(ident) is int and 0 < ident < self._cap \
+                and self._flags[ident] & 1:  # the common case, first: the views' stacks
+            return (self._parents[ident], self._frames[ident])
         if ident == 0 and isinstance(ident, int):
             return (0, 0)
         if not isinstance(ident, int) or not self.flags(ident):

@@ -96,16 +96,45 @@ def _merge(a: StackStats, b: StackStats) -> StackStats:
     )
 
 
+def _stacks(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
+    """`reader.stack` as tuples, each stack node's made once: a node's frames are its own (with
+    their inlined code's) then its parent's, so that the stacks of a dump, which share most of
+    their nodes, cost a tuple each instead of a walk of the whole tree."""
+    memo: dict[int, tuple[Frame, ...]] = {0: ()}
+    nodes, table, inlined_into = reader.nodes, reader.frames, reader.inlined_into
+
+    def stack(node: int) -> tuple[Frame, ...]:
+        got = memo.get(node)
+        path = []
+        while got is None:
+            parent, frame = nodes[node]
+            path.append((node, frame))
+            node = parent
+            got = memo.get(node)
+        for ident, frame in reversed(path):
+            outer = inlined_into.get(frame)
+            got = memo[ident] = ((table[frame], *outer) if outer else (table[frame],)) + got
+        return got
+
+    return stack
+
+
 def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
     is below main, as the leak report shows them)."""
     cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
+    stack = _stacks(reader)
+    # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
+    # then found without a call per frame
+    keys = {id(f): _frame_key(f) for f in reader.frames.values()}
+    keys.update((id(f), _frame_key(f)) for chain in reader.inlined_into.values() for f in chain)
+    key_of = keys.__getitem__
 
     def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
         got = cache.get(node)
         if got is None:
-            frames = trim_stack(reader.stack(node))
-            got = cache[node] = (tuple(_frame_key(f) for f in frames), frames)
+            frames = trim_stack(stack(node))
+            got = cache[node] = (tuple(map(key_of, map(id, frames))), frames)
         return got
 
     groups: dict[StackKey, Group] = {}
