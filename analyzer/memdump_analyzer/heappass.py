@@ -98,9 +98,12 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
         acc.start(reader)
     if not compute and not any(acc.stacks for acc in accumulators):
         return run_lean(reader, accumulators, *_stops(accumulators, None, False))
+    series = next((acc.series for acc in accumulators if acc.series is not None), None)
+    if want_timeline and series is None:
+        raise ValueError("the timeline part without its series")
     if compute <= NATIVE_PARTS and not any(acc.events or acc.first_moment()
                                            for acc in accumulators):
-        figures = nativepass.figures(reader, compute)  # None: this loop's
+        figures = nativepass.figures(reader, compute, series)  # None: this loop's
         if figures is not None:
             for acc in accumulators:
                 acc.finish(figures)
@@ -120,10 +123,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     sizes: dict[int, int] = {}
     sizes_get = sizes.get
     last_alloc: dict[bytes, bytes | None] = {}  # thread -> its last operation's block, if alloc
-    timeline, frag = next((acc.series for acc in accumulators if acc.series is not None),
-                          (None, None))
-    if want_timeline and timeline is None:
-        raise ValueError("the timeline part without its series")
+    timeline, frag = series or (None, None)
     # the SEQ after which the next moment is due: a fragmentation sample, an accumulator's
     stops, next_stop = _stops(accumulators, frag, want_timeline)
     # the tags: string id (-1: untagged) -> [live bytes, SEQ changed, bytes at the span's

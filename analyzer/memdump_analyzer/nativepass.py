@@ -1,15 +1,17 @@
-"""The views' pass through libmemdump_core.so (analyzer/native/figures.c), falling back to
-heappass.py's loop.
+"""The views' pass through libmemdump_core.so (analyzer/native/figures.c, series.c), falling back
+to heappass.py's loop.
 
 The library reads the dump as it does for the leak report (native.py: the same decoding, the same
 lines left to `DumpReader.other`) and computes, in place of the replay, what heappass.py's loop
 computes inline: per allocating stack its live, peak and allocated figures, the peak, the live
-blocks, and the parts `temporary`, `lifetimes` and `sizes` when asked for. It hands them over at the
-end as tables (one row per stack, one entry per counter key), which this module makes the
-`Figures` the Python loop would have made. heappass.py stays the reference: the randomised tests
-(test_analyzer_nativepass.py) hold the two to the same figures, and whatever the library cannot
-read exactly as the Python loop would (an unusual or malformed field) is left to it: the dump is
-then read again by heappass.py from the start, for the figures or the exact error.
+blocks, and the parts of `PARTS` when asked for (`temporary`, `lifetimes`, `sizes`, and the
+`timeline`'s series: its spans, each tag's bytes in them, the fragmentation samples). It hands them
+over at the end as tables (one row per stack, one entry per counter key, the spans and samples),
+which this module makes the `Figures` the Python loop would have made. heappass.py stays the
+reference: the randomised tests (test_analyzer_nativepass.py) hold the two to the same figures,
+and whatever the library cannot read exactly as the Python loop would (an unusual or malformed
+field) is left to it: the dump is then read again by heappass.py from the start, for the figures
+or the exact error.
 """
 
 from __future__ import annotations
@@ -29,22 +31,34 @@ from .passapi import Figures
 
 __all__ = ["NATIVE_PARTS", "figures"]
 
-#: the parts of `PARTS` the library computes (the timeline's series are Python's)
-NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes"))
-_WANT = {"temporary": 1, "lifetimes": 2, "sizes": 4}  # figures.h's FIG_ flags
+#: the parts of `PARTS` the library computes
+NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
+_WANT = {"temporary": 1, "lifetimes": 2, "sizes": 4, "timeline": 8}  # figures.h's FIG_ flags
 _LIFE, _LIFE_MS, _FREED_BY, _SIZES = range(4)  # its counters
 _STACK_FIELDS = 11  # struct fig_stack
 
 #: struct fig_totals (figures.h)
 _TOTALS = native._struct("_TOTALS", "cur peak peak_seq peak_blocks peak_ms temporary "
                                     "temporary_bytes live_n n_stacks clocked ms")
+#: struct span_point, span, tag_row (figures.h)
+_POINT = native._struct("_POINT", "seq bytes ms rss n_tags *tags")
+_SPAN = type("_SPAN", (ctypes.Structure,), {"_fields_": [("index", ctypes.c_int64),
+                                                         ("high", _POINT), ("low", _POINT)]})
+_ROW = native._struct("_ROW", "live changed at_high index at_low ident")
 
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 _SIGNATURES = {  # name: (restype, argtypes)
-    "mdc_figures": (ctypes.c_int, [_P, ctypes.c_uint]),
-    "mdc_fig_clock": (ctypes.c_int, [_P, _I64, _I64]),
-    "mdc_fig_exec": (ctypes.c_int, [_P, _I64]),
+    "mdc_figures": (ctypes.c_int, [_P, ctypes.c_uint, _I64]),
+    "mdc_fig_clock": (ctypes.c_int, [_P, _I64, _I64, _I64]),
+    "mdc_fig_record": (ctypes.c_int, [_P, _I64, ctypes.c_int]),
+    "fig_line": (ctypes.c_int, [_P]),
+    "mdc_fig_tagging": (ctypes.c_int, [_P, _I64]),
+    "mdc_fig_thread_tag": (ctypes.c_int, [_P, _I64, _I64]),
+    "mdc_fig_series_end": (ctypes.c_int, [_P, _I64]),
+    "mdc_fig_spans": (ctypes.c_uint64, [_P, _P, _P]),
+    "mdc_fig_samples": (ctypes.c_uint64, [_P, _P, _P]),
+    "mdc_fig_tag_rows": (ctypes.c_uint64, [_P, _P]),
     "mdc_fig_end": (ctypes.c_int, [_P, _I64, _P]),
     "mdc_fig_stacks": (_P, [_P]),
     "mdc_fig_counter": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
@@ -65,17 +79,19 @@ def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
     return lib
 
 
-def figures(reader: DumpReader, computed: frozenset[str]) -> Figures | None:
+def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any] | None,
+            ) -> Figures | None:
     """The pass's `Figures` for the `computed` parts (a subset of `NATIVE_PARTS`) of `reader`'s
     dump (its header read, no line yet), or None when the library is not there or left the dump
-    to heappass.py (the reader is then as it was)."""
+    to heappass.py (the reader is then as it was). `series`: with the timeline, the `Timeline`
+    and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them."""
     lib = native.library() if native.enabled() else None
     lib = _library(lib) if lib is not None else None
     if lib is None or reader._file is None or not computed <= NATIVE_PARTS:
         return None
     saved = copy.deepcopy({k: v for k, v in vars(reader).items() if k != "_file"})
     try:
-        result = _Pass(reader, lib, computed).run()
+        result = _Pass(reader, lib, computed, series).run()
     except (native._Fallback, DumpError, ValueError, IndexError, KeyError, TypeError,
             OSError) as e:
         vars(reader).update(saved)
@@ -89,7 +105,8 @@ class _Pass(native._Native):
     """The library's run with the views' figures in place of the replay's; the lines it leaves
     to Python are read as heappass.py reads them (the clock samples, `p exec`)."""
 
-    def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str]) -> None:
+    def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
+                 series: tuple[Any, Any] | None) -> None:
         self.reader = reader
         self.max_errors = 0
         self.lib = lib
@@ -97,6 +114,7 @@ class _Pass(native._Native):
         self.n_frames = 0
         self.marked: set[int] = set()
         self.computed = computed
+        self.series = series if "timeline" in computed else None
         self.clocked = False
         self.ms = self.rss = self.peak_rss = 0
         self.peak_rss_ms: int | None = None
@@ -104,12 +122,17 @@ class _Pass(native._Native):
 
     def _start(self) -> None:
         want = sum(_WANT[part] for part in self.computed)
-        if not self.lib.mdc_figures(self.ctx, want):
+        limit = self.series[0].limit if self.series is not None else 0
+        if not self.lib.mdc_figures(self.ctx, want, limit):
             raise native._Fallback("out of memory")
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
+        lib, ctx, tag = self.lib, self.ctx, fl[0]
+        if self.series is not None and not lib.fig_line(ctx):  # a sample, if due
+            raise native._Fallback("out of memory")
         rec = self.reader.other(line, fl, seq)
-        if fl[0] == b"c":
+        ok = True
+        if tag == b"c":
             self.ms, self.rss = self.reader.clock
             self.clocked = True
             if self.rss > self.peak_rss:
@@ -117,18 +140,24 @@ class _Pass(native._Native):
             if self.clock and self.clock[-1][0] == seq:
                 self.clock.pop()
             self.clock.append((seq, self.ms))
-            if not self.lib.mdc_fig_clock(self.ctx, seq, self.ms):
-                raise native._Fallback("out of memory")
+            ok = lib.mdc_fig_clock(ctx, seq, self.ms, self.rss)
+        elif (tag == b"g" or tag == b"u") and self.series is not None:
+            tid = int(fl[1])  # its innermost tag, for the timeline's tags (the first: tagging)
+            stack = self.reader.tags.get(tid)
+            ok = (tag == b"u" or lib.mdc_fig_tagging(ctx, seq)) and lib.mdc_fig_thread_tag(
+                ctx, tid, stack[-1] if stack else -1)
         elif rec is not None:
             seq += 1
-            if rec[0] == b"p" and rec[2] == b"exec" and not self.lib.mdc_fig_exec(self.ctx, seq):
-                raise native._Fallback("out of memory")
+            ok = lib.mdc_fig_record(ctx, seq, rec[0] == b"p" and rec[2] == b"exec")
+        if not ok:
+            raise native._Fallback("out of memory")
         return seq
 
     def _results(self) -> Figures:
         lib, ctx = self.lib, self.ctx
         t = _TOTALS()
-        if not lib.mdc_fig_end(ctx, self.seq, ctypes.byref(t)):
+        if not lib.mdc_fig_series_end(ctx, self.seq) or not lib.mdc_fig_end(
+                ctx, self.seq, ctypes.byref(t)):
             raise native._Fallback("out of memory")
         n = t.n_stacks
         flat = (ctypes.c_int64 * (_STACK_FIELDS * n)).from_address(
@@ -152,21 +181,49 @@ class _Pass(native._Native):
         if not lib.mdc_fig_blocks(ctx, blocks.buffer_info()[0], t.live_n):
             raise native._Fallback("live blocks")
         live = _Live(blocks, rows, self.clock)
+        timeline, frag = self.series if self.series is not None else (None, None)
+        tag_rows, tag_list = self._fill_series() if self.series is not None else ({}, [])
         k = native._COUNTS()
         lib.mdc_counts(ctx, ctypes.byref(k))
         self._finish_reader(k.tid)
         return Figures(
             self.reader, self.computed, stacks, live,  # type: ignore[arg-type]
+            timeline=timeline, frag=frag, tag_rows=tag_rows, tag_list=tag_list,
             last_seq=self.seq, clocked=self.clocked, last_ms=self.ms, last_rss=self.rss,
             cur=t.cur, peak=t.peak, peak_seq=t.peak_seq, peak_blocks=t.peak_blocks,
             peak_ms=t.peak_ms, peak_rss=self.peak_rss, peak_rss_ms=self.peak_rss_ms,
             temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes)
+
+    def _fill_series(self) -> tuple[dict[int, list[int]], list[list[int]]]:
+        """The library's spans and samples into the `Timeline` and `FragSamples`; the tags'
+        rows (tag string id, -1 untagged -> its row, as stream.py's; and in order)."""
+        lib, ctx = self.lib, self.ctx
+        timeline, frag = self.series  # type: ignore[misc]
+        out, width = ctypes.c_void_p(), ctypes.c_int64()
+        n = lib.mdc_fig_spans(ctx, ctypes.byref(out), ctypes.byref(width))
+        spans = (_SPAN * n).from_address(out.value) if n else ()
+        timeline.width = width.value
+        timeline.spans = [[s.index, _point(s.high), _point(s.low)] for s in spans]
+        n = lib.mdc_fig_samples(ctx, ctypes.byref(out), ctypes.byref(width))
+        flat = (ctypes.c_int64 * (4 * n)).from_address(out.value)[:] if n else []
+        frag.width = width.value
+        frag.samples = [tuple(flat[i:i + 4]) for i in range(0, len(flat), 4)]
+        n = lib.mdc_fig_tag_rows(ctx, ctypes.byref(out))
+        rows = (_ROW * n).from_address(out.value) if n else ()
+        tag_list = [[r.live, r.changed, r.at_high, r.index, r.at_low] for r in rows]
+        return {r.ident: row for r, row in zip(rows, tag_list, strict=True)}, tag_list
 
     def _counter(self, which: int) -> list[int]:
         """Counter `which`'s entries, flat: (a, b, n) after another."""
         out = ctypes.c_void_p()
         n = self.lib.mdc_fig_counter(self.ctx, which, ctypes.byref(out))
         return (ctypes.c_int64 * (3 * n)).from_address(out.value)[:] if n else []
+
+
+def _point(p: ctypes.Structure) -> tuple[int, ...]:
+    """A span's extreme as series.py's `Extreme`: (SEQ, bytes, ms, RSS, its tags' bytes)."""
+    tags = (ctypes.c_int64 * p.n_tags).from_address(p.tags)[:] if p.n_tags else []
+    return (p.seq, p.bytes, p.ms, p.rss, tuple(tags))
 
 
 class _Live(abc.Mapping):  # type: ignore[type-arg]

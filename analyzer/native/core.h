@@ -115,8 +115,10 @@ int quick_thread(const char *p, int64_t *tid, const char **next);
 int do_event(struct mdc *c, const struct event *ev);
 int event_size(const struct event *ev, uint64_t *size);
 
-/* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); its memory freed */
+/* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); a line begins (0: out of
+ * memory); its memory freed */
 int fig_event(struct mdc *c, const struct event *ev);
+int fig_line(struct mdc *c);
 void fig_free(struct mdc *c);
 
 #endif

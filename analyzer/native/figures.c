@@ -13,31 +13,6 @@
 #include "core.h"
 #include "figures.h"
 
-/* (a, b) -> a count, its entries in the order the keys were first counted (Python's dicts'
- * order), found through an open-addressing table of entry indexes + 1 */
-struct counter {
-    struct fig_entry *e;
-    uint64_t n, cap_e;
-    uint32_t *slots;
-    uint64_t cap; /* a power of two, or 0 */
-};
-
-struct fig {
-    unsigned want;
-    struct fig_stack *st;
-    uint64_t n_st, cap_st;
-    int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
-    uint64_t cap_of;
-    struct fig_totals t;
-    int64_t allocated;
-    int64_t tid;        /* the thread of `last` (-1: none yet) */
-    uint64_t last;      /* the block its last heap operation made (0: none) */
-    struct counter threads; /* TID -> its last operation's block, when it was another's turn */
-    struct counter k[FIG_COUNTERS];
-    uint64_t *clock;    /* (SEQ, ms) of each clock sample: the ms of the events after SEQ */
-    uint64_t n_clock, cap_clock;
-};
-
 static inline uint64_t mix(int64_t a, int64_t b)
 {
     uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull ^ (uint64_t)b * 0xC2B2AE3D27D4EB4Full;
@@ -63,7 +38,7 @@ static int counter_grow(struct counter *k)
 }
 
 /* the count of (a, b), made 0 when missing; NULL when out of memory */
-static int64_t *counter_at(struct counter *k, int64_t a, int64_t b)
+int64_t *counter_at(struct counter *k, int64_t a, int64_t b)
 {
     if ((k->n + 1) * 4 > k->cap * 3 && (k->n >= UINT32_MAX - 1 || !counter_grow(k)))
         return NULL;
@@ -96,14 +71,14 @@ static inline int count(struct counter *k, int64_t a, int64_t b)
     return 1;
 }
 
-static void counter_clear(struct counter *k)
+void counter_clear(struct counter *k)
 {
     if (k->slots != NULL)
         memset(k->slots, 0, k->cap * sizeof *k->slots);
     k->n = 0;
 }
 
-static void counter_free(struct counter *k)
+void counter_free(struct counter *k)
 {
     free(k->e);
     free(k->slots);
@@ -190,6 +165,8 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
     s->cur -= size;
     s->cur_n--;
     f->t.cur -= size;
+    if (f->series != NULL && f->series->tagging)
+        series_add(f->series, b->tag, -size, seq);
     if ((f->want & FIG_TEMPORARY) && b->addr == f->last) {
         s->temp++;
         s->temp_bytes += size;
@@ -230,6 +207,8 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         os->gone++;
         if ((f->want & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
             return 0;
+        if (f->series != NULL && f->series->tagging)
+            series_add(f->series, b->tag, -old, seq);
     } else {
         b->live = 1;
         c->live_n++;
@@ -246,6 +225,19 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
     if ((f->want & FIG_SIZES) && !count(&f->k[FIG_SIZES_BY], (int64_t)size, 0))
         return 0;
     f->t.cur += (int64_t)size;
+    b->tag = 0;
+    if (f->series != NULL) {
+        struct series *sr = f->series;
+        if (sr->tagging) {
+            int64_t row = series_row(sr, f->tid, seq);
+            if (row < 0)
+                return 0;
+            series_add(sr, row, (int64_t)size, seq);
+            b->tag = (uint16_t)row;
+        }
+        if (!series_event(sr, 1, seq, f->t.cur, f->t.ms, f->rss))
+            return 0;
+    }
     if (f->t.cur > f->t.peak) {
         f->t.peak = f->t.cur;
         f->t.peak_seq = seq;
@@ -256,7 +248,7 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
 }
 
 /* event `ev` (SEQ io.seq) in the views' pass: RC_OK or RC_FALLBACK */
-int fig_event(struct mdc *c, const struct event *ev)
+static int apply(struct mdc *c, const struct event *ev)
 {
     struct fig *f = c->fig;
     int64_t seq = c->io.seq;
@@ -306,7 +298,8 @@ int fig_event(struct mdc *c, const struct event *ev)
             return RC_FALLBACK;
         if (frees) {
             f->last = 0;
-            return RC_OK;
+            return f->series == NULL || series_event(f->series, 0, seq, f->t.cur, f->t.ms, f->rss)
+                       ? RC_OK : RC_FALLBACK;
         }
     }
     if (p == 0) { /* an operation that made no block */
@@ -316,26 +309,45 @@ int fig_event(struct mdc *c, const struct event *ev)
     return alloc(c, f, p, size, seq, ev->nid) ? RC_OK : RC_FALLBACK;
 }
 
+/* heappass.py takes its moments (the fragmentation samples) at the start of each line, after
+ * the records before it */
+EXPORT int fig_line(struct mdc *c)
+{
+    return c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0);
+}
+
+int fig_event(struct mdc *c, const struct event *ev)
+{
+    c->io.seq--; /* do_event counted it: the line's start is after the record before */
+    int ok = fig_line(c);
+    c->io.seq++;
+    return ok ? apply(c, ev) : RC_FALLBACK;
+}
+
 /* ---- the API nativepass.py calls ------------------------------------------------------- */
 
-/* the context computes the views' figures (`want`: FIG_ flags) instead of the replay's; 0 when
- * out of memory */
-EXPORT int mdc_figures(struct mdc *c, unsigned want)
+/* the context computes the views' figures (`want`: FIG_ flags; with FIG_TIMELINE, at most
+ * `limit` spans and samples: 2 x points) instead of the replay's; 0 when out of memory */
+EXPORT int mdc_figures(struct mdc *c, unsigned want, int64_t limit)
 {
     c->fig = calloc(1, sizeof *c->fig);
     if (c->fig == NULL)
         return 0;
     c->fig->want = want;
     c->fig->tid = -1;
+    if (want & FIG_TIMELINE)
+        return (c->fig->series = series_new(limit, limit)) != NULL;
     return 1;
 }
 
-/* a `c` record after event `seq`: the events after it happened at `ms`; 0 when out of memory */
-EXPORT int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms)
+/* a `c` record after event `seq`: the events after it happened at `ms`, with `rss` bytes
+ * resident; 0 when out of memory */
+EXPORT int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss)
 {
     struct fig *f = c->fig;
     f->t.clocked = 1;
     f->t.ms = ms;
+    f->rss = rss;
     if (f->n_clock != 0 && f->clock[2 * (f->n_clock - 1)] == (uint64_t)seq) {
         f->clock[2 * (f->n_clock - 1) + 1] = (uint64_t)ms;
         return 1;
@@ -360,7 +372,7 @@ static int end_blocks(struct mdc *c, int64_t seq)
 }
 
 /* `p exec` at `seq`: the image is gone, and its blocks; 0 when out of memory */
-EXPORT int mdc_fig_exec(struct mdc *c, int64_t seq)
+static int exec(struct mdc *c, int64_t seq)
 {
     struct fig *f = c->fig;
     for (uint64_t i = 0; i < f->n_st; i++) {
@@ -378,7 +390,13 @@ EXPORT int mdc_fig_exec(struct mdc *c, int64_t seq)
     f->t.cur = 0;
     f->last = 0;
     counter_clear(&f->threads);
-    return 1;
+    return f->series == NULL || series_exec(f->series, seq, f->t.ms, f->rss);
+}
+
+/* a `p` or `end` record, SEQ `seq` (`is_exec`: `p exec`); 0 when out of memory */
+EXPORT int mdc_fig_record(struct mdc *c, int64_t seq, int is_exec)
+{
+    return !is_exec || exec(c, seq);
 }
 
 /* the dump's end at `seq`: the lifetimes of the blocks never freed, and the totals into `out`;
@@ -444,6 +462,7 @@ void fig_free(struct mdc *c)
     free(f->st_of);
     free(f->clock);
     counter_free(&f->threads);
+    series_free(f->series);
     for (int i = 0; i < FIG_COUNTERS; i++)
         counter_free(&f->k[i]);
     free(f);

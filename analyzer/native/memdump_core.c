@@ -107,6 +107,10 @@ EXPORT int mdc_run(struct mdc *c)
         int64_t tid;
         if (*line == 't' && c->io.n_lines == 0 && quick_thread(line, &tid, &next)
             && !has_nul(c, (uint64_t)(next - line))) {
+            if (c->fig != NULL && !fig_line(c)) {
+                c->io.fallback_pos = c->pos;
+                return MDC_FALLBACK;
+            }
             c->tid = tid;
             c->io.other++;
             c->pos += (uint64_t)(next - line);
@@ -166,8 +170,10 @@ EXPORT int mdc_run(struct mdc *c)
             status = MDC_LINES;
             break;
         }
-        int r = RC_OK;
-        if (kind == L_COMMENT)
+        int r = c->fig != NULL && kind != L_EVENT && !fig_line(c) ? RC_FALLBACK : RC_OK;
+        if (r != RC_OK)
+            ;
+        else if (kind == L_COMMENT)
             c->io.other++;
         else if (kind == L_THREAD)
             r = thread_record(c, t, n);

@@ -14,6 +14,7 @@ struct block {
     int32_t node;  /* live: the STACK's id, negated when marked; freed: the releasing STACK's */
     uint8_t family; /* 0 malloc, 1 new, 2 new[] */
     uint8_t live;   /* 1 live, 0 freed */
+    uint16_t tag;   /* the views' pass (figures.c): its tag's row */
 };
 
 struct btab {

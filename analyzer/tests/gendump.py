@@ -152,7 +152,7 @@ class Dump:
                 self.add(f"u {tid}")
             else:
                 self.tags[tid] = self.tags.get(tid, 0) + 1
-                self.add(f"g {tid} 5")
+                self.add(f"g {tid} {rng.choice([4, 5, 8])}")
         elif what == 5 and rng.random() < 0.2:
             self.seq += 1
             detail = rng.choice(["exec /bin/true", "signal SIGSEGV", "phase load", "odd x"])

@@ -1,8 +1,9 @@
-"""nativepass: the views' pass in libmemdump_core.so (figures.c) gives the `Figures` heappass.py's
-loop gives (every stack's figures in order, its lifetimes, the stacks that freed its blocks in
-order, the sizes, the peak, the temporary allocations, the live blocks, the clock), for every part
-the library computes, on the fixtures and on generated dumps; on corrupted ones both give the same
-`PATH:LINE: message`; and the views' outputs stay byte for byte the Python loop's."""
+"""nativepass: the views' pass in libmemdump_core.so (figures.c, series.c) gives the `Figures`
+heappass.py's loop gives (every stack's figures in order, its lifetimes, the stacks that freed its
+blocks in order, the sizes, the peak, the temporary allocations, the live blocks, the clock, the
+timeline's spans with each tag's bytes and the fragmentation samples, with few points so that they
+merge), for every set of parts, on the fixtures and on generated dumps; on corrupted ones both give
+the same `PATH:LINE: message`; and the views' outputs stay byte for byte the Python loop's."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from memdump_analyzer import heappass, native, nativepass
 from memdump_analyzer.dumpfile import DumpError
 from memdump_analyzer.passapi import Accumulator, Figures
 from memdump_analyzer.views import VIEWS, Options, load
+from memdump_analyzer.views.series import FragSamples, Timeline
 from memdump_analyzer.views.stream import ProfileOutput
 
 ALL = nativepass.NATIVE_PARTS
@@ -38,9 +40,11 @@ class _Figures(Accumulator):
 
     stacks = True
 
-    def __init__(self, parts: frozenset[str]) -> None:
+    def __init__(self, parts: frozenset[str], points: int = 3) -> None:
         self.parts = parts
         self.figures: Figures | None = None
+        if "timeline" in parts:
+            self.series = (Timeline(points), FragSamples(points))
 
     def finish(self, figures: Figures) -> None:
         self.figures = figures
@@ -53,14 +57,16 @@ def _plain(f: Figures) -> dict[str, Any]:
               for key, row in f.stacks.items()]
     live = {ptr: (b[0], b[1][13], b[2], b[3]) for ptr, b in f.live.items()}
     scalars = {k: v for k, v in vars(f).items()
-               if k not in ("reader", "stacks", "live", "timeline", "frag")}
-    return {"stacks": stacks, "live": live, "live_n": len(f.live), **scalars}
+               if k not in ("reader", "stacks", "live", "timeline", "frag", "tag_rows")}
+    series = [vars(f.timeline), vars(f.frag)] if f.timeline is not None else []
+    return {"stacks": stacks, "live": live, "live_n": len(f.live), "series": series,
+            "tag_rows": list(f.tag_rows.items()), **scalars}
 
 
 def _outcome(path: Path, parts: frozenset[str], monkeypatch: pytest.MonkeyPatch,
-             engine: str) -> Any:
+             engine: str, points: int = 3) -> Any:
     monkeypatch.setenv("MEMDUMP_NATIVE", "1" if engine == "c" else "0")
-    acc = _Figures(parts)
+    acc = _Figures(parts, points)
     try:
         heappass.run_path(str(path), [acc])
     except DumpError as e:
@@ -69,10 +75,11 @@ def _outcome(path: Path, parts: frozenset[str], monkeypatch: pytest.MonkeyPatch,
     return _plain(acc.figures)
 
 
-def both(path: Path, parts: frozenset[str], monkeypatch: pytest.MonkeyPatch) -> Any:
+def both(path: Path, parts: frozenset[str], monkeypatch: pytest.MonkeyPatch,
+         points: int = 3) -> Any:
     """The outcome, after checking that both passes give it."""
-    py = _outcome(path, parts, monkeypatch, "python")
-    c = _outcome(path, parts, monkeypatch, "c")
+    py = _outcome(path, parts, monkeypatch, "python", points)
+    c = _outcome(path, parts, monkeypatch, "c", points)
     assert c == py
     return py
 
@@ -90,14 +97,17 @@ def test_fixtures(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.parametrize("seed", range(150))
 def test_generated(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     parts = SUBSETS[seed % len(SUBSETS)]
-    check_generated(seed, tmp_path / "gen.memdump", lambda path: both(path, parts, monkeypatch))
+    points = (1, 3, 8, 200)[seed % 4]
+    check_generated(seed, tmp_path / "gen.memdump",
+                    lambda path: both(path, parts, monkeypatch, points))
 
 
 def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated dumps reach what the test is for: temporary allocations, lifetimes in ms,
     blocks freed by several stacks, blocks dropped (exec, or returned again while live), a peak,
-    blocks live at the end."""
-    seen = dict.fromkeys(("temporary", "ms", "freed_by_2", "gone", "peak", "live"), 0)
+    blocks live at the end, tags, merged spans, halved samples."""
+    seen = dict.fromkeys(("temporary", "ms", "freed_by_2", "gone", "peak", "live", "tags",
+                          "merged", "halved"), 0)
     for seed in range(150):
         rng = random.Random(seed)
         path = tmp_path / "gen.memdump"
@@ -106,6 +116,10 @@ def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.Mon
         seen["temporary"] += f["temporary"]
         seen["peak"] += f["peak"] > 0
         seen["live"] += f["live_n"]
+        seen["tags"] += len(f["tag_list"]) > 2  # two tags or more, and the untagged
+        timeline, frag = f["series"]
+        seen["merged"] += timeline["width"] > 1
+        seen["halved"] += frag["width"] > 1
         for _, _, _, ms, freed_by, rest in f["stacks"]:
             seen["ms"] += len(ms)
             seen["freed_by_2"] += len(freed_by) > 1
@@ -113,21 +127,23 @@ def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.Mon
     assert all(seen.values()), seen
 
 
-def test_timeline_and_events_stay_python(tmp_path: Path,
-                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The library computes no timeline, and calls no accumulator per event: those passes are
-    heappass.py's (its result is then not the library's, which would leave no fallback)."""
+def test_events_and_moments_stay_python(tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The library calls no accumulator per event nor at chosen moments: those passes are
+    heappass.py's (the views' pass alone is the library's)."""
     path = tmp_path / "gen.memdump"
     path.write_bytes(Dump(random.Random(7)).build(400))
     monkeypatch.setenv("MEMDUMP_NATIVE", "1")
     called = []
     monkeypatch.setattr(nativepass, "figures", lambda *a: called.append(a))
-    heappass.run_path(str(path), [ProfileOutput(frozenset(("timeline",)) | ALL)])
     events = _Figures(ALL)
     events.events = True
-    heappass.run_path(str(path), [events])
+    moments = _Figures(ALL)
+    moments.first_moment = lambda: 5  # type: ignore[method-assign]
+    for acc in (events, moments):
+        heappass.run_path(str(path), [ProfileOutput(ALL), acc])
     assert called == []
-    heappass.run_path(str(path), [_Figures(ALL)])
+    heappass.run_path(str(path), [ProfileOutput(ALL)])
     assert len(called) == 1
 
 
