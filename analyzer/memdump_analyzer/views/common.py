@@ -57,6 +57,8 @@ class Group:
     stats: StackStats
     #: the free stacks of this group's blocks: key -> [frames, blocks]
     freed_by: dict[StackKey, list[Any]] = field(default_factory=dict)
+    #: the stack's text as `sorted_groups` breaks ties with it (None: made when needed)
+    text: tuple[tuple[str, str, int], ...] | None = None
 
 
 @dataclass
@@ -76,6 +78,10 @@ def _frame_key(f: Frame) -> tuple[str, ...]:
     if f.file is not None and f.line:
         return (f.function or "?", os.path.basename(f.file), str(f.line))
     return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
+
+
+def _frame_text(f: Frame) -> tuple[str, str, int]:
+    return (f.function or "", f.file or "", f.line or 0)
 
 
 def _add(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
@@ -126,9 +132,10 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     stack = _stacks(reader)
     # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
     # then found without a call per frame
-    keys = {id(f): _frame_key(f) for f in reader.frames.values()}
-    keys.update((id(f), _frame_key(f)) for chain in reader.inlined_into.values() for f in chain)
-    key_of = keys.__getitem__
+    every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                        for f in chain)]
+    key_of = {id(f): _frame_key(f) for f in every}.__getitem__
+    text_of = {id(f): _frame_text(f) for f in every}.__getitem__
 
     def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
         got = cache.get(node)
@@ -142,7 +149,7 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
         key, frames = resolve(node)
         g = groups.get(key)
         if g is None:
-            groups[key] = Group(frames, stats)
+            groups[key] = Group(frames, stats, text=tuple(map(text_of, map(id, frames))))
         else:
             g.stats = _merge(g.stats, stats)
     for g in groups.values():
@@ -167,7 +174,7 @@ def minus(new: dict[StackKey, Group], base: dict[StackKey, Group],
             value = (getattr(mine.stats, name) if mine else 0) - (
                 getattr(theirs.stats, name) if theirs else 0)
             setattr(stats, name, value)
-        out[key] = Group(g.stack, stats, g.freed_by)
+        out[key] = Group(g.stack, stats, g.freed_by, g.text)
     return out
 
 
@@ -233,8 +240,8 @@ def heading(view: str, side: Side, base: Side | None) -> str:
 
 def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]]) -> list[Group]:
     """Groups largest first by `key`, ties broken by the stack's text, so the order is stable."""
-    return sorted(groups, key=lambda g: (key(g), [(f.function or "", f.file or "", f.line or 0)
-                                                  for f in g.stack]))
+    return sorted(groups, key=lambda g: (key(g), g.text if g.text is not None
+                                         else tuple(map(_frame_text, g.stack))))
 
 
 def plural_s(n: int) -> str:
