@@ -51,6 +51,8 @@ clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzz
 mkdir "$work/corpus"
 for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
     tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
+    # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass
+    { echo "#"; tail -n +2 "$dump"; } > "$work/corpus/views-$(basename "$dump")"
 done
 # the format's tags and the words its records hold, for the mutations
 {
