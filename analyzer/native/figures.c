@@ -449,7 +449,8 @@ EXPORT int mdc_fig_blocks(struct mdc *c, uint64_t *out, uint64_t n)
         if (b->addr != 0 && b->live)
             all[k++] = (struct live_block){b->addr, b->size, (uint64_t)b->node, b->order};
     }
-    qsort(all, k, sizeof *all, by_seq);
+    if (k > 1) /* (`out` may be NULL when there are none) */
+        qsort(all, k, sizeof *all, by_seq);
     return 1;
 }
 
