@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ __all__ = [
     "VIEW_FORMAT",
     "VIEW_VERSION",
     "Group",
+    "LazyGroups",
     "Options",
     "Side",
     "counted",
@@ -67,7 +68,7 @@ class Side:
 
     path: str
     profile: Profile
-    groups: dict[StackKey, Group]
+    groups: Mapping[StackKey, Group]
     #: the dump's `i` records (its recorder...)
     info: dict[str, str] = field(default_factory=dict)
     #: the view's own accumulator after the pass (its module's `accumulator()`), if it has one
@@ -125,6 +126,30 @@ def _stacks(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
     return stack
 
 
+class LazyGroups(Mapping[StackKey, Group]):
+    """`group_stacks(reader, profile)`, made when first read: the views that show no stack
+    (`timeline`, `sizes`, the HTML page's series) do not pay for resolving every stack."""
+
+    def __init__(self, reader: DumpReader, profile: Profile) -> None:
+        self._args: tuple[DumpReader, Profile] | None = (reader, profile)
+        self._groups: dict[StackKey, Group] = {}
+
+    def _made(self) -> dict[StackKey, Group]:
+        if self._args is not None:
+            self._groups = group_stacks(*self._args)
+            self._args = None
+        return self._groups
+
+    def __getitem__(self, key: StackKey) -> Group:
+        return self._made()[key]
+
+    def __iter__(self) -> Iterator[StackKey]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+
 def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
     is below main, as the leak report shows them)."""
@@ -160,7 +185,7 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     return groups
 
 
-def minus(new: dict[StackKey, Group], base: dict[StackKey, Group],
+def minus(new: Mapping[StackKey, Group], base: Mapping[StackKey, Group],
           fields: Sequence[str]) -> dict[StackKey, Group]:
     """NEW's groups with BASE's figures of `fields` subtracted (a group BASE alone has comes with
     negative figures); the other figures stay NEW's (BASE's for a group NEW has not)."""
