@@ -136,7 +136,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     untagged: list[int] = []
     tid_stacks: dict[bytes, list[int]] = {}  # TID as written -> its stack of tags (reader.tags)
     reader_tags = reader.tags
-    seq = 0
+    seq = threads = 0
     ms = rss = peak_rss = 0
     peak_rss_ms = None
     clocked = False
@@ -162,6 +162,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
             if len(fl) != 2 or not fl[1].isdigit():
                 thread(fl, seq)  # raises the error
             short_tid = fl[1]
+            threads += 1  # counted in the reader's lines before its next definition
             continue
         if tag == b"+" or tag == b"-":
             seq += 1
@@ -232,6 +233,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                     last = last_alloc.get(short_tid)
                 tid = short_tid
         elif tag == b"c":
+            reader._other += 1  # a line, as `DumpReader.other` counts it
             ms, rss = clock_sample(fl, seq)
             clocked = True
             if rss > peak_rss:
@@ -239,6 +241,8 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 peak_rss_ms = ms
             continue
         else:
+            reader._other += threads  # its line number (an unknown tag's) counts them
+            threads = 0
             rec = other(line, fl, seq)
             if tag == b"g" and not tagging and want_timeline:  # the first tag: the blocks
                 tagging = True  # live so far are untagged
@@ -426,6 +430,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 peak_seq = seq
                 peak_blocks = len(live)
                 peak_ms = ms
+    reader._other += threads
     if stops is not None and seq >= next_stop > 0:
         stops(seq, live, cur, allocated, dropped, True)
     if want_timeline:

@@ -164,3 +164,19 @@ def test_views_byte_for_byte(view: str, monkeypatch: pytest.MonkeyPatch) -> None
             got.append((VIEWS[view].build(side, None, Options()), warnings))
         outs.append(got)
     assert outs[0] == outs[1]
+
+
+def test_unknown_tags_line_counts_every_line(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The views' warning about an unknown tag names its line, as the leak report's does, from
+    either pass: the `t` and `c` lines before it count (the Python pass used to skip them)."""
+    path = tmp_path / "tags.memdump"
+    lines = ["MEMDUMP 2.4", "i program /x", "s 1 /x", "f 1 0x401000 1 0x1000 0 0 0", "n 1 0 1",
+             "t 5", "+ 1 0x1000 8", "t 6", "c 3 100", "zz 1 2", "- 1 0x1000", "end 3 exit 0"]
+    path.write_text("".join(f"{line}\n" for line in lines))
+    warning = ("skipped records with unknown tag 'zz' (first at line 10): the dump was written by "
+               "a newer memdump")
+    for engine in ("0", "1"):
+        monkeypatch.setenv("MEMDUMP_NATIVE", engine)
+        _, warnings = load(str(path), compute=frozenset(), symbols=False)
+        assert warnings == [warning], engine
