@@ -21,6 +21,11 @@ recordings, and memdump's leak report and `peak` view against heaptrack_print.
 
     scripts/bench-analyzer.py --recorded --runs 3
     scripts/bench-analyzer.py --recorded --alloc-bench 1000000 --runs 1 --no-write
+
+With --views DUMP HEAPTRACK_FILE it times every view and the leak report of a memdump recording
+against heaptrack_print on heaptrack's recording of the same run.
+
+    scripts/bench-analyzer.py --views big.memdump ht3.zst --runs 3
 """
 
 from __future__ import annotations
@@ -320,9 +325,13 @@ def main() -> int:
                         help="with --recorded: alloc_bench's numbers of events, comma-separated")
     parser.add_argument("--build-dir", default=os.path.join(os.path.dirname(HERE), "build"),
                         help="with --recorded: the build directory (alloc_bench)")
+    parser.add_argument("--views", nargs=2, metavar=("DUMP", "HEAPTRACK_FILE"),
+                        help="every view of DUMP against heaptrack_print HEAPTRACK_FILE")
     args = parser.parse_args()
     if args.recorded:
         return recorded(args)
+    if args.views:
+        return views(args)
     forms = [form for form in args.forms.split(",") if form]
     if not forms or any(form not in FORMS for form in forms):
         parser.error(f"--forms: one or more of {', '.join(FORMS)}")
@@ -416,6 +425,37 @@ def recorded(args: argparse.Namespace) -> int:
     print(text)
     if not args.no_write:
         write_section("bench-analyzer-recorded", text)
+    return 0
+
+
+def views(args: argparse.Namespace) -> int:
+    """--views: every view of a recording against heaptrack_print on the same run's."""
+    dump, zst = (benchrecorded.Path(p) for p in args.views)
+    for path in (dump, zst):
+        if not path.is_file():
+            sys.exit(f"bench-analyzer: --views: {path} is not a file")
+    if shutil.which("heaptrack_print") is None:
+        sys.exit("bench-analyzer: --views needs heaptrack_print (scripts/setup.sh --bench)")
+    load_before = os.getloadavg()[0]
+    try:
+        rows = benchrecorded.views(dump, zst, args.runs)
+    except benchrecorded.BenchError as e:
+        sys.exit(f"bench-analyzer: {e}")
+    text = "\n".join([
+        f"Every view of {dump.name} ({dump.stat().st_size / 2**20:,.0f} MiB) against "
+        f"heaptrack_print on {zst.name} ({zst.stat().st_size / 2**20:,.2f} MiB), on {machine()}, "
+        f"Python {_analyser_python()}: whole commands (text output), median of {args.runs} "
+        f"interleaved runs, CPU user + system. Load average (1 min) {load_before:.2f} before, "
+        f"{os.getloadavg()[0]:.2f} after.",
+        "",
+        *rows,
+        "",
+        f"Reproduce: `python3 scripts/bench-analyzer.py --views {' '.join(args.views)} "
+        f"--runs {args.runs}`",
+    ])
+    print(text)
+    if not args.no_write:
+        write_section("bench-analyzer-views", text)
     return 0
 
 

@@ -10,6 +10,9 @@ ratios, memdump over heaptrack.
 Workloads: `cppcheck --enable=all` on a C file made of three of the recorder's own sources (so the
 file is in every checkout; its line count is printed) and `alloc_bench N` (tests/programs) at the
 given numbers of events.
+
+`views` times every view and the leak report of one memdump recording against `heaptrack_print` on
+heaptrack's recording of the same run, each view's ratio to it in CPU seconds.
 """
 
 from __future__ import annotations
@@ -129,4 +132,32 @@ def table(loads: list[Workload]) -> list[str]:
             f"| {peak.seconds:.2f} | {peak.cpu:.2f} | {peak.rss_kib / 1024:.0f} "
             f"| {ht.seconds:.2f} | {ht.cpu:.2f} | {ht.rss_kib / 1024:.0f} "
             f"| {rep.cpu / ht.cpu:.1f}x | {peak.cpu / ht.cpu:.1f}x |")
+    return lines
+
+
+#: the views (docs/views.md), each a whole command on the dump
+VIEWS = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
+
+
+def views(dump: Path, zst: Path, runs: int) -> list[str]:
+    """Every view and the leak report of `dump` against `heaptrack_print zst`, `runs` times
+    interleaved: the table's lines (median wall and CPU seconds, peak RSS, CPU ratio)."""
+    python = "`peak`, the Python pass (MEMDUMP_NATIVE=0)"
+    commands = {"leak report": [str(ANALYZER), str(dump)],
+                **{f"`{view}`": [str(ANALYZER), view, str(dump)] for view in VIEWS},
+                python: [str(ANALYZER), "peak", str(dump)],
+                "heaptrack_print": ["heaptrack_print", str(zst)]}
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    load = Workload(dump.name, [], {what: [] for what in commands})
+    for _ in range(runs):
+        for what, argv in commands.items():
+            load.runs[what].append(timed(argv, env={**env, "MEMDUMP_NATIVE": "0"}
+                                         if what == python else env))
+    ht = load.median("heaptrack_print")
+    lines = ["| command | CPU s | wall s | peak RSS MiB | CPU ratio to heaptrack_print |",
+             "| --- | ---: | ---: | ---: | ---: |"]
+    for what in commands:
+        t = load.median(what)
+        lines.append(f"| {what} | {t.cpu:.2f} | {t.seconds:.2f} | {t.rss_kib / 1024:.0f} "
+                     f"| {t.cpu / ht.cpu:.2f}x |")
     return lines

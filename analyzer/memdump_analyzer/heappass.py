@@ -30,10 +30,12 @@ from __future__ import annotations
 
 import gc
 
+from . import nativepass
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import CUSTOM, OPERATIONS, effect
 from .families import SHORT_CXX
 from .leanpass import run_lean
+from .nativepass import NATIVE_PARTS
 from .passapi import (
     _MASKED,
     LIFE,
@@ -96,6 +98,16 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
         acc.start(reader)
     if not compute and not any(acc.stacks for acc in accumulators):
         return run_lean(reader, accumulators, *_stops(accumulators, None, False))
+    series = next((acc.series for acc in accumulators if acc.series is not None), None)
+    if want_timeline and series is None:
+        raise ValueError("the timeline part without its series")
+    if compute <= NATIVE_PARTS and not any(acc.events or acc.first_moment()
+                                           for acc in accumulators):
+        figures = nativepass.figures(reader, compute, series)  # None: this loop's
+        if figures is not None:
+            for acc in accumulators:
+                acc.finish(figures)
+            return figures
     on_alloc, on_release, on_record = hooks(accumulators)
     node_ids = reader.node_ids
     other = reader.other
@@ -111,10 +123,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     sizes: dict[int, int] = {}
     sizes_get = sizes.get
     last_alloc: dict[bytes, bytes | None] = {}  # thread -> its last operation's block, if alloc
-    timeline, frag = next((acc.series for acc in accumulators if acc.series is not None),
-                          (None, None))
-    if want_timeline and timeline is None:
-        raise ValueError("the timeline part without its series")
+    timeline, frag = series or (None, None)
     # the SEQ after which the next moment is due: a fragmentation sample, an accumulator's
     stops, next_stop = _stops(accumulators, frag, want_timeline)
     # the tags: string id (-1: untagged) -> [live bytes, SEQ changed, bytes at the span's
@@ -127,7 +136,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     untagged: list[int] = []
     tid_stacks: dict[bytes, list[int]] = {}  # TID as written -> its stack of tags (reader.tags)
     reader_tags = reader.tags
-    seq = 0
+    seq = threads = 0
     ms = rss = peak_rss = 0
     peak_rss_ms = None
     clocked = False
@@ -153,6 +162,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
             if len(fl) != 2 or not fl[1].isdigit():
                 thread(fl, seq)  # raises the error
             short_tid = fl[1]
+            threads += 1  # counted in the reader's lines before its next definition
             continue
         if tag == b"+" or tag == b"-":
             seq += 1
@@ -223,6 +233,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                     last = last_alloc.get(short_tid)
                 tid = short_tid
         elif tag == b"c":
+            reader._other += 1  # a line, as `DumpReader.other` counts it
             ms, rss = clock_sample(fl, seq)
             clocked = True
             if rss > peak_rss:
@@ -230,6 +241,8 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 peak_rss_ms = ms
             continue
         else:
+            reader._other += threads  # its line number (an unknown tag's) counts them
+            threads = 0
             rec = other(line, fl, seq)
             if tag == b"g" and not tagging and want_timeline:  # the first tag: the blocks
                 tagging = True  # live so far are untagged
@@ -417,6 +430,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 peak_seq = seq
                 peak_blocks = len(live)
                 peak_ms = ms
+    reader._other += threads
     if stops is not None and seq >= next_stop > 0:
         stops(seq, live, cur, allocated, dropped, True)
     if want_timeline:

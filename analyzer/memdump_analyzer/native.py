@@ -203,6 +203,9 @@ class _Nodes(abc.Mapping):
         return 1 if ident > 0 and self._lib.mdc_node(self._ctx, ident, self._out) else 0
 
     def __getitem__(self, ident: int) -> tuple[int, int]:
+        if self._final and type(ident) is int and 0 < ident < self._cap \
+                and self._flags[ident] & 1:  # the common case, first: the views' stacks
+            return (self._parents[ident], self._frames[ident])
         if ident == 0 and isinstance(ident, int):
             return (0, 0)
         if not isinstance(ident, int) or not self.flags(ident):
@@ -252,6 +255,7 @@ class _Native:
     def __init__(self, replayer: Replayer, lib: ctypes.CDLL) -> None:
         self.rp = replayer
         self.reader = replayer.reader
+        self.max_errors = replayer.max_errors
         self.lib = lib
         self.ctx = 0
         self.n_frames = 0
@@ -264,10 +268,11 @@ class _Native:
         start, end = len(f.first), f.complete
         if end <= start:
             raise _Fallback
-        self.ctx = self.lib.mdc_open(f._fd, start, end, self.rp.max_errors)
+        self.ctx = self.lib.mdc_open(f._fd, start, end, self.max_errors)
         if not self.ctx:
             raise _Fallback
         self.nodes = _Nodes(self.lib, self.ctx)  # it closes the library's context
+        self._start()
         self._loop()
         return self._results()
 
@@ -275,7 +280,6 @@ class _Native:
         lib, ctx, reader = self.lib, self.ctx, self.reader
         io = _IO.from_address(lib.mdc_io(ctx))
         reader.nodes = self.nodes  # type: ignore[assignment]
-        other = reader.other
         string_at = ctypes.string_at
         on_read = reader._file.on_read if reader._file is not None else None
         io.progress = on_read is not None
@@ -299,11 +303,7 @@ class _Native:
                     fl = line.split()
                     if fl and fl[0] == b"fi":
                         self._sync_used()
-                    rec = other(line, fl, seq)
-                    if rec is not None:
-                        seq += 1
-                        if self.rp._process(rec):  # exec: the image is gone, and its blocks
-                            lib.mdc_exec(ctx)
+                    seq = self._line(line, fl, seq)
                 io.seq = seq
                 self._sync_frames()
             elif status == _ASK:
@@ -313,6 +313,19 @@ class _Native:
                 raise _Fallback(f"offset {io.fallback_pos}")
         self._sync_used()
         self.seq = io.seq
+
+    def _start(self) -> None:
+        """The context is open, before the first line."""
+
+    def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
+        """A line the library left to Python (`DumpReader.other`'s), after event `seq`: the SEQ
+        after it."""
+        rec = self.reader.other(line, fl, seq)
+        if rec is not None:
+            seq += 1
+            if self.rp._process(rec):  # exec: the image is gone, and its blocks
+                self.lib.mdc_exec(self.ctx)
+        return seq
 
     def _sync_frames(self) -> None:
         """The frames `other` defined, and those it marked, told to the library."""
@@ -336,7 +349,7 @@ class _Native:
             self.reader._used_frames.update(buf[:n])
 
     def _results(self) -> Any:
-        lib, ctx, reader, rp = self.lib, self.ctx, self.reader, self.rp
+        lib, ctx, rp = self.lib, self.ctx, self.rp
         r = rp.r
         k = _COUNTS()
         lib.mdc_counts(ctx, ctypes.byref(k))
@@ -344,14 +357,7 @@ class _Native:
         r.errors = [self._heap_error(e) for e in errors]
         rp.live = r.live = self._blocks(0, k.n_live)
         rp.custom = self._blocks(1, k.n_custom)
-        runs = ctypes.c_void_p()
-        n = lib.mdc_nul_runs(ctx, ctypes.byref(runs))
-        flat = (ctypes.c_uint64 * (2 * n)).from_address(runs.value) if n else ()
-        self.reader._file.padding_from(zip(flat[0::2], flat[1::2], strict=True))
-        lib.mdc_finish(ctx)
-        self.nodes.finish()
-        reader.node_ids = _NodeIds(self.nodes)  # type: ignore[assignment]
-        reader.tid = str(k.tid).encode() if k.tid >= 0 else None
+        self._finish_reader(k.tid)
         r.calls = dict(zip(_OPS, k.calls, strict=True))
         r.events = sum(k.calls)
         for name in ("allocations", "frees", "allocated_bytes", "live_bytes", "peak_bytes",
@@ -367,6 +373,20 @@ class _Native:
         r.peak_node = abs(k.peak_node) if k.peak_seq else None
         # the blocks still live were written as the library reads pointers: as hex numbers
         return rp._finish(self.seq, check_live=False)
+
+    def _finish_reader(self, tid: int) -> None:
+        """The library's run is over (its results read): the reader left as the Python
+        replay leaves it (the padding found, the node tables), the library's tables freed."""
+        reader = self.reader
+        runs = ctypes.c_void_p()
+        n = self.lib.mdc_nul_runs(self.ctx, ctypes.byref(runs))
+        flat = (ctypes.c_uint64 * (2 * n)).from_address(runs.value) if n else ()
+        assert reader._file is not None
+        reader._file.padding_from(zip(flat[0::2], flat[1::2], strict=True))
+        self.lib.mdc_finish(self.ctx)
+        self.nodes.finish()
+        reader.node_ids = _NodeIds(self.nodes)  # type: ignore[assignment]
+        reader.tid = str(tid).encode() if tid >= 0 else None
 
     def _blocks(self, custom: int, n: int) -> dict[bytes, tuple[int, int]]:
         buf = array("Q", bytes(24 * n))

@@ -1,6 +1,6 @@
 /* @brief libmemdump_core's insides, shared by its files: memdump_core.c (the loop over the lines,
  * the API Python calls), records.c (reading the records), heap.c (what an event does to the
- * blocks). */
+ * blocks), figures.c (the views' figures, in place of heap.c's replay). */
 #ifndef MEMDUMP_CORE_INTERNAL_H
 #define MEMDUMP_CORE_INTERNAL_H
 
@@ -70,6 +70,7 @@ struct mdc {
     uint64_t n_used, cap_used, used_synced;
     struct mdc_error *errors;
     int64_t tid;
+    struct fig *fig; /* the views' pass (figures.c) instead of the replay, or NULL */
 };
 
 /* bytes.split()'s whitespace */
@@ -110,7 +111,14 @@ int thread_record(struct mdc *c, const struct tok *t, int n);
 int quick_short(const struct mdc *c, const char *p, struct event *ev, const char **next);
 int quick_thread(const char *p, int64_t *tid, const char **next);
 
-/* heap.c: event `ev` replayed */
+/* heap.c: event `ev` replayed; the size of the block it asks for (0: it overflows) */
 int do_event(struct mdc *c, const struct event *ev);
+int event_size(const struct event *ev, uint64_t *size);
+
+/* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); a line begins (0: out of
+ * memory); its memory freed */
+int fig_event(struct mdc *c, const struct event *ev);
+int fig_line(struct mdc *c);
+void fig_free(struct mdc *c);
 
 #endif

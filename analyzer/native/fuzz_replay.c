@@ -1,8 +1,10 @@
-/* @brief A libFuzzer target for libmemdump_core's reader and replay (docs/report-format.md,
- * "Replay"): every input is a dump's bytes after its version line, read as memdump-analyze reads
- * it. The driver plays native.py's part between runs, as far as the library can see it: the
- * frames the `f` records define, the SEQ that `p` and `end` records take, `p exec`, and the
- * answer to each MDC_ASK. An input may end the run with MDC_FALLBACK (Python replays it then,
+/* @brief A libFuzzer target for libmemdump_core's reader, its replay (docs/report-format.md,
+ * "Replay") and its views' pass (figures.c, series.c: when the first byte has bit 1 set, with
+ * every part and few timeline points): every input is a dump's bytes after its version line,
+ * read as memdump-analyze reads it. The driver plays native.py's and nativepass.py's part
+ * between runs, as far as the library can see it: the frames the `f` records define, the SEQ
+ * that `p` and `end` records take, `p exec`, clock samples, tags, and the answer to each
+ * MDC_ASK. An input may end the run with MDC_FALLBACK (Python replays it then,
  * with its exact error): what must never happen is a crash, a read or write out of bounds, an
  * undefined behaviour or a leak, which the sanitizers it is built with report.
  *
@@ -16,6 +18,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include "figures.h"
 #include "memdump_core.h"
 
 struct mdc;
@@ -28,12 +31,51 @@ void mdc_exec(struct mdc *c);
 void mdc_counts(struct mdc *c, struct mdc_counts *out);
 int mdc_blocks(struct mdc *c, int custom, uint64_t *out, uint64_t n);
 void mdc_close(struct mdc *c);
+int mdc_figures(struct mdc *c, unsigned want, int64_t limit);
+int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss);
+int mdc_fig_record(struct mdc *c, int64_t seq, int is_exec);
+int mdc_fig_tagging(struct mdc *c, int64_t seq);
+int mdc_fig_thread_tag(struct mdc *c, int64_t tid, int64_t ident);
+int mdc_fig_series_end(struct mdc *c, int64_t seq);
+int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out);
+uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out);
+int mdc_fig_blocks(struct mdc *c, uint64_t *out, uint64_t n);
+int fig_line(struct mdc *c);
 
 static int fd = -1;
+static int64_t millis; /* the clock samples' ms: they never go back */
+
+/* the number after the line's tag, or 0 */
+static int64_t number(const char *line, uint64_t len, uint64_t from)
+{
+    int64_t n = 0;
+    for (uint64_t i = from; i < len && line[i] >= '0' && line[i] <= '9' && n < (1 << 30); i++)
+        n = n * 10 + (line[i] - '0');
+    return n;
+}
+
+/* What nativepass.py does besides: a sample due before each line, the clock, the tags; 0 when
+ * the library gave up (out of memory) */
+static int figures_line(struct mdc *c, struct mdc_io *io, const char *line, uint64_t len)
+{
+    if (!fig_line(c))
+        return 0;
+    if (len > 2 && line[0] == 'c' && line[1] == ' ') {
+        millis += number(line, len, 2) & 15;
+        return mdc_fig_clock(c, io->seq, millis, number(line, len, 2));
+    }
+    if (len > 2 && (line[0] == 'g' || line[0] == 'u') && line[1] == ' ') {
+        int64_t tid = number(line, len, 2);
+        return (line[0] == 'u' || mdc_fig_tagging(c, io->seq))
+               && mdc_fig_thread_tag(c, tid, line[0] == 'u' ? -1 : tid & 7);
+    }
+    return 1;
+}
 
 /* What native.py does with one line handed back: `f ID ...` defines frame ID (marked when its
  * id is odd, so that both kinds of frame are exercised); `p SEQ` and `end SEQ` take a SEQ. */
-static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint64_t len)
+static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint64_t len,
+                        int figures)
 {
     if (len > 2 && line[0] == 'f' && line[1] == ' ') {
         uint64_t id = 0;
@@ -43,9 +85,27 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
             mdc_frames(c, &id, 1, (int)(id & 1));
     } else if ((len > 2 && memcmp(line, "p ", 2) == 0) || (len > 4 && memcmp(line, "end ", 4) == 0)) {
         io->seq++;
-        if (len > 7 && memmem(line, len, " exec ", 6) != NULL)
+        int is_exec = len > 7 && memmem(line, len, " exec ", 6) != NULL;
+        if (figures)
+            mdc_fig_record(c, io->seq, is_exec);
+        else if (is_exec)
             mdc_exec(c);
     }
+}
+
+/* the views' figures at the end, read as nativepass.py reads them */
+static void figures_end(struct mdc *c, struct mdc_io *io)
+{
+    struct fig_totals t;
+    if (!mdc_fig_series_end(c, io->seq) || !mdc_fig_end(c, io->seq, &t))
+        return;
+    const struct fig_entry *e;
+    for (int which = 0; which < FIG_COUNTERS; which++)
+        mdc_fig_counter(c, which, &e);
+    uint64_t *blocks = calloc((size_t)t.live_n * 4 + 4, sizeof *blocks);
+    if (blocks != NULL)
+        mdc_fig_blocks(c, blocks, (uint64_t)t.live_n);
+    free(blocks);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -59,6 +119,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     struct mdc_io *io = mdc_io(c);
     io->attached = size > 0 && (data[0] & 1);
+    int figures = size > 0 && (data[0] & 2);
+    millis = 0;
+    if (figures && !mdc_figures(c, FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE,
+                                2 * (1 + (data[0] >> 2 & 7)))) {
+        mdc_close(c);
+        return 0;
+    }
     int status;
     while ((status = mdc_run(c)) != MDC_DONE && status != MDC_FALLBACK) {
         if (status == MDC_ASK) {
@@ -66,10 +133,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             continue;
         }
         const uint64_t *pairs = (const uint64_t *)(uintptr_t)io->lines;
-        for (uint64_t i = 0; i < io->n_lines; i++)
-            python_line(c, io, (const char *)(uintptr_t)pairs[2 * i], pairs[2 * i + 1]);
+        for (uint64_t i = 0; i < io->n_lines; i++) {
+            const char *line = (const char *)(uintptr_t)pairs[2 * i];
+            if (figures && !figures_line(c, io, line, pairs[2 * i + 1]))
+                break;
+            python_line(c, io, line, pairs[2 * i + 1], figures);
+        }
     }
-    if (status == MDC_DONE) {
+    if (status == MDC_DONE && figures) {
+        figures_end(c, io);
+    } else if (status == MDC_DONE) {
         struct mdc_counts k;
         mdc_counts(c, &k);
         uint64_t *blocks = calloc((size_t)k.n_live * 3 + 3, sizeof *blocks);

@@ -125,24 +125,18 @@ static void release(struct mdc *c, struct block *b, const struct event *ev)
 
 static int apply(struct mdc *c, const struct event *ev)
 {
-    uint64_t size = 0, ptr = ev->args[0];
+    uint64_t size, ptr = ev->args[0];
     int op = ev->op;
     c->k.calls[op]++;
+    if (!event_size(ev, &size))
+        return RC_FALLBACK;
     switch (op) {
     case OP_MALLOC: case OP_VALLOC: case OP_PVALLOC: case OP_NEW: case OP_NEW_ARRAY:
-        size = ev->args[0];
-        break;
-    case OP_CALLOC:
-        if (__builtin_mul_overflow(ev->args[0], ev->args[1], &size))
-            return RC_FALLBACK;
+    case OP_CALLOC: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
         break;
     case OP_POSIX_MEMALIGN:
         if (ev->args[2] != 0)
             return RC_OK; /* failed: RESULT means nothing */
-        size = ev->args[1];
-        break;
-    case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
-        size = ev->args[1];
         break;
     case OP_FREE: case OP_DELETE: case OP_DELETE_ARRAY: {
         if (op == OP_FREE && ev->nid < 0) { /* the C library's own (a marked stack) */
@@ -165,10 +159,6 @@ static int apply(struct mdc *c, const struct event *ev)
         return RC_OK;
     }
     case OP_REALLOC: case OP_REALLOCARRAY: {
-        if (op == OP_REALLOC)
-            size = ev->args[1];
-        else if (__builtin_mul_overflow(ev->args[1], ev->args[2], &size))
-            return RC_FALLBACK;
         struct block *b = ptr != 0 ? live_at(&c->live, ptr) : NULL;
         if (ptr != 0 && b == NULL) {
             int r = bad_pointer(c, E_INVALID_REALLOC, ev, ptr);
@@ -232,10 +222,29 @@ static int apply(struct mdc *c, const struct event *ev)
     return make_live(c, ev->result, size, ev->nid, family) ? RC_OK : RC_FALLBACK;
 }
 
+/* the size of the block event `ev` asks for (dumpformat.effect's); 0 when it overflows */
+int event_size(const struct event *ev, uint64_t *size)
+{
+    switch (ev->op) {
+    case OP_CALLOC:
+        return !__builtin_mul_overflow(ev->args[0], ev->args[1], size);
+    case OP_REALLOCARRAY:
+        return !__builtin_mul_overflow(ev->args[1], ev->args[2], size);
+    case OP_REALLOC: case OP_POSIX_MEMALIGN: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
+        *size = ev->args[1];
+        return 1;
+    default:
+        *size = ev->args[0];
+        return 1;
+    }
+}
+
 /* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
 int do_event(struct mdc *c, const struct event *ev)
 {
     c->io.seq++;
+    if (c->fig != NULL)
+        return fig_event(c, ev);
     int r = apply(c, ev);
     if (r == RC_ASK) { /* nothing else was done: the line is read again after the answer */
         c->io.seq--;

@@ -52,18 +52,8 @@ static int find_nuls(struct mdc *c, uint64_t from)
         uint64_t stop = c->buf_off + (uint64_t)(q - c->buf);
         if (c->n_runs != 0 && c->runs[2 * c->n_runs - 1] == start) {
             c->runs[2 * c->n_runs - 1] = stop;
-        } else {
-            if (c->n_runs == c->cap_runs) {
-                uint64_t cap = c->cap_runs ? 2 * c->cap_runs : 64;
-                uint64_t *runs = realloc(c->runs, 2 * cap * sizeof *runs);
-                if (runs == NULL)
-                    return 0;
-                c->runs = runs;
-                c->cap_runs = cap;
-            }
-            c->runs[2 * c->n_runs] = start;
-            c->runs[2 * c->n_runs + 1] = stop;
-            c->n_runs++;
+        } else if (!push_pair(&c->runs, &c->n_runs, &c->cap_runs, start, stop)) {
+            return 0;
         }
         p = q;
     }
@@ -117,6 +107,10 @@ EXPORT int mdc_run(struct mdc *c)
         int64_t tid;
         if (*line == 't' && c->io.n_lines == 0 && quick_thread(line, &tid, &next)
             && !has_nul(c, (uint64_t)(next - line))) {
+            if (c->fig != NULL && !fig_line(c)) {
+                c->io.fallback_pos = c->pos;
+                return MDC_FALLBACK;
+            }
             c->tid = tid;
             c->io.other++;
             c->pos += (uint64_t)(next - line);
@@ -176,8 +170,10 @@ EXPORT int mdc_run(struct mdc *c)
             status = MDC_LINES;
             break;
         }
-        int r = RC_OK;
-        if (kind == L_COMMENT)
+        int r = c->fig != NULL && kind != L_EVENT && !fig_line(c) ? RC_FALLBACK : RC_OK;
+        if (r != RC_OK)
+            ;
+        else if (kind == L_COMMENT)
             c->io.other++;
         else if (kind == L_THREAD)
             r = thread_record(c, t, n);
@@ -362,6 +358,7 @@ EXPORT void mdc_finish(struct mdc *c)
 {
     btab_free(&c->live);
     btab_free(&c->custom);
+    fig_free(c);
     idtab_free(&c->frames);
     free(c->used);
     free(c->buf);

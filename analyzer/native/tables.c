@@ -115,3 +115,19 @@ void idtab_free(struct idtab *t)
     free(t->b);
     memset(t, 0, sizeof *t);
 }
+
+int push_pair(uint64_t **a, uint64_t *n, uint64_t *cap, uint64_t x, uint64_t y)
+{
+    if (*n == *cap) {
+        uint64_t ncap = *cap ? 2 * *cap : 64;
+        uint64_t *na = realloc(*a, 2 * ncap * sizeof *na);
+        if (na == NULL)
+            return 0;
+        *a = na;
+        *cap = ncap;
+    }
+    (*a)[2 * *n] = x;
+    (*a)[2 * *n + 1] = y;
+    ++*n;
+    return 1;
+}

@@ -14,6 +14,7 @@ struct block {
     int32_t node;  /* live: the STACK's id, negated when marked; freed: the releasing STACK's */
     uint8_t family; /* 0 malloc, 1 new, 2 new[] */
     uint8_t live;   /* 1 live, 0 freed */
+    uint16_t tag;   /* the views' pass (figures.c): its tag's row */
 };
 
 struct btab {
@@ -28,6 +29,10 @@ struct block *btab_get(const struct btab *t, uint64_t addr);
 struct block *btab_put(struct btab *t, uint64_t addr, int *made);
 void btab_clear(struct btab *t);
 void btab_free(struct btab *t);
+
+/* (x, y) appended to the *n pairs of the growable array *a (room for *cap pairs); 0 when out of
+ * memory */
+int push_pair(uint64_t **a, uint64_t *n, uint64_t *cap, uint64_t x, uint64_t y);
 
 /* a growable array of bytes indexed by id (flags), and of int32 (parents, frames) */
 struct idtab {

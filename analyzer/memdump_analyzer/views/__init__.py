@@ -17,7 +17,7 @@ from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
 from ..tagphases import UNTAGGED, TagsAndPhases, TagsPhasesOutput
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
-from .common import Options, Side, group_stacks
+from .common import LazyGroups, Options, Side
 from .stream import PARTS, Profile, ProfileOutput
 
 __all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
@@ -68,7 +68,7 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             if reader.truncated:
                 warnings.append("the dump's last line is incomplete (the recorder was killed "
                                 "while writing it): it was ignored")
-            return Side(path, prof, group_stacks(reader, prof), dict(reader.info),
+            return Side(path, prof, LazyGroups(reader, prof), dict(reader.info),
                         also[0] if also else None), warnings
     finally:
         if collecting:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import sys
 from typing import Any
 
@@ -84,6 +85,16 @@ def _side(view: str, path: str, options: Options, symbols: bool) -> tuple[Any, l
 
 def run_view(view: str, args: argparse.Namespace) -> tuple[str, list[str]]:
     """The view's text or JSON, and the warnings to say. Raises `DumpError`."""
+    collecting = gc.isenabled()
+    gc.disable()  # no reference cycles are made; the collector would walk every stack's figures
+    try:
+        return _run_view(view, args)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_view(view: str, args: argparse.Namespace) -> tuple[str, list[str]]:
     top = args.top
     if top is None:
         top = None if view in ("timeline", "sizes") else DEFAULT_TOP

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +18,7 @@ __all__ = [
     "VIEW_FORMAT",
     "VIEW_VERSION",
     "Group",
+    "LazyGroups",
     "Options",
     "Side",
     "counted",
@@ -57,6 +58,8 @@ class Group:
     stats: StackStats
     #: the free stacks of this group's blocks: key -> [frames, blocks]
     freed_by: dict[StackKey, list[Any]] = field(default_factory=dict)
+    #: the stack's text as `sorted_groups` breaks ties with it (None: made when needed)
+    text: tuple[tuple[str, str, int], ...] | None = None
 
 
 @dataclass
@@ -65,7 +68,7 @@ class Side:
 
     path: str
     profile: Profile
-    groups: dict[StackKey, Group]
+    groups: Mapping[StackKey, Group]
     #: the dump's `i` records (its recorder...)
     info: dict[str, str] = field(default_factory=dict)
     #: the view's own accumulator after the pass (its module's `accumulator()`), if it has one
@@ -76,6 +79,10 @@ def _frame_key(f: Frame) -> tuple[str, ...]:
     if f.file is not None and f.line:
         return (f.function or "?", os.path.basename(f.file), str(f.line))
     return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
+
+
+def _frame_text(f: Frame) -> tuple[str, str, int]:
+    return (f.function or "", f.file or "", f.line or 0)
 
 
 def _add(a: dict[int, int], b: dict[int, int]) -> dict[int, int]:
@@ -96,16 +103,70 @@ def _merge(a: StackStats, b: StackStats) -> StackStats:
     )
 
 
+def _stacks(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
+    """`reader.stack` as tuples, each stack node's made once: a node's frames are its own (with
+    their inlined code's) then its parent's, so that the stacks of a dump, which share most of
+    their nodes, cost a tuple each instead of a walk of the whole tree."""
+    memo: dict[int, tuple[Frame, ...]] = {0: ()}
+    nodes, table, inlined_into = reader.nodes, reader.frames, reader.inlined_into
+
+    def stack(node: int) -> tuple[Frame, ...]:
+        got = memo.get(node)
+        path = []
+        while got is None:
+            parent, frame = nodes[node]
+            path.append((node, frame))
+            node = parent
+            got = memo.get(node)
+        for ident, frame in reversed(path):
+            outer = inlined_into.get(frame)
+            got = memo[ident] = ((table[frame], *outer) if outer else (table[frame],)) + got
+        return got
+
+    return stack
+
+
+class LazyGroups(Mapping[StackKey, Group]):
+    """`group_stacks(reader, profile)`, made when first read: the views that show no stack
+    (`timeline`, `sizes`, the HTML page's series) do not pay for resolving every stack."""
+
+    def __init__(self, reader: DumpReader, profile: Profile) -> None:
+        self._args: tuple[DumpReader, Profile] | None = (reader, profile)
+        self._groups: dict[StackKey, Group] = {}
+
+    def _made(self) -> dict[StackKey, Group]:
+        if self._args is not None:
+            self._groups = group_stacks(*self._args)
+            self._args = None
+        return self._groups
+
+    def __getitem__(self, key: StackKey) -> Group:
+        return self._made()[key]
+
+    def __iter__(self) -> Iterator[StackKey]:
+        return iter(self._made())
+
+    def __len__(self) -> int:
+        return len(self._made())
+
+
 def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
     is below main, as the leak report shows them)."""
     cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
+    stack = _stacks(reader)
+    # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
+    # then found without a call per frame
+    every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                        for f in chain)]
+    key_of = {id(f): _frame_key(f) for f in every}.__getitem__
+    text_of = {id(f): _frame_text(f) for f in every}.__getitem__
 
     def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
         got = cache.get(node)
         if got is None:
-            frames = trim_stack(reader.stack(node))
-            got = cache[node] = (tuple(_frame_key(f) for f in frames), frames)
+            frames = trim_stack(stack(node))
+            got = cache[node] = (tuple(map(key_of, map(id, frames))), frames)
         return got
 
     groups: dict[StackKey, Group] = {}
@@ -113,7 +174,7 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
         key, frames = resolve(node)
         g = groups.get(key)
         if g is None:
-            groups[key] = Group(frames, stats)
+            groups[key] = Group(frames, stats, text=tuple(map(text_of, map(id, frames))))
         else:
             g.stats = _merge(g.stats, stats)
     for g in groups.values():
@@ -124,7 +185,7 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     return groups
 
 
-def minus(new: dict[StackKey, Group], base: dict[StackKey, Group],
+def minus(new: Mapping[StackKey, Group], base: Mapping[StackKey, Group],
           fields: Sequence[str]) -> dict[StackKey, Group]:
     """NEW's groups with BASE's figures of `fields` subtracted (a group BASE alone has comes with
     negative figures); the other figures stay NEW's (BASE's for a group NEW has not)."""
@@ -138,7 +199,7 @@ def minus(new: dict[StackKey, Group], base: dict[StackKey, Group],
             value = (getattr(mine.stats, name) if mine else 0) - (
                 getattr(theirs.stats, name) if theirs else 0)
             setattr(stats, name, value)
-        out[key] = Group(g.stack, stats, g.freed_by)
+        out[key] = Group(g.stack, stats, g.freed_by, g.text)
     return out
 
 
@@ -204,8 +265,8 @@ def heading(view: str, side: Side, base: Side | None) -> str:
 
 def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]]) -> list[Group]:
     """Groups largest first by `key`, ties broken by the stack's text, so the order is stable."""
-    return sorted(groups, key=lambda g: (key(g), [(f.function or "", f.file or "", f.line or 0)
-                                                  for f in g.stack]))
+    return sorted(groups, key=lambda g: (key(g), g.text if g.text is not None
+                                         else tuple(map(_frame_text, g.stack))))
 
 
 def plural_s(n: int) -> str:

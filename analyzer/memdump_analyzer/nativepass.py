@@ -1,0 +1,261 @@
+"""The views' pass through libmemdump_core.so (analyzer/native/figures.c, series.c), falling back
+to heappass.py's loop.
+
+The library reads the dump as it does for the leak report (native.py: the same decoding, the same
+lines left to `DumpReader.other`) and computes, in place of the replay, what heappass.py's loop
+computes inline: per allocating stack its live, peak and allocated figures, the peak, the live
+blocks, and the parts of `PARTS` when asked for (`temporary`, `lifetimes`, `sizes`, and the
+`timeline`'s series: its spans, each tag's bytes in them, the fragmentation samples). It hands them
+over at the end as tables (one row per stack, one entry per counter key, the spans and samples),
+which this module makes the `Figures` the Python loop would have made. heappass.py stays the
+reference: the randomised tests (test_analyzer_nativepass.py) hold the two to the same figures,
+and whatever the library cannot read exactly as the Python loop would (an unusual or malformed
+field) is left to it: the dump is then read again by heappass.py from the start, for the figures
+or the exact error.
+"""
+
+from __future__ import annotations
+
+import copy
+import ctypes
+import functools
+from array import array
+from bisect import bisect_left
+from collections import abc
+from collections.abc import Iterator
+from typing import Any
+
+from . import native
+from .dumpfile import DumpError, DumpReader
+from .passapi import Figures
+
+__all__ = ["NATIVE_PARTS", "figures"]
+
+#: the parts of `PARTS` the library computes
+NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
+_WANT = {"temporary": 1, "lifetimes": 2, "sizes": 4, "timeline": 8}  # figures.h's FIG_ flags
+_LIFE, _LIFE_MS, _FREED_BY, _SIZES = range(4)  # its counters
+_STACK_FIELDS = 11  # struct fig_stack
+
+#: struct fig_totals (figures.h)
+_TOTALS = native._struct("_TOTALS", "cur peak peak_seq peak_blocks peak_ms temporary "
+                                    "temporary_bytes live_n n_stacks clocked ms")
+#: struct span_point, span, tag_row (figures.h)
+_POINT = native._struct("_POINT", "seq bytes ms rss n_tags *tags")
+_SPAN = type("_SPAN", (ctypes.Structure,), {"_fields_": [("index", ctypes.c_int64),
+                                                         ("high", _POINT), ("low", _POINT)]})
+_ROW = native._struct("_ROW", "live changed at_high index at_low ident")
+
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+_SIGNATURES = {  # name: (restype, argtypes)
+    "mdc_figures": (ctypes.c_int, [_P, ctypes.c_uint, _I64]),
+    "mdc_fig_clock": (ctypes.c_int, [_P, _I64, _I64, _I64]),
+    "mdc_fig_record": (ctypes.c_int, [_P, _I64, ctypes.c_int]),
+    "fig_line": (ctypes.c_int, [_P]),
+    "mdc_fig_tagging": (ctypes.c_int, [_P, _I64]),
+    "mdc_fig_thread_tag": (ctypes.c_int, [_P, _I64, _I64]),
+    "mdc_fig_series_end": (ctypes.c_int, [_P, _I64]),
+    "mdc_fig_spans": (ctypes.c_uint64, [_P, _P, _P]),
+    "mdc_fig_samples": (ctypes.c_uint64, [_P, _P, _P]),
+    "mdc_fig_tag_rows": (ctypes.c_uint64, [_P, _P]),
+    "mdc_fig_end": (ctypes.c_int, [_P, _I64, _P]),
+    "mdc_fig_stacks": (_P, [_P]),
+    "mdc_fig_counter": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
+    "mdc_fig_blocks": (ctypes.c_int, [_P, _P, ctypes.c_uint64]),
+}
+
+
+@functools.cache
+def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+    """`lib` with the views' pass's functions typed, or None when it has not got them (a
+    library built before them)."""
+    try:
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            getattr(lib, name).restype = restype
+            getattr(lib, name).argtypes = argtypes
+    except AttributeError:
+        return None
+    return lib
+
+
+def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any] | None,
+            ) -> Figures | None:
+    """The pass's `Figures` for the `computed` parts (a subset of `NATIVE_PARTS`) of `reader`'s
+    dump (its header read, no line yet), or None when the library is not there or left the dump
+    to heappass.py (the reader is then as it was). `series`: with the timeline, the `Timeline`
+    and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them."""
+    lib = native.library() if native.enabled() else None
+    lib = _library(lib) if lib is not None else None
+    if lib is None or reader._file is None or not computed <= NATIVE_PARTS:
+        return None
+    saved = copy.deepcopy({k: v for k, v in vars(reader).items() if k != "_file"})
+    try:
+        result = _Pass(reader, lib, computed, series).run()
+    except (native._Fallback, DumpError, ValueError, IndexError, KeyError, TypeError,
+            OSError) as e:
+        vars(reader).update(saved)
+        native.last_fallback = e
+        return None
+    native.last_fallback = None
+    return result
+
+
+class _Pass(native._Native):
+    """The library's run with the views' figures in place of the replay's; the lines it leaves
+    to Python are read as heappass.py reads them (the clock samples, `p exec`)."""
+
+    def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
+                 series: tuple[Any, Any] | None) -> None:
+        self.reader = reader
+        self.max_errors = 0
+        self.lib = lib
+        self.ctx = 0
+        self.n_frames = 0
+        self.marked: set[int] = set()
+        self.computed = computed
+        self.series = series if "timeline" in computed else None
+        self.clocked = False
+        self.ms = self.rss = self.peak_rss = 0
+        self.peak_rss_ms: int | None = None
+        self.clock: list[tuple[int, int]] = []  # (SEQ, ms): the ms of the events after SEQ
+
+    def _start(self) -> None:
+        want = sum(_WANT[part] for part in self.computed)
+        limit = self.series[0].limit if self.series is not None else 0
+        if not self.lib.mdc_figures(self.ctx, want, limit):
+            raise native._Fallback("out of memory")
+
+    def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
+        lib, ctx, tag = self.lib, self.ctx, fl[0]
+        if self.series is not None and not lib.fig_line(ctx):  # a sample, if due
+            raise native._Fallback("out of memory")
+        rec = self.reader.other(line, fl, seq)
+        ok = True
+        if tag == b"c":
+            self.ms, self.rss = self.reader.clock
+            self.clocked = True
+            if self.rss > self.peak_rss:
+                self.peak_rss, self.peak_rss_ms = self.rss, self.ms
+            if self.clock and self.clock[-1][0] == seq:
+                self.clock.pop()
+            self.clock.append((seq, self.ms))
+            ok = lib.mdc_fig_clock(ctx, seq, self.ms, self.rss)
+        elif (tag == b"g" or tag == b"u") and self.series is not None:
+            tid = int(fl[1])  # its innermost tag, for the timeline's tags (the first: tagging)
+            stack = self.reader.tags.get(tid)
+            ok = (tag == b"u" or lib.mdc_fig_tagging(ctx, seq)) and lib.mdc_fig_thread_tag(
+                ctx, tid, stack[-1] if stack else -1)
+        elif rec is not None:
+            seq += 1
+            ok = lib.mdc_fig_record(ctx, seq, rec[0] == b"p" and rec[2] == b"exec")
+        if not ok:
+            raise native._Fallback("out of memory")
+        return seq
+
+    def _results(self) -> Figures:
+        lib, ctx = self.lib, self.ctx
+        t = _TOTALS()
+        if not lib.mdc_fig_series_end(ctx, self.seq) or not lib.mdc_fig_end(
+                ctx, self.seq, ctypes.byref(t)):
+            raise native._Fallback("out of memory")
+        n = t.n_stacks
+        flat = (ctypes.c_int64 * (_STACK_FIELDS * n)).from_address(
+            lib.mdc_fig_stacks(ctx))[:] if n else []
+        rows: list[list[Any]] = []
+        stacks: dict[bytes, list[Any]] = {}
+        for i in range(0, len(flat), _STACK_FIELDS):
+            cur, cur_n, changed, peak, peak_n, allocs, nbytes, temp, temp_bytes, gone, node = \
+                flat[i:i + _STACK_FIELDS]
+            row = [cur, cur_n, changed, peak, peak_n, allocs, nbytes, temp, temp_bytes, {}, {},
+                   {}, gone, node]
+            rows.append(row)
+            stacks[b"%d" % node] = row
+        for which, field in ((_LIFE, 9), (_LIFE_MS, 10), (_FREED_BY, 11)):
+            entries = self._counter(which)
+            for i in range(0, len(entries), 3):
+                rows[entries[i]][field][entries[i + 1]] = entries[i + 2]
+        entries = self._counter(_SIZES)
+        sizes = dict(zip(entries[0::3], entries[2::3], strict=True))
+        blocks = array("Q", bytes(32 * t.live_n))
+        if not lib.mdc_fig_blocks(ctx, blocks.buffer_info()[0], t.live_n):
+            raise native._Fallback("live blocks")
+        live = _Live(blocks, rows, self.clock)
+        timeline, frag = self.series if self.series is not None else (None, None)
+        tag_rows, tag_list = self._fill_series() if self.series is not None else ({}, [])
+        k = native._COUNTS()
+        lib.mdc_counts(ctx, ctypes.byref(k))
+        self._finish_reader(k.tid)
+        return Figures(
+            self.reader, self.computed, stacks, live,  # type: ignore[arg-type]
+            timeline=timeline, frag=frag, tag_rows=tag_rows, tag_list=tag_list,
+            last_seq=self.seq, clocked=self.clocked, last_ms=self.ms, last_rss=self.rss,
+            cur=t.cur, peak=t.peak, peak_seq=t.peak_seq, peak_blocks=t.peak_blocks,
+            peak_ms=t.peak_ms, peak_rss=self.peak_rss, peak_rss_ms=self.peak_rss_ms,
+            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes)
+
+    def _fill_series(self) -> tuple[dict[int, list[int]], list[list[int]]]:
+        """The library's spans and samples into the `Timeline` and `FragSamples`; the tags'
+        rows (tag string id, -1 untagged -> its row, as stream.py's; and in order)."""
+        lib, ctx = self.lib, self.ctx
+        timeline, frag = self.series  # type: ignore[misc]
+        out, width = ctypes.c_void_p(), ctypes.c_int64()
+        n = lib.mdc_fig_spans(ctx, ctypes.byref(out), ctypes.byref(width))
+        spans = (_SPAN * n).from_address(out.value) if n else ()
+        timeline.width = width.value
+        timeline.spans = [[s.index, _point(s.high), _point(s.low)] for s in spans]
+        n = lib.mdc_fig_samples(ctx, ctypes.byref(out), ctypes.byref(width))
+        flat = (ctypes.c_int64 * (4 * n)).from_address(out.value)[:] if n else []
+        frag.width = width.value
+        frag.samples = [tuple(flat[i:i + 4]) for i in range(0, len(flat), 4)]
+        n = lib.mdc_fig_tag_rows(ctx, ctypes.byref(out))
+        rows = (_ROW * n).from_address(out.value) if n else ()
+        tag_list = [[r.live, r.changed, r.at_high, r.index, r.at_low] for r in rows]
+        return {r.ident: row for r, row in zip(rows, tag_list, strict=True)}, tag_list
+
+    def _counter(self, which: int) -> list[int]:
+        """Counter `which`'s entries, flat: (a, b, n) after another."""
+        out = ctypes.c_void_p()
+        n = self.lib.mdc_fig_counter(self.ctx, which, ctypes.byref(out))
+        return (ctypes.c_int64 * (3 * n)).from_address(out.value)[:] if n else []
+
+
+def _point(p: ctypes.Structure) -> tuple[int, ...]:
+    """A span's extreme as series.py's `Extreme`: (SEQ, bytes, ms, RSS, its tags' bytes)."""
+    tags = (ctypes.c_int64 * p.n_tags).from_address(p.tags)[:] if p.n_tags else []
+    return (p.seq, p.bytes, p.ms, p.rss, tuple(tags))
+
+
+class _Live(abc.Mapping):  # type: ignore[type-arg]
+    """`Figures.live` from the library's table of live blocks (address, size, stack, SEQ),
+    made the Python pass's dict (pointer as written -> (size, the stack's figures, SEQ, ms))
+    only when read beyond its length."""
+
+    def __init__(self, blocks: array, rows: list[list[Any]],  # type: ignore[type-arg]
+                 clock: list[tuple[int, int]]) -> None:
+        self._blocks = blocks
+        self._rows = rows
+        self._clock = clock
+        self._dict: dict[bytes, tuple[int, list[Any], int, int]] | None = None
+
+    def _made(self) -> dict[bytes, tuple[int, list[Any], int, int]]:
+        if self._dict is None:
+            b, rows, clock = self._blocks, self._rows, self._clock
+            seqs = [s for s, _ in clock]
+
+            def ms_at(seq: int) -> int:
+                i = bisect_left(seqs, seq)
+                return clock[i - 1][1] if i else 0
+
+            self._dict = {b"%#x" % b[i]: (b[i + 1], rows[b[i + 2]], b[i + 3], ms_at(b[i + 3]))
+                          for i in range(0, len(b), 4)}
+        return self._dict
+
+    def __len__(self) -> int:
+        return len(self._blocks) // 4
+
+    def __getitem__(self, ptr: bytes) -> tuple[int, list[Any], int, int]:
+        return self._made()[ptr]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._made())

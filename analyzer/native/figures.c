@@ -1,0 +1,471 @@
+/* @brief libmemdump_core: the views' pass (heappass.py's loop, whose semantics it keeps exactly:
+ * the C library's own releases do nothing, nor a release of a block that is not live, custom
+ * blocks are left out, a realloc is a release and an allocation, an exec drops every block). The
+ * records are read by records.c and the blocks kept in the replay's table (tables.c); Python is
+ * handed tables (per stack, per counter key) at the end, not a call per event.
+ *
+ * Memory: a stack's figures (88 bytes) per distinct allocating stack, a block (32 bytes) per
+ * address live at some point (a released block's slot stays, as in the replay), an entry
+ * (24 bytes) per distinct key of the counters (sizes; per stack, its lifetime buckets and the
+ * stacks that freed its blocks), 16 bytes per clock sample. */
+#include <stdlib.h>
+
+#include "core.h"
+#include "figures.h"
+
+static inline uint64_t mix(int64_t a, int64_t b)
+{
+    uint64_t h = (uint64_t)a * 0x9E3779B97F4A7C15ull ^ (uint64_t)b * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 29);
+}
+
+static int counter_grow(struct counter *k)
+{
+    uint64_t cap = k->cap ? 2 * k->cap : 256;
+    uint32_t *slots = calloc(cap, sizeof *slots);
+    if (slots == NULL)
+        return 0;
+    for (uint64_t i = 0; i < k->n; i++) {
+        uint64_t j = mix(k->e[i].a, k->e[i].b) & (cap - 1);
+        while (slots[j] != 0)
+            j = (j + 1) & (cap - 1);
+        slots[j] = (uint32_t)(i + 1);
+    }
+    free(k->slots);
+    k->slots = slots;
+    k->cap = cap;
+    return 1;
+}
+
+/* the count of (a, b), made 0 when missing; NULL when out of memory */
+int64_t *counter_at(struct counter *k, int64_t a, int64_t b)
+{
+    if ((k->n + 1) * 4 > k->cap * 3 && (k->n >= UINT32_MAX - 1 || !counter_grow(k)))
+        return NULL;
+    uint64_t mask = k->cap - 1;
+    uint64_t j = mix(a, b) & mask;
+    for (; k->slots[j] != 0; j = (j + 1) & mask) {
+        struct fig_entry *e = &k->e[k->slots[j] - 1];
+        if (e->a == a && e->b == b)
+            return &e->n;
+    }
+    if (k->n == k->cap_e) {
+        uint64_t cap = k->cap_e ? 2 * k->cap_e : 256;
+        struct fig_entry *e = realloc(k->e, cap * sizeof *e);
+        if (e == NULL)
+            return NULL;
+        k->e = e;
+        k->cap_e = cap;
+    }
+    k->e[k->n] = (struct fig_entry){a, b, 0};
+    k->slots[j] = (uint32_t)++k->n;
+    return &k->e[k->n - 1].n;
+}
+
+static inline int count(struct counter *k, int64_t a, int64_t b)
+{
+    int64_t *n = counter_at(k, a, b);
+    if (n == NULL)
+        return 0;
+    ++*n;
+    return 1;
+}
+
+void counter_clear(struct counter *k)
+{
+    if (k->slots != NULL)
+        memset(k->slots, 0, k->cap * sizeof *k->slots);
+    k->n = 0;
+}
+
+void counter_free(struct counter *k)
+{
+    free(k->e);
+    free(k->slots);
+    memset(k, 0, sizeof *k);
+}
+
+/* passapi.bucket: a lifetime's histogram key (6 significant bits from LIFE_EXACT = 64 on) */
+static inline int64_t bucket(int64_t v)
+{
+    if (v < 64)
+        return v;
+    int shift = 64 - __builtin_clzll((uint64_t)v) - 6;
+    return (v >> shift) << shift;
+}
+
+/* the ms of the events after `seq` (0 before the first clock sample) */
+static int64_t ms_at(const struct fig *f, int64_t seq)
+{
+    uint64_t lo = 0, hi = f->n_clock; /* the first sample at or after seq */
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        if ((int64_t)f->clock[2 * mid] < seq)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo == 0 ? 0 : (int64_t)f->clock[2 * (lo - 1) + 1];
+}
+
+/* a stack's figures are about to change at `seq`: copied first if they are the peak's */
+static inline void touch(const struct fig *f, struct fig_stack *s, int64_t seq)
+{
+    if (s->changed <= f->t.peak_seq) {
+        s->peak = s->cur;
+        s->peak_n = s->cur_n;
+    }
+    s->changed = seq;
+}
+
+/* the index of node `id`'s figures, made when missing; -1 when out of memory */
+static int64_t stack_of(struct fig *f, uint64_t id)
+{
+    if (id >= f->cap_of) {
+        uint64_t cap = f->cap_of ? f->cap_of : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int32_t *of = realloc(f->st_of, cap * sizeof *of);
+        if (of == NULL)
+            return -1;
+        memset(of + f->cap_of, 0, (cap - f->cap_of) * sizeof *of);
+        f->st_of = of;
+        f->cap_of = cap;
+    }
+    if (f->st_of[id] != 0)
+        return f->st_of[id] - 1;
+    if (f->n_st == f->cap_st) {
+        uint64_t cap = f->cap_st ? 2 * f->cap_st : 1024;
+        struct fig_stack *st = cap < INT32_MAX ? realloc(f->st, cap * sizeof *st) : NULL;
+        if (st == NULL)
+            return -1;
+        f->st = st;
+        f->cap_st = cap;
+    }
+    f->st[f->n_st] = (struct fig_stack){.node = (int64_t)id};
+    f->st_of[id] = (int32_t)++f->n_st;
+    return (int64_t)f->n_st - 1;
+}
+
+/* a block made live at `aseq` (its stack's index `idx`) ends at `seq` without a release: its
+ * lifetimes (in ms too when `ms`) */
+static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, int with_ms)
+{
+    if (!count(&f->k[FIG_LIFE], idx, bucket(seq - aseq)))
+        return 0;
+    return !with_ms || count(&f->k[FIG_LIFE_MS], idx, bucket(f->t.ms - ms_at(f, aseq)));
+}
+
+/* live block `b` released by event `seq` of stack `nid` */
+static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, int64_t nid)
+{
+    int64_t size = (int64_t)b->size;
+    struct fig_stack *s = &f->st[b->node];
+    touch(f, s, seq);
+    s->cur -= size;
+    s->cur_n--;
+    f->t.cur -= size;
+    if (f->series != NULL && f->series->tagging)
+        series_add(f->series, b->tag, -size, seq);
+    if ((f->want & FIG_TEMPORARY) && b->addr == f->last) {
+        s->temp++;
+        s->temp_bytes += size;
+        f->t.temporary++;
+        f->t.temporary_bytes += size;
+    }
+    if ((f->want & FIG_LIFETIMES)
+        && (!lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked)
+            || !count(&f->k[FIG_FREED_BY], b->node, nid)))
+        return 0;
+    b->live = 0;
+    c->live_n--;
+    return 1;
+}
+
+/* block `p` of `size` bytes made live by event `seq` of stack `nid` */
+static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_t seq,
+                 int64_t nid)
+{
+    if (size >= MAX_SIZE || f->allocated >= (1ll << 62))
+        return 0;
+    int64_t idx = stack_of(f, (uint64_t)(nid < 0 ? -nid : nid));
+    if (idx < 0)
+        return 0;
+    struct fig_stack *s = &f->st[idx];
+    touch(f, s, seq);
+    int made;
+    struct block *b = btab_put(&c->live, p, &made);
+    if (b == NULL)
+        return 0;
+    if (!made && b->live) { /* its free was not recorded: replaced (the replay's reused_live) */
+        int64_t old = (int64_t)b->size;
+        struct fig_stack *os = &f->st[b->node];
+        f->t.cur -= old;
+        touch(f, os, seq);
+        os->cur -= old;
+        os->cur_n--;
+        os->gone++;
+        if ((f->want & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
+            return 0;
+        if (f->series != NULL && f->series->tagging)
+            series_add(f->series, b->tag, -old, seq);
+    } else {
+        b->live = 1;
+        c->live_n++;
+    }
+    b->size = size;
+    b->node = (int32_t)idx;
+    b->order = (uint64_t)seq;
+    f->last = p;
+    s->cur += (int64_t)size;
+    s->cur_n++;
+    s->allocs++;
+    s->alloc_bytes += (int64_t)size;
+    f->allocated += (int64_t)size;
+    if ((f->want & FIG_SIZES) && !count(&f->k[FIG_SIZES_BY], (int64_t)size, 0))
+        return 0;
+    f->t.cur += (int64_t)size;
+    b->tag = 0;
+    if (f->series != NULL) {
+        struct series *sr = f->series;
+        if (sr->tagging) {
+            int64_t row = series_row(sr, f->tid, seq);
+            if (row < 0)
+                return 0;
+            series_add(sr, row, (int64_t)size, seq);
+            b->tag = (uint16_t)row;
+        }
+        if (!series_event(sr, 1, seq, f->t.cur, f->t.ms, f->rss))
+            return 0;
+    }
+    if (f->t.cur > f->t.peak) {
+        f->t.peak = f->t.cur;
+        f->t.peak_seq = seq;
+        f->t.peak_blocks = (int64_t)c->live_n;
+        f->t.peak_ms = f->t.ms;
+    }
+    return 1;
+}
+
+/* event `ev` (SEQ io.seq) in the views' pass: RC_OK or RC_FALLBACK */
+static int apply(struct mdc *c, const struct event *ev)
+{
+    struct fig *f = c->fig;
+    int64_t seq = c->io.seq;
+    if (ev->tid != f->tid) { /* the thread's last operation, for `temporary` */
+        if (f->want & FIG_TEMPORARY) {
+            int64_t *mine = counter_at(&f->threads, f->tid, 0);
+            int64_t *theirs = mine != NULL ? counter_at(&f->threads, ev->tid, 0) : NULL;
+            if (theirs == NULL)
+                return RC_FALLBACK;
+            mine = counter_at(&f->threads, f->tid, 0); /* the entries may have moved */
+            *mine = (int64_t)f->last;
+            f->last = (uint64_t)*theirs;
+        }
+        f->tid = ev->tid;
+    }
+    uint64_t p = ev->result, size, rel = 0;
+    int releases = 0, frees = 0;
+    if (!event_size(ev, &size))
+        return RC_FALLBACK;
+    switch (ev->op) {
+    case OP_MALLOC: case OP_VALLOC: case OP_PVALLOC: case OP_NEW: case OP_NEW_ARRAY:
+    case OP_CALLOC: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
+        break;
+    case OP_POSIX_MEMALIGN:
+        p = ev->args[2] == 0 ? p : 0; /* failed: RESULT means nothing */
+        break;
+    case OP_FREE: case OP_DELETE: case OP_DELETE_ARRAY:
+        releases = frees = 1;
+        rel = ev->args[0];
+        break;
+    case OP_REALLOC: case OP_REALLOCARRAY:
+        rel = ev->args[0];
+        /* dumpformat.effect: a NULL PTR allocates; a failed call (RESULT 0, SIZE not 0)
+         * leaves PTR live */
+        releases = rel != 0 && !(p == 0 && size != 0);
+        break;
+    default: /* custom blocks are not heap blocks */
+        return RC_OK;
+    }
+    if (releases) {
+        if (ev->nid < 0) { /* the C library's own bookkeeping (tcache_thread_shutdown) */
+            f->last = 0;
+            return RC_OK;
+        }
+        struct block *b = rel != 0 ? btab_get(&c->live, rel) : NULL;
+        if (b != NULL && b->live && !release(c, f, b, seq, ev->nid))
+            return RC_FALLBACK;
+        if (frees) {
+            f->last = 0;
+            return f->series == NULL || series_event(f->series, 0, seq, f->t.cur, f->t.ms, f->rss)
+                       ? RC_OK : RC_FALLBACK;
+        }
+    }
+    if (p == 0) { /* an operation that made no block */
+        f->last = 0;
+        return RC_OK;
+    }
+    return alloc(c, f, p, size, seq, ev->nid) ? RC_OK : RC_FALLBACK;
+}
+
+/* heappass.py takes its moments (the fragmentation samples) at the start of each line, after
+ * the records before it */
+EXPORT int fig_line(struct mdc *c)
+{
+    return c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0);
+}
+
+int fig_event(struct mdc *c, const struct event *ev)
+{
+    c->io.seq--; /* do_event counted it: the line's start is after the record before */
+    int ok = fig_line(c);
+    c->io.seq++;
+    return ok ? apply(c, ev) : RC_FALLBACK;
+}
+
+/* ---- the API nativepass.py calls ------------------------------------------------------- */
+
+/* the context computes the views' figures (`want`: FIG_ flags; with FIG_TIMELINE, at most
+ * `limit` spans and samples: 2 x points) instead of the replay's; 0 when out of memory */
+EXPORT int mdc_figures(struct mdc *c, unsigned want, int64_t limit)
+{
+    c->fig = calloc(1, sizeof *c->fig);
+    if (c->fig == NULL)
+        return 0;
+    c->fig->want = want;
+    c->fig->tid = -1;
+    if (want & FIG_TIMELINE)
+        return (c->fig->series = series_new(limit, limit)) != NULL;
+    return 1;
+}
+
+/* a `c` record after event `seq`: the events after it happened at `ms`, with `rss` bytes
+ * resident; 0 when out of memory */
+EXPORT int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss)
+{
+    struct fig *f = c->fig;
+    f->t.clocked = 1;
+    f->t.ms = ms;
+    f->rss = rss;
+    if (f->n_clock != 0 && f->clock[2 * (f->n_clock - 1)] == (uint64_t)seq) {
+        f->clock[2 * (f->n_clock - 1) + 1] = (uint64_t)ms;
+        return 1;
+    }
+    return push_pair(&f->clock, &f->n_clock, &f->cap_clock, (uint64_t)seq, (uint64_t)ms);
+}
+
+/* the live blocks end at `seq` without a release (an exec, `drop`; or the dump's end): their
+ * lifetimes; 0 when out of memory */
+static int end_blocks(struct mdc *c, int64_t seq)
+{
+    struct fig *f = c->fig;
+    if (!(f->want & FIG_LIFETIMES))
+        return 1;
+    for (uint64_t i = 0; i < c->live.cap; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr != 0 && b->live
+            && !lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked))
+            return 0;
+    }
+    return 1;
+}
+
+/* `p exec` at `seq`: the image is gone, and its blocks; 0 when out of memory */
+static int exec(struct mdc *c, int64_t seq)
+{
+    struct fig *f = c->fig;
+    for (uint64_t i = 0; i < f->n_st; i++) {
+        struct fig_stack *s = &f->st[i];
+        if (s->cur_n != 0) {
+            touch(f, s, seq);
+            s->gone += s->cur_n;
+            s->cur = s->cur_n = 0;
+        }
+    }
+    if (!end_blocks(c, seq))
+        return 0;
+    btab_clear(&c->live);
+    c->live_n = 0;
+    f->t.cur = 0;
+    f->last = 0;
+    counter_clear(&f->threads);
+    return f->series == NULL || series_exec(f->series, seq, f->t.ms, f->rss);
+}
+
+/* a `p` or `end` record, SEQ `seq` (`is_exec`: `p exec`); 0 when out of memory */
+EXPORT int mdc_fig_record(struct mdc *c, int64_t seq, int is_exec)
+{
+    return !is_exec || exec(c, seq);
+}
+
+/* the dump's end at `seq`: the lifetimes of the blocks never freed, and the totals into `out`;
+ * 0 when out of memory */
+EXPORT int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out)
+{
+    struct fig *f = c->fig;
+    if (!end_blocks(c, seq))
+        return 0;
+    f->t.live_n = (int64_t)c->live_n;
+    f->t.n_stacks = (int64_t)f->n_st;
+    *out = f->t;
+    return 1;
+}
+
+/* the stacks' figures (n_stacks of them, in the order of their first allocation) */
+EXPORT const struct fig_stack *mdc_fig_stacks(const struct mdc *c)
+{
+    return c->fig->st;
+}
+
+/* counter `which`'s entries: *out, how many */
+EXPORT uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out)
+{
+    const struct counter *k = &c->fig->k[which];
+    *out = k->e;
+    return k->n;
+}
+
+/* the live blocks in the order they were allocated: n entries of (address, size, stack index,
+ * SEQ allocated); 0 when n is not their number or out of memory */
+struct live_block {
+    uint64_t addr, size, stack, seq;
+};
+
+static int by_seq(const void *a, const void *b)
+{
+    const struct live_block *x = a, *y = b;
+    return x->seq < y->seq ? -1 : x->seq > y->seq;
+}
+
+EXPORT int mdc_fig_blocks(struct mdc *c, uint64_t *out, uint64_t n)
+{
+    if (n != c->live_n)
+        return 0;
+    struct live_block *all = (struct live_block *)out;
+    uint64_t k = 0;
+    for (uint64_t i = 0; i < c->live.cap; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr != 0 && b->live)
+            all[k++] = (struct live_block){b->addr, b->size, (uint64_t)b->node, b->order};
+    }
+    if (k > 1) /* (`out` may be NULL when there are none) */
+        qsort(all, k, sizeof *all, by_seq);
+    return 1;
+}
+
+void fig_free(struct mdc *c)
+{
+    struct fig *f = c->fig;
+    if (f == NULL)
+        return;
+    free(f->st);
+    free(f->st_of);
+    free(f->clock);
+    counter_free(&f->threads);
+    series_free(f->series);
+    for (int i = 0; i < FIG_COUNTERS; i++)
+        counter_free(&f->k[i]);
+    free(f);
+    c->fig = NULL;
+}

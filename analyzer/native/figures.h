@@ -1,0 +1,116 @@
+/* @brief libmemdump_core's views' pass (figures.c, series.c): what heappass.py computes inline,
+ * per allocating stack, per size, per lifetime and over time, in C, on the replay's decoding
+ * (records.c) and its table of blocks (tables.c). memdump_analyzer/nativepass.py reads these
+ * tables (the structures it mirrors are marked). */
+#ifndef MEMDUMP_CORE_FIGURES_H
+#define MEMDUMP_CORE_FIGURES_H
+
+#include <stdint.h>
+
+/* what mdc_figures() computes besides the stacks' live, peak and allocated figures (PARTS) */
+#define FIG_TEMPORARY 1
+#define FIG_LIFETIMES 2
+#define FIG_SIZES 4
+#define FIG_TIMELINE 8
+
+/* (mirrored) one allocating stack's figures (passapi.py's list: CUR ... GONE, then its node); every field 8
+ * bytes, in the order Python reads them */
+struct fig_stack {
+    int64_t cur, cur_n, changed, peak, peak_n, allocs, alloc_bytes, temp, temp_bytes, gone, node;
+};
+
+/* (mirrored) a counter's entry, in the order its keys were first counted: (a, b) -> n */
+struct fig_entry {
+    int64_t a, b, n;
+};
+
+/* the counters (mdc_fig_counter) */
+enum { FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY, FIG_SIZES_BY, FIG_COUNTERS };
+
+/* (mirrored) the pass's figures at the end; every field 8 bytes */
+struct fig_totals {
+    int64_t cur, peak, peak_seq, peak_blocks, peak_ms, temporary, temporary_bytes, live_n,
+        n_stacks, clocked, ms;
+};
+
+/* (mirrored) a tag's row (stream.py's: live bytes, SEQ changed, bytes at the span's highest
+ * point, its index, bytes at its lowest) and its string id (-1: untagged) */
+struct tag_row {
+    int64_t live, changed, at_high, index, at_low, ident;
+};
+
+/* (mirrored) one extreme of a span: SEQ, live heap bytes, ms, RSS, and its tags' bytes (n_tags
+ * of them, at tags) */
+struct span_point {
+    int64_t seq, bytes, ms, rss, n_tags;
+    int64_t *tags;
+};
+
+/* (mirrored) a span of series.py's `Timeline`: [index, HIGH, LOW] */
+struct span {
+    int64_t index;
+    struct span_point high, low;
+};
+
+/* (a, b) -> a count, its entries in the order the keys were first counted (Python's dicts'
+ * order), found through an open-addressing table of entry indexes + 1 */
+struct counter {
+    struct fig_entry *e;
+    uint64_t n, cap_e;
+    uint32_t *slots;
+    uint64_t cap; /* a power of two, or 0 */
+};
+
+/* the count of (a, b), made 0 when missing (the entries may move); NULL when out of memory */
+int64_t *counter_at(struct counter *k, int64_t a, int64_t b);
+void counter_clear(struct counter *k);
+void counter_free(struct counter *k);
+
+/* the timeline's series (series.c): series.py's `Timeline` and `FragSamples`, the tags' rows */
+struct series {
+    int64_t limit, width, span_end;
+    struct span *spans;
+    uint64_t n_spans, cap_spans;
+    struct span_point high, low; /* the open span's (bytes -1, NO_LOW: none yet) */
+    int tagging;
+    struct tag_row *rows;
+    uint64_t n_rows, cap_rows;
+    struct counter row_of;     /* tag string id -> its row's index */
+    struct counter thread_tag; /* TID -> its innermost tag's string id + 2 (0: none known) */
+    int64_t frag_limit, frag_width, next_sample;
+    int64_t *samples; /* (SEQ, free bytes, largest free run, heap bytes) each */
+    uint64_t n_samples, cap_samples;
+};
+
+struct fig {
+    unsigned want;
+    struct fig_stack *st;
+    uint64_t n_st, cap_st;
+    int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
+    uint64_t cap_of;
+    struct fig_totals t;
+    int64_t allocated, rss;
+    int64_t tid;        /* the thread of `last` (-1: none yet) */
+    uint64_t last;      /* the block its last heap operation made (0: none) */
+    struct counter threads; /* TID -> its last operation's block, when it was another's turn */
+    struct counter k[FIG_COUNTERS];
+    uint64_t *clock;    /* (SEQ, ms) of each clock sample: the ms of the events after SEQ */
+    uint64_t n_clock, cap_clock;
+    struct series *series; /* with FIG_TIMELINE */
+};
+
+struct mdc;
+/* series.c, for figures.c: each returns 0 when out of memory (or a figure out of range) */
+struct series *series_new(int64_t limit, int64_t frag_limit);
+void series_free(struct series *s);
+/* the tag row of an allocation by thread `tid` at `seq` (its bytes counted by series_add) */
+int64_t series_row(struct series *s, int64_t tid, int64_t seq);
+/* row `row` changes by `delta` bytes at `seq` */
+void series_add(struct series *s, int64_t row, int64_t delta, int64_t seq);
+/* the live heap is `cur` after an allocation (`alloc`) or a free at `seq` */
+int series_event(struct series *s, int alloc, int64_t seq, int64_t cur, int64_t ms, int64_t rss);
+int series_exec(struct series *s, int64_t seq, int64_t ms, int64_t rss);
+/* the fragmentation sample after `seq`, if one is due (`force`: at the end, whatever) */
+int series_sample(struct mdc *c, struct series *s, int64_t seq, int force);
+
+#endif
