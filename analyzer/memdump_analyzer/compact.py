@@ -15,15 +15,20 @@ hold the two to the same bytes. Standard library only, like `dumpformat`.
 
 from __future__ import annotations
 
+import ctypes
 import lzma
+import os
 import struct
+import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from .dumpformat import COMPACT_MAGIC, COMPACT_VERSION
+from .dumpio import DumpError
 
-__all__ = ["BLOCK_TEXT", "CompactError", "decode", "encode", "is_compact"]
+__all__ = ["BLOCK_TEXT", "CompactError", "compact_file", "decode", "decoded", "encode",
+           "is_compact", "text_file"]
 
 #: text bytes per block (a block ends at the first line end at or after it)
 BLOCK_TEXT = 8 << 20
@@ -36,6 +41,8 @@ PRESET = 6
 #: freed blocks remembered per size class, and the largest class modelled (chunk bytes)
 LIFO = 64
 MAX_CLASS = 1 << 16
+#: most memory the xz decoder of a block may take (a hostile header cannot ask for more)
+MEMLIMIT = 128 << 20
 
 _M = (1 << 64) - 1
 _HEAD = struct.Struct("<IIII")  # text length, crc32 of the text, payload length, packed length
@@ -55,8 +62,9 @@ OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM = range(11)
 N_STREAMS = 11
 
 
-class CompactError(Exception):
-    """A compact dump that cannot be decoded, or a text that cannot be compacted: one line."""
+class CompactError(DumpError):
+    """A compact dump that cannot be decoded, or a text that cannot be compacted: one line,
+    `PATH: message`, as any dump that cannot be read."""
 
 
 def is_compact(head: bytes) -> bool:
@@ -313,6 +321,9 @@ class _Decoder:
         self.m = _Model()
         self.path = path
 
+    def bad(self, message: str) -> CompactError:
+        return CompactError(self.path, None, message)
+
     def block(self, payload: bytes) -> bytes:
         pos = 0
 
@@ -320,13 +331,13 @@ class _Decoder:
             v = shift = 0
             while True:
                 if at >= len(buf) or shift > 63:
-                    raise CompactError(f"{self.path}: a block's streams are cut short or corrupt")
+                    raise self.bad("a block's streams are cut short or corrupt")
                 b = buf[at]
                 v |= (b & 0x7F) << shift
                 at += 1
                 if b < 0x80:
                     if v > _M:
-                        raise CompactError(f"{self.path}: a number of a block is too large")
+                        raise self.bad("a number of a block is too large")
                     return v, at
                 shift += 7
 
@@ -336,7 +347,7 @@ class _Decoder:
             n, pos = varint(payload, pos)
             lengths.append(n)
         if pos + sum(lengths) != len(payload):
-            raise CompactError(f"{self.path}: a block's streams do not add up to its payload")
+            raise self.bad("a block's streams do not add up to its payload")
         bufs, at = [], [0] * N_STREAMS
         for n in lengths:
             bufs.append(payload[pos:pos + n])
@@ -347,17 +358,17 @@ class _Decoder:
             return v
 
         if records != len(bufs[OPS]):
-            raise CompactError(f"{self.path}: a block's record count is wrong")
+            raise self.bad("a block's record count is wrong")
         m, out = self.m, bytearray()
         for op in bufs[OPS]:
             if op not in VALID_OPS:
-                raise CompactError(f"{self.path}: unknown record code {op} in a block")
+                raise self.bad(f"unknown record code {op} in a block")
             kind = op & 0x0F
             if kind in (LIT, RAW):
                 n = num(LITS)
                 a = at[LITS]
                 if a + n > len(bufs[LITS]):
-                    raise CompactError(f"{self.path}: a literal record is cut short")
+                    raise self.bad("a literal record is cut short")
                 out += bufs[LITS][a:a + n]
                 at[LITS] = a + n
                 if kind == LIT:
@@ -371,10 +382,10 @@ class _Decoder:
             elif kind <= ALLOC_A:
                 stack = m.next_stack.get(m.last_astk) if op & F_STACK else num(ASTK)
                 if stack is None:
-                    raise CompactError(f"{self.path}: a predicted stack has no prediction")
+                    raise self.bad("a predicted stack has no prediction")
                 size = m.size_of.get(stack) if op & F_SIZE else num(ASIZE)
                 if size is None:
-                    raise CompactError(f"{self.path}: a predicted size has no prediction")
+                    raise self.bad("a predicted size has no prediction")
                 addr = self._address(num(AADDR), size, num)
                 out += b"%s %d 0x%x %d\n" % (_TAG_OF[kind], stack, addr, size)
                 m.allocated(stack, addr, size)
@@ -386,7 +397,7 @@ class _Decoder:
                 else:
                     found = m.numbers.get(m.allocs - ref) if ref <= m.allocs else None
                     if found is None:
-                        raise CompactError(f"{self.path}: a release refers to no live block")
+                        raise self.bad("a release refers to no live block")
                     ptr = found
                     astk = m.release(ptr)[2]  # type: ignore[index]
                     predicted = m.free_of.get(astk, m.last_fstk)
@@ -394,22 +405,22 @@ class _Decoder:
                 out += b"%s %d 0x%x\n" % (_TAG_OF[kind], stack, ptr)
                 m.released(stack, ptr, astk)
         if any(a != len(b) for a, b in zip(at, bufs, strict=True) if b is not bufs[OPS]):
-            raise CompactError(f"{self.path}: a block's streams hold more than its records")
+            raise self.bad("a block's streams hold more than its records")
         return bytes(out)
 
     def _address(self, code: int, size: int, num: object) -> int:
         m = self.m
         if code == 0:
             if not m.top:
-                raise CompactError(f"{self.path}: a block from the top chunk before any")
+                raise self.bad("a block from the top chunk before any")
             return m.top
         if code <= LIFO:
             lifo = m.lifo.get(chunk(size), [])
             if code > len(lifo):
-                raise CompactError(f"{self.path}: a reused block beyond its size class's")
+                raise self.bad("a reused block beyond its size class's")
             return lifo.pop(-code)
         if code != LIFO + 1:
-            raise CompactError(f"{self.path}: an address code is out of range")
+            raise self.bad("an address code is out of range")
         return (m.prev + _unzigzag(num(DELTA))) & _M  # type: ignore[operator]
 
 
@@ -419,39 +430,130 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
     one, or is cut short or corrupt."""
     head = src.read(len(COMPACT_MAGIC) + 2)
     if not is_compact(head):
-        raise CompactError(f"{path}: not a compact memdump dump")
+        raise CompactError(path, None, "not a compact memdump dump")
     if head[-2] != COMPACT_VERSION[0]:
-        raise CompactError(f"{path}: compact encoding {head[-2]}.{head[-1]} is not supported "
+        raise CompactError(path, None, f"compact encoding {head[-2]}.{head[-1]} is not supported "
                            f"(reads {COMPACT_VERSION[0]}.x)")
     dec = _Decoder(path)
     total = 0
     while True:
         raw = src.read(_HEAD.size)
         if len(raw) < _HEAD.size:
-            raise CompactError(f"{path}: the compact dump is cut short (no end block)")
+            raise CompactError(path, None, "the compact dump is cut short (no end block)")
         tlen, crc, plen, clen = _HEAD.unpack(raw)
         if tlen == 0:
             if plen or clen:
-                raise CompactError(f"{path}: the end block is corrupt")
+                raise CompactError(path, None, "the end block is corrupt")
             if crc != total:
-                raise CompactError(f"{path}: the text's checksum does not match")
+                raise CompactError(path, None, "the text's checksum does not match")
             if src.read(1):
-                raise CompactError(f"{path}: bytes follow the end block")
+                raise CompactError(path, None, "bytes follow the end block")
             return
         if tlen > MAX_TEXT or plen > 2 * MAX_TEXT + 64:
-            raise CompactError(f"{path}: a block is larger than a compact dump's blocks")
+            raise CompactError(path, None, "a block is larger than a compact dump's blocks")
         packed = src.read(clen)
         if len(packed) < clen:
-            raise CompactError(f"{path}: the compact dump is cut short (in a block)")
+            raise CompactError(path, None, "the compact dump is cut short (in a block)")
         try:
-            dz = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+            dz = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=MEMLIMIT)
             payload = dz.decompress(packed, max_length=plen + 1)
         except lzma.LZMAError:
-            raise CompactError(f"{path}: a block's compressed data is corrupt") from None
+            raise CompactError(path, None, "a block's compressed data is corrupt") from None
         if len(payload) != plen or not dz.eof or dz.unused_data:
-            raise CompactError(f"{path}: a block's compressed data is corrupt")
+            raise CompactError(path, None, "a block's compressed data is corrupt")
         text = dec.block(payload)
         if len(text) != tlen or zlib.crc32(text) != crc:
-            raise CompactError(f"{path}: a block's text does not match its checksum")
+            raise CompactError(path, None, "a block's text does not match its checksum")
         total = zlib.crc32(text, total)
         dst.write(text)
+
+
+# -- files: the C library when it loads (native.py), this module otherwise -----------------------
+
+
+def _library() -> ctypes.CDLL | None:
+    from . import native  # the replay's loader: its rules for where the library is
+
+    lib = native.library() if native.enabled() else None
+    if lib is None:
+        return None
+    try:
+        enc, dec = lib.mdz_encode, lib.mdz_decode
+    except AttributeError:
+        return None
+    enc.restype = dec.restype = ctypes.c_int
+    enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    dec.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    return lib
+
+
+def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str) -> None:
+    """`encode` or `decode` from `src` to `dst`, in C when the library loads."""
+    lib = _library()
+    if lib is None:
+        if convert == "encode":
+            encode(src, dst)
+        else:
+            decode(src, dst, path)
+        return
+    err = ctypes.create_string_buffer(512)
+    dst.flush()
+    if convert == "encode":
+        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, err, len(err))
+    else:
+        rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
+    if rc != 0:
+        raise CompactError(path, None, f"{err.value.decode('utf-8', 'replace')}")
+
+
+def _replace(path: str, out: str, convert: str) -> None:
+    """Writes the conversion of `path` to a temporary file beside `out` (0600), renamed over
+    `out` only when complete: a full disk or a kill leaves `out` as it was."""
+    directory = os.path.dirname(os.path.abspath(out))
+    try:
+        with open(path, "rb") as src:
+            fd, tmp = tempfile.mkstemp(prefix=".memdump-", suffix=".part", dir=directory)
+            try:
+                with os.fdopen(fd, "wb") as dst:
+                    _run(convert, src, dst, path)
+                    dst.flush()
+                    os.fsync(dst.fileno())
+                os.replace(tmp, out)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+    except OSError as e:
+        raise CompactError(e.filename or path, None, f"cannot write the file ({e.strerror or e})"
+                           if e.filename != path else f"cannot read the file ({e.strerror or e})"
+                           ) from None
+
+
+def compact_file(path: str, out: str | None = None) -> None:
+    """Compacts the text dump `path` into `out` (default: over `path` itself)."""
+    with open(path, "rb") as f:
+        head = f.read(len(COMPACT_MAGIC))
+    if is_compact(head):
+        raise CompactError(path, None, "the dump is compact already")
+    if not head.startswith(b"MEMDUMP"[: len(head)]) or not head:
+        raise CompactError(path, None, "not a memdump dump (it does not begin with 'MEMDUMP')")
+    _replace(path, out or path, "encode")
+
+
+def text_file(path: str, out: str) -> None:
+    """Writes the text records of the compact dump `path` to `out`."""
+    _replace(path, out, "decode")
+
+
+def decoded(path: str, fd: int) -> int:
+    """A descriptor of the text of the compact dump open as `fd`: an unlinked temporary file
+    (0600, in $TMPDIR) that the reader reads as it reads a text dump; `fd` is closed."""
+    with os.fdopen(fd, "rb") as src:
+        dst = tempfile.TemporaryFile()
+        try:
+            _run("decode", src, dst, path)
+            dst.flush()
+        except BaseException:
+            dst.close()
+            raise
+    with dst:
+        return os.dup(dst.fileno())
