@@ -488,7 +488,11 @@ def _library() -> ctypes.CDLL | None:
 
 
 def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str) -> None:
-    """`encode` or `decode` from `src` to `dst`, in C when the library loads."""
+    """`encode` or `decode` from `src` to `dst`, in C when the library loads; a text dump
+    "decodes" as itself."""
+    if convert == "decode" and not is_compact(src.peek(len(COMPACT_MAGIC))):  # type: ignore[attr-defined]
+        _copy(src, dst, path)
+        return
     lib = _library()
     if lib is None:
         if convert == "encode":
@@ -498,12 +502,23 @@ def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str) -> None:
         return
     err = ctypes.create_string_buffer(512)
     dst.flush()
+    os.lseek(src.fileno(), src.tell(), os.SEEK_SET)  # what src read ahead is read again
     if convert == "encode":
         rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, err, len(err))
     else:
         rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
     if rc != 0:
         raise CompactError(path, None, f"{err.value.decode('utf-8', 'replace')}")
+
+
+def _copy(src: BinaryIO, dst: BinaryIO, path: str) -> None:
+    head = src.read(len(b"MEMDUMP"))
+    if head != b"MEMDUMP":
+        raise CompactError(path, None, "not a memdump dump (it does not begin with 'MEMDUMP' or "
+                           "the compact encoding's signature)")
+    dst.write(head)
+    while data := src.read(1 << 20):
+        dst.write(data)
 
 
 def _replace(path: str, out: str, convert: str) -> None:
@@ -540,8 +555,20 @@ def compact_file(path: str, out: str | None = None) -> None:
 
 
 def text_file(path: str, out: str) -> None:
-    """Writes the text records of the compact dump `path` to `out`."""
+    """Writes the text records of the dump `path` (compact or text) to `out`."""
     _replace(path, out, "decode")
+
+
+def print_text(path: str, out: BinaryIO) -> None:
+    """Writes the text records of the dump `path` (compact or text) to `out`."""
+    try:
+        with open(path, "rb") as src:
+            _run("decode", src, out, path)
+            out.flush()
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        raise CompactError(path, None, f"cannot read the file ({e.strerror or e})") from None
 
 
 def decoded(path: str, fd: int) -> int:
