@@ -127,7 +127,9 @@ class _Model:
         self.last_nid = 0
         self.last_frame = 0
 
-    def allocated(self, stack: int, addr: int, size: int) -> None:
+    def allocated(self, stack: int, addr: int, size: int, reused: bool) -> None:
+        """A block allocated; `reused`: its address was a freed block's of its size class (the
+        top chunk, where the next new block is carved, is then where it was)."""
         self.next_stack[self.last_astk] = stack
         self.last_astk = stack
         self.size_of[stack] = size
@@ -139,7 +141,8 @@ class _Model:
             self.live[addr] = (self.allocs, size, stack)
             self.numbers[self.allocs] = addr
             self.allocs += 1
-            self.top = (addr + chunk(size)) & _M
+            if not reused:
+                self.top = (addr + chunk(size)) & _M
 
     def release(self, ptr: int) -> tuple[int, int, int] | None:
         """The live block `ptr` is released: its (number, size, stack), now in its size class's
@@ -233,9 +236,10 @@ class _Encoder:
                 op |= F_SIZE
             else:
                 _varint(s[ASIZE], size)
-            _varint(s[AADDR], self._where(addr, size))
+            code = self._where(addr, size)
+            _varint(s[AADDR], code)
             s[OPS].append(op)
-            m.allocated(stack, addr, size)
+            m.allocated(stack, addr, size, 0 < code <= LIFO)
             return
         stack, ptr = v
         op = kind
@@ -289,8 +293,9 @@ def _pieces(lines: Iterable[bytes]) -> Iterator[bytes]:
         yield line
 
 
-def encode(src: BinaryIO, dst: BinaryIO, preset: int = PRESET) -> None:
+def encode(src: BinaryIO, dst: BinaryIO, preset: int = PRESET, block: int | None = None) -> None:
     """Writes the compact encoding of the text dump read from `src` to `dst`."""
+    block = BLOCK_TEXT if block is None else block
     enc = _Encoder()
     dst.write(COMPACT_MAGIC + bytes(COMPACT_VERSION))
     text = bytearray()
@@ -309,7 +314,7 @@ def encode(src: BinaryIO, dst: BinaryIO, preset: int = PRESET) -> None:
         enc.line(piece)
         text += piece
         total = zlib.crc32(piece, total)
-        if len(text) >= BLOCK_TEXT:
+        if len(text) >= block:
             flush()
     if text:
         flush()
@@ -386,9 +391,10 @@ class _Decoder:
                 size = m.size_of.get(stack) if op & F_SIZE else num(ASIZE)
                 if size is None:
                     raise self.bad("a predicted size has no prediction")
-                addr = self._address(num(AADDR), size, num)
+                code = num(AADDR)
+                addr = self._address(code, size, num)
                 out += b"%s %d 0x%x %d\n" % (_TAG_OF[kind], stack, addr, size)
-                m.allocated(stack, addr, size)
+                m.allocated(stack, addr, size, 0 < code <= LIFO)
             else:
                 ref = num(FREF)
                 if ref == 0:
@@ -424,12 +430,11 @@ class _Decoder:
         return (m.prev + _unzigzag(num(DELTA))) & _M  # type: ignore[operator]
 
 
-
 def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
     """Writes the text of the compact dump read from `src` to `dst`; CompactError when it is not
     one, or is cut short or corrupt."""
     head = src.read(len(COMPACT_MAGIC) + 2)
-    if not is_compact(head):
+    if len(head) < len(COMPACT_MAGIC) + 2 or not is_compact(head):
         raise CompactError(path, None, "not a compact memdump dump")
     if head[-2] != COMPACT_VERSION[0]:
         raise CompactError(path, None, f"compact encoding {head[-2]}.{head[-1]} is not supported "
@@ -482,18 +487,20 @@ def _library() -> ctypes.CDLL | None:
     except AttributeError:
         return None
     enc.restype = dec.restype = ctypes.c_int
-    enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+                    ctypes.c_size_t]
     dec.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
     return lib
 
 
-def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str) -> None:
+def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
+         lib: ctypes.CDLL | None | bool = True) -> None:
     """`encode` or `decode` from `src` to `dst`, in C when the library loads; a text dump
     "decodes" as itself."""
     if convert == "decode" and not is_compact(src.peek(len(COMPACT_MAGIC))):  # type: ignore[attr-defined]
         _copy(src, dst, path)
         return
-    lib = _library()
+    lib = _library() if lib is True else lib or None
     if lib is None:
         if convert == "encode":
             encode(src, dst)
@@ -504,7 +511,7 @@ def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str) -> None:
     dst.flush()
     os.lseek(src.fileno(), src.tell(), os.SEEK_SET)  # what src read ahead is read again
     if convert == "encode":
-        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, err, len(err))
+        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, BLOCK_TEXT, err, len(err))
     else:
         rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
     if rc != 0:

@@ -15,7 +15,6 @@
 #include "compact.h"
 #define EXPORT __attribute__((visibility("default")))
 
-#define BLOCK_TEXT (8u << 20)
 #define LONG_LINE (1u << 20)
 #define MAX_TEXT (16u << 20)
 #define LIFO 64
@@ -141,7 +140,7 @@ static void model_free(struct model *m)
         free(m->lifo[i]);
 }
 
-static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size)
+static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size, int reused)
 {
     struct slot *s = map_put(&m->next_stack, m->last_astk);
     if (!s)
@@ -165,7 +164,8 @@ static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t si
             return -1;
         s->v[0] = addr;
         m->allocs++;
-        m->top = addr + chunk(size);
+        if (!reused)
+            m->top = addr + chunk(size);
     }
     return 0;
 }
@@ -287,7 +287,7 @@ static int write_all(int fd, const void *p, size_t n, char *err, size_t elen)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return fail(err, elen, "cannot write (%s)", strerror(w < 0 ? errno : ENOSPC));
+            return fail(err, elen, "cannot write the file (%s)", strerror(w < 0 ? errno : ENOSPC));
         c += w;
         n -= (size_t)w;
     }
@@ -416,7 +416,7 @@ static int enc_line(struct enc *e, const char *line, size_t n)
             return -1;
         if (varint(&s[AADDR], code) || put(&s[OPS], &op, 1))
             return -1;
-        return allocated(m, stack, addr, size);
+        return allocated(m, stack, addr, size, code >= 1 && code <= LIFO);
     }
     uint64_t stack = v[0], ptr = v[1], block[3], predicted;
     int r = release(m, ptr, block);
@@ -486,14 +486,16 @@ oom:
     return fail(err, elen, "out of memory");
 }
 
-EXPORT int mdz_encode(int in, int out, int preset, char *err, size_t elen)
+EXPORT int mdz_encode(int in, int out, int preset, size_t block_text, char *err, size_t elen)
 {
+    if (block_text == 0 || block_text > MAX_TEXT - LONG_LINE)
+        return fail(err, elen, "a block of %zu bytes of text is not allowed", block_text);
     struct enc *e = calloc(1, sizeof *e);
     struct buf text = {0}, rd = {0};
     int rc = -1;
     uLong total = crc32(0, NULL, 0);
     unsigned char head[10];
-    if (!e || reserve(&rd, 4u << 20) || reserve(&text, BLOCK_TEXT + LONG_LINE)) {
+    if (!e || reserve(&rd, 4u << 20) || reserve(&text, block_text + LONG_LINE)) {
         fail(err, elen, "out of memory");
         goto done;
     }
@@ -515,7 +517,7 @@ EXPORT int mdz_encode(int in, int out, int preset, char *err, size_t elen)
                 got = read(in, rd.p + rd.n, rd.cap - rd.n);
             while (got < 0 && errno == EINTR);
             if (got < 0) {
-                fail(err, elen, "cannot read (%s)", strerror(errno));
+                fail(err, elen, "cannot read the file (%s)", strerror(errno));
                 goto done;
             }
             eof = got == 0;
@@ -531,7 +533,7 @@ EXPORT int mdz_encode(int in, int out, int preset, char *err, size_t elen)
         }
         total = crc32(total, (const Bytef *)line, (uInt)len);
         start += len;
-        if (text.n >= BLOCK_TEXT) {
+        if (text.n >= block_text) {
             if (enc_flush(e, text.p, text.n, preset, out, err, elen))
                 goto done;
             text.n = 0;
@@ -747,7 +749,7 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, stru
                 BAD("an address code is out of range");
             }
             n = record(line, tag_of[kind], (uint64_t[]){stack, addr, size}, 3, 1);
-            if (allocated(m, stack, addr, size))
+            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO))
                 BAD("out of memory");
         } else {
             uint64_t ref, ptr, stack, predicted, block[3];
