@@ -401,7 +401,17 @@ def _run(args: argparse.Namespace) -> int:
 
 def _convert(args: argparse.Namespace) -> int:
     """--compact, --text: the dump rewritten, not analysed."""
-    from . import compact
+    from . import compactfile as compact
+
+    try:
+        _convert_dump(args)
+    except compact.CompactError as e:
+        raise DumpError(e.path, None, e.message) from None
+    return 0
+
+
+def _convert_dump(args: argparse.Namespace) -> None:
+    from . import compactfile as compact
 
     if args.compact:
         before = os.path.getsize(args.dump) if os.path.isfile(args.dump) else 0
@@ -416,7 +426,6 @@ def _convert(args: argparse.Namespace) -> int:
         except BrokenPipeError:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
-    return 0
 
 
 def _run_export(args: argparse.Namespace, analysis: Analysis,

@@ -9,26 +9,22 @@ does not write exactly as the recorder does, passes as a literal. The model's st
 blocks, the freed blocks per size class, the stacks that follow one another) carries from block to
 block; the compressor's does not, so that a reader holds one block at a time.
 
-The C library (analyzer/native/compact.c, `native.py`) does the same, faster; the randomised tests
-hold the two to the same bytes. Standard library only, like `dumpformat`.
+The C library (analyzer/native/compact.c) does the same, faster; the randomised tests hold the two
+to the same bytes. Standard library only, like `dumpformat`; compactfile.py converts files, in C
+when the library loads.
 """
 
 from __future__ import annotations
 
-import ctypes
 import lzma
-import os
 import struct
-import tempfile
 import zlib
 from collections.abc import Iterable, Iterator
 from typing import BinaryIO
 
 from .dumpformat import COMPACT_MAGIC, COMPACT_VERSION
-from .dumpio import DumpError
 
-__all__ = ["BLOCK_TEXT", "CompactError", "compact_file", "decode", "decoded", "encode",
-           "is_compact", "text_file"]
+__all__ = ["BLOCK_TEXT", "CompactError", "decode", "encode", "is_compact"]
 
 #: text bytes per block (a block ends at the first line end at or after it)
 BLOCK_TEXT = 8 << 20
@@ -62,9 +58,17 @@ OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM = range(11)
 N_STREAMS = 11
 
 
-class CompactError(DumpError):
+class CompactError(Exception):
     """A compact dump that cannot be decoded, or a text that cannot be compacted: one line,
-    `PATH: message`, as any dump that cannot be read."""
+    `PATH: message`, as dumpio.DumpError (which the reader raises for it)."""
+
+    def __init__(self, path: str, line: None, message: str) -> None:
+        super().__init__(path, line, message)
+        self.path = path
+        self.message = message
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
 
 
 def is_compact(head: bytes) -> bool:
@@ -471,123 +475,3 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
             raise CompactError(path, None, "a block's text does not match its checksum")
         total = zlib.crc32(text, total)
         dst.write(text)
-
-
-# -- files: the C library when it loads (native.py), this module otherwise -----------------------
-
-
-def _library() -> ctypes.CDLL | None:
-    from . import native  # the replay's loader: its rules for where the library is
-
-    lib = native.library() if native.enabled() else None
-    if lib is None:
-        return None
-    try:
-        enc, dec = lib.mdz_encode, lib.mdz_decode
-    except AttributeError:
-        return None
-    enc.restype = dec.restype = ctypes.c_int
-    enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
-                    ctypes.c_size_t]
-    dec.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-    return lib
-
-
-def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
-         lib: ctypes.CDLL | None | bool = True) -> None:
-    """`encode` or `decode` from `src` to `dst`, in C when the library loads; a text dump
-    "decodes" as itself."""
-    if convert == "decode" and not is_compact(src.peek(len(COMPACT_MAGIC))):  # type: ignore[attr-defined]
-        _copy(src, dst, path)
-        return
-    lib = _library() if lib is True else lib or None
-    if lib is None:
-        if convert == "encode":
-            encode(src, dst)
-        else:
-            decode(src, dst, path)
-        return
-    err = ctypes.create_string_buffer(512)
-    dst.flush()
-    os.lseek(src.fileno(), src.tell(), os.SEEK_SET)  # what src read ahead is read again
-    if convert == "encode":
-        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, BLOCK_TEXT, err, len(err))
-    else:
-        rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
-    if rc != 0:
-        raise CompactError(path, None, f"{err.value.decode('utf-8', 'replace')}")
-
-
-def _copy(src: BinaryIO, dst: BinaryIO, path: str) -> None:
-    head = src.read(len(b"MEMDUMP"))
-    if head != b"MEMDUMP":
-        raise CompactError(path, None, "not a memdump dump (it does not begin with 'MEMDUMP' or "
-                           "the compact encoding's signature)")
-    dst.write(head)
-    while data := src.read(1 << 20):
-        dst.write(data)
-
-
-def _replace(path: str, out: str, convert: str) -> None:
-    """Writes the conversion of `path` to a temporary file beside `out` (0600), renamed over
-    `out` only when complete: a full disk or a kill leaves `out` as it was."""
-    directory = os.path.dirname(os.path.abspath(out))
-    try:
-        with open(path, "rb") as src:
-            fd, tmp = tempfile.mkstemp(prefix=".memdump-", suffix=".part", dir=directory)
-            try:
-                with os.fdopen(fd, "wb") as dst:
-                    _run(convert, src, dst, path)
-                    dst.flush()
-                    os.fsync(dst.fileno())
-                os.replace(tmp, out)
-            except BaseException:
-                os.unlink(tmp)
-                raise
-    except OSError as e:
-        raise CompactError(e.filename or path, None, f"cannot write the file ({e.strerror or e})"
-                           if e.filename != path else f"cannot read the file ({e.strerror or e})"
-                           ) from None
-
-
-def compact_file(path: str, out: str | None = None) -> None:
-    """Compacts the text dump `path` into `out` (default: over `path` itself)."""
-    with open(path, "rb") as f:
-        head = f.read(len(COMPACT_MAGIC))
-    if is_compact(head):
-        raise CompactError(path, None, "the dump is compact already")
-    if not head.startswith(b"MEMDUMP"[: len(head)]) or not head:
-        raise CompactError(path, None, "not a memdump dump (it does not begin with 'MEMDUMP')")
-    _replace(path, out or path, "encode")
-
-
-def text_file(path: str, out: str) -> None:
-    """Writes the text records of the dump `path` (compact or text) to `out`."""
-    _replace(path, out, "decode")
-
-
-def print_text(path: str, out: BinaryIO) -> None:
-    """Writes the text records of the dump `path` (compact or text) to `out`."""
-    try:
-        with open(path, "rb") as src:
-            _run("decode", src, out, path)
-            out.flush()
-    except OSError as e:
-        if isinstance(e, BrokenPipeError):
-            raise
-        raise CompactError(path, None, f"cannot read the file ({e.strerror or e})") from None
-
-
-def decoded(path: str, fd: int) -> int:
-    """A descriptor of the text of the compact dump open as `fd`: an unlinked temporary file
-    (0600, in $TMPDIR) that the reader reads as it reads a text dump; `fd` is closed."""
-    with os.fdopen(fd, "rb") as src:
-        dst = tempfile.TemporaryFile()
-        try:
-            _run("decode", src, dst, path)
-            dst.flush()
-        except BaseException:
-            dst.close()
-            raise
-    with dst:
-        return os.dup(dst.fileno())

@@ -27,6 +27,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 
+from .compactfile import CompactError, decoded
 from .dumpformat import COMPACT_MAGIC, PADDING
 
 __all__ = ["DumpError", "DumpFile", "clean_line", "show"]
@@ -152,10 +153,11 @@ class DumpFile:
     def _decode(self) -> int:
         """A compact dump (docs/dump-format.md, "Compact encoding") is read as its text, decoded
         into an unlinked temporary file: the size of that text."""
-        from .compact import decoded  # it raises this module's DumpError
-
         fd, self._fd = self._fd, -1
-        self._fd = decoded(self.path, fd)
+        try:
+            self._fd = decoded(self.path, fd)
+        except CompactError as e:
+            raise DumpError(e.path, None, e.message) from None
         return os.fstat(self._fd).st_size
 
     @property

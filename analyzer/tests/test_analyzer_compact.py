@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, REPO
-from memdump_analyzer import compact
+from memdump_analyzer import compact, compactfile
 from memdump_analyzer.dumpformat import COMPACT_MAGIC
 from test_analyzer_native import _corrupt, _Dump
 
@@ -29,12 +29,12 @@ DOC = REPO / "docs" / "dump-format.md"
 
 @pytest.fixture(autouse=True)
 def _library_built() -> None:
-    if compact._library() is None:
+    if compactfile._library() is None:
         pytest.fail("libmemdump_core.so is not built (cmake --build build)", pytrace=False)
 
 
 def _c_encode(text: bytes, tmp: Path, block: int = compact.BLOCK_TEXT) -> bytes:
-    lib = compact._library()
+    lib = compactfile._library()
     assert lib is not None
     (tmp / "in").write_bytes(text)
     err = ctypes.create_string_buffer(256)
@@ -55,7 +55,7 @@ def _decode(data: bytes, tmp: Path, engine: str) -> bytes | str:
     out = io.BytesIO() if engine == "python" else open(tmp / "text", "wb")  # noqa: SIM115
     try:
         with open(tmp / "packed", "rb") as src, out:
-            compact._run("decode", src, out, "d", None if engine == "python" else True)
+            compactfile._run("decode", src, out, "d", None if engine == "python" else True)
             if engine == "python":
                 return out.getvalue()
     except compact.CompactError as e:
