@@ -33,7 +33,7 @@ LONG_LINE = 1 << 20
 #: most text and payload bytes one block may declare (a reader refuses more)
 MAX_TEXT = 16 << 20
 #: xz preset of the streams
-PRESET = 6
+PRESET = 2
 #: freed blocks remembered per size class, and the largest class modelled (chunk bytes)
 LIFO = 64
 MAX_CLASS = 1 << 16
@@ -333,7 +333,8 @@ class _Decoder:
     def bad(self, message: str) -> CompactError:
         return CompactError(self.path, None, message)
 
-    def block(self, payload: bytes) -> bytes:
+    def block(self, payload: bytes, limit: int) -> bytes:
+        """The text of a block's payload, at most `limit` bytes."""
         pos = 0
 
         def varint(buf: bytes, at: int) -> tuple[int, int]:
@@ -378,6 +379,8 @@ class _Decoder:
                 a = at[LITS]
                 if a + n > len(bufs[LITS]):
                     raise self.bad("a literal record is cut short")
+                if n + (kind == LIT) > limit - len(out):
+                    raise self.bad("a block decodes to more text than its header says")
                 out += bufs[LITS][a:a + n]
                 at[LITS] = a + n
                 if kind == LIT:
@@ -414,7 +417,9 @@ class _Decoder:
                 stack = predicted if op & F_STACK else num(FSTK)
                 out += b"%s %d 0x%x\n" % (_TAG_OF[kind], stack, ptr)
                 m.released(stack, ptr, astk)
-        if any(a != len(b) for a, b in zip(at, bufs, strict=True) if b is not bufs[OPS]):
+            if len(out) > limit:
+                raise self.bad("a block decodes to more text than its header says")
+        if any(at[i] != len(bufs[i]) for i in range(N_STREAMS) if i != OPS):
             raise self.bad("a block's streams hold more than its records")
         return bytes(out)
 
@@ -458,7 +463,7 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
             if src.read(1):
                 raise CompactError(path, None, "bytes follow the end block")
             return
-        if tlen > MAX_TEXT or plen > 2 * MAX_TEXT + 64:
+        if tlen > MAX_TEXT or plen > 2 * MAX_TEXT + 64 or clen > plen + plen // 64 + 4096:
             raise CompactError(path, None, "a block is larger than a compact dump's blocks")
         packed = src.read(clen)
         if len(packed) < clen:
@@ -470,7 +475,7 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
             raise CompactError(path, None, "a block's compressed data is corrupt") from None
         if len(payload) != plen or not dz.eof or dz.unused_data:
             raise CompactError(path, None, "a block's compressed data is corrupt")
-        text = dec.block(payload)
+        text = dec.block(payload, tlen)
         if len(text) != tlen or zlib.crc32(text) != crc:
             raise CompactError(path, None, "a block's text does not match its checksum")
         total = zlib.crc32(text, total)

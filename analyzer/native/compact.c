@@ -116,7 +116,8 @@ struct lifo {
 struct model {
     uint64_t prev, top, allocs, last_astk, last_fstk, last_nid, last_frame;
     struct map live;       /* addr -> (number, size, stack) */
-    struct map numbers;    /* number -> addr */
+    struct map numbers;    /* number -> addr: the decoder's (the encoder needs no look-up) */
+    int decoding;
     struct map next_stack; /* allocation stack -> the next one */
     struct map size_of;    /* allocation stack -> its last size */
     struct map free_of;    /* allocation stack -> its block's last release's stack */
@@ -153,16 +154,18 @@ static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t si
     m->prev = addr;
     if (addr) {
         struct slot *old = map_find(&m->live, addr);
-        if (old)
+        if (old && m->decoding)
             map_del(&m->numbers, map_find(&m->numbers, old->v[0]));
         if (!(s = map_put(&m->live, addr)))
             return -1;
         s->v[0] = m->allocs;
         s->v[1] = size;
         s->v[2] = stack;
-        if (!(s = map_put(&m->numbers, m->allocs)))
-            return -1;
-        s->v[0] = addr;
+        if (m->decoding) {
+            if (!(s = map_put(&m->numbers, m->allocs)))
+                return -1;
+            s->v[0] = addr;
+        }
         m->allocs++;
         if (!reused)
             m->top = addr + chunk(size);
@@ -178,7 +181,8 @@ static int release(struct model *m, uint64_t ptr, uint64_t block[3])
         return 0;
     memcpy(block, s->v, sizeof s->v);
     map_del(&m->live, s);
-    map_del(&m->numbers, map_find(&m->numbers, block[0]));
+    if (m->decoding)
+        map_del(&m->numbers, map_find(&m->numbers, block[0]));
     uint64_t c = chunk(block[1]);
     if (c <= MAX_CLASS) {
         struct lifo **l = &m->lifo[c / 16];
@@ -240,6 +244,8 @@ static int reserve(struct buf *b, size_t more)
 
 static int put(struct buf *b, const void *p, size_t n)
 {
+    if (n == 0) /* nothing to copy (p may be NULL) */
+        return 0;
     if (reserve(b, n))
         return -1;
     memcpy(b->p + b->n, p, n);
@@ -442,7 +448,7 @@ static int enc_line(struct enc *e, const char *line, size_t n)
 }
 
 static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int preset, int out,
-                     char *err, size_t elen)
+                     uLong *total, char *err, size_t elen)
 {
     struct buf *pl = &e->payload;
     pl->n = 0;
@@ -476,7 +482,9 @@ static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int 
         return fail(err, elen, "the xz encoder failed (%d)", (int)r);
     unsigned char head[16];
     put32(head, (uint32_t)tlen);
-    put32(head + 4, (uint32_t)crc32(0, text, (uInt)tlen));
+    uLong crc = crc32(0, text, (uInt)tlen);
+    *total = crc32_combine(*total, crc, (z_off_t)tlen);
+    put32(head + 4, (uint32_t)crc);
     put32(head + 8, (uint32_t)pl->n);
     put32(head + 12, (uint32_t)e->packed.n);
     if (write_all(out, head, 16, err, elen) || write_all(out, e->packed.p, e->packed.n, err, elen))
@@ -531,15 +539,14 @@ EXPORT int mdz_encode(int in, int out, int preset, size_t block_text, char *err,
             fail(err, elen, "out of memory");
             goto done;
         }
-        total = crc32(total, (const Bytef *)line, (uInt)len);
         start += len;
         if (text.n >= block_text) {
-            if (enc_flush(e, text.p, text.n, preset, out, err, elen))
+            if (enc_flush(e, text.p, text.n, preset, out, &total, err, elen))
                 goto done;
             text.n = 0;
         }
     }
-    if (text.n && enc_flush(e, text.p, text.n, preset, out, err, elen))
+    if (text.n && enc_flush(e, text.p, text.n, preset, out, &total, err, elen))
         goto done;
     unsigned char end[16] = {0};
     put32(end + 4, (uint32_t)total);
@@ -569,6 +576,8 @@ struct src {
 /* up to `n` bytes; how many were read (fewer at the end), -1 on a read error */
 static ssize_t src_read(struct src *s, void *out, size_t n)
 {
+    if (n == 0)
+        return 0;
     if (s->fd < 0) {
         size_t k = s->n - s->pos < n ? s->n - s->pos : n;
         memcpy(out, s->p + s->pos, k);
@@ -660,8 +669,8 @@ static int record(char *line, const char *tag, const uint64_t *v, int n, int hex
     return (int)(p - line);
 }
 
-static int dec_block(struct model *m, const unsigned char *pl, size_t plen, struct buf *out,
-                     char *err, size_t elen)
+static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
+                     struct buf *out, char *err, size_t elen)
 {
     struct in hdr = {pl, pl + plen}, s[N_STREAMS];
     uint64_t records, len[N_STREAMS], sum = 0;
@@ -695,6 +704,8 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, stru
                 BAD("a block's streams are cut short or corrupt");
             if (a > (uint64_t)(s[LITS].end - s[LITS].p))
                 BAD("a literal record is cut short");
+            if (a + (kind == LIT) > limit - out->n)
+                BAD("a block decodes to more text than its header says");
             if (put(out, s[LITS].p, (size_t)a) || (kind == LIT && put(out, "\n", 1)))
                 BAD("out of memory");
             s[LITS].p += a;
@@ -781,6 +792,8 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, stru
         }
         if (put(out, line, (size_t)n))
             BAD("out of memory");
+        if (out->n > limit)
+            BAD("a block decodes to more text than its header says");
     }
     for (int i = 0; i < N_STREAMS; i++)
         if (i != OPS && s[i].p != s[i].end)
@@ -793,6 +806,8 @@ static int decode(struct src *src, int out, char *err, size_t elen)
 {
     struct model *m = calloc(1, sizeof *m);
     struct buf packed = {0}, payload = {0}, text = {0};
+    if (m)
+        m->decoding = 1;
     unsigned char head[16];
     int rc = -1;
     uLong total = crc32(0, NULL, 0);
@@ -841,7 +856,11 @@ static int decode(struct src *src, int out, char *err, size_t elen)
             goto done;
         }
         packed.n = payload.n = 0;
-        if (reserve(&packed, clen) || reserve(&payload, (size_t)plen + 1)) {
+        if (clen > plen + plen / 64 + 4096) {
+            fail(err, elen, "a block is larger than a compact dump's blocks");
+            goto done;
+        }
+        if (reserve(&packed, clen)) {
             fail(err, elen, "out of memory");
             goto done;
         }
@@ -856,22 +875,36 @@ static int decode(struct src *src, int out, char *err, size_t elen)
         }
         z.next_in = packed.p;
         z.avail_in = clen;
-        z.next_out = payload.p;
-        z.avail_out = (size_t)plen + 1;
-        lzma_ret r = lzma_code(&z, LZMA_FINISH);
-        size_t made = (size_t)plen + 1 - z.avail_out, left = z.avail_in;
+        lzma_ret r = LZMA_OK;
+        /* the output grows as the stream gives it (a header's PAYLOAD_LEN is not trusted with
+         * memory), up to one byte more than PAYLOAD_LEN */
+        while (r == LZMA_OK && payload.n < (size_t)plen + 1) {
+            size_t room = payload.n ? payload.n : 65536;
+            if (room > (size_t)plen + 1 - payload.n)
+                room = (size_t)plen + 1 - payload.n;
+            if (reserve(&payload, room)) {
+                lzma_end(&z);
+                fail(err, elen, "out of memory");
+                goto done;
+            }
+            z.next_out = payload.p + payload.n;
+            z.avail_out = room;
+            r = lzma_code(&z, LZMA_FINISH);
+            payload.n += room - z.avail_out;
+        }
+        size_t left = z.avail_in;
         lzma_end(&z);
-        if (r != LZMA_STREAM_END || made != plen || left != 0) {
+        if (r != LZMA_STREAM_END || payload.n != plen || left != 0) {
             fail(err, elen, "a block's compressed data is corrupt");
             goto done;
         }
-        if (dec_block(m, payload.p, plen, &text, err, elen))
+        if (dec_block(m, payload.p, plen, tlen, &text, err, elen))
             goto done;
         if (text.n != tlen || crc32(0, text.p, (uInt)text.n) != crc) {
             fail(err, elen, "a block's text does not match its checksum");
             goto done;
         }
-        total = crc32(total, text.p, (uInt)text.n);
+        total = crc32_combine(total, crc, (z_off_t)text.n);
         if (out >= 0 && write_all(out, text.p, text.n, err, elen))
             goto done;
     }
@@ -896,4 +929,19 @@ int mdz_decode_bytes(const unsigned char *p, size_t n, char *err, size_t elen)
 {
     struct src s = {-1, p, n, 0};
     return decode(&s, -1, err, elen);
+}
+
+/* the fuzzer's other entry: one block's payload, decoded by a fresh model */
+int mdz_decode_payload(const unsigned char *p, size_t n, char *err, size_t elen)
+{
+    struct model *m = calloc(1, sizeof *m);
+    struct buf text = {0};
+    if (!m)
+        return fail(err, elen, "out of memory");
+    m->decoding = 1;
+    int rc = dec_block(m, p, n, MAX_TEXT, &text, err, elen);
+    model_free(m);
+    free(m);
+    free(text.p);
+    return rc;
 }
