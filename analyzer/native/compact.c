@@ -65,7 +65,7 @@ static struct slot *map_put(struct map *m, uint64_t key)
     if (f)
         return f;
     if (2 * (m->n + 1) > m->cap) {
-        uint64_t cap = m->cap ? 2 * m->cap : 1024;
+        uint64_t cap = m->cap ? 2 * m->cap : 16;
         struct slot *s = calloc(cap, sizeof *s);
         if (!s)
             return NULL;
