@@ -131,9 +131,7 @@ def gdb_argv(
 ) -> list[str]:
     """`gdb -nx -batch` sourcing the extension, then COMMANDS (each an -ex), on TARGET or a pid."""
     argv = ["gdb", "-nx", "-batch", "-ex", f"source {GDB_EXTENSION}"]
-    if COMPACT:
-        argv += ["-ex", "set memdump compact on"]
-    else:  # the tests read the text records (test_memdump_compact.py: the compact dumps)
+    if not COMPACT:  # the tests read the text records (test_memdump_compact.py: compact dumps)
         argv += ["-ex", "set memdump compact off"]
     if MODE == "breakpoints":
         argv += ["-ex", "set memdump recorder breakpoints"]

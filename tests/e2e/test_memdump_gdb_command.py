@@ -63,7 +63,8 @@ def test_the_table_is_what_gdb_has() -> None:
 
 
 @pytest.mark.one_recorder
-def test_show_memdump_lists_every_setting() -> None:
+def test_show_memdump_lists_every_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memdump_e2e, "COMPACT", True)  # every setting as GDB starts
     run = _gdb("show memdump", "set memdump depth 8", "set memdump unwinder gdb", "show memdump")
     shown = [f"memdump {name}:  The {subject} is {default}." for name, _, default, subject, _
              in SETTINGS]
@@ -84,7 +85,8 @@ def test_help_memdump_lists_every_setting() -> None:
 
 
 @pytest.mark.one_recorder
-def test_help_of_each_setting_reads_as_sentences() -> None:
+def test_help_of_each_setting_reads_as_sentences(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(memdump_e2e, "COMPACT", True)  # every setting as GDB starts
     commands = []
     expected = []
     for name, _, default, subject, doc in SETTINGS:
