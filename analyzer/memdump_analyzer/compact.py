@@ -120,8 +120,12 @@ class _Model:
         self.prev = 0  # the last address of a record (allocation result, released pointer)
         self.top = 0  # where the next block carved from the top chunk starts
         self.lifo: dict[int, list[int]] = {}  # chunk size -> freed addresses, most recent last
-        self.live: dict[int, tuple[int, int, int]] = {}  # addr -> (allocation number, size, stack)
-        self.numbers: dict[int, int] = {}  # allocation number -> address, of the live blocks
+        #: the live blocks: the encoder's by address, (allocation number, size, stack); the
+        #: decoder's by allocation number, (address, size, stack) (an address allocated again
+        #: while live leaves its old number there: the encoder never refers to it)
+        self.live: dict[int, tuple[int, int, int]] = {}
+        self.numbers: dict[int, tuple[int, int, int]] = {}
+        self.decoding = False
         self.allocs = 0
         self.next_stack: dict[int, int] = {}  # allocation stack -> the one that followed it
         self.last_astk = 0
@@ -139,29 +143,22 @@ class _Model:
         self.size_of[stack] = size
         self.prev = addr
         if addr:
-            old = self.live.get(addr)
-            if old is not None:
-                del self.numbers[old[0]]
-            self.live[addr] = (self.allocs, size, stack)
-            self.numbers[self.allocs] = addr
+            if self.decoding:
+                self.numbers[self.allocs] = (addr, size, stack)
+            else:
+                self.live[addr] = (self.allocs, size, stack)
             self.allocs += 1
             if not reused:
                 self.top = (addr + chunk(size)) & _M
 
-    def release(self, ptr: int) -> tuple[int, int, int] | None:
-        """The live block `ptr` is released: its (number, size, stack), now in its size class's
-        freed blocks; None when it was not live."""
-        block = self.live.pop(ptr, None)
-        if block is None:
-            return None
-        del self.numbers[block[0]]
-        c = chunk(block[1])
+    def freed(self, ptr: int, size: int) -> None:
+        """A live block of `size` bytes at `ptr` released: the latest of its size class's."""
+        c = chunk(size)
         if c <= MAX_CLASS:
             lifo = self.lifo.setdefault(c, [])
             if len(lifo) == LIFO:
                 del lifo[0]
             lifo.append(ptr)
-        return block
 
     def released(self, stack: int, ptr: int, astk: int | None) -> None:
         if astk is not None:
@@ -247,13 +244,14 @@ class _Encoder:
             return
         stack, ptr = v
         op = kind
-        block = m.release(ptr)
+        block = m.live.pop(ptr, None)
         if block is None:
             _varint(s[FREF], 0)
             _varint(s[DELTA], _zigzag(ptr - m.prev))
             predicted, astk = m.last_fstk, None
         else:
             _varint(s[FREF], m.allocs - block[0])
+            m.freed(ptr, block[1])
             astk = block[2]
             predicted = m.free_of.get(astk, m.last_fstk)
         if stack == predicted:
@@ -328,6 +326,7 @@ def encode(src: BinaryIO, dst: BinaryIO, preset: int = PRESET, block: int | None
 class _Decoder:
     def __init__(self, path: str) -> None:
         self.m = _Model()
+        self.m.decoding = True
         self.path = path
 
     def bad(self, message: str) -> CompactError:
@@ -408,11 +407,11 @@ class _Decoder:
                     ptr = (m.prev + _unzigzag(num(DELTA))) & _M
                     predicted, astk = m.last_fstk, None
                 else:
-                    found = m.numbers.get(m.allocs - ref) if ref <= m.allocs else None
+                    found = m.numbers.pop(m.allocs - ref, None) if ref <= m.allocs else None
                     if found is None:
                         raise self.bad("a release refers to no live block")
-                    ptr = found
-                    astk = m.release(ptr)[2]  # type: ignore[index]
+                    ptr, size, astk = found
+                    m.freed(ptr, size)
                     predicted = m.free_of.get(astk, m.last_fstk)
                 stack = predicted if op & F_STACK else num(FSTK)
                 out += b"%s %d 0x%x\n" % (_TAG_OF[kind], stack, ptr)

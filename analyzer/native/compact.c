@@ -115,12 +115,12 @@ struct lifo {
 };
 struct model {
     uint64_t prev, top, allocs, last_astk, last_fstk, last_nid, last_frame;
-    struct map live;       /* addr -> (number, size, stack) */
-    struct map numbers;    /* number -> addr: the decoder's (the encoder needs no look-up) */
+    struct map live;       /* the encoder's live blocks: addr -> (number, size, stack) */
+    struct map numbers;    /* the decoder's: number -> (addr, size, stack) */
     int decoding;
-    struct map next_stack; /* allocation stack -> the next one */
-    struct map size_of;    /* allocation stack -> its last size */
-    struct map free_of;    /* allocation stack -> its block's last release's stack */
+    /* allocation stack -> the stack that followed it, its last size, its block's last release's
+     * stack (S_NEXT, S_SIZE, S_FREE; compact.py's three dicts), in one slot: one look-up */
+    struct map stacks;
     struct lifo *lifo[MAX_CLASS / 16 + 1];
 };
 
@@ -134,38 +134,47 @@ static void model_free(struct model *m)
 {
     free(m->live.s);
     free(m->numbers.s);
-    free(m->next_stack.s);
-    free(m->size_of.s);
-    free(m->free_of.s);
+    free(m->stacks.s);
     for (size_t i = 0; i < sizeof m->lifo / sizeof m->lifo[0]; i++)
         free(m->lifo[i]);
 }
 
-static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size, int reused)
+enum { S_NEXT, S_SIZE, S_FREE };
+
+/* the field `which` of `stack` into *out, when it was set (a bit of the slot's `used` says) */
+static int stack_get(const struct model *m, uint64_t stack, int which, uint64_t *out)
 {
-    struct slot *s = map_put(&m->next_stack, m->last_astk);
+    struct slot *s = map_find(&m->stacks, stack);
+    if (!s || !(s->used & (2 << which)))
+        return 0;
+    *out = s->v[which];
+    return 1;
+}
+
+static int stack_set(struct model *m, uint64_t stack, int which, uint64_t v)
+{
+    struct slot *s = map_put(&m->stacks, stack);
     if (!s)
         return -1;
-    s->v[0] = stack;
-    m->last_astk = stack;
-    if (!(s = map_put(&m->size_of, stack)))
+    s->used |= 2 << which;
+    s->v[which] = v;
+    return 0;
+}
+
+static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size, int reused)
+{
+    struct slot *s;
+    if (stack_set(m, m->last_astk, S_NEXT, stack) || stack_set(m, stack, S_SIZE, size))
         return -1;
-    s->v[0] = size;
+    m->last_astk = stack;
     m->prev = addr;
     if (addr) {
-        struct slot *old = map_find(&m->live, addr);
-        if (old && m->decoding)
-            map_del(&m->numbers, map_find(&m->numbers, old->v[0]));
-        if (!(s = map_put(&m->live, addr)))
+        /* the encoder's live blocks by address, the decoder's by number (compact.py's _Model) */
+        if (!(s = m->decoding ? map_put(&m->numbers, m->allocs) : map_put(&m->live, addr)))
             return -1;
-        s->v[0] = m->allocs;
+        s->v[0] = m->decoding ? addr : m->allocs;
         s->v[1] = size;
         s->v[2] = stack;
-        if (m->decoding) {
-            if (!(s = map_put(&m->numbers, m->allocs)))
-                return -1;
-            s->v[0] = addr;
-        }
         m->allocs++;
         if (!reused)
             m->top = addr + chunk(size);
@@ -173,16 +182,18 @@ static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t si
     return 0;
 }
 
-/* live block `ptr` released: *block its (number, size, stack); 0 not live, 1 released, -1 OOM */
-static int release(struct model *m, uint64_t ptr, uint64_t block[3])
+/* the live block of `key` (the encoder's: its address; the decoder's: its number) released:
+ * *block its (number or address, size, stack), and it is the latest of its size class; 0 when
+ * there is none, 1 released, -1 out of memory */
+static int release(struct model *m, uint64_t key, uint64_t block[3])
 {
-    struct slot *s = map_find(&m->live, ptr);
+    struct map *live = m->decoding ? &m->numbers : &m->live;
+    struct slot *s = map_find(live, key);
     if (!s)
         return 0;
     memcpy(block, s->v, sizeof s->v);
-    map_del(&m->live, s);
-    if (m->decoding)
-        map_del(&m->numbers, map_find(&m->numbers, block[0]));
+    map_del(live, s);
+    uint64_t ptr = m->decoding ? block[0] : key;
     uint64_t c = chunk(block[1]);
     if (c <= MAX_CLASS) {
         struct lifo **l = &m->lifo[c / 16];
@@ -200,10 +211,8 @@ static int release(struct model *m, uint64_t ptr, uint64_t block[3])
 static int released(struct model *m, uint64_t stack, uint64_t ptr, const uint64_t *astk)
 {
     if (astk) {
-        struct slot *s = map_put(&m->free_of, *astk);
-        if (!s)
+        if (stack_set(m, *astk, S_FREE, stack))
             return -1;
-        s->v[0] = stack;
     }
     m->last_fstk = stack;
     m->prev = ptr;
@@ -395,13 +404,12 @@ static int enc_line(struct enc *e, const char *line, size_t n)
     }
     if (kind <= ALLOC_A) {
         uint64_t stack = v[0], addr = v[1], size = v[2], code = LIFO + 1;
-        struct slot *f = map_find(&m->next_stack, m->last_astk);
-        if (f && f->v[0] == stack)
+        uint64_t p;
+        if (stack_get(m, m->last_astk, S_NEXT, &p) && p == stack)
             op |= F_STACK;
         else if (varint(&s[ASTK], stack))
             return -1;
-        f = map_find(&m->size_of, stack);
-        if (f && f->v[0] == size)
+        if (stack_get(m, stack, S_SIZE, &p) && p == size)
             op |= F_SIZE;
         else if (varint(&s[ASIZE], size))
             return -1;
@@ -435,8 +443,8 @@ static int enc_line(struct enc *e, const char *line, size_t n)
     } else {
         if (varint(&s[FREF], m->allocs - block[0]))
             return -1;
-        struct slot *f = map_find(&m->free_of, block[2]);
-        predicted = f ? f->v[0] : m->last_fstk;
+        if (!stack_get(m, block[2], S_FREE, &predicted))
+            predicted = m->last_fstk;
     }
     if (stack == predicted)
         op |= F_STACK;
@@ -725,17 +733,14 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             n = record(line, "n", (uint64_t[]){a, b, c}, 3, -1);
         } else if (kind <= ALLOC_A) {
             uint64_t stack, size, code, addr;
-            struct slot *f;
             if (op & F_STACK) {
-                if (!(f = map_find(&m->next_stack, m->last_astk)))
+                if (!stack_get(m, m->last_astk, S_NEXT, &stack))
                     BAD("a predicted stack has no prediction");
-                stack = f->v[0];
             } else if (get(&s[ASTK], &stack))
                 BAD("a block's streams are cut short or corrupt");
             if (op & F_SIZE) {
-                if (!(f = map_find(&m->size_of, stack)))
+                if (!stack_get(m, stack, S_SIZE, &size))
                     BAD("a predicted size has no prediction");
-                size = f->v[0];
             } else if (get(&s[ASIZE], &size))
                 BAD("a block's streams are cut short or corrupt");
             if (get(&s[AADDR], &code))
@@ -773,14 +778,13 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 ptr = m->prev + unzigzag(z);
                 predicted = m->last_fstk;
             } else {
-                struct slot *f = ref <= m->allocs ? map_find(&m->numbers, m->allocs - ref) : NULL;
-                if (!f)
+                if (ref > m->allocs || (r = release(m, m->allocs - ref, block)) == 0)
                     BAD("a release refers to no live block");
-                ptr = f->v[0];
-                if ((r = release(m, ptr, block)) < 0)
+                if (r < 0)
                     BAD("out of memory");
-                f = map_find(&m->free_of, block[2]);
-                predicted = f ? f->v[0] : m->last_fstk;
+                ptr = block[0];
+                if (!stack_get(m, block[2], S_FREE, &predicted))
+                    predicted = m->last_fstk;
             }
             if (op & F_STACK)
                 stack = predicted;
