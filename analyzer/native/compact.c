@@ -113,10 +113,17 @@ struct lifo {
     uint64_t a[LIFO];
     int n;
 };
+#define RING 65536
+struct ring {
+    uint64_t addr, size, stack, number_plus1; /* 0: no live block */
+};
 struct model {
     uint64_t prev, top, allocs, last_astk, last_fstk, last_nid, last_frame;
     struct map live;       /* the encoder's live blocks: addr -> (number, size, stack) */
-    struct map numbers;    /* the decoder's: number -> (addr, size, stack) */
+    /* the decoder's: number -> (addr, size, stack), the latest RING allocations in `ring` (most
+     * releases are of a recent block: no hashing, few cache misses), older ones in `numbers` */
+    struct ring *ring;
+    struct map numbers;
     int decoding;
     /* allocation stack -> the stack that followed it, its last size, its block's last release's
      * stack (S_NEXT, S_SIZE, S_FREE; compact.py's three dicts), in one slot: one look-up */
@@ -135,6 +142,7 @@ static void model_free(struct model *m)
     free(m->live.s);
     free(m->numbers.s);
     free(m->stacks.s);
+    free(m->ring);
     for (size_t i = 0; i < sizeof m->lifo / sizeof m->lifo[0]; i++)
         free(m->lifo[i]);
 }
@@ -170,11 +178,25 @@ static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t si
     m->prev = addr;
     if (addr) {
         /* the encoder's live blocks by address, the decoder's by number (compact.py's _Model) */
-        if (!(s = m->decoding ? map_put(&m->numbers, m->allocs) : map_put(&m->live, addr)))
-            return -1;
-        s->v[0] = m->decoding ? addr : m->allocs;
-        s->v[1] = size;
-        s->v[2] = stack;
+        if (m->decoding) {
+            if (!m->ring && !(m->ring = calloc(RING, sizeof *m->ring)))
+                return -1;
+            struct ring *r = &m->ring[m->allocs % RING];
+            if (r->number_plus1) { /* a block still live, RING allocations old: to the map */
+                if (!(s = map_put(&m->numbers, r->number_plus1 - 1)))
+                    return -1;
+                s->v[0] = r->addr;
+                s->v[1] = r->size;
+                s->v[2] = r->stack;
+            }
+            *r = (struct ring){addr, size, stack, m->allocs + 1};
+        } else {
+            if (!(s = map_put(&m->live, addr)))
+                return -1;
+            s->v[0] = m->allocs;
+            s->v[1] = size;
+            s->v[2] = stack;
+        }
         m->allocs++;
         if (!reused)
             m->top = addr + chunk(size);
@@ -187,12 +209,22 @@ static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t si
  * there is none, 1 released, -1 out of memory */
 static int release(struct model *m, uint64_t key, uint64_t block[3])
 {
-    struct map *live = m->decoding ? &m->numbers : &m->live;
-    struct slot *s = map_find(live, key);
-    if (!s)
-        return 0;
-    memcpy(block, s->v, sizeof s->v);
-    map_del(live, s);
+    if (m->decoding && m->allocs - key <= RING) { /* key < allocs: the caller's */
+        struct ring *r = m->ring ? &m->ring[key % RING] : NULL;
+        if (!r || r->number_plus1 != key + 1)
+            return 0;
+        block[0] = r->addr;
+        block[1] = r->size;
+        block[2] = r->stack;
+        r->number_plus1 = 0;
+    } else {
+        struct map *live = m->decoding ? &m->numbers : &m->live;
+        struct slot *s = map_find(live, key);
+        if (!s)
+            return 0;
+        memcpy(block, s->v, sizeof s->v);
+        map_del(live, s);
+    }
     uint64_t ptr = m->decoding ? block[0] : key;
     uint64_t c = chunk(block[1]);
     if (c <= MAX_CLASS) {

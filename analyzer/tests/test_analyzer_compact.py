@@ -100,6 +100,21 @@ def test_heavy_records_are_modelled(tmp_path: Path) -> None:
     assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 248_594)
 
 
+def test_blocks_released_long_after(tmp_path: Path) -> None:
+    """Releases of blocks allocated more than 65,536 allocations before (the C decoder keeps the
+    latest ones in a ring, the older in a map): the same text as the reference."""
+    rng = random.Random(8)
+    lines = [b"MEMDUMP 2.4\n", b"t 1\n"]
+    old = [0x700000000000 + 64 * i for i in range(300)]
+    lines += [b"+ 1 0x%x 40\n" % a for a in old]
+    for i in range(140000):
+        lines.append(b"+ 2 0x%x 24\n" % (0x600000000000 + 32 * (i % 7)))
+        lines.append(b"- 3 0x%x\n" % (0x600000000000 + 32 * (i % 7)))
+        if i % 500 == 0 and old:
+            lines.append(b"-n 4 0x%x\n" % old.pop(rng.randrange(len(old))))
+    _round_trip(b"".join(lines), tmp_path, block=1 << 20)
+
+
 def test_fixtures(tmp_path: Path) -> None:
     for path in sorted(FIXTURES.glob("*.memdump")):
         _round_trip(path.read_bytes(), tmp_path)
