@@ -34,8 +34,8 @@ def _library() -> ctypes.CDLL | None:
 
 def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
          lib: ctypes.CDLL | None | bool = True) -> None:
-    """`encode` or `decode` from `src` to `dst`, in C when the library loads; a text dump
-    "decodes" as itself."""
+    """`encode` or `decode` from `src` to `dst`, with `lib` (True: the C library when it loads;
+    None: compact.py); a text dump "decodes" as itself."""
     if convert == "decode" and not is_compact(src.peek(len(COMPACT_MAGIC))):  # type: ignore[attr-defined]
         _copy(src, dst, path)
         return
@@ -54,7 +54,7 @@ def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
     else:
         rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
     if rc != 0:
-        raise CompactError(path, None, f"{err.value.decode('utf-8', 'replace')}")
+        raise CompactError(path, None, err.value.decode("utf-8", "replace"))
 
 
 def _copy(src: BinaryIO, dst: BinaryIO, path: str) -> None:
