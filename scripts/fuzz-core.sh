@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# @brief Fuzz libmemdump_core's reader and replay (analyzer/native/fuzz_replay.c) with libFuzzer,
-# under AddressSanitizer and UndefinedBehaviorSanitizer.
+# @brief Fuzz libmemdump_core's reader and replay (analyzer/native/fuzz_replay.c), or with -c its
+# compact encoding's decoder (fuzz_compact.c), with libFuzzer, under AddressSanitizer and
+# UndefinedBehaviorSanitizer.
 #
 # Builds the target with clang into a fresh temporary directory, seeds it with the analyser's
 # fixture dumps (their lines after the version line) and a dictionary of the format's tags, and runs
@@ -10,17 +11,20 @@
 #   scripts/fuzz-core.sh                 # 1,000,000 inputs
 #   scripts/fuzz-core.sh -r 50000000     # the longer run docs/report-format.md records
 #   scripts/fuzz-core.sh -t 600          # for 600 seconds
+#   scripts/fuzz-core.sh -c              # the compact decoder, seeded with the fixtures compacted
 set -euo pipefail
 
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=1000000
 seconds=0
 usage() {
-    echo "usage: scripts/fuzz-core.sh [-r RUNS] [-t SECONDS] [-k]" >&2
+    echo "usage: scripts/fuzz-core.sh [-c] [-r RUNS] [-t SECONDS] [-k]" >&2
 }
 keep=0
-while getopts "r:t:kh" opt; do
+target=replay
+while getopts "r:t:kch" opt; do
     case "$opt" in
+        c) target=compact ;;
         r) runs="$OPTARG" ;;
         t) seconds="$OPTARG" ;;
         k) keep=1 ;;
@@ -44,16 +48,39 @@ else
     echo "fuzz-core.sh: keeping $work" >&2
 fi
 native="$root_dir/analyzer/native"
-clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-    -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
-    "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c -o "$work/fuzz_replay"
-
 mkdir "$work/corpus"
-for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
-    tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
-    # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass
-    { echo "#"; tail -n +2 "$dump"; } > "$work/corpus/views-$(basename "$dump")"
-done
+if [[ $target == compact ]]; then
+    clang -g -O1 -D_GNU_SOURCE -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+        -I"$native" "$native"/fuzz_compact.c "$native"/compact.c -lz -llzma -o "$work/fuzz_compact"
+    # seeds: each fixture compacted (first byte 1: a whole file) and its payload (0: a block's)
+    PYTHONPATH="$root_dir/analyzer" python3 - "$work/corpus" "$root_dir"/analyzer/tests/fixtures/*.memdump <<'PY'
+import io, sys
+from pathlib import Path
+from memdump_analyzer import compact
+for path in map(Path, sys.argv[2:]):
+    text = path.read_bytes()
+    out = io.BytesIO()
+    compact.encode(io.BytesIO(text), out)
+    (Path(sys.argv[1]) / f"{path.stem}.file").write_bytes(b"\1" + out.getvalue())
+    enc = compact._Encoder()
+    for line in compact._pieces(io.BytesIO(text)):
+        enc.line(line)
+    (Path(sys.argv[1]) / f"{path.stem}.payload").write_bytes(b"\0" + enc.payload())
+PY
+    fuzzer="$work/fuzz_compact"
+    max_len=8192
+else
+    clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+        -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
+        "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c -o "$work/fuzz_replay"
+    for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
+        tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
+        # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass
+        { echo "#"; tail -n +2 "$dump"; } > "$work/corpus/views-$(basename "$dump")"
+    done
+    fuzzer="$work/fuzz_replay"
+    max_len=4096
+fi
 # the format's tags and the words its records hold, for the mutations
 {
     for word in "e " "t " "+ " "- " "+n " "+a " "-n " "-a " "n " "f " "fi " "fs " "s " "i " \
@@ -67,13 +94,13 @@ done
 
 export ASAN_OPTIONS="halt_on_error=1:detect_leaks=1"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1"
-args=(-seed=1 -max_len=4096 -dict="$work/tags.dict" -artifact_prefix="$work/" -print_final_stats=1)
+args=(-seed=1 -max_len="$max_len" -dict="$work/tags.dict" -artifact_prefix="$work/" -print_final_stats=1)
 if [[ "$seconds" -gt 0 ]]; then
     args+=(-max_total_time="$seconds")
 else
     args+=(-runs="$runs")
 fi
-if ! "$work/fuzz_replay" "${args[@]}" "$work/corpus" 2>"$work/log"; then
+if ! "$fuzzer" "${args[@]}" "$work/corpus" 2>"$work/log"; then
     tail -n 40 "$work/log" >&2
     for crash in "$work"/crash-* "$work"/leak-* "$work"/timeout-*; do
         [[ -e "$crash" ]] && cp "$crash" . && echo "fuzz-core.sh: the input is ./$(basename "$crash")" >&2

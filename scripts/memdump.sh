@@ -23,9 +23,9 @@ done </proc/$$/environ
 usage() {
     cat <<EOF
 usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
-                          [--children] [--] PROGRAM [ARGS...]
+                          [--no-compact] [--children] [--] PROGRAM [ARGS...]
        scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
-                          -p PID [--for SECONDS]
+                          [--no-compact] -p PID [--for SECONDS]
 
 Run PROGRAM under GDB with memdump recording every heap operation into a dump, then exit with the
 program's exit status (128+N when signal N killed it). The program's stdin, stdout and stderr pass
@@ -42,6 +42,8 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
   --depth N          record at most N frames per call stack (memdump's default: 32)
   --breakpoints      stop the program at every allocator call instead of loading memdump's
                      in-process recorder into it (slow; for programs nothing may be loaded into)
+  --no-compact       keep the dump as text (default: compacted when the recording ends, after
+                     the reports, docs/dump-format.md; MEMDUMP_COMPACT=0 does the same)
   --children         also record the processes the program forks and the programs they execute,
                      each into DUMP-STEM.PID.memdump (in-process recorder; not with -p)
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
@@ -79,6 +81,8 @@ sh_quote() {
 dump=""
 breakpoints=0
 children=0
+compact=1
+[[ "${MEMDUMP_COMPACT:-1}" != 0 ]] || compact=0
 report=0
 json=""
 depth=""
@@ -95,6 +99,7 @@ while [[ $# -gt 0 ]]; do
         --report) report=1; shift ;;
         --breakpoints) breakpoints=1; shift ;;
         --children) children=1; shift ;;
+        --no-compact) compact=0; shift ;;
         --json)
             [[ $# -ge 2 ]] || bad_usage "$1 needs a file name (see --help)"
             json="$2"
@@ -188,6 +193,8 @@ common_settings() {
 
 memdump_start() {
     echo "source ${root_dir}/gdb_ext/memdump.py"
+    # this script compacts the dumps itself, after the reports (read faster from the text)
+    echo "set memdump compact off"
     if [[ -n "$depth" ]]; then
         echo "set memdump depth ${depth}"
     fi
@@ -445,6 +452,7 @@ if [[ -z "$used" ]]; then
     exit 125
 fi
 echo "${me}: dump: ${used}" >&2
+dumps=("$used")
 # --children: the dumps the recorder wrote beside the program's for its children (STEM.PID.memdump,
 # STEM.PID-K.memdump: docs/recorder.md), in this run (newer than this run's GDB script)
 if [[ "$children" -eq 1 ]]; then
@@ -454,11 +462,29 @@ if [[ "$children" -eq 1 ]]; then
         child_pid="${child_pid%.memdump}"
         if [[ "$child_pid" =~ ^[0-9]+(-[0-9]+)?$ && "$child" -nt "$commands" ]]; then
             echo "${me}: dump: ${child} (child process ${child_pid%-*})" >&2
+            if [[ -d "/proc/${child_pid%-*}" ]]; then  # its recording may go on: never compacted
+                echo "${me}: ${child}: kept as text (process ${child_pid%-*} is still running)" >&2
+            else
+                dumps+=("$child")
+            fi
         fi
     done
 fi
 
 analyze="${root_dir}/scripts/memdump-analyze"
+# The dumps compacted (docs/dump-format.md, "Compact encoding"), each beside itself and renamed
+# over it when complete: a failure leaves the text dump, says why, and changes no exit status.
+compact_dumps() {
+    [[ "$compact" -eq 1 ]] || return 0
+    local d said
+    for d in "${dumps[@]}"; do
+        if said="$("$analyze" --compact "$d" 2>&1)"; then
+            echo "${me}: ${said#memdump-analyze: }" >&2
+        else
+            echo "${me}: ${said#memdump-analyze: }; the dump stays text" >&2
+        fi
+    done
+}
 if [[ "$report" -eq 1 && -n "$json" ]]; then
     # Both reports from one reading of the dump: memdump-analyze DUMP, then memdump-analyze
     # --format json -o FILE DUMP, run in one analyser (exit status: which one failed, or 0).
@@ -475,6 +501,7 @@ sys.exit(several([sys.argv[1]], ["--format", "json", "-o", sys.argv[2], sys.argv
         echo "${me}: the report failed" >&2
         exit 125
     fi
+    compact_dumps
     exit "$status"
 fi
 if [[ "$report" -eq 1 ]]; then
@@ -489,4 +516,5 @@ if [[ -n "$json" ]]; then
         exit 125
     fi
 fi
+compact_dumps
 exit "$status"

@@ -17,7 +17,8 @@ requirements="${root_dir}/requirements-dev.txt"
 #   libc6-dbg     glibc's debug info: file:line inside libc and names of its static functions
 #   g++ make cmake ninja-build   the C/C++ build (g++ brings gcc and binutils)
 #   python3       the analyser (GDB embeds /usr/bin/python3 too)
-demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3)
+#   zlib1g-dev liblzma-dev   the analyser's C library: the compact dumps' CRC-32 and xz
+demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3 zlib1g-dev liblzma-dev)
 #   gcc binutils  named, not only implied: the C programs, and readelf for the CFI unwinder's tests
 #   libgtest-dev  GoogleTest for the C++ tests
 #   python3-venv  the test virtualenv .venv

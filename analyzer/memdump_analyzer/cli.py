@@ -199,6 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     views.add_argument("--phases", action="store_true",
                        help="instead of the leaks: per MEMDUMP_PHASE, what it allocated, freed "
                        "within it, and what outlived it, by stack, with where it was freed")
+    convert = parser.add_mutually_exclusive_group()
+    convert.add_argument("--compact", action="store_true",
+                         help="rewrite the text dump DUMP in the compact encoding (over DUMP, or "
+                         "into -o FILE; docs/dump-format.md), instead of a report")
+    convert.add_argument("--text", action="store_true",
+                         help="print any dump, compact or not, as its text records (to -o FILE)")
     parser.add_argument("--gen-suppressions", action="store_true",
                         help="after each listed leak group, the suppression in valgrind's format "
                         "that --suppressions applies back (JSON: each leak's `suppression`)")
@@ -336,6 +342,8 @@ def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.compact or args.text:
+        return _convert(args)
     if args.by_tag or args.phases or args.growth or args.heap_map:
         return _run_tags(args)
     from .report import dumps_json, render_json, render_text
@@ -389,6 +397,35 @@ def _run(args: argparse.Namespace) -> int:
         )
     code = verdict(args.fail_on_leak, failing_blocks(analysis, error_kinds) > 0, analysis)
     return _write(args.output, text, code)
+
+
+def _convert(args: argparse.Namespace) -> int:
+    """--compact, --text: the dump rewritten, not analysed."""
+    from . import compactfile as compact
+
+    try:
+        _convert_dump(args)
+    except compact.CompactError as e:
+        raise DumpError(e.path, None, e.message) from None
+    return 0
+
+
+def _convert_dump(args: argparse.Namespace) -> None:
+    from . import compactfile as compact
+
+    if args.compact:
+        before = os.path.getsize(args.dump) if os.path.isfile(args.dump) else 0
+        compact.compact_file(args.dump, args.output)
+        after = os.path.getsize(args.output or args.dump)
+        _say(f"{args.output or args.dump}: compacted, {before:,} bytes of text in {after:,}")
+    elif args.output is not None:
+        compact.text_file(args.dump, args.output)
+    else:
+        try:
+            compact.print_text(args.dump, sys.stdout.buffer)
+        except BrokenPipeError:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
 
 
 def _run_export(args: argparse.Namespace, analysis: Analysis,

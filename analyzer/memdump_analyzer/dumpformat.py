@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 
 __all__ = [
+    "COMPACT_MAGIC",
+    "COMPACT_VERSION",
     "FORMAT_LINE",
     "HEADER",
     "KINDS",
@@ -69,6 +71,11 @@ FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 READS_MAJOR = VERSION[0]
 #: the first line, as a reader matches it (without its newline)
 HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
+#: the first bytes of a compact dump (docs/dump-format.md, "Compact encoding"): a byte no text
+#: dump begins with (0x89, not ASCII), then a name and the bytes a text transfer would mangle, as
+#: PNG's signature; its version (major, minor) follows as two bytes
+COMPACT_MAGIC = b"\x89MDZ\r\n\x1a\n"
+COMPACT_VERSION = (1, 0)
 
 #: the types of a record's fields (the "Records" table's words for them)
 DEC = "decimal"  # a number written in decimal

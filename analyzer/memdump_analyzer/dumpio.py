@@ -6,6 +6,9 @@ then, and a final line without its newline is ignored and marks the dump `trunca
 the end of a dump written through a file mapping (the in-process recorder, docs/recorder.md): a
 final run of NUL bytes without a newline is space the recorder had not written yet.
 
+A compact dump is decoded first, into an unlinked temporary file that is then read as a text dump
+is (compact.py): every reader, the C replay included, reads its lines as they were written.
+
 NUL bytes before a record are padding (docs/dump-format.md, "Padding"). They are found by one scan
 of the file when its lines are first read (memchr speed), or given by a reader that found them as it
 read (the C replay, native.py); the lines they touch are cleaned then, once: what
@@ -24,7 +27,8 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 
-from .dumpformat import PADDING
+from .compactfile import CompactError, decoded
+from .dumpformat import COMPACT_MAGIC, PADDING
 
 __all__ = ["DumpError", "DumpFile", "clean_line", "show"]
 
@@ -136,6 +140,8 @@ class DumpFile:
         size = st.st_size
         if size == 0:
             raise DumpError(self.path, None, "the file is empty (not a memdump dump)")
+        if os.pread(self._fd, len(COMPACT_MAGIC), 0) == COMPACT_MAGIC:
+            size = self._decode()
         self.complete = self._complete_length(size)
         # a final line without its newline: a record cut short (NUL bytes alone are space the
         # recorder had not written yet: no record was cut)
@@ -143,6 +149,16 @@ class DumpFile:
         head = os.pread(self._fd, 256, 0)
         cut = head.find(b"\n")
         self.first = head if cut < 0 else head[: cut + 1]
+
+    def _decode(self) -> int:
+        """A compact dump (docs/dump-format.md, "Compact encoding") is read as its text, decoded
+        into an unlinked temporary file: the size of that text."""
+        fd, self._fd = self._fd, -1
+        try:
+            self._fd = decoded(self.path, fd)
+        except CompactError as e:
+            raise DumpError(e.path, None, e.message) from None
+        return os.fstat(self._fd).st_size
 
     @property
     def partial_records(self) -> list[int]:

@@ -21,7 +21,6 @@ import copy
 import ctypes
 import functools
 import itertools
-import os
 import weakref
 from array import array
 from collections import abc
@@ -31,12 +30,12 @@ from typing import Any, Protocol
 
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import OPERATIONS
+from .libpath import enabled, library_path
 from .model import HeapError
 from .rules import is_runtime_only
 
 __all__ = ["enabled", "library", "library_path", "replay"]
 
-_LIB_NAME = "libmemdump_core.so"
 _ABI_VERSION = 1
 _DONE, _LINES, _ASK, _FALLBACK = range(4)
 _KINDS = ("invalid-free", "double-free", "invalid-realloc", "mismatched-free")
@@ -83,26 +82,6 @@ class Replayer(Protocol):
     def _process(self, rec: list[bytes]) -> bool: ...
 
     def _finish(self, seq: int, *, check_live: bool = True) -> Any: ...
-
-
-def enabled() -> bool:
-    """Whether the replay may use the library (MEMDUMP_NATIVE=0: never)."""
-    return os.environ.get("MEMDUMP_NATIVE", "1") != "0"
-
-
-def library_path() -> Path:
-    """Where the library is looked for (the first rule that applies; it may not exist)."""
-    explicit = os.environ.get("MEMDUMP_CORE_LIB")
-    if explicit:
-        return Path(explicit)
-    beside = Path(__file__).resolve().parent / _LIB_NAME
-    if beside.exists():
-        return beside
-    build = os.environ.get("MEMDUMP_BUILD_DIR")
-    if build:
-        return Path(build) / "analyzer" / "native" / _LIB_NAME
-    # analyzer/memdump_analyzer/native.py -> the checkout's build/
-    return Path(__file__).resolve().parents[2] / "build" / "analyzer" / "native" / _LIB_NAME
 
 
 _P = ctypes.c_void_p

@@ -26,7 +26,7 @@ from memdump_analyzer.dumpformat import (
     event_args,
 )
 
-from . import memdump_ends, output, settings
+from . import memdump_compact, memdump_ends, output, settings
 from .core import procfs, ptrace
 from .core.dumpnames import DumpPathError, create_dump, open_dump
 from .core.dumpwriter import DumpWriter, FrameInfo
@@ -246,6 +246,8 @@ class Session(TagsMixin, BreaksMixin):
                 f"{self.writer.events:,} events recorded in {self.path} ({self.ended_reason}); "
                 f"report: scripts/memdump-analyze {self.path}",
             )
+        if recorded and reason != "gdb-exit" and (self.settings or settings.get)("compact"):
+            memdump_compact.compact(self.path)  # not at GDB's exit: the program may write on
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
 

@@ -113,6 +113,15 @@ SETTINGS: tuple[Setting, ...] = (
         "time limit in seconds of the pointer scan at the program's exit",
         "Past it the dump says timeout and the leak kinds are unknown; 0 turns the scan off.",
     ),
+    Setting(
+        "compact",
+        gdb.PARAM_BOOLEAN,
+        True,
+        "compaction of the dump when its recording ends",
+        "on: when the program exits, is killed or detached, or at memdump stop, the text dump "
+        "is rewritten in the compact encoding (docs/dump-format.md: about 1% of the text's size), "
+        "beside it and renamed over it when complete; off: the dump stays text.",
+    ),
 )
 
 # The toolkit's own settings, for every command (`set dbgkit NAME VALUE`).

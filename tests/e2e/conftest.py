@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 from pathlib import Path
@@ -35,6 +36,13 @@ def _sigint_as_from_a_terminal() -> None:
     default again in every program the tests execute."""
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _text_dumps() -> None:
+    """memdump.sh keeps its dumps as text (MEMDUMP_COMPACT=0, as --no-compact): the tests read
+    the text records; test_memdump_compact.py runs it without, and GDB with compaction."""
+    os.environ["MEMDUMP_COMPACT"] = "0"
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -36,6 +36,8 @@ PYTHON = "/usr/bin/python3" if Path("/usr/bin/python3").exists() else "python3"
 
 #: the recorder of this test's GDB runs (conftest's memdump_mode sets it): in-process or breakpoints
 MODE = "in-process"
+#: whether GDB compacts the dumps it writes (`set memdump compact`): the tests read the text
+COMPACT = False
 
 GDB_TIMEOUT = 120  # seconds for one GDB run; every program here finishes in a second or two
 ANALYZE_TIMEOUT = 60
@@ -129,6 +131,8 @@ def gdb_argv(
 ) -> list[str]:
     """`gdb -nx -batch` sourcing the extension, then COMMANDS (each an -ex), on TARGET or a pid."""
     argv = ["gdb", "-nx", "-batch", "-ex", f"source {GDB_EXTENSION}"]
+    if not COMPACT:  # the tests read the text records (test_memdump_compact.py: compact dumps)
+        argv += ["-ex", "set memdump compact off"]
     if MODE == "breakpoints":
         argv += ["-ex", "set memdump recorder breakpoints"]
     for command in commands:

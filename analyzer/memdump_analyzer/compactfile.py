@@ -1,0 +1,132 @@
+"""Compact dumps as files (docs/dump-format.md, "Compact encoding"): a text dump compacted beside
+itself and renamed over it when complete, a compact dump printed or decoded for the reader; in C
+(analyzer/native/compact.c) when the analyser's library loads, with compact.py otherwise."""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+from typing import BinaryIO
+
+from .compact import BLOCK_TEXT, PRESET, CompactError, decode, encode, is_compact
+from .dumpformat import COMPACT_MAGIC
+from .libpath import enabled, library_path
+
+__all__ = ["CompactError", "compact_file", "decoded", "print_text", "text_file"]
+
+
+def _library() -> ctypes.CDLL | None:
+    """The analyser's C library (found as native.py finds it), None when it does not load."""
+    if not enabled():
+        return None
+    try:
+        lib = ctypes.CDLL(str(library_path()))
+        enc, dec = lib.mdz_encode, lib.mdz_decode
+    except (OSError, AttributeError):
+        return None
+    enc.restype = dec.restype = ctypes.c_int
+    enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
+                    ctypes.c_size_t]
+    dec.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    return lib
+
+
+def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
+         lib: ctypes.CDLL | None | bool = True) -> None:
+    """`encode` or `decode` from `src` to `dst`, with `lib` (True: the C library when it loads;
+    None: compact.py); a text dump "decodes" as itself."""
+    if convert == "decode" and not is_compact(src.peek(len(COMPACT_MAGIC))):  # type: ignore[attr-defined]
+        _copy(src, dst, path)
+        return
+    lib = _library() if lib is True else lib or None
+    if lib is None:
+        if convert == "encode":
+            encode(src, dst)
+        else:
+            decode(src, dst, path)
+        return
+    err = ctypes.create_string_buffer(512)
+    dst.flush()
+    os.lseek(src.fileno(), src.tell(), os.SEEK_SET)  # what src read ahead is read again
+    if convert == "encode":
+        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, BLOCK_TEXT, err, len(err))
+    else:
+        rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
+    if rc != 0:
+        raise CompactError(path, None, err.value.decode("utf-8", "replace"))
+
+
+def _copy(src: BinaryIO, dst: BinaryIO, path: str) -> None:
+    head = src.read(len(b"MEMDUMP"))
+    if head != b"MEMDUMP":
+        raise CompactError(path, None, "not a memdump dump (it does not begin with 'MEMDUMP' or "
+                           "the compact encoding's signature)")
+    dst.write(head)
+    while data := src.read(1 << 20):
+        dst.write(data)
+
+
+def _replace(path: str, out: str, convert: str) -> None:
+    """Writes the conversion of `path` to a temporary file beside `out` (0600), renamed over
+    `out` only when complete: a full disk or a kill leaves `out` as it was."""
+    directory = os.path.dirname(os.path.abspath(out))
+    try:
+        with open(path, "rb") as src:
+            fd, tmp = tempfile.mkstemp(prefix=".memdump-", suffix=".part", dir=directory)
+            try:
+                with os.fdopen(fd, "wb") as dst:
+                    _run(convert, src, dst, path)
+                    dst.flush()
+                    os.fsync(dst.fileno())
+                os.replace(tmp, out)
+            except BaseException:
+                os.unlink(tmp)
+                raise
+    except OSError as e:
+        raise CompactError(e.filename or path, None, f"cannot write the file ({e.strerror or e})"
+                           if e.filename != path else f"cannot read the file ({e.strerror or e})"
+                           ) from None
+
+
+def compact_file(path: str, out: str | None = None) -> None:
+    """Compacts the text dump `path` into `out` (default: over `path` itself)."""
+    with open(path, "rb") as f:
+        head = f.read(len(COMPACT_MAGIC))
+    if is_compact(head):
+        raise CompactError(path, None, "the dump is compact already")
+    if not head.startswith(b"MEMDUMP"[: len(head)]) or not head:
+        raise CompactError(path, None, "not a memdump dump (it does not begin with 'MEMDUMP')")
+    _replace(path, out or path, "encode")
+
+
+def text_file(path: str, out: str) -> None:
+    """Writes the text records of the dump `path` (compact or text) to `out`."""
+    _replace(path, out, "decode")
+
+
+def print_text(path: str, out: BinaryIO) -> None:
+    """Writes the text records of the dump `path` (compact or text) to `out`."""
+    try:
+        with open(path, "rb") as src:
+            _run("decode", src, out, path)
+            out.flush()
+    except OSError as e:
+        if isinstance(e, BrokenPipeError):
+            raise
+        raise CompactError(path, None, f"cannot read the file ({e.strerror or e})") from None
+
+
+def decoded(path: str, fd: int) -> int:
+    """A descriptor of the text of the compact dump open as `fd`: an unlinked temporary file
+    (0600, in $TMPDIR) that the reader reads as it reads a text dump; `fd` is closed."""
+    with os.fdopen(fd, "rb") as src:
+        dst = tempfile.TemporaryFile()
+        try:
+            _run("decode", src, dst, path)
+            dst.flush()
+        except BaseException:
+            dst.close()
+            raise
+    with dst:
+        return os.dup(dst.fileno())

@@ -1,0 +1,983 @@
+/* @brief The compact encoding of a dump (docs/dump-format.md, "Compact encoding"), encoder and
+ * decoder: memdump_analyzer/compact.py is the readable reference, byte for byte; this is the same
+ * model at C speed. A compact file comes from users as dumps do: the decoder checks every length,
+ * code and reference, and any bad input is one error sentence (fuzz_compact.c fuzzes it). */
+#include <errno.h>
+#include <lzma.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "compact.h"
+#define EXPORT __attribute__((visibility("default")))
+
+#define LONG_LINE (1u << 20)
+#define MAX_TEXT (16u << 20)
+#define LIFO 64
+#define MAX_CLASS (1u << 16)
+#define MEMLIMIT (128u << 20)
+
+enum { LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE };
+enum { F_STACK = 0x10, F_SIZE = 0x20 };
+enum { OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM, N_STREAMS };
+static const char *const tag_of[] = {"", "", "+", "+n", "+a", "-", "-n", "-a", "n"};
+static const unsigned char magic[8] = {0x89, 'M', 'D', 'Z', '\r', '\n', 0x1a, '\n'};
+
+/* ---- a map of 64-bit keys to up to three 64-bit values (linear probing) ------------------- */
+
+struct slot {
+    uint64_t key, v[3];
+    int used;
+};
+struct map {
+    struct slot *s;
+    uint64_t cap, n; /* cap a power of two */
+};
+
+static uint64_t mix(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static struct slot *map_find(const struct map *m, uint64_t key)
+{
+    if (m->cap == 0)
+        return NULL;
+    for (uint64_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+        if (!m->s[i].used)
+            return NULL;
+        if (m->s[i].key == key)
+            return &m->s[i];
+    }
+}
+
+/* the slot of `key`, added (values 0) when missing; NULL when out of memory */
+static struct slot *map_put(struct map *m, uint64_t key)
+{
+    struct slot *f = map_find(m, key);
+    if (f)
+        return f;
+    if (2 * (m->n + 1) > m->cap) {
+        uint64_t cap = m->cap ? 2 * m->cap : 16;
+        struct slot *s = calloc(cap, sizeof *s);
+        if (!s)
+            return NULL;
+        for (uint64_t j = 0; j < m->cap; j++) {
+            if (!m->s[j].used)
+                continue;
+            uint64_t i = mix(m->s[j].key) & (cap - 1);
+            while (s[i].used)
+                i = (i + 1) & (cap - 1);
+            s[i] = m->s[j];
+        }
+        free(m->s);
+        m->s = s;
+        m->cap = cap;
+    }
+    uint64_t i = mix(key) & (m->cap - 1);
+    while (m->s[i].used)
+        i = (i + 1) & (m->cap - 1);
+    memset(&m->s[i], 0, sizeof m->s[i]);
+    m->s[i].used = 1;
+    m->s[i].key = key;
+    m->n++;
+    return &m->s[i];
+}
+
+static void map_del(struct map *m, struct slot *at)
+{
+    uint64_t i = (uint64_t)(at - m->s), mask = m->cap - 1;
+    m->s[i].used = 0;
+    m->n--;
+    for (uint64_t j = (i + 1) & mask; m->s[j].used; j = (j + 1) & mask) {
+        uint64_t home = mix(m->s[j].key) & mask;
+        /* move j back to i when its home is not in (i, j] (cyclically) */
+        if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
+            m->s[i] = m->s[j];
+            m->s[j].used = 0;
+            i = j;
+        }
+    }
+}
+
+/* ---- the model, the same in the encoder and the decoder (compact.py's _Model) -------------- */
+
+struct lifo {
+    uint64_t a[LIFO];
+    int n;
+};
+#define RING 65536
+struct ring {
+    uint64_t addr, size, stack, number_plus1; /* 0: no live block */
+};
+struct model {
+    uint64_t prev, top, allocs, last_astk, last_fstk, last_nid, last_frame;
+    struct map live;       /* the encoder's live blocks: addr -> (number, size, stack) */
+    /* the decoder's: number -> (addr, size, stack), the latest RING allocations in `ring` (most
+     * releases are of a recent block: no hashing, few cache misses), older ones in `numbers` */
+    struct ring *ring;
+    struct map numbers;
+    int decoding;
+    /* allocation stack -> the stack that followed it, its last size, its block's last release's
+     * stack (S_NEXT, S_SIZE, S_FREE; compact.py's three dicts), in one slot: one look-up */
+    struct map stacks;
+    struct lifo *lifo[MAX_CLASS / 16 + 1];
+};
+
+static uint64_t chunk(uint64_t size)
+{
+    uint64_t c = (size + 8 + 15) & ~(uint64_t)15;
+    return c < 32 ? 32 : c;
+}
+
+static void model_free(struct model *m)
+{
+    free(m->live.s);
+    free(m->numbers.s);
+    free(m->stacks.s);
+    free(m->ring);
+    for (size_t i = 0; i < sizeof m->lifo / sizeof m->lifo[0]; i++)
+        free(m->lifo[i]);
+}
+
+enum { S_NEXT, S_SIZE, S_FREE };
+
+/* the field `which` of `stack` into *out, when it was set (a bit of the slot's `used` says) */
+static int stack_get(const struct model *m, uint64_t stack, int which, uint64_t *out)
+{
+    struct slot *s = map_find(&m->stacks, stack);
+    if (!s || !(s->used & (2 << which)))
+        return 0;
+    *out = s->v[which];
+    return 1;
+}
+
+static int stack_set(struct model *m, uint64_t stack, int which, uint64_t v)
+{
+    struct slot *s = map_put(&m->stacks, stack);
+    if (!s)
+        return -1;
+    s->used |= 2 << which;
+    s->v[which] = v;
+    return 0;
+}
+
+static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size, int reused)
+{
+    struct slot *s;
+    if (stack_set(m, m->last_astk, S_NEXT, stack) || stack_set(m, stack, S_SIZE, size))
+        return -1;
+    m->last_astk = stack;
+    m->prev = addr;
+    if (addr) {
+        /* the encoder's live blocks by address, the decoder's by number (compact.py's _Model) */
+        if (m->decoding) {
+            if (!m->ring && !(m->ring = calloc(RING, sizeof *m->ring)))
+                return -1;
+            struct ring *r = &m->ring[m->allocs % RING];
+            if (r->number_plus1) { /* a block still live, RING allocations old: to the map */
+                if (!(s = map_put(&m->numbers, r->number_plus1 - 1)))
+                    return -1;
+                s->v[0] = r->addr;
+                s->v[1] = r->size;
+                s->v[2] = r->stack;
+            }
+            *r = (struct ring){addr, size, stack, m->allocs + 1};
+        } else {
+            if (!(s = map_put(&m->live, addr)))
+                return -1;
+            s->v[0] = m->allocs;
+            s->v[1] = size;
+            s->v[2] = stack;
+        }
+        m->allocs++;
+        if (!reused)
+            m->top = addr + chunk(size);
+    }
+    return 0;
+}
+
+/* the live block of `key` (the encoder's: its address; the decoder's: its number) released:
+ * *block its (number or address, size, stack), and it is the latest of its size class; 0 when
+ * there is none, 1 released, -1 out of memory */
+static int release(struct model *m, uint64_t key, uint64_t block[3])
+{
+    if (m->decoding && m->allocs - key <= RING) { /* key < allocs: the caller's */
+        struct ring *r = m->ring ? &m->ring[key % RING] : NULL;
+        if (!r || r->number_plus1 != key + 1)
+            return 0;
+        block[0] = r->addr;
+        block[1] = r->size;
+        block[2] = r->stack;
+        r->number_plus1 = 0;
+    } else {
+        struct map *live = m->decoding ? &m->numbers : &m->live;
+        struct slot *s = map_find(live, key);
+        if (!s)
+            return 0;
+        memcpy(block, s->v, sizeof s->v);
+        map_del(live, s);
+    }
+    uint64_t ptr = m->decoding ? block[0] : key;
+    uint64_t c = chunk(block[1]);
+    if (c <= MAX_CLASS) {
+        struct lifo **l = &m->lifo[c / 16];
+        if (!*l && !(*l = calloc(1, sizeof **l)))
+            return -1;
+        if ((*l)->n == LIFO) {
+            memmove((*l)->a, (*l)->a + 1, (LIFO - 1) * sizeof(uint64_t));
+            (*l)->n--;
+        }
+        (*l)->a[(*l)->n++] = ptr;
+    }
+    return 1;
+}
+
+static int released(struct model *m, uint64_t stack, uint64_t ptr, const uint64_t *astk)
+{
+    if (astk) {
+        if (stack_set(m, *astk, S_FREE, stack))
+            return -1;
+    }
+    m->last_fstk = stack;
+    m->prev = ptr;
+    return 0;
+}
+
+static uint64_t zigzag(uint64_t d)
+{
+    return (d << 1) ^ (uint64_t)(-(int64_t)(d >> 63));
+}
+
+static uint64_t unzigzag(uint64_t z)
+{
+    return (z >> 1) ^ (uint64_t)(-(int64_t)(z & 1));
+}
+
+/* ---- byte buffers ------------------------------------------------------------------------ */
+
+struct buf {
+    unsigned char *p;
+    size_t n, cap;
+};
+
+static int reserve(struct buf *b, size_t more)
+{
+    if (b->n + more <= b->cap)
+        return 0;
+    size_t cap = b->cap ? b->cap : 4096;
+    while (cap < b->n + more)
+        cap *= 2;
+    unsigned char *p = realloc(b->p, cap);
+    if (!p)
+        return -1;
+    b->p = p;
+    b->cap = cap;
+    return 0;
+}
+
+static int put(struct buf *b, const void *p, size_t n)
+{
+    if (n == 0) /* nothing to copy (p may be NULL) */
+        return 0;
+    if (reserve(b, n))
+        return -1;
+    memcpy(b->p + b->n, p, n);
+    b->n += n;
+    return 0;
+}
+
+static int varint(struct buf *b, uint64_t v)
+{
+    if (reserve(b, 10))
+        return -1;
+    while (v >= 0x80) {
+        b->p[b->n++] = (unsigned char)(v | 0x80);
+        v >>= 7;
+    }
+    b->p[b->n++] = (unsigned char)v;
+    return 0;
+}
+
+static void put32(unsigned char *p, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint32_t get32(const unsigned char *p)
+{
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+
+static int fail(char *err, size_t len, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, len, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static int write_all(int fd, const void *p, size_t n, char *err, size_t elen)
+{
+    const char *c = p;
+    while (n) {
+        ssize_t w = write(fd, c, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return fail(err, elen, "cannot write the file (%s)", strerror(w < 0 ? errno : ENOSPC));
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+/* ---- the encoder ------------------------------------------------------------------------- */
+
+struct enc {
+    struct model m;
+    struct buf s[N_STREAMS], payload, packed;
+    uint64_t records;
+};
+
+/* a field written as the recorder writes it: decimal, or 0x and lower-case hex; 0 when not */
+static int number(const char *w, size_t n, int hexa, uint64_t *out)
+{
+    uint64_t v = 0;
+    if (hexa) {
+        if (n < 3 || n > 18 || w[0] != '0' || w[1] != 'x' || (w[2] == '0' && n != 3))
+            return 0;
+        for (size_t i = 2; i < n; i++) {
+            int d = w[i] >= '0' && w[i] <= '9' ? w[i] - '0' : w[i] >= 'a' && w[i] <= 'f' ? w[i] - 'a' + 10 : -1;
+            if (d < 0)
+                return 0;
+            v = v << 4 | (uint64_t)d;
+        }
+    } else {
+        if (n < 1 || n > 20 || (w[0] == '0' && n != 1))
+            return 0;
+        for (size_t i = 0; i < n; i++) {
+            if (w[i] < '0' || w[i] > '9')
+                return 0;
+            uint64_t d = (uint64_t)(w[i] - '0');
+            if (v > (UINT64_MAX - d) / 10)
+                return 0;
+            v = v * 10 + d;
+        }
+    }
+    *out = v;
+    return 1;
+}
+
+/* the kind and values of a modelled record written canonically (`line` without its newline) */
+static int split(const char *line, size_t n, uint64_t v[3])
+{
+    const char *sp = memchr(line, ' ', n);
+    if (!sp)
+        return -1;
+    size_t tl = (size_t)(sp - line);
+    int kind = -1;
+    for (int k = ALLOC; k <= NODE; k++)
+        if (strlen(tag_of[k]) == tl && memcmp(line, tag_of[k], tl) == 0)
+            kind = k;
+    if (kind < 0)
+        return -1;
+    int want = kind >= FREE && kind <= FREE_A ? 2 : 3;
+    const char *p = sp + 1, *end = line + n;
+    for (int i = 0; i < want; i++) {
+        const char *q = memchr(p, ' ', (size_t)(end - p));
+        if ((q != NULL) != (i < want - 1))
+            return -1;
+        if (!q)
+            q = end;
+        if (!number(p, (size_t)(q - p), kind != NODE && i == 1, &v[i]))
+            return -1;
+        p = q + 1;
+    }
+    return kind;
+}
+
+static int enc_literal(struct enc *e, int kind, const char *p, size_t n)
+{
+    e->records++;
+    unsigned char k = (unsigned char)kind;
+    return put(&e->s[OPS], &k, 1) || varint(&e->s[LITS], n) || put(&e->s[LITS], p, n);
+}
+
+static int enc_line(struct enc *e, const char *line, size_t n)
+{
+    struct model *m = &e->m;
+    struct buf *s = e->s;
+    uint64_t v[3];
+    int kind = n && line[n - 1] == '\n' ? split(line, n - 1, v) : -1;
+    if (kind < 0)
+        return n && line[n - 1] == '\n' ? enc_literal(e, LIT, line, n - 1) : enc_literal(e, RAW, line, n);
+    e->records++;
+    unsigned char op = (unsigned char)kind;
+    if (kind == NODE) {
+        if (v[0] == m->last_nid + 1)
+            op |= F_SIZE;
+        else if (varint(&s[NID], v[0]))
+            return -1;
+        if (varint(&s[NPAR], zigzag(v[0] - v[1])) || varint(&s[NFRM], zigzag(v[2] - m->last_frame)))
+            return -1;
+        m->last_nid = v[0];
+        m->last_frame = v[2];
+        return put(&s[OPS], &op, 1);
+    }
+    if (kind <= ALLOC_A) {
+        uint64_t stack = v[0], addr = v[1], size = v[2], code = LIFO + 1;
+        uint64_t p;
+        if (stack_get(m, m->last_astk, S_NEXT, &p) && p == stack)
+            op |= F_STACK;
+        else if (varint(&s[ASTK], stack))
+            return -1;
+        if (stack_get(m, stack, S_SIZE, &p) && p == size)
+            op |= F_SIZE;
+        else if (varint(&s[ASIZE], size))
+            return -1;
+        if (addr && addr == m->top) {
+            code = 0;
+        } else if (addr && chunk(size) <= MAX_CLASS && m->lifo[chunk(size) / 16]) {
+            struct lifo *l = m->lifo[chunk(size) / 16];
+            for (int k = 0; k < l->n; k++) {
+                if (l->a[l->n - 1 - k] == addr) {
+                    memmove(l->a + l->n - 1 - k, l->a + l->n - k, (size_t)k * sizeof(uint64_t));
+                    l->n--;
+                    code = 1 + (uint64_t)k;
+                    break;
+                }
+            }
+        }
+        if (code == LIFO + 1 && varint(&s[DELTA], zigzag(addr - m->prev)))
+            return -1;
+        if (varint(&s[AADDR], code) || put(&s[OPS], &op, 1))
+            return -1;
+        return allocated(m, stack, addr, size, code >= 1 && code <= LIFO);
+    }
+    uint64_t stack = v[0], ptr = v[1], block[3], predicted;
+    int r = release(m, ptr, block);
+    if (r < 0)
+        return -1;
+    if (r == 0) {
+        if (varint(&s[FREF], 0) || varint(&s[DELTA], zigzag(ptr - m->prev)))
+            return -1;
+        predicted = m->last_fstk;
+    } else {
+        if (varint(&s[FREF], m->allocs - block[0]))
+            return -1;
+        if (!stack_get(m, block[2], S_FREE, &predicted))
+            predicted = m->last_fstk;
+    }
+    if (stack == predicted)
+        op |= F_STACK;
+    else if (varint(&s[FSTK], stack))
+        return -1;
+    if (put(&s[OPS], &op, 1))
+        return -1;
+    return released(m, stack, ptr, r ? &block[2] : NULL);
+}
+
+static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int preset, int out,
+                     uLong *total, char *err, size_t elen)
+{
+    struct buf *pl = &e->payload;
+    pl->n = 0;
+    if (varint(pl, e->records))
+        goto oom;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (varint(pl, e->s[i].n))
+            goto oom;
+    for (int i = 0; i < N_STREAMS; i++) {
+        if (put(pl, e->s[i].p, e->s[i].n))
+            goto oom;
+        e->s[i].n = 0;
+    }
+    e->records = 0;
+    lzma_stream z = LZMA_STREAM_INIT;
+    if (lzma_easy_encoder(&z, (uint32_t)preset, LZMA_CHECK_NONE) != LZMA_OK)
+        return fail(err, elen, "cannot start the xz encoder");
+    e->packed.n = 0;
+    if (reserve(&e->packed, lzma_stream_buffer_bound(pl->n))) {
+        lzma_end(&z);
+        goto oom;
+    }
+    z.next_in = pl->p;
+    z.avail_in = pl->n;
+    z.next_out = e->packed.p;
+    z.avail_out = e->packed.cap;
+    lzma_ret r = lzma_code(&z, LZMA_FINISH);
+    e->packed.n = e->packed.cap - z.avail_out;
+    lzma_end(&z);
+    if (r != LZMA_STREAM_END)
+        return fail(err, elen, "the xz encoder failed (%d)", (int)r);
+    unsigned char head[16];
+    put32(head, (uint32_t)tlen);
+    uLong crc = crc32(0, text, (uInt)tlen);
+    *total = crc32_combine(*total, crc, (z_off_t)tlen);
+    put32(head + 4, (uint32_t)crc);
+    put32(head + 8, (uint32_t)pl->n);
+    put32(head + 12, (uint32_t)e->packed.n);
+    if (write_all(out, head, 16, err, elen) || write_all(out, e->packed.p, e->packed.n, err, elen))
+        return -1;
+    return 0;
+oom:
+    return fail(err, elen, "out of memory");
+}
+
+EXPORT int mdz_encode(int in, int out, int preset, size_t block_text, char *err, size_t elen)
+{
+    if (block_text == 0 || block_text > MAX_TEXT - LONG_LINE)
+        return fail(err, elen, "a block of %zu bytes of text is not allowed", block_text);
+    struct enc *e = calloc(1, sizeof *e);
+    struct buf text = {0}, rd = {0};
+    int rc = -1;
+    uLong total = crc32(0, NULL, 0);
+    unsigned char head[10];
+    if (!e || reserve(&rd, 4u << 20) || reserve(&text, block_text + LONG_LINE)) {
+        fail(err, elen, "out of memory");
+        goto done;
+    }
+    memcpy(head, magic, 8);
+    head[8] = 1;
+    head[9] = 0;
+    if (write_all(out, head, 10, err, elen))
+        goto done;
+    size_t start = 0; /* of the unread part of rd */
+    for (int eof = 0; !eof || start < rd.n;) {
+        unsigned char *nl = start < rd.n ? memchr(rd.p + start, '\n', rd.n - start) : NULL;
+        size_t len = nl ? (size_t)(nl - (rd.p + start)) + 1 : rd.n - start;
+        if (!nl && !eof && len <= LONG_LINE) { /* more of the line to read */
+            memmove(rd.p, rd.p + start, len);
+            rd.n = len;
+            start = 0;
+            ssize_t got;
+            do
+                got = read(in, rd.p + rd.n, rd.cap - rd.n);
+            while (got < 0 && errno == EINTR);
+            if (got < 0) {
+                fail(err, elen, "cannot read the file (%s)", strerror(errno));
+                goto done;
+            }
+            eof = got == 0;
+            rd.n += (size_t)got;
+            continue;
+        }
+        if (len > LONG_LINE)
+            len = LONG_LINE;
+        const char *line = (const char *)rd.p + start;
+        if (enc_line(e, line, len) || put(&text, line, len)) {
+            fail(err, elen, "out of memory");
+            goto done;
+        }
+        start += len;
+        if (text.n >= block_text) {
+            if (enc_flush(e, text.p, text.n, preset, out, &total, err, elen))
+                goto done;
+            text.n = 0;
+        }
+    }
+    if (text.n && enc_flush(e, text.p, text.n, preset, out, &total, err, elen))
+        goto done;
+    unsigned char end[16] = {0};
+    put32(end + 4, (uint32_t)total);
+    rc = write_all(out, end, 16, err, elen);
+done:
+    if (e) {
+        model_free(&e->m);
+        for (int i = 0; i < N_STREAMS; i++)
+            free(e->s[i].p);
+        free(e->payload.p);
+        free(e->packed.p);
+    }
+    free(e);
+    free(text.p);
+    free(rd.p);
+    return rc;
+}
+
+/* ---- the decoder ------------------------------------------------------------------------- */
+
+struct src {
+    int fd; /* -1: read from p */
+    const unsigned char *p;
+    size_t n, pos;
+};
+
+/* up to `n` bytes; how many were read (fewer at the end), -1 on a read error */
+static ssize_t src_read(struct src *s, void *out, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (s->fd < 0) {
+        size_t k = s->n - s->pos < n ? s->n - s->pos : n;
+        memcpy(out, s->p + s->pos, k);
+        s->pos += k;
+        return (ssize_t)k;
+    }
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = read(s->fd, (char *)out + got, n - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+struct in {
+    const unsigned char *p, *end;
+};
+
+static int get(struct in *s, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift <= 63; shift += 7) {
+        if (s->p >= s->end)
+            return -1;
+        unsigned char b = *s->p++;
+        if (shift == 63 && b > 1)
+            return -1; /* more than 64 bits */
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int valid_op(unsigned char op)
+{
+    int kind = op & 0x0f, flags = op & 0xf0;
+    if (kind == LIT || kind == RAW)
+        return flags == 0;
+    if (kind <= ALLOC_A)
+        return (flags & ~(F_STACK | F_SIZE)) == 0;
+    if (kind <= FREE_A)
+        return (flags & ~F_STACK) == 0;
+    return kind == NODE && (flags & ~F_SIZE) == 0;
+}
+
+#define BAD(...) return fail(err, elen, __VA_ARGS__)
+
+/* `v` written at `p` in decimal (hex: lower case, after 0x); past its end */
+static char *num(char *p, uint64_t v, int hexa)
+{
+    char tmp[24];
+    int n = 0;
+    if (hexa) {
+        *p++ = '0';
+        *p++ = 'x';
+        do
+            tmp[n++] = "0123456789abcdef"[v & 15];
+        while (v >>= 4);
+    } else {
+        do
+            tmp[n++] = (char)('0' + v % 10);
+        while (v /= 10);
+    }
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+/* a record: its tag, then each value after a space, and the newline */
+static int record(char *line, const char *tag, const uint64_t *v, int n, int hex_at)
+{
+    size_t tl = strlen(tag);
+    char *p = line + tl;
+    memcpy(line, tag, tl);
+    for (int i = 0; i < n; i++) {
+        *p++ = ' ';
+        p = num(p, v[i], i == hex_at);
+    }
+    *p++ = '\n';
+    return (int)(p - line);
+}
+
+static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
+                     struct buf *out, char *err, size_t elen)
+{
+    struct in hdr = {pl, pl + plen}, s[N_STREAMS];
+    uint64_t records, len[N_STREAMS], sum = 0;
+    if (get(&hdr, &records))
+        BAD("a block's streams are cut short or corrupt");
+    for (int i = 0; i < N_STREAMS; i++) {
+        if (get(&hdr, &len[i]))
+            BAD("a block's streams are cut short or corrupt");
+        sum += len[i] > plen ? plen + 1 : len[i];
+    }
+    if (sum != (uint64_t)(hdr.end - hdr.p))
+        BAD("a block's streams do not add up to its payload");
+    const unsigned char *p = hdr.p;
+    for (int i = 0; i < N_STREAMS; i++) {
+        s[i].p = p;
+        s[i].end = p + len[i];
+        p += len[i];
+    }
+    if (records != len[OPS])
+        BAD("a block's record count is wrong");
+    out->n = 0;
+    char line[128];
+    for (const unsigned char *o = s[OPS].p; o < s[OPS].end; o++) {
+        unsigned char op = *o;
+        int kind = op & 0x0f, n = 0;
+        uint64_t a, b, c, z;
+        if (!valid_op(op))
+            BAD("unknown record code %d in a block", (int)op);
+        if (kind == LIT || kind == RAW) {
+            if (get(&s[LITS], &a))
+                BAD("a block's streams are cut short or corrupt");
+            if (a > (uint64_t)(s[LITS].end - s[LITS].p))
+                BAD("a literal record is cut short");
+            if (a + (kind == LIT) > limit - out->n)
+                BAD("a block decodes to more text than its header says");
+            if (put(out, s[LITS].p, (size_t)a) || (kind == LIT && put(out, "\n", 1)))
+                BAD("out of memory");
+            s[LITS].p += a;
+            continue;
+        }
+        if (kind == NODE) {
+            if (op & F_SIZE)
+                a = m->last_nid + 1;
+            else if (get(&s[NID], &a))
+                BAD("a block's streams are cut short or corrupt");
+            if (get(&s[NPAR], &z) || get(&s[NFRM], &c))
+                BAD("a block's streams are cut short or corrupt");
+            b = a - unzigzag(z);
+            c = m->last_frame + unzigzag(c);
+            m->last_nid = a;
+            m->last_frame = c;
+            n = record(line, "n", (uint64_t[]){a, b, c}, 3, -1);
+        } else if (kind <= ALLOC_A) {
+            uint64_t stack, size, code, addr;
+            if (op & F_STACK) {
+                if (!stack_get(m, m->last_astk, S_NEXT, &stack))
+                    BAD("a predicted stack has no prediction");
+            } else if (get(&s[ASTK], &stack))
+                BAD("a block's streams are cut short or corrupt");
+            if (op & F_SIZE) {
+                if (!stack_get(m, stack, S_SIZE, &size))
+                    BAD("a predicted size has no prediction");
+            } else if (get(&s[ASIZE], &size))
+                BAD("a block's streams are cut short or corrupt");
+            if (get(&s[AADDR], &code))
+                BAD("a block's streams are cut short or corrupt");
+            if (code == 0) {
+                if (!m->top)
+                    BAD("a block from the top chunk before any");
+                addr = m->top;
+            } else if (code <= LIFO) {
+                struct lifo *l = chunk(size) <= MAX_CLASS ? m->lifo[chunk(size) / 16] : NULL;
+                if (!l || code > (uint64_t)l->n)
+                    BAD("a reused block beyond its size class's");
+                int k = (int)code - 1;
+                addr = l->a[l->n - 1 - k];
+                memmove(l->a + l->n - 1 - k, l->a + l->n - k, (size_t)k * sizeof(uint64_t));
+                l->n--;
+            } else if (code == LIFO + 1) {
+                if (get(&s[DELTA], &z))
+                    BAD("a block's streams are cut short or corrupt");
+                addr = m->prev + unzigzag(z);
+            } else {
+                BAD("an address code is out of range");
+            }
+            n = record(line, tag_of[kind], (uint64_t[]){stack, addr, size}, 3, 1);
+            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO))
+                BAD("out of memory");
+        } else {
+            uint64_t ref, ptr, stack, predicted, block[3];
+            int r = 0;
+            if (get(&s[FREF], &ref))
+                BAD("a block's streams are cut short or corrupt");
+            if (ref == 0) {
+                if (get(&s[DELTA], &z))
+                    BAD("a block's streams are cut short or corrupt");
+                ptr = m->prev + unzigzag(z);
+                predicted = m->last_fstk;
+            } else {
+                if (ref > m->allocs || (r = release(m, m->allocs - ref, block)) == 0)
+                    BAD("a release refers to no live block");
+                if (r < 0)
+                    BAD("out of memory");
+                ptr = block[0];
+                if (!stack_get(m, block[2], S_FREE, &predicted))
+                    predicted = m->last_fstk;
+            }
+            if (op & F_STACK)
+                stack = predicted;
+            else if (get(&s[FSTK], &stack))
+                BAD("a block's streams are cut short or corrupt");
+            n = record(line, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 1);
+            if (released(m, stack, ptr, r ? &block[2] : NULL))
+                BAD("out of memory");
+        }
+        if (put(out, line, (size_t)n))
+            BAD("out of memory");
+        if (out->n > limit)
+            BAD("a block decodes to more text than its header says");
+    }
+    for (int i = 0; i < N_STREAMS; i++)
+        if (i != OPS && s[i].p != s[i].end)
+            BAD("a block's streams hold more than its records");
+    return 0;
+}
+
+/* decodes the compact dump read from `src` to `out` (a descriptor; -1: nowhere, the fuzzer's) */
+static int decode(struct src *src, int out, char *err, size_t elen)
+{
+    struct model *m = calloc(1, sizeof *m);
+    struct buf packed = {0}, payload = {0}, text = {0};
+    if (m)
+        m->decoding = 1;
+    unsigned char head[16];
+    int rc = -1;
+    uLong total = crc32(0, NULL, 0);
+    if (!m) {
+        fail(err, elen, "out of memory");
+        goto done;
+    }
+    ssize_t got = src_read(src, head, 10);
+    if (got < 0) {
+        fail(err, elen, "cannot read the file (%s)", strerror(errno));
+        goto done;
+    }
+    if (got < 10 || memcmp(head, magic, 8) != 0) {
+        fail(err, elen, "not a compact memdump dump");
+        goto done;
+    }
+    if (head[8] != 1) {
+        fail(err, elen, "compact encoding %d.%d is not supported (reads 1.x)", head[8], head[9]);
+        goto done;
+    }
+    for (;;) {
+        if ((got = src_read(src, head, 16)) < 0) {
+            fail(err, elen, "cannot read the file (%s)", strerror(errno));
+            goto done;
+        }
+        if (got < 16) {
+            fail(err, elen, "the compact dump is cut short (no end block)");
+            goto done;
+        }
+        uint32_t tlen = get32(head), crc = get32(head + 4), plen = get32(head + 8),
+                 clen = get32(head + 12);
+        if (tlen == 0) {
+            unsigned char extra;
+            if (plen || clen)
+                fail(err, elen, "the end block is corrupt");
+            else if (crc != (uint32_t)total)
+                fail(err, elen, "the text's checksum does not match");
+            else if (src_read(src, &extra, 1) != 0)
+                fail(err, elen, "bytes follow the end block");
+            else
+                rc = 0;
+            goto done;
+        }
+        if (tlen > MAX_TEXT || plen > 2 * (uint64_t)MAX_TEXT + 64) {
+            fail(err, elen, "a block is larger than a compact dump's blocks");
+            goto done;
+        }
+        packed.n = payload.n = 0;
+        if (clen > plen + plen / 64 + 4096) {
+            fail(err, elen, "a block is larger than a compact dump's blocks");
+            goto done;
+        }
+        if (reserve(&packed, clen)) {
+            fail(err, elen, "out of memory");
+            goto done;
+        }
+        if ((got = src_read(src, packed.p, clen)) < 0 || (size_t)got < clen) {
+            fail(err, elen, "the compact dump is cut short (in a block)");
+            goto done;
+        }
+        lzma_stream z = LZMA_STREAM_INIT;
+        if (lzma_stream_decoder(&z, MEMLIMIT, 0) != LZMA_OK) {
+            fail(err, elen, "cannot start the xz decoder");
+            goto done;
+        }
+        z.next_in = packed.p;
+        z.avail_in = clen;
+        lzma_ret r = LZMA_OK;
+        /* the output grows as the stream gives it (a header's PAYLOAD_LEN is not trusted with
+         * memory), up to one byte more than PAYLOAD_LEN */
+        while (r == LZMA_OK && payload.n < (size_t)plen + 1) {
+            size_t room = payload.n ? payload.n : 65536;
+            if (room > (size_t)plen + 1 - payload.n)
+                room = (size_t)plen + 1 - payload.n;
+            if (reserve(&payload, room)) {
+                lzma_end(&z);
+                fail(err, elen, "out of memory");
+                goto done;
+            }
+            z.next_out = payload.p + payload.n;
+            z.avail_out = room;
+            r = lzma_code(&z, LZMA_FINISH);
+            payload.n += room - z.avail_out;
+        }
+        size_t left = z.avail_in;
+        lzma_end(&z);
+        if (r != LZMA_STREAM_END || payload.n != plen || left != 0) {
+            fail(err, elen, "a block's compressed data is corrupt");
+            goto done;
+        }
+        if (dec_block(m, payload.p, plen, tlen, &text, err, elen))
+            goto done;
+        if (text.n != tlen || crc32(0, text.p, (uInt)text.n) != crc) {
+            fail(err, elen, "a block's text does not match its checksum");
+            goto done;
+        }
+        total = crc32_combine(total, crc, (z_off_t)text.n);
+        if (out >= 0 && write_all(out, text.p, text.n, err, elen))
+            goto done;
+    }
+done:
+    if (m)
+        model_free(m);
+    free(m);
+    free(packed.p);
+    free(payload.p);
+    free(text.p);
+    return rc;
+}
+
+EXPORT int mdz_decode(int in, int out, char *err, size_t elen)
+{
+    struct src s = {in, NULL, 0, 0};
+    return decode(&s, out, err, elen);
+}
+
+/* the fuzzer's entry: decodes `n` bytes in memory, writing nowhere */
+int mdz_decode_bytes(const unsigned char *p, size_t n, char *err, size_t elen)
+{
+    struct src s = {-1, p, n, 0};
+    return decode(&s, -1, err, elen);
+}
+
+/* the fuzzer's other entry: one block's payload, decoded by a fresh model */
+int mdz_decode_payload(const unsigned char *p, size_t n, char *err, size_t elen)
+{
+    struct model *m = calloc(1, sizeof *m);
+    struct buf text = {0};
+    if (!m)
+        return fail(err, elen, "out of memory");
+    m->decoding = 1;
+    int rc = dec_block(m, p, n, MAX_TEXT, &text, err, elen);
+    model_free(m);
+    free(m);
+    free(text.p);
+    return rc;
+}

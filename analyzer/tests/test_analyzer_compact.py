@@ -1,0 +1,249 @@
+"""The compact encoding (docs/dump-format.md, "Compact encoding"): the C codec (compact.c) and the
+Python reference (compact.py) write the same bytes and read them back to the text byte for byte,
+on generated dumps (test_analyzer_native's) and on the fixtures; the worked example is a fixture;
+a bad compact dump is one line and exit 2; the analyser reads a compact dump as its text."""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import lzma
+import os
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from analyzer_testlib import FIXTURES, REPO
+from memdump_analyzer import compact, compactfile
+from memdump_analyzer.dumpformat import COMPACT_MAGIC
+from test_analyzer_native import _corrupt, _Dump
+
+SCRIPT = REPO / "scripts" / "memdump-analyze"
+DOC = REPO / "docs" / "dump-format.md"
+
+
+@pytest.fixture(autouse=True)
+def _library_built() -> None:
+    if compactfile._library() is None:
+        pytest.fail("libmemdump_core.so is not built (cmake --build build)", pytrace=False)
+
+
+def _c_encode(text: bytes, tmp: Path, block: int = compact.BLOCK_TEXT) -> bytes:
+    lib = compactfile._library()
+    assert lib is not None
+    (tmp / "in").write_bytes(text)
+    err = ctypes.create_string_buffer(256)
+    with open(tmp / "in", "rb") as src, open(tmp / "out", "wb") as dst:
+        assert lib.mdz_encode(src.fileno(), dst.fileno(), compact.PRESET, block, err, 256) == 0
+    return (tmp / "out").read_bytes()
+
+
+def _py_encode(text: bytes, block: int = compact.BLOCK_TEXT) -> bytes:
+    out = io.BytesIO()
+    compact.encode(io.BytesIO(text), out, block=block)
+    return out.getvalue()
+
+
+def _decode(data: bytes, tmp: Path, engine: str) -> bytes | str:
+    """The text, or the error's message."""
+    (tmp / "packed").write_bytes(data)
+    out = io.BytesIO() if engine == "python" else open(tmp / "text", "wb")  # noqa: SIM115
+    try:
+        with open(tmp / "packed", "rb") as src, out:
+            compactfile._run("decode", src, out, "d", None if engine == "python" else True)
+            if engine == "python":
+                return out.getvalue()
+    except compact.CompactError as e:
+        return e.message
+    return (tmp / "text").read_bytes()
+
+
+def _round_trip(text: bytes, tmp: Path, block: int = compact.BLOCK_TEXT) -> bytes:
+    packed = _c_encode(text, tmp, block)
+    assert packed == _py_encode(text, block)
+    assert _decode(packed, tmp, "c") == text
+    assert _decode(packed, tmp, "python") == text
+    return packed
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_generated(seed: int, tmp_path: Path) -> None:
+    rng = random.Random(seed)
+    text = _Dump(rng).build(rng.choice([20, 300, 3000]))
+    if seed % 4 == 3:
+        text = _corrupt(rng, text)
+    _round_trip(text, tmp_path, block=rng.choice([64, 1000, compact.BLOCK_TEXT]))
+
+
+def test_heavy_records_are_modelled(tmp_path: Path) -> None:
+    """A loop's records cost a few bits each: reuse of freed blocks of a size class (tcache),
+    blocks carved from the top chunk, stacks that follow one another."""
+    lines = [b"MEMDUMP 2.4\n", b"t 7\n"]
+    base, rng = 0x555555559000, random.Random(3)
+    for i in range(20000):
+        lines.append(b"n %d %d %d\n" % (i + 1, i - rng.choice([1, 1, 2, 5]), rng.randint(1, 30)))
+    top = base + 4096
+    for _ in range(50000):
+        stack = rng.randint(1, 20000)
+        lines.append(b"+ %d 0x%x 24\n" % (stack, base))  # the same freed chunk, reused
+        size = rng.choice([40, 72, 100])
+        lines.append(b"+n %d 0x%x %d\n" % (stack + 1, top, size))  # carved from the top
+        top += compact.chunk(size)
+        lines.append(b"- %d 0x%x\n" % (stack + 2, base))
+    text = b"".join(lines)
+    packed = _round_trip(text, tmp_path, block=1 << 20)
+    assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 248_594)
+
+
+def test_blocks_released_long_after(tmp_path: Path) -> None:
+    """Releases of blocks allocated more than 65,536 allocations before (the C decoder keeps the
+    latest ones in a ring, the older in a map): the same text as the reference."""
+    rng = random.Random(8)
+    lines = [b"MEMDUMP 2.4\n", b"t 1\n"]
+    old = [0x700000000000 + 64 * i for i in range(300)]
+    lines += [b"+ 1 0x%x 40\n" % a for a in old]
+    for i in range(140000):
+        lines.append(b"+ 2 0x%x 24\n" % (0x600000000000 + 32 * (i % 7)))
+        lines.append(b"- 3 0x%x\n" % (0x600000000000 + 32 * (i % 7)))
+        if i % 500 == 0 and old:
+            lines.append(b"-n 4 0x%x\n" % old.pop(rng.randrange(len(old))))
+    _round_trip(b"".join(lines), tmp_path, block=1 << 20)
+
+
+def test_fixtures(tmp_path: Path) -> None:
+    for path in sorted(FIXTURES.glob("*.memdump")):
+        _round_trip(path.read_bytes(), tmp_path)
+
+
+def test_odd_text_passes_as_literals(tmp_path: Path) -> None:
+    """Whatever the model does not know, or is not written as the recorder writes it, is kept as
+    it is: leading zeros, upper-case hex, extra spaces, NULs, a final line without a newline, a
+    line longer than a block's long-line limit, numbers past 64 bits."""
+    text = (b"MEMDUMP 2.4\nt 1\n+ 01 0x10 8\n+ 1 0X10 8\n+ 1 0x010 8\n+  1 0x10 8\n+ 1 0x10 8 \n"
+            b"- 1 0x10\n- 1 0x10\n+ 18446744073709551615 0xffffffffffffffff 18446744073709551615\n"
+            b"+ 18446744073709551616 0x1 1\n+ 1 0x10000000000000000 1\nn 0 0 0\nn 1 2\n"
+            b"\0\0+ 1 0x0 0\n"
+            + b"x" * (compact.LONG_LINE * 2 + 5) + b"\n" + b"y" * compact.LONG_LINE + b"\nzz")
+    _round_trip(text, tmp_path, block=100)
+
+
+def _hexdump(data: bytes) -> str:
+    return "".join(f"{i:04x}: {data[i:i + 16].hex(' ')}\n" for i in range(0, len(data), 16))
+
+
+def test_worked_example_is_the_fixture(tmp_path: Path) -> None:
+    """docs/dump-format.md's worked example of the compact encoding is inprocess.memdump encoded,
+    inprocess.compact; its hex dump in the page is the fixture's bytes."""
+    text = (FIXTURES / "inprocess.memdump").read_bytes()
+    packed = (FIXTURES / "inprocess.compact").read_bytes()
+    assert _round_trip(text, tmp_path) == packed
+    doc = DOC.read_text(encoding="utf-8")
+    m = re.search(r"<!-- inprocess.compact -->\n```\n(.*?)```", doc, re.S)
+    assert m is not None, "the worked example is missing from docs/dump-format.md"
+    assert m.group(1) == _hexdump(packed)
+
+
+def test_cli_round_trip_and_report(tmp_path: Path) -> None:
+    dump = tmp_path / "app.memdump"
+    dump.write_bytes((FIXTURES / "inprocess.memdump").read_bytes())
+    text_report = subprocess.run([str(SCRIPT), str(dump)], capture_output=True)
+    run = subprocess.run([str(SCRIPT), "--compact", str(dump)], capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (0, "")
+    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 538\n"
+    assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
+    assert os.stat(dump).st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
+    printed = subprocess.run([str(SCRIPT), "--text", str(dump)], capture_output=True)
+    assert printed.stdout == (FIXTURES / "inprocess.memdump").read_bytes()
+    compact_report = subprocess.run([str(SCRIPT), str(dump)], capture_output=True)
+    assert compact_report.returncode == text_report.returncode == 0
+    assert compact_report.stdout == text_report.stdout
+    assert compact_report.stderr == text_report.stderr
+    again = subprocess.run([str(SCRIPT), "--compact", str(dump)], capture_output=True, text=True)
+    assert (again.returncode, again.stderr) == (
+        2, f"memdump-analyze: {dump}: the dump is compact already\n")
+
+
+@pytest.mark.parametrize("engine", ["c", "python"])
+def test_bad_compact_dumps_are_one_line(engine: str, tmp_path: Path) -> None:
+    packed = (FIXTURES / "inprocess.compact").read_bytes()
+    cases = {
+        packed[:9]: "not a compact memdump dump",
+        COMPACT_MAGIC + b"\x02\x00": "compact encoding 2.0 is not supported (reads 1.x)",
+        packed[:-1]: "the compact dump is cut short (no end block)",
+        packed[:40]: "the compact dump is cut short (in a block)",
+        packed + b"x": "bytes follow the end block",
+        packed[:30] + bytes([packed[30] ^ 0xFF]) + packed[31:]: "a block's compressed data is "
+                                                                "corrupt",
+        packed[:11] + bytes([packed[11] ^ 1]) + packed[12:]: "a block's text does not match its "
+                                                             "checksum",
+    }
+    for data, message in cases.items():
+        assert _decode(data, tmp_path, engine) == message
+
+
+def test_cli_errors(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.memdump"
+    bad.write_bytes((FIXTURES / "inprocess.compact").read_bytes()[:40])
+    for args in ([str(bad)], ["--text", str(bad)]):
+        run = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True)
+        assert (run.returncode, run.stdout, run.stderr) == (
+            2, "", f"memdump-analyze: {bad}: the compact dump is cut short (in a block)\n")
+    other = tmp_path / "notes.txt"
+    other.write_text("hello\n")
+    run = subprocess.run([str(SCRIPT), "--compact", str(other)], capture_output=True, text=True)
+    assert (run.returncode, run.stderr) == (
+        2, f"memdump-analyze: {other}: not a memdump dump (it does not begin with 'MEMDUMP')\n")
+
+
+def test_random_damage_is_an_error_in_both(tmp_path: Path) -> None:
+    """Any byte changed: both decoders give the same text or an error (never a crash)."""
+    rng = random.Random(5)
+    packed = _c_encode(_Dump(rng).build(400), tmp_path, block=2000)
+    for _ in range(200):
+        data = bytearray(packed)
+        for _ in range(rng.randint(1, 3)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        c, py = _decode(bytes(data), tmp_path, "c"), _decode(bytes(data), tmp_path, "python")
+        assert isinstance(c, str) == isinstance(py, str)
+        if not isinstance(c, str):
+            assert c == py
+
+
+def _limited(limit: int) -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
+
+@pytest.mark.parametrize("native", ["1", "0"])
+def test_a_full_disk_leaves_the_text_dump(native: str, tmp_path: Path) -> None:
+    """A file size limit (as a full disk: the write fails) stops the compaction: the text dump
+    stays, the partial file is removed, and one line says why."""
+    rng = random.Random(1)
+    text = _Dump(rng).build(30000)
+    dump = tmp_path / "app.memdump"
+    dump.write_bytes(text)
+    run = subprocess.run([str(SCRIPT), "--compact", str(dump)], capture_output=True, text=True,
+                         preexec_fn=lambda: _limited(len(text) // 50),
+                         env={**os.environ, "MEMDUMP_NATIVE": native})
+    assert run.returncode == 2
+    assert run.stderr == f"memdump-analyze: {dump}: cannot write the file (File too large)\n"
+    assert dump.read_bytes() == text
+    assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
+
+
+def test_python_fallback_reads_a_compact_dump(tmp_path: Path) -> None:
+    dump = tmp_path / "app.memdump"
+    dump.write_bytes((FIXTURES / "inprocess.compact").read_bytes())
+    run = subprocess.run([sys.executable, "-m", "memdump_analyzer", str(dump)],
+                         capture_output=True, env={**os.environ, "MEMDUMP_NATIVE": "0"},
+                         cwd=REPO / "analyzer")
+    want = subprocess.run([str(SCRIPT), str(FIXTURES / "inprocess.memdump")], capture_output=True)
+    assert run.returncode == 0
+    assert run.stdout == want.stdout.replace(str(FIXTURES / "inprocess.memdump").encode(),
+                                             str(dump).encode())
