@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, REPO
+from gendump import Dump, corrupt
 from memdump_analyzer import compact, compactfile
 from memdump_analyzer.dumpformat import COMPACT_MAGIC
-from test_analyzer_native import _corrupt, _Dump
 
 SCRIPT = REPO / "scripts" / "memdump-analyze"
 DOC = REPO / "docs" / "dump-format.md"
@@ -74,9 +74,9 @@ def _round_trip(text: bytes, tmp: Path, block: int = compact.BLOCK_TEXT) -> byte
 @pytest.mark.parametrize("seed", range(40))
 def test_generated(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
-    text = _Dump(rng).build(rng.choice([20, 300, 3000]))
+    text = Dump(rng).build(rng.choice([20, 300, 3000]))
     if seed % 4 == 3:
-        text = _corrupt(rng, text)
+        text = corrupt(rng, text)
     _round_trip(text, tmp_path, block=rng.choice([64, 1000, compact.BLOCK_TEXT]))
 
 
@@ -204,7 +204,7 @@ def test_cli_errors(tmp_path: Path) -> None:
 def test_random_damage_is_an_error_in_both(tmp_path: Path) -> None:
     """Any byte changed: both decoders give the same text or an error (never a crash)."""
     rng = random.Random(5)
-    packed = _c_encode(_Dump(rng).build(400), tmp_path, block=2000)
+    packed = _c_encode(Dump(rng).build(400), tmp_path, block=2000)
     for _ in range(200):
         data = bytearray(packed)
         for _ in range(rng.randint(1, 3)):
@@ -225,7 +225,7 @@ def test_a_full_disk_leaves_the_text_dump(native: str, tmp_path: Path) -> None:
     """A file size limit (as a full disk: the write fails) stops the compaction: the text dump
     stays, the partial file is removed, and one line says why."""
     rng = random.Random(1)
-    text = _Dump(rng).build(30000)
+    text = Dump(rng).build(30000)
     dump = tmp_path / "app.memdump"
     dump.write_bytes(text)
     run = subprocess.run([str(SCRIPT), "--compact", str(dump)], capture_output=True, text=True,
