@@ -475,15 +475,31 @@ analyze="${root_dir}/scripts/memdump-analyze"
 # The dumps compacted (docs/dump-format.md, "Compact encoding"), each beside itself and renamed
 # over it when complete: a failure leaves the text dump, says why, and changes no exit status.
 compact_dumps() {
-    [[ "$compact" -eq 1 ]] || return 0
     local d said
     for d in "${dumps[@]}"; do
         if said="$("$analyze" --compact "$d" 2>&1)"; then
-            echo "${me}: ${said#memdump-analyze: }" >&2
+            echo "${me}: ${said#memdump-analyze: }"
         else
-            echo "${me}: ${said#memdump-analyze: }; the dump stays text" >&2
+            echo "${me}: ${said#memdump-analyze: }; the dump stays text"
         fi
     done
+}
+# They are compacted on the second core while the reports read the text (a report that opens the
+# dump again after the rename reads the same records from the compact file); what the compaction
+# says comes after the reports, and this script ends when it has ended.
+compact_log="${work}/compact.log"
+compact_pid=""
+if [[ "$compact" -eq 1 ]]; then
+    compact_dumps >"$compact_log" 2>&1 &
+    compact_pid=$!
+    trap 'wait "$compact_pid" 2>/dev/null || true; rm -rf -- "$work"' EXIT
+fi
+compacted() {
+    if [[ -n "$compact_pid" ]]; then
+        wait "$compact_pid" || true
+        cat "$compact_log" >&2
+        compact_pid=""
+    fi
 }
 if [[ "$report" -eq 1 && -n "$json" ]]; then
     # Both reports from one reading of the dump: memdump-analyze DUMP, then memdump-analyze
@@ -501,7 +517,7 @@ sys.exit(several([sys.argv[1]], ["--format", "json", "-o", sys.argv[2], sys.argv
         echo "${me}: the report failed" >&2
         exit 125
     fi
-    compact_dumps
+    compacted
     exit "$status"
 fi
 if [[ "$report" -eq 1 ]]; then
@@ -516,5 +532,5 @@ if [[ -n "$json" ]]; then
         exit 125
     fi
 fi
-compact_dumps
+compacted
 exit "$status"
