@@ -492,7 +492,7 @@ static inline void begin(struct mdr_thread *t, struct call *c, const void *frame
         w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 60];
         if (w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
             w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
-            mdr_walk_valid(&w->log, &t->bounds)) {
+            mdr_walk_valid(&w->log)) {
             c->walk = w;
             c->pcs = w->pcs;
             c->n = w->n;
@@ -670,7 +670,7 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
-    p = mdr_fmt_hex(p, block);
+    p = mdr_fmt_hex_wide(p, block);
     if (alloc) {
         *p++ = ' ';
         p = mdr_fmt_dec(p, size);
@@ -714,17 +714,17 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
     if (op == MDR_CUSTOM_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY) {
         *p++ = '-';
         *p++ = ' ';
-        return mdr_fmt_hex(p, a[0]);
+        return mdr_fmt_hex_wide(p, a[0]);
     }
-    p = mdr_fmt_hex(p, result);
+    p = mdr_fmt_hex_wide(p, result);
     *p++ = ' ';
     switch (op) {
     case MDR_REALLOC:
-        p = mdr_fmt_hex(p, a[0]);
+        p = mdr_fmt_hex_wide(p, a[0]);
         *p++ = ' ';
         return mdr_fmt_dec(p, a[1]);
     case MDR_REALLOCARRAY:
-        p = mdr_fmt_hex(p, a[0]);
+        p = mdr_fmt_hex_wide(p, a[0]);
         *p++ = ' ';
         p = mdr_fmt_dec(p, a[1]);
         *p++ = ' ';

@@ -4,6 +4,9 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "control.h"
 
@@ -44,14 +47,21 @@ static inline int mdr_readable(const struct mdr_stack_bounds *b, uintptr_t addr)
 {
     return (addr >= b->lo && addr + 8 <= b->hi) || (addr >= b->alt_lo && addr + 8 <= b->alt_hi);
 }
-/* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same.
- * Inline, as the generation below: both are on every event's path. */
-static inline int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b)
+/* Every word LOG recorded still holds its value: the walk is the same. Each address was checked
+ * against the thread's stack bounds when the walk read it, and a thread's bounds are fixed from
+ * its first heap call (thread_init), so they are not checked again: the loads are independent,
+ * their differences ORed together and tested once (the bounds' four compares a word were most of
+ * a cached walk's cost). Inline, as the generation below: both are on every event's path. */
+static inline int mdr_walk_valid(const struct mdr_walk_log *log)
 {
-    for (int i = 0; i < log->count; i++)
-        if (!mdr_readable(b, log->addr[i]) || *(const uintptr_t *)log->addr[i] != log->value[i])
-            return 0;
-    return 1;
+    uintptr_t diff = 0;
+    int i = 0, n = log->count;
+    for (; i + 1 < n; i += 2)
+        diff |= (*(const uintptr_t *)log->addr[i] ^ log->value[i])
+                | (*(const uintptr_t *)log->addr[i + 1] ^ log->value[i + 1]);
+    if (i < n)
+        diff |= *(const uintptr_t *)log->addr[i] ^ log->value[i];
+    return diff == 0;
 }
 /* recorder.c: this thread's stack bounds, as its allocations' walks use them (from
  * pthread_getattr_np and sigaltstack at its first heap call); 0 when the thread made no heap
@@ -138,6 +148,34 @@ static inline char *mdr_fmt_hex(char *p, uint64_t v)
     else
         q[-1] = mdr_hex_pairs[2 * v + 1];
     return end;
+}
+
+/* V as mdr_fmt_hex writes it, for an event record's buffer (mdr_out_reserve's room): it stores
+ * 18 bytes at P, `0x`, the digits and NULs to the end (the dump past its last record stays NUL,
+ * as a cut recording needs). The 16 nibbles are spread to bytes and turned to digits in one SSE2
+ * register, without a loop or a table look-up a digit pair: the address of every event is most
+ * of its formatting. */
+extern MDR_HIDDEN const unsigned char mdr_hex_mask[32];  /* 16 times 0xff, then 16 zeros */
+static inline char *mdr_fmt_hex_wide(char *p, uint64_t v)
+{
+#ifdef __SSE2__
+    int nd = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+    uint64_t x = __builtin_bswap64(v << (64 - 4 * nd));  /* the first digit in the low byte */
+    __m128i b = _mm_cvtsi64_si128((long long)x);
+    __m128i low4 = _mm_set1_epi8(0x0f);
+    __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low4),
+                                    _mm_and_si128(b, low4));
+    __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(nib, _mm_set1_epi8(9)),
+                                   _mm_set1_epi8('a' - '0' - 10));
+    __m128i dig = _mm_add_epi8(_mm_add_epi8(nib, _mm_set1_epi8('0')), letter);
+    dig = _mm_and_si128(dig, _mm_loadu_si128((const __m128i *)(mdr_hex_mask + 16 - nd)));
+    p[0] = '0';
+    p[1] = 'x';
+    _mm_storeu_si128((__m128i *)(p + 2), dig);
+    return p + 2 + nd;
+#else
+    return mdr_fmt_hex(p, v);
+#endif
 }
 
 /* -- intern.c: frames, stack nodes, the live blocks (under the lock) -- */
