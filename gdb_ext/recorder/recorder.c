@@ -199,15 +199,15 @@ int mdr_thread_bounds(struct mdr_stack_bounds *out)
     return 1;
 }
 
-/* This thread's state, made at its first call; NULL when it cannot be (no memory). */
-static inline struct mdr_thread *current(void)
+/* current()'s first call in a thread: its state made (or one of an exited thread's reused) */
+static __attribute__((noinline)) struct mdr_thread *new_thread(void)
 {
     if (MDR_UNLIKELY(!__atomic_load_n(&thread_key_made, __ATOMIC_ACQUIRE))) {
         pthread_once(&thread_key_once, make_thread_key);
         __atomic_store_n(&thread_key_made, 1, __ATOMIC_RELEASE);
     }
     struct mdr_thread *t = pthread_getspecific(thread_key);
-    if (MDR_LIKELY(t != NULL))
+    if (t != NULL)
         return t;
     while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
         __builtin_ia32_pause();
@@ -222,6 +222,18 @@ static inline struct mdr_thread *current(void)
     if (t != NULL)
         pthread_setspecific(thread_key, t);
     return t;
+}
+
+/* This thread's state, made at its first call; NULL when it cannot be (no memory). The making
+ * is out of line: the hooks' own prologues stay those of the common path. */
+static inline struct mdr_thread *current(void)
+{
+    if (MDR_LIKELY(__atomic_load_n(&thread_key_made, __ATOMIC_ACQUIRE))) {
+        struct mdr_thread *t = pthread_getspecific(thread_key);
+        if (MDR_LIKELY(t != NULL))
+            return t;
+    }
+    return new_thread();
 }
 
 static void thread_init(struct mdr_thread *t)
@@ -449,8 +461,9 @@ __attribute__((constructor)) static void recorder_init(void)
     t->in_call--;
 }
 
-/* Is this call to be recorded? Sets the thread's flag when it is. */
-static inline int enter(struct mdr_thread *t)
+/* enter()'s other cases, out of line: no thread state, a nested call, a recording not started
+ * or over, the thread's first recorded call */
+static __attribute__((noinline)) int enter_slow(struct mdr_thread *t)
 {
     if (MDR_UNLIKELY(t == NULL))
         return 0;
@@ -476,13 +489,24 @@ static inline int enter(struct mdr_thread *t)
     return 1;
 }
 
+/* Is this call to be recorded? Sets the thread's flag when it is. */
+static inline int enter(struct mdr_thread *t)
+{
+    if (MDR_LIKELY(t != NULL && !t->in_call && C.state == MDR_RECORDING && t->ready)) {
+        t->in_call = 1;
+        return 1;
+    }
+    return enter_slow(t);
+}
+
 /* -- recording ------------------------------------------------------------------------------ */
 
 #define call mdr_call  /* recorder.h: cxx.c's hooks make calls too */
 
 /* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
  * find it unchanged among the thread's recent walks. */
-static inline void begin(struct mdr_thread *t, struct call *c, const void *frame)
+static inline __attribute__((always_inline)) void begin(struct mdr_thread *t, struct call *c,
+                                                        const void *frame)
 {
     const uintptr_t *f = frame;
     uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
@@ -586,7 +610,7 @@ static int break_matches(struct mdr_break *b, const struct mdr_thread *t, const 
     return 1;
 }
 
-static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
+static inline __attribute__((always_inline)) void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
 {
     switch (op) {
     case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC: case MDR_NEW: case MDR_NEW_ARRAY:
@@ -652,8 +676,10 @@ static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
  * (new, new[]: as malloc) and `-n`, `-a` (delete, delete[]: as free, format 2.1), after `t TID`
  * when the previous short record was another thread's; SEQ is implicit: one more than the last
  * sequenced record. */
-static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
-                                 const struct walk *w, uint64_t block, uint64_t size)
+static inline __attribute__((always_inline)) char *short_record(char *p, struct mdr_thread *t,
+                                                                enum mdr_op op, uint64_t stack,
+                                                                const struct walk *w,
+                                                                uint64_t block, uint64_t size)
 {
     ++C.seq;
     if (MDR_UNLIKELY(t->tid != short_tid)) {
@@ -744,10 +770,12 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
     }
 }
 
-static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc,
-                   int locked)
+/* Inline in every hook, OP a constant there (c->op's value): each hook's copy keeps its own
+ * operation's record and live-block update, without the switches on OP or the calls. */
+static inline __attribute__((always_inline)) void finish(struct mdr_thread *t, struct call *c,
+                                                         enum mdr_op op, uint64_t result,
+                                                         uint64_t rc, int locked)
 {
-    enum mdr_op op = c->op;
     struct walk *w = c->walk;
     uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
     int hit = 0;
@@ -808,7 +836,13 @@ MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const v
 
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result)
 {
-    finish(t, c, result, 0, 0);
+    switch (c->op) {  /* the C++ operators' own copies (finish) */
+    case MDR_NEW: finish(t, c, MDR_NEW, result, 0, 0); break;
+    case MDR_NEW_ARRAY: finish(t, c, MDR_NEW_ARRAY, result, 0, 0); break;
+    case MDR_DELETE: finish(t, c, MDR_DELETE, result, 0, 0); break;
+    case MDR_DELETE_ARRAY: finish(t, c, MDR_DELETE_ARRAY, result, 0, 0); break;
+    default: finish(t, c, c->op, result, 0, 0); break;
+    }
 }
 
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
@@ -818,34 +852,58 @@ MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
 
 #define HOOK_BEGIN(OP, A0, A1, A2)                                  \
     struct mdr_thread *t = self;                                    \
+    const enum mdr_op op = (OP); /* finish's constant */            \
     struct call c;                                                  \
-    c.op = (OP);                                                    \
+    c.op = op;                                                      \
     c.args[0] = (uint64_t)(A0);                                     \
     c.args[1] = (uint64_t)(A1);                                     \
     c.args[2] = (uint64_t)(A2);                                     \
     begin(t, &c, __builtin_frame_address(0))
 
 #define HOOK_END(RESULT, RC)                                        \
-    finish(t, &c, (uint64_t)(RESULT), (RC), 0);                     \
+    finish(t, &c, op, (uint64_t)(RESULT), (RC), 0);                 \
     t->in_call = 0
 
 #define REAL(name)                                                  \
     (MDR_UNLIKELY(real.free == NULL) ? (resolve_real(), real.name) : real.name)
 
-MDR_HIDDEN void *mdr_real_malloc(size_t size)
-{
-    return REAL(malloc)(size);
-}
-
-MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size)
-{
-    return REAL(aligned_alloc)(align, size);
-}
-
-MDR_HIDDEN void mdr_real_free(void *ptr)
+static inline void real_free(void *ptr)
 {
     if (MDR_LIKELY(!is_bootstrap(ptr)))
         REAL(free)(ptr);
+}
+
+/* cxx.c's recorded operator new on the direct path: begin, the C library's malloc(SIZE)
+ * (aligned_alloc(ALIGN, SIZE) when ALIGN is not 0), and when it returned a block, its event with
+ * this operator's own copy of finish, and the call is over. NULL: the call failed, nothing is
+ * written (the caller takes the real operator's way, then writes the event). One call from the
+ * hook instead of five (begin, the allocation, the event, the leave). */
+MDR_HIDDEN void *mdr_hook_new(struct mdr_thread *t, struct mdr_call *c, const void *frame,
+                              size_t align, size_t size)
+{
+    begin(t, c, frame);
+    void *r = align != 0 ? REAL(aligned_alloc)(align, size) : REAL(malloc)(size);
+    if (MDR_LIKELY(r != NULL)) {
+        if (c->op == MDR_NEW)
+            finish(t, c, MDR_NEW, (uint64_t)(uintptr_t)r, 0, 0);
+        else
+            finish(t, c, MDR_NEW_ARRAY, (uint64_t)(uintptr_t)r, 0, 0);
+        t->in_call = 0;
+    }
+    return r;
+}
+
+/* cxx.c's recorded operator delete on the direct path: begin, its event, the C library's
+ * free(PTR) (after the event, as free's hook), and the call is over. */
+MDR_HIDDEN void mdr_hook_delete(struct mdr_thread *t, struct mdr_call *c, const void *frame)
+{
+    begin(t, c, frame);
+    if (c->op == MDR_DELETE)
+        finish(t, c, MDR_DELETE, 0, 0, 0);
+    else
+        finish(t, c, MDR_DELETE_ARRAY, 0, 0, 0);
+    real_free((void *)(uintptr_t)c->args[0]);
+    t->in_call = 0;
 }
 
 /* -- the entry points ----------------------------------------------------------------------- */
@@ -911,7 +969,7 @@ EXPORT void *realloc(void *ptr, size_t size)
     if (ptr != NULL)
         lock(t->tid);
     void *r = real.realloc(ptr, size);
-    finish(t, &c, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
+    finish(t, &c, op, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
     t->in_call = 0;
     return r;
 }
@@ -925,7 +983,7 @@ EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
     if (ptr != NULL)
         lock(t->tid);
     void *r = real.reallocarray(ptr, nmemb, size);
-    finish(t, &c, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
+    finish(t, &c, op, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
     t->in_call = 0;
     return r;
 }

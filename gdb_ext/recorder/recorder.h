@@ -205,11 +205,13 @@ MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const v
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result);
 /* The hooked call is over: the thread's next call is recorded again. */
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t);
-/* The C library's functions the recorder's own hooks call (cxx.c's direct path: libstdc++'s
- * operators are these calls and nothing more, docs/recorder.md "C++ operators"). */
-MDR_HIDDEN void *mdr_real_malloc(size_t size);
-MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size);
-MDR_HIDDEN void mdr_real_free(void *ptr);
+/* The direct path's recorded operators (cxx.c), each in one call: the stack walked from FRAME,
+ * the C library's allocation (malloc(SIZE), or aligned_alloc(ALIGN, SIZE) when ALIGN is not 0)
+ * and the event, the call then over; NULL when the allocation failed (stack walked, nothing
+ * written: the caller goes on as for a recorded call). A delete: its event, free, over. */
+MDR_HIDDEN void *mdr_hook_new(struct mdr_thread *t, struct mdr_call *c, const void *frame,
+                              size_t align, size_t size);
+MDR_HIDDEN void mdr_hook_delete(struct mdr_thread *t, struct mdr_call *c, const void *frame);
 /* Whether a module's call of malloc, free and aligned_alloc binds to the recorder's hooks (the
  * recorder is preloaded and no module before it defines them). */
 MDR_HIDDEN int mdr_allocator_hooked(void);
