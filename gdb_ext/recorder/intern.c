@@ -12,7 +12,6 @@
  */
 #define _GNU_SOURCE
 #include <string.h>
-#include <time.h>
 #include <sys/mman.h>
 
 #include "recorder.h"
@@ -300,98 +299,38 @@ uint64_t mdr_intern_stack(const uintptr_t *pcs, int n, uint64_t hash)
     return node;
 }
 
-/* -- the live blocks: {address, size, stack}, address 0 empty -- */
+/* -- the live blocks (recorder.h: their look-ups, inline on every event) -- */
 
-/* Linear probing without tombstones: a removal moves the entries of its run that may sit at the
- * hole back into it (backward shift), so a run ends at its first empty entry. A program reuses
- * an address as soon as it frees it (glibc's tcache: malloc after free returns the same block),
- * and with tombstones each such allocation probed past the deleted entries of its run, and each
- * release left one more: an allocation's probe is now one or two entries. GDB reads the table at
- * a stop, outside the lock (address 1, the deleted mark of earlier versions, is never written). */
-static uint64_t *live;
-static size_t live_cap;
+uint64_t *mdr_live;
+size_t mdr_live_cap;
+int mdr_live_shift = 64;
 
-static inline size_t live_home(uint64_t addr)
+int mdr_live_grow(void)
 {
-    return mix(addr) & (live_cap - 1);
-}
-
-/* ADDR's entry, or the empty one where it goes */
-static inline uint64_t *live_probe(uint64_t addr)
-{
-    size_t mask = live_cap - 1;
-    for (size_t i = live_home(addr);; i = (i + 1) & mask) {
-        uint64_t *e = &live[3 * i];
-        if (e[0] == addr || e[0] == 0)
-            return e;
-    }
-}
-
-static int live_rehash(size_t cap)
-{
-    uint64_t *old = live;
-    size_t old_cap = live_cap;
+    uint64_t *old = mdr_live;
+    size_t old_cap = mdr_live_cap, cap = old_cap ? 2 * old_cap : (size_t)1 << 16;
     uint64_t *fresh = mdr_map(cap * 3 * sizeof(uint64_t));
     if (fresh == NULL)
         return 0;
-    live = fresh;
-    live_cap = cap;
+    mdr_live = fresh;
+    mdr_live_cap = cap;
+    mdr_live_shift = 64 - __builtin_ctzll(cap);
     for (size_t i = 0; i < old_cap; i++) {
         uint64_t *e = &old[3 * i];
         if (e[0] > 1)
-            memcpy(live_probe(e[0]), e, 3 * sizeof(uint64_t));
+            memcpy(mdr_live_probe(e[0]), e, 3 * sizeof(uint64_t));
     }
-    C.live_table = (uint64_t)(uintptr_t)live;
-    C.live_capacity = live_cap;
+    C.live_table = (uint64_t)(uintptr_t)mdr_live;
+    C.live_capacity = mdr_live_cap;
     mdr_unmap(old, old_cap * 3 * sizeof(uint64_t));
-    return 1;
-}
-
-void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
-{
-    if (MDR_UNLIKELY((C.live_count + 1) * 2 > live_cap) &&
-        !live_rehash(live == NULL ? 1 << 16 : live_cap * 2))
-        return;
-    uint64_t *e = live_probe(addr);
-    if (e[0] == addr)
-        C.live_bytes -= e[1];
-    else
-        C.live_count++;
-    e[0] = addr;
-    e[1] = size;
-    /* the allocation's time, in seconds since the recording began (memdump leaks --older-than):
-     * time() is one load from the vDSO's page (1.3 ns here, against 9 for the coarse clock) */
-    e[2] = stack | (((uint64_t)time(NULL) - C.clock_base) << 32 & 0x7fffffff00000000ull);
-    C.live_bytes += size;
-}
-
-int mdr_live_remove(uint64_t addr)
-{
-    if (live == NULL || addr <= 1)
-        return 0;
-    uint64_t *e = live_probe(addr);
-    if (e[0] != addr)
-        return 0;
-    C.live_count--;
-    C.live_bytes -= e[1];
-    /* the backward shift: each later entry of the run whose home is not in (hole, it] moves
-     * into the hole, which moves to where it was */
-    size_t mask = live_cap - 1, hole = (size_t)(e - live) / 3;
-    for (size_t j = (hole + 1) & mask; live[3 * j] != 0; j = (j + 1) & mask) {
-        size_t home = live_home(live[3 * j]);
-        if (((j - home) & mask) >= ((j - hole) & mask)) {
-            memcpy(&live[3 * hole], &live[3 * j], 3 * sizeof(uint64_t));
-            hole = j;
-        }
-    }
-    live[3 * hole] = 0;
     return 1;
 }
 
 void mdr_intern_reset(void)
 {
-    live = NULL;  /* the old table stays mapped: GDB may be reading it */
-    live_cap = 0;
+    mdr_live = NULL;  /* the old table stays mapped: GDB may be reading it */
+    mdr_live_cap = 0;
+    mdr_live_shift = 64;
     module_strings_used = 0;
     C.live_table = 0;
     C.live_capacity = 0;

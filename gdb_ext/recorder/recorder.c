@@ -121,13 +121,20 @@ static void resolve_real(void)
     pthread_mutex_unlock(&m);
 }
 
+/* the word a walk log's unused fixed entries name (recorder.h, mdr_walk_pad) */
+MDR_HIDDEN const uintptr_t mdr_walk_zero = 0;
+
 /* -- threads -------------------------------------------------------------------------------- */
 
 /* A recent walk of the thread's stack: a call from the same place (same return address, stack
  * and frame pointers) whose every stack word read is unchanged has the same stack, already
  * interned: no walk, no hash, no look-up. Sound because a walk is a function of its start and of
- * the words it reads (and of the unwind rules: the generation). */
-#define WALKS 16
+ * the words it reads (and of the unwind rules: the generation). A thread keeps WALK_SETS sets of
+ * two, a call's set chosen by its return address and stack pointer, the walk that replaces one
+ * the set's least recently used: with one walk a set, two call sites of a loop that fell in the
+ * same set (a third of the runs of op_bench's realloc, which calls from three) walked their
+ * stacks again at every call. */
+#define WALK_SETS 16  /* begin's set: 4 bits of a hash */
 struct walk {
     uintptr_t pc0, sp0, fp0;
     uint64_t generation, depth, node;
@@ -154,7 +161,8 @@ struct mdr_thread {
     int tid_len;
     char tid_text[24];
     struct mdr_stack_bounds bounds;
-    struct walk walks[WALKS];
+    uint8_t walk_mru[WALK_SETS];  /* the way of each set used last */
+    struct walk walks[2 * WALK_SETS];
 };
 
 #define SLOTS 4096
@@ -503,6 +511,39 @@ static inline int enter(struct mdr_thread *t)
 
 #define call mdr_call  /* recorder.h: cxx.c's hooks make calls too */
 
+/* W is the walk of a call from PC, SP and FP, still valid */
+static inline int walk_hit(const struct walk *w, uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                           uint64_t depth)
+{
+    return w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
+           w->depth == depth && w->generation == mdr_unwind_generation() &&
+           mdr_walk_valid(&w->log);
+}
+
+/* A new walk, into SET's least recently used way (out of line: the hooks keep the common path's
+ * registers and prologue) */
+static __attribute__((noinline)) struct walk *walk_fresh(struct mdr_thread *t, size_t set,
+                                                         uintptr_t pc, uintptr_t sp,
+                                                         uintptr_t fp, int depth)
+{
+    int way = t->walk_mru[set] ^ 1;
+    struct walk *w = &t->walks[2 * set + (size_t)way];
+    t->walk_mru[set] = (uint8_t)way;
+    w->valid = 0;
+    w->generation = mdr_unwind_generation();
+    w->partial = 0;
+    w->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log, &w->partial)
+                     : 0;
+    w->pc0 = pc;
+    w->sp0 = sp;
+    w->fp0 = fp;
+    w->depth = (uint64_t)depth;
+    w->node = 0;
+    w->valid = !w->log.overflow;
+    mdr_walk_pad(&w->log);
+    return w;
+}
+
 /* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
  * find it unchanged among the thread's recent walks. */
 static inline __attribute__((always_inline)) void begin(struct mdr_thread *t, struct call *c,
@@ -510,36 +551,21 @@ static inline __attribute__((always_inline)) void begin(struct mdr_thread *t, st
 {
     const uintptr_t *f = frame;
     uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
-    int depth = (int)C.depth;
-    struct walk *w = NULL;
-    {
-        w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 60];
-        if (w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
-            w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
-            mdr_walk_valid(&w->log)) {
-            c->walk = w;
-            c->pcs = w->pcs;
-            c->n = w->n;
-            c->partial = w->partial;
-            goto slot;
-        }
-        w->valid = 0;
-        w->generation = mdr_unwind_generation();
-        c->pcs = w->pcs;
-        c->partial = 0;
-        c->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log,
-                                      &c->partial) : 0;
-        w->partial = c->partial;
-        w->pc0 = pc;
-        w->sp0 = sp;
-        w->fp0 = fp;
-        w->depth = (uint64_t)depth;
-        w->n = c->n;
-        w->node = 0;
-        w->valid = !w->log.overflow;
-        c->walk = w;
+    uint64_t depth = C.depth;
+    size_t set = ((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 60;  /* of 16 */
+    struct walk *w = &t->walks[2 * set];
+    if (walk_hit(w, pc, sp, fp, depth)) {
+        t->walk_mru[set] = 0;
+    } else if (walk_hit(w + 1, pc, sp, fp, depth)) {
+        t->walk_mru[set] = 1;
+        w++;
+    } else {
+        w = walk_fresh(t, set, pc, sp, fp, (int)depth);
     }
-slot:;
+    c->walk = w;
+    c->pcs = w->pcs;
+    c->n = w->n;
+    c->partial = w->partial;
     struct mdr_slot *s = t->slot;
     if (s != NULL) {
         /* one word at a time: the hook has just stored them one by one, and a 16-byte load of
@@ -723,7 +749,7 @@ static inline char *copy_name(char *p, const char *s, size_t n)
 }
 
 /* `e SEQ TID OP STACK RESULT ARGS...`: every operation but those of short records. */
-static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
+static inline __attribute__((always_inline)) char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
     *p++ = MEMDUMP_TAG_E_CHAR;
