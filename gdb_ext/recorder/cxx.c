@@ -95,17 +95,14 @@ static int is_libstdcxx(const void *fn)
     return strncmp(base, "libstdc++.so", 12) == 0;
 }
 
-/* Whether a recorded operator may call the C library itself (inside a recorded call only: the
- * first answer looks the functions up, and their allocations must pass through). */
-static int direct(void)
+/* direct()'s first answer, out of line (its prologue, for the loop and the look-ups, was a
+ * tenth of a recorded operator's cost when every call went through it) */
+static __attribute__((noinline)) int direct_first(void)
 {
-    int d = __atomic_load_n(&direct_state, __ATOMIC_ACQUIRE);
-    if (MDR_LIKELY(d != 0))
-        return d > 0;
     for (int i = 0; i < REAL_COUNT; i++)
         if (real(i) == NULL)
             return 0;  /* no libstdc++ yet (a C program): asked again at the next call */
-    d = mdr_allocator_hooked() ? 1 : -1;
+    int d = mdr_allocator_hooked() ? 1 : -1;
     for (int i = 0; i < REAL_COUNT && d > 0; i++)
         if (!is_libstdcxx(real_fns[i]))
             d = -1;
@@ -113,16 +110,29 @@ static int direct(void)
     return d > 0;
 }
 
-/* libstdc++'s new of SIZE (aligned to ALIGN when ALIGNED) made directly; NULL when it failed,
- * or the alignment is not a power of two (the real form then decides: new_handler, bad_alloc) */
-static void *direct_new(size_t size, size_t align, int aligned)
+/* Whether a recorded operator may call the C library itself (inside a recorded call only: the
+ * first answer looks the functions up, and their allocations must pass through). */
+static inline int direct(void)
+{
+    int d = __atomic_load_n(&direct_state, __ATOMIC_ACQUIRE);
+    if (MDR_LIKELY(d != 0))
+        return d > 0;
+    return direct_first();
+}
+
+/* The size libstdc++'s new of SIZE (aligned to ALIGN when ALIGNED) asks the C library for, and
+ * in *AL the alignment (0: malloc); 0 when the alignment is not a power of two or the size
+ * overflows (the real form then decides: new_handler, bad_alloc) */
+static size_t direct_size(size_t size, size_t align, int aligned, size_t *al)
 {
     size_t n = size != 0 ? size : 1;
+    *al = 0;
     if (!aligned)
-        return mdr_real_malloc(n);
+        return n;
     if (align == 0 || (align & (align - 1)) != 0 || n > SIZE_MAX - (align - 1))
-        return NULL;
-    return mdr_real_aligned_alloc(align, (n + align - 1) & ~(align - 1));
+        return 0;
+    *al = align;
+    return (n + align - 1) & ~(align - 1);
 }
 
 typedef void *(*new_fn)(size_t);
@@ -164,10 +174,16 @@ static void *record_new(struct mdr_thread *t, enum mdr_op op, int nothrow_index,
                         size_t align, int aligned, int throwing, const void *frame)
 {
     struct mdr_call c = {.op = op, .args = {size, 0, 0}};
-    mdr_hook_begin(t, &c, frame);
-    void *r = direct() ? direct_new(size, align, aligned) : NULL;
-    if (r == NULL)
-        r = real_new(nothrow_index, size, align, aligned, 1);
+    size_t al, n = direct_size(size, align, aligned, &al);
+    void *r = NULL;
+    if (n != 0 && direct()) {
+        r = mdr_hook_new(t, &c, frame, al, n);  /* the block, its event written: over */
+        if (MDR_LIKELY(r != NULL))
+            return r;
+    } else {
+        mdr_hook_begin(t, &c, frame);
+    }
+    r = real_new(nothrow_index, size, align, aligned, 1);
     mdr_hook_write(t, &c, (uint64_t)(uintptr_t)r);
     mdr_hook_leave(t);
     if (r == NULL && throwing)
@@ -221,13 +237,12 @@ NEW_FORMS(_Znam, MDR_NEW_ARRAY, NA, NA_NT, NA_AL, NA_AL_NT);
         struct mdr_thread *t = mdr_hook_enter();                                         \
         if (t != NULL) {                                                                 \
             struct mdr_call c = {.op = OP, .args = {(uint64_t)(uintptr_t)ptr, 0, 0}};    \
+            if (direct()) {                                                              \
+                mdr_hook_delete(t, &c, __builtin_frame_address(0));                      \
+                return;                                                                  \
+            }                                                                            \
             mdr_hook_begin(t, &c, __builtin_frame_address(0));                           \
             mdr_hook_write(t, &c, 0);                                                    \
-        }                                                                                \
-        if (t != NULL && direct()) {                                                     \
-            mdr_real_free(ptr);                                                          \
-            mdr_hook_leave(t);                                                           \
-            return;                                                                      \
         }                                                                                \
         void *fn = real(index);                                                          \
         if (MDR_LIKELY(fn != NULL))                                                      \

@@ -1,4 +1,4 @@
-/* The tables of recorder.h's number formatting (mdr_fmt_dec, mdr_fmt_hex): two digits a step.
+/* The tables of recorder.h's number formatting (mdr_fmt_dec, mdr_fmt_hex, mdr_fmt_hex_wide): two digits a step.
  * A file of its own, so that test_fmt.c checks the formatting without the rest of the recorder. */
 #include "recorder.h"
 
@@ -13,4 +13,7 @@ const uint64_t mdr_pow10[20] = {
     1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
     100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
     1000000000000000000ull, 10000000000000000000ull,
+};
+const unsigned char mdr_hex_mask[32] = {
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 };

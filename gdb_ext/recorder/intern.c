@@ -12,7 +12,6 @@
  */
 #define _GNU_SOURCE
 #include <string.h>
-#include <time.h>
 #include <sys/mman.h>
 
 #include "recorder.h"
@@ -300,91 +299,38 @@ uint64_t mdr_intern_stack(const uintptr_t *pcs, int n, uint64_t hash)
     return node;
 }
 
-/* -- the live blocks: {address, size, stack}, address 0 empty, 1 deleted -- */
+/* -- the live blocks (recorder.h: their look-ups, inline on every event) -- */
 
-static uint64_t *live;
-static size_t live_cap, live_filled;  /* filled: live and deleted entries */
+uint64_t *mdr_live;
+size_t mdr_live_cap;
+int mdr_live_shift = 64;
 
-static uint64_t *live_probe(uint64_t addr, int for_insert)
+int mdr_live_grow(void)
 {
-    size_t mask = live_cap - 1;
-    uint64_t *tomb = NULL;
-    for (size_t i = mix(addr) & mask;; i = (i + 1) & mask) {
-        uint64_t *e = &live[3 * i];
-        if (e[0] == addr)
-            return e;
-        if (e[0] == 0)
-            return for_insert && tomb ? tomb : e;
-        if (e[0] == 1 && tomb == NULL)
-            tomb = e;
-    }
-}
-
-static int live_rehash(size_t cap)
-{
-    uint64_t *old = live;
-    size_t old_cap = live_cap;
+    uint64_t *old = mdr_live;
+    size_t old_cap = mdr_live_cap, cap = old_cap ? 2 * old_cap : (size_t)1 << 16;
     uint64_t *fresh = mdr_map(cap * 3 * sizeof(uint64_t));
     if (fresh == NULL)
         return 0;
-    live = fresh;
-    live_cap = cap;
-    live_filled = 0;
+    mdr_live = fresh;
+    mdr_live_cap = cap;
+    mdr_live_shift = 64 - __builtin_ctzll(cap);
     for (size_t i = 0; i < old_cap; i++) {
         uint64_t *e = &old[3 * i];
-        if (e[0] > 1) {
-            uint64_t *n = live_probe(e[0], 1);
-            memcpy(n, e, 3 * sizeof(uint64_t));
-            live_filled++;
-        }
+        if (e[0] > 1)
+            memcpy(mdr_live_probe(e[0]), e, 3 * sizeof(uint64_t));
     }
-    C.live_table = (uint64_t)(uintptr_t)live;
-    C.live_capacity = live_cap;
+    C.live_table = (uint64_t)(uintptr_t)mdr_live;
+    C.live_capacity = mdr_live_cap;
     mdr_unmap(old, old_cap * 3 * sizeof(uint64_t));
-    return 1;
-}
-
-void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
-{
-    if (MDR_UNLIKELY(live == NULL) && !live_rehash(1 << 16))
-        return;
-    if (MDR_UNLIKELY((live_filled + 1) * 2 > live_cap) &&
-        !live_rehash(C.live_count * 4 > live_cap ? live_cap * 2 : live_cap))
-        return;
-    uint64_t *e = live_probe(addr, 1);
-    if (e[0] == addr) {
-        C.live_bytes -= e[1];
-    } else {
-        if (e[0] == 0)
-            live_filled++;
-        C.live_count++;
-    }
-    e[0] = addr;
-    e[1] = size;
-    /* the allocation's time, in seconds since the recording began (memdump leaks --older-than):
-     * time() is one load from the vDSO's page (1.3 ns here, against 9 for the coarse clock) */
-    e[2] = stack | (((uint64_t)time(NULL) - C.clock_base) << 32 & 0x7fffffff00000000ull);
-    C.live_bytes += size;
-}
-
-int mdr_live_remove(uint64_t addr)
-{
-    if (live == NULL || addr <= 1)
-        return 0;
-    uint64_t *e = live_probe(addr, 0);
-    if (e[0] != addr)
-        return 0;
-    e[0] = 1;
-    C.live_count--;
-    C.live_bytes -= e[1];
     return 1;
 }
 
 void mdr_intern_reset(void)
 {
-    live = NULL;  /* the old table stays mapped: GDB may be reading it */
-    live_cap = 0;
-    live_filled = 0;
+    mdr_live = NULL;  /* the old table stays mapped: GDB may be reading it */
+    mdr_live_cap = 0;
+    mdr_live_shift = 64;
     module_strings_used = 0;
     C.live_table = 0;
     C.live_capacity = 0;

@@ -121,13 +121,20 @@ static void resolve_real(void)
     pthread_mutex_unlock(&m);
 }
 
+/* the word a walk log's unused fixed entries name (recorder.h, mdr_walk_pad) */
+MDR_HIDDEN const uintptr_t mdr_walk_zero = 0;
+
 /* -- threads -------------------------------------------------------------------------------- */
 
 /* A recent walk of the thread's stack: a call from the same place (same return address, stack
  * and frame pointers) whose every stack word read is unchanged has the same stack, already
  * interned: no walk, no hash, no look-up. Sound because a walk is a function of its start and of
- * the words it reads (and of the unwind rules: the generation). */
-#define WALKS 16
+ * the words it reads (and of the unwind rules: the generation). A thread keeps WALK_SETS sets of
+ * two, a call's set chosen by its return address and stack pointer, the walk that replaces one
+ * the set's least recently used: with one walk a set, two call sites of a loop that fell in the
+ * same set (a third of the runs of op_bench's realloc, which calls from three) walked their
+ * stacks again at every call. */
+#define WALK_SETS 16  /* begin's set: 4 bits of a hash */
 struct walk {
     uintptr_t pc0, sp0, fp0;
     uint64_t generation, depth, node;
@@ -154,7 +161,8 @@ struct mdr_thread {
     int tid_len;
     char tid_text[24];
     struct mdr_stack_bounds bounds;
-    struct walk walks[WALKS];
+    uint8_t walk_mru[WALK_SETS];  /* the way of each set used last */
+    struct walk walks[2 * WALK_SETS];
 };
 
 #define SLOTS 4096
@@ -199,15 +207,15 @@ int mdr_thread_bounds(struct mdr_stack_bounds *out)
     return 1;
 }
 
-/* This thread's state, made at its first call; NULL when it cannot be (no memory). */
-static inline struct mdr_thread *current(void)
+/* current()'s first call in a thread: its state made (or one of an exited thread's reused) */
+static __attribute__((noinline)) struct mdr_thread *new_thread(void)
 {
     if (MDR_UNLIKELY(!__atomic_load_n(&thread_key_made, __ATOMIC_ACQUIRE))) {
         pthread_once(&thread_key_once, make_thread_key);
         __atomic_store_n(&thread_key_made, 1, __ATOMIC_RELEASE);
     }
     struct mdr_thread *t = pthread_getspecific(thread_key);
-    if (MDR_LIKELY(t != NULL))
+    if (t != NULL)
         return t;
     while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
         __builtin_ia32_pause();
@@ -222,6 +230,18 @@ static inline struct mdr_thread *current(void)
     if (t != NULL)
         pthread_setspecific(thread_key, t);
     return t;
+}
+
+/* This thread's state, made at its first call; NULL when it cannot be (no memory). The making
+ * is out of line: the hooks' own prologues stay those of the common path. */
+static inline struct mdr_thread *current(void)
+{
+    if (MDR_LIKELY(__atomic_load_n(&thread_key_made, __ATOMIC_ACQUIRE))) {
+        struct mdr_thread *t = pthread_getspecific(thread_key);
+        if (MDR_LIKELY(t != NULL))
+            return t;
+    }
+    return new_thread();
 }
 
 static void thread_init(struct mdr_thread *t)
@@ -449,8 +469,9 @@ __attribute__((constructor)) static void recorder_init(void)
     t->in_call--;
 }
 
-/* Is this call to be recorded? Sets the thread's flag when it is. */
-static inline int enter(struct mdr_thread *t)
+/* enter()'s other cases, out of line: no thread state, a nested call, a recording not started
+ * or over, the thread's first recorded call */
+static __attribute__((noinline)) int enter_slow(struct mdr_thread *t)
 {
     if (MDR_UNLIKELY(t == NULL))
         return 0;
@@ -476,46 +497,75 @@ static inline int enter(struct mdr_thread *t)
     return 1;
 }
 
+/* Is this call to be recorded? Sets the thread's flag when it is. */
+static inline int enter(struct mdr_thread *t)
+{
+    if (MDR_LIKELY(t != NULL && !t->in_call && C.state == MDR_RECORDING && t->ready)) {
+        t->in_call = 1;
+        return 1;
+    }
+    return enter_slow(t);
+}
+
 /* -- recording ------------------------------------------------------------------------------ */
 
 #define call mdr_call  /* recorder.h: cxx.c's hooks make calls too */
 
+/* W is the walk of a call from PC, SP and FP, still valid */
+static inline int walk_hit(const struct walk *w, uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                           uint64_t depth)
+{
+    return w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
+           w->depth == depth && w->generation == mdr_unwind_generation() &&
+           mdr_walk_valid(&w->log);
+}
+
+/* A new walk, into SET's least recently used way (out of line: the hooks keep the common path's
+ * registers and prologue) */
+static __attribute__((noinline)) struct walk *walk_fresh(struct mdr_thread *t, size_t set,
+                                                         uintptr_t pc, uintptr_t sp,
+                                                         uintptr_t fp, int depth)
+{
+    int way = t->walk_mru[set] ^ 1;
+    struct walk *w = &t->walks[2 * set + (size_t)way];
+    t->walk_mru[set] = (uint8_t)way;
+    w->valid = 0;
+    w->generation = mdr_unwind_generation();
+    w->partial = 0;
+    w->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log, &w->partial)
+                     : 0;
+    w->pc0 = pc;
+    w->sp0 = sp;
+    w->fp0 = fp;
+    w->depth = (uint64_t)depth;
+    w->node = 0;
+    w->valid = !w->log.overflow;
+    mdr_walk_pad(&w->log);
+    return w;
+}
+
 /* Walk the stack of the hooked function whose frame pointer is FRAME (hooks keep rbp), or
  * find it unchanged among the thread's recent walks. */
-static inline void begin(struct mdr_thread *t, struct call *c, const void *frame)
+static inline __attribute__((always_inline)) void begin(struct mdr_thread *t, struct call *c,
+                                                        const void *frame)
 {
     const uintptr_t *f = frame;
     uintptr_t pc = f[1], sp = (uintptr_t)(f + 2), fp = f[0];
-    int depth = (int)C.depth;
-    struct walk *w = NULL;
-    {
-        w = &t->walks[((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 60];
-        if (w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
-            w->depth == (uint64_t)depth && w->generation == mdr_unwind_generation() &&
-            mdr_walk_valid(&w->log, &t->bounds)) {
-            c->walk = w;
-            c->pcs = w->pcs;
-            c->n = w->n;
-            c->partial = w->partial;
-            goto slot;
-        }
-        w->valid = 0;
-        w->generation = mdr_unwind_generation();
-        c->pcs = w->pcs;
-        c->partial = 0;
-        c->n = depth > 0 ? mdr_unwind(w->pcs, depth, pc, sp, fp, &t->bounds, &w->log,
-                                      &c->partial) : 0;
-        w->partial = c->partial;
-        w->pc0 = pc;
-        w->sp0 = sp;
-        w->fp0 = fp;
-        w->depth = (uint64_t)depth;
-        w->n = c->n;
-        w->node = 0;
-        w->valid = !w->log.overflow;
-        c->walk = w;
+    uint64_t depth = C.depth;
+    size_t set = ((pc ^ (pc >> 12) ^ (sp >> 4)) * 0x9e3779b97f4a7c15ull) >> 60;  /* of 16 */
+    struct walk *w = &t->walks[2 * set];
+    if (walk_hit(w, pc, sp, fp, depth)) {
+        t->walk_mru[set] = 0;
+    } else if (walk_hit(w + 1, pc, sp, fp, depth)) {
+        t->walk_mru[set] = 1;
+        w++;
+    } else {
+        w = walk_fresh(t, set, pc, sp, fp, (int)depth);
     }
-slot:;
+    c->walk = w;
+    c->pcs = w->pcs;
+    c->n = w->n;
+    c->partial = w->partial;
     struct mdr_slot *s = t->slot;
     if (s != NULL) {
         /* one word at a time: the hook has just stored them one by one, and a 16-byte load of
@@ -586,7 +636,7 @@ static int break_matches(struct mdr_break *b, const struct mdr_thread *t, const 
     return 1;
 }
 
-static void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
+static inline __attribute__((always_inline)) void apply(enum mdr_op op, uint64_t result, const uint64_t *a, uint64_t rc, uint64_t stack)
 {
     switch (op) {
     case MDR_MALLOC: case MDR_VALLOC: case MDR_PVALLOC: case MDR_NEW: case MDR_NEW_ARRAY:
@@ -652,8 +702,10 @@ static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
  * (new, new[]: as malloc) and `-n`, `-a` (delete, delete[]: as free, format 2.1), after `t TID`
  * when the previous short record was another thread's; SEQ is implicit: one more than the last
  * sequenced record. */
-static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
-                                 const struct walk *w, uint64_t block, uint64_t size)
+static inline __attribute__((always_inline)) char *short_record(char *p, struct mdr_thread *t,
+                                                                enum mdr_op op, uint64_t stack,
+                                                                const struct walk *w,
+                                                                uint64_t block, uint64_t size)
 {
     ++C.seq;
     if (MDR_UNLIKELY(t->tid != short_tid)) {
@@ -670,7 +722,7 @@ static inline char *short_record(char *p, struct mdr_thread *t, enum mdr_op op, 
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
-    p = mdr_fmt_hex(p, block);
+    p = mdr_fmt_hex_wide(p, block);
     if (alloc) {
         *p++ = ' ';
         p = mdr_fmt_dec(p, size);
@@ -697,7 +749,7 @@ static inline char *copy_name(char *p, const char *s, size_t n)
 }
 
 /* `e SEQ TID OP STACK RESULT ARGS...`: every operation but those of short records. */
-static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
+static inline __attribute__((always_inline)) char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_t stack,
                           const struct walk *w, uint64_t result, const uint64_t *a, uint64_t rc)
 {
     *p++ = MEMDUMP_TAG_E_CHAR;
@@ -714,17 +766,17 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
     if (op == MDR_CUSTOM_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY) {
         *p++ = '-';
         *p++ = ' ';
-        return mdr_fmt_hex(p, a[0]);
+        return mdr_fmt_hex_wide(p, a[0]);
     }
-    p = mdr_fmt_hex(p, result);
+    p = mdr_fmt_hex_wide(p, result);
     *p++ = ' ';
     switch (op) {
     case MDR_REALLOC:
-        p = mdr_fmt_hex(p, a[0]);
+        p = mdr_fmt_hex_wide(p, a[0]);
         *p++ = ' ';
         return mdr_fmt_dec(p, a[1]);
     case MDR_REALLOCARRAY:
-        p = mdr_fmt_hex(p, a[0]);
+        p = mdr_fmt_hex_wide(p, a[0]);
         *p++ = ' ';
         p = mdr_fmt_dec(p, a[1]);
         *p++ = ' ';
@@ -744,10 +796,12 @@ static char *event_record(char *p, struct mdr_thread *t, enum mdr_op op, uint64_
     }
 }
 
-static void finish(struct mdr_thread *t, struct call *c, uint64_t result, uint64_t rc,
-                   int locked)
+/* Inline in every hook, OP a constant there (c->op's value): each hook's copy keeps its own
+ * operation's record and live-block update, without the switches on OP or the calls. */
+static inline __attribute__((always_inline)) void finish(struct mdr_thread *t, struct call *c,
+                                                         enum mdr_op op, uint64_t result,
+                                                         uint64_t rc, int locked)
 {
-    enum mdr_op op = c->op;
     struct walk *w = c->walk;
     uint64_t hash = w != NULL && w->node ? 0 : mdr_stack_hash(c->pcs, c->n);
     int hit = 0;
@@ -808,7 +862,13 @@ MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const v
 
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result)
 {
-    finish(t, c, result, 0, 0);
+    switch (c->op) {  /* the C++ operators' own copies (finish) */
+    case MDR_NEW: finish(t, c, MDR_NEW, result, 0, 0); break;
+    case MDR_NEW_ARRAY: finish(t, c, MDR_NEW_ARRAY, result, 0, 0); break;
+    case MDR_DELETE: finish(t, c, MDR_DELETE, result, 0, 0); break;
+    case MDR_DELETE_ARRAY: finish(t, c, MDR_DELETE_ARRAY, result, 0, 0); break;
+    default: finish(t, c, c->op, result, 0, 0); break;
+    }
 }
 
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
@@ -818,34 +878,58 @@ MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t)
 
 #define HOOK_BEGIN(OP, A0, A1, A2)                                  \
     struct mdr_thread *t = self;                                    \
+    const enum mdr_op op = (OP); /* finish's constant */            \
     struct call c;                                                  \
-    c.op = (OP);                                                    \
+    c.op = op;                                                      \
     c.args[0] = (uint64_t)(A0);                                     \
     c.args[1] = (uint64_t)(A1);                                     \
     c.args[2] = (uint64_t)(A2);                                     \
     begin(t, &c, __builtin_frame_address(0))
 
 #define HOOK_END(RESULT, RC)                                        \
-    finish(t, &c, (uint64_t)(RESULT), (RC), 0);                     \
+    finish(t, &c, op, (uint64_t)(RESULT), (RC), 0);                 \
     t->in_call = 0
 
 #define REAL(name)                                                  \
     (MDR_UNLIKELY(real.free == NULL) ? (resolve_real(), real.name) : real.name)
 
-MDR_HIDDEN void *mdr_real_malloc(size_t size)
-{
-    return REAL(malloc)(size);
-}
-
-MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size)
-{
-    return REAL(aligned_alloc)(align, size);
-}
-
-MDR_HIDDEN void mdr_real_free(void *ptr)
+static inline void real_free(void *ptr)
 {
     if (MDR_LIKELY(!is_bootstrap(ptr)))
         REAL(free)(ptr);
+}
+
+/* cxx.c's recorded operator new on the direct path: begin, the C library's malloc(SIZE)
+ * (aligned_alloc(ALIGN, SIZE) when ALIGN is not 0), and when it returned a block, its event with
+ * this operator's own copy of finish, and the call is over. NULL: the call failed, nothing is
+ * written (the caller takes the real operator's way, then writes the event). One call from the
+ * hook instead of five (begin, the allocation, the event, the leave). */
+MDR_HIDDEN void *mdr_hook_new(struct mdr_thread *t, struct mdr_call *c, const void *frame,
+                              size_t align, size_t size)
+{
+    begin(t, c, frame);
+    void *r = align != 0 ? REAL(aligned_alloc)(align, size) : REAL(malloc)(size);
+    if (MDR_LIKELY(r != NULL)) {
+        if (c->op == MDR_NEW)
+            finish(t, c, MDR_NEW, (uint64_t)(uintptr_t)r, 0, 0);
+        else
+            finish(t, c, MDR_NEW_ARRAY, (uint64_t)(uintptr_t)r, 0, 0);
+        t->in_call = 0;
+    }
+    return r;
+}
+
+/* cxx.c's recorded operator delete on the direct path: begin, its event, the C library's
+ * free(PTR) (after the event, as free's hook), and the call is over. */
+MDR_HIDDEN void mdr_hook_delete(struct mdr_thread *t, struct mdr_call *c, const void *frame)
+{
+    begin(t, c, frame);
+    if (c->op == MDR_DELETE)
+        finish(t, c, MDR_DELETE, 0, 0, 0);
+    else
+        finish(t, c, MDR_DELETE_ARRAY, 0, 0, 0);
+    real_free((void *)(uintptr_t)c->args[0]);
+    t->in_call = 0;
 }
 
 /* -- the entry points ----------------------------------------------------------------------- */
@@ -911,7 +995,7 @@ EXPORT void *realloc(void *ptr, size_t size)
     if (ptr != NULL)
         lock(t->tid);
     void *r = real.realloc(ptr, size);
-    finish(t, &c, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
+    finish(t, &c, op, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
     t->in_call = 0;
     return r;
 }
@@ -925,7 +1009,7 @@ EXPORT void *reallocarray(void *ptr, size_t nmemb, size_t size)
     if (ptr != NULL)
         lock(t->tid);
     void *r = real.reallocarray(ptr, nmemb, size);
-    finish(t, &c, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
+    finish(t, &c, op, (uint64_t)(uintptr_t)r, 0, ptr != NULL);
     t->in_call = 0;
     return r;
 }

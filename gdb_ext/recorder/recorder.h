@@ -4,6 +4,11 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
+#include <time.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "control.h"
 
@@ -44,14 +49,33 @@ static inline int mdr_readable(const struct mdr_stack_bounds *b, uintptr_t addr)
 {
     return (addr >= b->lo && addr + 8 <= b->hi) || (addr >= b->alt_lo && addr + 8 <= b->alt_hi);
 }
-/* Every word LOG recorded still holds its value (and lies in the stack): the walk is the same.
- * Inline, as the generation below: both are on every event's path. */
-static inline int mdr_walk_valid(const struct mdr_walk_log *log, const struct mdr_stack_bounds *b)
+/* The first MDR_WALK_FIXED entries of a log are always set: past its count they name a word that
+ * holds 0 (mdr_walk_pad), so that the check reads them all without a loop. */
+#define MDR_WALK_FIXED 8
+extern MDR_HIDDEN const uintptr_t mdr_walk_zero;
+static inline void mdr_walk_pad(struct mdr_walk_log *log)
 {
-    for (int i = 0; i < log->count; i++)
-        if (!mdr_readable(b, log->addr[i]) || *(const uintptr_t *)log->addr[i] != log->value[i])
-            return 0;
-    return 1;
+    for (int i = log->count; i < MDR_WALK_FIXED; i++) {
+        log->addr[i] = (uintptr_t)&mdr_walk_zero;
+        log->value[i] = 0;
+    }
+}
+/* Every word LOG recorded still holds its value: the walk is the same. Each address was checked
+ * against the thread's stack bounds when the walk read it, and a thread's bounds are fixed from
+ * its first heap call (thread_init), so they are not checked again: the loads are independent,
+ * their differences ORed together and tested once, the first MDR_WALK_FIXED without a loop (a
+ * walk of a few frames reads a word or two a frame; the bounds' compares and the loop's were
+ * most of a cached walk's cost). Inline, as the generation below: both are on every event's
+ * path. */
+static inline int mdr_walk_valid(const struct mdr_walk_log *log)
+{
+    uintptr_t diff = 0;
+#pragma GCC unroll 8
+    for (int i = 0; i < MDR_WALK_FIXED; i++)
+        diff |= *(const uintptr_t *)log->addr[i] ^ log->value[i];
+    for (int i = MDR_WALK_FIXED; i < log->count; i++)
+        diff |= *(const uintptr_t *)log->addr[i] ^ log->value[i];
+    return diff == 0;
 }
 /* recorder.c: this thread's stack bounds, as its allocations' walks use them (from
  * pthread_getattr_np and sigaltstack at its first heap call); 0 when the thread made no heap
@@ -140,12 +164,110 @@ static inline char *mdr_fmt_hex(char *p, uint64_t v)
     return end;
 }
 
+/* V as mdr_fmt_hex writes it, for an event record's buffer (mdr_out_reserve's room): it stores
+ * 18 bytes at P, `0x`, the digits and NULs to the end (the dump past its last record stays NUL,
+ * as a cut recording needs). The 16 nibbles are spread to bytes and turned to digits in one SSE2
+ * register, without a loop or a table look-up a digit pair: the address of every event is most
+ * of its formatting. */
+extern MDR_HIDDEN const unsigned char mdr_hex_mask[32];  /* 16 times 0xff, then 16 zeros */
+static inline char *mdr_fmt_hex_wide(char *p, uint64_t v)
+{
+#ifdef __SSE2__
+    int nd = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+    uint64_t x = __builtin_bswap64(v << (64 - 4 * nd));  /* the first digit in the low byte */
+    __m128i b = _mm_cvtsi64_si128((long long)x);
+    __m128i low4 = _mm_set1_epi8(0x0f);
+    __m128i nib = _mm_unpacklo_epi8(_mm_and_si128(_mm_srli_epi16(b, 4), low4),
+                                    _mm_and_si128(b, low4));
+    __m128i letter = _mm_and_si128(_mm_cmpgt_epi8(nib, _mm_set1_epi8(9)),
+                                   _mm_set1_epi8('a' - '0' - 10));
+    __m128i dig = _mm_add_epi8(_mm_add_epi8(nib, _mm_set1_epi8('0')), letter);
+    dig = _mm_and_si128(dig, _mm_loadu_si128((const __m128i *)(mdr_hex_mask + 16 - nd)));
+    p[0] = '0';
+    p[1] = 'x';
+    _mm_storeu_si128((__m128i *)(p + 2), dig);
+    return p + 2 + nd;
+#else
+    return mdr_fmt_hex(p, v);
+#endif
+}
+
 /* -- intern.c: frames, stack nodes, the live blocks (under the lock) -- */
 /* The node of the stack PCS[0..N) (innermost first), writing the definitions it needs. */
 MDR_HIDDEN uint64_t mdr_intern_stack(const uintptr_t *pcs, int n, uint64_t hash);
 MDR_HIDDEN uint64_t mdr_stack_hash(const uintptr_t *pcs, int n);
-MDR_HIDDEN void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack);
-MDR_HIDDEN int mdr_live_remove(uint64_t addr);
+
+/* The live blocks: {address, size, stack} entries, address 0 empty, in a table of MDR_LIVE_CAP
+ * (a power of two) at most half full, GDB's to read at a stop (control block `live_table`).
+ * Linear probing without tombstones: a removal moves the later entries of its run that may sit
+ * at the hole back into it (backward shift), so a run ends at its first empty entry. A program
+ * reuses an address as soon as it frees it (glibc's tcache), and with tombstones each such
+ * allocation probed past the deleted entries of its run, and each release left one more. An
+ * address's home is its Fibonacci hash (a multiplication and a shift). Inline: on every event,
+ * under the lock; intern.c makes and doubles the table. */
+extern MDR_HIDDEN uint64_t *mdr_live;
+extern MDR_HIDDEN size_t mdr_live_cap;
+extern MDR_HIDDEN int mdr_live_shift;   /* 64 - log2(mdr_live_cap) */
+/* the table made, or doubled; 0 when there is no memory for it */
+MDR_HIDDEN int mdr_live_grow(void);
+
+static inline size_t mdr_live_home(uint64_t addr)
+{
+    return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> mdr_live_shift);
+}
+
+/* ADDR's entry, or the empty one where it goes */
+static inline uint64_t *mdr_live_probe(uint64_t addr)
+{
+    size_t mask = mdr_live_cap - 1;
+    for (size_t i = mdr_live_home(addr);; i = (i + 1) & mask) {
+        uint64_t *e = &mdr_live[3 * i];
+        if (e[0] == addr || e[0] == 0)
+            return e;
+    }
+}
+
+static inline void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
+{
+    if (MDR_UNLIKELY((memdump_recorder_control.live_count + 1) * 2 > mdr_live_cap) &&
+        !mdr_live_grow())
+        return;
+    uint64_t *e = mdr_live_probe(addr);
+    if (e[0] == addr)
+        memdump_recorder_control.live_bytes -= e[1];
+    else
+        memdump_recorder_control.live_count++;
+    e[0] = addr;
+    e[1] = size;
+    /* the allocation's time, in seconds since the recording began (memdump leaks --older-than):
+     * time() is one load from the vDSO's page (1.3 ns here, against 9 for the coarse clock) */
+    e[2] = stack | (((uint64_t)time(NULL) - memdump_recorder_control.clock_base) << 32
+                    & 0x7fffffff00000000ull);
+    memdump_recorder_control.live_bytes += size;
+}
+
+static inline int mdr_live_remove(uint64_t addr)
+{
+    if (mdr_live == NULL || addr <= 1)
+        return 0;
+    uint64_t *e = mdr_live_probe(addr);
+    if (e[0] != addr)
+        return 0;
+    memdump_recorder_control.live_count--;
+    memdump_recorder_control.live_bytes -= e[1];
+    /* the backward shift: each later entry of the run whose home is not in (hole, it] moves
+     * into the hole, which moves to where it was */
+    size_t mask = mdr_live_cap - 1, hole = (size_t)(e - mdr_live) / 3;
+    for (size_t j = (hole + 1) & mask; mdr_live[3 * j] != 0; j = (j + 1) & mask) {
+        size_t home = mdr_live_home(mdr_live[3 * j]);
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            memcpy(&mdr_live[3 * hole], &mdr_live[3 * j], 3 * sizeof(uint64_t));
+            hole = j;
+        }
+    }
+    mdr_live[3 * hole] = 0;
+    return 1;
+}
 MDR_HIDDEN int mdr_intern_init(void);
 
 /* -- recorder.c's hooked call, for cxx.c's hooks (the C++ operators) -- */
@@ -167,11 +289,13 @@ MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const v
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result);
 /* The hooked call is over: the thread's next call is recorded again. */
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t);
-/* The C library's functions the recorder's own hooks call (cxx.c's direct path: libstdc++'s
- * operators are these calls and nothing more, docs/recorder.md "C++ operators"). */
-MDR_HIDDEN void *mdr_real_malloc(size_t size);
-MDR_HIDDEN void *mdr_real_aligned_alloc(size_t align, size_t size);
-MDR_HIDDEN void mdr_real_free(void *ptr);
+/* The direct path's recorded operators (cxx.c), each in one call: the stack walked from FRAME,
+ * the C library's allocation (malloc(SIZE), or aligned_alloc(ALIGN, SIZE) when ALIGN is not 0)
+ * and the event, the call then over; NULL when the allocation failed (stack walked, nothing
+ * written: the caller goes on as for a recorded call). A delete: its event, free, over. */
+MDR_HIDDEN void *mdr_hook_new(struct mdr_thread *t, struct mdr_call *c, const void *frame,
+                              size_t align, size_t size);
+MDR_HIDDEN void mdr_hook_delete(struct mdr_thread *t, struct mdr_call *c, const void *frame);
 /* Whether a module's call of malloc, free and aligned_alloc binds to the recorder's hooks (the
  * recorder is preloaded and no module before it defines them). */
 MDR_HIDDEN int mdr_allocator_hooked(void);

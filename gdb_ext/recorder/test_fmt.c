@@ -1,7 +1,8 @@
 /* recorder.h's number formatting against printf's: every value to 2^20, each power of ten and
  * of two and its neighbours, and a million pseudo-random values of every width. Each must print
- * exactly printf's text, return its end, and write nothing past it. Exit 1 at the first
- * difference (printed), 0 when all agree. */
+ * exactly printf's text, return its end, and write nothing past it (the wide hexadecimal form:
+ * NULs to its 18th byte, nothing after). Exit 1 at the first difference (printed), 0 when all
+ * agree. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
@@ -21,6 +22,18 @@ static int check(uint64_t v)
                    (int)(end - got), got, (int)(end - got), want);
             fails++;
         }
+    }
+    /* the record buffer's form: the same text, then NULs to its 18th byte, nothing after */
+    int len = snprintf(want, sizeof want, "0x%" PRIx64, v);
+    memset(got, '#', sizeof got);
+    char *end = mdr_fmt_hex_wide(got, v);
+    int nuls = 1;
+    for (int i = len; i < 18; i++)
+        nuls &= got[i] == '\0';
+    if (end - got != len || memcmp(got, want, (size_t)len) != 0 || !nuls || got[18] != '#') {
+        printf("wide hex of %" PRIu64 ": %.*s (%d bytes), printf: %s\n", v, (int)(end - got), got,
+               (int)(end - got), want);
+        fails++;
     }
     return fails;
 }
