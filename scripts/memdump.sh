@@ -471,45 +471,26 @@ if [[ "$children" -eq 1 ]]; then
     done
 fi
 
-analyze="${root_dir}/scripts/memdump-analyze"
-# The dumps compacted (docs/dump-format.md, "Compact encoding"), each beside itself and renamed
-# over it when complete: a failure leaves the text dump, says why, and changes no exit status.
-compact_dumps() {
-    local d said
-    for d in "${dumps[@]}"; do
-        if said="$("$analyze" --compact "$d" 2>&1)"; then
-            echo "${me}: ${said#memdump-analyze: }"
-        else
-            echo "${me}: ${said#memdump-analyze: }; the dump stays text"
-        fi
-    done
-}
-# They are compacted on the second core while the reports read the text (a report that opens the
-# dump again after the rename reads the same records from the compact file); what the compaction
-# says comes after the reports, and this script ends when it has ended.
-compact_log="${work}/compact.log"
-compact_pid=""
-if [[ "$compact" -eq 1 ]]; then
-    compact_dumps >"$compact_log" 2>&1 &
-    compact_pid=$!
-    trap 'wait "$compact_pid" 2>/dev/null || true; rm -rf -- "$work"' EXIT
-fi
-compacted() {
-    if [[ -n "$compact_pid" ]]; then
-        wait "$compact_pid" || true
-        cat "$compact_log" >&2
-        compact_pid=""
-    fi
-}
-if [[ "$report" -eq 1 && -n "$json" ]]; then
-    # Both reports from one reading of the dump: memdump-analyze DUMP, then memdump-analyze
-    # --format json -o FILE DUMP, run in one analyser (exit status: which one failed, or 0).
+# The reports (the text one, --json's) and the compaction of the dumps (docs/dump-format.md,
+# "Compact encoding": each beside itself, renamed over it when complete) in one analyser: the
+# dump is read once for both reports, and compacted meanwhile on the second core (a report that
+# opens the dump again after the rename reads the same records from the compact file). A
+# compaction that fails leaves the text dump, says why, and changes no exit status.
+to_compact=()
+[[ "$compact" -eq 0 ]] || to_compact=("${dumps[@]}")
+if [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
     failed=0
     PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -c '
 import sys
-from memdump_analyzer.cli import several
-sys.exit(several([sys.argv[1]], ["--format", "json", "-o", sys.argv[2], sys.argv[1]])[0])
-' "$used" "$json" >&2 || failed=$?
+from memdump_analyzer.cli import several_compacting
+me, dump, report, json_file, dumps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
+argvs = ([[dump]] if report == "1" else []) + ([["--format", "json", "-o", json_file, dump]]
+                                                if json_file else [])
+(number, code), said = several_compacting(dumps, *argvs)
+for line in said:
+    print(f"{me}: {line}", file=sys.stderr)
+sys.exit(0 if code == 0 else 2 if argvs[number - 1][0] == "--format" else 1)
+' "$me" "$used" "$report" "$json" "${to_compact[@]}" >&2 || failed=$?
     if [[ "$failed" -eq 2 ]]; then
         echo "${me}: the JSON report failed" >&2
         exit 125
@@ -517,20 +498,5 @@ sys.exit(several([sys.argv[1]], ["--format", "json", "-o", sys.argv[2], sys.argv
         echo "${me}: the report failed" >&2
         exit 125
     fi
-    compacted
-    exit "$status"
 fi
-if [[ "$report" -eq 1 ]]; then
-    if ! "$analyze" "$used" >&2; then
-        echo "${me}: the report failed" >&2
-        exit 125
-    fi
-fi
-if [[ -n "$json" ]]; then
-    if ! "$analyze" --format json -o "$json" "$used"; then
-        echo "${me}: the JSON report failed" >&2
-        exit 125
-    fi
-fi
-compacted
 exit "$status"

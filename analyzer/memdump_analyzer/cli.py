@@ -319,6 +319,37 @@ def several(*argvs: list[str]) -> tuple[int, int]:
         _kept = None
 
 
+def several_compacting(dumps: list[str], *argvs: list[str]) -> tuple[tuple[int, int], list[str]]:
+    """`several(*argvs)` while DUMPS are compacted beside it, in a thread (the C library's
+    compaction runs without Python's lock, on the second core): scripts/memdump.sh's reports and
+    compaction in one analyser, without a second start-up. Returns `several`'s result and, for
+    each dump, what its compaction said (`PATH: compacted, ...`, or why the dump stays text)."""
+    import threading
+
+    from . import compactfile
+
+    said: list[str] = []
+
+    def compact_all() -> None:
+        for dump in dumps:
+            try:
+                before = os.path.getsize(dump)
+                compactfile.compact_file(dump)
+                said.append(f"{dump}: compacted, {before:,} bytes of text in "
+                            f"{os.path.getsize(dump):,}")
+            except compactfile.CompactError as e:
+                said.append(f"{e}; the dump stays text")
+            except OSError as e:
+                said.append(f"{dump}: {e.strerror or e}; the dump stays text")
+
+    worker = threading.Thread(target=compact_all, name="compact")
+    worker.start()
+    try:
+        return several(*argvs), said
+    finally:
+        worker.join()
+
+
 def _suppressions(args: argparse.Namespace) -> list[Suppression]:
     """The suppression files' entries; an empty list (not None) when none was given."""
     if not args.suppressions:
