@@ -508,3 +508,10 @@ def test_stacks_trimmed_per_node_agree_with_trim_stack(seed: int) -> None:
             node, frame = nodes[node]
             whole += [frames[frame], *inlined.get(frame, ())]
         assert trimmed(ident) == trim_stack(whole), ident
+
+
+def test_a_stacks_row_is_unpacked_in_its_fields_order() -> None:
+    """views/stream._finish unpacks a stack's row (passapi's CUR ... NODE) whole."""
+    from memdump_analyzer.views.stream import ROW_ORDER
+
+    assert ROW_ORDER == tuple(range(14))
