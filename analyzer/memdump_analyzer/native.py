@@ -150,6 +150,14 @@ class _Fallback(Exception):
     """The library left the dump to the Python replay."""
 
 
+def _array(ctype: Any, fmt: str, n: int, address: int) -> Sequence[int]:
+    """The library's array of `n` `ctype` at `address`, read in place: a memoryview in the
+    machine's own format, which Python indexes without ctypes' conversion per item."""
+    if not n:
+        return ()
+    return memoryview((ctype * n).from_address(address)).cast("B").cast(fmt)
+
+
 class _Nodes(abc.Mapping):
     """`reader.nodes` (stack node id -> (PARENT, FRAME)) as the library holds it, in the order
     the nodes were defined: through `mdc_node` during the run, then on its arrays."""
@@ -169,10 +177,10 @@ class _Nodes(abc.Mapping):
         out = (ctypes.c_uint64 * 6)()
         self._lib.mdc_nodes(self._ctx, out)
         self._cap = cap = out[3]
-        self._flags = (ctypes.c_uint8 * cap).from_address(out[0]) if cap else b""
-        self._parents = (ctypes.c_int32 * cap).from_address(out[1]) if cap else ()
-        self._frames = (ctypes.c_int32 * cap).from_address(out[2]) if cap else ()
-        self._order = (ctypes.c_uint32 * out[5]).from_address(out[4]) if out[5] else ()
+        self._flags = _array(ctypes.c_uint8, "B", cap, out[0])
+        self._parents = _array(ctypes.c_int32, "i", cap, out[1])
+        self._frames = _array(ctypes.c_int32, "i", cap, out[2])
+        self._order = _array(ctypes.c_uint32, "I", out[5], out[4])
         self._final = True
 
     def flags(self, ident: int) -> int:

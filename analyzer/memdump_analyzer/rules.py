@@ -315,6 +315,19 @@ def trim_lock_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
     return trim_stack(frames, _LOCK_WRAPPER)
 
 
+def is_allocator_frame(frame: Frame) -> bool:
+    """Rule `allocator-frame`: a frame `trim_stack` removes from the inner end of a stack."""
+    name = _function(frame)
+    return name is not None and _WRAPPER.match(name) is not None
+
+
+def is_main_frame(frame: Frame) -> bool:
+    """Rule `below-main`: a frame `trim_stack` keeps as a stack's outermost when it is the
+    outermost of its kind (its callers are dropped)."""
+    name = _function(frame)
+    return name is not None and _MAIN.match(name) is not None
+
+
 def trim_stack(frames: Sequence[Frame], wrapper: re.Pattern[str] = _WRAPPER
                ) -> tuple[Frame, ...]:
     """The stack as reports show it (innermost first): allocator frames (or `wrapper`'s) and

@@ -474,3 +474,44 @@ def test_random_series_agree_with_the_heap_map_and_add_up(tmp_path: Path, seed: 
         i = p.tag_names.index(row["tag"])
         assert row["series"] == [[pt[0], t[i]] for pt, t in zip(p.timeline, p.timeline_tags,
                                                                  strict=True)]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_stacks_trimmed_per_node_agree_with_trim_stack(seed: int) -> None:
+    """The views trim each stack node from its parent's (common._trimmed): on random stack
+    trees of allocator frames, `main`s, inlined frames and others, each node's stack is
+    what `rules.trim_stack` makes of its whole stack (kept whole when all allocator frames,
+    cut below the outermost `main`, a `main` among the allocator frames not counted)."""
+    from types import SimpleNamespace
+
+    from memdump_analyzer.dumpdefs import Frame
+    from memdump_analyzer.rules import trim_stack
+    from memdump_analyzer.views.common import _trimmed
+
+    rng = random.Random(seed)
+    names = ["malloc", "operator new(unsigned long)", "main", "main()", "f", "g", None,
+             "__libc_start_main", "realloc"]
+    frames = {i: Frame(i, "a.out", i, rng.choice(names), None, None) for i in range(1, 12)}
+    inlined = {i: [Frame(i, "a.out", i, rng.choice(names), None, None)
+                   for _ in range(rng.randint(1, 2))] for i in rng.sample(range(1, 12), 4)}
+    nodes: dict[int, tuple[int, int]] = {0: (0, 0)}
+    for ident in range(1, 400):
+        nodes[ident] = (rng.choice([0, *range(max(1, ident - 30), ident)]), rng.randint(1, 11))
+    reader = SimpleNamespace(nodes=nodes, frames=frames, inlined_into=inlined)
+    trimmed = _trimmed(reader)  # type: ignore[arg-type]
+    order = list(nodes)
+    rng.shuffle(order)  # nodes asked for before or after their parents
+    for ident in order:
+        whole: list[Frame] = []
+        node = ident
+        while node:
+            node, frame = nodes[node]
+            whole += [frames[frame], *inlined.get(frame, ())]
+        assert trimmed(ident) == trim_stack(whole), ident
+
+
+def test_a_stacks_row_is_unpacked_in_its_fields_order() -> None:
+    """views/stream._finish unpacks a stack's row (passapi's CUR ... NODE) whole."""
+    from memdump_analyzer.views.stream import ROW_ORDER
+
+    assert ROW_ORDER == tuple(range(14))

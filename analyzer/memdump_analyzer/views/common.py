@@ -4,13 +4,22 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..dumpfile import DumpReader, Frame
 from ..report import _clean, _frame_json, _stack_text
-from ..rules import trim_stack
+from ..rules import is_allocator_frame, is_main_frame
 from ..wording import plural
 from .stream import Profile, StackStats
 
@@ -103,14 +112,30 @@ def _merge(a: StackStats, b: StackStats) -> StackStats:
     )
 
 
-def _stacks(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
-    """`reader.stack` as tuples, each stack node's made once: a node's frames are its own (with
-    their inlined code's) then its parent's, so that the stacks of a dump, which share most of
-    their nodes, cost a tuple each instead of a walk of the whole tree."""
-    memo: dict[int, tuple[Frame, ...]] = {0: ()}
+def _trimmed(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
+    """Each stack node's stack as `rules.trim_stack` shows it (allocator frames and what is below
+    main removed), made once per node from its parent's. A node's frames are its own (with their
+    inlined code's) then its parent's, so its leading allocator frames and its outermost `main`
+    follow from its parent's: the stacks of a dump, which share most of their nodes, cost a tuple
+    and a slice each rather than a walk and a trim of the whole stack."""
     nodes, table, inlined_into = reader.nodes, reader.frames, reader.inlined_into
+    # frame number -> its frames, how many of them lead as allocator frames, the index of the
+    # outermost `main` among them (-1: none)
+    own: dict[int, tuple[tuple[Frame, ...], int, int]] = {}
+    # node -> its whole stack, its leading allocator frames, the index of its outermost `main`
+    memo: dict[int, tuple[tuple[Frame, ...], int, int]] = {0: ((), 0, -1)}
 
-    def stack(node: int) -> tuple[Frame, ...]:
+    def frames_of(frame: int) -> tuple[tuple[Frame, ...], int, int]:
+        outer = inlined_into.get(frame)
+        fs = (table[frame], *outer) if outer else (table[frame],)
+        lead = 0
+        while lead < len(fs) and is_allocator_frame(fs[lead]):
+            lead += 1
+        main = next((i for i in range(len(fs) - 1, -1, -1) if is_main_frame(fs[i])), -1)
+        got = own[frame] = (fs, lead, main)
+        return got
+
+    def trimmed(node: int) -> tuple[Frame, ...]:
         got = memo.get(node)
         path = []
         while got is None:
@@ -118,12 +143,19 @@ def _stacks(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
             path.append((node, frame))
             node = parent
             got = memo.get(node)
+        full, lead, main = got
         for ident, frame in reversed(path):
-            outer = inlined_into.get(frame)
-            got = memo[ident] = ((table[frame], *outer) if outer else (table[frame],)) + got
-        return got
+            fs, own_lead, own_main = own.get(frame) or frames_of(frame)
+            n = len(fs)
+            lead = own_lead + lead if own_lead == n else own_lead
+            main = n + main if main >= 0 else own_main
+            full = fs + full
+            memo[ident] = (full, lead, main)
+        # a stack of allocator frames alone is kept whole
+        start = lead if lead < len(full) else 0
+        return full[start:main + 1] if main >= start else full[start:]
 
-    return stack
+    return trimmed
 
 
 class LazyGroups(Mapping[StackKey, Group]):
@@ -149,12 +181,22 @@ class LazyGroups(Mapping[StackKey, Group]):
     def __len__(self) -> int:
         return len(self._made())
 
+    # the views read every group: the dict's own views, not a look-up per key
+    def keys(self) -> KeysView[StackKey]:
+        return self._made().keys()
+
+    def values(self) -> ValuesView[Group]:
+        return self._made().values()
+
+    def items(self) -> ItemsView[StackKey, Group]:
+        return self._made().items()
+
 
 def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
     is below main, as the leak report shows them)."""
     cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
-    stack = _stacks(reader)
+    trimmed = _trimmed(reader)
     # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
     # then found without a call per frame
     every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
@@ -165,7 +207,7 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
         got = cache.get(node)
         if got is None:
-            frames = trim_stack(stack(node))
+            frames = trimmed(node)
             got = cache[node] = (tuple(map(key_of, map(id, frames))), frames)
         return got
 

@@ -162,27 +162,24 @@ class ProfileOutput(Accumulator):
         result.peak_rss_ms = figures.peak_rss_ms
 
 
+#: a stack's row (passapi) as `_finish` unpacks it: its fields in this order, from 0
+ROW_ORDER = (CUR, CUR_N, CHANGED, PEAK, PEAK_N, ALLOCS, ALLOC_BYTES, TEMP, TEMP_BYTES, LIFE,
+             LIFE_MS, FREED_BY, GONE, NODE)
+
+
 def _finish(result: Profile, stats: dict[bytes, list],  # type: ignore[type-arg]
             peak_seq: int) -> None:
     """The stacks' figures at the end."""
-    for st in stats.values():
-        nid = st[NODE]
-        at_peak = st[CHANGED] <= peak_seq
-        result.stacks[nid] = StackStats(
-            node=nid,
-            live_bytes=st[CUR],
-            live_blocks=st[CUR_N],
-            peak_bytes=st[CUR] if at_peak else st[PEAK],
-            peak_blocks=st[CUR_N] if at_peak else st[PEAK_N],
-            allocations=st[ALLOCS],
-            allocated_bytes=st[ALLOC_BYTES],
-            temporary=st[TEMP],
-            temporary_bytes=st[TEMP_BYTES],
-            frees=st[ALLOCS] - st[CUR_N] - st[GONE],
-            lifetimes=st[LIFE],
-            lifetimes_ms=st[LIFE_MS],
-            freed_by={abs(k): v for k, v in st[FREED_BY].items()},
-        )
+    stacks = result.stacks
+    for (cur, cur_n, changed, peak, peak_n, allocs, allocated, temp, temp_bytes, life, life_ms,
+         freed_by, gone, nid) in stats.values():  # ROW_ORDER
+        at_peak = changed <= peak_seq
+        stacks[nid] = StackStats(
+            nid, cur, cur_n, cur if at_peak else peak, cur_n if at_peak else peak_n, allocs,
+            allocated, temp, temp_bytes, allocs - cur_n - gone, life, life_ms,
+            # a marked node's id comes negated
+            {abs(k): v for k, v in freed_by.items()} if any(k < 0 for k in freed_by)
+            else freed_by)
 
 
 def _tag_name(reader: DumpReader, ident: int) -> str:
