@@ -331,8 +331,7 @@ class InProcessSession(Session):
                     new[fid] = self._resolve(pc)
                 except Exception:  # noqa: BLE001 - a frame GDB cannot resolve stays raw
                     self._symbols[fid] = None
-        from_debug_files(new)
-        self._symbols.update(new)
+        self._symbols.update(from_debug_files(new))
 
     def status(self) -> dict[str, object]:
         status = super().status()

@@ -151,31 +151,30 @@ def symbolizer() -> str | None:
     return None
 
 
-def from_debug_files(frames: dict[int, FrameInfo]) -> int:
+def from_debug_files(frames: dict[int, FrameInfo]) -> dict[int, FrameInfo]:
     """Frames GDB found no source line for, in modules whose separate debug files GDB did not
     read (`scripts/memdump.sh` clears GDB's `debug-file-directory`: reading and indexing glibc's
     debug information is most of GDB's time on a small program), symbolised from those files by
-    memdump-symbolize (libdw), once per module: function, file, line and inlined calls, in place
-    of GDB's answer from the symbol tables (whose function name stays for code without DWARF
-    functions). Returns how many frames it symbolised; the others keep GDB's answer."""
-    from memdump_analyzer import symbolize  # noqa: PLC0415 - only when frames need it
-
+    memdump-symbolize (libdw), once per module, in place: function, file, line and inlined calls
+    replace GDB's answer from the symbol tables (whose function name stays for code without DWARF
+    functions); the other frames keep GDB's answer. Returns FRAMES."""
     by_module: dict[str, list[int]] = {}
     for fid, info in frames.items():
         if info is not None and info.file is None and info.module:
             by_module.setdefault(info.module, []).append(fid)
     program = symbolizer() if by_module else None
     if program is None:
-        return 0
+        return frames
     # GDB names a module by the path the dynamic linker used (/lib/...), /proc/PID/maps by the
     # file's (/usr/lib/... on a merged /usr)
     debug = {os.path.realpath(o.filename): o for o in gdb.objfiles()
              if o.owner is None and o.filename and o.filename.startswith("/")}
-    done = 0
     for module, fids in by_module.items():
         objfile = debug.get(os.path.realpath(module))
         if objfile is None or _has_debug_info(objfile) or _debug_file(objfile) is None:
             continue
+        from memdump_analyzer import symbolize  # noqa: PLC0415 - only when a module needs it
+
         offsets = sorted({max(frames[f].offset - 1, 0) for f in fids})
         try:
             found = symbolize.addr2line(program, module, offsets)
@@ -191,8 +190,8 @@ def from_debug_files(frames: dict[int, FrameInfo]) -> int:
                 module, old.offset, public_name(function) if function else old.function, file,
                 line or 0, tuple(InlinedInto(public_name(f) if f else None, p, n or 0)
                                  for f, p, n in outer))
-            done += 1
-    return done
+    return frames
+
 
 def _has_debug_info(objfile: gdb.Objfile) -> bool:
     """Whether GDB read a separate debug file for OBJFILE."""

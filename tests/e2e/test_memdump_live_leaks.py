@@ -188,7 +188,8 @@ def _valgrind_monitor(commands: list[str]) -> str:
         for _ in range(50):  # vgdb finds the server once valgrind has started it
             run = subprocess.run(argv, capture_output=True, text=True, timeout=120,
                                  stdin=subprocess.DEVNULL)
-            if "held=" in run.stdout:
+            # held=(nil): GDB printed the file's variable, vgdb had not found the server yet
+            if "held=0x" in run.stdout:
                 break
             time.sleep(0.2)
         # The answers are GDB's (vgdb relays them); valgrind's own log is kept when it ends in
