@@ -478,7 +478,7 @@ def test_random_series_agree_with_the_heap_map_and_add_up(tmp_path: Path, seed: 
 
 @pytest.mark.parametrize("seed", range(20))
 def test_stacks_trimmed_per_node_agree_with_trim_stack(seed: int) -> None:
-    """The views trim each stack node from its parent's (common._trimmed): on random stack
+    """The views trim each stack node from its parent's (common.trimmed_nodes): on random stack
     trees of allocator frames, `main`s, inlined frames and others, each node's stack is
     what `rules.trim_stack` makes of its whole stack (kept whole when all allocator frames,
     cut below the outermost `main`, a `main` among the allocator frames not counted)."""
@@ -486,7 +486,7 @@ def test_stacks_trimmed_per_node_agree_with_trim_stack(seed: int) -> None:
 
     from memdump_analyzer.dumpdefs import Frame
     from memdump_analyzer.rules import trim_stack
-    from memdump_analyzer.views.common import _trimmed
+    from memdump_analyzer.views.common import trimmed_nodes
 
     rng = random.Random(seed)
     names = ["malloc", "operator new(unsigned long)", "main", "main()", "f", "g", None,
@@ -498,7 +498,7 @@ def test_stacks_trimmed_per_node_agree_with_trim_stack(seed: int) -> None:
     for ident in range(1, 400):
         nodes[ident] = (rng.choice([0, *range(max(1, ident - 30), ident)]), rng.randint(1, 11))
     reader = SimpleNamespace(nodes=nodes, frames=frames, inlined_into=inlined)
-    trimmed = _trimmed(reader)  # type: ignore[arg-type]
+    trimmed = trimmed_nodes(reader)  # type: ignore[arg-type]
     order = list(nodes)
     rng.shuffle(order)  # nodes asked for before or after their parents
     for ident in order:

@@ -39,6 +39,7 @@ __all__ = [
     "plural",
     "stack_json",
     "stack_lines",
+    "trimmed_nodes",
 ]
 
 VIEW_FORMAT = "memdump-view"
@@ -112,7 +113,7 @@ def _merge(a: StackStats, b: StackStats) -> StackStats:
     )
 
 
-def _trimmed(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
+def trimmed_nodes(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
     """Each stack node's stack as `rules.trim_stack` shows it (allocator frames and what is below
     main removed), made once per node from its parent's. A node's frames are its own (with their
     inlined code's) then its parent's, so its leading allocator frames and its outermost `main`
@@ -196,7 +197,7 @@ def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
     is below main, as the leak report shows them)."""
     cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
-    trimmed = _trimmed(reader)
+    trimmed = trimmed_nodes(reader)
     # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
     # then found without a call per frame
     every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
