@@ -8,8 +8,10 @@ list of its fields, still bytes, with its SEQ checked, and for an `e` record its
 everything else about an event is the consumer's to check. The short records of format 2.0 (`+`
 malloc and `-` free, of the thread the last `t` record named) are yielded as the `e` records they
 stand for (`expand()`). The replay (`replay.py`) runs the same steps in its own loop over
-`lines()`, unpacking malloc and free itself and calling `thread()` for a `t` record and
-`other()` for every other line that is not an event: one generator and no list per event.
+`lines()`, unpacking malloc and free itself, reading every other short record as the `e` record
+`expand()` makes of it, and calling `thread()` for a `t` record and `other()` for every other line
+that is not an event: one generator and no list per event. The one pass's Python loops read
+heap events with their effects from `heapevents.events`, built on the same methods.
 
 Only complete lines are read, without their NUL padding (format 1.3): `dumpio.DumpFile`.
 

@@ -11,15 +11,12 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .dumpformat import RELEASES, SHORT_OPS
+from .dumpformat import RELEASES
 
-__all__ = ["RELEASES_B", "SHORT_CXX", "FamilyChecks"]
+__all__ = ["RELEASES_B", "FamilyChecks"]
 
 #: a releasing operation -> the family of the blocks it releases, both as written
 RELEASES_B: dict[bytes, bytes] = {op.encode(): family.encode() for op, family in RELEASES.items()}
-#: the C++ operators' short records (`+n`, `+a`, `-n`, `-a`) -> their operation, as written
-SHORT_CXX: dict[bytes, bytes] = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()
-                                 if len(tag) == 2}
 
 
 class _Events(Protocol):

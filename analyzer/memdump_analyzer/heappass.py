@@ -16,8 +16,9 @@ What an accumulator can ask for, cheapest first:
   and allocated bytes and blocks; the peak; the live blocks) and those of `PARTS` it computes
   only when asked (`temporary`, `lifetimes`, `sizes`, `timeline`), read from the `Figures` the
   pass hands to `finish`. This costs no call per event: the views' `Profile` (views/stream.py)
-  is made of these alone, and the hot loop stays the hand-tuned one (lists for records, branches
-  inlined: a call per event into each output would double the pass).
+  is made of these alone, and the loop computes them inline from the decoder's events
+  (heapevents.py: lists for records, branches inlined: a call per event into each output would
+  double the pass).
 - moments: `first_moment` and `moment` take the live blocks after chosen events (the exports'
   snapshots of the heap over time): one comparison per line.
 - `events`: `alloc` and `release` for each block made live or released, with its size, stack,
@@ -32,8 +33,7 @@ import gc
 
 from . import nativepass
 from .dumpfile import DumpError, DumpReader
-from .dumpformat import CUSTOM, OPERATIONS, effect
-from .families import SHORT_CXX
+from .heapevents import events
 from .leanpass import run_lean
 from .nativepass import NATIVE_PARTS
 from .passapi import (
@@ -54,7 +54,6 @@ from .rules import RUNTIME_FREE_FUNCTIONS
 
 __all__ = ["PARTS", "Accumulator", "Figures", "bucket", "diagnose", "run", "run_path"]
 
-_OPS_B = {op.encode(): op for op in OPERATIONS}
 #: the operations whose allocation replaces the block they release (`Accumulator.alloc`)
 _RESIZES = frozenset((b"realloc", b"reallocarray"))
 
@@ -109,11 +108,6 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 acc.finish(figures)
             return figures
     on_alloc, on_release, on_record = hooks(accumulators)
-    node_ids = reader.node_ids
-    other = reader.other
-    thread = reader.thread
-    clock_sample = reader.clock_sample
-    short_cxx = SHORT_CXX
     live: dict[bytes, tuple] = {}  # type: ignore[type-arg]  # ptr -> (size, stats, SEQ, ms)
     live_pop = live.pop
     live_setdefault = live.setdefault
@@ -136,7 +130,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     untagged: list[int] = []
     tid_stacks: dict[bytes, list[int]] = {}  # TID as written -> its stack of tags (reader.tags)
     reader_tags = reader.tags
-    seq = threads = 0
+    seq = 0
     ms = rss = peak_rss = 0
     peak_rss_ms = None
     clocked = False
@@ -148,147 +142,74 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     span_min = NO_LOW  # its lowest, and when
     low_seq = low_ms = low_rss = 0
     temps = temp_bytes = 0
-    short_tid: bytes | None = None
     tid = b""  # the thread of `last`
     last: bytes | None = None  # its last operation's block when that was an allocation
     release: bytes | None
     p: bytes | None
-    for line in reader.lines():
+    for event in events(reader):
         if seq >= next_stop > 0:
             next_stop = stops(seq, live, cur, allocated, dropped, False)
-        fl = line.split()
-        tag = fl[0]
-        if tag == b"t":  # `DumpReader.thread`, inlined: a third of the lines of a threaded dump
-            if len(fl) != 2 or not fl[1].isdigit():
-                thread(fl, seq)  # raises the error
-            short_tid = fl[1]
-            threads += 1  # counted in the reader's lines before its next definition
-            continue
-        if tag == b"+" or tag == b"-":
-            seq += 1
-            if tag == b"+":
-                _, node, p, size = fl
-                release = None
-            else:
-                _, node, release = fl
-                p = None
-            if short_tid != tid:  # the short records' thread (the last `t` record) takes over
-                if short_tid is None:
-                    raise ValueError(tag)  # before any `t` record
+        seq, op, etid, node, nid, p, release, size, rec = event
+        if node is not None:  # a heap event
+            if etid != tid:  # another thread's: its last operation takes over
                 if want_temporary:
                     last_alloc[tid] = last
-                    last = last_alloc.get(short_tid)
-                tid = short_tid
-        elif tag == b"e":
-            seq += 1
-            if int(fl[1]) != seq:
-                raise reader.seq_error(fl[1], seq)
-            if fl[2] != tid:
-                if want_temporary:
-                    last_alloc[tid] = last
-                    last = last_alloc.get(fl[2])
-                tid = fl[2]
-            op = fl[3]
-            if op == b"malloc" or op == b"new" or op == b"new[]":
-                _, _, _, _, node, p, size = fl  # the unpacking checks the field count
-                release = None
-            elif op == b"free" or op == b"delete" or op == b"delete[]":
-                _, _, _, _, node, _, release = fl
-                p = None
-            elif op == b"realloc":  # as `effect` says, without its call
-                _, _, _, _, node, p, release, size = fl
-                if release == b"0x0":
-                    release = None  # realloc(NULL, n): a malloc
-                elif p == b"0x0" and int(size):
-                    release = None  # failed: the block stays live
-            elif op == b"calloc":
-                _, _, _, _, node, p, nmemb, size = fl
-                size = int(nmemb) * int(size)
-                release = None
-            else:
-                node = fl[4]
-                name = _OPS_B[op]
-                if name in CUSTOM:
-                    node_ids[node]
-                    continue
-                args = tuple(int(a, 16) if a[:2] == b"0x" else int(a) for a in fl[6:])
-                if len(args) != len(OPERATIONS[name]):
-                    raise ValueError(name)
-                rel, new, size = effect(name, 0 if fl[5] == b"-" else int(fl[5], 16), args)
-                release = fl[6] if rel is not None else None
-                p = fl[5] if new is not None else b"0x0"
-        elif tag in short_cxx:
-            seq += 1
-            if tag[0] == 43:  # `+n`, `+a`
-                _, node, p, size = fl
-                release = None
-            else:
-                _, node, release = fl
-                p = None
-            if short_tid != tid:
-                if short_tid is None:
-                    raise ValueError(tag)  # before any `t` record
-                if want_temporary:
-                    last_alloc[tid] = last
-                    last = last_alloc.get(short_tid)
-                tid = short_tid
-        elif tag == b"c":
-            reader._other += 1  # a line, as `DumpReader.other` counts it
-            ms, rss = clock_sample(fl, seq)
+                    last = last_alloc.get(etid)
+                tid = etid
+        elif op == b"c":
+            ms, rss = rec
             clocked = True
             if rss > peak_rss:
                 peak_rss = rss
                 peak_rss_ms = ms
             continue
-        else:
-            reader._other += threads  # its line number (an unknown tag's) counts them
-            threads = 0
-            rec = other(line, fl, seq)
-            if tag == b"g" and not tagging and want_timeline:  # the first tag: the blocks
-                tagging = True  # live so far are untagged
+        elif op == b"g":
+            if not tagging and want_timeline:  # the first tag: the blocks live so far are
+                tagging = True  # untagged
                 untagged = tag_rows[-1] = [cur, seq, span_max if span_max >= 0 else cur, 0,
                                            cur if span_min == NO_LOW else span_min]
                 tag_list.append(untagged)
-            if rec is not None:
-                seq += 1
-                if rec[0] == b"p" and rec[2] == b"exec":  # the image is gone, and its blocks
-                    for st in stats.values():
-                        if st[1]:
-                            if st[2] <= peak_seq:
-                                st[3] = st[0]
-                                st[4] = st[1]
-                            st[2] = seq
-                            st[12] += st[1]
-                            st[0] = st[1] = 0
-                    for _, ast, aseq, ams in live.values() if want_lifetimes else ():
-                        _count(ast[9], bucket(seq - aseq))
-                        if clocked:
-                            _count(ast[10], bucket(ms - ams))
-                    live.clear()
-                    cur = 0
-                    for row in tag_list:
-                        if row[1] <= span_seq:
-                            row[2] = row[0]
-                        if row[1] <= low_seq:
-                            row[4] = row[0]
-                        row[0], row[1] = 0, seq
-                    if want_timeline:
-                        if seq >= span_end:
-                            span_end = timeline.close(
-                                seq, (span_seq, span_max, span_ms, span_rss),
-                                (low_seq, span_min, low_ms, low_rss), tag_list)
-                            span_max = -1
-                        span_min, low_seq, low_ms, low_rss = 0, seq, ms, rss
-                        if span_max < 0:
-                            span_max, span_seq, span_ms, span_rss = 0, seq, ms, rss
-                    block_tag.clear()
-                    last = None
-                    last_alloc.clear()
-                for hook in on_record:
-                    hook(seq, rec)
+            continue
+        else:  # a process event, or a custom block's (nothing but its SEQ)
+            if rec is None:
+                continue
+            if op == b"p" and rec[2] == b"exec":  # the image is gone, and its blocks
+                for st in stats.values():
+                    if st[1]:
+                        if st[2] <= peak_seq:
+                            st[3] = st[0]
+                            st[4] = st[1]
+                        st[2] = seq
+                        st[12] += st[1]
+                        st[0] = st[1] = 0
+                for _, ast, aseq, ams in live.values() if want_lifetimes else ():
+                    _count(ast[9], bucket(seq - aseq))
+                    if clocked:
+                        _count(ast[10], bucket(ms - ams))
+                live.clear()
+                cur = 0
+                for row in tag_list:
+                    if row[1] <= span_seq:
+                        row[2] = row[0]
+                    if row[1] <= low_seq:
+                        row[4] = row[0]
+                    row[0], row[1] = 0, seq
+                if want_timeline:
+                    if seq >= span_end:
+                        span_end = timeline.close(
+                            seq, (span_seq, span_max, span_ms, span_rss),
+                            (low_seq, span_min, low_ms, low_rss), tag_list)
+                        span_max = -1
+                    span_min, low_seq, low_ms, low_rss = 0, seq, ms, rss
+                    if span_max < 0:
+                        span_max, span_seq, span_ms, span_rss = 0, seq, ms, rss
+                block_tag.clear()
+                last = None
+                last_alloc.clear()
+            for hook in on_record:
+                hook(seq, rec)
             continue
         if release is not None:
-            nid = node_ids[node]
             if nid < 0:  # the C library's own bookkeeping (tcache_thread_shutdown)
                 last = None
                 continue
@@ -350,12 +271,9 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
         if p == b"0x0":  # a failed allocation: an operation that made no block
             last = None
             continue
-        size = int(size)
-        if size < 0:
-            raise ValueError(size)
-        st = stats_get(node)  # by STACK as written: no look-up of its id
+        st = stats_get(node)  # by STACK as written
         if st is None:
-            st = stats[node] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}, 0, abs(node_ids[node])]
+            st = stats[node] = [0, 0, 0, 0, 0, 0, 0, 0, 0, {}, {}, {}, 0, abs(nid)]
         elif st[2] <= peak_seq:
             st[3] = st[0]
             st[4] = st[1]
@@ -391,7 +309,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
         st[6] += size
         allocated += size
         if on_alloc:
-            resize = tag == b"e" and fl[3] in _RESIZES
+            resize = op in _RESIZES
             for hook in on_alloc:
                 hook(seq, tid, p, size, st[13], resize)
         if want_sizes:
@@ -430,7 +348,6 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 peak_seq = seq
                 peak_blocks = len(live)
                 peak_ms = ms
-    reader._other += threads
     if stops is not None and seq >= next_stop > 0:
         stops(seq, live, cur, allocated, dropped, True)
     if want_timeline:

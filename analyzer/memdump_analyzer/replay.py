@@ -47,10 +47,11 @@ from .dumpformat import (
     CUSTOM,
     NO_RESULT,
     OPERATIONS,
+    SHORT_OPS,
     effect,
     unescape,
 )
-from .families import RELEASES_B, SHORT_CXX, FamilyChecks
+from .families import RELEASES_B, FamilyChecks
 from .model import EndRecord, HeapError
 from .rescan import find_alloc_events, find_freed_seqs, result_line
 from .rules import is_runtime_only
@@ -61,6 +62,10 @@ __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
 OPS = OPERATIONS
 _OPS_B = {op.encode(): (op, args) for op, args in OPS.items()}
 _DEC = re.compile(rb"[0-9]+")
+#: the short records (format 2.0 on), and those the loop reads as the `e` records they stand for
+#: (`DumpReader.expand`, as the grammar says): every one but malloc's and free's
+_SHORT_TAGS = frozenset(tag.encode() for tag in SHORT_OPS)
+_EXPANDED = _SHORT_TAGS - {b"+", b"-"}
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 #: errors kept in detail; the rest are only counted
@@ -164,7 +169,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
         fam_pop = fam.pop
         mismatched = self._mismatched
         released_by = RELEASES_B
-        short_cxx = SHORT_CXX
+        expanded = _EXPANDED
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
                                     b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
@@ -177,6 +182,9 @@ class _Replayer(CustomBlocks, FamilyChecks):
             for line in reader.lines():
                 fl = line.split()
                 tag = fl[0]
+                if tag in expanded:  # a short record but `+` and `-`: as its `e` record
+                    fl = expand(fl, seq + 1, b"%d" % (seq + 1))
+                    tag = b"e"
                 # malloc and free are unpacked here, from `e` records or short ones (2.0)
                 if tag == b"+":  # malloc: STACK RESULT SIZE
                     seq += 1
@@ -203,15 +211,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         _, _, _, _, node, _, p = fl
                     elif op == b"new" or op == b"new[]":
                         _, _, _, _, node, p, size = fl
-                elif tag in short_cxx:  # the C++ operators, short (2.1)
-                    seq += 1
-                    op = short_cxx[tag]
-                    if tag[0] == 43:  # `+n`, `+a`: STACK RESULT SIZE
-                        _, node, p, size = fl
-                    else:  # `-n`, `-a`: STACK PTR
-                        _, node, p = fl
-                    if tid is None:
-                        raise ValueError(tag)
                 elif tag == b"t":  # the thread of the short records that follow
                     tid = thread(fl, seq)
                     continue
@@ -416,7 +415,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
             raise error
         if fl and fl[0] == b"e":
             self._event(fl, seq)
-        elif fl and (fl[0] in (b"+", b"-") or fl[0] in SHORT_CXX):
+        elif fl and fl[0] in _SHORT_TAGS:
             self._event(self.reader.expand(fl, seq), seq)
 
     def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:
