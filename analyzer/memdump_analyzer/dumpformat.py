@@ -31,6 +31,7 @@ __all__ = [
     "KIND_WORDS",
     "OPERATIONS",
     "PADDING",
+    "PROCESS_EVENTS",
     "READS_MAJOR",
     "RECORDERS",
     "RECORDS",
@@ -40,6 +41,7 @@ __all__ = [
     "GRAMMAR",
     "GRAMMAR_BY_TAG",
     "Field",
+    "ProcessEvent",
     "Record",
     "LockRecord",
     "LockWait",
@@ -184,6 +186,28 @@ GRAMMAR: tuple[Record, ...] = (
                 "WAIT_NS:d MAX_WAIT_NS:d"), STATE, (2, 3)),
     _row("lw", "ADDR:x STACK:d CONTENDED:d WAIT_NS:d MAX_WAIT_NS:d", STATE, (2, 4)),
 )
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    """One WHAT of a `p` record (a process event): the word, what its DETAIL is, and the
+    version that added it."""
+
+    what: str
+    detail: str
+    since: tuple[int, int]
+
+
+#: the `p` records' WHAT words, in the order of the "Records" table's `p` row: the process image
+#: was replaced (every live block is gone, the recording goes on in the new image), the program
+#: stopped on a fatal signal, (2.2) the process entered a phase (memdump_api.h). Readers skip a
+#: WHAT they do not know; the C recorder writes `phase` (memdump_format.h).
+PROCESS_EVENTS: dict[str, ProcessEvent] = {ev.what: ev for ev in (
+    ProcessEvent("exec", "PATH", (1, 0)),
+    ProcessEvent("signal", "SIGNAME", (1, 0)),
+    ProcessEvent("phase", "NAME", (2, 2)),
+)}
+
 #: record tag -> its row of the grammar
 GRAMMAR_BY_TAG: dict[str, Record] = {rec.tag: rec for rec in GRAMMAR}
 #: record tag -> its fields, as the "Records" table names them (`[X]`: optional)

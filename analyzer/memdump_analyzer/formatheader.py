@@ -9,7 +9,7 @@ differs, naming the command to run.
 
 from __future__ import annotations
 
-from .dumpformat import GRAMMAR, OPERATIONS, RECORDERS, SHORT, VERSION
+from .dumpformat import GRAMMAR, OPERATIONS, PROCESS_EVENTS, RECORDERS, SHORT, VERSION
 
 __all__ = ["HEADER_PATH", "GENERATOR", "c_header", "op_ident", "tag_ident"]
 
@@ -91,5 +91,8 @@ def c_header() -> str:
         out.append(f"#define MEMDUMP_TAG_{ident} {_c_string(rec.tag)}")
         if len(rec.tag) == 1:
             out.append(f"#define MEMDUMP_TAG_{ident}_CHAR '{rec.tag}'")
+    out += ["", "/* The process events' WHAT words (`p SEQ WHAT DETAIL`: PROCESS_EVENTS) */"]
+    out += [f"#define MEMDUMP_PROCESS_{ev.what.upper()} {_c_string(ev.what)}"
+            for ev in PROCESS_EVENTS.values()]
     out += ["", "#endif", ""]
     return "\n".join(out)

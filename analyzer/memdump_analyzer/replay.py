@@ -47,6 +47,7 @@ from .dumpformat import (
     CUSTOM,
     NO_RESULT,
     OPERATIONS,
+    PROCESS_EVENTS,
     SHORT_OPS,
     effect,
     unescape,
@@ -578,6 +579,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
             return True
         if what == "signal":
             r.signals.append((seq, detail))
-        elif what != "phase":  # a phase (format 2.2) is --phases' (tagphases.py), not the leaks'
+        elif what not in PROCESS_EVENTS:  # a phase (2.2) is --phases' (tagphases.py)
             r.unknown_process_events.setdefault(what, seq)
         return False

@@ -26,6 +26,7 @@ from memdump_analyzer.dumpformat import (
     NO_RESULT,
     OPERATIONS,
     PROCESS,
+    PROCESS_EVENTS,
     RECORDS,
     RELEASES,
     SEQUENCED,
@@ -97,6 +98,17 @@ def test_records_are_the_spec_s_table() -> None:
             spec[tag] = row[1].replace("`", "").replace("\\|", "|")
     spec["#"] = "TEXT"
     assert spec == RECORDS
+
+
+def test_process_events_are_the_spec_s() -> None:
+    """The `p` row of the "Records" table names every WHAT of PROCESS_EVENTS with its DETAIL,
+    in order, and the version of those added after 1.0; the writer refuses any other WHAT."""
+    row = next(r for r in _table("## Records") if r[0] == "`p`")
+    found = re.findall(r"(?:\((\d+)\.(\d+)\) )?`(\w+) (\w+)`", row[2])
+    assert [(what, detail, (int(major), int(minor)) if major else (1, 0))
+            for major, minor, what, detail in found] == [
+        (ev.what, ev.detail, ev.since) for ev in PROCESS_EVENTS.values()]
+    assert list(PROCESS_EVENTS) == ["exec", "signal", "phase"]
 
 
 def test_kinds() -> None:

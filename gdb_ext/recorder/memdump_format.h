@@ -105,4 +105,9 @@ enum memdump_op {
 #define MEMDUMP_TAG_LK "lk"
 #define MEMDUMP_TAG_LW "lw"
 
+/* The process events' WHAT words (`p SEQ WHAT DETAIL`: PROCESS_EVENTS) */
+#define MEMDUMP_PROCESS_EXEC "exec"
+#define MEMDUMP_PROCESS_SIGNAL "signal"
+#define MEMDUMP_PROCESS_PHASE "phase"
+
 #endif

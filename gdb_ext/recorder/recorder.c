@@ -1123,8 +1123,10 @@ static void api_record(int kind, const char *name)
             *p++ = ' ';
             if (kind == MEMDUMP_TAG_P_CHAR) {
                 p = next_seq(p);
-                memcpy(p, " phase ", 7);
-                p += 7;
+                *p++ = ' ';
+                memcpy(p, MEMDUMP_PROCESS_PHASE, sizeof MEMDUMP_PROCESS_PHASE - 1);
+                p += sizeof MEMDUMP_PROCESS_PHASE - 1;
+                *p++ = ' ';
                 char copy[MDR_TAG_MAX + 1];
                 memcpy(copy, name, len);
                 copy[len] = '\0';

@@ -101,6 +101,16 @@ def test_sequence_numbers_cover_events_process_records_and_end(tmp_path: Path) -
     assert lines[-3:] == ["e 1 1 malloc 0 0x10 1", "p 2 signal SIGSEGV", "end 3 gdb-exit -"]
 
 
+def test_a_process_event_not_in_the_grammar_is_refused(tmp_path: Path) -> None:
+    def body(w: DumpWriter) -> None:
+        w.process("phase", "load")
+        with pytest.raises(ValueError, match="unknown process event 'fork'"):
+            w.process("fork", "123")
+        w.end("gdb-exit")
+
+    assert _written(tmp_path, body).splitlines()[-2:] == ["p 1 phase load", "end 2 gdb-exit -"]
+
+
 @pytest.mark.parametrize(("raw", "escaped"), [
     ("plain", "plain"), ("a\\b", "a\\\\b"), ("two\nlines", "two\\nlines"), ("cr\r", "cr\\r")])
 def test_escape(raw: str, escaped: str) -> None:

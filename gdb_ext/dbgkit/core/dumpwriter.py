@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Protocol
 
-from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, escape
+from memdump_analyzer.dumpformat import FORMAT_LINE, KIND_CODES, PROCESS_EVENTS, escape
 
 from .locktable import LockCounts
 
@@ -219,6 +219,9 @@ class DumpWriter:
         self._pending.append(f"c {millis} {rss}\n")
 
     def process(self, what: str, detail: str) -> None:
+        """A `p` record: process event WHAT (`dumpformat.PROCESS_EVENTS`) with its DETAIL."""
+        if what not in PROCESS_EVENTS:
+            raise ValueError(f"unknown process event {what!r}")
         self.seq += 1
         self._pending.append(f"p {self.seq} {what} {escape(detail) or '-'}\n")
         self.flush()
