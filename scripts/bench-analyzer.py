@@ -17,7 +17,7 @@ with the median wall and CPU times, the events per second and the peak resident 
 
 With --recorded it sets memdump against heaptrack instead, on the same runs of real programs
 (cppcheck, alloc_bench at 1M, 20M and 100M events: scripts/benchrecorded.py): the files' sizes, the
-recordings, and memdump's leak report and `peak` view against heaptrack_print.
+recordings, and memdump's leak report and each of its views against heaptrack_print.
 
     scripts/bench-analyzer.py --recorded --runs 3
     scripts/bench-analyzer.py --recorded --alloc-bench 1000000 --runs 1 --no-write

@@ -2,10 +2,11 @@
 
 Each workload is recorded once by memdump (`scripts/memdump.sh`, its in-process recorder) and
 once by heaptrack; then the analyses of both recordings are timed, interleaved, several times:
-memdump's leak report (`memdump-analyze DUMP`, text), its `peak` view, and `heaptrack_print FILE`
-(which prints every one of heaptrack's views at once). The table gives the median wall and CPU
-seconds (user + system of the command and its children), the peak RSS, the files' sizes and the
-ratios, memdump over heaptrack.
+memdump's leak report (`memdump-analyze DUMP`, text), each of its views, and `heaptrack_print FILE`
+(which prints every one of heaptrack's views at once). The tables give the files' sizes (memdump's
+as `memdump.sh` leaves it: compacted, docs/dump-format.md), the recordings' seconds, and each
+analysis' median CPU seconds (user + system of the command and its children) with its ratio to
+heaptrack_print's, and the peak RSS.
 
 Workloads: `cppcheck --enable=all` on a C file made of three of the recorder's own sources (so the
 file is in every checkout; its line count is printed) and `alloc_bench N` (tests/programs) at the
@@ -30,6 +31,8 @@ MEMDUMP_SH = ROOT / "scripts" / "memdump.sh"
 ANALYZER = ROOT / "scripts" / "memdump-analyze"
 #: the C file cppcheck checks: the recorder's sources, concatenated
 CPPCHECK_SOURCES = ("recorder.c", "unwind.c", "intern.c")
+#: the views (docs/views.md), each a whole command on the dump
+VIEWS = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
 
 
 class BenchError(Exception):
@@ -101,7 +104,7 @@ def measure(load: Workload, work: Path, runs: int) -> None:
     load.sizes = {"memdump": dump.stat().st_size, "heaptrack": zst.stat().st_size}
     commands = {
         "leak report": [str(ANALYZER), str(dump)],
-        "peak": [str(ANALYZER), "peak", str(dump)],
+        **{f"`{view}`": [str(ANALYZER), view, str(dump)] for view in VIEWS},
         "heaptrack_print": ["heaptrack_print", str(zst)],
     }
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
@@ -114,29 +117,38 @@ def measure(load: Workload, work: Path, runs: int) -> None:
 
 
 def table(loads: list[Workload]) -> list[str]:
+    """The recordings' table (sizes, recording seconds), then the analyses' (CPU seconds of
+    each command and its ratio to heaptrack_print's)."""
     lines = [
         "| workload | memdump file MiB | heaptrack file MiB | size ratio | record: memdump s "
-        "| heaptrack s | leak report s | CPU s | RSS MiB | `peak` s | CPU s | RSS MiB "
-        "| heaptrack_print s | CPU s | RSS MiB | CPU ratio, leak report | CPU ratio, `peak` |",
-        "| --- |" + " ---: |" * 16,
+        "| CPU s | heaptrack s | CPU s |",
+        "| --- |" + " ---: |" * 7,
     ]
     for w in loads:
-        rep, peak, ht = w.median("leak report"), w.median("peak"), w.median("heaptrack_print")
         rec_md, rec_ht = w.median("record memdump"), w.median("record heaptrack")
         mib = {k: v / 2**20 for k, v in w.sizes.items()}
         lines.append(
             f"| {w.name} | {mib['memdump']:,.2f} | {mib['heaptrack']:,.2f} "
-            f"| {mib['memdump'] / mib['heaptrack']:.1f}x | {rec_md.seconds:.2f} "
-            f"| {rec_ht.seconds:.2f} | {rep.seconds:.2f} | {rep.cpu:.2f} "
-            f"| {rep.rss_kib / 1024:.0f} "
-            f"| {peak.seconds:.2f} | {peak.cpu:.2f} | {peak.rss_kib / 1024:.0f} "
-            f"| {ht.seconds:.2f} | {ht.cpu:.2f} | {ht.rss_kib / 1024:.0f} "
-            f"| {rep.cpu / ht.cpu:.1f}x | {peak.cpu / ht.cpu:.1f}x |")
+            f"| {mib['memdump'] / mib['heaptrack']:.2f}x | {rec_md.seconds:.2f} "
+            f"| {rec_md.cpu:.2f} | {rec_ht.seconds:.2f} | {rec_ht.cpu:.2f} |")
+    analyses = ["leak report", *(f"`{view}`" for view in VIEWS)]
+    lines += [
+        "",
+        "| workload | heaptrack_print CPU s | RSS MiB | "
+        + " | ".join(f"{what} CPU s (ratio)" for what in analyses)
+        + " | memdump's largest RSS MiB |",
+        "| --- |" + " ---: |" * (3 + len(analyses)),
+    ]
+    for w in loads:
+        ht = w.median("heaptrack_print")
+        cells = []
+        for what in analyses:
+            t = w.median(what)
+            cells.append(f"{t.cpu:.2f} ({t.cpu / ht.cpu:.2f}x)")
+        rss = max(w.median(what).rss_kib for what in analyses)
+        lines.append(f"| {w.name} | {ht.cpu:.2f} | {ht.rss_kib / 1024:.0f} | "
+                     + " | ".join(cells) + f" | {rss / 1024:.0f} |")
     return lines
-
-
-#: the views (docs/views.md), each a whole command on the dump
-VIEWS = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
 
 
 def views(dump: Path, zst: Path, runs: int) -> list[str]:
