@@ -24,7 +24,7 @@ class CustomBlocks:
     #: pointer as written -> (size, stack node id)
     live: dict[bytes, tuple[int, int]]
     custom: dict[bytes, tuple[int, int]]
-    custom_freed: dict[bytes, int]
+    custom_freed: dict[bytes, tuple[int, int]]
 
     #: the replayer's: (kind, seq, tid, op, ptr, node, freed_seq, freed_node)
     _error: Callable[..., None]
@@ -42,11 +42,13 @@ class CustomBlocks:
         ptok = fl[6]
         if self.custom.pop(ptok, None) is not None:
             self.r.custom_frees += 1
-            self.custom_freed[ptok] = node
+            self.custom_freed[ptok] = (node, seq)
         elif arg:
             prev = self.custom_freed.get(ptok)
-            self._error("double-free" if prev is not None else "invalid-free", seq, tid, op,
-                        arg, node, None, prev)
+            if prev is not None:
+                self._error("double-free", seq, tid, op, arg, node, prev[1], prev[0])
+            else:
+                self._error("invalid-free", seq, tid, op, arg, node, None, None)
 
     def _hide_superblocks(self) -> None:
         """The live blocks at the end, as a leak check sees them ("Custom blocks"): the custom

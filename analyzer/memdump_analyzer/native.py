@@ -67,7 +67,7 @@ _COUNTS = _struct(
     ("calls", len(_OPS)),
 )
 _ERROR = _struct("_ERROR", "kind seq tid op *ptr node freed_node has_freed alloc_size "
-                           "alloc_node alloc_family")
+                           "alloc_node alloc_family freed_seq")
 
 
 class Replayer(Protocol):
@@ -384,7 +384,8 @@ class _Native:
 
     @staticmethod
     def _heap_error(e: ctypes.Structure) -> HeapError:
-        error = HeapError(_KINDS[e.kind], e.seq, e.tid, _OPS[e.op], e.ptr, abs(e.node), None,
+        error = HeapError(_KINDS[e.kind], e.seq, e.tid, _OPS[e.op], e.ptr, abs(e.node),
+                          e.freed_seq if e.has_freed and e.freed_seq else None,
                           abs(e.freed_node) if e.has_freed else None)
         if e.alloc_family >= 0:
             error.alloc_size = e.alloc_size

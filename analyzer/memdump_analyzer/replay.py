@@ -54,7 +54,7 @@ from .dumpformat import (
 )
 from .families import RELEASES_B, FamilyChecks
 from .model import EndRecord, HeapError
-from .rescan import find_alloc_events, find_freed_seqs, result_line
+from .rescan import find_alloc_events, result_line
 from .rules import is_runtime_only
 
 __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
@@ -140,13 +140,14 @@ class _Replayer(CustomBlocks, FamilyChecks):
         self.max_errors = max_errors
         #: pointer as written -> (size, stack node id; negative when marked)
         self.live: dict[bytes, tuple[int, int]] = {}
-        #: pointer as written -> stack node id of the free that released it. Its SEQ is found by
-        #: a second scan only for the errors that name it: a tuple per free costs ~4% of a pass.
+        #: pointer as written -> stack node id of the free that released it, and its SEQ (two
+        #: dicts: a tuple per free would cost more), for a double free's "freed at"
         self.freed: dict[bytes, int] = {}
+        self.freed_at: dict[bytes, int] = {}
         #: the live custom blocks, apart from the malloc'd ones: pointer as written -> (size,
         #: stack node id), and the custom blocks released (pointer -> stack node id)
         self.custom: dict[bytes, tuple[int, int]] = {}
-        self.custom_freed: dict[bytes, int] = {}
+        self.custom_freed: dict[bytes, tuple[int, int]] = {}
         #: (2.1) the live blocks of the `new` and `new[]` families: pointer as written -> b"new"
         #: or b"new[]"; a live block not in it is of the `malloc` family
         self.fam: dict[bytes, bytes] = {}
@@ -162,6 +163,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
         tid: bytes | None = None
         live = self.live
         freed = self.freed
+        freed_at = self.freed_at
         live_pop = live.pop
         live_setdefault = live.setdefault
         slow = self._slow
@@ -222,6 +224,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         if self._process(rec):  # exec: the image is gone, and its blocks
                             live.clear()
                             freed.clear()
+                            freed_at.clear()
                             self.custom.clear()
                             self.custom_freed.clear()
                             fam.clear()
@@ -251,6 +254,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         frees += 1
                         cur -= b[0]
                         freed[p] = nid
+                        freed_at[p] = seq
                         if fam and p in fam:  # 2.1: a new'd block (a C program has none)
                             mismatched(fl, seq, fam_pop(p), b)
                     continue
@@ -276,6 +280,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     deleted += 1
                     cur -= b[0]
                     freed[p] = nid
+                    freed_at[p] = seq
                     family = fam_pop(p, b"malloc")
                     if family != released_by[op]:
                         mismatched(fl, seq, family, b)
@@ -332,6 +337,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     frees += 1
                     cur -= b[0]
                     freed[release] = nid
+                    freed_at[release] = seq
                     if p is None:
                         continue  # only _slow's actions release without making a block
                 b = (size, nid)
@@ -391,8 +397,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
         self._hide_superblocks()
         if check_live:
             self._check_live()
-        if any(e.freed_node is not None for e in r.errors):
-            find_freed_seqs(self.reader.path, self.r.errors, self.reader.node_ids)
         if any(e.alloc_node is not None for e in r.errors):
             find_alloc_events(self.reader.path, self.r.errors)
         return r
@@ -530,13 +534,14 @@ class _Replayer(CustomBlocks, FamilyChecks):
                 op,
                 ptr,
                 node,
-                None,  # its SEQ: find_freed_seqs, after the pass
+                self.freed_at[ptok],
                 prev,
             )
         elif self.reader.info.get("attached") == "1":
             self.r.untracked_frees += 1
             outcome["untracked"] = outcome.get("untracked", 0) + 1
             self.freed[ptok] = node
+            self.freed_at[ptok] = seq
             return
         else:
             self._error(kind, seq, tid, op, ptr, node, None, None)

@@ -1,10 +1,10 @@
 """Second readings of a dump, for the few errors whose details the replay's one pass cannot keep.
 
-The replay (replay.py) keeps per freed pointer only the stack that freed it; the SEQ of that free
-is found here, for the errors that name it, by reading the file again; so are the OP and SEQ of
-the allocation of a mismatched-free's block (format 2.1), and the line of a live block's malformed
-RESULT. They read the dump with the reader (`DumpReader.records()`), which gives the short records
-(format 2.0) as the `e` records they stand for.
+The OP and SEQ of the allocation of a mismatched-free's block (format 2.1) are found here, by
+reading the file again, and the line of a live block's malformed RESULT. They read the dump with
+the reader (`DumpReader.records()`), which gives the short records (format 2.0) as the `e` records
+they stand for. (A double free's "freed at" SEQ is the replay's own: it keeps it per freed
+pointer.)
 """
 
 from __future__ import annotations
@@ -12,44 +12,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from .dumpfile import DumpReader
-from .dumpformat import NO_RESULT, OPERATIONS
+from .dumpformat import NO_RESULT
 from .model import HeapError
 
-__all__ = ["alloc_ops", "find_alloc_events", "find_freed_seqs", "result_line"]
+__all__ = ["alloc_ops", "find_alloc_events", "result_line"]
 
-_RELEASES = frozenset(op.encode() for op, args in OPERATIONS.items() if "PTR" in args)
 #: the operations that only release a block
 _RELEASES_ONLY = frozenset(op.encode() for op in NO_RESULT)
-
-
-def find_freed_seqs(path: str, all_errors: list[HeapError], node_ids: dict[bytes, int]) -> None:
-    """Set `freed_seq` of the errors with a "freed at": the SEQ of the release the replay saw.
-
-    Mirrors the replay: a release is a `free`, `delete`, `delete[]`, `realloc` or `reallocarray`
-    of the pointer that is
-    not itself an error nor the C library's internal free (a marked STACK in `node_ids`); an
-    `exec` forgets them all.
-    """
-    by_seq = {e.seq: e for e in all_errors if e.freed_node is not None}
-    wanted = {b"%#x" % e.pointer for e in by_seq.values()}
-    errors = {e.seq for e in all_errors}
-    last: dict[bytes, int] = {}
-    for seq, fl in _events(path):
-        if fl[0] != b"e" or len(fl) < 7:
-            if fl[0] == b"p" and fl[2] == b"exec":
-                last.clear()
-            continue
-        op, node, ptr = fl[3], fl[4], fl[6]
-        if ptr not in wanted:
-            continue
-        error = by_seq.get(seq)
-        if error is not None:
-            error.freed_seq = last.get(ptr)
-            if len(by_seq) == 1:
-                return
-            del by_seq[seq]
-        elif seq not in errors and op in _RELEASES and node_ids[node] >= 0:
-            last[ptr] = seq
 
 
 def _events(path: str) -> Iterator[tuple[int, list[bytes]]]:

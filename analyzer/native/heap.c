@@ -17,6 +17,7 @@ static void error(struct mdc *c, int kind, const struct event *ev, uint64_t ptr,
     e->node = ev->nid;
     e->has_freed = freed != NULL;
     e->freed_node = freed != NULL ? freed->node : 0;
+    e->freed_seq = freed != NULL ? (int64_t)freed->order : 0;
     e->alloc_size = alloc != NULL ? (int64_t)alloc->size : 0;
     e->alloc_node = alloc != NULL ? alloc->node : 0;
     e->alloc_family = alloc != NULL ? alloc->family : -1;
@@ -36,14 +37,16 @@ static inline struct block *freed_at(const struct btab *t, uint64_t p)
     return b != NULL && !b->live ? b : NULL;
 }
 
-/* `ptr`, not live, noted as freed by `nid` (a block from before an attached recording) */
-static int note_freed(struct btab *t, uint64_t ptr, int64_t nid)
+/* `ptr`, not live, noted as freed by `nid` at event `seq` (a block from before an attached
+ * recording) */
+static int note_freed(struct btab *t, uint64_t ptr, int64_t nid, int64_t seq)
 {
     int made;
     struct block *f = btab_put(t, ptr, &made);
     if (f == NULL)
         return 0;
     f->node = (int32_t)nid;
+    f->order = (uint64_t)seq;
     return 1;
 }
 
@@ -74,7 +77,7 @@ static int bad_pointer(struct mdc *c, int kind, const struct event *ev, uint64_t
     } else if (c->io.attached) {
         c->k.untracked_frees++;
         c->k.free_untracked += is_free;
-        return note_freed(&c->live, ptr, ev->nid) ? RC_OK : RC_FALLBACK;
+        return note_freed(&c->live, ptr, ev->nid, c->io.seq) ? RC_OK : RC_FALLBACK;
     } else {
         error(c, kind, ev, ptr, NULL, NULL);
     }
@@ -120,6 +123,7 @@ static void release(struct mdc *c, struct block *b, const struct event *ev)
     c->k.live_bytes -= (int64_t)b->size;
     b->live = 0;
     b->node = (int32_t)ev->nid;
+    b->order = (uint64_t)c->io.seq; /* for a double free's "freed at" */
     c->live_n--;
 }
 
@@ -203,6 +207,7 @@ static int apply(struct mdc *c, const struct event *ev)
         if (b != NULL) {
             b->live = 0;
             b->node = (int32_t)ev->nid;
+            b->order = (uint64_t)c->io.seq;
             c->custom_n--;
             c->k.custom_frees++;
             return RC_OK;

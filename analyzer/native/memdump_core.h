@@ -71,6 +71,7 @@ struct mdc_error {
     int64_t has_freed;
     int64_t alloc_size, alloc_node, alloc_family; /* mismatched-free: the block; family 0 malloc
                                                      1 new 2 new[], -1 none */
+    int64_t freed_seq; /* has_freed: the SEQ of the release of the freed block (0: unknown) */
 };
 
 #endif

@@ -10,7 +10,7 @@
 struct block {
     uint64_t addr; /* 0: an empty slot (a block at address 0 is never made live) */
     uint64_t size;
-    uint64_t order;
+    uint64_t order; /* live: when made live (Python's dict order); freed: the releasing SEQ */
     int32_t node;  /* live: the STACK's id, negated when marked; freed: the releasing STACK's */
     uint8_t family; /* 0 malloc, 1 new, 2 new[] */
     uint8_t live;   /* 1 live, 0 freed */
