@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import stat
 import tempfile
 from typing import BinaryIO
 
@@ -69,9 +70,14 @@ def _copy(src: BinaryIO, dst: BinaryIO, path: str) -> None:
 
 def _replace(path: str, out: str, convert: str) -> None:
     """Writes the conversion of `path` to a temporary file beside `out` (0600), renamed over
-    `out` only when complete: a full disk or a kill leaves `out` as it was."""
+    `out` only when complete: a full disk or a kill leaves `out` as it was. An `out` that exists
+    and is not a regular file (/dev/null, a pipe, a terminal) is written to, never replaced."""
     directory = os.path.dirname(os.path.abspath(out))
     try:
+        if not _regular_or_absent(out):
+            with open(path, "rb") as src, open(out, "wb") as dst:
+                _run(convert, src, dst, path)
+            return
         with open(path, "rb") as src:
             fd, tmp = tempfile.mkstemp(prefix=".memdump-", suffix=".part", dir=directory)
             try:
@@ -89,8 +95,18 @@ def _replace(path: str, out: str, convert: str) -> None:
                            ) from None
 
 
+def _regular_or_absent(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return True
+
+
 def compact_file(path: str, out: str | None = None) -> None:
-    """Compacts the text dump `path` into `out` (default: over `path` itself)."""
+    """Compacts the text dump `path` into `out` (default: over `path` itself, which must be a
+    regular file)."""
+    if out is None and not _regular_or_absent(path):
+        raise CompactError(path, None, "not a regular file (a dump is compacted over itself)")
     with open(path, "rb") as f:
         head = f.read(len(COMPACT_MAGIC))
     if is_compact(head):

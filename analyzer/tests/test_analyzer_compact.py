@@ -13,6 +13,7 @@ import random
 import re
 import resource
 import signal
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -199,6 +200,31 @@ def test_cli_errors(tmp_path: Path) -> None:
     run = subprocess.run([str(SCRIPT), "--compact", str(other)], capture_output=True, text=True)
     assert (run.returncode, run.stderr) == (
         2, f"memdump-analyze: {other}: not a memdump dump (it does not begin with 'MEMDUMP')\n")
+
+
+def test_an_output_that_is_not_a_regular_file_is_written_not_replaced(tmp_path: Path) -> None:
+    """`--text -o /dev/null` (or a pipe) writes into it: renaming a temporary file over it would
+    replace the device (as root, /dev/null itself). A dump compacted over itself must be a
+    regular file."""
+    dump = tmp_path / "app.compact"
+    dump.write_bytes((FIXTURES / "inprocess.compact").read_bytes())
+    fifo = tmp_path / "out.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # open before the writer: no wait
+    try:
+        run = subprocess.run([str(SCRIPT), "--text", str(dump), "-o", str(fifo)],
+                             capture_output=True, timeout=60)
+        got = os.read(reader, 1 << 16)
+    finally:
+        os.close(reader)
+    assert (run.returncode, run.stderr) == (0, b"")
+    assert got == (FIXTURES / "inprocess.memdump").read_bytes()
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["app.compact", "out.fifo"]
+    run = subprocess.run([str(SCRIPT), "--compact", str(fifo)], capture_output=True, text=True,
+                         timeout=60)
+    assert (run.returncode, run.stderr) == (
+        2, f"memdump-analyze: {fifo}: not a regular file (a dump is compacted over itself)\n")
 
 
 def test_random_damage_is_an_error_in_both(tmp_path: Path) -> None:
