@@ -9,7 +9,7 @@ import os
 import tempfile
 from typing import BinaryIO
 
-from .compact import BLOCK_TEXT, PRESET, CompactError, decode, encode, is_compact
+from .compact import BLOCK_TEXT, LEVEL, CompactError, decode, encode, is_compact
 from .dumpformat import COMPACT_MAGIC
 from .libpath import enabled, library_path
 
@@ -50,7 +50,7 @@ def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
     dst.flush()
     os.lseek(src.fileno(), src.tell(), os.SEEK_SET)  # what src read ahead is read again
     if convert == "encode":
-        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, BLOCK_TEXT, err, len(err))
+        rc = lib.mdz_encode(src.fileno(), dst.fileno(), LEVEL, BLOCK_TEXT, err, len(err))
     else:
         rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
     if rc != 0:

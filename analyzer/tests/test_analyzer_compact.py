@@ -39,7 +39,7 @@ def _c_encode(text: bytes, tmp: Path, block: int = compact.BLOCK_TEXT) -> bytes:
     (tmp / "in").write_bytes(text)
     err = ctypes.create_string_buffer(256)
     with open(tmp / "in", "rb") as src, open(tmp / "out", "wb") as dst:
-        assert lib.mdz_encode(src.fileno(), dst.fileno(), compact.PRESET, block, err, 256) == 0
+        assert lib.mdz_encode(src.fileno(), dst.fileno(), compact.LEVEL, block, err, 256) == 0
     return (tmp / "out").read_bytes()
 
 
@@ -97,7 +97,7 @@ def test_heavy_records_are_modelled(tmp_path: Path) -> None:
         lines.append(b"- %d 0x%x\n" % (stack + 2, base))
     text = b"".join(lines)
     packed = _round_trip(text, tmp_path, block=1 << 20)
-    assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 248_594)
+    assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 293_046)
 
 
 def test_blocks_released_long_after(tmp_path: Path) -> None:
@@ -154,7 +154,7 @@ def test_cli_round_trip_and_report(tmp_path: Path) -> None:
     text_report = subprocess.run([str(SCRIPT), str(dump)], capture_output=True)
     run = subprocess.run([str(SCRIPT), "--compact", str(dump)], capture_output=True, text=True)
     assert (run.returncode, run.stdout) == (0, "")
-    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 538\n"
+    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 491\n"
     assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
     assert os.stat(dump).st_mode & 0o777 == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
@@ -174,7 +174,7 @@ def test_bad_compact_dumps_are_one_line(engine: str, tmp_path: Path) -> None:
     packed = (FIXTURES / "inprocess.compact").read_bytes()
     cases = {
         packed[:9]: "not a compact memdump dump",
-        COMPACT_MAGIC + b"\x02\x00": "compact encoding 2.0 is not supported (reads 1.x)",
+        COMPACT_MAGIC + b"\x03\x00": "compact encoding 3.0 is not supported (reads 1.x and 2.x)",
         packed[:-1]: "the compact dump is cut short (no end block)",
         packed[:40]: "the compact dump is cut short (in a block)",
         packed + b"x": "bytes follow the end block",
@@ -235,6 +235,16 @@ def test_a_full_disk_leaves_the_text_dump(native: str, tmp_path: Path) -> None:
     assert run.stderr == f"memdump-analyze: {dump}: cannot write the file (File too large)\n"
     assert dump.read_bytes() == text
     assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
+
+
+@pytest.mark.parametrize("engine", ["c", "python"])
+def test_encoding_1_0_still_reads(engine: str, tmp_path: Path) -> None:
+    """A dump compacted in encoding 1.0 (its blocks under xz) decodes to its text, as 2.0's."""
+    packed = (FIXTURES / "inprocess-1.0.compact").read_bytes()
+    assert packed[8:10] == b"\x01\x00"
+    assert _decode(packed, tmp_path, engine) == (FIXTURES / "inprocess.memdump").read_bytes()
+    damaged = packed[:30] + bytes([packed[30] ^ 0xFF]) + packed[31:]
+    assert _decode(damaged, tmp_path, engine) == "a block's compressed data is corrupt"
 
 
 def test_python_fallback_reads_a_compact_dump(tmp_path: Path) -> None:

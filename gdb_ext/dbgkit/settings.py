@@ -119,7 +119,7 @@ SETTINGS: tuple[Setting, ...] = (
         True,
         "compaction of the dump when its recording ends",
         "on: when the program exits, is killed or detached, or at memdump stop, the text dump "
-        "is rewritten in the compact encoding (docs/dump-format.md: about 1% of the text's size), "
+        "is rewritten in the compact encoding (docs/dump-format.md: about 2% of the text's size), "
         "beside it and renamed over it when complete; off: the dump stays text.",
     ),
 )
