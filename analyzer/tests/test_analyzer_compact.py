@@ -257,3 +257,48 @@ def test_python_fallback_reads_a_compact_dump(tmp_path: Path) -> None:
     assert run.returncode == 0
     assert run.stdout == want.stdout.replace(str(FIXTURES / "inprocess.memdump").encode(),
                                              str(dump).encode())
+
+
+def test_pending_is_a_marked_finished_text_dump(tmp_path: Path) -> None:
+    """What the analyser compacts while it reports (compactfile.pending): a text dump that GDB
+    marked when its recording ended; not one without the mark (a fixture, a dump of memdump.sh),
+    nor one whose last line is not the `end` record, nor a compact one."""
+    dump = tmp_path / "app.memdump"
+    text = (FIXTURES / "inprocess.memdump").read_bytes()
+    assert text.endswith(b"\nend 4 exit 0\n")
+    dump.write_bytes(text)
+    assert not compactfile.pending(str(dump))
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    assert compactfile.pending(str(dump))
+    with open(dump, "ab") as fh:
+        fh.write(b"+ 1 0x10 8\n")  # a recording going on
+    assert not compactfile.pending(str(dump))
+    compactfile.compact_file(str(dump))
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    assert not compactfile.pending(str(dump))
+    assert not compactfile.pending(str(tmp_path / "none.memdump"))
+
+
+def test_a_marked_dump_is_compacted_by_its_first_report(tmp_path: Path) -> None:
+    """The report, then one line: the dump compacted meanwhile; a compaction that fails (a full
+    disk, as a file size limit) leaves the text, says why, and takes the mark off."""
+    dump = tmp_path / "app.memdump"
+    text = (FIXTURES / "inprocess.memdump").read_bytes()
+    want = subprocess.run([str(SCRIPT), str(FIXTURES / "inprocess.memdump")], capture_output=True,
+                          text=True)
+    want_stdout = want.stdout.replace(str(FIXTURES / "inprocess.memdump"), str(dump))
+    dump.write_bytes(text)
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    run = subprocess.run([str(SCRIPT), str(dump)], capture_output=True, text=True,
+                         preexec_fn=lambda: _limited(100))
+    assert (run.returncode, run.stdout) == (want.returncode, want_stdout)
+    assert run.stderr == (f"memdump-analyze: {dump}: cannot write the file (File too large); the "
+                          "dump stays text\n")
+    assert dump.read_bytes() == text
+    assert not compactfile.pending(str(dump))
+    assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    run = subprocess.run([str(SCRIPT), str(dump)], capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (want.returncode, want_stdout)
+    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 491\n"
+    assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
