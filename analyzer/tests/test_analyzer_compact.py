@@ -302,3 +302,28 @@ def test_a_marked_dump_is_compacted_by_its_first_report(tmp_path: Path) -> None:
     assert (run.returncode, run.stdout) == (want.returncode, want_stdout)
     assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 491\n"
     assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
+
+
+def test_the_html_page_decodes_a_compact_dump_once(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The HTML page's outputs open the dump more than once: the compact dump is decoded once
+    (dumpio keeps the latest decoded), and the page is the text dump's."""
+    from memdump_analyzer import cli, dumpio
+
+    dump = tmp_path / "app.memdump"
+    dump.write_bytes((FIXTURES / "inprocess.compact").read_bytes())
+    text = tmp_path / "text.memdump"
+    text.write_bytes((FIXTURES / "inprocess.memdump").read_bytes())
+    calls: list[str] = []
+
+    def counted(path: str, fd: int) -> int:
+        calls.append(path)
+        return compactfile.decoded(path, fd)
+
+    monkeypatch.setattr(dumpio, "decoded", counted)
+    monkeypatch.setattr(dumpio, "_latest", None, raising=False)
+    assert cli.main(["--format", "html", "-o", str(tmp_path / "c.html"), str(dump)]) == 0
+    assert calls == [str(dump)]
+    assert cli.main(["--format", "html", "-o", str(tmp_path / "t.html"), str(text)]) == 0
+    page = (tmp_path / "c.html").read_text().replace(str(dump), str(text))
+    assert page == (tmp_path / "t.html").read_text()
