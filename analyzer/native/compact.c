@@ -489,8 +489,9 @@ static int enc_line(struct enc *e, const char *line, size_t n)
     return released(m, stack, ptr, r ? &block[2] : NULL);
 }
 
-static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int level, int out,
-                     uLong *total, char *err, size_t elen)
+/* writes the block of `tlen` bytes of text whose CRC-32 is `crc` */
+static int enc_flush(struct enc *e, size_t tlen, uLong crc, int level, int out, uLong *total,
+                     char *err, size_t elen)
 {
     struct buf *pl = &e->payload;
     pl->n = 0;
@@ -515,7 +516,6 @@ static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int 
     e->packed.n = packed;
     unsigned char head[16];
     put32(head, (uint32_t)tlen);
-    uLong crc = crc32(0, text, (uInt)tlen);
     *total = crc32_combine(*total, crc, (z_off_t)tlen);
     put32(head + 4, (uint32_t)crc);
     put32(head + 8, (uint32_t)pl->n);
@@ -532,11 +532,11 @@ EXPORT int mdz_encode(int in, int out, int level, size_t block_text, char *err, 
     if (block_text == 0 || block_text > MAX_TEXT - LONG_LINE)
         return fail(err, elen, "a block of %zu bytes of text is not allowed", block_text);
     struct enc *e = calloc(1, sizeof *e);
-    struct buf text = {0}, rd = {0};
+    struct buf rd = {0};
     int rc = -1;
     uLong total = crc32(0, NULL, 0);
     unsigned char head[10];
-    if (!e || reserve(&rd, 4u << 20) || reserve(&text, block_text + LONG_LINE)) {
+    if (!e || reserve(&rd, 4u << 20)) {
         fail(err, elen, "out of memory");
         goto done;
     }
@@ -546,10 +546,15 @@ EXPORT int mdz_encode(int in, int out, int level, size_t block_text, char *err, 
     if (write_all(out, head, 10, err, elen))
         goto done;
     size_t start = 0; /* of the unread part of rd */
+    /* the block's text is not copied: its CRC is taken over rd from `summed` as rd is consumed */
+    size_t summed = 0, tlen = 0;
+    uLong crc = crc32(0, NULL, 0);
     for (int eof = 0; !eof || start < rd.n;) {
         unsigned char *nl = start < rd.n ? memchr(rd.p + start, '\n', rd.n - start) : NULL;
         size_t len = nl ? (size_t)(nl - (rd.p + start)) + 1 : rd.n - start;
         if (!nl && !eof && len <= LONG_LINE) { /* more of the line to read */
+            crc = crc32(crc, rd.p + summed, (uInt)(start - summed));
+            summed = 0;
             memmove(rd.p, rd.p + start, len);
             rd.n = len;
             start = 0;
@@ -568,18 +573,23 @@ EXPORT int mdz_encode(int in, int out, int level, size_t block_text, char *err, 
         if (len > LONG_LINE)
             len = LONG_LINE;
         const char *line = (const char *)rd.p + start;
-        if (enc_line(e, line, len) || put(&text, line, len)) {
+        if (enc_line(e, line, len)) {
             fail(err, elen, "out of memory");
             goto done;
         }
         start += len;
-        if (text.n >= block_text) {
-            if (enc_flush(e, text.p, text.n, level, out, &total, err, elen))
+        tlen += len;
+        if (tlen >= block_text) {
+            crc = crc32(crc, rd.p + summed, (uInt)(start - summed));
+            summed = start;
+            if (enc_flush(e, tlen, crc, level, out, &total, err, elen))
                 goto done;
-            text.n = 0;
+            tlen = 0;
+            crc = crc32(0, NULL, 0);
         }
     }
-    if (text.n && enc_flush(e, text.p, text.n, level, out, &total, err, elen))
+    crc = crc32(crc, rd.p + summed, (uInt)(start - summed));
+    if (tlen && enc_flush(e, tlen, crc, level, out, &total, err, elen))
         goto done;
     unsigned char end[16] = {0};
     put32(end + 4, (uint32_t)total);
@@ -593,7 +603,6 @@ done:
         free(e->packed.p);
     }
     free(e);
-    free(text.p);
     free(rd.p);
     return rc;
 }
