@@ -679,22 +679,37 @@ static int valid_op(unsigned char op)
 /* `v` written at `p` in decimal (hex: lower case, after 0x); past its end */
 static char *num(char *p, uint64_t v, int hexa)
 {
-    char tmp[24];
-    int n = 0;
-    if (hexa) {
+    if (hexa) { /* the digits' count from the highest bit set, written from the last */
         *p++ = '0';
         *p++ = 'x';
-        do
-            tmp[n++] = "0123456789abcdef"[v & 15];
-        while (v >>= 4);
-    } else {
-        do
-            tmp[n++] = (char)('0' + v % 10);
-        while (v /= 10);
+        int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+        for (int i = n - 1; i >= 0; i--, v >>= 4)
+            p[i] = "0123456789abcdef"[v & 15];
+        return p + n;
     }
-    while (n)
-        *p++ = tmp[--n];
-    return p;
+    /* the digits' count, then two digits a division from the last, from a table of the pairs */
+    static const char pairs[] = "0001020304050607080910111213141516171819"
+                                "2021222324252627282930313233343536373839"
+                                "4041424344454647484950515253545556575859"
+                                "6061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    int n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *q = p + n;
+    while (v >= 100) {
+        const char *d = pairs + 2 * (v % 100);
+        v /= 100;
+        *--q = d[1];
+        *--q = d[0];
+    }
+    if (v >= 10) {
+        *--q = pairs[2 * v + 1];
+        *--q = pairs[2 * v];
+    } else {
+        *--q = (char)('0' + v);
+    }
+    return p + n;
 }
 
 /* a record: its tag, then each value after a space, and the newline */
