@@ -328,6 +328,7 @@ def several_compacting(dumps: list[str], *argvs: list[str]) -> tuple[tuple[int, 
     said: list[str] = []
     with compacting(dumps, said):
         result = several(*argvs)
+        sys.stdout.flush()  # the reports shown before the compaction's end is waited for
     return result, said
 
 
@@ -567,6 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             said: list[str] = []
             with compacting([dump], said):
                 code = _main(args, run)
+                sys.stdout.flush()  # the report shown before the compaction's end is waited for
             for line in said:
                 _say(line)
             return code
