@@ -480,7 +480,8 @@ to_compact=()
 [[ "$compact" -eq 0 ]] || to_compact=("${dumps[@]}")
 if [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
     failed=0
-    PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -c '
+    # -S: no `site`, as scripts/memdump-analyze (the analyser uses the standard library only)
+    PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S -c '
 import sys
 from memdump_analyzer.cli import several_compacting
 me, dump, report, json_file, dumps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]

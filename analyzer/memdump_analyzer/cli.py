@@ -320,34 +320,16 @@ def several(*argvs: list[str]) -> tuple[int, int]:
 
 
 def several_compacting(dumps: list[str], *argvs: list[str]) -> tuple[tuple[int, int], list[str]]:
-    """`several(*argvs)` while DUMPS are compacted beside it, in a thread (the C library's
-    compaction runs without Python's lock, on the second core): scripts/memdump.sh's reports and
-    compaction in one analyser, without a second start-up. Returns `several`'s result and, for
-    each dump, what its compaction said (`PATH: compacted, ...`, or why the dump stays text)."""
-    import threading
-
-    from . import compactfile
+    """`several(*argvs)` while DUMPS are compacted beside it (compactfile.compacting):
+    scripts/memdump.sh's reports and compaction in one analyser, without a second start-up.
+    Returns `several`'s result and, for each dump, what its compaction said."""
+    from .compactfile import compacting
 
     said: list[str] = []
-
-    def compact_all() -> None:
-        for dump in dumps:
-            try:
-                before = os.path.getsize(dump)
-                compactfile.compact_file(dump)
-                said.append(f"{dump}: compacted, {before:,} bytes of text in "
-                            f"{os.path.getsize(dump):,}")
-            except compactfile.CompactError as e:
-                said.append(f"{e}; the dump stays text")
-            except OSError as e:
-                said.append(f"{dump}: {e.strerror or e}; the dump stays text")
-
-    worker = threading.Thread(target=compact_all, name="compact")
-    worker.start()
-    try:
-        return several(*argvs), said
-    finally:
-        worker.join()
+    with compacting(dumps, said):
+        result = several(*argvs)
+        sys.stdout.flush()  # the reports shown before the compaction's end is waited for
+    return result, said
 
 
 def _suppressions(args: argparse.Namespace) -> list[Suppression]:
@@ -578,6 +560,23 @@ def main(argv: list[str] | None = None) -> int:
     else:
         args = build_parser().parse_args(argv)
         run = _run
+    dump = getattr(args, "dump", None)
+    if isinstance(dump, str) and not getattr(args, "compact", False):
+        from .compactfile import compacting, pending
+
+        if pending(dump):  # GDB left it to its first report: compacted while this one reads
+            said: list[str] = []
+            with compacting([dump], said):
+                code = _main(args, run)
+                sys.stdout.flush()  # the report shown before the compaction's end is waited for
+            for line in said:
+                _say(line)
+            return code
+    return _main(args, run)
+
+
+def _main(args: argparse.Namespace, run: Callable[[argparse.Namespace], int]) -> int:
+    """`run(args)`, its failures turned into one line and an exit status."""
     try:
         return run(args)
     except (DumpError, SuppressionError) as e:

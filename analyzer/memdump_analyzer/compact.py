@@ -3,11 +3,12 @@
 A compact dump is a lossless transform of a text dump: decoding gives back the text byte for byte.
 The text is cut into blocks of about `BLOCK_TEXT` bytes at line ends; each block's records are
 modelled (the heavy ones: the short allocation and release records and the stack nodes) into
-separate streams of small numbers, and the streams are compressed together with xz (`lzma`, in
-Python's standard library, so that every reader can decode). Any line the model does not know, or
-does not write exactly as the recorder does, passes as a literal. The model's state (the live
-blocks, the freed blocks per size class, the stacks that follow one another) carries from block to
-block; the compressor's does not, so that a reader holds one block at a time.
+separate streams of small numbers, and the streams are compressed together with deflate (`zlib`,
+in Python's standard library, so that every reader can decode; encoding 1.x used xz, `lzma`, which
+costs five times deflate's CPU for two thirds of its size, and is still read). Any line the model
+does not know, or does not write exactly as the recorder does, passes as a literal. The model's
+state (the live blocks, the freed blocks per size class, the stacks that follow one another)
+carries from block to block; the compressor's does not, so that a reader holds one block at a time.
 
 The C library (analyzer/native/compact.c) does the same, faster; the randomised tests hold the two
 to the same bytes. Standard library only, like `dumpformat`; compactfile.py converts files, in C
@@ -32,8 +33,8 @@ BLOCK_TEXT = 8 << 20
 LONG_LINE = 1 << 20
 #: most text and payload bytes one block may declare (a reader refuses more)
 MAX_TEXT = 16 << 20
-#: xz preset of the streams
-PRESET = 2
+#: deflate level of the streams (docs/benchmarks.md, "Compact dumps": the levels measured)
+LEVEL = 2
 #: freed blocks remembered per size class, and the largest class modelled (chunk bytes)
 LIFO = 64
 MAX_CLASS = 1 << 16
@@ -295,7 +296,7 @@ def _pieces(lines: Iterable[bytes]) -> Iterator[bytes]:
         yield line
 
 
-def encode(src: BinaryIO, dst: BinaryIO, preset: int = PRESET, block: int | None = None) -> None:
+def encode(src: BinaryIO, dst: BinaryIO, level: int = LEVEL, block: int | None = None) -> None:
     """Writes the compact encoding of the text dump read from `src` to `dst`."""
     block = BLOCK_TEXT if block is None else block
     enc = _Encoder()
@@ -305,8 +306,7 @@ def encode(src: BinaryIO, dst: BinaryIO, preset: int = PRESET, block: int | None
 
     def flush() -> None:
         payload = enc.payload()
-        packed = lzma.compress(payload, format=lzma.FORMAT_XZ, check=lzma.CHECK_NONE,
-                               preset=preset)
+        packed = zlib.compress(payload, level)
         dst.write(_HEAD.pack(len(text), zlib.crc32(text), len(payload), len(packed)))
         dst.write(packed)
         enc.reset()
@@ -438,15 +438,36 @@ class _Decoder:
         return (m.prev + _unzigzag(num(DELTA))) & _M  # type: ignore[operator]
 
 
+def _unxz(packed: bytes, plen: int) -> bytes | None:
+    """A block's payload in encoding 1.x (one xz stream), None when it is not exactly that."""
+    try:
+        dz = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=MEMLIMIT)
+        payload = dz.decompress(packed, max_length=plen + 1)
+    except lzma.LZMAError:
+        return None
+    return payload if len(payload) == plen and dz.eof and not dz.unused_data else None
+
+
+def _inflated(packed: bytes, plen: int) -> bytes | None:
+    """A block's payload in encoding 2.x (one zlib stream), None when it is not exactly that."""
+    try:
+        dz = zlib.decompressobj()
+        payload = dz.decompress(packed, plen + 1)
+    except zlib.error:
+        return None
+    return payload if len(payload) == plen and dz.eof and not dz.unused_data else None
+
+
 def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
     """Writes the text of the compact dump read from `src` to `dst`; CompactError when it is not
     one, or is cut short or corrupt."""
     head = src.read(len(COMPACT_MAGIC) + 2)
     if len(head) < len(COMPACT_MAGIC) + 2 or not is_compact(head):
         raise CompactError(path, None, "not a compact memdump dump")
-    if head[-2] != COMPACT_VERSION[0]:
+    if head[-2] not in (1, COMPACT_VERSION[0]):
         raise CompactError(path, None, f"compact encoding {head[-2]}.{head[-1]} is not supported "
-                           f"(reads {COMPACT_VERSION[0]}.x)")
+                           f"(reads 1.x and {COMPACT_VERSION[0]}.x)")
+    unpack = _unxz if head[-2] == 1 else _inflated
     dec = _Decoder(path)
     total = 0
     while True:
@@ -467,12 +488,8 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
         packed = src.read(clen)
         if len(packed) < clen:
             raise CompactError(path, None, "the compact dump is cut short (in a block)")
-        try:
-            dz = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=MEMLIMIT)
-            payload = dz.decompress(packed, max_length=plen + 1)
-        except lzma.LZMAError:
-            raise CompactError(path, None, "a block's compressed data is corrupt") from None
-        if len(payload) != plen or not dz.eof or dz.unused_data:
+        payload = unpack(packed, plen)
+        if payload is None:
             raise CompactError(path, None, "a block's compressed data is corrupt")
         text = dec.block(payload, tlen)
         if len(text) != tlen or zlib.crc32(text) != crc:

@@ -1,20 +1,31 @@
 """Compact dumps as files (docs/dump-format.md, "Compact encoding"): a text dump compacted beside
 itself and renamed over it when complete, a compact dump printed or decoded for the reader; in C
-(analyzer/native/compact.c) when the analyser's library loads, with compact.py otherwise."""
+(analyzer/native/compact.c) when the analyser's library loads, with compact.py otherwise. Dumps
+compacted in a thread while reports read their text (`compacting`): memdump.sh's, and those GDB
+marked for their first report (`PENDING`, docs/memdump.md "Compaction")."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import stat
 import tempfile
+import threading
+from collections.abc import Iterator
 from typing import BinaryIO
 
-from .compact import BLOCK_TEXT, PRESET, CompactError, decode, encode, is_compact
+from .compact import BLOCK_TEXT, LEVEL, CompactError, decode, encode, is_compact
 from .dumpformat import COMPACT_MAGIC
 from .libpath import enabled, library_path
 
-__all__ = ["CompactError", "compact_file", "decoded", "print_text", "text_file"]
+__all__ = ["PENDING", "CompactError", "compact_file", "compacting", "decoded", "pending",
+           "print_text", "text_file"]
+
+#: the extended attribute by which GDB's memdump leaves a finished text dump to be compacted by its
+#: first report (gdb_ext/dbgkit/memdump_compact.py sets it; dumpnames.py clears it on a dump
+#: opened again for writing)
+PENDING = "user.memdump.compact"
 
 
 def _library() -> ctypes.CDLL | None:
@@ -51,7 +62,7 @@ def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,
     dst.flush()
     os.lseek(src.fileno(), src.tell(), os.SEEK_SET)  # what src read ahead is read again
     if convert == "encode":
-        rc = lib.mdz_encode(src.fileno(), dst.fileno(), PRESET, BLOCK_TEXT, err, len(err))
+        rc = lib.mdz_encode(src.fileno(), dst.fileno(), LEVEL, BLOCK_TEXT, err, len(err))
     else:
         rc = lib.mdz_decode(src.fileno(), dst.fileno(), err, len(err))
     if rc != 0:
@@ -146,3 +157,46 @@ def decoded(path: str, fd: int) -> int:
             raise
     with dst:
         return os.dup(dst.fileno())
+
+
+def pending(path: str) -> bool:
+    """Whether `path` is a finished text dump that GDB left to its first report to compact: it
+    carries the `PENDING` attribute and its last line is the recording's `end` record."""
+    try:
+        os.getxattr(path, PENDING)
+        with open(path, "rb") as fh:
+            if fh.read(len(b"MEMDUMP")) != b"MEMDUMP":
+                return False
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - 4096))
+            tail = fh.read()
+    except OSError:  # no attribute (or none kept by the file system), no file
+        return False
+    return tail.endswith(b"\n") and tail[tail.rfind(b"\n", 0, -1) + 1:].startswith(b"end ")
+
+
+@contextlib.contextmanager
+def compacting(dumps: list[str], said: list[str]) -> Iterator[None]:
+    """Compacts DUMPS in a thread while the body runs (the C library's compaction runs without
+    Python's lock, on another core); `said` receives, for each dump, what its compaction said
+    (`PATH: compacted, ...`, or why the dump stays text)."""
+
+    def compact_all() -> None:
+        for dump in dumps:
+            try:
+                before = os.path.getsize(dump)
+                compact_file(dump)
+                said.append(f"{dump}: compacted, {before:,} bytes of text in "
+                            f"{os.path.getsize(dump):,}")
+            except (CompactError, OSError) as e:
+                with contextlib.suppress(OSError):
+                    os.removexattr(dump, PENDING)  # not tried again by every report
+                why = str(e) if isinstance(e, CompactError) else f"{dump}: {e.strerror or e}"
+                said.append(f"{why}; the dump stays text")
+
+    worker = threading.Thread(target=compact_all, name="compact")
+    worker.start()
+    try:
+        yield
+    finally:
+        worker.join()

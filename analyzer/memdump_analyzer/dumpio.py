@@ -7,7 +7,9 @@ the end of a dump written through a file mapping (the in-process recorder, docs/
 final run of NUL bytes without a newline is space the recorder had not written yet.
 
 A compact dump is decoded first, into an unlinked temporary file that is then read as a text dump
-is (compact.py): every reader, the C replay included, reads its lines as they were written.
+is (compact.py): every reader, the C replay included, reads its lines as they were written. The
+latest dump decoded stays decoded for the process (`_latest`): a reader that opens it again (the
+HTML page's outputs) reads the same text without decoding it twice.
 
 NUL bytes before a record are padding (docs/dump-format.md, "Padding"). They are found by one scan
 of the file when its lines are first read (memchr speed), or given by a reader that found them as it
@@ -33,6 +35,8 @@ from .dumpformat import COMPACT_MAGIC, PADDING
 __all__ = ["DumpError", "DumpFile", "clean_line", "show"]
 
 _CHUNK = 1 << 20
+#: the latest compact dump decoded, by its file's identity, and a descriptor of its text
+_latest: tuple[tuple[int, int, int, int], int] | None = None
 _NULS = re.compile(re.escape(PADDING) + b"+")
 #: what a line of padding alone reads as: a comment, so that line numbers stay right
 _BLANK = b"#\n"
@@ -153,11 +157,21 @@ class DumpFile:
     def _decode(self) -> int:
         """A compact dump (docs/dump-format.md, "Compact encoding") is read as its text, decoded
         into an unlinked temporary file: the size of that text."""
+        global _latest
         fd, self._fd = self._fd, -1
-        try:
-            self._fd = decoded(self.path, fd)
-        except CompactError as e:
-            raise DumpError(e.path, None, e.message) from None
+        st = os.fstat(fd)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+        if _latest is not None and _latest[0] == key:
+            os.close(fd)
+            self._fd = os.dup(_latest[1])
+        else:
+            try:
+                self._fd = decoded(self.path, fd)
+            except CompactError as e:
+                raise DumpError(e.path, None, e.message) from None
+            if _latest is not None:
+                os.close(_latest[1])
+            _latest = (key, os.dup(self._fd))
         return os.fstat(self._fd).st_size
 
     @property

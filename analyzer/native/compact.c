@@ -20,6 +20,8 @@
 #define LIFO 64
 #define MAX_CLASS (1u << 16)
 #define MEMLIMIT (128u << 20)
+/* the encoding written: 2, blocks under deflate (zlib); 1, under xz, still read */
+#define VERSION_MAJOR 2
 
 enum { LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE };
 enum { F_STACK = 0x10, F_SIZE = 0x20 };
@@ -487,8 +489,9 @@ static int enc_line(struct enc *e, const char *line, size_t n)
     return released(m, stack, ptr, r ? &block[2] : NULL);
 }
 
-static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int preset, int out,
-                     uLong *total, char *err, size_t elen)
+/* writes the block of `tlen` bytes of text whose CRC-32 is `crc` */
+static int enc_flush(struct enc *e, size_t tlen, uLong crc, int level, int out, uLong *total,
+                     char *err, size_t elen)
 {
     struct buf *pl = &e->payload;
     pl->n = 0;
@@ -503,26 +506,16 @@ static int enc_flush(struct enc *e, const unsigned char *text, size_t tlen, int 
         e->s[i].n = 0;
     }
     e->records = 0;
-    lzma_stream z = LZMA_STREAM_INIT;
-    if (lzma_easy_encoder(&z, (uint32_t)preset, LZMA_CHECK_NONE) != LZMA_OK)
-        return fail(err, elen, "cannot start the xz encoder");
+    uLongf packed = compressBound((uLong)pl->n);
     e->packed.n = 0;
-    if (reserve(&e->packed, lzma_stream_buffer_bound(pl->n))) {
-        lzma_end(&z);
+    if (reserve(&e->packed, packed))
         goto oom;
-    }
-    z.next_in = pl->p;
-    z.avail_in = pl->n;
-    z.next_out = e->packed.p;
-    z.avail_out = e->packed.cap;
-    lzma_ret r = lzma_code(&z, LZMA_FINISH);
-    e->packed.n = e->packed.cap - z.avail_out;
-    lzma_end(&z);
-    if (r != LZMA_STREAM_END)
-        return fail(err, elen, "the xz encoder failed (%d)", (int)r);
+    int r = compress2(e->packed.p, &packed, pl->p, (uLong)pl->n, level);
+    if (r != Z_OK)
+        return fail(err, elen, "the deflate encoder failed (%d)", r);
+    e->packed.n = packed;
     unsigned char head[16];
     put32(head, (uint32_t)tlen);
-    uLong crc = crc32(0, text, (uInt)tlen);
     *total = crc32_combine(*total, crc, (z_off_t)tlen);
     put32(head + 4, (uint32_t)crc);
     put32(head + 8, (uint32_t)pl->n);
@@ -534,29 +527,34 @@ oom:
     return fail(err, elen, "out of memory");
 }
 
-EXPORT int mdz_encode(int in, int out, int preset, size_t block_text, char *err, size_t elen)
+EXPORT int mdz_encode(int in, int out, int level, size_t block_text, char *err, size_t elen)
 {
     if (block_text == 0 || block_text > MAX_TEXT - LONG_LINE)
         return fail(err, elen, "a block of %zu bytes of text is not allowed", block_text);
     struct enc *e = calloc(1, sizeof *e);
-    struct buf text = {0}, rd = {0};
+    struct buf rd = {0};
     int rc = -1;
     uLong total = crc32(0, NULL, 0);
     unsigned char head[10];
-    if (!e || reserve(&rd, 4u << 20) || reserve(&text, block_text + LONG_LINE)) {
+    if (!e || reserve(&rd, 4u << 20)) {
         fail(err, elen, "out of memory");
         goto done;
     }
     memcpy(head, magic, 8);
-    head[8] = 1;
+    head[8] = VERSION_MAJOR;
     head[9] = 0;
     if (write_all(out, head, 10, err, elen))
         goto done;
     size_t start = 0; /* of the unread part of rd */
+    /* the block's text is not copied: its CRC is taken over rd from `summed` as rd is consumed */
+    size_t summed = 0, tlen = 0;
+    uLong crc = crc32(0, NULL, 0);
     for (int eof = 0; !eof || start < rd.n;) {
         unsigned char *nl = start < rd.n ? memchr(rd.p + start, '\n', rd.n - start) : NULL;
         size_t len = nl ? (size_t)(nl - (rd.p + start)) + 1 : rd.n - start;
         if (!nl && !eof && len <= LONG_LINE) { /* more of the line to read */
+            crc = crc32(crc, rd.p + summed, (uInt)(start - summed));
+            summed = 0;
             memmove(rd.p, rd.p + start, len);
             rd.n = len;
             start = 0;
@@ -575,18 +573,23 @@ EXPORT int mdz_encode(int in, int out, int preset, size_t block_text, char *err,
         if (len > LONG_LINE)
             len = LONG_LINE;
         const char *line = (const char *)rd.p + start;
-        if (enc_line(e, line, len) || put(&text, line, len)) {
+        if (enc_line(e, line, len)) {
             fail(err, elen, "out of memory");
             goto done;
         }
         start += len;
-        if (text.n >= block_text) {
-            if (enc_flush(e, text.p, text.n, preset, out, &total, err, elen))
+        tlen += len;
+        if (tlen >= block_text) {
+            crc = crc32(crc, rd.p + summed, (uInt)(start - summed));
+            summed = start;
+            if (enc_flush(e, tlen, crc, level, out, &total, err, elen))
                 goto done;
-            text.n = 0;
+            tlen = 0;
+            crc = crc32(0, NULL, 0);
         }
     }
-    if (text.n && enc_flush(e, text.p, text.n, preset, out, &total, err, elen))
+    crc = crc32(crc, rd.p + summed, (uInt)(start - summed));
+    if (tlen && enc_flush(e, tlen, crc, level, out, &total, err, elen))
         goto done;
     unsigned char end[16] = {0};
     put32(end + 4, (uint32_t)total);
@@ -600,7 +603,6 @@ done:
         free(e->packed.p);
     }
     free(e);
-    free(text.p);
     free(rd.p);
     return rc;
 }
@@ -677,22 +679,37 @@ static int valid_op(unsigned char op)
 /* `v` written at `p` in decimal (hex: lower case, after 0x); past its end */
 static char *num(char *p, uint64_t v, int hexa)
 {
-    char tmp[24];
-    int n = 0;
-    if (hexa) {
+    if (hexa) { /* the digits' count from the highest bit set, written from the last */
         *p++ = '0';
         *p++ = 'x';
-        do
-            tmp[n++] = "0123456789abcdef"[v & 15];
-        while (v >>= 4);
-    } else {
-        do
-            tmp[n++] = (char)('0' + v % 10);
-        while (v /= 10);
+        int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+        for (int i = n - 1; i >= 0; i--, v >>= 4)
+            p[i] = "0123456789abcdef"[v & 15];
+        return p + n;
     }
-    while (n)
-        *p++ = tmp[--n];
-    return p;
+    /* the digits' count, then two digits a division from the last, from a table of the pairs */
+    static const char pairs[] = "0001020304050607080910111213141516171819"
+                                "2021222324252627282930313233343536373839"
+                                "4041424344454647484950515253545556575859"
+                                "6061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    int n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *q = p + n;
+    while (v >= 100) {
+        const char *d = pairs + 2 * (v % 100);
+        v /= 100;
+        *--q = d[1];
+        *--q = d[0];
+    }
+    if (v >= 10) {
+        *--q = pairs[2 * v + 1];
+        *--q = pairs[2 * v];
+    } else {
+        *--q = (char)('0' + v);
+    }
+    return p + n;
 }
 
 /* a record: its tag, then each value after a space, and the newline */
@@ -837,6 +854,54 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
     return 0;
 }
 
+/* The payload of a block into `out`: one xz stream (`xz`, compact encoding 1.x) or one zlib stream
+ * (RFC 1950, 2.x). 0, or -1 (out->n SIZE_MAX when out of memory). The output grows as the stream
+ * gives it (a header's PAYLOAD_LEN is not trusted with memory), up to one byte more than it. */
+static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struct buf *out)
+{
+    lzma_stream lz = LZMA_STREAM_INIT;
+    z_stream zs = {0};
+    if (xz ? lzma_stream_decoder(&lz, MEMLIMIT, 0) != LZMA_OK : inflateInit(&zs) != Z_OK)
+        return -1;
+    lz.next_in = zs.next_in = (unsigned char *)p;
+    lz.avail_in = zs.avail_in = (uInt)n;
+    int more = 1, ended = 0;
+    while (more && out->n < plen + 1) {
+        size_t room = out->n ? out->n : 65536;
+        if (room > plen + 1 - out->n)
+            room = plen + 1 - out->n;
+        if (reserve(out, room)) {
+            ended = -1;
+            break;
+        }
+        size_t left;
+        if (xz) {
+            lz.next_out = out->p + out->n;
+            lz.avail_out = room;
+            lzma_ret r = lzma_code(&lz, LZMA_FINISH);
+            ended = r == LZMA_STREAM_END;
+            more = r == LZMA_OK;
+            left = lz.avail_out;
+        } else {
+            zs.next_out = out->p + out->n;
+            zs.avail_out = (uInt)room;
+            int r = inflate(&zs, Z_FINISH);
+            ended = r == Z_STREAM_END;
+            more = r == Z_OK || (r == Z_BUF_ERROR && zs.avail_out == 0); /* wants more room */
+            left = zs.avail_out;
+        }
+        out->n += room - left;
+    }
+    size_t unread = xz ? lz.avail_in : zs.avail_in;
+    if (xz)
+        lzma_end(&lz);
+    else
+        inflateEnd(&zs);
+    if (ended < 0)
+        out->n = SIZE_MAX;
+    return ended == 1 && out->n == plen && unread == 0 ? 0 : -1;
+}
+
 /* decodes the compact dump read from `src` to `out` (a descriptor; -1: nowhere, the fuzzer's) */
 static int decode(struct src *src, int out, char *err, size_t elen)
 {
@@ -860,10 +925,12 @@ static int decode(struct src *src, int out, char *err, size_t elen)
         fail(err, elen, "not a compact memdump dump");
         goto done;
     }
-    if (head[8] != 1) {
-        fail(err, elen, "compact encoding %d.%d is not supported (reads 1.x)", head[8], head[9]);
+    if (head[8] != 1 && head[8] != VERSION_MAJOR) {
+        fail(err, elen, "compact encoding %d.%d is not supported (reads 1.x and %d.x)", head[8],
+             head[9], VERSION_MAJOR);
         goto done;
     }
+    const int xz = head[8] == 1;
     for (;;) {
         if ((got = src_read(src, head, 16)) < 0) {
             fail(err, elen, "cannot read the file (%s)", strerror(errno));
@@ -904,34 +971,9 @@ static int decode(struct src *src, int out, char *err, size_t elen)
             fail(err, elen, "the compact dump is cut short (in a block)");
             goto done;
         }
-        lzma_stream z = LZMA_STREAM_INIT;
-        if (lzma_stream_decoder(&z, MEMLIMIT, 0) != LZMA_OK) {
-            fail(err, elen, "cannot start the xz decoder");
-            goto done;
-        }
-        z.next_in = packed.p;
-        z.avail_in = clen;
-        lzma_ret r = LZMA_OK;
-        /* the output grows as the stream gives it (a header's PAYLOAD_LEN is not trusted with
-         * memory), up to one byte more than PAYLOAD_LEN */
-        while (r == LZMA_OK && payload.n < (size_t)plen + 1) {
-            size_t room = payload.n ? payload.n : 65536;
-            if (room > (size_t)plen + 1 - payload.n)
-                room = (size_t)plen + 1 - payload.n;
-            if (reserve(&payload, room)) {
-                lzma_end(&z);
-                fail(err, elen, "out of memory");
-                goto done;
-            }
-            z.next_out = payload.p + payload.n;
-            z.avail_out = room;
-            r = lzma_code(&z, LZMA_FINISH);
-            payload.n += room - z.avail_out;
-        }
-        size_t left = z.avail_in;
-        lzma_end(&z);
-        if (r != LZMA_STREAM_END || payload.n != plen || left != 0) {
-            fail(err, elen, "a block's compressed data is corrupt");
+        if (unpacked(xz, packed.p, clen, plen, &payload)) {
+            fail(err, elen, payload.n == SIZE_MAX ? "out of memory"
+                                                  : "a block's compressed data is corrupt");
             goto done;
         }
         if (dec_block(m, payload.p, plen, tlen, &text, err, elen))

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-int mdz_encode(int in, int out, int preset, size_t block_text, char *err, size_t elen);
+int mdz_encode(int in, int out, int level, size_t block_text, char *err, size_t elen);
 int mdz_decode(int in, int out, char *err, size_t elen);
 int mdz_decode_bytes(const unsigned char *p, size_t n, char *err, size_t elen);
 int mdz_decode_payload(const unsigned char *p, size_t n, char *err, size_t elen);

@@ -1,8 +1,8 @@
 /* @brief A libFuzzer target for the compact encoding's decoder (compact.c; docs/dump-format.md,
  * "Compact encoding"): a compact dump is a file users send each other. An input whose first byte
- * is odd is a whole compact file after that byte (signature, blocks, xz streams, checksums); an
- * even one is a block's payload after that byte, decoded by the model with no xz and no checksum
- * in the way, so that the mutations reach the streams and the predictions. Any input must end in
+ * is odd is a whole compact file after that byte (signature, blocks, zlib streams or version 1.0's
+ * xz, checksums); an even one is a block's payload after that byte, decoded by the model with no
+ * compressor and no checksum in the way, so that the mutations reach the streams and the predictions. Any input must end in
  * text or in one error sentence: what must never happen is a crash, a read or write out of bounds,
  * an undefined behaviour or a leak, which the sanitizers it is built with report.
  *

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -269,3 +270,17 @@ def test_the_view_subcommands_are_the_views() -> None:
     from memdump_analyzer.views import VIEWS
 
     assert cli.VIEW_NAMES == tuple(VIEWS)
+
+
+def test_the_script_starts_python_without_site(tmp_path: Path) -> None:
+    """scripts/memdump-analyze runs Python without `site` (-S): the analyser uses the standard
+    library only, and the site-packages directories' .pth files cost every start-up; a
+    sitecustomize on the path, which `site` would run, stays unrun. The report is the same."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.stderr.write('site ran\\n')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(tmp_path)
+    run = subprocess.run([str(REPO / "scripts" / "memdump-analyze"),
+                          "example.memdump"], capture_output=True, text=True,
+                         env=env, cwd=FIXTURES, timeout=60)
+    assert (run.returncode, run.stderr) == (0, "")
+    assert run.stdout == (FIXTURES / "example.report.txt").read_text()

@@ -40,7 +40,7 @@ def _c_encode(text: bytes, tmp: Path, block: int = compact.BLOCK_TEXT) -> bytes:
     (tmp / "in").write_bytes(text)
     err = ctypes.create_string_buffer(256)
     with open(tmp / "in", "rb") as src, open(tmp / "out", "wb") as dst:
-        assert lib.mdz_encode(src.fileno(), dst.fileno(), compact.PRESET, block, err, 256) == 0
+        assert lib.mdz_encode(src.fileno(), dst.fileno(), compact.LEVEL, block, err, 256) == 0
     return (tmp / "out").read_bytes()
 
 
@@ -98,7 +98,7 @@ def test_heavy_records_are_modelled(tmp_path: Path) -> None:
         lines.append(b"- %d 0x%x\n" % (stack + 2, base))
     text = b"".join(lines)
     packed = _round_trip(text, tmp_path, block=1 << 20)
-    assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 248_594)
+    assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 293_046)
 
 
 def test_blocks_released_long_after(tmp_path: Path) -> None:
@@ -155,7 +155,7 @@ def test_cli_round_trip_and_report(tmp_path: Path) -> None:
     text_report = subprocess.run([str(SCRIPT), str(dump)], capture_output=True)
     run = subprocess.run([str(SCRIPT), "--compact", str(dump)], capture_output=True, text=True)
     assert (run.returncode, run.stdout) == (0, "")
-    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 538\n"
+    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 491\n"
     assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
     assert os.stat(dump).st_mode & 0o777 == 0o600
     assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
@@ -175,7 +175,7 @@ def test_bad_compact_dumps_are_one_line(engine: str, tmp_path: Path) -> None:
     packed = (FIXTURES / "inprocess.compact").read_bytes()
     cases = {
         packed[:9]: "not a compact memdump dump",
-        COMPACT_MAGIC + b"\x02\x00": "compact encoding 2.0 is not supported (reads 1.x)",
+        COMPACT_MAGIC + b"\x03\x00": "compact encoding 3.0 is not supported (reads 1.x and 2.x)",
         packed[:-1]: "the compact dump is cut short (no end block)",
         packed[:40]: "the compact dump is cut short (in a block)",
         packed + b"x": "bytes follow the end block",
@@ -263,6 +263,16 @@ def test_a_full_disk_leaves_the_text_dump(native: str, tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
 
 
+@pytest.mark.parametrize("engine", ["c", "python"])
+def test_encoding_1_0_still_reads(engine: str, tmp_path: Path) -> None:
+    """A dump compacted in encoding 1.0 (its blocks under xz) decodes to its text, as 2.0's."""
+    packed = (FIXTURES / "inprocess-1.0.compact").read_bytes()
+    assert packed[8:10] == b"\x01\x00"
+    assert _decode(packed, tmp_path, engine) == (FIXTURES / "inprocess.memdump").read_bytes()
+    damaged = packed[:30] + bytes([packed[30] ^ 0xFF]) + packed[31:]
+    assert _decode(damaged, tmp_path, engine) == "a block's compressed data is corrupt"
+
+
 def test_python_fallback_reads_a_compact_dump(tmp_path: Path) -> None:
     dump = tmp_path / "app.memdump"
     dump.write_bytes((FIXTURES / "inprocess.compact").read_bytes())
@@ -273,3 +283,73 @@ def test_python_fallback_reads_a_compact_dump(tmp_path: Path) -> None:
     assert run.returncode == 0
     assert run.stdout == want.stdout.replace(str(FIXTURES / "inprocess.memdump").encode(),
                                              str(dump).encode())
+
+
+def test_pending_is_a_marked_finished_text_dump(tmp_path: Path) -> None:
+    """What the analyser compacts while it reports (compactfile.pending): a text dump that GDB
+    marked when its recording ended; not one without the mark (a fixture, a dump of memdump.sh),
+    nor one whose last line is not the `end` record, nor a compact one."""
+    dump = tmp_path / "app.memdump"
+    text = (FIXTURES / "inprocess.memdump").read_bytes()
+    assert text.endswith(b"\nend 4 exit 0\n")
+    dump.write_bytes(text)
+    assert not compactfile.pending(str(dump))
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    assert compactfile.pending(str(dump))
+    with open(dump, "ab") as fh:
+        fh.write(b"+ 1 0x10 8\n")  # a recording going on
+    assert not compactfile.pending(str(dump))
+    compactfile.compact_file(str(dump))
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    assert not compactfile.pending(str(dump))
+    assert not compactfile.pending(str(tmp_path / "none.memdump"))
+
+
+def test_a_marked_dump_is_compacted_by_its_first_report(tmp_path: Path) -> None:
+    """The report, then one line: the dump compacted meanwhile; a compaction that fails (a full
+    disk, as a file size limit) leaves the text, says why, and takes the mark off."""
+    dump = tmp_path / "app.memdump"
+    text = (FIXTURES / "inprocess.memdump").read_bytes()
+    want = subprocess.run([str(SCRIPT), str(FIXTURES / "inprocess.memdump")], capture_output=True,
+                          text=True)
+    want_stdout = want.stdout.replace(str(FIXTURES / "inprocess.memdump"), str(dump))
+    dump.write_bytes(text)
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    run = subprocess.run([str(SCRIPT), str(dump)], capture_output=True, text=True,
+                         preexec_fn=lambda: _limited(100))
+    assert (run.returncode, run.stdout) == (want.returncode, want_stdout)
+    assert run.stderr == (f"memdump-analyze: {dump}: cannot write the file (File too large); the "
+                          "dump stays text\n")
+    assert dump.read_bytes() == text
+    assert not compactfile.pending(str(dump))
+    assert [p.name for p in tmp_path.iterdir()] == ["app.memdump"]
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    run = subprocess.run([str(SCRIPT), str(dump)], capture_output=True, text=True)
+    assert (run.returncode, run.stdout) == (want.returncode, want_stdout)
+    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 491\n"
+    assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
+
+
+def test_the_html_page_decodes_a_compact_dump_once(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The HTML page's outputs open the dump more than once: the compact dump is decoded once
+    (dumpio keeps the latest decoded), and the page is the text dump's."""
+    from memdump_analyzer import cli, dumpio
+
+    dump = tmp_path / "app.memdump"
+    dump.write_bytes((FIXTURES / "inprocess.compact").read_bytes())
+    text = tmp_path / "text.memdump"
+    text.write_bytes((FIXTURES / "inprocess.memdump").read_bytes())
+    calls: list[str] = []
+
+    def counted(path: str, fd: int) -> int:
+        calls.append(path)
+        return compactfile.decoded(path, fd)
+
+    monkeypatch.setattr(dumpio, "decoded", counted)
+    monkeypatch.setattr(dumpio, "_latest", None, raising=False)
+    assert cli.main(["--format", "html", "-o", str(tmp_path / "c.html"), str(dump)]) == 0
+    assert calls == [str(dump)]
+    assert cli.main(["--format", "html", "-o", str(tmp_path / "t.html"), str(text)]) == 0
+    page = (tmp_path / "c.html").read_text().replace(str(dump), str(text))
+    assert page == (tmp_path / "t.html").read_text()

@@ -247,7 +247,7 @@ class Session(TagsMixin, BreaksMixin):
                 f"report: scripts/memdump-analyze {self.path}",
             )
         if recorded and reason != "gdb-exit" and (self.settings or settings.get)("compact"):
-            memdump_compact.compact(self.path)  # not at GDB's exit: the program may write on
+            memdump_compact.defer(self.path)  # not at GDB's exit: the program may write on
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
 

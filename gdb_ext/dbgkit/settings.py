@@ -119,8 +119,10 @@ SETTINGS: tuple[Setting, ...] = (
         True,
         "compaction of the dump when its recording ends",
         "on: when the program exits, is killed or detached, or at memdump stop, the text dump "
-        "is rewritten in the compact encoding (docs/dump-format.md: about 1% of the text's size), "
-        "beside it and renamed over it when complete; off: the dump stays text.",
+        "is left to its first report, which rewrites it in the compact encoding "
+        "(docs/dump-format.md: about 2% of the text's size) while it reads the text "
+        "(docs/memdump.md, Compaction), or compacted at once where the file system keeps no "
+        "extended attributes; off: the dump stays text.",
     ),
 )
 

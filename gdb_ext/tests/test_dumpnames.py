@@ -6,7 +6,13 @@ import os
 from pathlib import Path
 
 import pytest
-from dbgkit.core.dumpnames import DumpPathError, candidates, create_dump, open_dump
+from dbgkit.core.dumpnames import (
+    COMPACT_PENDING,
+    DumpPathError,
+    candidates,
+    create_dump,
+    open_dump,
+)
 
 
 def test_candidates() -> None:
@@ -46,3 +52,19 @@ def test_open_dump_truncates_and_refuses(tmp_path: Path) -> None:
 def test_create_dump_in_a_missing_directory(tmp_path: Path) -> None:
     with pytest.raises(DumpPathError, match=r"cannot write the dump to"):
         create_dump("/bin/app", 1, str(tmp_path / "nodir" / "run.memdump"))
+
+
+def test_open_dump_takes_off_an_earlier_recordings_compaction_mark(tmp_path: Path) -> None:
+    """A path named again (`memdump -o`) is recorded anew into the same file: the mark that left
+    the earlier, finished recording to its first report to compact must not stay on this one,
+    which an analyser would otherwise compact while it is written (the analyser's name for the
+    mark is the same)."""
+    from memdump_analyzer.compactfile import PENDING
+
+    assert PENDING == COMPACT_PENDING
+    dump = tmp_path / "run.memdump"
+    dump.write_bytes(b"MEMDUMP 2.4\nend 1 exit 0\n")
+    os.setxattr(dump, COMPACT_PENDING, b"1")
+    os.close(open_dump(str(dump)))
+    assert os.listxattr(dump) == []
+    os.close(open_dump(str(dump)))  # no mark: nothing to take off

@@ -12,11 +12,14 @@ import errno
 import os
 from collections.abc import Iterator
 
-__all__ = ["DumpPathError", "candidates", "create_dump", "open_dump"]
+__all__ = ["COMPACT_PENDING", "DumpPathError", "candidates", "create_dump", "open_dump"]
 
 EXTENSION = ".memdump"
 #: names tried before giving up (NAME-999)
 _TRIES = 1000
+#: the extended attribute that leaves a finished text dump to its first report to compact
+#: (memdump_compact.defer; the analyser's compactfile.PENDING, which a test ties to it)
+COMPACT_PENDING = "user.memdump.compact"
 
 
 class DumpPathError(Exception):
@@ -34,8 +37,15 @@ def _open(path: str, exclusive: bool) -> int:
 
 
 def open_dump(path: str) -> int:
-    """A descriptor on PATH for writing, truncated (the user named it); DumpPathError if not."""
-    return _open(path, exclusive=False)
+    """A descriptor on PATH for writing, truncated (the user named it); DumpPathError if not.
+    An earlier recording's mark for compaction (COMPACT_PENDING) is taken off: this one is not
+    finished."""
+    fd = _open(path, exclusive=False)
+    try:
+        os.removexattr(fd, COMPACT_PENDING)
+    except OSError:  # none (ENODATA), or no extended attributes on this file system
+        pass
+    return fd
 
 
 def candidates(program: str, pid: int, series: str | None) -> tuple[str, str, Iterator[str]]:
