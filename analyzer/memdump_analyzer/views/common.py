@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
 import os
 from collections.abc import (
     Callable,
@@ -17,6 +19,7 @@ from collections.abc import (
 from dataclasses import dataclass, field
 from typing import Any
 
+from .. import nativegroups
 from ..dumpfile import DumpReader, Frame
 from ..report import _clean, _frame_json, _stack_text
 from ..rules import is_allocator_frame, is_main_frame
@@ -37,6 +40,7 @@ __all__ = [
     "ms_text",
     "percent",
     "plural",
+    "ranked",
     "stack_json",
     "stack_lines",
     "trimmed_nodes",
@@ -60,16 +64,63 @@ class Options:
     sort: str = "both"
 
 
-@dataclass
 class Group:
-    """The stacks of one dump that show alike (same functions and lines), their figures added."""
+    """The stacks of one dump that show alike (same functions and lines), their figures added.
+    Its stack, its text and its free stacks are made when first read: a view reads them only
+    for the groups it shows (and, for its order, the text of those tied with them)."""
 
-    stack: tuple[Frame, ...]
-    stats: StackStats
-    #: the free stacks of this group's blocks: key -> [frames, blocks]
-    freed_by: dict[StackKey, list[Any]] = field(default_factory=dict)
-    #: the stack's text as `sorted_groups` breaks ties with it (None: made when needed)
-    text: tuple[tuple[str, str, int], ...] | None = None
+    __slots__ = ("_freed_by", "_made", "_stack", "_stacks", "_text", "stats")
+
+    def __init__(self, stack: tuple[Frame, ...], stats: StackStats,
+                 freed_by: dict[Any, list[Any]] | None = None,
+                 text: tuple[tuple[str, str, int], ...] | None = None,
+                 made: _Stacks | None = None) -> None:
+        self.stats = stats
+        self._stack = stack
+        #: the free stacks of this group's blocks: their group -> [frames, blocks]
+        self._freed_by = freed_by
+        #: the stack's text as `sorted_groups` breaks ties with it
+        self._text = text
+        #: what makes the rest from the stats' first node, when first read
+        self._stacks = self._made = made
+
+    def _make(self) -> None:
+        made, self._made = self._made, None
+        assert made is not None
+        self._stack = made.frames(self.stats.node)
+        self._text = tuple(map(made.text_of, map(id, self._stack)))
+
+    @property
+    def stack(self) -> tuple[Frame, ...]:
+        if self._made is not None:
+            self._make()
+        return self._stack
+
+    @property
+    def text(self) -> tuple[tuple[str, str, int], ...]:
+        if self._made is not None:
+            self._make()
+        if self._text is None:
+            self._text = tuple(map(_frame_text, self._stack))
+        return self._text
+
+    @property
+    def freed_by(self) -> dict[Any, list[Any]]:
+        if self._freed_by is None:
+            stacks = self._stacks
+            self._freed_by = {}
+            for node, n in self.stats.freed_by.items():
+                assert stacks is not None
+                row = self._freed_by.setdefault(stacks.group(node), [None, 0])
+                if row[0] is None:
+                    row[0] = stacks.frames(node)
+                row[1] += n
+        return self._freed_by
+
+    @property
+    def key(self) -> StackKey:
+        """The stack as matched across dumps."""
+        return tuple(map(_frame_key, self.stack))
 
 
 @dataclass
@@ -159,79 +210,82 @@ def trimmed_nodes(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
     return trimmed
 
 
-class LazyGroups(Mapping[StackKey, Group]):
+class LazyGroups(Mapping[Any, Group]):
     """`group_stacks(reader, profile)`, made when first read: the views that show no stack
-    (`timeline`, `sizes`, the HTML page's series) do not pay for resolving every stack."""
+    (`timeline`, `sizes`, the HTML page's series) do not pay for grouping the stacks."""
 
     def __init__(self, reader: DumpReader, profile: Profile) -> None:
         self._args: tuple[DumpReader, Profile] | None = (reader, profile)
-        self._groups: dict[StackKey, Group] = {}
+        self._groups: dict[Any, Group] = {}
 
-    def _made(self) -> dict[StackKey, Group]:
+    def _made(self) -> dict[Any, Group]:
         if self._args is not None:
             self._groups = group_stacks(*self._args)
             self._args = None
         return self._groups
 
-    def __getitem__(self, key: StackKey) -> Group:
+    def __getitem__(self, key: Any) -> Group:  # noqa: ANN401 - a group's id
         return self._made()[key]
 
-    def __iter__(self) -> Iterator[StackKey]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._made())
 
     def __len__(self) -> int:
         return len(self._made())
 
     # the views read every group: the dict's own views, not a look-up per key
-    def keys(self) -> KeysView[StackKey]:
+    def keys(self) -> KeysView[Any]:
         return self._made().keys()
 
     def values(self) -> ValuesView[Group]:
         return self._made().values()
 
-    def items(self) -> ItemsView[StackKey, Group]:
+    def items(self) -> ItemsView[Any, Group]:
         return self._made().items()
 
 
-def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
+class _Stacks:
+    """A dump's stack nodes as the views group and show them: a node's group (its key, or the
+    library's id for it), its trimmed frames."""
+
+    def __init__(self, reader: DumpReader) -> None:
+        self.frames = functools.cache(trimmed_nodes(reader))
+        # each frame's key and text, by the frame's id (the reader keeps its frames): a
+        # stack's keys are then found without a call per frame
+        every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                            for f in chain)]
+        self._key_of = {id(f): _frame_key(f) for f in every}.__getitem__
+        self.text_of: Callable[[int], tuple[str, str, int]] = {
+            id(f): _frame_text(f) for f in every}.__getitem__
+        ids = nativegroups.node_groups(reader, _frame_key)
+        self.group: Callable[[int], Any] = self._key if ids is None else ids.__getitem__
+
+    def _key(self, node: int) -> StackKey:
+        return tuple(map(self._key_of, map(id, self.frames(node))))
+
+
+def group_stacks(reader: DumpReader, profile: Profile) -> dict[Any, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
-    is below main, as the leak report shows them)."""
-    cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
-    trimmed = trimmed_nodes(reader)
-    # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
-    # then found without a call per frame
-    every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
-                                        for f in chain)]
-    key_of = {id(f): _frame_key(f) for f in every}.__getitem__
-    text_of = {id(f): _frame_text(f) for f in every}.__getitem__
-
-    def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
-        got = cache.get(node)
-        if got is None:
-            frames = trimmed(node)
-            got = cache[node] = (tuple(map(key_of, map(id, frames))), frames)
-        return got
-
-    groups: dict[StackKey, Group] = {}
+    is below main, as the leak report shows them), by their group's id (`_Stacks.group`)."""
+    stacks = _Stacks(reader)
+    group = stacks.group
+    groups: dict[Any, Group] = {}
     for node, stats in profile.stacks.items():
-        key, frames = resolve(node)
-        g = groups.get(key)
+        gid = group(node)
+        g = groups.get(gid)
         if g is None:
-            groups[key] = Group(frames, stats, text=tuple(map(text_of, map(id, frames))))
+            groups[gid] = Group((), stats, made=stacks)
         else:
             g.stats = _merge(g.stats, stats)
-    for g in groups.values():
-        for node, n in g.stats.freed_by.items():
-            key, frames = resolve(node)
-            row = g.freed_by.setdefault(key, [frames, 0])
-            row[1] += n
     return groups
 
 
-def minus(new: Mapping[StackKey, Group], base: Mapping[StackKey, Group],
+def minus(new: Mapping[Any, Group], base: Mapping[Any, Group],
           fields: Sequence[str]) -> dict[StackKey, Group]:
     """NEW's groups with BASE's figures of `fields` subtracted (a group BASE alone has comes with
     negative figures); the other figures stay NEW's (BASE's for a group NEW has not)."""
+    new = {g.key: g for g in new.values()}
+    base = {g.key: g for g in base.values()}
     out: dict[StackKey, Group] = {}
     for key in (*new, *(k for k in base if k not in new)):
         mine, theirs = new.get(key), base.get(key)
@@ -308,8 +362,20 @@ def heading(view: str, side: Side, base: Side | None) -> str:
 
 def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]]) -> list[Group]:
     """Groups largest first by `key`, ties broken by the stack's text, so the order is stable."""
-    return sorted(groups, key=lambda g: (key(g), g.text if g.text is not None
-                                         else tuple(map(_frame_text, g.stack))))
+    return sorted(groups, key=lambda g: (key(g), g.text))
+
+
+def ranked(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]],
+           n: int | None) -> tuple[list[Group], int]:
+    """The first `n` of `sorted_groups(groups, key)`, and how many were left out: the text of
+    a stack is made only for the groups whose `key` is among the first `n` (ties included)."""
+    rows = list(groups)
+    if n is None or len(rows) <= n:
+        return sorted_groups(rows, key), 0
+    keys = list(map(key, rows))
+    last = heapq.nsmallest(n, keys)[-1]
+    chosen = [g for g, k in zip(rows, keys, strict=True) if k <= last]
+    return sorted_groups(chosen, key)[:n], len(rows) - n
 
 
 def plural_s(n: int) -> str:

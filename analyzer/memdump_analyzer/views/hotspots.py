@@ -16,9 +16,8 @@ from .common import (
     minus,
     percent,
     plural,
-    sorted_groups,
+    ranked,
     stack_json,
-    top,
 )
 
 __all__ = ["NEEDS", "build"]
@@ -54,7 +53,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     orders = ("calls", "bytes") if opts.sort == "both" else (opts.sort,)
     for order in orders:
         title, key = _ORDERS[order]
-        shown, more = top(sorted_groups(rows, key), opts.top)
+        shown, more = ranked(rows, key, opts.top)
         body[f"by_{order}"] = [_row(g, opts) for g in shown]
         body[f"more_by_{order}"] = more
         lines += ["", f"== {title} =="]
