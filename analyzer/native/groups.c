@@ -8,7 +8,7 @@
  * them) trimmed of its leading allocator frames and of what is below its outermost `main`. Each
  * node's trimmed stack is made once, from its parent's, as a list of interned cells (key, tail):
  * two stacks that show alike are then the same cell, which is the group's id. Memory: 32 bytes a
- * node and 24 a distinct cell. */
+ * node and about 28 a distinct cell. */
 #include <stdlib.h>
 
 #include "core.h"
@@ -32,26 +32,58 @@ static int64_t cons_all(struct counter *cells, const int32_t *keys, int64_t from
     return list;
 }
 
-/* per node: its whole stack, that stack cut below its outermost main (the whole without one),
- * its length, its leading allocator frames, the index of its outermost main (-1: none) */
+/* per node: its whole stack (UNKNOWN until asked for, when it has a main: see full_of), that
+ * stack cut below its outermost main (the whole without one), its length, its leading allocator
+ * frames, the index of its outermost main (-1: none) */
 struct memo {
     int64_t full, cut;
     int32_t len, lead, main, done;
 };
+#define UNKNOWN INT64_MIN
+
+/* the nodes' arrays and what the grouping keeps */
+struct walk {
+    const int32_t *parents, *frames;
+    const int64_t *off;
+    const int32_t *keys;
+    struct memo *m;
+    uint64_t *path;
+    struct counter cells;
+};
+
+/* node's whole stack, made from the nearest ancestor's that is known (a node without a main
+ * has its own); 0 when out of memory. Only a stack whose main is among its leading allocator
+ * frames needs it: a stack cut below its main is interned alone. */
+static int64_t full_of(struct walk *w, uint64_t node)
+{
+    uint64_t depth = 0;
+    while (w->m[node].full == UNKNOWN) {
+        w->path[depth++] = node;
+        node = (uint64_t)w->parents[node];
+    }
+    int64_t list = w->m[node].full;
+    while (depth && list != 0) {
+        uint64_t id = w->path[--depth];
+        int64_t f = w->frames[id];
+        list = w->m[id].full = cons_all(&w->cells, w->keys, w->off[f], w->off[f + 1], list);
+    }
+    return list;
+}
 
 /* Each node's group (gid[node]: the id of its trimmed stack, 0 for an empty one; -1 for a node
- * not defined). Frame f's frames have the keys keys[off[f]..off[f+1]) (none: no such
- * frame defined), of which lead[f] lead as allocator frames and main[f] is its outermost main (-1: none).
- * Returns 1, or 0 when out of memory or when a node's frame or parent is not defined or a
- * node is its own ancestor (Python's grouping then says what is wrong). */
+ * not defined). Frame f's frames have the keys keys[off[f]..off[f+1]) (none: no such frame
+ * defined), of which lead[f] lead as allocator frames and main[f] is its outermost main (-1:
+ * none). Returns 1, or 0 when out of memory or when a node's frame or parent is not defined or
+ * a node is its own ancestor (Python's grouping then says what is wrong). */
 EXPORT int mdc_group_nodes(const int32_t *parents, const int32_t *frames, const uint8_t *flags,
                            uint64_t cap, const int64_t *off, const int32_t *keys,
                            const int32_t *lead, const int32_t *main, uint64_t n_frames,
                            int64_t *gid)
 {
-    struct memo *m = calloc(cap ? cap : 1, sizeof *m);
-    uint64_t *path = malloc((cap ? cap : 1) * sizeof *path);
-    struct counter cells = {0};
+    struct walk w = {parents, frames, off, keys, calloc(cap ? cap : 1, sizeof *w.m),
+                     malloc((cap ? cap : 1) * sizeof *w.path), {0}};
+    struct memo *m = w.m;
+    uint64_t *path = w.path;
     int ok = m != NULL && path != NULL;
     if (ok && cap)
         m[0] = (struct memo){-1, -1, 0, 0, -1, 1};
@@ -79,19 +111,16 @@ EXPORT int mdc_group_nodes(const int32_t *parents, const int32_t *frames, const 
                 break;
             }
             int64_t from = off[f], n = off[f + 1] - off[f];
-            struct memo x;
-            x.len = (int32_t)(p->len + n);
-            x.lead = lead[f] == n ? (int32_t)(lead[f] + p->lead) : lead[f];
-            x.main = p->main >= 0 ? (int32_t)(n + p->main) : main[f];
-            x.full = cons_all(&cells, keys, from, from + n, p->full);
+            struct memo x = {UNKNOWN, 0, (int32_t)(p->len + n),
+                             lead[f] == n ? (int32_t)(lead[f] + p->lead) : lead[f],
+                             p->main >= 0 ? (int32_t)(n + p->main) : main[f], 1};
             if (p->main >= 0)
-                x.cut = cons_all(&cells, keys, from, from + n, p->cut);
+                x.cut = cons_all(&w.cells, keys, from, from + n, p->cut);
             else if (main[f] >= 0)
-                x.cut = cons_all(&cells, keys, from, from + main[f] + 1, -1);
-            else
-                x.cut = x.full;
-            x.done = 1;
-            ok = x.full != 0 && x.cut != 0;
+                x.cut = cons_all(&w.cells, keys, from, from + main[f] + 1, -1);
+            else /* without a main, its parent's whole stack is known */
+                x.full = x.cut = cons_all(&w.cells, keys, from, from + n, p->full);
+            ok = x.cut != 0;
             m[id] = x;
         }
         if (!ok)
@@ -99,14 +128,15 @@ EXPORT int mdc_group_nodes(const int32_t *parents, const int32_t *frames, const 
         /* a stack of allocator frames alone is kept whole */
         const struct memo *x = &m[node];
         int32_t start = x->lead < x->len ? x->lead : 0;
-        int64_t list = x->main >= start ? x->cut : x->full;
+        int64_t list = x->main >= start ? x->cut : full_of(&w, node);
+        ok = list != 0;
         for (int32_t i = 0; i < start && list > 0; i++)
-            list = cells.e[list - 1].b;
+            list = w.cells.e[list - 1].b;
         gid[node] = list > 0 ? list : 0;
     }
     free(m);
     free(path);
-    counter_free(&cells);
+    counter_free(&w.cells);
     return ok;
 }
 

@@ -141,7 +141,8 @@ def test_undefined_nodes_and_frames_are_left_to_python() -> None:
 @pytest.mark.parametrize("seed", range(20))
 def test_ranked_is_the_sorted_groups_first(seed: int) -> None:
     """views.common.ranked (the text made only for the groups tied with the first N) gives the
-    first N of sorted_groups, ties broken by the text, equal texts in the groups' order."""
+    first N of sorted_groups, ties broken by the text, equal texts in the groups' order, with
+    and without the groups whose two figures are 0."""
     from memdump_analyzer.views.common import Group, ranked, sorted_groups, top
     from memdump_analyzer.views.stream import StackStats
 
@@ -156,8 +157,11 @@ def test_ranked_is_the_sorted_groups_first(seed: int) -> None:
     def key(g: Group) -> tuple[int, int]:
         return (-g.stats.peak_bytes, -g.stats.peak_blocks)
 
+    by_id = dict(enumerate(groups))
     for n in (None, 1, 3, 10, 100):
-        shown, more = ranked(groups, key, n)
-        want, want_more = top(sorted_groups(groups, key), n)
-        assert [g.stats.node for g in shown] == [g.stats.node for g in want]
-        assert more == want_more
+        for nonzero in (False, True):
+            shown, more = ranked(by_id, ("peak_bytes", "peak_blocks"), n, nonzero)
+            rows = [g for g in groups if not nonzero or g.stats.peak_bytes or g.stats.peak_blocks]
+            want, want_more = top(sorted_groups(rows, key), n)
+            assert [g.stats.node for g in shown] == [g.stats.node for g in want]
+            assert more == want_more

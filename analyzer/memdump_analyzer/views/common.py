@@ -24,7 +24,7 @@ from ..dumpfile import DumpReader, Frame
 from ..report import _clean, _frame_json, _stack_text
 from ..rules import is_allocator_frame, is_main_frame
 from ..wording import plural
-from .stream import Profile, StackStats
+from .stream import Profile, StackStats, TableStacks
 
 __all__ = [
     "VIEW_FORMAT",
@@ -212,17 +212,55 @@ def trimmed_nodes(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
 
 class LazyGroups(Mapping[Any, Group]):
     """`group_stacks(reader, profile)`, made when first read: the views that show no stack
-    (`timeline`, `sizes`, the HTML page's series) do not pay for grouping the stacks."""
+    (`timeline`, `sizes`, the HTML page's series) do not pay for grouping the stacks. On the
+    library's table of stacks (stream.TableStacks), when no two of its stacks show alike (each
+    group one stack), a view reads the groups' figures as columns and makes the groups it shows
+    alone (`column`, `pick`: what `ranked` reads)."""
 
     def __init__(self, reader: DumpReader, profile: Profile) -> None:
         self._args: tuple[DumpReader, Profile] | None = (reader, profile)
-        self._groups: dict[Any, Group] = {}
+        self._groups: dict[Any, Group] | None = None
+        #: the stacks, the table, each stack's group: when each group is one stack
+        self._table: tuple[_Stacks, TableStacks, list[int]] | None = None
+
+    def _grouped(self) -> None:
+        if self._args is None:
+            return
+        reader, profile = self._args
+        self._args = None
+        stacks = _Stacks(reader)
+        table = profile.stacks
+        if stacks.native and isinstance(table, TableStacks):
+            gids = list(map(stacks.group, table.column("node")))
+            if len(set(gids)) == len(gids):
+                self._table = (stacks, table, gids)
+                return
+        self._groups = group_stacks(reader, profile, stacks)
 
     def _made(self) -> dict[Any, Group]:
-        if self._args is not None:
-            self._groups = group_stacks(*self._args)
-            self._args = None
+        self._grouped()
+        if self._groups is None:
+            assert self._table is not None
+            stacks, table, gids = self._table
+            self._groups = {gid: Group((), stats, made=stacks)
+                            for gid, stats in zip(gids, table.values(), strict=True)}
         return self._groups
+
+    def column(self, name: str) -> list[int]:
+        """Each group's figure `name` (a StackStats field), in the groups' order."""
+        self._grouped()
+        if self._groups is None and self._table is not None:
+            return self._table[1].column(name)
+        return [getattr(g.stats, name) for g in self._made().values()]
+
+    def pick(self, positions: list[int]) -> list[Group]:
+        """The groups at `positions` in the groups' order."""
+        self._grouped()
+        if self._groups is None and self._table is not None:
+            stacks, table, _ = self._table
+            return [Group((), stats, made=stacks) for stats in table.stats_of(positions)]
+        every = list(self._made().values())
+        return [every[i] for i in positions]
 
     def __getitem__(self, key: Any) -> Group:  # noqa: ANN401 - a group's id
         return self._made()[key]
@@ -231,7 +269,8 @@ class LazyGroups(Mapping[Any, Group]):
         return iter(self._made())
 
     def __len__(self) -> int:
-        return len(self._made())
+        self._grouped()
+        return len(self._table[2]) if self._groups is None and self._table else len(self._made())
 
     # the views read every group: the dict's own views, not a look-up per key
     def keys(self) -> KeysView[Any]:
@@ -258,16 +297,19 @@ class _Stacks:
         self.text_of: Callable[[int], tuple[str, str, int]] = {
             id(f): _frame_text(f) for f in every}.__getitem__
         ids = nativegroups.node_groups(reader, _frame_key)
+        #: the groups are the library's ids (node_groups)
+        self.native = ids is not None
         self.group: Callable[[int], Any] = self._key if ids is None else ids.__getitem__
 
     def _key(self, node: int) -> StackKey:
         return tuple(map(self._key_of, map(id, self.frames(node))))
 
 
-def group_stacks(reader: DumpReader, profile: Profile) -> dict[Any, Group]:
+def group_stacks(reader: DumpReader, profile: Profile,
+                 stacks: _Stacks | None = None) -> dict[Any, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
     is below main, as the leak report shows them), by their group's id (`_Stacks.group`)."""
-    stacks = _Stacks(reader)
+    stacks = stacks or _Stacks(reader)
     group = stacks.group
     groups: dict[Any, Group] = {}
     for node, stats in profile.stacks.items():
@@ -365,17 +407,34 @@ def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...
     return sorted(groups, key=lambda g: (key(g), g.text))
 
 
-def ranked(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]],
-           n: int | None) -> tuple[list[Group], int]:
-    """The first `n` of `sorted_groups(groups, key)`, and how many were left out: the text of
-    a stack is made only for the groups whose `key` is among the first `n` (ties included)."""
-    rows = list(groups)
-    if n is None or len(rows) <= n:
-        return sorted_groups(rows, key), 0
-    keys = list(map(key, rows))
-    last = heapq.nsmallest(n, keys)[-1]
-    chosen = [g for g, k in zip(rows, keys, strict=True) if k <= last]
-    return sorted_groups(chosen, key)[:n], len(rows) - n
+def ranked(groups: Mapping[Any, Group], fields: tuple[str, str], n: int | None,
+           nonzero: bool = False) -> tuple[list[Group], int]:
+    """The first `n` groups largest first by their figures `fields` (StackStats'), ties broken
+    by the stack's text (`sorted_groups`), and how many were left out; `nonzero`: only the
+    groups with either figure. The figures are read as columns (`LazyGroups.column`) and the
+    groups made, with their stack's text, only for those whose figures are among the first `n`
+    (ties included)."""
+    if isinstance(groups, LazyGroups):
+        first, second = (groups.column(f) for f in fields)
+        pick = groups.pick
+    else:
+        every = list(groups.values())
+        first, second = ([getattr(g.stats, f) for g in every] for f in fields)
+
+        def pick(positions: list[int]) -> list[Group]:
+            return [every[i] for i in positions]
+
+    rows = [i for i in range(len(first)) if first[i] or second[i]] if nonzero \
+        else range(len(first))
+    more = 0
+    if n is not None and len(rows) > n:
+        more = len(rows) - n
+        last = heapq.nsmallest(n, ((-first[i], -second[i]) for i in rows))[-1]
+        rows = [i for i in rows if (-first[i], -second[i]) <= last]
+    a, b = fields
+    shown = sorted_groups(pick(list(rows)), lambda g: (-getattr(g.stats, a),
+                                                       -getattr(g.stats, b)))
+    return shown[:n], more
 
 
 def plural_s(n: int) -> str:

@@ -62,8 +62,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     diff = base is not None
     if base is not None:
         groups = minus(groups, base.groups, ("allocations", "frees", "live_blocks"))
-    shown, more = ranked(groups.values(), lambda g: (-g.stats.allocations, -g.stats.frees),
-                         opts.top)
+    shown, more = ranked(groups, ("allocations", "frees"), opts.top)
     body: dict[str, Any] = {
         "end_seq": p.last_seq,
         "end_ms": p.last_ms if p.clocked else None,
