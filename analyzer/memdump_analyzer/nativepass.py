@@ -235,15 +235,23 @@ class StackTable(abc.Mapping):  # type: ignore[type-arg]
                 gone, node]
 
     def rows_of(self, stacks: list[int]) -> list[list[Any]]:
-        """The rows of the stacks at positions `stacks`: each scan of the counters is of all
-        their entries, but the rows made are these alone."""
+        """The rows of the stacks at positions `stacks`: the counters' entries of each are found
+        by searching their column of stacks as bytes, the other rows not made."""
         if self._rows is not None:
             return [self._rows[i] for i in stacks]
         rows = {i: self._row(i) for i in stacks}
         for field, entries in zip((9, 10, 11), self._counters, strict=True):
-            of = entries[0::3]
-            for j in (j for j, i in enumerate(of) if i in rows):
-                rows[of[j]][field][entries[3 * j + 1]] = entries[3 * j + 2]
+            of = entries[0::3].tobytes()
+            found = []
+            for i in rows:
+                pattern = array("q", [i]).tobytes()
+                at = of.find(pattern)
+                while at >= 0:
+                    if at % 8 == 0:
+                        found.append(at // 8)
+                    at = of.find(pattern, at + 1)
+            for j in sorted(found):  # in the entries' order, as the row's dict has them
+                rows[entries[3 * j]][field][entries[3 * j + 1]] = entries[3 * j + 2]
         return [rows[i] for i in stacks]
 
     def rows(self) -> list[list[Any]]:
@@ -255,14 +263,9 @@ class StackTable(abc.Mapping):  # type: ignore[type-arg]
                     rows[entries[i]][field][entries[i + 1]] = entries[i + 2]
         return self._rows
 
-    def freed_by_nodes(self) -> list[int]:
-        """The nodes of the stacks that freed blocks, by stack in order, each stack's in the
-        order they first did."""
-        entries = self._counters[2]
-        of = entries[0::3]
-        order = sorted(range(len(of)), key=of.__getitem__)  # stable: the first freed first
-        keys = entries[1::3]
-        return [abs(keys[j]) for j in order]
+    def freed_nodes(self) -> set[int]:
+        """The nodes of the stacks that freed blocks."""
+        return set(map(abs, self._counters[2][1::3]))
 
     def _made(self) -> dict[bytes, list[Any]]:
         if self._dict is None:

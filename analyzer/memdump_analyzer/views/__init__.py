@@ -72,18 +72,18 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             gc.enable()
 
 
-def _stack_nodes(p: Profile) -> dict[int, None]:
-    """The nodes of the stacks profile `p` shows: the allocating stacks, then those that freed
-    their blocks, each stack's in the order they first did, each node once."""
+def _stack_nodes(p: Profile) -> list[int]:
+    """The nodes of the stacks profile `p` shows, the allocating stacks and those that freed
+    their blocks, each once, in order."""
     stacks = p.stacks
     if isinstance(stacks, TableStacks):
-        nodes = dict.fromkeys(stacks.column("node"))
-        nodes.update(dict.fromkeys(stacks.table.freed_by_nodes()))
-        return nodes
-    nodes = dict.fromkeys(stacks)
-    for stats in stacks.values():
-        nodes.update(dict.fromkeys(stats.freed_by))
-    return nodes
+        nodes = set(stacks.column("node"))
+        nodes.update(stacks.table.freed_nodes())
+    else:
+        nodes = set(stacks)
+        for stats in stacks.values():
+            nodes.update(stats.freed_by)
+    return sorted(nodes)
 
 
 def tag_series(p: Profile) -> dict[str, list[list[int]]]:

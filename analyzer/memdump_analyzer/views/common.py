@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import heapq
+import operator
 import os
 from collections.abc import (
     Callable,
@@ -17,6 +18,7 @@ from collections.abc import (
     ValuesView,
 )
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
 from .. import nativegroups
@@ -424,13 +426,14 @@ def ranked(groups: Mapping[Any, Group], fields: tuple[str, str], n: int | None,
         def pick(positions: list[int]) -> list[Group]:
             return [every[i] for i in positions]
 
-    rows = [i for i in range(len(first)) if first[i] or second[i]] if nonzero \
-        else range(len(first))
+    keys = list(zip(map(operator.neg, first), map(operator.neg, second), strict=True))
+    rows: Sequence[int] = list(compress(range(len(keys)), map(operator.or_, first, second))) \
+        if nonzero else range(len(keys))
     more = 0
     if n is not None and len(rows) > n:
         more = len(rows) - n
-        last = heapq.nsmallest(n, ((-first[i], -second[i]) for i in rows))[-1]
-        rows = [i for i in rows if (-first[i], -second[i]) <= last]
+        last = heapq.nsmallest(n, map(keys.__getitem__, rows))[-1]
+        rows = list(compress(rows, map(last.__ge__, map(keys.__getitem__, rows))))
     a, b = fields
     shown = sorted_groups(pick(list(rows)), lambda g: (-getattr(g.stats, a),
                                                        -getattr(g.stats, b)))
