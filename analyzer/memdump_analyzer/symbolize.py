@@ -185,19 +185,22 @@ class _SymbolSizes:
 def _function_spans(module: str) -> list[tuple[int, int]]:
     """[start, end) of each sized function symbol of `module`, sorted; [] when nm is missing or
     fails (then a name without a file is not trusted)."""
-    return [(start, end) for start, end, _ in sized_symbols(module, "TtWwi")]
+    return [(start, end) for start, end, _ in sized_symbols(module, "TtWwi", demangle=False)]
 
 
-def sized_symbols(module: str, types: str) -> list[tuple[int, int, str]]:
+def sized_symbols(module: str, types: str, *, demangle: bool = True,
+                  ) -> list[tuple[int, int, str]]:
     """(start, end, demangled name) of each sized symbol of `module` whose nm type is one of
     `types` (`TtWwi` functions, `BbDdVvGgSs` data), sorted; from the symbol table, else the
-    dynamic one; [] when nm is missing or fails."""
+    dynamic one; [] when nm is missing or fails. `demangle=False`: the linkage names (nm does
+    not demangle them, for a caller that reads the spans alone)."""
     program = shutil.which(NM)
     if program is None:
         return []
     for dynamic in ([], ["-D"]):
         try:
-            run = subprocess.run([program, "-S", "-C", "--defined-only", *dynamic, module],
+            run = subprocess.run([program, "-S", *(["-C"] if demangle else []),
+                                  "--defined-only", *dynamic, module],
                                  capture_output=True, timeout=TIMEOUT, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return []
