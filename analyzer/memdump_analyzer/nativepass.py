@@ -29,7 +29,7 @@ from . import native
 from .dumpfile import DumpError, DumpReader
 from .passapi import Figures
 
-__all__ = ["NATIVE_PARTS", "figures"]
+__all__ = ["NATIVE_PARTS", "StackTable", "figures"]
 
 #: the parts of `PARTS` the library computes
 NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
@@ -160,27 +160,15 @@ class _Pass(native._Native):
                 ctx, self.seq, ctypes.byref(t)):
             raise native._Fallback("out of memory")
         n = t.n_stacks
-        flat = (ctypes.c_int64 * (_STACK_FIELDS * n)).from_address(
-            lib.mdc_fig_stacks(ctx))[:] if n else []
-        rows: list[list[Any]] = []
-        stacks: dict[bytes, list[Any]] = {}
-        for i in range(0, len(flat), _STACK_FIELDS):
-            cur, cur_n, changed, peak, peak_n, allocs, nbytes, temp, temp_bytes, gone, node = \
-                flat[i:i + _STACK_FIELDS]
-            row = [cur, cur_n, changed, peak, peak_n, allocs, nbytes, temp, temp_bytes, {}, {},
-                   {}, gone, node]
-            rows.append(row)
-            stacks[b"%d" % node] = row
-        for which, field in ((_LIFE, 9), (_LIFE_MS, 10), (_FREED_BY, 11)):
-            entries = self._counter(which)
-            for i in range(0, len(entries), 3):
-                rows[entries[i]][field][entries[i + 1]] = entries[i + 2]
+        flat = array("q", bytes((ctypes.c_int64 * (_STACK_FIELDS * n)).from_address(
+            lib.mdc_fig_stacks(ctx)))) if n else array("q")
+        stacks = StackTable(flat, [self._counter(which) for which in (_LIFE, _LIFE_MS, _FREED_BY)])
         entries = self._counter(_SIZES)
         sizes = dict(zip(entries[0::3], entries[2::3], strict=True))
         blocks = array("Q", bytes(32 * t.live_n))
         if not lib.mdc_fig_blocks(ctx, blocks.buffer_info()[0], t.live_n):
             raise native._Fallback("live blocks")
-        live = _Live(blocks, rows, self.clock)
+        live = _Live(blocks, stacks, self.clock)
         timeline, frag = self.series if self.series is not None else (None, None)
         tag_rows, tag_list = self._fill_series() if self.series is not None else ({}, [])
         k = native._COUNTS()
@@ -213,11 +201,85 @@ class _Pass(native._Native):
         tag_list = [[r.live, r.changed, r.at_high, r.index, r.at_low] for r in rows]
         return {r.ident: row for r, row in zip(rows, tag_list, strict=True)}, tag_list
 
-    def _counter(self, which: int) -> list[int]:
+    def _counter(self, which: int) -> array:  # type: ignore[type-arg]
         """Counter `which`'s entries, flat: (a, b, n) after another."""
         out = ctypes.c_void_p()
         n = self.lib.mdc_fig_counter(self.ctx, which, ctypes.byref(out))
-        return (ctypes.c_int64 * (3 * n)).from_address(out.value)[:] if n else []
+        return array("q", bytes((ctypes.c_int64 * (3 * n)).from_address(out.value))) if n \
+            else array("q")
+
+
+class StackTable(abc.Mapping):  # type: ignore[type-arg]
+    """`Figures.stacks` (the stack node as written -> its row, passapi's) on the library's table
+    of stacks (struct fig_stack each, in order) and its counters' entries (stack, key, n), made
+    rows only when read beyond its length; the views read its columns (`column`) and the rows
+    of the stacks they show (`rows_of`) without making the others."""
+
+    #: the views' accumulator reads the table whole (views/stream.py)
+    table = True
+
+    def __init__(self, flat: array, counters: list[array]) -> None:  # type: ignore[type-arg]
+        self._flat = flat
+        self._counters = counters  # LIFE, LIFE_MS, FREED_BY: (stack, key, n) after another
+        self._rows: list[list[Any]] | None = None
+        self._dict: dict[bytes, list[Any]] | None = None
+
+    def column(self, field: int) -> list[int]:
+        """Field `field` of struct fig_stack (0 CUR ... 10 NODE) of every stack, in order."""
+        return self._flat[field::_STACK_FIELDS].tolist()
+
+    def _row(self, i: int) -> list[Any]:
+        cur, cur_n, changed, peak, peak_n, allocs, nbytes, temp, temp_bytes, gone, node = \
+            self._flat[i * _STACK_FIELDS:(i + 1) * _STACK_FIELDS]
+        return [cur, cur_n, changed, peak, peak_n, allocs, nbytes, temp, temp_bytes, {}, {}, {},
+                gone, node]
+
+    def rows_of(self, stacks: list[int]) -> list[list[Any]]:
+        """The rows of the stacks at positions `stacks`: the counters' entries of each are found
+        by searching their column of stacks as bytes, the other rows not made."""
+        if self._rows is not None:
+            return [self._rows[i] for i in stacks]
+        rows = {i: self._row(i) for i in stacks}
+        for field, entries in zip((9, 10, 11), self._counters, strict=True):
+            of = entries[0::3].tobytes()
+            found = []
+            for i in rows:
+                pattern = array("q", [i]).tobytes()
+                at = of.find(pattern)
+                while at >= 0:
+                    if at % 8 == 0:
+                        found.append(at // 8)
+                    at = of.find(pattern, at + 1)
+            for j in sorted(found):  # in the entries' order, as the row's dict has them
+                rows[entries[3 * j]][field][entries[3 * j + 1]] = entries[3 * j + 2]
+        return [rows[i] for i in stacks]
+
+    def rows(self) -> list[list[Any]]:
+        """Every stack's row, in order."""
+        if self._rows is None:
+            rows = self._rows = [self._row(i) for i in range(len(self))]
+            for field, entries in zip((9, 10, 11), self._counters, strict=True):
+                for i in range(0, len(entries), 3):
+                    rows[entries[i]][field][entries[i + 1]] = entries[i + 2]
+        return self._rows
+
+    def freed_nodes(self) -> set[int]:
+        """The nodes of the stacks that freed blocks."""
+        return set(map(abs, self._counters[2][1::3]))
+
+    def _made(self) -> dict[bytes, list[Any]]:
+        if self._dict is None:
+            self._dict = {b"%d" % row[13]: row for row in self.rows()}
+        return self._dict
+
+    def __len__(self) -> int:
+        return len(self._flat) // _STACK_FIELDS
+
+    def __getitem__(self, node: bytes) -> list[Any]:
+        return self._made()[node]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self._made())
 
 
 def _point(p: ctypes.Structure) -> tuple[int, ...]:
@@ -231,16 +293,16 @@ class _Live(abc.Mapping):  # type: ignore[type-arg]
     made the Python pass's dict (pointer as written -> (size, the stack's figures, SEQ, ms))
     only when read beyond its length."""
 
-    def __init__(self, blocks: array, rows: list[list[Any]],  # type: ignore[type-arg]
+    def __init__(self, blocks: array, stacks: StackTable,  # type: ignore[type-arg]
                  clock: list[tuple[int, int]]) -> None:
         self._blocks = blocks
-        self._rows = rows
+        self._stacks = stacks
         self._clock = clock
         self._dict: dict[bytes, tuple[int, list[Any], int, int]] | None = None
 
     def _made(self) -> dict[bytes, tuple[int, list[Any], int, int]]:
         if self._dict is None:
-            b, rows, clock = self._blocks, self._rows, self._clock
+            b, rows, clock = self._blocks, self._stacks.rows(), self._clock
             seqs = [s for s, _ in clock]
 
             def ms_at(seq: int) -> int:

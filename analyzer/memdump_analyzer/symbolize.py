@@ -94,10 +94,17 @@ def frames_without_symbols(reader: DumpReader, nodes: Iterable[int]) -> list[int
     """The frames of the stacks `nodes` that have no function and no `fs` record, each once."""
     if all(f.function is not None or f.module is None for f in reader.frames.values()):
         return []  # a dump with all its symbols: `nodes` is not even looked at
+    frames = reader.frames
+    nodes = list(nodes)  # walked again by Python when the library leaves it
+    if hasattr(reader.nodes, "_final"):  # the library's table of nodes: walked in C
+        from .nativegroups import reached_frames
+
+        reached = reached_frames(reader, nodes)
+        if reached is not None and all(frame in frames for frame in reached):
+            return [frame for frame in reached if _unsymbolized(reader, frame)]
     seen: set[int] = set()
     out: list[int] = []
     table = reader.nodes
-    frames = reader.frames
     done: set[int] = set()
     for node in nodes:
         node = abs(node)
@@ -107,10 +114,15 @@ def frames_without_symbols(reader: DumpReader, nodes: Iterable[int]) -> list[int
             if frame in seen:
                 continue
             seen.add(frame)
-            f = frames[frame]
-            if f.function is None and frame not in reader.symbolized and f.module is not None:
+            if _unsymbolized(reader, frame):
                 out.append(frame)
     return out
+
+
+def _unsymbolized(reader: DumpReader, frame: int) -> bool:
+    """Whether frame `frame` has no function, no `fs` record, and a module to look in."""
+    f = reader.frames[frame]
+    return f.function is None and frame not in reader.symbolized and f.module is not None
 
 
 def symbolize(reader: DumpReader, nodes: Iterable[int], *, tool: str = TOOL) -> Symbolized:
@@ -173,19 +185,22 @@ class _SymbolSizes:
 def _function_spans(module: str) -> list[tuple[int, int]]:
     """[start, end) of each sized function symbol of `module`, sorted; [] when nm is missing or
     fails (then a name without a file is not trusted)."""
-    return [(start, end) for start, end, _ in sized_symbols(module, "TtWwi")]
+    return [(start, end) for start, end, _ in sized_symbols(module, "TtWwi", demangle=False)]
 
 
-def sized_symbols(module: str, types: str) -> list[tuple[int, int, str]]:
+def sized_symbols(module: str, types: str, *, demangle: bool = True,
+                  ) -> list[tuple[int, int, str]]:
     """(start, end, demangled name) of each sized symbol of `module` whose nm type is one of
     `types` (`TtWwi` functions, `BbDdVvGgSs` data), sorted; from the symbol table, else the
-    dynamic one; [] when nm is missing or fails."""
+    dynamic one; [] when nm is missing or fails. `demangle=False`: the linkage names (nm does
+    not demangle them, for a caller that reads the spans alone)."""
     program = shutil.which(NM)
     if program is None:
         return []
     for dynamic in ([], ["-D"]):
         try:
-            run = subprocess.run([program, "-S", "-C", "--defined-only", *dynamic, module],
+            run = subprocess.run([program, "-S", *(["-C"] if demangle else []),
+                                  "--defined-only", *dynamic, module],
                                  capture_output=True, timeout=TIMEOUT, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return []

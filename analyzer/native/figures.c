@@ -6,8 +6,9 @@
  *
  * Memory: a stack's figures (88 bytes) per distinct allocating stack, a block (32 bytes) per
  * address live at some point (a released block's slot stays, as in the replay), an entry
- * (24 bytes) per distinct key of the counters (sizes; per stack, its lifetime buckets and the
- * stacks that freed its blocks), 16 bytes per clock sample. */
+ * (24 bytes, and 16 to 32 of its table's slots) per distinct key of the counters (sizes; per
+ * stack, its lifetime buckets and the stacks that freed its blocks), 16 bytes per clock
+ * sample. */
 #include <stdlib.h>
 
 #include "core.h"
@@ -19,17 +20,21 @@ static inline uint64_t mix(int64_t a, int64_t b)
     return h ^ (h >> 29);
 }
 
+/* a slot: the entry's index + 1 (0: empty) below, the top 32 bits of its key's hash above, so
+ * that a probe reads an entry only when its hash matches */
+#define SLOT(h, i) ((h) >> 32 << 32 | (uint64_t)(i))
+
 static int counter_grow(struct counter *k)
 {
     uint64_t cap = k->cap ? 2 * k->cap : 256;
-    uint32_t *slots = calloc(cap, sizeof *slots);
+    uint64_t *slots = calloc(cap, sizeof *slots);
     if (slots == NULL)
         return 0;
     for (uint64_t i = 0; i < k->n; i++) {
-        uint64_t j = mix(k->e[i].a, k->e[i].b) & (cap - 1);
+        uint64_t h = mix(k->e[i].a, k->e[i].b), j = h & (cap - 1);
         while (slots[j] != 0)
             j = (j + 1) & (cap - 1);
-        slots[j] = (uint32_t)(i + 1);
+        slots[j] = SLOT(h, i + 1);
     }
     free(k->slots);
     k->slots = slots;
@@ -37,15 +42,18 @@ static int counter_grow(struct counter *k)
     return 1;
 }
 
-/* the count of (a, b), made 0 when missing; NULL when out of memory */
+/* the count of (a, b), made 0 when missing; NULL when out of memory. The table is at most half
+ * full: most probes end at their first slot. */
 int64_t *counter_at(struct counter *k, int64_t a, int64_t b)
 {
-    if ((k->n + 1) * 4 > k->cap * 3 && (k->n >= UINT32_MAX - 1 || !counter_grow(k)))
+    if ((k->n + 1) * 2 > k->cap && (k->n >= UINT32_MAX - 1 || !counter_grow(k)))
         return NULL;
-    uint64_t mask = k->cap - 1;
-    uint64_t j = mix(a, b) & mask;
+    uint64_t mask = k->cap - 1, h = mix(a, b), tag = h >> 32 << 32;
+    uint64_t j = h & mask;
     for (; k->slots[j] != 0; j = (j + 1) & mask) {
-        struct fig_entry *e = &k->e[k->slots[j] - 1];
+        if ((k->slots[j] & ~(uint64_t)UINT32_MAX) != tag)
+            continue;
+        struct fig_entry *e = &k->e[(uint32_t)k->slots[j] - 1];
         if (e->a == a && e->b == b)
             return &e->n;
     }
@@ -58,7 +66,7 @@ int64_t *counter_at(struct counter *k, int64_t a, int64_t b)
         k->cap_e = cap;
     }
     k->e[k->n] = (struct fig_entry){a, b, 0};
-    k->slots[j] = (uint32_t)++k->n;
+    k->slots[j] = SLOT(h, ++k->n);
     return &k->e[k->n - 1].n;
 }
 

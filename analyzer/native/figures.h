@@ -53,11 +53,12 @@ struct span {
 };
 
 /* (a, b) -> a count, its entries in the order the keys were first counted (Python's dicts'
- * order), found through an open-addressing table of entry indexes + 1 */
+ * order), found through an open-addressing table of entry indexes + 1 (with their hash's top
+ * bits) */
 struct counter {
     struct fig_entry *e;
     uint64_t n, cap_e;
-    uint32_t *slots;
+    uint64_t *slots;
     uint64_t cap; /* a power of two, or 0 */
 };
 

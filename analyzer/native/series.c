@@ -241,10 +241,47 @@ int series_exec(struct series *s, int64_t seq, int64_t ms, int64_t rss)
     return 1;
 }
 
-static int by_addr(const void *a, const void *b)
+/* a live block's address and size */
+struct pair {
+    uint64_t addr, size;
+};
+
+/* the `n` blocks at `p` by address (distinct ones): a radix sort, 11 bits a pass, on the bits
+ * that differ among them (a heap's addresses share their top bits); 0 when out of memory */
+static int by_address(struct pair *p, uint64_t n)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return x < y ? -1 : x > y;
+    uint64_t any = 0, all = ~(uint64_t)0;
+    for (uint64_t i = 0; i < n; i++) {
+        any |= p[i].addr;
+        all &= p[i].addr;
+    }
+    uint64_t differ = any ^ all;
+    if (differ == 0)
+        return 1;
+    struct pair *tmp = malloc(n * sizeof *tmp), *from = p, *to = tmp;
+    if (tmp == NULL)
+        return 0;
+    for (int shift = 0; shift < 64; shift += 11) {
+        if (((differ >> shift) & 0x7FF) == 0)
+            continue;
+        uint64_t at[2048] = {0};
+        for (uint64_t i = 0; i < n; i++)
+            at[(from[i].addr >> shift) & 0x7FF]++;
+        for (uint64_t d = 0, sum = 0; d < 2048; d++) {
+            uint64_t count = at[d];
+            at[d] = sum;
+            sum += count;
+        }
+        for (uint64_t i = 0; i < n; i++)
+            to[at[(from[i].addr >> shift) & 0x7FF]++] = from[i];
+        struct pair *was = from;
+        from = to;
+        to = was;
+    }
+    if (from != p)
+        memcpy(p, from, n * sizeof *p);
+    free(tmp);
+    return 1;
 }
 
 /* series.py's free_runs over the live blocks: (free bytes, largest free run, heap bytes) */
@@ -254,31 +291,31 @@ static int free_runs(const struct mdc *c, int64_t *out)
     uint64_t n = c->live_n, k = 0;
     if (n == 0)
         return 1;
-    uint64_t *pairs = malloc(2 * n * sizeof *pairs);
+    struct pair *pairs = malloc(n * sizeof *pairs);
     if (pairs == NULL)
         return 0;
-    for (uint64_t i = 0; i < c->live.cap; i++) {
+    for (uint64_t i = 0; i < c->live.cap && k < n; i++) {
         const struct block *b = &c->live.slots[i];
-        if (b->addr != 0 && b->live) {
-            pairs[2 * k] = b->addr;
-            pairs[2 * k + 1] = b->size;
-            k++;
-        }
+        if (b->addr != 0 && b->live)
+            pairs[k++] = (struct pair){b->addr, b->size};
     }
-    qsort(pairs, k, 2 * sizeof *pairs, by_addr);
+    if (!by_address(pairs, k)) {
+        free(pairs);
+        return 0;
+    }
     wide gaps = 0, largest = 0, heap = 0, end = 0;
     for (uint64_t i = 0; i < k; i++) {
-        wide length = (wide)((pairs[2 * i + 1] + 8 + 15) & ~(uint64_t)15); /* heapmap.chunk_of */
+        wide length = (wide)((pairs[i].size + 8 + 15) & ~(uint64_t)15); /* heapmap.chunk_of */
         if (length < 32)
             length = 32;
         if (i != 0) {
-            wide gap = (wide)pairs[2 * i] - end;
+            wide gap = (wide)pairs[i].addr - end;
             if (gap > 0 && gap <= REGION_GAP) {
                 gaps += gap;
                 largest = gap > largest ? gap : largest;
             }
         }
-        wide stop = (wide)pairs[2 * i] + length;
+        wide stop = (wide)pairs[i].addr + length;
         end = i == 0 || stop > end ? stop : end;
         heap += length;
     }

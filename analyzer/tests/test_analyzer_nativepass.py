@@ -166,6 +166,61 @@ def test_views_byte_for_byte(view: str, monkeypatch: pytest.MonkeyPatch) -> None
     assert outs[0] == outs[1]
 
 
+@pytest.mark.parametrize("seed", range(12))
+def test_views_byte_for_byte_on_generated_dumps(seed: int, tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each view, whole and with --top 1 and 3, the same from either pass on generated dumps,
+    whose stacks often show alike (one function and line at several addresses, allocator
+    frames trimmed): the groups made in C (groups.c) or in Python, their figures read as
+    columns or from the groups, the first N chosen with their ties."""
+    def views(path: Path) -> list[Any]:
+        outs = []
+        for engine in ("0", "1"):
+            monkeypatch.setenv("MEMDUMP_NATIVE", engine)
+            got: list[Any] = []
+            for view in sorted(VIEWS):
+                try:
+                    side, warnings = load(str(path), compute=VIEWS[view].NEEDS, symbols=False)
+                except DumpError as e:
+                    got.append(str(e))
+                    continue
+                got += [(VIEWS[view].build(side, None, Options(top=top)), warnings)
+                        for top in (None, 1, 3)]
+            outs.append(got)
+        assert outs[0] == outs[1]
+        return outs[1]
+
+    check_generated(seed, tmp_path / "gen.memdump", views)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_fragmentation_of_blocks_spread_over_the_address_space(
+        seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fragmentation samples (series.c sorts the live blocks by address, 11 bits a pass on
+    the bits that differ) are Python's when the blocks are thousands, near each other and far
+    apart (addresses differing in their low, middle and high bits)."""
+    rng = random.Random(seed)
+    lines = ["MEMDUMP 2.4", "i program /x", "s 1 /x", "f 1 0x401000 1 0x1000 0 0 0", "n 1 0 1",
+             "t 5"]
+    live: list[int] = []
+    bases = [0x5555_5555_0000, 0x7F00_0000_0000, 0x1000, 0x5555_8000_0000]
+    for _ in range(6000):
+        if live and rng.random() < 0.4:
+            lines.append(f"- 1 {live.pop(rng.randrange(len(live))):#x}")
+            continue
+        addr = rng.choice(bases) + 16 * rng.randrange(1 << rng.choice([4, 12, 20, 28]))
+        if addr not in live:
+            live.append(addr)
+            lines.append(f"+ 1 {addr:#x} {rng.choice([8, 24, 100, 4000])}")
+    lines.append(f"end {len(lines) - 5} exit 0")
+    path = tmp_path / "spread.memdump"
+    path.write_text("".join(f"{line}\n" for line in lines))
+    outcome = both(path, frozenset(("timeline",)), monkeypatch, 8)
+    assert not isinstance(outcome, str), outcome
+    samples = outcome["series"][1]["samples"]
+    assert len(samples) > 4 and any(s[1] for s in samples)
+
+
 def test_unknown_tags_line_counts_every_line(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """The views' warning about an unknown tag names its line, as the leak report's does, from

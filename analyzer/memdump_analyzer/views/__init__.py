@@ -18,7 +18,7 @@ from ..symbolize import symbolize
 from ..tagphases import UNTAGGED, TagsAndPhases, TagsPhasesOutput
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
 from .common import LazyGroups, Options, Side
-from .stream import PARTS, Profile, ProfileOutput
+from .stream import PARTS, Profile, ProfileOutput, TableStacks
 
 __all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
 
@@ -58,10 +58,7 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
             except OSError as e:
                 raise reader.read_error(e) from None
             if symbols:
-                nodes = set(prof.stacks)
-                for stats in prof.stacks.values():
-                    nodes.update(stats.freed_by)
-                warnings += symbolize(reader, nodes).problems()
+                warnings += symbolize(reader, _stack_nodes(prof)).problems()
             for tag, line in reader.unknown_tags.items():
                 warnings.append(f"skipped records with unknown tag '{tag}' (first at line "
                                 f"{line}): the dump was written by a newer memdump")
@@ -73,6 +70,20 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
     finally:
         if collecting:
             gc.enable()
+
+
+def _stack_nodes(p: Profile) -> list[int]:
+    """The nodes of the stacks profile `p` shows, the allocating stacks and those that freed
+    their blocks, each once, in order."""
+    stacks = p.stacks
+    if isinstance(stacks, TableStacks):
+        nodes = set(stacks.column("node"))
+        nodes.update(stacks.table.freed_nodes())
+    else:
+        nodes = set(stacks)
+        for stats in stacks.values():
+            nodes.update(stats.freed_by)
+    return sorted(nodes)
 
 
 def tag_series(p: Profile) -> dict[str, list[list[int]]]:

@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import functools
+import heapq
+import operator
 import os
 from collections.abc import (
     Callable,
@@ -15,13 +18,15 @@ from collections.abc import (
     ValuesView,
 )
 from dataclasses import dataclass, field
+from itertools import compress
 from typing import Any
 
+from .. import nativegroups
 from ..dumpfile import DumpReader, Frame
 from ..report import _clean, _frame_json, _stack_text
 from ..rules import is_allocator_frame, is_main_frame
 from ..wording import plural
-from .stream import Profile, StackStats
+from .stream import Profile, StackStats, TableStacks
 
 __all__ = [
     "VIEW_FORMAT",
@@ -37,6 +42,7 @@ __all__ = [
     "ms_text",
     "percent",
     "plural",
+    "ranked",
     "stack_json",
     "stack_lines",
     "trimmed_nodes",
@@ -60,16 +66,63 @@ class Options:
     sort: str = "both"
 
 
-@dataclass
 class Group:
-    """The stacks of one dump that show alike (same functions and lines), their figures added."""
+    """The stacks of one dump that show alike (same functions and lines), their figures added.
+    Its stack, its text and its free stacks are made when first read: a view reads them only
+    for the groups it shows (and, for its order, the text of those tied with them)."""
 
-    stack: tuple[Frame, ...]
-    stats: StackStats
-    #: the free stacks of this group's blocks: key -> [frames, blocks]
-    freed_by: dict[StackKey, list[Any]] = field(default_factory=dict)
-    #: the stack's text as `sorted_groups` breaks ties with it (None: made when needed)
-    text: tuple[tuple[str, str, int], ...] | None = None
+    __slots__ = ("_freed_by", "_made", "_stack", "_stacks", "_text", "stats")
+
+    def __init__(self, stack: tuple[Frame, ...], stats: StackStats,
+                 freed_by: dict[Any, list[Any]] | None = None,
+                 text: tuple[tuple[str, str, int], ...] | None = None,
+                 made: _Stacks | None = None) -> None:
+        self.stats = stats
+        self._stack = stack
+        #: the free stacks of this group's blocks: their group -> [frames, blocks]
+        self._freed_by = freed_by
+        #: the stack's text as `sorted_groups` breaks ties with it
+        self._text = text
+        #: what makes the rest from the stats' first node, when first read
+        self._stacks = self._made = made
+
+    def _make(self) -> None:
+        made, self._made = self._made, None
+        assert made is not None
+        self._stack = made.frames(self.stats.node)
+        self._text = tuple(map(made.text_of, map(id, self._stack)))
+
+    @property
+    def stack(self) -> tuple[Frame, ...]:
+        if self._made is not None:
+            self._make()
+        return self._stack
+
+    @property
+    def text(self) -> tuple[tuple[str, str, int], ...]:
+        if self._made is not None:
+            self._make()
+        if self._text is None:
+            self._text = tuple(map(_frame_text, self._stack))
+        return self._text
+
+    @property
+    def freed_by(self) -> dict[Any, list[Any]]:
+        if self._freed_by is None:
+            stacks = self._stacks
+            self._freed_by = {}
+            for node, n in self.stats.freed_by.items():
+                assert stacks is not None
+                row = self._freed_by.setdefault(stacks.group(node), [None, 0])
+                if row[0] is None:
+                    row[0] = stacks.frames(node)
+                row[1] += n
+        return self._freed_by
+
+    @property
+    def key(self) -> StackKey:
+        """The stack as matched across dumps."""
+        return tuple(map(_frame_key, self.stack))
 
 
 @dataclass
@@ -159,79 +212,124 @@ def trimmed_nodes(reader: DumpReader) -> Callable[[int], tuple[Frame, ...]]:
     return trimmed
 
 
-class LazyGroups(Mapping[StackKey, Group]):
+class LazyGroups(Mapping[Any, Group]):
     """`group_stacks(reader, profile)`, made when first read: the views that show no stack
-    (`timeline`, `sizes`, the HTML page's series) do not pay for resolving every stack."""
+    (`timeline`, `sizes`, the HTML page's series) do not pay for grouping the stacks. On the
+    library's table of stacks (stream.TableStacks), when no two of its stacks show alike (each
+    group one stack), a view reads the groups' figures as columns and makes the groups it shows
+    alone (`column`, `pick`: what `ranked` reads)."""
 
     def __init__(self, reader: DumpReader, profile: Profile) -> None:
         self._args: tuple[DumpReader, Profile] | None = (reader, profile)
-        self._groups: dict[StackKey, Group] = {}
+        self._groups: dict[Any, Group] | None = None
+        #: the stacks, the table, each stack's group: when each group is one stack
+        self._table: tuple[_Stacks, TableStacks, list[int]] | None = None
 
-    def _made(self) -> dict[StackKey, Group]:
-        if self._args is not None:
-            self._groups = group_stacks(*self._args)
-            self._args = None
+    def _grouped(self) -> None:
+        if self._args is None:
+            return
+        reader, profile = self._args
+        self._args = None
+        stacks = _Stacks(reader)
+        table = profile.stacks
+        if stacks.native and isinstance(table, TableStacks):
+            gids = list(map(stacks.group, table.column("node")))
+            if len(set(gids)) == len(gids):
+                self._table = (stacks, table, gids)
+                return
+        self._groups = group_stacks(reader, profile, stacks)
+
+    def _made(self) -> dict[Any, Group]:
+        self._grouped()
+        if self._groups is None:
+            assert self._table is not None
+            stacks, table, gids = self._table
+            self._groups = {gid: Group((), stats, made=stacks)
+                            for gid, stats in zip(gids, table.values(), strict=True)}
         return self._groups
 
-    def __getitem__(self, key: StackKey) -> Group:
+    def column(self, name: str) -> list[int]:
+        """Each group's figure `name` (a StackStats field), in the groups' order."""
+        self._grouped()
+        if self._groups is None and self._table is not None:
+            return self._table[1].column(name)
+        return [getattr(g.stats, name) for g in self._made().values()]
+
+    def pick(self, positions: list[int]) -> list[Group]:
+        """The groups at `positions` in the groups' order."""
+        self._grouped()
+        if self._groups is None and self._table is not None:
+            stacks, table, _ = self._table
+            return [Group((), stats, made=stacks) for stats in table.stats_of(positions)]
+        every = list(self._made().values())
+        return [every[i] for i in positions]
+
+    def __getitem__(self, key: Any) -> Group:  # noqa: ANN401 - a group's id
         return self._made()[key]
 
-    def __iter__(self) -> Iterator[StackKey]:
+    def __iter__(self) -> Iterator[Any]:
         return iter(self._made())
 
     def __len__(self) -> int:
-        return len(self._made())
+        self._grouped()
+        return len(self._table[2]) if self._groups is None and self._table else len(self._made())
 
     # the views read every group: the dict's own views, not a look-up per key
-    def keys(self) -> KeysView[StackKey]:
+    def keys(self) -> KeysView[Any]:
         return self._made().keys()
 
     def values(self) -> ValuesView[Group]:
         return self._made().values()
 
-    def items(self) -> ItemsView[StackKey, Group]:
+    def items(self) -> ItemsView[Any, Group]:
         return self._made().items()
 
 
-def group_stacks(reader: DumpReader, profile: Profile) -> dict[StackKey, Group]:
+class _Stacks:
+    """A dump's stack nodes as the views group and show them: a node's group (its key, or the
+    library's id for it), its trimmed frames."""
+
+    def __init__(self, reader: DumpReader) -> None:
+        self.frames = functools.cache(trimmed_nodes(reader))
+        # each frame's key and text, by the frame's id (the reader keeps its frames): a
+        # stack's keys are then found without a call per frame
+        every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                            for f in chain)]
+        self._key_of = {id(f): _frame_key(f) for f in every}.__getitem__
+        self.text_of: Callable[[int], tuple[str, str, int]] = {
+            id(f): _frame_text(f) for f in every}.__getitem__
+        ids = nativegroups.node_groups(reader, _frame_key)
+        #: the groups are the library's ids (node_groups)
+        self.native = ids is not None
+        self.group: Callable[[int], Any] = self._key if ids is None else ids.__getitem__
+
+    def _key(self, node: int) -> StackKey:
+        return tuple(map(self._key_of, map(id, self.frames(node))))
+
+
+def group_stacks(reader: DumpReader, profile: Profile,
+                 stacks: _Stacks | None = None) -> dict[Any, Group]:
     """The profile's stacks grouped by how they show (trimmed of allocator frames and of what
-    is below main, as the leak report shows them)."""
-    cache: dict[int, tuple[StackKey, tuple[Frame, ...]]] = {}
-    trimmed = trimmed_nodes(reader)
-    # each frame's key, by the frame's id (the reader keeps its frames): a stack's keys are
-    # then found without a call per frame
-    every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
-                                        for f in chain)]
-    key_of = {id(f): _frame_key(f) for f in every}.__getitem__
-    text_of = {id(f): _frame_text(f) for f in every}.__getitem__
-
-    def resolve(node: int) -> tuple[StackKey, tuple[Frame, ...]]:
-        got = cache.get(node)
-        if got is None:
-            frames = trimmed(node)
-            got = cache[node] = (tuple(map(key_of, map(id, frames))), frames)
-        return got
-
-    groups: dict[StackKey, Group] = {}
+    is below main, as the leak report shows them), by their group's id (`_Stacks.group`)."""
+    stacks = stacks or _Stacks(reader)
+    group = stacks.group
+    groups: dict[Any, Group] = {}
     for node, stats in profile.stacks.items():
-        key, frames = resolve(node)
-        g = groups.get(key)
+        gid = group(node)
+        g = groups.get(gid)
         if g is None:
-            groups[key] = Group(frames, stats, text=tuple(map(text_of, map(id, frames))))
+            groups[gid] = Group((), stats, made=stacks)
         else:
             g.stats = _merge(g.stats, stats)
-    for g in groups.values():
-        for node, n in g.stats.freed_by.items():
-            key, frames = resolve(node)
-            row = g.freed_by.setdefault(key, [frames, 0])
-            row[1] += n
     return groups
 
 
-def minus(new: Mapping[StackKey, Group], base: Mapping[StackKey, Group],
+def minus(new: Mapping[Any, Group], base: Mapping[Any, Group],
           fields: Sequence[str]) -> dict[StackKey, Group]:
     """NEW's groups with BASE's figures of `fields` subtracted (a group BASE alone has comes with
     negative figures); the other figures stay NEW's (BASE's for a group NEW has not)."""
+    new = {g.key: g for g in new.values()}
+    base = {g.key: g for g in base.values()}
     out: dict[StackKey, Group] = {}
     for key in (*new, *(k for k in base if k not in new)):
         mine, theirs = new.get(key), base.get(key)
@@ -308,8 +406,38 @@ def heading(view: str, side: Side, base: Side | None) -> str:
 
 def sorted_groups(groups: Iterable[Group], key: Callable[[Group], tuple[Any, ...]]) -> list[Group]:
     """Groups largest first by `key`, ties broken by the stack's text, so the order is stable."""
-    return sorted(groups, key=lambda g: (key(g), g.text if g.text is not None
-                                         else tuple(map(_frame_text, g.stack))))
+    return sorted(groups, key=lambda g: (key(g), g.text))
+
+
+def ranked(groups: Mapping[Any, Group], fields: tuple[str, str], n: int | None,
+           nonzero: bool = False) -> tuple[list[Group], int]:
+    """The first `n` groups largest first by their figures `fields` (StackStats'), ties broken
+    by the stack's text (`sorted_groups`), and how many were left out; `nonzero`: only the
+    groups with either figure. The figures are read as columns (`LazyGroups.column`) and the
+    groups made, with their stack's text, only for those whose figures are among the first `n`
+    (ties included)."""
+    if isinstance(groups, LazyGroups):
+        first, second = (groups.column(f) for f in fields)
+        pick = groups.pick
+    else:
+        every = list(groups.values())
+        first, second = ([getattr(g.stats, f) for g in every] for f in fields)
+
+        def pick(positions: list[int]) -> list[Group]:
+            return [every[i] for i in positions]
+
+    keys = list(zip(map(operator.neg, first), map(operator.neg, second), strict=True))
+    rows: Sequence[int] = list(compress(range(len(keys)), map(operator.or_, first, second))) \
+        if nonzero else range(len(keys))
+    more = 0
+    if n is not None and len(rows) > n:
+        more = len(rows) - n
+        last = heapq.nsmallest(n, map(keys.__getitem__, rows))[-1]
+        rows = list(compress(rows, map(last.__ge__, map(keys.__getitem__, rows))))
+    a, b = fields
+    shown = sorted_groups(pick(list(rows)), lambda g: (-getattr(g.stats, a),
+                                                       -getattr(g.stats, b)))
+    return shown[:n], more
 
 
 def plural_s(n: int) -> str:

@@ -16,9 +16,8 @@ from .common import (
     minus,
     percent,
     plural,
-    sorted_groups,
+    ranked,
     stack_json,
-    top,
 )
 
 __all__ = ["NEEDS", "build"]
@@ -27,8 +26,8 @@ __all__ = ["NEEDS", "build"]
 NEEDS: frozenset[str] = frozenset()
 
 _ORDERS = {
-    "calls": ("most allocations", lambda g: (-g.stats.allocations, -g.stats.allocated_bytes)),
-    "bytes": ("most bytes allocated", lambda g: (-g.stats.allocated_bytes, -g.stats.allocations)),
+    "calls": ("most allocations", ("allocations", "allocated_bytes")),
+    "bytes": ("most bytes allocated", ("allocated_bytes", "allocations")),
 }
 
 
@@ -38,7 +37,6 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     groups = side.groups
     if base is not None:
         groups = minus(groups, base.groups, ("allocations", "allocated_bytes"))
-    rows = [g for g in groups.values() if g.stats.allocations or g.stats.allocated_bytes]
     diff = base is not None
     body: dict[str, Any] = {"allocations": p.allocations, "allocated_bytes": p.allocated_bytes}
     if diff:
@@ -53,8 +51,8 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
                      f"{plural(b.allocated_bytes, 'byte')}")
     orders = ("calls", "bytes") if opts.sort == "both" else (opts.sort,)
     for order in orders:
-        title, key = _ORDERS[order]
-        shown, more = top(sorted_groups(rows, key), opts.top)
+        title, fields = _ORDERS[order]
+        shown, more = ranked(groups, fields, opts.top, nonzero=True)
         body[f"by_{order}"] = [_row(g, opts) for g in shown]
         body[f"more_by_{order}"] = more
         lines += ["", f"== {title} =="]

@@ -16,11 +16,10 @@ from .common import (
     minus,
     more_lines,
     plural,
+    ranked,
     signed,
-    sorted_groups,
     stack_json,
     stack_lines,
-    top,
 )
 from .stream import LIFE_EXACT
 
@@ -63,8 +62,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     diff = base is not None
     if base is not None:
         groups = minus(groups, base.groups, ("allocations", "frees", "live_blocks"))
-    rows = sorted_groups(groups.values(), lambda g: (-g.stats.allocations, -g.stats.frees))
-    shown, more = top(rows, opts.top)
+    shown, more = ranked(groups, ("allocations", "frees"), opts.top)
     body: dict[str, Any] = {
         "end_seq": p.last_seq,
         "end_ms": p.last_ms if p.clocked else None,

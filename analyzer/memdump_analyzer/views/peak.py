@@ -16,9 +16,8 @@ from .common import (
     ms_text,
     percent,
     plural,
-    sorted_groups,
+    ranked,
     stack_json,
-    top,
 )
 
 __all__ = ["NEEDS", "build"]
@@ -33,9 +32,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     groups = side.groups
     if base is not None:
         groups = minus(groups, base.groups, ("peak_bytes", "peak_blocks"))
-    rows = [g for g in groups.values() if g.stats.peak_bytes or g.stats.peak_blocks]
-    rows = sorted_groups(rows, lambda g: (-g.stats.peak_bytes, -g.stats.peak_blocks))
-    shown, more = top(rows, opts.top)
+    shown, more = ranked(groups, ("peak_bytes", "peak_blocks"), opts.top, nonzero=True)
     summary: dict[str, Any] = {
         "peak_bytes": p.peak_bytes,
         "peak_blocks": p.peak_blocks,

@@ -31,7 +31,9 @@ the semantics of the replay that heappass.py states.
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..dumpfile import DumpReader
 from ..passapi import (
@@ -58,7 +60,8 @@ from ..passapi import (
 from ..tagphases import UNTAGGED
 from .series import FragSamples, Timeline
 
-__all__ = ["LIFE_EXACT", "PARTS", "Profile", "ProfileOutput", "StackStats", "bucket"]
+__all__ = ["LIFE_EXACT", "PARTS", "Profile", "ProfileOutput", "StackStats", "TableStacks",
+           "bucket"]
 
 
 @dataclass
@@ -137,7 +140,10 @@ class ProfileOutput(Accumulator):
         result = self.profile = Profile(stacks={}, last_seq=figures.last_seq,
                                         clocked=figures.clocked, last_ms=figures.last_ms,
                                         computed=self.parts)
-        _finish(result, figures.stacks, figures.peak_seq)
+        if getattr(figures.stacks, "table", False):  # the library's: read when needed
+            result.stacks = TableStacks(figures.stacks, figures.peak_seq)  # type: ignore[assignment]
+        else:
+            _finish(result, figures.stacks, figures.peak_seq)
         if "timeline" in self.parts:
             tag_list = figures.tag_list
             result.frag = figures.frag.samples  # type: ignore[attr-defined]
@@ -153,8 +159,12 @@ class ProfileOutput(Accumulator):
         result.peak_ms = figures.peak_ms if peak_seq and figures.clocked else None
         result.live_bytes = figures.cur
         result.live_blocks = len(figures.live)
-        result.allocations = sum(st.allocations for st in result.stacks.values())
-        result.allocated_bytes = sum(st.allocated_bytes for st in result.stacks.values())
+        if isinstance(result.stacks, TableStacks):
+            result.allocations = sum(result.stacks.column("allocations"))
+            result.allocated_bytes = sum(result.stacks.column("allocated_bytes"))
+        else:
+            result.allocations = sum(st.allocations for st in result.stacks.values())
+            result.allocated_bytes = sum(st.allocated_bytes for st in result.stacks.values())
         result.temporary = figures.temporary
         result.temporary_bytes = figures.temporary_bytes
         result.sizes = figures.sizes
@@ -171,15 +181,76 @@ def _finish(result: Profile, stats: dict[bytes, list],  # type: ignore[type-arg]
             peak_seq: int) -> None:
     """The stacks' figures at the end."""
     stacks = result.stacks
-    for (cur, cur_n, changed, peak, peak_n, allocs, allocated, temp, temp_bytes, life, life_ms,
-         freed_by, gone, nid) in stats.values():  # ROW_ORDER
-        at_peak = changed <= peak_seq
-        stacks[nid] = StackStats(
-            nid, cur, cur_n, cur if at_peak else peak, cur_n if at_peak else peak_n, allocs,
-            allocated, temp, temp_bytes, allocs - cur_n - gone, life, life_ms,
-            # a marked node's id comes negated
-            {abs(k): v for k, v in freed_by.items()} if any(k < 0 for k in freed_by)
-            else freed_by)
+    for row in stats.values():
+        stacks[row[13]] = _stats(row, peak_seq)
+
+
+def _stats(row: list, peak_seq: int) -> StackStats:  # type: ignore[type-arg]
+    """A stack's figures at the end, from its row (ROW_ORDER)."""
+    (cur, cur_n, changed, peak, peak_n, allocs, allocated, temp, temp_bytes, life, life_ms,
+     freed_by, gone, nid) = row
+    at_peak = changed <= peak_seq
+    return StackStats(
+        nid, cur, cur_n, cur if at_peak else peak, cur_n if at_peak else peak_n, allocs,
+        allocated, temp, temp_bytes, allocs - cur_n - gone, life, life_ms,
+        # a marked node's id comes negated
+        {abs(k): v for k, v in freed_by.items()} if any(k < 0 for k in freed_by)
+        else freed_by)
+
+
+#: StackStats' figures read from the columns of the library's table of stacks (struct
+#: fig_stack's fields: 0 CUR, 1 CUR_N, 2 CHANGED, 3 PEAK, 4 PEAK_N, 5 ALLOCS, 6 ALLOC_BYTES,
+#: 7 TEMP, 8 TEMP_BYTES, 9 GONE, 10 NODE)
+_COLUMNS = {"node": 10, "live_bytes": 0, "live_blocks": 1, "allocations": 5,
+            "allocated_bytes": 6, "temporary": 7, "temporary_bytes": 8}
+
+
+class TableStacks(Mapping[int, StackStats]):
+    """`Profile.stacks` on the library's table of stacks (nativepass.StackTable): a stack's
+    `StackStats` made when read, a view reading its figures of every stack as columns
+    (`column`) and making the stats of the stacks it shows alone (`stats_of`)."""
+
+    def __init__(self, table: Any, peak_seq: int) -> None:  # noqa: ANN401 - a StackTable
+        self.table = table
+        self._peak_seq = peak_seq
+        self._dict: dict[int, StackStats] | None = None
+
+    def column(self, name: str) -> list[int]:
+        """StackStats' field `name` of every stack, in order."""
+        t, peak_seq = self.table, self._peak_seq
+        if name in _COLUMNS:
+            return t.column(_COLUMNS[name])
+        if name == "frees":
+            return [a - n - g for a, n, g in zip(t.column(5), t.column(1), t.column(9),
+                                                 strict=True)]
+        if name not in ("peak_bytes", "peak_blocks"):
+            raise KeyError(name)
+        now, peak = (0, 3) if name == "peak_bytes" else (1, 4)
+        return [c if changed <= peak_seq else p for c, changed, p in
+                zip(t.column(now), t.column(2), t.column(peak), strict=True)]
+
+    def stats_of(self, stacks: list[int]) -> list[StackStats]:
+        """The figures of the stacks at positions `stacks`."""
+        if self._dict is not None:
+            every = list(self._dict.values())
+            return [every[i] for i in stacks]
+        return [_stats(row, self._peak_seq) for row in self.table.rows_of(stacks)]
+
+    def _made(self) -> dict[int, StackStats]:
+        if self._dict is None:
+            result = Profile(stacks={})
+            _finish(result, self.table, self._peak_seq)
+            self._dict = result.stacks
+        return self._dict
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __getitem__(self, node: int) -> StackStats:
+        return self._made()[node]
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._made())
 
 
 def _tag_name(reader: DumpReader, ident: int) -> str:

@@ -15,9 +15,8 @@ from .common import (
     minus,
     percent,
     plural,
-    sorted_groups,
+    ranked,
     stack_json,
-    top,
 )
 
 __all__ = ["NEEDS", "build"]
@@ -33,9 +32,7 @@ def build(side: Side, base: Side | None, opts: Options) -> tuple[dict[str, Any],
     diff = base is not None
     if base is not None:
         groups = minus(groups, base.groups, ("temporary", "temporary_bytes", "allocations"))
-    rows = [g for g in groups.values() if g.stats.temporary or g.stats.temporary_bytes]
-    rows = sorted_groups(rows, lambda g: (-g.stats.temporary, -g.stats.temporary_bytes))
-    shown, more = top(rows, opts.top)
+    shown, more = ranked(groups, ("temporary", "temporary_bytes"), opts.top, nonzero=True)
     body: dict[str, Any] = {
         "temporary": p.temporary,
         "temporary_bytes": p.temporary_bytes,

@@ -1,0 +1,122 @@
+"""The stacks' walks through libmemdump_core.so (analyzer/native/groups.c) on the library's table of
+stack nodes, for a dump read by the library (native.py): each node's group as the views show it
+(views/common.py's `trimmed_nodes` then its frames' keys, made once per node in C), and the
+frames a set of stacks reaches (symbolize.py's `frames_without_symbols`). Each returns None when
+the library or its table is not there, or when the C walk found something it leaves to Python (an
+undefined node or frame: the Python walk then says what is wrong); Python's walks are the
+reference, held to these by the randomised test in test_analyzer_views.py."""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+from array import array
+from collections.abc import Callable, Hashable, Iterable, Sequence
+from typing import Any
+
+from . import native
+from .dumpfile import DumpReader, Frame
+from .rules import is_allocator_frame, is_main_frame
+
+__all__ = ["node_groups", "reached_frames"]
+
+_P = ctypes.c_void_p
+_U64 = ctypes.c_uint64
+_SIGNATURES = {  # name: (restype, argtypes)
+    "mdc_group_nodes": (ctypes.c_int, [_P, _P, _P, _U64, _P, _P, _P, _P, _U64, _P]),
+    "mdc_reached_frames": (_U64, [_P, _P, _P, _U64, _U64, _P, _U64, _P]),
+}
+#: frame ids this far beyond the dump's number of frames are left to Python (no sparse tables)
+_SPARSE = 1 << 16
+
+
+@functools.cache
+def _typed(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+    try:
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            getattr(lib, name).restype = restype
+            getattr(lib, name).argtypes = argtypes
+    except AttributeError:
+        return None  # a library built before these
+    return lib
+
+
+def _address(buffer: Any) -> int:  # noqa: ANN401 - a writable buffer (memoryview, array)
+    return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
+def _tables(reader: DumpReader) -> tuple[ctypes.CDLL, int, tuple[int, int, int]] | None:
+    """The library and the addresses of the node table's flags, parents and frames, and its
+    size, or None."""
+    nodes = reader.nodes
+    if not getattr(nodes, "_final", False) or not native.enabled():
+        return None
+    lib = native.library()
+    lib = _typed(lib) if lib is not None else None
+    cap = getattr(nodes, "_cap", 0)
+    if lib is None or not cap:
+        return None
+    try:
+        views = (nodes._flags, nodes._parents, nodes._frames)  # type: ignore[attr-defined]
+        return lib, cap, tuple(map(_address, views))  # type: ignore[return-value]
+    except (TypeError, ValueError, AttributeError):
+        return None
+
+
+def _frame_bound(reader: DumpReader) -> int | None:
+    """One more than the largest frame id, or None when the ids are too sparse."""
+    top = max(reader.frames, default=-1) + 1
+    return top if top <= 4 * len(reader.frames) + _SPARSE else None
+
+
+def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequence[int] | None:
+    """Each node's group (indexed by node id; -1: not a node): two nodes have the same group
+    when their stacks, trimmed as `views.common.trimmed_nodes` trims them, have the same keys
+    `key_of` frame by frame."""
+    tables = _tables(reader)
+    n_frames = _frame_bound(reader)
+    if tables is None or n_frames is None:
+        return None
+    lib, cap, (flags, parents, frames) = tables
+    table, inlined_into = reader.frames, reader.inlined_into
+    # frame f's keys are keys[off[f]:off[f + 1]]: none for a frame the dump has not defined
+    off = array("q", bytes(8 * (n_frames + 1)))
+    keys, lead, main = array("i"), array("i", bytes(4 * n_frames)), array("i", bytes(4 * n_frames))
+    ident: dict[Hashable, int] = {}
+    for frame in range(n_frames):
+        off[frame] = len(keys)
+        if frame not in table:
+            continue
+        outer = inlined_into.get(frame)
+        fs = (table[frame], *outer) if outer else (table[frame],)
+        n = 0
+        while n < len(fs) and is_allocator_frame(fs[n]):
+            n += 1
+        lead[frame] = n
+        main[frame] = next((i for i in range(len(fs) - 1, -1, -1) if is_main_frame(fs[i])), -1)
+        keys.extend(ident.setdefault(key_of(f), len(ident) + 1) for f in fs)
+    off[n_frames] = len(keys)
+    if not keys:
+        keys.append(0)
+    gid = array("q", bytes(8 * cap))
+    if not lib.mdc_group_nodes(parents, frames, flags, cap, _address(off), _address(keys),
+                               _address(lead), _address(main), n_frames, _address(gid)):
+        return None
+    return gid
+
+
+def reached_frames(reader: DumpReader, nodes: Iterable[int]) -> list[int] | None:
+    """The frames of the stacks of `nodes` (negated: marked), each once, in the order
+    `symbolize.frames_without_symbols` meets them."""
+    tables = _tables(reader)
+    n_frames = _frame_bound(reader)
+    if tables is None or n_frames is None:
+        return None
+    lib, cap, (flags, parents, frames) = tables
+    starts = array("q", nodes) or array("q", [0])
+    out = array("i", bytes(4 * max(1, min(cap, n_frames))))
+    n = lib.mdc_reached_frames(parents, frames, flags, cap, n_frames, _address(starts),
+                               len(starts), _address(out))
+    if n == 2 ** 64 - 1:
+        return None
+    return out[:n].tolist()

@@ -1,0 +1,167 @@
+"""nativegroups: the views' grouping of stack nodes in libmemdump_core.so (groups.c) groups the
+nodes as views/common.py's Python does (each node's stack trimmed by `trimmed_nodes`, then its
+frames' keys), and the frames reached from a set of nodes are those `frames_without_symbols`'s
+Python walk meets, in its order; on random stack trees with allocator frames, `main`s, inlined
+code and frames that show alike (same function and file:line, or module and offset, at other
+addresses), and with undefined nodes and frames left to Python."""
+
+from __future__ import annotations
+
+import random
+from array import array
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from memdump_analyzer import native, nativegroups
+from memdump_analyzer.dumpdefs import Frame
+from memdump_analyzer.views.common import _frame_key, trimmed_nodes
+
+
+@pytest.fixture(autouse=True)
+def _library_built() -> None:
+    """A build without the library must fail here, not fall back to Python silently."""
+    lib = native.library()
+    assert lib is not None and nativegroups._typed(lib) is not None, (
+        f"{native.library_path()} missing, old or not loadable: run `make build`")
+
+
+class _Nodes(dict):  # type: ignore[type-arg]
+    """node -> (PARENT, FRAME), with the arrays native.py's table of nodes has."""
+
+    def __init__(self, nodes: dict[int, tuple[int, int]], cap: int) -> None:
+        super().__init__(nodes)
+        self._final = True
+        self._cap = cap
+        self._flags = array("B", bytes(cap))
+        self._parents = array("i", bytes(4 * cap))
+        self._frames = array("i", bytes(4 * cap))
+        for ident, (parent, frame) in nodes.items():
+            if ident:
+                self._flags[ident] = 1
+                self._parents[ident], self._frames[ident] = parent, frame
+
+
+def _reader(seed: int, n_nodes: int = 500) -> Any:  # noqa: ANN401 - a stand-in DumpReader
+    from types import SimpleNamespace
+
+    rng = random.Random(seed)
+    names = ["malloc", "operator new(unsigned long)", "main", "f", "g", None, "realloc",
+             "__libc_start_main"]
+    files = [None, "/src/a.c", "/other/a.c", "/src/b.c"]
+
+    def frame(pc: int) -> Frame:
+        file = rng.choice(files)
+        return Frame(pc, rng.choice(["/bin/a.out", "/lib/libc.so.6"]), rng.choice([pc, 7]),
+                     rng.choice(names), file, rng.choice([1, 2]) if file else None)
+
+    n_frames = 16
+    frames = {i: frame(i) for i in range(1, n_frames)}
+    inlined = {i: tuple(frame(i) for _ in range(rng.randint(1, 2)))
+               for i in rng.sample(range(1, n_frames), 4)}
+    nodes: dict[int, tuple[int, int]] = {0: (0, 0)}
+    for ident in rng.sample(range(1, 2 * n_nodes), n_nodes):
+        nodes[ident] = (0, rng.randint(1, n_frames - 1))
+    idents = sorted(nodes)
+    for i, ident in enumerate(idents[1:], 1):  # a tree: each node's parent one before it
+        nodes[ident] = (rng.choice([0, *idents[max(1, i - 40):i]]), nodes[ident][1])
+    return SimpleNamespace(nodes=_Nodes(nodes, 2 * n_nodes + 1), frames=frames,
+                           inlined_into=inlined, symbolized=set())
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_nodes_grouped_in_c_as_python_groups_them(seed: int) -> None:
+    reader = _reader(seed)
+    gid = nativegroups.node_groups(reader, _frame_key)
+    assert gid is not None
+    trimmed = trimmed_nodes(reader)
+    of_key: dict[Any, int] = {}
+    of_gid: dict[int, Any] = {}
+    for ident in reader.nodes:
+        key = tuple(map(_frame_key, trimmed(ident)))
+        assert of_key.setdefault(key, gid[ident]) == gid[ident], ident
+        assert of_gid.setdefault(gid[ident], key) == key, ident
+        assert (gid[ident] == 0) == (key == ()), ident
+    undefined = set(range(reader.nodes._cap)) - set(reader.nodes)
+    assert all(gid[i] == -1 for i in undefined)
+    # the random trees make groups of several nodes, and single ones
+    sizes = [list(gid).count(g) for g in of_gid]
+    assert max(sizes) > 1 and min(sizes) == 1
+
+
+def _walk(reader: Any, nodes: list[int]) -> list[int]:  # noqa: ANN401
+    """frames_without_symbols's walk, every frame kept."""
+    seen: dict[int, None] = {}
+    done: set[int] = set()
+    for node in nodes:
+        node = abs(node)
+        while node and node not in done:
+            done.add(node)
+            node, frame = reader.nodes[node]
+            seen.setdefault(frame)
+    return list(seen)
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_frames_reached_in_c_as_python_meets_them(seed: int) -> None:
+    from memdump_analyzer.symbolize import frames_without_symbols
+
+    reader = _reader(seed)
+    rng = random.Random(seed)
+    starts = rng.sample(sorted(reader.nodes), 60)
+    starts = [-n if rng.random() < 0.2 else n for n in starts]
+    assert nativegroups.reached_frames(reader, starts) == _walk(reader, starts)
+    for ident, f in reader.frames.items():
+        if rng.random() < 0.5:
+            reader.frames[ident] = replace(f, function=None)
+    reader.symbolized = {1, 2}
+    want = [f for f in _walk(reader, starts)
+            if reader.frames[f].function is None and f not in reader.symbolized]
+    assert frames_without_symbols(reader, iter(starts)) == want
+
+
+def test_undefined_nodes_and_frames_are_left_to_python() -> None:
+    reader = _reader(1)
+    leaf = max(reader.nodes)
+    parent = reader.nodes[leaf][0]
+    del reader.frames[reader.nodes[leaf][1]]  # a frame the dump never defined
+    assert nativegroups.node_groups(reader, _frame_key) is None
+    with pytest.raises(KeyError):  # Python's walk says which
+        trimmed_nodes(reader)(leaf)
+    reader = _reader(1)
+    if parent:
+        reader.nodes._flags[parent] = 0  # a parent the dump never defined
+        assert nativegroups.node_groups(reader, _frame_key) is None
+        assert nativegroups.reached_frames(reader, [leaf]) is None
+    reader.nodes._parents[leaf] = leaf  # a node its own ancestor
+    reader.nodes._flags[parent] = 1
+    assert nativegroups.node_groups(reader, _frame_key) is None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_ranked_is_the_sorted_groups_first(seed: int) -> None:
+    """views.common.ranked (the text made only for the groups tied with the first N) gives the
+    first N of sorted_groups, ties broken by the text, equal texts in the groups' order, with
+    and without the groups whose two figures are 0."""
+    from memdump_analyzer.views.common import Group, ranked, sorted_groups, top
+    from memdump_analyzer.views.stream import StackStats
+
+    rng = random.Random(seed)
+    groups = []
+    for i in range(rng.randint(0, 60)):
+        stats = StackStats(i, 0, 0, rng.randint(0, 4), rng.randint(0, 2), 0, 0, 0, 0, 0, {}, {},
+                           {})
+        text = tuple(("f", rng.choice("ab"), rng.randint(1, 2)) for _ in range(rng.randint(1, 2)))
+        groups.append(Group((), stats, text=text))
+
+    def key(g: Group) -> tuple[int, int]:
+        return (-g.stats.peak_bytes, -g.stats.peak_blocks)
+
+    by_id = dict(enumerate(groups))
+    for n in (None, 1, 3, 10, 100):
+        for nonzero in (False, True):
+            shown, more = ranked(by_id, ("peak_bytes", "peak_blocks"), n, nonzero)
+            rows = [g for g in groups if not nonzero or g.stats.peak_bytes or g.stats.peak_blocks]
+            want, want_more = top(sorted_groups(rows, key), n)
+            assert [g.stats.node for g in shown] == [g.stats.node for g in want]
+            assert more == want_more
