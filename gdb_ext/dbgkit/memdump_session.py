@@ -243,7 +243,8 @@ class Session(TagsMixin, BreaksMixin):
         if self.writer is not None:
             output.info(
                 CMD,
-                f"{self.writer.events:,} events recorded in {self.path} ({self.ended_reason}); "
+                f"{self.writer.events:,} event{'s' if self.writer.events != 1 else ''} "
+                f"recorded in {self.path} ({self.ended_reason}); "
                 f"report: scripts/memdump-analyze {self.path}",
             )
         if recorded and reason != "gdb-exit" and (self.settings or settings.get)("compact"):

@@ -107,3 +107,12 @@ def test_memdump_py_loads_the_memdump_command_alone(tmp_path: Path) -> None:
     # `memdump leaks` loads the report when asked: the program's one leak, after the run
     assert "LEAK 1 of 1: 77 bytes in 1 block, definitely lost" in out, out + proc.stderr
     expect_leaks(analyze(dump), {marker("churn_leak.c", "after-exec"): (77, 1)})
+
+
+def test_one_event_is_said_in_the_singular(tmp_path: Path) -> None:
+    """churn_leak without arguments makes its one 77-byte leak and nothing else."""
+    proc = subprocess.run(gdb_argv(["memdump", "run"], [program("churn_leak")]), cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, check=False)
+    found = re.findall(r"memdump: (\S+ events?) recorded in churn_leak\.\d+\.memdump \(exit 0\)",
+                       proc.stdout)
+    assert found == ["1 event"], proc.stdout + proc.stderr
