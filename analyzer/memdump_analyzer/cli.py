@@ -52,8 +52,7 @@ def _positive(text: str) -> int:
     return value
 
 
-#: valgrind 3.19's defaults of --show-leak-kinds and --errors-for-leak-kinds
-DEFAULT_SHOW_KINDS = frozenset(("definite", "possible"))
+#: valgrind 3.19's default of --errors-for-leak-kinds (--show-leak-kinds': leaktext's)
 DEFAULT_ERROR_KINDS = frozenset(("definite", "possible"))
 
 
@@ -359,6 +358,7 @@ def _run(args: argparse.Namespace) -> int:
         return _convert(args)
     if args.by_tag or args.phases or args.growth or args.heap_map:
         return _run_tags(args)
+    from .leaktext import DEFAULT_SHOW_KINDS
     from .report import dumps_json, render_json, render_text
 
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
@@ -464,6 +464,7 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
 
 def _run_diff(args: argparse.Namespace) -> int:
     from .diff import diff, render_diff_json, render_diff_text
+    from .leaktext import DEFAULT_SHOW_KINDS
     from .report import dumps_json
 
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)

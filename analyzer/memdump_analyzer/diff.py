@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .dumpfile import Frame
+from .leaktext import KIND_NAMES, frame_json, split_by_kind, stack_text
 from .model import Analysis, Group
-from .report import KIND_NAMES, _by_kind, _frame_json, _stack_text
 from .wording import plural
 
 __all__ = ["DiffEntry", "LeakDiff", "diff", "frames_key", "match_groups", "render_diff_json",
@@ -181,7 +181,7 @@ def diff(base: Analysis, new: Analysis, kinds: frozenset[str] | None = None) -> 
     old = _merged(base.leaks, by_kind)
     now = _merged(new.leaks, by_kind)
     pairs = match_groups(old, now)
-    shown = {id(g) for g in _by_kind([*old, *now], kinds)[0]}
+    shown = {id(g) for g in split_by_kind([*old, *now], kinds)[0]}
     added: list[DiffEntry] = []
     grown: list[DiffEntry] = []
     for j, g in enumerate(now):
@@ -223,7 +223,7 @@ def render_diff_text(d: LeakDiff, max_frames: int | None = None) -> str:
         out.append("")
         out.append(f"NEW LEAK {n:,} of {len(d.added):,}: {_size(e.group.bytes, e.group.blocks)}"
                    f"{_kind_text(e.group)}")
-        out.extend(_stack_text(e.group.stack, max_frames, True))
+        out.extend(stack_text(e.group.stack, max_frames, True))
     for n, e in enumerate(d.grown, 1):
         g = e.group
         out.append("")
@@ -231,12 +231,12 @@ def render_diff_text(d: LeakDiff, max_frames: int | None = None) -> str:
                    f"(+{plural(g.bytes - e.base_bytes, 'byte')}, "
                    f"+{plural(g.blocks - e.base_blocks, 'block')}; "
                    f"base: {_size(e.base_bytes, e.base_blocks)})")
-        out.extend(_stack_text(g.stack, max_frames, True))
+        out.extend(stack_text(g.stack, max_frames, True))
     for n, g in enumerate(d.gone, 1):
         out.append("")
         out.append(f"GONE {n:,} of {len(d.gone):,}: {_size(g.bytes, g.blocks)}{_kind_text(g)} "
                    "(leaked in base only)")
-        out.extend(_stack_text(g.stack, max_frames, True))
+        out.extend(stack_text(g.stack, max_frames, True))
     out.append("")
     out.append("DIFF SUMMARY")
     added = _size(sum(e.group.bytes for e in d.added), sum(e.group.blocks for e in d.added))
@@ -255,7 +255,7 @@ def _group_json(g: Group, max_frames: int | None) -> dict[str, Any]:
     stack = g.stack if max_frames is None else g.stack[:max_frames]
     return {"leak_kind": g.leak_kind, "bytes": g.bytes, "blocks": g.blocks,
             "indirect_bytes": g.indirect_bytes, "indirect_blocks": g.indirect_blocks,
-            "stack": [_frame_json(f) for f in stack]}
+            "stack": [frame_json(f) for f in stack]}
 
 
 def render_diff_json(d: LeakDiff, max_frames: int | None = None) -> dict[str, Any]:

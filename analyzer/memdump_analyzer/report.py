@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import images, locks
 from .dumpfile import Frame
-from .dumpformat import KIND_WORDS, KINDS
+from .leaktext import (
+    FILTERED_KINDS,
+    KIND_NAMES,
+    clean,
+    clean_or_none,
+    frame_text,
+    sections,
+    stack_json,
+    stack_text,
+)
 from .model import Analysis, ErrorReport, Group
 from .rules import outer_runtime_frames
 from .wording import plural
@@ -27,22 +35,6 @@ _RED = "\033[1;31m"
 _YELLOW = "\033[33m"
 _DIM = "\033[2m"
 _RESET = "\033[0m"
-
-#: leak kind -> valgrind's words for it; "unknown": a block the pointer scan did not see
-KIND_NAMES: dict[str, str] = {**KIND_WORDS, "unknown": "not scanned"}
-
-
-def _clean(text: str) -> str:
-    """Text that can be written anywhere: bytes that were not UTF-8 are shown as `\\xNN`."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return text
-
-
-def _opt(text: str | None) -> str | None:
-    return None if text is None else _clean(text)
 
 
 def _size(nbytes: int, blocks: int) -> str:
@@ -68,50 +60,6 @@ def _size_delta(nbytes: int, blocks: int, delta: tuple[int, int]) -> str:
             f"block{'s' if blocks != 1 else ''}")
 
 
-def _select(groups: Sequence[Group], top: int | None) -> tuple[Sequence[Group], Sequence[Group]]:
-    if top is None or len(groups) <= top:
-        return groups, ()
-    return groups[:top], groups[top:]
-
-
-#: the leak kinds a report can leave out (`show_leak_kinds`); "unknown" and None are always listed
-FILTERED_KINDS = KINDS
-
-
-def _by_kind(
-    groups: Sequence[Group], kinds: frozenset[str] | None
-) -> tuple[list[Group], list[Group]]:
-    """The groups listed with `show_leak_kinds=kinds` (None: all), and those left out."""
-    if kinds is None:
-        return list(groups), []
-    listed: list[Group] = []
-    hidden: list[Group] = []
-    for g in groups:
-        if g.leak_kind in FILTERED_KINDS and g.leak_kind not in kinds:
-            hidden.append(g)
-        else:
-            listed.append(g)
-    return listed, hidden
-
-
-def _sections(
-    analysis: Analysis, show_runtime: bool, top: int | None, kinds: frozenset[str] | None
-) -> list[tuple[str, int, Sequence[Group], Sequence[Group], list[Group]]]:
-    """(kind, groups listed, groups shown, left out by --top, left out by --show-leak-kinds) for
-    the program's groups and, with `show_runtime`, the runtime's (never filtered by kind)."""
-    out = []
-    for kind, groups, filt in (
-        ("leak", analysis.leaks, kinds),
-        ("runtime", analysis.runtime, None),
-    ):
-        if kind == "runtime" and not show_runtime:
-            continue
-        listed, by_kind = _by_kind(groups, filt)
-        shown, by_top = _select(listed, top)
-        out.append((kind, len(listed), shown, by_top, by_kind))
-    return out
-
-
 # -- how the recording ended ---------------------------------------------------------------------
 
 
@@ -126,7 +74,7 @@ def _ending(analysis: Analysis, live: bool) -> str:
                 "everything up to it was analysed"
             )
     else:
-        reason, detail = end.reason, _clean(end.detail)
+        reason, detail = end.reason, clean(end.detail)
         if reason == "exit":
             text = f"the program exited with code {detail}"
         elif reason == "killed":
@@ -138,12 +86,12 @@ def _ending(analysis: Analysis, live: bool) -> str:
         elif reason == "gdb-exit":
             text = "GDB quit while the program was running"
         else:
-            text = f"ended: {_clean(reason)} {detail}"
+            text = f"ended: {clean(reason)} {detail}"
         text += f" (event {end.seq:,})"
     for seq, name in analysis.signals:
-        text += f"; fatal signal {_clean(name)} at event {seq:,}"
+        text += f"; fatal signal {clean(name)} at event {seq:,}"
     for seq, path in analysis.execs:
-        text += f"; exec of {_clean(path)} at event {seq:,} (blocks before it are gone)"
+        text += f"; exec of {clean(path)} at event {seq:,} (blocks before it are gone)"
     return text
 
 
@@ -151,51 +99,19 @@ def _end_json(analysis: Analysis) -> dict[str, Any] | None:
     end = analysis.end
     if end is None:
         return None
-    detail: str | int | None = _clean(end.detail)
+    detail: str | int | None = clean(end.detail)
     if end.reason == "exit" and end.detail.lstrip("-").isdigit():
         detail = int(end.detail)
     elif detail == "-":
         detail = None
-    return {"reason": _clean(end.reason), "detail": detail, "seq": end.seq}
+    return {"reason": clean(end.reason), "detail": detail, "seq": end.seq}
 
 
 # -- text ----------------------------------------------------------------------------------------
 
 
-def _frame_text(frame: Frame) -> str:
-    name = _clean(frame.function) if frame.function is not None else f"0x{frame.pc:x}"
-    if frame.file is not None and frame.line is not None:
-        text = f"{name} ({_clean(os.path.basename(frame.file))}:{frame.line})"
-    elif frame.module is not None:
-        text = f"{name} ({_clean(os.path.basename(frame.module))}+0x{frame.offset:x})"
-    else:
-        text = name
-    return f"{text} (inlined)" if frame.inlined else text
-
-
-def _stack_text(
-    stack: Sequence[Frame], max_frames: int | None, fold: bool = False, indent: str = "    "
-) -> list[str]:
-    """The frames, one a line; `fold`: the outermost run of the runtime's frames as one line."""
-    if not stack:
-        return [f"{indent}(no stack: it could not be read)"]
-    folded = outer_runtime_frames(stack) if fold else 0
-    body = stack[: len(stack) - folded]
-    shown = body if max_frames is None else body[:max_frames]
-    lines = [
-        f"{indent}{'at' if i == 0 else 'by'} {_frame_text(frame)}" for i, frame in enumerate(shown)
-    ]
-    if len(shown) < len(body):
-        lines.append(f"{indent}... {plural(len(body) - len(shown), 'more frame')}")
-    if folded:
-        lines.append(
-            f"{indent}... {plural(folded, 'frame')} of the C/C++ runtime (--show-runtime-frames)"
-        )
-    return lines
-
-
 def _site(stack: Sequence[Frame]) -> str:
-    return _frame_text(stack[0]) if stack else "an unknown stack"
+    return frame_text(stack[0]) if stack else "an unknown stack"
 
 
 def _error_title(e: ErrorReport) -> str:
@@ -238,25 +154,25 @@ def render_text(
 
     a = analysis
     out: list[str] = []
-    program = _clean(a.program) if a.program is not None else "an unknown program"
+    program = clean(a.program) if a.program is not None else "an unknown program"
     pid = f" (pid {a.pid})" if a.pid is not None else ""
-    out.append(paint(_BOLD, f"{title} for {program}{pid}{images.header_tail(a.images, _clean)}"))
+    out.append(paint(_BOLD, f"{title} for {program}{pid}{images.header_tail(a.images, clean)}"))
     details = []
     if "start" in a.info:
-        details.append(f"recorded {_clean(a.info['start'])}")
+        details.append(f"recorded {clean(a.info['start'])}")
     if "arch" in a.info:
-        details.append(_clean(a.info["arch"]))
+        details.append(clean(a.info["arch"]))
     if "gdb" in a.info:
-        details.append(f"GDB {_clean(a.info['gdb'])}")
+        details.append(f"GDB {clean(a.info['gdb'])}")
     if "recorder" in a.info:
-        details.append(f"{_clean(a.info['recorder'])} recorder")
+        details.append(f"{clean(a.info['recorder'])} recorder")
     if a.info.get("depth") == "0":
         details.append("no stacks (depth 0)")
     if "parent" in a.info:  # a child recorded without GDB (`set memdump children on`)
-        details.append(f"a child of process {_clean(a.info['parent'])}, recorded without GDB")
+        details.append(f"a child of process {clean(a.info['parent'])}, recorded without GDB")
     elif a.attached:
         details.append("attached to the running program")
-    line = f"dump: {_clean(a.path)}"
+    line = f"dump: {clean(a.path)}"
     if details:
         line += f" ({', '.join(details)})"
     out.append(line)
@@ -266,7 +182,7 @@ def render_text(
         out.append(paint(_YELLOW, f"note: {warning}"))
 
     leak_word = "LIVE" if live else "LEAK"
-    for kind, listed, shown, by_top, by_kind in _sections(a, show_runtime, top, show_leak_kinds):
+    for kind, listed, shown, by_top, by_kind in sections(a, show_runtime, top, show_leak_kinds):
         label, code = (leak_word, _RED) if kind == "leak" else ("RUNTIME", _DIM)
         for i, g in enumerate(shown, 1):
             out.append("")
@@ -274,9 +190,9 @@ def render_text(
             title = f"{label} {i:,} of {listed:,}: {_group_size(g, delta)}"
             if g.leak_kind is not None:  # live: when `memdump leaks` could scan
                 title += f", {KIND_NAMES[g.leak_kind]}"
-            title += images.text_tag(a.images, None, _clean)  # live blocks: the last image's
+            title += images.text_tag(a.images, None, clean)  # live blocks: the last image's
             out.append(paint(code, title))
-            out.extend(_stack_text(g.stack, max_frames, fold))
+            out.extend(stack_text(g.stack, max_frames, fold))
             if suppression_of is not None and kind == "leak":
                 out.extend(suppression_of(g, i).rstrip("\n").split("\n"))
         if by_top:
@@ -305,18 +221,18 @@ def render_text(
     for i, e in enumerate(a.errors, 1):
         out.append("")
         out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"
-                                f"{images.text_tag(a.images, e.seq, _clean)}"))
-        out.extend(_stack_text(e.stack, max_frames, fold))
+                                f"{images.text_tag(a.images, e.seq, clean)}"))
+        out.extend(stack_text(e.stack, max_frames, fold))
         if e.freed_stack is not None and e.freed_seq is not None:
             out.append(f"  freed at event {e.freed_seq:,}:")
-            out.extend(_stack_text(e.freed_stack, max_frames, fold))
+            out.extend(stack_text(e.freed_stack, max_frames, fold))
         if e.alloc_stack is not None:
             at = f" at event {e.alloc_seq:,}" if e.alloc_seq is not None else ""
             out.append(f"  Address 0x{e.pointer:x} is 0 bytes inside a block of size "
                        f"{e.alloc_size:,} alloc'd by {e.alloc_op}{at}:")
-            out.extend(_stack_text(e.alloc_stack, max_frames, fold))
+            out.extend(stack_text(e.alloc_stack, max_frames, fold))
 
-    out.extend(locks.text_section(a.locks, max_frames, _stack_text))
+    out.extend(locks.text_section(a.locks, max_frames, stack_text))
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
     rows: list[tuple[str, str]] = []
@@ -357,7 +273,7 @@ def render_text(
         )
     rows.append(("events", f"{a.events:,}"))
     rows.append(("recording", _ending(a, live)))
-    if (row := images.text_row(a.images, _clean)) is not None:
+    if (row := images.text_row(a.images, clean)) is not None:
         rows.append(("images", row))
     width = max(len(k) for k, _ in rows) + 2
     for key, value in rows:
@@ -366,7 +282,7 @@ def render_text(
         out.append("")
     for name, path, line, count, nbytes, blocks in a.used_suppressions:
         # valgrind -v's line, word for word ("1 blocks" too: tools compare the two)
-        out.append(f"used_suppression: {count:6d} {_clean(name)} {_clean(path)}:{line} "
+        out.append(f"used_suppression: {count:6d} {clean(name)} {clean(path)}:{line} "
                    f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
     return "\n".join(out) + "\n"
 
@@ -384,7 +300,7 @@ def _suppressed_json(a: Analysis) -> dict[str, Any] | None:
         "bytes": nbytes,
         "blocks": blocks,
         "suppressions": [
-            {"name": _clean(name), "file": _clean(path), "line": line, "count": count,
+            {"name": clean(name), "file": clean(path), "line": line, "count": count,
              "bytes": b, "blocks": n}
             for name, path, line, count, b, n in a.used_suppressions
         ],
@@ -452,7 +368,7 @@ def _scan_json(a: Analysis) -> dict[str, Any] | None:
     if a.scan is None:
         return None
     return {
-        "status": _clean(a.scan.status),
+        "status": clean(a.scan.status),
         "after_seq": a.scan.after,
         "root_bytes": a.scan.root_bytes,
         "block_bytes": a.scan.block_bytes,
@@ -461,23 +377,6 @@ def _scan_json(a: Analysis) -> dict[str, Any] | None:
 
 
 # -- JSON ----------------------------------------------------------------------------------------
-
-
-def _frame_json(frame: Frame) -> dict[str, Any]:
-    return {
-        "function": _opt(frame.function),
-        "file": _opt(frame.file),
-        "line": frame.line,
-        "module": _opt(frame.module),
-        "pc": f"0x{frame.pc:x}",
-        "offset": f"0x{frame.offset:x}",
-        "inlined": frame.inlined,
-    }
-
-
-def _stack_json(stack: Sequence[Frame], max_frames: int | None) -> list[dict[str, Any]]:
-    shown = stack if max_frames is None else stack[:max_frames]
-    return [_frame_json(f) for f in shown]
 
 
 def render_json(
@@ -493,14 +392,14 @@ def render_json(
     """The JSON report as a dict (serialise it with `dumps_json`); the options are
     `render_text`'s, and `leaks` lists the groups the text report lists."""
     a = analysis
-    sections = _sections(a, show_runtime, top, show_leak_kinds)
-    left_out = [g for kind, _, _, by_top, by_kind in sections if kind == "leak"
+    listed = sections(a, show_runtime, top, show_leak_kinds)
+    left_out = [g for kind, _, _, by_top, by_kind in listed if kind == "leak"
                 for g in (*by_top, *by_kind)]
     return {
         "format": REPORT_FORMAT,
         "version": REPORT_VERSION,
-        "dump": _clean(a.path),
-        "program": _opt(a.program),
+        "dump": clean(a.path),
+        "program": clean_or_none(a.program),
         "pid": a.pid,
         "complete": a.complete,
         "end": _end_json(a),
@@ -518,7 +417,7 @@ def render_json(
                 "bytes": a.peak_bytes,
                 "blocks": a.peak_blocks,
                 "seq": a.peak_seq,
-                "stack": _stack_json(a.peak_stack, max_frames),
+                "stack": stack_json(a.peak_stack, max_frames),
             },
             "errors": a.error_count,
             "events": a.events,
@@ -538,14 +437,14 @@ def render_json(
                 "indirect_bytes": g.indirect_bytes,
                 "indirect_blocks": g.indirect_blocks,
                 "runtime_frames": outer_runtime_frames(g.stack),
-                "stack": _stack_json(g.stack, max_frames),
+                "stack": stack_json(g.stack, max_frames),
                 **({"suppression": suppression_of(g, i)}
                    if suppression_of is not None and kind == "leak" else {}),
                 **({"delta": dict(zip(("bytes", "blocks"), a.deltas[id(g)], strict=True))}
                    if a.deltas is not None and id(g) in a.deltas else {}),
                 **({"image": a.images[-1].number} if len(a.images) > 1 else {}),
             }
-            for kind, _, shown, _, _ in sections
+            for kind, _, shown, _, _ in listed
             for i, g in enumerate(shown, 1)
         ],
         "suppressed": _suppressed_json(a),
@@ -561,22 +460,22 @@ def render_json(
                 "seq": e.seq,
                 "tid": e.tid,
                 "pointer": f"0x{e.pointer:x}",
-                "stack": _stack_json(e.stack, max_frames),
+                "stack": stack_json(e.stack, max_frames),
                 "freed_at": None
                 if e.freed_stack is None
-                else {"seq": e.freed_seq, "stack": _stack_json(e.freed_stack, max_frames)},
+                else {"seq": e.freed_seq, "stack": stack_json(e.freed_stack, max_frames)},
                 "allocated_at": None
                 if e.alloc_stack is None
                 else {"op": e.alloc_op, "seq": e.alloc_seq, "bytes": e.alloc_size,
-                      "stack": _stack_json(e.alloc_stack, max_frames)},
+                      "stack": stack_json(e.alloc_stack, max_frames)},
                 **({"image": images.image_of(a.images, e.seq).number}
                    if len(a.images) > 1 else {}),
             }
             for e in a.errors
         ],
         "symbolized_frames": a.symbolized_frames,
-        "warnings": [_clean(w) for w in a.warnings(live=live)],
-        **locks.json_section(a.locks, max_frames, _stack_json),
+        "warnings": [clean(w) for w in a.warnings(live=live)],
+        **locks.json_section(a.locks, max_frames, stack_json),
         **images.json_section(a.images),
     }
 

@@ -15,8 +15,8 @@ from typing import Any
 
 from . import __version__
 from .dumpfile import Frame
+from .leaktext import KIND_NAMES, split_by_kind
 from .model import Analysis, Group
-from .report import KIND_NAMES, _by_kind
 from .rules import is_runtime_frame
 
 __all__ = ["FINGERPRINT", "RULES", "SARIF_SCHEMA", "fingerprint", "render_sarif", "user_frame"]
@@ -148,7 +148,7 @@ def render_sarif(
     `show_leak_kinds` lists; file paths relative to `root` (default: the current directory) when
     they are under it (`uriBaseId` `%SRCROOT%`), else absolute `file://` URIs."""
     root = os.path.abspath(root or os.getcwd())
-    listed, _ = _by_kind(analysis.leaks, show_leak_kinds)
+    listed, _ = split_by_kind(analysis.leaks, show_leak_kinds)
     order = list(RULES)
     rule_index = {k: i for i, k in enumerate(order)}
     driver: dict[str, Any] = {

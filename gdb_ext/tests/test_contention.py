@@ -10,6 +10,7 @@ import pytest
 from dbgkit.core import contention
 from dbgkit.core.contention import Frame, Sample, SampleRun
 from doc_examples import doc_block
+from memdump_analyzer.rules import is_lock_wrapper
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
@@ -78,7 +79,7 @@ def _run() -> SampleRun:
 
 
 def test_aggregate_by_lock_and_stack() -> None:
-    locks = contention.aggregate(_run())
+    locks = contention.aggregate(_run(), is_lock_wrapper)
     assert [(r.address, r.waiting, r.in_call, r.samples) for r in locks] == [
         (A, 3, 0, 3), (B, 1, 1, 1), (0x5000, 1, 0, 1)]
     first = locks[0]
@@ -94,8 +95,23 @@ def test_aggregate_a_lock_without_address_by_stack() -> None:
     run.found = [[Sample(None, "rwlock", "write", 7, RW)], [Sample(None, "rwlock", "write", 7, RW),
                                                             Sample(None, "rwlock", "", 8, RW,
                                                                    blocked=False)]]
-    (only,) = contention.aggregate(run)
+    (only,) = contention.aggregate(run, is_lock_wrapper)
     assert (only.address, only.waiting, only.samples) == (None, 2, 2)
+
+
+def test_aggregate_trims_the_lock_wrappers_it_is_handed() -> None:
+    wrapped = (Frame("__gthread_mutex_lock(pthread_mutex_t*)", "/usr/include/gthr-default.h",
+                     749), Frame("std::mutex::lock()", "/usr/include/std_mutex.h", 113),
+               Frame("std::lock_guard<std::mutex>::lock_guard(std::mutex&)",
+                     "/usr/include/std_mutex.h", 249), *LOCK_LINE)
+    run = SampleRun(2, 0.02, 10)
+    run.found = [[Sample(A, "mutex", "", 100, wrapped)], [Sample(A, "mutex", "", 100, LOCK_LINE)],
+                 [Sample(B, "mutex", "", 100, wrapped[:3])]]
+    first, second = contention.aggregate(run, is_lock_wrapper)
+    assert first.stacks == {LOCK_LINE: 2}
+    assert second.stacks == {wrapped[:3]: 1}  # nothing but wrappers: kept whole
+    (first, second) = contention.aggregate(run, lambda function: False)
+    assert first.stacks == {wrapped: 1, LOCK_LINE: 1}
 
 
 NAMES = {100: "shmemq_bench", 101: "shmemq_bench", 102: "reader"}
@@ -105,16 +121,16 @@ STATES = {200: "another process", 201: "another process", 202: "no such thread"}
 
 def test_json_is_the_fixture_and_the_docs_example() -> None:
     run = _run()
-    text = json.dumps(contention.render_json(run, contention.aggregate(run), NAMES, STATES),
-                      indent=2) + "\n"
+    locks = contention.aggregate(run, is_lock_wrapper)
+    text = json.dumps(contention.render_json(run, locks, NAMES, STATES), indent=2) + "\n"
     assert text == (FIXTURES / "contention.json").read_text()
     assert doc_block("contention.md", "### JSON worked example", "json") == text
 
 
 def test_table_is_the_docs_example() -> None:
     run = _run()
-    text = contention.render_table(run, contention.aggregate(run), NAMES, top_stacks=1,
-                                   states=STATES)
+    text = contention.render_table(run, contention.aggregate(run, is_lock_wrapper), NAMES,
+                                   top_stacks=1, states=STATES)
     assert "   1        3        0        3        2  mutex         0x7ffff7fbe080     " \
            "200 (not in this process) q->hdr->mutex in queue_lock" in text
     assert "  ... 1 more stack(s) (--json lists them all)" in text
@@ -124,10 +140,10 @@ def test_table_is_the_docs_example() -> None:
 def test_an_owner_that_is_no_thread_says_so() -> None:
     run = SampleRun(1, 0.01, 10, found=[[Sample(0x5000, "mutex", "", 100, (), owner=2147483632,
                                                name="bad_lock")]])
-    text = contention.render_table(run, contention.aggregate(run), NAMES,
+    text = contention.render_table(run, contention.aggregate(run, is_lock_wrapper), NAMES,
                                    states={2147483632: "no such thread"})
     assert "2147483632 (no such thread) bad_lock" in text
-    doc = contention.render_json(run, contention.aggregate(run), NAMES,
+    doc = contention.render_json(run, contention.aggregate(run, is_lock_wrapper), NAMES,
                                  {2147483632: "no such thread"})
     assert doc["locks"][0]["owners"] == [  # type: ignore[index]
         {"tid": 2147483632, "name": None, "thread": "no such thread", "samples": 1}]

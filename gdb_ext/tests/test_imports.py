@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import sys
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "dbgkit"
@@ -66,6 +67,60 @@ def test_the_core_never_imports_gdb_or_the_gdb_layer() -> None:
                 assert all(a.name != "gdb" for a in node.names), f"{name} imports gdb"
             if isinstance(node, ast.ImportFrom) and node.level >= 2:
                 raise AssertionError(f"{name} imports from the GDB layer: line {node.lineno}")
+
+
+#: what of the analyser the GDB-free core may import (docs/architecture.md): the format module the
+#: recorders and the analyser share, no more
+CORE_MAY_IMPORT = frozenset({"memdump_analyzer.dumpformat"})
+
+
+def _absolute_imports(tree: ast.AST) -> set[str]:
+    """The modules a module imports by absolute name, at module level or inside a function:
+    `from memdump_analyzer import dumpformat` as `memdump_analyzer.dumpformat`, `from
+    memdump_analyzer import analyze` (a name of the package) as `memdump_analyzer`."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if _is_analyser_module(sub) else node.module)
+    return found
+
+
+def _is_analyser_module(name: str) -> bool:
+    parts = name.split(".")
+    if parts[0] != "memdump_analyzer":
+        return False
+    base = ANALYSER.joinpath(*parts[1:])
+    return base.with_suffix(".py").is_file() or (base / "__init__.py").is_file()
+
+
+ANALYSER = PACKAGE.parents[1] / "analyzer" / "memdump_analyzer"
+
+
+def test_the_core_imports_the_standard_library_and_the_format_alone() -> None:
+    """Each module of dbgkit/core imports the standard library, itself and CORE_MAY_IMPORT."""
+    outside: dict[str, set[str]] = {}
+    for name, path in MODULES.items():
+        if not name.startswith("dbgkit.core"):
+            continue
+        for module in _absolute_imports(ast.parse(path.read_text(), str(path))):
+            if module.split(".")[0] in sys.stdlib_module_names or module in CORE_MAY_IMPORT:
+                continue
+            outside.setdefault(name, set()).add(module)
+    assert outside == {}
+    assert "dbgkit.core.dumpwriter" in MODULES and _is_analyser_module(
+        "memdump_analyzer.dumpformat")
+
+
+def test_the_allow_list_sees_every_kind_of_import() -> None:
+    tree = ast.parse("import os.path\nfrom memdump_analyzer import analyze, dumpformat\n"
+                     "def f():\n    from memdump_analyzer.report import render_text\n"
+                     "    import memdump_analyzer.rules\n")
+    assert _absolute_imports(tree) == {"os.path", "memdump_analyzer", "memdump_analyzer.dumpformat",
+                                       "memdump_analyzer.report", "memdump_analyzer.rules"}
 
 
 def test_modules_stay_small() -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from dbgkit.core import contention, locktable
 from doc_examples import doc_block
+from memdump_analyzer.rules import is_lock_wrapper
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 HEADER, TABLE, STACKS, CAPACITY = 0x1000, 0x10000, 0x20000, 8
@@ -110,13 +111,14 @@ def _example() -> tuple[locktable.LockTable, dict[int, str], contention.Resolved
 
 
 def test_counts_json_is_the_fixture_and_the_docs_example() -> None:
-    text = json.dumps(contention.render_counts_json(*_example()), indent=2) + "\n"
+    doc = contention.render_counts_json(*_example(), is_wrapper=is_lock_wrapper)
+    text = json.dumps(doc, indent=2) + "\n"
     assert text == (FIXTURES / "contention-recorder.json").read_text()
     assert doc_block("contention.md", "### Recorder JSON worked example", "json") == text
 
 
 def test_counts_table_is_the_docs_example() -> None:
-    text = contention.render_counts_table(*_example())
+    text = contention.render_counts_table(*_example(), is_wrapper=is_lock_wrapper)
     assert text.endswith("""
 lock 2 (counter_lock): waiting stacks
   4 contended, 9.000 ms waited, the longest 7753.000 us:
@@ -129,7 +131,8 @@ lock 2 (counter_lock): waiting stacks
     worker /src/pi.c:44
     ... (the walk stopped here)
 """)
-    assert contention.render_counts_table(*_example(), top_stacks=1).endswith(
+    assert contention.render_counts_table(*_example(), top_stacks=1,
+                                          is_wrapper=is_lock_wrapper).endswith(
         "    0x7ffff7df018a\n  ... 1 more stack(s) (--json lists them all)\n")
     assert "   2 mutex       628705        11          6         0     11.795  1965.833   " \
            "7753.000  0x00000000004040a0 counter_lock" in text

@@ -11,8 +11,8 @@ from typing import Any
 from ..dumpfile import Frame
 from ..heapmap import HeapMapOutput, heap_maps, percent
 from ..heappass import Accumulator, Figures
+from ..leaktext import KIND_NAMES, frame_text
 from ..model import Analysis, ErrorReport, Group
-from ..report import KIND_NAMES, _frame_text
 from ..views import Options, Side, load
 from ..views import timeline as timeline_view
 from ..views.stream import ProfileOutput
@@ -92,7 +92,7 @@ pre.map { font: 11px monospace; color: #444; } svg.heapmap rect.cell:hover { str
 def stack_text(frames: tuple[Frame, ...]) -> str:
     if not frames:
         return "(no stack: it could not be read)"
-    return "\n".join(("at " if i == 0 else "by ") + _frame_text(f) for i, f in enumerate(frames))
+    return "\n".join(("at " if i == 0 else "by ") + frame_text(f) for i, f in enumerate(frames))
 
 
 def row(*cells: str, numeric: tuple[int, ...] = ()) -> str:

@@ -10,8 +10,8 @@ from html import escape
 from typing import Any
 
 from ..diff import DiffEntry, diff
+from ..leaktext import KIND_NAMES
 from ..model import Analysis
-from ..report import KIND_NAMES
 from .charts import (
     BASE_LINE,
     CHART_LINE,

@@ -23,7 +23,7 @@ from typing import Any
 
 from .. import nativegroups
 from ..dumpfile import DumpReader, Frame
-from ..report import _clean, _frame_json, _stack_text
+from ..leaktext import clean, frame_json, stack_text
 from ..rules import is_allocator_frame, is_main_frame
 from ..wording import plural
 from .stream import Profile, StackStats, TableStacks
@@ -353,11 +353,11 @@ def top(rows: list[Any], n: int | None) -> tuple[list[Any], int]:
 
 def stack_json(stack: Sequence[Frame], max_frames: int | None) -> list[dict[str, Any]]:
     shown = stack if max_frames is None else stack[:max_frames]
-    return [_frame_json(f) for f in shown]
+    return [frame_json(f) for f in shown]
 
 
 def stack_lines(stack: Sequence[Frame], max_frames: int | None, indent: str = "    ") -> list[str]:
-    return _stack_text(stack, max_frames, indent=indent)
+    return stack_text(stack, max_frames, indent=indent)
 
 
 def group_lines(entries: Iterable[tuple[str, Sequence[Frame]]], more: int,
@@ -389,8 +389,8 @@ def envelope(view: str, side: Side, base: Side | None, body: dict[str, Any]) -> 
         "format": VIEW_FORMAT,
         "version": VIEW_VERSION,
         "view": view,
-        "dump": _clean(side.path),
-        "base": None if base is None else _clean(base.path),
+        "dump": clean(side.path),
+        "base": None if base is None else clean(base.path),
         "clocked": side.profile.clocked,
         **body,
     }
@@ -398,9 +398,9 @@ def envelope(view: str, side: Side, base: Side | None, body: dict[str, Any]) -> 
 
 def heading(view: str, side: Side, base: Side | None) -> str:
     """The first line of a view's text."""
-    what = f"{view} of {_clean(side.path)}"
+    what = f"{view} of {clean(side.path)}"
     if base is not None:
-        what += f" minus {_clean(base.path)}"
+        what += f" minus {clean(base.path)}"
     return what
 
 

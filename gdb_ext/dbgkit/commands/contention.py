@@ -6,6 +6,7 @@ import argparse
 import json
 
 import gdb
+from memdump_analyzer.rules import is_lock_wrapper
 
 from .. import contention_sampler, lock_counts, output
 from ..core import contention, locktable
@@ -71,7 +72,7 @@ class ContentionCommand(base.Command):
         output.progress(CMD, f"sampling process {inferior.pid} for {args.sample:g} s")
         run = contention_sampler.sample(args.sample, args.interval)
         names = {t.ptid[1]: t.name or "" for t in inferior.threads() if t.is_valid()}
-        locks = contention.aggregate(run)
+        locks = contention.aggregate(run, is_lock_wrapper)
         states = contention_sampler.owner_states({t for r in locks for t in r.owners}, names)
         if args.json:
             output.block(json.dumps(contention.render_json(run, locks, names, states), indent=2))
@@ -100,6 +101,8 @@ def _counted(args: argparse.Namespace) -> None:
             names[counts.address] = name
     resolved = lock_counts.resolve(table)
     if args.json:
-        output.block(json.dumps(contention.render_counts_json(table, names, resolved), indent=2))
+        doc = contention.render_counts_json(table, names, resolved, is_wrapper=is_lock_wrapper)
+        output.block(json.dumps(doc, indent=2))
     else:
-        output.block(contention.render_counts_table(table, names, resolved, args.stacks))
+        output.block(contention.render_counts_table(table, names, resolved, args.stacks,
+                                                    is_wrapper=is_lock_wrapper))

@@ -11,7 +11,7 @@ import textwrap
 import gdb
 
 from .. import memdump_ends, output, settings
-from ..core.breakcond import NO_MAX, ON, BreakCondition
+from ..core.breakcond import NO_MAX, ON, PCS, BreakCondition
 from ..core.recorder import LIBRARY, find_library
 from ..memdump_breaks import function_ranges
 from ..memdump_checks import CMD, cannot_record, check_program
@@ -239,7 +239,7 @@ def _active() -> Session | None:
 
 def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
     """--leak N --from DUMP: the condition that stops where group N was allocated."""
-    from ..core.leaksite import LeakSiteError, leak_site  # the analyser: when asked for
+    from memdump_analyzer.leaksite import LeakSiteError, leak_site  # when asked for
 
     if args.leak is None or args.from_dump is None:
         raise gdb.GdbError(f"{CMD} break: --leak N and --from DUMP go together")
@@ -254,7 +254,7 @@ def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
     if not site.occurrence:
         raise gdb.GdbError(f"{CMD} break: {args.from_dump}: the allocation of LEAK "
                            f"{args.leak} is not among its events")
-    return BreakCondition(ops=frozenset(ON["alloc"]), frames=site.frames,
+    return BreakCondition(ops=frozenset(ON["alloc"]), frames=site.frames[:PCS],
                           count=site.occurrence,
                           text=f"--leak {args.leak} --from {args.from_dump} ({site.title}; the "
                                f"allocation of {site.size:,} bytes, call {site.occurrence:,} "
@@ -419,8 +419,7 @@ def _leaks(args: argparse.Namespace) -> None:
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
-    from memdump_analyzer.cli import DEFAULT_SHOW_KINDS
-    from memdump_analyzer.report import FILTERED_KINDS
+    from memdump_analyzer.leaktext import DEFAULT_SHOW_KINDS, FILTERED_KINDS
 
     live = session.state == State.RECORDING
     if args.older_than is not None and not (live and session.inferior.pid):

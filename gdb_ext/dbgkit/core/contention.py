@@ -13,10 +13,8 @@ adaptive mutex, a spin lock) is not either: it is running.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-
-from memdump_analyzer.rules import is_lock_wrapper
 
 from .locktable import LockCounts, LockStack, LockTable
 
@@ -27,6 +25,7 @@ __all__ = [
     "LockReport",
     "Sample",
     "SampleRun",
+    "WrapperTest",
     "aggregate",
     "lock_call",
     "normalise",
@@ -128,6 +127,13 @@ class Frame:
         return self.function + where
 
 
+#: whether a frame's function is a lock wrapper, trimmed from a waiting stack: the analyser's
+#: rule lock-wrapper-frame (`memdump_analyzer.rules.is_lock_wrapper`), which the GDB layer hands
+#: in, so that the lock section of a dump's report and `contention` trim by one documented rule
+#: and the core imports none of the analyser's rules
+WrapperTest = Callable[[str | None], bool]
+
+
 @dataclass(frozen=True)
 class Sample:
     """One thread found waiting for a lock in one sample."""
@@ -171,8 +177,9 @@ class SampleRun:
     found: list[list[Sample]] = field(default_factory=list)   # per sample
 
 
-def aggregate(run: SampleRun) -> list[LockReport]:
-    """Locks by waiting samples, most contended first (ties by address)."""
+def aggregate(run: SampleRun, is_wrapper: WrapperTest) -> list[LockReport]:
+    """Locks by waiting samples, most contended first (ties by address); each waiting stack
+    `trimmed` of its lock wrappers."""
     locks: dict[object, LockReport] = {}
     for sample in run.found:
         seen: set[object] = set()
@@ -193,7 +200,7 @@ def aggregate(run: SampleRun) -> list[LockReport]:
             if s.owner:
                 rep.owners[s.owner] += 1
             rep.modes[s.mode] += 1
-            rep.stacks[trimmed(s.stack)] += 1
+            rep.stacks[trimmed(s.stack, is_wrapper)] += 1
             if key not in seen:
                 rep.samples += 1
                 seen.add(key)
@@ -294,13 +301,12 @@ def _us(ns: int) -> str:
 Resolved = dict[int, tuple[Frame, ...]]
 
 
-def trimmed(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
-    """FRAMES without the lock wrappers they start with (the analyser's rule
-    lock-wrapper-frame: `std::mutex::lock()`, `std::lock_guard<...>`, `__gthread_mutex_lock`
-    inlined into the program), so that a stack starts at the call that asked for the lock;
-    whole when every frame is one."""
+def trimmed(frames: tuple[Frame, ...], is_wrapper: WrapperTest) -> tuple[Frame, ...]:
+    """FRAMES without the lock wrappers they start with (`std::mutex::lock()`,
+    `std::lock_guard<...>`, `__gthread_mutex_lock` inlined into the program), so that a stack
+    starts at the call that asked for the lock; whole when every frame is one."""
     n = 0
-    while n < len(frames) and is_lock_wrapper(frames[n].function):
+    while n < len(frames) and is_wrapper(frames[n].function):
         n += 1
     return frames[n:] if n < len(frames) else frames
 
@@ -322,11 +328,12 @@ class ShownStack:
     frames: tuple[Frame, ...]
 
 
-def shown_stacks(counts: LockCounts, resolved: Resolved) -> list[ShownStack]:
+def shown_stacks(counts: LockCounts, resolved: Resolved, is_wrapper: WrapperTest
+                 ) -> list[ShownStack]:
     """COUNTS' waiting stacks as shown, the most contended first."""
     merged: dict[tuple[tuple[Frame, ...], bool], ShownStack] = {}
     for s in counts.stacks:
-        frames = trimmed(stack_frames(s, resolved))
+        frames = trimmed(stack_frames(s, resolved), is_wrapper)
         shown = merged.get((frames, s.partial))
         if shown is None:
             shown = merged[frames, s.partial] = ShownStack(0, 0, 0, s.partial, frames)
@@ -341,7 +348,7 @@ def _counts_label(c: LockCounts, names: dict[int, str]) -> str:
 
 
 def render_counts_table(table: LockTable, names: dict[int, str], resolved: Resolved | None = None,
-                        top_stacks: int = 3) -> str:
+                        top_stacks: int = 3, *, is_wrapper: WrapperTest) -> str:
     """mutrace's table from the in-process recorder's counts: one row per lock, the most
     contended first; then each lock's waiting stacks, the most contended first."""
     out = [f"contention: counted by the in-process recorder (every pthread mutex and rwlock "
@@ -364,7 +371,7 @@ def render_counts_table(table: LockTable, names: dict[int, str], resolved: Resol
                    f"{c.try_busy:>9} {_ms(c.wait_ns):>10} {_us(c.avg_wait_ns):>9} "
                    f"{_us(c.max_wait_ns):>10}  {c.address:#018x} {names.get(c.address, '-')}")
     for n, c in enumerate(table.locks, 1):
-        stacks = shown_stacks(c, resolved or {})
+        stacks = shown_stacks(c, resolved or {}, is_wrapper)
         if not stacks:
             continue
         out.append("")
@@ -381,8 +388,8 @@ def render_counts_table(table: LockTable, names: dict[int, str], resolved: Resol
     return "\n".join(out) + "\n"
 
 
-def render_counts_json(table: LockTable, names: dict[int, str],
-                       resolved: Resolved | None = None) -> dict[str, object]:
+def render_counts_json(table: LockTable, names: dict[int, str], resolved: Resolved | None = None,
+                       *, is_wrapper: WrapperTest) -> dict[str, object]:
     """The `--json` document of the recorder's counts (docs/contention.md)."""
     return {"format": FORMAT, "version": VERSION, "method": "recorder",
             "enabled": table.enabled, "dropped": table.dropped,
@@ -395,5 +402,5 @@ def render_counts_json(table: LockTable, names: dict[int, str],
                        "stacks": [{"contended": s.contended, "wait_ns": s.wait_ns,
                                    "max_wait_ns": s.max_wait_ns, "partial": s.partial,
                                    "frames": [_frame_json(f) for f in s.frames]}
-                                  for s in shown_stacks(c, resolved or {})]}
+                                  for s in shown_stacks(c, resolved or {}, is_wrapper)]}
                       for c in table.locks]}

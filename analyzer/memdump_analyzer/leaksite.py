@@ -1,5 +1,5 @@
-"""`memdump break --leak N --from DUMP`: where group N of an earlier dump's leak report was
-allocated, as a break condition for the next run (GDB-free: the analyser reads the dump).
+"""Where group N of a dump's leak report was allocated, for `memdump break --leak N --from DUMP`
+to stop the next run at that call (GDB's side makes the break condition of it).
 
 The group is LEAK N of the dump's default text report (`memdump-analyze DUMP`). Its first block
 in allocation order stands for it: the stack it was allocated at (each frame's module and
@@ -12,16 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from memdump_analyzer import analyze
-from memdump_analyzer.cli import DEFAULT_SHOW_KINDS
-from memdump_analyzer.dumpfile import DumpError, DumpReader
-from memdump_analyzer.report import _sections
-
-from .breakcond import ON, PCS
+from . import analyze
+from .dumpfile import DumpError, DumpReader
+from .dumpformat import NO_RESULT, OPERATIONS
+from .leaktext import numbered_leaks
 
 __all__ = ["LeakSite", "LeakSiteError", "leak_site"]
 
-_ALLOCATIONS = frozenset(op.encode() for op in ON["alloc"])
+#: the operations that make a block (each but the releases)
+_ALLOCATIONS = frozenset(op.encode() for op in OPERATIONS if op not in NO_RESULT)
 
 
 class LeakSiteError(Exception):
@@ -30,8 +29,9 @@ class LeakSiteError(Exception):
 
 @dataclass(frozen=True)
 class LeakSite:
-    """Group N's first block: its allocation stack (module, offset) innermost first, and which
-    allocation from that stack made it (1: the first)."""
+    """Group N's first block: its allocation stack (module, offset) innermost first, one frame
+    per pc (inlined calls share their caller's), and which allocation from that stack made it
+    (1: the first; 0: none of the dump's events made it)."""
 
     frames: tuple[tuple[str, int], ...]
     occurrence: int
@@ -40,14 +40,14 @@ class LeakSite:
 
 
 def leak_site(path: str, number: int) -> LeakSite:
+    """LEAK NUMBER of `memdump-analyze PATH`'s text report: where its first block was allocated."""
     try:
         analysis = analyze(path, addresses=True)
     except DumpError as exc:
         raise LeakSiteError(str(exc)) from None
     except OSError as exc:
         raise LeakSiteError(f"cannot read {path}: {exc.strerror}") from None
-    shown = [g for kind, _, groups, _, _ in _sections(analysis, False, None, DEFAULT_SHOW_KINDS)
-             if kind == "leak" for g in groups]
+    shown = numbered_leaks(analysis)
     if not 1 <= number <= len(shown):
         raise LeakSiteError(f"{path} has {len(shown)} leak group{'s' * (len(shown) != 1)} "
                             f"(memdump-analyze {path} lists them), not {number}")
@@ -62,7 +62,7 @@ def leak_site(path: str, number: int) -> LeakSite:
         frames.append((frame.module or "", frame.offset))
     target = tuple(pcs)
     occurrence = _occurrence(path, target, address)
-    return LeakSite(tuple(frames[:PCS]), occurrence, size,
+    return LeakSite(tuple(frames), occurrence, size,
                     f"LEAK {number}: {group.bytes:,} bytes in {group.blocks:,} blocks")
 
 
