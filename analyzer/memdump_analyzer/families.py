@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from .dumpformat import RELEASES, SHORT_OPS
+from .dumpformat import CXX_ENTRY_POINTS, RELEASES, SHORT_OPS
 
 __all__ = ["RELEASES_B", "SHORT_CXX", "FamilyChecks"]
 
@@ -19,7 +19,7 @@ __all__ = ["RELEASES_B", "SHORT_CXX", "FamilyChecks"]
 RELEASES_B: dict[bytes, bytes] = {op.encode(): family.encode() for op, family in RELEASES.items()}
 #: the C++ operators' short records (`+n`, `+a`, `-n`, `-a`) -> their operation, as written
 SHORT_CXX: dict[bytes, bytes] = {tag.encode(): op.encode() for tag, op in SHORT_OPS.items()
-                                 if len(tag) == 2}
+                                 if op in CXX_ENTRY_POINTS.values()}
 
 
 class _Events(Protocol):

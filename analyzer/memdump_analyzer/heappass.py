@@ -32,7 +32,7 @@ import gc
 
 from . import nativepass
 from .dumpfile import DumpError, DumpReader
-from .dumpformat import CUSTOM, OPERATIONS, effect
+from .dumpformat import CUSTOM, OPERATIONS, SHORT_WITH_ARGS, effect
 from .families import SHORT_CXX
 from .leanpass import run_lean
 from .nativepass import NATIVE_PARTS
@@ -51,6 +51,9 @@ from .passapi import (
 )
 from .replay import replay
 from .rules import RUNTIME_FREE_FUNCTIONS
+
+#: (2.5) `+c`, `+r`: read as the `e` records they stand for
+_WITH_ARGS = frozenset(tag.encode() for tag in SHORT_WITH_ARGS)
 
 __all__ = ["PARTS", "Accumulator", "Figures", "bucket", "diagnose", "run", "run_path"]
 
@@ -114,6 +117,8 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     thread = reader.thread
     clock_sample = reader.clock_sample
     short_cxx = SHORT_CXX
+    expand = reader.expand
+    with_args = _WITH_ARGS
     live: dict[bytes, tuple] = {}  # type: ignore[type-arg]  # ptr -> (size, stats, SEQ, ms)
     live_pop = live.pop
     live_setdefault = live.setdefault
@@ -164,6 +169,9 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
             short_tid = fl[1]
             threads += 1  # counted in the reader's lines before its next definition
             continue
+        if tag in with_args:  # (2.5) calloc's and realloc's short records: their `e` records
+            fl = expand(fl, seq + 1, b"%d" % (seq + 1), short_tid)
+            tag = b"e"
         if tag == b"+" or tag == b"-":
             seq += 1
             if tag == b"+":

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .dumpfile import DumpReader
-from .dumpformat import CUSTOM, OPERATIONS, effect
+from .dumpformat import CUSTOM, OPERATIONS, SHORT_WITH_ARGS, effect
 from .passapi import ALLOC_BYTES, ALLOCS, NODE, Accumulator, Figures, hooks
 
 assert (ALLOCS, ALLOC_BYTES) == (5, 6)  # the loop's literals
@@ -28,6 +28,7 @@ _FREE = frozenset((b"free", b"delete", b"delete[]"))
 _RESIZES = frozenset((b"realloc", b"reallocarray"))
 _SHORT_MAKE = frozenset((b"+", b"+n", b"+a"))
 _SHORT_FREE = frozenset((b"-", b"-n", b"-a"))
+_WITH_ARGS = frozenset(tag.encode() for tag in SHORT_WITH_ARGS)  # (2.5) `+c`, `+r`
 
 
 def run_lean(reader: DumpReader, accumulators: list[Accumulator],
@@ -50,6 +51,9 @@ def run_lean(reader: DumpReader, accumulators: list[Accumulator],
             next_stop = stops(seq, live, cur, allocated, dropped, False)  # type: ignore[misc]
         fl = line.split()
         tag = fl[0]
+        if tag in _WITH_ARGS:  # (2.5) calloc's and realloc's short records: their `e` records
+            fl = reader.expand(fl, seq + 1, b"%d" % (seq + 1))
+            tag = b"e"
         if tag in _SHORT_MAKE:  # STACK RESULT SIZE
             seq += 1
             _, node, p, size = fl

@@ -47,6 +47,8 @@ from .dumpformat import (
     CUSTOM,
     NO_RESULT,
     OPERATIONS,
+    SHORT_OPS,
+    SHORT_WITH_ARGS,
     effect,
     unescape,
 )
@@ -165,6 +167,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
         mismatched = self._mismatched
         released_by = RELEASES_B
         short_cxx = SHORT_CXX
+        with_args = frozenset(tag.encode() for tag in SHORT_WITH_ARGS)  # (2.5) `+c`, `+r`
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
                                     b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
@@ -177,6 +180,9 @@ class _Replayer(CustomBlocks, FamilyChecks):
             for line in reader.lines():
                 fl = line.split()
                 tag = fl[0]
+                if tag in with_args:  # (2.5) calloc's and realloc's short records: as `e`
+                    fl = expand(fl, seq + 1, b"%d" % (seq + 1), tid)
+                    tag = b"e"
                 # malloc and free are unpacked here, from `e` records or short ones (2.0)
                 if tag == b"+":  # malloc: STACK RESULT SIZE
                     seq += 1
@@ -416,7 +422,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
             raise error
         if fl and fl[0] == b"e":
             self._event(fl, seq)
-        elif fl and (fl[0] in (b"+", b"-") or fl[0] in SHORT_CXX):
+        elif fl and fl[0].decode(errors="replace") in SHORT_OPS:
             self._event(self.reader.expand(fl, seq), seq)
 
     def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:

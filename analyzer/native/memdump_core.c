@@ -26,7 +26,10 @@ static int kind_of(const char *rec, const struct tok *t, int n)
         default: return L_PYTHON;
         }
     }
+    /* the C++ operators' short records (2.1), calloc's and realloc's (2.5: `+c`, `+r`) */
     if (t[0].n == 2 && (p[0] == '+' || p[0] == '-') && (p[1] == 'n' || p[1] == 'a'))
+        return L_EVENT;
+    if (t[0].n == 2 && p[0] == '+' && (p[1] == 'c' || p[1] == 'r'))
         return L_EVENT;
     return L_PYTHON;
 }

@@ -158,13 +158,20 @@ static int e_record(struct mdc *c, const struct tok *t, int n, struct event *ev)
     return RC_OK;
 }
 
-/* `+ STACK RESULT SIZE`, `- STACK PTR` and the C++ operators' (2.0, 2.1) */
+/* `+ STACK RESULT SIZE`, `- STACK PTR` and the C++ operators' (2.0, 2.1); (2.5) `+c STACK
+ * RESULT NMEMB SIZE` and `+r STACK RESULT PTR SIZE`, whose ARGS are calloc's and realloc's */
 static int short_record(struct mdc *c, const struct tok *t, int n, int op, struct event *ev)
 {
     int alloc = t[0].p[0] == '+';
-    if (c->tid < 0 || n != (alloc ? 4 : 3) || !node_ref(c, &t[1], &ev->nid))
+    int two = op == OP_CALLOC || op == OP_REALLOC; /* two ARGS */
+    if (c->tid < 0 || n != (alloc ? 4 + two : 3) || !node_ref(c, &t[1], &ev->nid))
         return RC_FALLBACK;
-    if (alloc) {
+    if (two) {
+        int ptr = op == OP_REALLOC;
+        if (!hex(&t[2], &ev->result) || !(ptr ? hex(&t[3], &ev->args[0]) : dec(&t[3], &ev->args[0]))
+            || !dec(&t[4], &ev->args[1]))
+            return RC_FALLBACK;
+    } else if (alloc) {
         if (!hex(&t[2], &ev->result) || !dec(&t[3], &ev->args[0]))
             return RC_FALLBACK;
     } else {
@@ -205,8 +212,12 @@ int event_line(struct mdc *c, const struct tok *t, int n)
         r = short_record(c, t, n, OP_NEW_ARRAY, &ev);
     else if (is(tag, "-n"))
         r = short_record(c, t, n, OP_DELETE, &ev);
-    else
+    else if (is(tag, "-a"))
         r = short_record(c, t, n, OP_DELETE_ARRAY, &ev);
+    else if (is(tag, "+c"))
+        r = short_record(c, t, n, OP_CALLOC, &ev);
+    else
+        r = short_record(c, t, n, OP_REALLOC, &ev);
     return r == RC_OK ? do_event(c, &ev) : r;
 }
 

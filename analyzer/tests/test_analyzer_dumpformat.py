@@ -15,10 +15,12 @@ from memdump_analyzer.dumpformat import (
     COMMENT,
     CUSTOM,
     CXX_ENTRY_POINTS,
+    DEC,
     EVENT,
     FAMILY,
     FORMAT_LINE,
     GRAMMAR,
+    HEX,
     KIND_BY_CODE,
     KIND_CODES,
     KIND_WORDS,
@@ -31,6 +33,7 @@ from memdump_analyzer.dumpformat import (
     SEQUENCED,
     SHORT,
     SHORT_OPS,
+    SHORT_WITH_ARGS,
     VERSION,
     Numbering,
     apply,
@@ -235,12 +238,20 @@ def test_the_grammar_s_versions_are_the_spec_s() -> None:
 
 
 def test_the_grammar_s_views() -> None:
-    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "+c", "+r", "p", "end")
     assert SHORT_OPS == {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
-                         "-n": "delete", "-a": "delete[]"}
+                         "-n": "delete", "-a": "delete[]", "+c": "calloc", "+r": "realloc"}
+    assert SHORT_WITH_ARGS == {"+c", "+r"}
     short = [rec for rec in GRAMMAR if rec.kind == SHORT]
     assert [rec.text for rec in short] == ["STACK RESULT SIZE", "STACK PTR"] + [
-        "STACK RESULT SIZE"] * 2 + ["STACK PTR"] * 2
+        "STACK RESULT SIZE"] * 2 + ["STACK PTR"] * 2 + [
+        "STACK RESULT NMEMB SIZE", "STACK RESULT PTR SIZE"]
+    # each short record's fields are its `e` record's after OP, typed as the operation's ARGS
+    for rec in short:
+        if rec.op not in NO_RESULT:
+            assert [f.name for f in rec.fields[2:]] == list(OPERATIONS[rec.op])
+            assert [f.type for f in rec.fields[2:]] == [
+                HEX if name == "PTR" else DEC for name in OPERATIONS[rec.op]]
     assert {rec.tag: rec.required for rec in GRAMMAR if rec.tag in ("e", "r", "lk", "#")} == {
         "e": 5, "r": 2, "lk": 9, "#": 1}
 

@@ -36,7 +36,7 @@ def test_gdb_compacts_when_the_program_exits(dump: Path, tmp_path: Path,
     assert packed[:len(COMPACT_MAGIC)] == COMPACT_MAGIC, run.describe()
     assert os.stat(dump).st_mode & 0o777 == 0o600
     text = _text_of(dump, tmp_path / "text.memdump")
-    assert text.startswith(b"MEMDUMP 2.4\n")
+    assert text.startswith(b"MEMDUMP 2.5\n")
     said = re.findall(r"memdump: (.*): compacted, ([0-9,]+) bytes of text in ([0-9,]+)\n",
                       run.output)
     assert said == [(str(dump), f"{len(text):,}", f"{len(packed):,}")], run.describe()
@@ -49,7 +49,7 @@ def test_gdb_compacts_when_the_program_exits(dump: Path, tmp_path: Path,
 
 def test_gdb_keeps_text_when_asked(dump: Path) -> None:
     run = record("leak_malloc", dump=dump, before=["set memdump compact off"])
-    assert dump.read_bytes().startswith(b"MEMDUMP 2.4\n"), run.describe()
+    assert dump.read_bytes().startswith(b"MEMDUMP 2.5\n"), run.describe()
     assert "compacted" not in run.output
 
 
@@ -82,5 +82,5 @@ def test_memdump_sh_compacts_every_dump_after_the_report(tmp_path: Path, dump: P
 def test_memdump_sh_no_compact(tmp_path: Path, dump: Path) -> None:
     run = _memdump_sh("-o", dump, "--no-compact", "--", program("leak_malloc"), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert dump.read_bytes().startswith(b"MEMDUMP 2.4\n")
+    assert dump.read_bytes().startswith(b"MEMDUMP 2.5\n")
     assert "compacted" not in run.stderr
