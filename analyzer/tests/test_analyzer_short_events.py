@@ -7,10 +7,12 @@ same records, the same errors at the lines of the short records.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from analyzer_testlib import Dump, F, main_at
+from analyzer_testlib import Dump, F, analyser_before, main_at
 from memdump_analyzer import DumpError, DumpReader, analyze, dumps_json, render_json, render_text
 from memdump_analyzer import native as core
 
@@ -195,3 +197,28 @@ def test_calloc_and_realloc_short_records_in_python_as_in_c(
     monkeypatch.setenv("MEMDUMP_NATIVE", "0")
     assert _reports(path) == native
 
+
+
+def test_a_24_reader_stops_at_the_first_calloc_or_realloc_short_record(tmp_path: Path) -> None:
+    """docs/dump-format.md, version 2.5: the line and the message a 2.4 analyser gives."""
+    old = analyser_before((2, 5), tmp_path)
+    assert "VERSION: tuple[int, int] = (2, 4)" in (
+        old / "memdump_analyzer" / "dumpformat.py").read_text()
+    d = _resizes(Dump(header="MEMDUMP 2.5", short=True))
+    path = d.write(tmp_path)
+    first = next(i for i, line in enumerate(d.text().splitlines(), 1) if line.startswith("+c"))
+    result = subprocess.run([sys.executable, "-m", "memdump_analyzer", path], cwd=tmp_path,
+                            env={"PYTHONPATH": str(old)}, capture_output=True, text=True,
+                            check=False)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == f"memdump-analyze: {path}:{first}: malformed record (tag '+c')\n"
+    # a 2.5 dump without calloc or realloc events it reads as this analyser does
+    plain = Dump(header="MEMDUMP 2.5", short=True)
+    plain.malloc("0x10", 8, stack=main_at(3))
+    plain.end("exit", "0")
+    path = plain.write(tmp_path, "plain.memdump")
+    result = subprocess.run([sys.executable, "-m", "memdump_analyzer", path], cwd=tmp_path,
+                            env={"PYTHONPATH": str(old)}, capture_output=True, text=True,
+                            check=False)
+    assert (result.returncode, result.stderr) == (0, "")
+    assert result.stdout == render_text(analyze(path, symbolize=False))
