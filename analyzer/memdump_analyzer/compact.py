@@ -42,15 +42,19 @@ MEMLIMIT = 128 << 20
 
 _M = (1 << 64) - 1
 _HEAD = struct.Struct("<IIII")  # text length, crc32 of the text, payload length, packed length
-# record kinds (the low 4 bits of an OPS byte); the high bits are flags. (1.1) CALLOC and
-# REALLOC: calloc's and realloc's short records (format 2.5)
-LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE, CALLOC, REALLOC = range(11)
+# record kinds (the low 4 bits of an OPS byte); the high bits are flags. (1.1) CALLOC to
+# MEMALIGN: the short records of format 2.5, `TAG STACK RESULT ARGS` with SIZE the fourth field
+LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE = range(9)
+CALLOC, REALLOC, POSIX_MEMALIGN, ALIGNED_ALLOC, MEMALIGN = range(9, 14)
 _TAGS = {b"+": ALLOC, b"+n": ALLOC_N, b"+a": ALLOC_A, b"-": FREE, b"-n": FREE_N, b"-a": FREE_A,
-         b"n": NODE, b"+c": CALLOC, b"+r": REALLOC}
+         b"n": NODE, b"+c": CALLOC, b"+r": REALLOC, b"+p": POSIX_MEMALIGN, b"+l": ALIGNED_ALLOC,
+         b"+m": MEMALIGN}
 _TAG_OF = {v: k for k, v in _TAGS.items()}
 #: each kind's fields after its tag: whether each is hex
 _HEXES = {ALLOC: (False, True, False), FREE: (False, True), NODE: (False, False, False),
-          CALLOC: (False, True, False, False), REALLOC: (False, True, True, False)}
+          CALLOC: (False, True, False, False), REALLOC: (False, True, True, False),
+          POSIX_MEMALIGN: (False, True, False, False, False),
+          ALIGNED_ALLOC: (False, True, False, False), MEMALIGN: (False, True, False, False)}
 for _k in (ALLOC_N, ALLOC_A):
     _HEXES[_k] = _HEXES[ALLOC]
 for _k in (FREE_N, FREE_A):
@@ -61,7 +65,8 @@ F_NO_PTR = 0x40  # (realloc) PTR is 0x0
 F_NO_RESULT = 0x80  # (realloc) RESULT is 0x0
 #: the OPS bytes a block may hold: each kind with the flags it has
 VALID_OPS = frozenset([LIT, RAW, NODE, NODE | F_SIZE]
-                      + [k | f for k in (ALLOC, ALLOC_N, ALLOC_A, CALLOC)
+                      + [k | f for k in (ALLOC, ALLOC_N, ALLOC_A, CALLOC, POSIX_MEMALIGN,
+                                         ALIGNED_ALLOC, MEMALIGN)
                          for f in (0, 0x10, 0x20, 0x30)]
                       + [k | f for k in (FREE, FREE_N, FREE_A) for f in (0, F_STACK)]
                       + [REALLOC | f << 4 for f in range(16)])
@@ -241,7 +246,7 @@ class _Encoder:
             s[OPS].append(op)
             return
         if kind <= ALLOC_A or kind >= CALLOC:
-            stack, addr, size = v[0], v[1], v[-1]
+            stack, addr, size = v[0], v[1], v[-1] if kind <= ALLOC_A else v[3]
             op = kind
             if m.next_stack.get(m.last_astk) == stack:
                 op |= F_STACK
@@ -252,11 +257,13 @@ class _Encoder:
             else:
                 _varint(s[ASIZE], size)
             total = None
-            if kind == CALLOC:  # NMEMB after SIZE; the block is NMEMB * SIZE bytes
-                _varint(s[ASIZE], v[2])
-                total = (v[2] * size) & _M
-            elif kind == REALLOC:  # PTR released first, as by a `-` record
+            if kind == REALLOC:  # PTR released first, as by a `-` record
                 op |= self._resize(v[2])
+            elif kind >= CALLOC:  # the other fields after SIZE: NMEMB or ALIGN, then RC
+                for extra in (v[2], *v[4:]):
+                    _varint(s[ASIZE], extra)
+                if kind == CALLOC:  # the block is NMEMB * SIZE bytes
+                    total = (v[2] * size) & _M
             if kind == REALLOC and addr == 0:  # RESULT 0x0: realloc(p, 0), or it failed
                 op |= F_NO_RESULT
                 code = LIFO + 1
@@ -437,10 +444,14 @@ class _Decoder:
                 size = m.size_of.get(stack) if op & F_SIZE else num(ASIZE)
                 if size is None:
                     raise self.bad("a predicted size has no prediction")
-                total = nmemb = ptr = None
+                total = ptr = None
+                extra: list[int] = []
+                if kind in (CALLOC, ALIGNED_ALLOC, MEMALIGN):  # NMEMB or ALIGN
+                    extra = [num(ASIZE)]
+                elif kind == POSIX_MEMALIGN:  # ALIGN, RC
+                    extra = [num(ASIZE), num(ASIZE)]
                 if kind == CALLOC:
-                    nmemb = num(ASIZE)
-                    total = (nmemb * size) & _M
+                    total = (extra[0] * size) & _M
                 elif kind == REALLOC:  # the encoder's `_resize`
                     ptr = 0
                     if not op & F_NO_PTR:
@@ -450,8 +461,10 @@ class _Decoder:
                 else:
                     code = num(AADDR)
                     addr = self._address(code, size if total is None else total, num)
-                if nmemb is not None:
-                    out += b"+c %d 0x%x %d %d\n" % (stack, addr, nmemb, size)
+                if extra:
+                    out += b"%s %d 0x%x %d %d%s\n" % (
+                        _TAG_OF[kind], stack, addr, extra[0], size,
+                        b"".join(b" %d" % x for x in extra[1:]))
                 elif ptr is not None:
                     out += b"+r %d 0x%x 0x%x %d\n" % (stack, addr, ptr, size)
                 else:

@@ -177,6 +177,9 @@ GRAMMAR: tuple[Record, ...] = (
     _short("-a", (2, 1), "delete[]"),
     _short("+c", (2, 5), "calloc", "NMEMB:d SIZE:d"),
     _short("+r", (2, 5), "realloc", "PTR:x SIZE:d"),
+    _short("+p", (2, 5), "posix_memalign", "ALIGN:d SIZE:d RC:d"),
+    _short("+l", (2, 5), "aligned_alloc", "ALIGN:d SIZE:d"),
+    _short("+m", (2, 5), "memalign", "ALIGN:d SIZE:d"),
     _row("p", "SEQ:d WHAT:w DETAIL:t", PROCESS, (1, 0)),
     _row("scan", "AFTER:d STATUS:w ROOT_BYTES:d BLOCK_BYTES:d MILLIS:d", STATE, (1, 1)),
     _row("r", "ADDR:x KIND:w HEURISTIC|LEADER:w?", STATE, (1, 1)),
@@ -294,15 +297,17 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 #: without a newline is space the recorder had not written yet
 PADDING = b"\0"
 #: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0; the C++
-#: operators' short records: 2.1; calloc's and realloc's: 2.5)
+#: operators' short records: 2.1; calloc's, realloc's and the aligned allocations': 2.5)
 SEQUENCED: tuple[str, ...] = tuple(
     rec.tag for rec in GRAMMAR if rec.kind in (EVENT, SHORT, PROCESS))
-#: the short event records (format 2.0; 2.1: the C++ operators'; 2.5: calloc's and realloc's) ->
-#: the heap operation each one is: a `+` tag makes a block (STACK RESULT ARGS, the operation's
-#: ARGS: SIZE but for `+c` and `+r`), a `-` tag is a release (STACK PTR)
+#: the short event records (format 2.0; 2.1: the C++ operators'; 2.5: calloc's, realloc's and
+#: the aligned allocations') -> the heap operation each one is: a `+` tag makes a block (STACK
+#: RESULT ARGS, the operation's ARGS: SIZE but for those of 2.5), a `-` tag is a release (STACK
+#: PTR)
 SHORT_OPS: dict[str, str] = {rec.tag: rec.op for rec in GRAMMAR if rec.op is not None}
 #: (2.5) the short records whose operation has other ARGS than SIZE (`+c`: NMEMB SIZE, `+r`:
-#: PTR SIZE): the passes' loops read them as the `e` records they stand for
+#: PTR SIZE, `+p`: ALIGN SIZE RC, `+l` and `+m`: ALIGN SIZE): the passes' loops read them as
+#: the `e` records they stand for
 SHORT_WITH_ARGS: frozenset[str] = frozenset(
     rec.tag for rec in GRAMMAR if rec.kind == SHORT and len(rec.fields) > 3)
 

@@ -21,14 +21,17 @@
 #define MAX_CLASS (1u << 16)
 #define MEMLIMIT (128u << 20)
 
-/* (1.1) CALLOC and REALLOC: calloc's and realloc's short records (format 2.5) */
-enum { LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE, CALLOC, REALLOC, N_KINDS };
+/* (1.1) CALLOC to MEMALIGN: the short records of format 2.5, `TAG STACK RESULT ARGS` with SIZE
+ * the fourth field */
+enum { LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE, CALLOC, REALLOC,
+       POSIX_MEMALIGN, ALIGNED_ALLOC, MEMALIGN, N_KINDS };
 enum { F_STACK = 0x10, F_SIZE = 0x20, F_NO_PTR = 0x40, F_NO_RESULT = 0x80 };
 enum { OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM, N_STREAMS };
-static const char *const tag_of[] = {"", "", "+", "+n", "+a", "-", "-n", "-a", "n", "+c", "+r"};
+static const char *const tag_of[] = {"", "", "+", "+n", "+a", "-", "-n", "-a", "n", "+c", "+r",
+                                     "+p", "+l", "+m"};
 /* each kind's count of fields after its tag, and which are hex (a bit per field) */
-static const int fields_of[] = {0, 0, 3, 3, 3, 2, 2, 2, 3, 4, 4};
-static const int hex_of[] = {0, 0, 2, 2, 2, 2, 2, 2, 0, 2, 6};
+static const int fields_of[] = {0, 0, 3, 3, 3, 2, 2, 2, 3, 4, 4, 5, 4, 4};
+static const int hex_of[] = {0, 0, 2, 2, 2, 2, 2, 2, 0, 2, 6, 2, 2, 2};
 static const unsigned char magic[8] = {0x89, 'M', 'D', 'Z', '\r', '\n', 0x1a, '\n'};
 
 /* ---- a map of 64-bit keys to up to three 64-bit values (linear probing) ------------------- */
@@ -387,7 +390,7 @@ static int number(const char *w, size_t n, int hexa, uint64_t *out)
 }
 
 /* the kind and values of a modelled record written canonically (`line` without its newline) */
-static int split(const char *line, size_t n, uint64_t v[4])
+static int split(const char *line, size_t n, uint64_t v[5])
 {
     const char *sp = memchr(line, ' ', n);
     if (!sp)
@@ -443,7 +446,7 @@ static int enc_line(struct enc *e, const char *line, size_t n)
 {
     struct model *m = &e->m;
     struct buf *s = e->s;
-    uint64_t v[4];
+    uint64_t v[5];
     int kind = n && line[n - 1] == '\n' ? split(line, n - 1, v) : -1;
     if (kind < 0)
         return n && line[n - 1] == '\n' ? enc_literal(e, LIT, line, n - 1) : enc_literal(e, RAW, line, n);
@@ -471,10 +474,11 @@ static int enc_line(struct enc *e, const char *line, size_t n)
             op |= F_SIZE;
         else if (varint(&s[ASIZE], size))
             return -1;
-        if (kind == CALLOC) { /* NMEMB after SIZE; the block is NMEMB * SIZE bytes */
-            if (varint(&s[ASIZE], v[2]))
+        if (kind >= CALLOC && kind != REALLOC) { /* the fields after SIZE: NMEMB or ALIGN, RC */
+            if (varint(&s[ASIZE], v[2]) || (kind == POSIX_MEMALIGN && varint(&s[ASIZE], v[4])))
                 return -1;
-            total = v[2] * size;
+            if (kind == CALLOC) /* the block is NMEMB * SIZE bytes */
+                total = v[2] * size;
         } else if (kind == REALLOC) { /* PTR released first, as by a `-` record */
             int r = enc_resize(e, v[2]);
             if (r < 0)
@@ -705,7 +709,7 @@ static int valid_op(unsigned char op)
     int kind = op & 0x0f, flags = op & 0xf0;
     if (kind == LIT || kind == RAW)
         return flags == 0;
-    if (kind <= ALLOC_A || kind == CALLOC)
+    if (kind <= ALLOC_A || (kind >= CALLOC && kind < N_KINDS && kind != REALLOC))
         return (flags & ~(F_STACK | F_SIZE)) == 0;
     if (kind <= FREE_A)
         return (flags & ~F_STACK) == 0;
@@ -828,7 +832,7 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             m->last_frame = c;
             n = record(line, "n", (uint64_t[]){a, b, c}, 3, 0);
         } else if (kind <= ALLOC_A || kind >= CALLOC) {
-            uint64_t stack, size, code, addr, total, nmemb = 0, ptr = 0;
+            uint64_t stack, size, code, addr, total, extra[2] = {0, 0}, ptr = 0;
             if (op & F_STACK) {
                 if (!stack_get(m, m->last_astk, S_NEXT, &stack))
                     BAD("a predicted stack has no prediction");
@@ -840,10 +844,12 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             } else if (get(&s[ASIZE], &size))
                 BAD("a block's streams are cut short or corrupt");
             total = size;
-            if (kind == CALLOC) {
-                if (get(&s[ASIZE], &nmemb))
+            if (kind >= CALLOC && kind != REALLOC) { /* NMEMB or ALIGN, then RC */
+                if (get(&s[ASIZE], &extra[0])
+                    || (kind == POSIX_MEMALIGN && get(&s[ASIZE], &extra[1])))
                     BAD("a block's streams are cut short or corrupt");
-                total = nmemb * size;
+                if (kind == CALLOC)
+                    total = extra[0] * size;
             } else if (kind == REALLOC && !(op & F_NO_PTR)) { /* enc_resize's PTR */
                 uint64_t block[3];
                 if (dec_ptr(m, s, &ptr, block, err, elen) < 0)
@@ -875,8 +881,11 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             } else {
                 BAD("an address code is out of range");
             }
-            if (kind == CALLOC)
-                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, nmemb, size}, 4, 2);
+            if (kind == POSIX_MEMALIGN)
+                n = record(line, tag_of[kind],
+                           (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5, 2);
+            else if (kind >= CALLOC && kind != REALLOC)
+                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, extra[0], size}, 4, 2);
             else if (kind == REALLOC)
                 n = record(line, tag_of[kind], (uint64_t[]){stack, addr, ptr, size}, 4, 6);
             else

@@ -118,7 +118,8 @@ class Dump:
             if op == "custom_alloc" and res:
                 self.custom.add(res)
         self.seq += 1
-        tag = {"calloc": "+c", "realloc": "+r"}.get(op)  # (2.5) short, as the recorder writes
+        tag = {"calloc": "+c", "realloc": "+r", "posix_memalign": "+p", "aligned_alloc": "+l",
+               "memalign": "+m"}.get(op)  # (2.5) short, as the recorder writes them
         if tag is not None and self.tid is not None and rng.random() < 0.7:
             self.add(f"{tag} {node} {result} {' '.join(args)}")
         else:
@@ -208,7 +209,7 @@ class Dump:
 
 
 _GARBAGE = [b"zz", b"0X10", b"007", b"-1", b"", b"0x", b"99999999999", b"+n", b"\t", b"0x0",
-            b"+c", b"+r"]
+            b"+c", b"+r", b"+p", b"+m"]
 
 
 def corrupt(rng: random.Random, text: bytes) -> bytes:

@@ -238,14 +238,17 @@ def test_the_grammar_s_versions_are_the_spec_s() -> None:
 
 
 def test_the_grammar_s_views() -> None:
-    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "+c", "+r", "p", "end")
+    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "+c", "+r", "+p", "+l", "+m",
+                         "p", "end")
     assert SHORT_OPS == {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
-                         "-n": "delete", "-a": "delete[]", "+c": "calloc", "+r": "realloc"}
-    assert SHORT_WITH_ARGS == {"+c", "+r"}
+                         "-n": "delete", "-a": "delete[]", "+c": "calloc", "+r": "realloc",
+                         "+p": "posix_memalign", "+l": "aligned_alloc", "+m": "memalign"}
+    assert SHORT_WITH_ARGS == {"+c", "+r", "+p", "+l", "+m"}
     short = [rec for rec in GRAMMAR if rec.kind == SHORT]
     assert [rec.text for rec in short] == ["STACK RESULT SIZE", "STACK PTR"] + [
         "STACK RESULT SIZE"] * 2 + ["STACK PTR"] * 2 + [
-        "STACK RESULT NMEMB SIZE", "STACK RESULT PTR SIZE"]
+        "STACK RESULT NMEMB SIZE", "STACK RESULT PTR SIZE", "STACK RESULT ALIGN SIZE RC"] + [
+        "STACK RESULT ALIGN SIZE"] * 2
     # each short record's fields are its `e` record's after OP, typed as the operation's ARGS
     for rec in short:
         if rec.op not in NO_RESULT:

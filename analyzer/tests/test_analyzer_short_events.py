@@ -98,6 +98,8 @@ def test_a_short_record_before_any_t_record(tmp_path: Path) -> None:
         ("+r 0 0x10 16 8", "malformed PTR '16' (expected a hex number like 0x1f)"),
         ("+c 0 0x10 x 8", "malformed NMEMB 'x' (expected a number)"),
         ("+r 9 0x10 0x0 8", "stack 9 is used before it is defined"),
+        ("+p 0 0x10 64 8", "'+p' record has 4 fields, expected 5 (STACK RESULT ALIGN SIZE RC)"),
+        ("+m 0 0x10 64 x", "malformed SIZE 'x' (expected a number)"),
     ],
 )
 def test_a_malformed_short_record_is_named_at_its_line(
@@ -153,7 +155,8 @@ def test_the_thread_of_short_records_survives_other_records(tmp_path: Path) -> N
 def _resizes(d: Dump) -> Dump:
     """(2.5) calloc and realloc in every case the replay tells apart: calloc of 0 and failed,
     realloc(NULL, n), grown in place and moved, realloc(p, 0), a failed realloc, one of a freed
-    block; from two threads, between malloc and free records."""
+    block; the aligned allocations, a posix_memalign failed; from two threads, between malloc and
+    free records."""
     a, b = main_at(10), [F("grow", "/src/app.c", 20), *main_at(40)]
     d.e("calloc", "0x1000", 4, 8, stack=a)
     d.e("calloc", "0x0", 1 << 40, 8, stack=b, tid=101)
@@ -166,6 +169,11 @@ def _resizes(d: Dump) -> Dump:
     d.e("realloc", "0x0", "0x3000", 0, stack=a)  # realloc(p, 0): freed
     d.free("0x1100", stack=b, tid=101)
     d.e("realloc", "0x5000", "0x3000", 8, stack=a)  # of a freed block: an error
+    d.e("posix_memalign", "0x6000", 64, 100, 0, stack=b, tid=101)
+    d.e("posix_memalign", "0x0", 3, 100, 22, stack=b, tid=101)  # EINVAL
+    d.e("aligned_alloc", "0x7000", 64, 128, stack=a)
+    d.e("memalign", "0x8000", 4096, 10, stack=a)
+    d.free("0x7000", stack=a)
     d.end("exit", "0")
     return d
 
@@ -175,16 +183,18 @@ def test_calloc_and_realloc_short_records_read_as_their_e_records(tmp_path: Path
     short = _resizes(Dump(header="MEMDUMP 2.5", short=True))
     short_path = short.write(tmp_path, "short.memdump")
     tags = [line.split()[0] for line in short.text().splitlines()
-            if line.split()[0] in ("t", "+", "-", "+c", "+r", "e")]
+            if line.split()[0] in ("t", "+", "-", "+c", "+r", "+p", "+l", "+m", "e")]
     assert tags == ["t", "+c", "t", "+c", "+c", "+r", "+r", "t", "+", "+r", "+r", "+r", "t", "-",
-                    "t", "+r"]
+                    "t", "+r", "t", "+p", "+p", "t", "+l", "+m", "-"]
+    assert {"+p 4 0x0 3 100 22", "+l 2 0x7000 64 128"} <= set(short.text().splitlines())
     assert "+r 4 0x2000 0x0 24" in short.text().splitlines()
     with DumpReader(long_path) as r1, DumpReader(short_path) as r2:
         assert list(r2.records()) == list(r1.records())
     assert _reports(short_path) == _reports(long_path)
     a = analyze(short_path, symbolize=False)
-    assert (a.events, a.calls["calloc"], a.calls["realloc"]) == (11, 3, 6)
-    assert (a.leaked_bytes, a.leaked_blocks) == (32 + 4000 + 8, 3)
+    assert (a.events, a.calls["calloc"], a.calls["realloc"], a.calls["posix_memalign"],
+            a.calls["aligned_alloc"], a.calls["memalign"]) == (16, 3, 6, 2, 1, 1)
+    assert (a.leaked_bytes, a.leaked_blocks) == (32 + 4000 + 8 + 100 + 10, 5)
     [error] = a.errors
     assert (error.kind, error.seq, error.tid, error.pointer) == ("invalid-realloc", 11, 100, 0x3000)
 

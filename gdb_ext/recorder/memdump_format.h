@@ -43,9 +43,9 @@ enum memdump_op {
     X(REALLOC, "realloc", 7, "+r", 2) \
     X(REALLOCARRAY, "reallocarray", 12, "", 0) \
     X(FREE, "free", 4, "-", 1) \
-    X(POSIX_MEMALIGN, "posix_memalign", 14, "", 0) \
-    X(ALIGNED_ALLOC, "aligned_alloc", 13, "", 0) \
-    X(MEMALIGN, "memalign", 8, "", 0) \
+    X(POSIX_MEMALIGN, "posix_memalign", 14, "+p", 2) \
+    X(ALIGNED_ALLOC, "aligned_alloc", 13, "+l", 2) \
+    X(MEMALIGN, "memalign", 8, "+m", 2) \
     X(VALLOC, "valloc", 6, "", 0) \
     X(PVALLOC, "pvalloc", 7, "", 0) \
     X(CUSTOM_ALLOC, "custom_alloc", 12, "", 0) \
@@ -92,6 +92,9 @@ enum memdump_op {
 #define MEMDUMP_TAG_SHORT_DELETE_ARRAY "-a"
 #define MEMDUMP_TAG_SHORT_CALLOC "+c"
 #define MEMDUMP_TAG_SHORT_REALLOC "+r"
+#define MEMDUMP_TAG_SHORT_POSIX_MEMALIGN "+p"
+#define MEMDUMP_TAG_SHORT_ALIGNED_ALLOC "+l"
+#define MEMDUMP_TAG_SHORT_MEMALIGN "+m"
 #define MEMDUMP_TAG_P "p"
 #define MEMDUMP_TAG_P_CHAR 'p'
 #define MEMDUMP_TAG_SCAN "scan"

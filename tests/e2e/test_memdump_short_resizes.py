@@ -1,9 +1,11 @@
-"""Format 2.5: the in-process recorder writes calloc and realloc as short records (`+c`, `+r`).
+"""Format 2.5: the in-process recorder writes calloc, realloc and the aligned allocations as
+short records (`+c`, `+r`, `+p`, `+l`, `+m`).
 
-tests/programs/resize_threads makes, from two threads, 51 callocs and 201 reallocs each (grown,
-moved, from NULL, to 0) at its own call sites: the in-process recorder writes every one of them
-short, after the `t` record of its thread, the breakpoint recorder as `e` records, and both dumps
-give the same events and the same leak (the last block of each thread, grown by realloc).
+tests/programs/resize_threads makes, from two threads, 51 callocs, 201 reallocs (grown, moved,
+from NULL, to 0) and 50 of each aligned allocation each, at its own call sites: the in-process
+recorder writes every one of them short, after the `t` record of its thread, the breakpoint
+recorder as `e` records, and both dumps give the same events and the same leak (the last block
+of each thread, grown by realloc).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def _program_calls(dump: Path) -> Counter[tuple[str, str]]:
     """(operation, its record's tag) of each event made by resize_threads' own function."""
     tags = [line.split(" ", 1)[0] for line in _text(dump)
             if line[:1] in ("e", "+", "-") and line.split(" ", 1)[0] in (
-                "e", "+", "-", "+c", "+r")]
+                "e", "+", "-", "+c", "+r", "+p", "+l", "+m")]
     out: Counter[tuple[str, str]] = Counter()
     with DumpReader(str(dump)) as reader:
         events = [(tag, fl[3].decode(), int(fl[4])) for tag, fl in zip(
@@ -45,10 +47,12 @@ def test_calloc_and_realloc_records(dump: Path, memdump_mode: str) -> None:
     calls = _program_calls(dump)
     threads = 2
     want = {"calloc": threads * (ROUNDS + 1), "realloc": threads * (4 * ROUNDS + 1),
-            "free": threads * ROUNDS}
+            "posix_memalign": threads * ROUNDS, "aligned_alloc": threads * ROUNDS,
+            "memalign": threads * ROUNDS, "free": threads * 4 * ROUNDS}
     if memdump_mode == "in-process":
-        assert calls == {("calloc", "+c"): want["calloc"], ("realloc", "+r"): want["realloc"],
-                         ("free", "-"): want["free"]}
+        tag = {"calloc": "+c", "realloc": "+r", "posix_memalign": "+p", "aligned_alloc": "+l",
+               "memalign": "+m", "free": "-"}
+        assert calls == {(op, tag[op]): n for op, n in want.items()}
     else:
         assert calls == {(op, "e"): n for op, n in want.items()}
     report = analyze(dump)

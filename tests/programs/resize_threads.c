@@ -1,6 +1,8 @@
-/* @brief calloc and realloc from two threads, ROUNDS times each: a zeroed block grown, moved,
- * then released by realloc(p, 0), and a realloc(NULL, n) freed; each thread leaks the block it
- * makes last (calloc'd, then grown by realloc), which main forgets. */
+/* @brief calloc, realloc and the aligned allocations from two threads, ROUNDS times each: a
+ * zeroed block grown, moved, then released by realloc(p, 0), a realloc(NULL, n), a
+ * posix_memalign, an aligned_alloc and a memalign freed; each thread leaks the block it makes
+ * last (calloc'd, then grown by realloc), which main forgets. */
+#include <malloc.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -22,6 +24,11 @@ static void *resize(void *arg)
         free(q);
         char *volatile gone = realloc(p, 0);
         (void)gone;
+        void *a = NULL;
+        if (posix_memalign(&a, 64, step) == 0)
+            free(a);
+        free(aligned_alloc(64, 4 * step));
+        free(memalign(128, step));
     }
     char *keep = calloc(3, step);
     keep = realloc(keep, 5 * step);  // LEAK: kept
