@@ -100,6 +100,39 @@ def test_heavy_records_are_modelled(tmp_path: Path) -> None:
     assert (len(text), len(lzma.compress(text)), len(packed)) == (4_044_912, 440_556, 248_594)
 
 
+def test_resizes_cost_less_than_their_e_records(tmp_path: Path) -> None:
+    """(1.1) A loop of calloc, realloc (grown in place, moved, to 0) and posix_memalign, as the
+    2.5 recorder writes it and as the 2.4 one did (`e` records, literal lines): the short records
+    are modelled, the `e` records' SEQ, TID and operation are not."""
+    rng = random.Random(5)
+    short, long = [b"MEMDUMP 2.5\n", b"t 7\n"], [b"MEMDUMP 2.4\n"]
+    for i in range(4):
+        short.append(b"n %d 0 %d\n" % (i + 1, i + 1))
+    long += short[2:]
+    base, seq = 0x555555559000, 0
+    records = []
+    for _ in range(20000):
+        size = rng.choice([24, 40, 100])
+        moved = base + 0x1000 + compact.chunk(size)
+        records += [(b"+c", b"1 0x%x 1 %d" % (base, size), b"calloc 1 0x%x 1 %d" % (base, size)),
+                    (b"+r", b"2 0x%x 0x%x %d" % (base, base, size + 8),
+                     b"realloc 2 0x%x 0x%x %d" % (base, base, size + 8)),
+                    (b"+r", b"3 0x%x 0x%x 600" % (moved, base),
+                     b"realloc 3 0x%x 0x%x 600" % (moved, base)),
+                    (b"+r", b"3 0x0 0x%x 0" % moved, b"realloc 3 0x0 0x%x 0" % moved),
+                    (b"+p", b"4 0x%x 64 %d 0" % (base, size),
+                     b"posix_memalign 4 0x%x 64 %d 0" % (base, size)),
+                    (b"-", b"4 0x%x" % base, b"free 4 - 0x%x" % base)]
+    for tag, fields, event in records:
+        seq += 1
+        short.append(b"%s %s\n" % (tag, fields))
+        long.append(b"e %d 7 %s\n" % (seq, event))
+    short_text, long_text = b"".join(short), b"".join(long)
+    assert (len(short_text), len(long_text)) == (3_519_992, 5_448_883)
+    sizes = (len(_round_trip(short_text, tmp_path)), len(_round_trip(long_text, tmp_path)))
+    assert sizes == (19_782, 172_094)
+
+
 def test_blocks_released_long_after(tmp_path: Path) -> None:
     """Releases of blocks allocated more than 65,536 allocations before (the C decoder keeps the
     latest ones in a ring, the older in a map): the same text as the reference."""
