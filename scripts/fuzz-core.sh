@@ -87,7 +87,8 @@ else
 fi
 # the format's tags and the words its records hold, for the mutations
 {
-    for word in "e " "t " "+ " "- " "+n " "+a " "-n " "-a " "n " "f " "fi " "fs " "s " "i " \
+    for word in "e " "t " "+ " "- " "+n " "+a " "-n " "-a " "+c " "+r " "+p " "+l " "+m " "n " \
+                "f " "fi " "fs " "s " "i " \
                 "p " "end " "c " "g " "u " "r " "scan " "lk " "lw " "# " "0x" " 0x0" \
                 " malloc " " calloc " " realloc " " reallocarray " " free " " posix_memalign " \
                 " aligned_alloc " " memalign " " new " " new[] " " delete " " delete[] " \

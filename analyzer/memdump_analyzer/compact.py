@@ -20,7 +20,7 @@ from __future__ import annotations
 import lzma
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import BinaryIO
 
 from .dumpformat import COMPACT_MAGIC, COMPACT_VERSION
@@ -43,17 +43,34 @@ MEMLIMIT = 128 << 20
 
 _M = (1 << 64) - 1
 _HEAD = struct.Struct("<IIII")  # text length, crc32 of the text, payload length, packed length
-# record kinds (the low 4 bits of an OPS byte); the high bits are flags
+# record kinds (the low 4 bits of an OPS byte); the high bits are flags. (2.0) CALLOC to
+# MEMALIGN: the short records of format 2.5, `TAG STACK RESULT ARGS` with SIZE the fourth field
 LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE = range(9)
+CALLOC, REALLOC, POSIX_MEMALIGN, ALIGNED_ALLOC, MEMALIGN = range(9, 14)
 _TAGS = {b"+": ALLOC, b"+n": ALLOC_N, b"+a": ALLOC_A, b"-": FREE, b"-n": FREE_N, b"-a": FREE_A,
-         b"n": NODE}
+         b"n": NODE, b"+c": CALLOC, b"+r": REALLOC, b"+p": POSIX_MEMALIGN, b"+l": ALIGNED_ALLOC,
+         b"+m": MEMALIGN}
 _TAG_OF = {v: k for k, v in _TAGS.items()}
+#: each kind's fields after its tag: whether each is hex
+_HEXES = {ALLOC: (False, True, False), FREE: (False, True), NODE: (False, False, False),
+          CALLOC: (False, True, False, False), REALLOC: (False, True, True, False),
+          POSIX_MEMALIGN: (False, True, False, False, False),
+          ALIGNED_ALLOC: (False, True, False, False), MEMALIGN: (False, True, False, False)}
+for _k in (ALLOC_N, ALLOC_A):
+    _HEXES[_k] = _HEXES[ALLOC]
+for _k in (FREE_N, FREE_A):
+    _HEXES[_k] = _HEXES[FREE]
 F_STACK = 0x10  # the stack is the predicted one
 F_SIZE = 0x20  # (allocation) the size is the stack's last; (node) ID is the last plus one
+F_NO_PTR = 0x40  # (realloc) PTR is 0x0
+F_NO_RESULT = 0x80  # (realloc) RESULT is 0x0
 #: the OPS bytes a block may hold: each kind with the flags it has
 VALID_OPS = frozenset([LIT, RAW, NODE, NODE | F_SIZE]
-                      + [k | f for k in (ALLOC, ALLOC_N, ALLOC_A) for f in (0, 0x10, 0x20, 0x30)]
-                      + [k | f for k in (FREE, FREE_N, FREE_A) for f in (0, F_STACK)])
+                      + [k | f for k in (ALLOC, ALLOC_N, ALLOC_A, CALLOC, POSIX_MEMALIGN,
+                                         ALIGNED_ALLOC, MEMALIGN)
+                         for f in (0, 0x10, 0x20, 0x30)]
+                      + [k | f for k in (FREE, FREE_N, FREE_A) for f in (0, F_STACK)]
+                      + [REALLOC | f << 4 for f in range(16)])
 # streams, in payload order
 OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM = range(11)
 N_STREAMS = 11
@@ -136,13 +153,18 @@ class _Model:
         self.last_nid = 0
         self.last_frame = 0
 
-    def allocated(self, stack: int, addr: int, size: int, reused: bool) -> None:
+    def allocated(self, stack: int, addr: int, size: int, reused: bool,
+                  total: int | None = None) -> None:
         """A block allocated; `reused`: its address was a freed block's of its size class (the
-        top chunk, where the next new block is carved, is then where it was)."""
+        top chunk, where the next new block is carved, is then where it was). `size` is the
+        record's SIZE, the stack's prediction; `total` the block's bytes when not SIZE (calloc:
+        NMEMB * SIZE)."""
         self.next_stack[self.last_astk] = stack
         self.last_astk = stack
         self.size_of[stack] = size
         self.prev = addr
+        if total is not None:
+            size = total
         if addr:
             if self.decoding:
                 self.numbers[self.allocs] = (addr, size, stack)
@@ -174,12 +196,9 @@ def _split(line: bytes) -> tuple[int, list[int]] | None:
     kind = _TAGS.get(words[0])
     if kind is None:
         return None
-    want = 3 if kind in (FREE, FREE_N, FREE_A) else 4
-    if len(words) != want:
+    hexes = _HEXES[kind]
+    if len(words) != len(hexes) + 1:
         return None
-    hexes = (False, True, False) if want == 4 and kind != NODE else (False, True)
-    if kind == NODE:
-        hexes = (False, False, False)
     values = []
     for word, hexa in zip(words[1:], hexes, strict=True):
         v = _number(word, hexa)
@@ -227,8 +246,8 @@ class _Encoder:
             m.last_nid, m.last_frame = ident, frame
             s[OPS].append(op)
             return
-        if kind <= ALLOC_A:
-            stack, addr, size = v
+        if kind <= ALLOC_A or kind >= CALLOC:
+            stack, addr, size = v[0], v[1], v[-1] if kind <= ALLOC_A else v[3]
             op = kind
             if m.next_stack.get(m.last_astk) == stack:
                 op |= F_STACK
@@ -238,10 +257,22 @@ class _Encoder:
                 op |= F_SIZE
             else:
                 _varint(s[ASIZE], size)
-            code = self._where(addr, size)
-            _varint(s[AADDR], code)
+            total = None
+            if kind == REALLOC:  # PTR released first, as by a `-` record
+                op |= self._resize(v[2])
+            elif kind >= CALLOC:  # the other fields after SIZE: NMEMB or ALIGN, then RC
+                for extra in (v[2], *v[4:]):
+                    _varint(s[ASIZE], extra)
+                if kind == CALLOC:  # the block is NMEMB * SIZE bytes
+                    total = (v[2] * size) & _M
+            if kind == REALLOC and addr == 0:  # RESULT 0x0: realloc(p, 0), or it failed
+                op |= F_NO_RESULT
+                code = LIFO + 1
+            else:
+                code = self._where(addr, size if total is None else total)
+                _varint(s[AADDR], code)
             s[OPS].append(op)
-            m.allocated(stack, addr, size, 0 < code <= LIFO)
+            m.allocated(stack, addr, size, 0 < code <= LIFO, total)
             return
         stack, ptr = v
         op = kind
@@ -261,6 +292,22 @@ class _Encoder:
             _varint(s[FSTK], stack)
         s[OPS].append(op)
         m.released(stack, ptr, astk)
+
+    def _resize(self, ptr: int) -> int:
+        """A realloc's PTR: F_NO_PTR for 0x0, else written as a release's (FREF, and DELTA)
+        and released in the model; the last address is then PTR."""
+        m = self.m
+        if ptr == 0:
+            return F_NO_PTR
+        block = m.live.pop(ptr, None)
+        if block is None:
+            _varint(self.streams[FREF], 0)
+            _varint(self.streams[DELTA], _zigzag(ptr - m.prev))
+        else:
+            _varint(self.streams[FREF], m.allocs - block[0])
+            m.freed(ptr, block[1])
+        m.prev = ptr
+        return 0
 
     def _where(self, addr: int, size: int) -> int:
         """An allocation's address code: 0 the top chunk's, 1+k the k-th latest freed block of its
@@ -390,29 +437,42 @@ class _Decoder:
                 frame = (m.last_frame + _unzigzag(num(NFRM))) & _M
                 m.last_nid, m.last_frame = ident, frame
                 out += b"n %d %d %d\n" % (ident, parent, frame)
-            elif kind <= ALLOC_A:
+            elif kind <= ALLOC_A or kind >= CALLOC:
                 stack = m.next_stack.get(m.last_astk) if op & F_STACK else num(ASTK)
                 if stack is None:
                     raise self.bad("a predicted stack has no prediction")
                 size = m.size_of.get(stack) if op & F_SIZE else num(ASIZE)
                 if size is None:
                     raise self.bad("a predicted size has no prediction")
-                code = num(AADDR)
-                addr = self._address(code, size, num)
-                out += b"%s %d 0x%x %d\n" % (_TAG_OF[kind], stack, addr, size)
-                m.allocated(stack, addr, size, 0 < code <= LIFO)
-            else:
-                ref = num(FREF)
-                if ref == 0:
-                    ptr = (m.prev + _unzigzag(num(DELTA))) & _M
-                    predicted, astk = m.last_fstk, None
+                total = ptr = None
+                extra: list[int] = []
+                if kind in (CALLOC, ALIGNED_ALLOC, MEMALIGN):  # NMEMB or ALIGN
+                    extra = [num(ASIZE)]
+                elif kind == POSIX_MEMALIGN:  # ALIGN, RC
+                    extra = [num(ASIZE), num(ASIZE)]
+                if kind == CALLOC:
+                    total = (extra[0] * size) & _M
+                elif kind == REALLOC:  # the encoder's `_resize`
+                    ptr = 0
+                    if not op & F_NO_PTR:
+                        ptr = m.prev = self._released(num)[0]
+                if op & F_NO_RESULT:
+                    code, addr = LIFO + 1, 0
                 else:
-                    found = m.numbers.pop(m.allocs - ref, None) if ref <= m.allocs else None
-                    if found is None:
-                        raise self.bad("a release refers to no live block")
-                    ptr, size, astk = found
-                    m.freed(ptr, size)
-                    predicted = m.free_of.get(astk, m.last_fstk)
+                    code = num(AADDR)
+                    addr = self._address(code, size if total is None else total, num)
+                if extra:
+                    out += b"%s %d 0x%x %d %d%s\n" % (
+                        _TAG_OF[kind], stack, addr, extra[0], size,
+                        b"".join(b" %d" % x for x in extra[1:]))
+                elif ptr is not None:
+                    out += b"+r %d 0x%x 0x%x %d\n" % (stack, addr, ptr, size)
+                else:
+                    out += b"%s %d 0x%x %d\n" % (_TAG_OF[kind], stack, addr, size)
+                m.allocated(stack, addr, size, 0 < code <= LIFO, total)
+            else:
+                ptr, astk = self._released(num)
+                predicted = m.last_fstk if astk is None else m.free_of.get(astk, m.last_fstk)
                 stack = predicted if op & F_STACK else num(FSTK)
                 out += b"%s %d 0x%x\n" % (_TAG_OF[kind], stack, ptr)
                 m.released(stack, ptr, astk)
@@ -421,6 +481,20 @@ class _Decoder:
         if any(at[i] != len(bufs[i]) for i in range(N_STREAMS) if i != OPS):
             raise self.bad("a block's streams hold more than its records")
         return bytes(out)
+
+    def _released(self, num: Callable[[int], int]) -> tuple[int, int | None]:
+        """A release's PTR (FREF, and DELTA when 0) and, when it was a live block's (released
+        in the model), its allocation's STACK."""
+        m = self.m
+        ref = num(FREF)
+        if ref == 0:
+            return (m.prev + _unzigzag(num(DELTA))) & _M, None
+        found = m.numbers.pop(m.allocs - ref, None) if ref <= m.allocs else None
+        if found is None:
+            raise self.bad("a release refers to no live block")
+        ptr, size, astk = found
+        m.freed(ptr, size)
+        return ptr, astk
 
     def _address(self, code: int, size: int, num: object) -> int:
         m = self.m

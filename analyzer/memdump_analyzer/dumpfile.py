@@ -257,11 +257,14 @@ class DumpReader(Definitions):
         except OSError as e:
             raise self.read_error(e) from None
 
-    def expand(self, fl: list[bytes], seq: int, seq_text: bytes = b"") -> list[bytes]:
+    def expand(self, fl: list[bytes], seq: int, seq_text: bytes = b"",
+               tid: bytes | None = None) -> list[bytes]:
         """The `e` record's fields that short record `fl` (`+` or `-`, numbered `seq`) stands
-        for, with SEQ `seq_text` and the TID of the last `t` record: `e SEQ TID OP STACK RESULT
-        SIZE` for an allocation, `e SEQ TID OP STACK - PTR` for a release."""
-        tid = self.tid
+        for, with SEQ `seq_text` and the TID of the last `t` record (`tid`, when the caller
+        read it): `e SEQ TID OP STACK RESULT ARGS` for an allocation (2.5: `+c` and `+r` have
+        calloc's and realloc's ARGS), `e SEQ TID OP STACK - PTR` for a release."""
+        if tid is None:
+            tid = self.tid
         op, words, makes = _SHORT[fl[0]]
         if len(fl) != words or tid is None:
             raise self._short_error(fl, seq)

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 4)
+VERSION: tuple[int, int] = (2, 5)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -145,10 +145,11 @@ def _row(tag: str, spec: str, kind: str, since: tuple[int, int], *,
     return Record(tag, _fields(spec), kind, since, spelled=spelled)
 
 
-def _short(tag: str, since: tuple[int, int], op: str) -> Record:
-    # an allocation's short record is `TAG STACK RESULT SIZE`, a release's `TAG STACK PTR`: the
-    # `e` record's fields without SEQ, TID and OP (and RESULT `-` for a release)
-    spec = "STACK:d PTR:x" if op in NO_RESULT else "STACK:d RESULT:x SIZE:d"
+def _short(tag: str, since: tuple[int, int], op: str, args: str = "SIZE:d") -> Record:
+    # an allocation's short record is `TAG STACK RESULT ARGS` (malloc's ARGS: `SIZE`), a
+    # release's `TAG STACK PTR`: the `e` record's fields without SEQ, TID and OP (and RESULT `-`
+    # for a release)
+    spec = "STACK:d PTR:x" if op in NO_RESULT else "STACK:d RESULT:x " + args
     return Record(tag, _fields(spec), SHORT, since, op)
 
 
@@ -175,6 +176,11 @@ GRAMMAR: tuple[Record, ...] = (
     _short("+a", (2, 1), "new[]"),
     _short("-n", (2, 1), "delete"),
     _short("-a", (2, 1), "delete[]"),
+    _short("+c", (2, 5), "calloc", "NMEMB:d SIZE:d"),
+    _short("+r", (2, 5), "realloc", "PTR:x SIZE:d"),
+    _short("+p", (2, 5), "posix_memalign", "ALIGN:d SIZE:d RC:d"),
+    _short("+l", (2, 5), "aligned_alloc", "ALIGN:d SIZE:d"),
+    _short("+m", (2, 5), "memalign", "ALIGN:d SIZE:d"),
     _row("p", "SEQ:d WHAT:w DETAIL:t", PROCESS, (1, 0)),
     _row("scan", "AFTER:d STATUS:w ROOT_BYTES:d BLOCK_BYTES:d MILLIS:d", STATE, (1, 1)),
     _row("r", "ADDR:x KIND:w HEURISTIC|LEADER:w?", STATE, (1, 1)),
@@ -314,11 +320,13 @@ RECORDERS: tuple[str, ...] = ("in-process", "breakpoints")
 #: without a newline is space the recorder had not written yet
 PADDING = b"\0"
 #: the tags numbered by SEQ, in one sequence (`+` and `-` implicitly: format 2.0; the C++
-#: operators' short records: 2.1)
+#: operators' short records: 2.1; calloc's, realloc's and the aligned allocations': 2.5)
 SEQUENCED: tuple[str, ...] = tuple(
     rec.tag for rec in GRAMMAR if rec.kind in (EVENT, SHORT, PROCESS))
-#: the short event records (format 2.0; 2.1: the C++ operators') -> the heap operation each one
-#: is: a `+` tag is an allocation (STACK RESULT SIZE), a `-` tag a release (STACK PTR)
+#: the short event records (format 2.0; 2.1: the C++ operators'; 2.5: calloc's, realloc's and
+#: the aligned allocations') -> the heap operation each one is: a `+` tag makes a block (STACK
+#: RESULT ARGS, the operation's ARGS: SIZE but for those of 2.5), a `-` tag is a release (STACK
+#: PTR)
 SHORT_OPS: dict[str, str] = {rec.tag: rec.op for rec in GRAMMAR if rec.op is not None}
 
 #: heap operation -> the names of its ARGS, in the order of the "Heap operations" table. When a C

@@ -23,10 +23,17 @@
 /* the encoding written: 2, blocks under deflate (zlib); 1, under xz, still read */
 #define VERSION_MAJOR 2
 
-enum { LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE };
-enum { F_STACK = 0x10, F_SIZE = 0x20 };
+/* (2.0) CALLOC to MEMALIGN: the short records of format 2.5, `TAG STACK RESULT ARGS` with SIZE
+ * the fourth field */
+enum { LIT, RAW, ALLOC, ALLOC_N, ALLOC_A, FREE, FREE_N, FREE_A, NODE, CALLOC, REALLOC,
+       POSIX_MEMALIGN, ALIGNED_ALLOC, MEMALIGN, N_KINDS };
+enum { F_STACK = 0x10, F_SIZE = 0x20, F_NO_PTR = 0x40, F_NO_RESULT = 0x80 };
 enum { OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM, N_STREAMS };
-static const char *const tag_of[] = {"", "", "+", "+n", "+a", "-", "-n", "-a", "n"};
+static const char *const tag_of[] = {"", "", "+", "+n", "+a", "-", "-n", "-a", "n", "+c", "+r",
+                                     "+p", "+l", "+m"};
+/* each kind's count of fields after its tag, and which are hex (a bit per field) */
+static const int fields_of[] = {0, 0, 3, 3, 3, 2, 2, 2, 3, 4, 4, 5, 4, 4};
+static const int hex_of[] = {0, 0, 2, 2, 2, 2, 2, 2, 0, 2, 6, 2, 2, 2};
 static const unsigned char magic[8] = {0x89, 'M', 'D', 'Z', '\r', '\n', 0x1a, '\n'};
 
 /* ---- a map of 64-bit keys to up to three 64-bit values (linear probing) ------------------- */
@@ -171,11 +178,15 @@ static int stack_set(struct model *m, uint64_t stack, int which, uint64_t v)
     return 0;
 }
 
-static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size, int reused)
+/* SIZE: the record's, the stack's prediction; the block's bytes are TOTAL (calloc: NMEMB *
+ * SIZE; else SIZE) */
+static int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size, int reused,
+                     uint64_t total)
 {
     struct slot *s;
     if (stack_set(m, m->last_astk, S_NEXT, stack) || stack_set(m, stack, S_SIZE, size))
         return -1;
+    size = total;
     m->last_astk = stack;
     m->prev = addr;
     if (addr) {
@@ -381,19 +392,19 @@ static int number(const char *w, size_t n, int hexa, uint64_t *out)
 }
 
 /* the kind and values of a modelled record written canonically (`line` without its newline) */
-static int split(const char *line, size_t n, uint64_t v[3])
+static int split(const char *line, size_t n, uint64_t v[5])
 {
     const char *sp = memchr(line, ' ', n);
     if (!sp)
         return -1;
     size_t tl = (size_t)(sp - line);
     int kind = -1;
-    for (int k = ALLOC; k <= NODE; k++)
+    for (int k = ALLOC; k < N_KINDS; k++)
         if (strlen(tag_of[k]) == tl && memcmp(line, tag_of[k], tl) == 0)
             kind = k;
     if (kind < 0)
         return -1;
-    int want = kind >= FREE && kind <= FREE_A ? 2 : 3;
+    int want = fields_of[kind];
     const char *p = sp + 1, *end = line + n;
     for (int i = 0; i < want; i++) {
         const char *q = memchr(p, ' ', (size_t)(end - p));
@@ -401,7 +412,7 @@ static int split(const char *line, size_t n, uint64_t v[3])
             return -1;
         if (!q)
             q = end;
-        if (!number(p, (size_t)(q - p), kind != NODE && i == 1, &v[i]))
+        if (!number(p, (size_t)(q - p), hex_of[kind] >> i & 1, &v[i]))
             return -1;
         p = q + 1;
     }
@@ -415,11 +426,29 @@ static int enc_literal(struct enc *e, int kind, const char *p, size_t n)
     return put(&e->s[OPS], &k, 1) || varint(&e->s[LITS], n) || put(&e->s[LITS], p, n);
 }
 
+/* a realloc's PTR: F_NO_PTR for 0x0, else written as a release's (FREF, and DELTA) and released
+ * in the model, the last address then PTR; -1 out of memory */
+static int enc_resize(struct enc *e, uint64_t ptr)
+{
+    struct model *m = &e->m;
+    uint64_t block[3];
+    if (ptr == 0)
+        return F_NO_PTR;
+    int r = release(m, ptr, block);
+    if (r < 0)
+        return -1;
+    if (r == 0 ? varint(&e->s[FREF], 0) || varint(&e->s[DELTA], zigzag(ptr - m->prev))
+               : varint(&e->s[FREF], m->allocs - block[0]))
+        return -1;
+    m->prev = ptr;
+    return 0;
+}
+
 static int enc_line(struct enc *e, const char *line, size_t n)
 {
     struct model *m = &e->m;
     struct buf *s = e->s;
-    uint64_t v[3];
+    uint64_t v[5];
     int kind = n && line[n - 1] == '\n' ? split(line, n - 1, v) : -1;
     if (kind < 0)
         return n && line[n - 1] == '\n' ? enc_literal(e, LIT, line, n - 1) : enc_literal(e, RAW, line, n);
@@ -436,9 +465,9 @@ static int enc_line(struct enc *e, const char *line, size_t n)
         m->last_frame = v[2];
         return put(&s[OPS], &op, 1);
     }
-    if (kind <= ALLOC_A) {
-        uint64_t stack = v[0], addr = v[1], size = v[2], code = LIFO + 1;
-        uint64_t p;
+    if (kind <= ALLOC_A || kind >= CALLOC) {
+        uint64_t stack = v[0], addr = v[1], size = v[kind >= CALLOC ? 3 : 2], code = LIFO + 1;
+        uint64_t p, total = size;
         if (stack_get(m, m->last_astk, S_NEXT, &p) && p == stack)
             op |= F_STACK;
         else if (varint(&s[ASTK], stack))
@@ -447,10 +476,25 @@ static int enc_line(struct enc *e, const char *line, size_t n)
             op |= F_SIZE;
         else if (varint(&s[ASIZE], size))
             return -1;
+        if (kind >= CALLOC && kind != REALLOC) { /* the fields after SIZE: NMEMB or ALIGN, RC */
+            if (varint(&s[ASIZE], v[2]) || (kind == POSIX_MEMALIGN && varint(&s[ASIZE], v[4])))
+                return -1;
+            if (kind == CALLOC) /* the block is NMEMB * SIZE bytes */
+                total = v[2] * size;
+        } else if (kind == REALLOC) { /* PTR released first, as by a `-` record */
+            int r = enc_resize(e, v[2]);
+            if (r < 0)
+                return -1;
+            op |= (unsigned char)r;
+            if (addr == 0) { /* RESULT 0x0: realloc(p, 0), or it failed */
+                op |= F_NO_RESULT;
+                return put(&s[OPS], &op, 1) || allocated(m, stack, 0, size, 0, size);
+            }
+        }
         if (addr && addr == m->top) {
             code = 0;
-        } else if (addr && chunk(size) <= MAX_CLASS && m->lifo[chunk(size) / 16]) {
-            struct lifo *l = m->lifo[chunk(size) / 16];
+        } else if (addr && chunk(total) <= MAX_CLASS && m->lifo[chunk(total) / 16]) {
+            struct lifo *l = m->lifo[chunk(total) / 16];
             for (int k = 0; k < l->n; k++) {
                 if (l->a[l->n - 1 - k] == addr) {
                     memmove(l->a + l->n - 1 - k, l->a + l->n - k, (size_t)k * sizeof(uint64_t));
@@ -464,7 +508,7 @@ static int enc_line(struct enc *e, const char *line, size_t n)
             return -1;
         if (varint(&s[AADDR], code) || put(&s[OPS], &op, 1))
             return -1;
-        return allocated(m, stack, addr, size, code >= 1 && code <= LIFO);
+        return allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total);
     }
     uint64_t stack = v[0], ptr = v[1], block[3], predicted;
     int r = release(m, ptr, block);
@@ -667,11 +711,11 @@ static int valid_op(unsigned char op)
     int kind = op & 0x0f, flags = op & 0xf0;
     if (kind == LIT || kind == RAW)
         return flags == 0;
-    if (kind <= ALLOC_A)
+    if (kind <= ALLOC_A || (kind >= CALLOC && kind < N_KINDS && kind != REALLOC))
         return (flags & ~(F_STACK | F_SIZE)) == 0;
     if (kind <= FREE_A)
         return (flags & ~F_STACK) == 0;
-    return kind == NODE && (flags & ~F_SIZE) == 0;
+    return kind == REALLOC || (kind == NODE && (flags & ~F_SIZE) == 0);
 }
 
 #define BAD(...) return fail(err, elen, __VA_ARGS__)
@@ -712,18 +756,42 @@ static char *num(char *p, uint64_t v, int hexa)
     return p + n;
 }
 
-/* a record: its tag, then each value after a space, and the newline */
-static int record(char *line, const char *tag, const uint64_t *v, int n, int hex_at)
+/* a record: its tag, then each value after a space (in hex: those of the bits of `hexes`), and
+ * the newline */
+static int record(char *line, const char *tag, const uint64_t *v, int n, int hexes)
 {
     size_t tl = strlen(tag);
     char *p = line + tl;
     memcpy(line, tag, tl);
     for (int i = 0; i < n; i++) {
         *p++ = ' ';
-        p = num(p, v[i], i == hex_at);
+        p = num(p, v[i], hexes >> i & 1);
     }
     *p++ = '\n';
     return (int)(p - line);
+}
+
+/* a release's PTR into *ptr (FREF, and DELTA when 0): 1 when it was a live block's, released in
+ * the model (*block: its address, size, stack), 0 when not, -1 on an error (err says it) */
+static int dec_ptr(struct model *m, struct in *s, uint64_t *ptr, uint64_t block[3], char *err,
+                   size_t elen)
+{
+    uint64_t ref, z;
+    int r;
+    if (get(&s[FREF], &ref))
+        BAD("a block's streams are cut short or corrupt");
+    if (ref == 0) {
+        if (get(&s[DELTA], &z))
+            BAD("a block's streams are cut short or corrupt");
+        *ptr = m->prev + unzigzag(z);
+        return 0;
+    }
+    if (ref > m->allocs || (r = release(m, m->allocs - ref, block)) == 0)
+        BAD("a release refers to no live block");
+    if (r < 0)
+        BAD("out of memory");
+    *ptr = block[0];
+    return 1;
 }
 
 static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
@@ -779,9 +847,9 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             c = m->last_frame + unzigzag(c);
             m->last_nid = a;
             m->last_frame = c;
-            n = record(line, "n", (uint64_t[]){a, b, c}, 3, -1);
-        } else if (kind <= ALLOC_A) {
-            uint64_t stack, size, code, addr;
+            n = record(line, "n", (uint64_t[]){a, b, c}, 3, 0);
+        } else if (kind <= ALLOC_A || kind >= CALLOC) {
+            uint64_t stack, size, code, addr, total, extra[2] = {0, 0}, ptr = 0;
             if (op & F_STACK) {
                 if (!stack_get(m, m->last_astk, S_NEXT, &stack))
                     BAD("a predicted stack has no prediction");
@@ -792,14 +860,31 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                     BAD("a predicted size has no prediction");
             } else if (get(&s[ASIZE], &size))
                 BAD("a block's streams are cut short or corrupt");
-            if (get(&s[AADDR], &code))
+            total = size;
+            if (kind >= CALLOC && kind != REALLOC) { /* NMEMB or ALIGN, then RC */
+                if (get(&s[ASIZE], &extra[0])
+                    || (kind == POSIX_MEMALIGN && get(&s[ASIZE], &extra[1])))
+                    BAD("a block's streams are cut short or corrupt");
+                if (kind == CALLOC)
+                    total = extra[0] * size;
+            } else if (kind == REALLOC && !(op & F_NO_PTR)) { /* enc_resize's PTR */
+                uint64_t block[3];
+                if (dec_ptr(m, s, &ptr, block, err, elen) < 0)
+                    return -1;
+                m->prev = ptr;
+            }
+            code = LIFO + 1;
+            addr = 0;
+            if (!(op & F_NO_RESULT) && get(&s[AADDR], &code))
                 BAD("a block's streams are cut short or corrupt");
-            if (code == 0) {
+            if (op & F_NO_RESULT) {
+                /* RESULT 0x0 */
+            } else if (code == 0) {
                 if (!m->top)
                     BAD("a block from the top chunk before any");
                 addr = m->top;
             } else if (code <= LIFO) {
-                struct lifo *l = chunk(size) <= MAX_CLASS ? m->lifo[chunk(size) / 16] : NULL;
+                struct lifo *l = chunk(total) <= MAX_CLASS ? m->lifo[chunk(total) / 16] : NULL;
                 if (!l || code > (uint64_t)l->n)
                     BAD("a reused block beyond its size class's");
                 int k = (int)code - 1;
@@ -813,33 +898,29 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             } else {
                 BAD("an address code is out of range");
             }
-            n = record(line, tag_of[kind], (uint64_t[]){stack, addr, size}, 3, 1);
-            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO))
+            if (kind == POSIX_MEMALIGN)
+                n = record(line, tag_of[kind],
+                           (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5, 2);
+            else if (kind >= CALLOC && kind != REALLOC)
+                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, extra[0], size}, 4, 2);
+            else if (kind == REALLOC)
+                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, ptr, size}, 4, 6);
+            else
+                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, size}, 3, 2);
+            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
                 BAD("out of memory");
         } else {
-            uint64_t ref, ptr, stack, predicted, block[3];
-            int r = 0;
-            if (get(&s[FREF], &ref))
-                BAD("a block's streams are cut short or corrupt");
-            if (ref == 0) {
-                if (get(&s[DELTA], &z))
-                    BAD("a block's streams are cut short or corrupt");
-                ptr = m->prev + unzigzag(z);
+            uint64_t ptr, stack, predicted, block[3];
+            int r = dec_ptr(m, s, &ptr, block, err, elen);
+            if (r < 0)
+                return -1;
+            if (r == 0 || !stack_get(m, block[2], S_FREE, &predicted))
                 predicted = m->last_fstk;
-            } else {
-                if (ref > m->allocs || (r = release(m, m->allocs - ref, block)) == 0)
-                    BAD("a release refers to no live block");
-                if (r < 0)
-                    BAD("out of memory");
-                ptr = block[0];
-                if (!stack_get(m, block[2], S_FREE, &predicted))
-                    predicted = m->last_fstk;
-            }
             if (op & F_STACK)
                 stack = predicted;
             else if (get(&s[FSTK], &stack))
                 BAD("a block's streams are cut short or corrupt");
-            n = record(line, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 1);
+            n = record(line, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 2);
             if (released(m, stack, ptr, r ? &block[2] : NULL))
                 BAD("out of memory");
         }

@@ -106,6 +106,8 @@ static inline __attribute__((always_inline)) int split(const char *p, const char
  * quick paths of the short event records and of `t` (1 when the line was read, with *next after
  * it) */
 int event_line(struct mdc *c, const struct tok *t, int n);
+/* the operation of the short record tag of P's N bytes (`+`, `-n`, `+c`...), -1: none */
+int short_op(const char *p, uint64_t n);
 int node_record(struct mdc *c, const struct tok *t, int n);
 int thread_record(struct mdc *c, const struct tok *t, int n);
 int quick_short(const struct mdc *c, const char *p, struct event *ev, const char **next);

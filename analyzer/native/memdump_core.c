@@ -20,15 +20,13 @@ static int kind_of(const char *rec, const struct tok *t, int n)
     const char *p = t[0].p;
     if (t[0].n == 1) {
         switch (p[0]) {
-        case 'e': case '+': case '-': return L_EVENT;
+        case 'e': return L_EVENT;
         case 't': return L_THREAD;
         case 'n': return L_NODE;
-        default: return L_PYTHON;
         }
     }
-    if (t[0].n == 2 && (p[0] == '+' || p[0] == '-') && (p[1] == 'n' || p[1] == 'a'))
-        return L_EVENT;
-    return L_PYTHON;
+    /* the short records: `+`, `-` (2.0), the C++ operators' (2.1), the others of 2.5 */
+    return short_op(p, t[0].n) >= 0 ? L_EVENT : L_PYTHON;
 }
 
 /* the bytes since the last report, for the progress bar */

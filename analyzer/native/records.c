@@ -158,15 +158,22 @@ static int e_record(struct mdc *c, const struct tok *t, int n, struct event *ev)
     return RC_OK;
 }
 
-/* `+ STACK RESULT SIZE`, `- STACK PTR` and the C++ operators' (2.0, 2.1) */
+/* `+ STACK RESULT SIZE`, `- STACK PTR` and the C++ operators' (2.0, 2.1); (2.5) `+c`, `+r`,
+ * `+p`, `+l`, `+m`: `TAG STACK RESULT ARGS`, the ARGS of their operation's `e` record */
 static int short_record(struct mdc *c, const struct tok *t, int n, int op, struct event *ev)
 {
     int alloc = t[0].p[0] == '+';
-    if (c->tid < 0 || n != (alloc ? 4 : 3) || !node_ref(c, &t[1], &ev->nid))
+    if (op < 0 || c->tid < 0 || n != (alloc ? 3 + OP_NARGS[op] : 3) || !node_ref(c, &t[1], &ev->nid))
         return RC_FALLBACK;
     if (alloc) {
-        if (!hex(&t[2], &ev->result) || !dec(&t[3], &ev->args[0]))
+        if (!hex(&t[2], &ev->result))
             return RC_FALLBACK;
+        for (int i = 0; i < OP_NARGS[op]; i++) {
+            int ok = i == OP_PTR_ARG[op] ? hex(&t[3 + i], &ev->args[i])
+                                         : dec(&t[3 + i], &ev->args[i]);
+            if (!ok)
+                return RC_FALLBACK;
+        }
     } else {
         ev->result = 0;
         if (!hex(&t[2], &ev->args[0]))
@@ -187,6 +194,28 @@ int thread_record(struct mdc *c, const struct tok *t, int n)
     return RC_OK;
 }
 
+/* the short records' tags (one letter after `+` or `-`; "": none) and their operations */
+static const struct {
+    char sign, letter;
+    int op;
+} SHORT_TAGS[] = {
+    {'+', 0, OP_MALLOC}, {'-', 0, OP_FREE}, {'+', 'n', OP_NEW}, {'+', 'a', OP_NEW_ARRAY},
+    {'-', 'n', OP_DELETE}, {'-', 'a', OP_DELETE_ARRAY}, {'+', 'c', OP_CALLOC},
+    {'+', 'r', OP_REALLOC}, {'+', 'p', OP_POSIX_MEMALIGN}, {'+', 'l', OP_ALIGNED_ALLOC},
+    {'+', 'm', OP_MEMALIGN},
+};
+
+int short_op(const char *p, uint64_t n)
+{
+    if (n < 1 || n > 2)
+        return -1;
+    for (size_t i = 0; i < sizeof SHORT_TAGS / sizeof SHORT_TAGS[0]; i++)
+        if (SHORT_TAGS[i].sign == p[0] && (n == 1 ? SHORT_TAGS[i].letter == 0
+                                                  : SHORT_TAGS[i].letter == p[1]))
+            return SHORT_TAGS[i].op;
+    return -1;
+}
+
 /* one event line */
 int event_line(struct mdc *c, const struct tok *t, int n)
 {
@@ -195,18 +224,8 @@ int event_line(struct mdc *c, const struct tok *t, int n)
     const struct tok *tag = &t[0];
     if (is(tag, "e"))
         r = e_record(c, t, n, &ev);
-    else if (is(tag, "+"))
-        r = short_record(c, t, n, OP_MALLOC, &ev);
-    else if (is(tag, "-"))
-        r = short_record(c, t, n, OP_FREE, &ev);
-    else if (is(tag, "+n"))
-        r = short_record(c, t, n, OP_NEW, &ev);
-    else if (is(tag, "+a"))
-        r = short_record(c, t, n, OP_NEW_ARRAY, &ev);
-    else if (is(tag, "-n"))
-        r = short_record(c, t, n, OP_DELETE, &ev);
     else
-        r = short_record(c, t, n, OP_DELETE_ARRAY, &ev);
+        r = short_record(c, t, n, short_op(tag->p, tag->n), &ev);
     return r == RC_OK ? do_event(c, &ev) : r;
 }
 

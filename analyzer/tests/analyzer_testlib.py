@@ -20,9 +20,9 @@ REPO = ANALYZER.parent
 
 sys.path.insert(0, str(ANALYZER))
 
-from memdump_analyzer.dumpformat import SHORT_OPS  # noqa: E402
+from memdump_analyzer.dumpformat import GRAMMAR_BY_TAG, SHORT_OPS  # noqa: E402
 
-#: heap operation -> its short record's tag (format 2.0, 2.1)
+#: heap operation -> its short record's tag (format 2.0, 2.1, 2.5)
 SHORT_TAGS = {op: tag for tag, op in SHORT_OPS.items()}
 APP = "/src/app"
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -53,14 +53,19 @@ class Dump:
     """Writes a dump line by line; definitions are made on first use, SEQs are counted.
 
     `short`: write malloc and free as the in-process recorder does, `+` and `-` records after a
-    `t` record naming their thread (format 2.0), and the C++ operators as `+n`, `+a`, `-n`, `-a`
-    (2.1)."""
+    `t` record naming their thread (format 2.0), the C++ operators as `+n`, `+a`, `-n`, `-a`
+    (2.1), calloc and realloc as `+c` and `+r` (2.5): each short record of the header's version
+    (a `MEMDUMP 2.0` dump has `+` and `-` only)."""
 
     def __init__(
         self, *, attached: bool = False, header: str = "MEMDUMP 1.0", short: bool = False
     ) -> None:
         self.lines: list[str] = [header]
         self.short = short
+        major, minor = (int(x) for x in header.split()[1].split("."))
+        #: the short records of this dump's version: heap operation -> tag
+        self.short_tags = {op: tag for op, tag in SHORT_TAGS.items()
+                           if GRAMMAR_BY_TAG[tag].since <= (major, minor)}
         self.short_tid: int | None = None
         for key, value in (
             ("program", APP),
@@ -125,11 +130,11 @@ class Dump:
         node = stack if isinstance(stack, int) else self.stack(stack)
         self.seq += 1
         fields = " ".join(str(a) for a in args)
-        if self.short and op in SHORT_TAGS:
+        if self.short and op in self.short_tags:
             if tid != self.short_tid:
                 self.lines.append(f"t {tid}")
                 self.short_tid = tid
-            tag = SHORT_TAGS[op]
+            tag = self.short_tags[op]
             if tag.startswith("+"):
                 self.lines.append(f"{tag} {node} {result} {fields}")
             else:

@@ -118,7 +118,12 @@ class Dump:
             if op == "custom_alloc" and res:
                 self.custom.add(res)
         self.seq += 1
-        self.add(f"e {self.seq} {tid} {op} {node} {result} {' '.join(args)}")
+        tag = {"calloc": "+c", "realloc": "+r", "posix_memalign": "+p", "aligned_alloc": "+l",
+               "memalign": "+m"}.get(op)  # (2.5) short, as the recorder writes them
+        if tag is not None and self.tid is not None and rng.random() < 0.7:
+            self.add(f"{tag} {node} {result} {' '.join(args)}")
+        else:
+            self.add(f"e {self.seq} {tid} {op} {node} {result} {' '.join(args)}")
         self._model(op, res, size)
 
     def _model(self, op: str, res: int, size: int) -> None:
@@ -167,7 +172,7 @@ class Dump:
 
     def build(self, events: int) -> bytes:
         rng = self.rng
-        self.add("MEMDUMP 2.4")
+        self.add("MEMDUMP 2.5")
         self.add("i program /src/app")
         self.add(f"i attached {int(rng.random() < 0.3)}")
         for ident, text in {**_MODULES, **_FUNCTIONS, _FILE: "app.c"}.items():
@@ -203,7 +208,8 @@ class Dump:
         return b"".join(lines)
 
 
-_GARBAGE = [b"zz", b"0X10", b"007", b"-1", b"", b"0x", b"99999999999", b"+n", b"\t", b"0x0"]
+_GARBAGE = [b"zz", b"0X10", b"007", b"-1", b"", b"0x", b"99999999999", b"+n", b"\t", b"0x0",
+            b"+c", b"+r", b"+p", b"+m"]
 
 
 def corrupt(rng: random.Random, text: bytes) -> bytes:

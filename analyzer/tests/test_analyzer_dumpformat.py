@@ -15,10 +15,12 @@ from memdump_analyzer.dumpformat import (
     COMMENT,
     CUSTOM,
     CXX_ENTRY_POINTS,
+    DEC,
     EVENT,
     FAMILY,
     FORMAT_LINE,
     GRAMMAR,
+    HEX,
     KIND_BY_CODE,
     KIND_CODES,
     KIND_WORDS,
@@ -247,12 +249,22 @@ def test_the_grammar_s_versions_are_the_spec_s() -> None:
 
 
 def test_the_grammar_s_views() -> None:
-    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "p", "end")
+    assert SEQUENCED == ("e", "+", "-", "+n", "+a", "-n", "-a", "+c", "+r", "+p", "+l", "+m",
+                         "p", "end")
     assert SHORT_OPS == {"+": "malloc", "-": "free", "+n": "new", "+a": "new[]",
-                         "-n": "delete", "-a": "delete[]"}
+                         "-n": "delete", "-a": "delete[]", "+c": "calloc", "+r": "realloc",
+                         "+p": "posix_memalign", "+l": "aligned_alloc", "+m": "memalign"}
     short = [rec for rec in GRAMMAR if rec.kind == SHORT]
     assert [rec.text for rec in short] == ["STACK RESULT SIZE", "STACK PTR"] + [
-        "STACK RESULT SIZE"] * 2 + ["STACK PTR"] * 2
+        "STACK RESULT SIZE"] * 2 + ["STACK PTR"] * 2 + [
+        "STACK RESULT NMEMB SIZE", "STACK RESULT PTR SIZE", "STACK RESULT ALIGN SIZE RC"] + [
+        "STACK RESULT ALIGN SIZE"] * 2
+    # each short record's fields are its `e` record's after OP, typed as the operation's ARGS
+    for rec in short:
+        if rec.op not in NO_RESULT:
+            assert [f.name for f in rec.fields[2:]] == list(OPERATIONS[rec.op])
+            assert [f.type for f in rec.fields[2:]] == [
+                HEX if name == "PTR" else DEC for name in OPERATIONS[rec.op]]
     assert {rec.tag: rec.required for rec in GRAMMAR if rec.tag in ("e", "r", "lk", "#")} == {
         "e": 5, "r": 2, "lk": 9, "#": 1}
 

@@ -6,8 +6,8 @@
 
 /* The first line of a dump */
 #define MEMDUMP_FORMAT_MAJOR 2
-#define MEMDUMP_FORMAT_MINOR 4
-#define MEMDUMP_FORMAT_LINE "MEMDUMP 2.4\n"
+#define MEMDUMP_FORMAT_MINOR 5
+#define MEMDUMP_FORMAT_LINE "MEMDUMP 2.5\n"
 
 /* The `i recorder` value of the in-process recorder's dumps (format 1.3) */
 #define MEMDUMP_RECORDER_IN_PROCESS "in-process"
@@ -39,13 +39,13 @@ enum memdump_op {
  * ("": none) */
 #define MEMDUMP_OPS(X) \
     X(MALLOC, "malloc", 6, "+", 1) \
-    X(CALLOC, "calloc", 6, "", 0) \
-    X(REALLOC, "realloc", 7, "", 0) \
+    X(CALLOC, "calloc", 6, "+c", 2) \
+    X(REALLOC, "realloc", 7, "+r", 2) \
     X(REALLOCARRAY, "reallocarray", 12, "", 0) \
     X(FREE, "free", 4, "-", 1) \
-    X(POSIX_MEMALIGN, "posix_memalign", 14, "", 0) \
-    X(ALIGNED_ALLOC, "aligned_alloc", 13, "", 0) \
-    X(MEMALIGN, "memalign", 8, "", 0) \
+    X(POSIX_MEMALIGN, "posix_memalign", 14, "+p", 2) \
+    X(ALIGNED_ALLOC, "aligned_alloc", 13, "+l", 2) \
+    X(MEMALIGN, "memalign", 8, "+m", 2) \
     X(VALLOC, "valloc", 6, "", 0) \
     X(PVALLOC, "pvalloc", 7, "", 0) \
     X(CUSTOM_ALLOC, "custom_alloc", 12, "", 0) \
@@ -90,6 +90,11 @@ enum memdump_op {
 #define MEMDUMP_TAG_SHORT_NEW_ARRAY "+a"
 #define MEMDUMP_TAG_SHORT_DELETE "-n"
 #define MEMDUMP_TAG_SHORT_DELETE_ARRAY "-a"
+#define MEMDUMP_TAG_SHORT_CALLOC "+c"
+#define MEMDUMP_TAG_SHORT_REALLOC "+r"
+#define MEMDUMP_TAG_SHORT_POSIX_MEMALIGN "+p"
+#define MEMDUMP_TAG_SHORT_ALIGNED_ALLOC "+l"
+#define MEMDUMP_TAG_SHORT_MEMALIGN "+m"
 #define MEMDUMP_TAG_P "p"
 #define MEMDUMP_TAG_P_CHAR 'p'
 #define MEMDUMP_TAG_SCAN "scan"

@@ -5,7 +5,8 @@
  * interns the stack, writes its event and updates the live blocks. The lock makes the file
  * order the SEQ order and puts every definition before its first use. malloc and free, nearly
  * every event, are written in the short form (`+` and `-` after a `t` record naming the thread,
- * docs/dump-format.md), and so are the C++ operators (cxx.c; `+n`, `-n`, `+a`, `-a`): half the
+ * docs/dump-format.md), and so are the C++ operators (cxx.c; `+n`, `-n`, `+a`, `-a`), calloc,
+ * realloc and the aligned allocations (`+c`, `+r`, `+p`, `+l`, `+m`, format 2.5): half the
  * bytes of an `e` record, and the bytes are most of the cost. Nothing here calls
  * the allocator it records: the recorder's memory is mmap'd.
  *
@@ -698,14 +699,47 @@ static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
     return mdr_fmt_dec(p, stack);
 }
 
-/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), and the C++ operators' `+n`, `+a`
- * (new, new[]: as malloc) and `-n`, `-a` (delete, delete[]: as free, format 2.1), after `t TID`
- * when the previous short record was another thread's; SEQ is implicit: one more than the last
- * sequenced record. */
+/* An operation's ARGS (the "Heap operations" table), after its RESULT: the same in its `e` record
+ * and its short one; OP is a constant in each hook's inlined copy, the switch folded away. */
+static inline __attribute__((always_inline)) char *put_args(char *p, enum mdr_op op,
+                                                            const uint64_t *a, uint64_t rc)
+{
+    switch (op) {
+    case MDR_REALLOC:
+        p = mdr_fmt_hex_wide(p, a[0]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, a[1]);
+    case MDR_REALLOCARRAY:
+        p = mdr_fmt_hex_wide(p, a[0]);
+        *p++ = ' ';
+        p = mdr_fmt_dec(p, a[1]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, a[2]);
+    case MDR_CALLOC: case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
+        p = mdr_fmt_dec(p, a[0]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, a[1]);
+    case MDR_POSIX_MEMALIGN:
+        p = mdr_fmt_dec(p, a[1]);
+        *p++ = ' ';
+        p = mdr_fmt_dec(p, a[2]);
+        *p++ = ' ';
+        return mdr_fmt_dec(p, rc);
+    default:
+        return mdr_fmt_dec(p, a[0]);
+    }
+}
+
+/* `+ STACK RESULT SIZE` (malloc) or `- STACK PTR` (free), the C++ operators' `+n`, `+a`
+ * (new, new[]: as malloc) and `-n`, `-a` (delete, delete[]: as free, format 2.1), and (2.5)
+ * `+c`, `+r`, `+p`, `+l`, `+m` (calloc, realloc, posix_memalign, aligned_alloc, memalign:
+ * `TAG STACK RESULT ARGS`), after `t TID` when the previous short record was another thread's;
+ * SEQ is implicit: one more than the last sequenced record. */
 static inline __attribute__((always_inline)) char *short_record(char *p, struct mdr_thread *t,
                                                                 enum mdr_op op, uint64_t stack,
                                                                 const struct walk *w,
-                                                                uint64_t block, uint64_t size)
+                                                                uint64_t result,
+                                                                const uint64_t *a, uint64_t rc)
 {
     ++C.seq;
     if (MDR_UNLIKELY(t->tid != short_tid)) {
@@ -716,18 +750,17 @@ static inline __attribute__((always_inline)) char *short_record(char *p, struct 
         *p++ = '\n';
         short_tid = t->tid;
     }
-    int alloc = op == MDR_MALLOC || op == MDR_NEW || op == MDR_NEW_ARRAY;
+    int release = op == MDR_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY;
     memcpy(p, short_tag[op], 2);
     p += short_tag_len[op];
     *p++ = ' ';
     p = put_stack(p, stack, w);
     *p++ = ' ';
-    p = mdr_fmt_hex_wide(p, block);
-    if (alloc) {
-        *p++ = ' ';
-        p = mdr_fmt_dec(p, size);
-    }
-    return p;
+    if (release)
+        return mdr_fmt_hex_wide(p, a[0]);
+    p = mdr_fmt_hex_wide(p, result);
+    *p++ = ' ';
+    return put_args(p, op, a, rc);
 }
 
 /* The N bytes (1 to 16) of S at P, in two overlapping copies: a memcpy of a variable length is
@@ -770,30 +803,7 @@ static inline __attribute__((always_inline)) char *event_record(char *p, struct 
     }
     p = mdr_fmt_hex_wide(p, result);
     *p++ = ' ';
-    switch (op) {
-    case MDR_REALLOC:
-        p = mdr_fmt_hex_wide(p, a[0]);
-        *p++ = ' ';
-        return mdr_fmt_dec(p, a[1]);
-    case MDR_REALLOCARRAY:
-        p = mdr_fmt_hex_wide(p, a[0]);
-        *p++ = ' ';
-        p = mdr_fmt_dec(p, a[1]);
-        *p++ = ' ';
-        return mdr_fmt_dec(p, a[2]);
-    case MDR_CALLOC: case MDR_ALIGNED_ALLOC: case MDR_MEMALIGN:
-        p = mdr_fmt_dec(p, a[0]);
-        *p++ = ' ';
-        return mdr_fmt_dec(p, a[1]);
-    case MDR_POSIX_MEMALIGN:
-        p = mdr_fmt_dec(p, a[1]);
-        *p++ = ' ';
-        p = mdr_fmt_dec(p, a[2]);
-        *p++ = ' ';
-        return mdr_fmt_dec(p, rc);
-    default:
-        return mdr_fmt_dec(p, a[0]);
-    }
+    return put_args(p, op, a, rc);
 }
 
 /* Inline in every hook, OP a constant there (c->op's value): each hook's copy keeps its own
@@ -823,10 +833,8 @@ static inline __attribute__((always_inline)) void finish(struct mdr_thread *t, s
             C.state = MDR_DISABLED;
         } else {
             char *start = p;
-            if (MDR_LIKELY(op == MDR_MALLOC || op == MDR_FREE || op >= MDR_NEW)) {
-                int release = op == MDR_FREE || op == MDR_DELETE || op == MDR_DELETE_ARRAY;
-                p = short_record(p, t, op, stack, w, release ? c->args[0] : result, c->args[0]);
-            }
+            if (MDR_LIKELY(short_tag_len[op] != 0))
+                p = short_record(p, t, op, stack, w, result, c->args, rc);
             else
                 p = event_record(p, t, op, stack, w, result, c->args, rc);
             *p++ = '\n';
