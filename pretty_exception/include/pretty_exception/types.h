@@ -5,8 +5,6 @@
 #ifndef PRETTY_EXCEPTION_TYPES_H
 #define PRETTY_EXCEPTION_TYPES_H
 
-#include "config.h"
-
 #include <cstdint>
 #include <string>
 
