@@ -1,17 +1,21 @@
 # @brief Checks the parts of pretty_exception.h: each compiles on its own, opens with its @brief, and the umbrella includes them all.
 #
-# cmake -DSOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DLIBDW=ON|OFF -P stand_alone_headers.cmake
-# Each part in include/pretty_exception/ is compiled as a translation unit of its own (included twice, for its
-# guard), as C++17 with the suite's warnings as errors, once with the configuration the build found and once
-# with every compile-time switch flipped (no libdw, syslog on, every throw traced, snippets, no short
-# macros). A part that uses what only an earlier part in the umbrella gives, without including that part, fails
-# here by name. The parts are listed when the test runs, so a new one is checked without reconfiguring.
+# cmake -DSOURCE_DIR=... -DWORK_DIR=... -DCXX=... -DLIBDW=ON|OFF [-DSTD=17|20] -P stand_alone_headers.cmake
+# Each part in include/pretty_exception/ is compiled as a translation unit of its own (included twice, for
+# its guard), as C++17 (or STD, the build's standard) with the suite's warnings as errors, once with the
+# configuration the build found and once with every compile-time switch flipped (no libdw, syslog on, every
+# throw traced, snippets, no short macros). A part that uses what only an earlier part in the umbrella gives,
+# without including that part, fails here by name. The parts are listed when the test runs, so a new one is
+# checked without reconfiguring.
 foreach(var SOURCE_DIR WORK_DIR CXX LIBDW)
     if(NOT DEFINED ${var})
         message(FATAL_ERROR "stand_alone_headers.cmake: -D${var}=... is required")
     endif()
 endforeach()
 
+if(NOT STD)
+    set(STD 17)
+endif()
 set(include_dir "${SOURCE_DIR}/include")
 file(GLOB parts RELATIVE "${include_dir}" "${include_dir}/pretty_exception/*.h")
 list(SORT parts)
@@ -54,7 +58,7 @@ foreach(part IN LISTS parts)
     file(WRITE "${unit}" "#include \"${part}\"\n#include \"${part}\"\n")
     foreach(config found flipped)
         execute_process(
-            COMMAND "${CXX}" -std=c++17 -Wall -Wextra -Wpedantic -Werror ${${config}_config}
+            COMMAND "${CXX}" -std=c++${STD} -Wall -Wextra -Wpedantic -Werror ${${config}_config}
                     -I "${include_dir}" -c "${unit}" -o "${WORK_DIR}/${name}.${config}.o"
             RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
         if(NOT rc EQUAL 0)
