@@ -11,6 +11,7 @@
 #include "symbolise.h"
 #include "thrown.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
