@@ -12,13 +12,12 @@ kind, and all of them are compared.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .dumpfile import Frame
-from .leaktext import KIND_NAMES, frame_json, split_by_kind, stack_text
+from .leaktext import KIND_NAMES, frame_json, frame_key, split_by_kind, stack_text
 from .model import Analysis, Group
 from .wording import plural
 
@@ -29,16 +28,10 @@ DIFF_FORMAT = "memdump-diff"
 DIFF_VERSION = "1.0"
 
 
-def _frame_key(f: Frame) -> tuple[str, ...]:
-    if f.file is not None and f.line:
-        return (f.function or "?", os.path.basename(f.file), str(f.line))
-    return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
-
-
 def frames_key(frames: Sequence[Frame]) -> tuple[tuple[str, ...], ...]:
     """What matches a stack across runs: its frames' functions and lines (modules and offsets
     where a frame has no line), not their addresses."""
-    return tuple(_frame_key(f) for f in frames)
+    return tuple(frame_key(f) for f in frames)
 
 
 def stack_key(g: Group) -> tuple[Any, ...]:

@@ -26,6 +26,7 @@ __all__ = [
     "Section",
     "clean",
     "clean_or_none",
+    "frame_key",
     "frame_json",
     "frame_text",
     "numbered_leaks",
@@ -91,6 +92,14 @@ def stack_text(
             f"{indent}... {plural(folded, 'frame')} of the C/C++ runtime (--show-runtime-frames)"
         )
     return lines
+
+
+def frame_key(f: Frame) -> tuple[str, ...]:
+    """What matches a frame across runs and stacks: its function and line (module and offset
+    when it has no line), not its address."""
+    if f.file is not None and f.line:
+        return (f.function or "?", os.path.basename(f.file), str(f.line))
+    return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
 
 
 def frame_json(frame: Frame) -> dict[str, Any]:

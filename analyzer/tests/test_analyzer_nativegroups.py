@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from memdump_analyzer import native, nativegroups
 from memdump_analyzer.dumpdefs import Frame
-from memdump_analyzer.views.common import _frame_key, trimmed_nodes
+from memdump_analyzer.leaktext import frame_key
+from memdump_analyzer.views.common import trimmed_nodes
 
 
 @pytest.fixture(autouse=True)
@@ -72,13 +73,13 @@ def _reader(seed: int, n_nodes: int = 500) -> Any:  # noqa: ANN401 - a stand-in 
 @pytest.mark.parametrize("seed", range(30))
 def test_nodes_grouped_in_c_as_python_groups_them(seed: int) -> None:
     reader = _reader(seed)
-    gid = nativegroups.node_groups(reader, _frame_key)
+    gid = nativegroups.node_groups(reader, frame_key)
     assert gid is not None
     trimmed = trimmed_nodes(reader)
     of_key: dict[Any, int] = {}
     of_gid: dict[int, Any] = {}
     for ident in reader.nodes:
-        key = tuple(map(_frame_key, trimmed(ident)))
+        key = tuple(map(frame_key, trimmed(ident)))
         assert of_key.setdefault(key, gid[ident]) == gid[ident], ident
         assert of_gid.setdefault(gid[ident], key) == key, ident
         assert (gid[ident] == 0) == (key == ()), ident
@@ -125,17 +126,17 @@ def test_undefined_nodes_and_frames_are_left_to_python() -> None:
     leaf = max(reader.nodes)
     parent = reader.nodes[leaf][0]
     del reader.frames[reader.nodes[leaf][1]]  # a frame the dump never defined
-    assert nativegroups.node_groups(reader, _frame_key) is None
+    assert nativegroups.node_groups(reader, frame_key) is None
     with pytest.raises(KeyError):  # Python's walk says which
         trimmed_nodes(reader)(leaf)
     reader = _reader(1)
     if parent:
         reader.nodes._flags[parent] = 0  # a parent the dump never defined
-        assert nativegroups.node_groups(reader, _frame_key) is None
+        assert nativegroups.node_groups(reader, frame_key) is None
         assert nativegroups.reached_frames(reader, [leaf]) is None
     reader.nodes._parents[leaf] = leaf  # a node its own ancestor
     reader.nodes._flags[parent] = 1
-    assert nativegroups.node_groups(reader, _frame_key) is None
+    assert nativegroups.node_groups(reader, frame_key) is None
 
 
 @pytest.mark.parametrize("seed", range(20))

@@ -6,7 +6,6 @@ from __future__ import annotations
 import functools
 import heapq
 import operator
-import os
 from collections.abc import (
     Callable,
     ItemsView,
@@ -23,7 +22,7 @@ from typing import Any
 
 from .. import nativegroups
 from ..dumpfile import DumpReader, Frame
-from ..leaktext import clean, frame_json, stack_text
+from ..leaktext import clean, frame_json, frame_key, stack_text
 from ..rules import is_allocator_frame, is_main_frame
 from ..wording import plural
 from .stream import Profile, StackStats, TableStacks
@@ -122,7 +121,7 @@ class Group:
     @property
     def key(self) -> StackKey:
         """The stack as matched across dumps."""
-        return tuple(map(_frame_key, self.stack))
+        return tuple(map(frame_key, self.stack))
 
 
 @dataclass
@@ -136,12 +135,6 @@ class Side:
     info: dict[str, str] = field(default_factory=dict)
     #: the view's own accumulator after the pass (its module's `accumulator()`), if it has one
     accumulated: Any = None
-
-
-def _frame_key(f: Frame) -> tuple[str, ...]:
-    if f.file is not None and f.line:
-        return (f.function or "?", os.path.basename(f.file), str(f.line))
-    return (f.function or "?", os.path.basename(f.module or "?"), f"+0x{f.offset:x}")
 
 
 def _frame_text(f: Frame) -> tuple[str, str, int]:
@@ -295,10 +288,10 @@ class _Stacks:
         # stack's keys are then found without a call per frame
         every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
                                             for f in chain)]
-        self._key_of = {id(f): _frame_key(f) for f in every}.__getitem__
+        self._key_of = {id(f): frame_key(f) for f in every}.__getitem__
         self.text_of: Callable[[int], tuple[str, str, int]] = {
             id(f): _frame_text(f) for f in every}.__getitem__
-        ids = nativegroups.node_groups(reader, _frame_key)
+        ids = nativegroups.node_groups(reader, frame_key)
         #: the groups are the library's ids (node_groups)
         self.native = ids is not None
         self.group: Callable[[int], Any] = self._key if ids is None else ids.__getitem__
