@@ -52,8 +52,8 @@ mkdir "$work/corpus"
 if [[ $target == compact ]]; then
     clang -g -O1 -D_GNU_SOURCE -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$native" "$native"/fuzz_compact.c "$native"/compact.c -lz -llzma -o "$work/fuzz_compact"
-    # seeds: each fixture compacted (first byte 1: a whole file) and its payload (0: a block's),
-    # and version 1.0's fixture
+    # seeds: each fixture compacted (first byte 1: a whole file) and its payload (0: a block's,
+    # decoded to text; 2: to the replay's direct output), and version 1.0's fixture
     PYTHONPATH="$root_dir/analyzer" python3 - "$work/corpus" "$root_dir"/analyzer/tests/fixtures/*.memdump <<'PY'
 import io, sys
 from pathlib import Path
@@ -67,6 +67,7 @@ for path in map(Path, sys.argv[2:]):
     for line in compact._pieces(io.BytesIO(text)):
         enc.line(line)
     (Path(sys.argv[1]) / f"{path.stem}.payload").write_bytes(b"\0" + enc.payload())
+    (Path(sys.argv[1]) / f"{path.stem}.direct").write_bytes(b"\2" + enc.payload())
 # and a file of version 1.0 (blocks under xz), which the decoder still reads
 old = Path(sys.argv[2]).parent / "inprocess-1.0.compact"
 (Path(sys.argv[1]) / "inprocess-1.0.file").write_bytes(b"\1" + old.read_bytes())
@@ -76,7 +77,8 @@ PY
 else
     clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
-        "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c -o "$work/fuzz_replay"
+        "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c \
+        "$native"/compact.c -lz -llzma -o "$work/fuzz_replay"
     for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
         tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
         # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass

@@ -19,7 +19,7 @@ from .compact import BLOCK_TEXT, LEVEL, CompactError, decode, encode, is_compact
 from .dumpformat import COMPACT_MAGIC
 from .libpath import enabled, library_path
 
-__all__ = ["PENDING", "CompactError", "compact_file", "compacting", "decoded", "pending",
+__all__ = ["PENDING", "CompactError", "compact_file", "compacting", "decoded", "info", "pending",
            "print_text", "text_file"]
 
 #: the extended attribute by which GDB's memdump leaves a finished text dump to be compacted by its
@@ -41,7 +41,30 @@ def _library() -> ctypes.CDLL | None:
     enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
                     ctypes.c_size_t]
     dec.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
+    lib.mdz_info.restype = ctypes.c_int
+    lib.mdz_info.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+                             ctypes.c_char_p, ctypes.c_size_t]
     return lib
+
+
+#: the longest first line a reader takes (dumpio.DumpFile reads 256 bytes for it)
+_FIRST = 256
+
+
+def info(fd: int) -> tuple[bytes, int, int, bool] | None:
+    """What a reader needs of the compact dump open as `fd` before its records, without decoding
+    them (the C library's `mdz_info`): its first line, the length of its text, that length up to
+    the last line end, and whether more than NUL bytes follow that. None when only decoding the
+    whole dump can say (no library, a long first line, a fault in the file)."""
+    lib = _library()
+    if lib is None:
+        return None
+    first = ctypes.create_string_buffer(_FIRST)
+    out = (ctypes.c_uint64 * 4)()
+    err = ctypes.create_string_buffer(256)
+    if lib.mdz_info(fd, first, _FIRST, out, err, len(err)) != 0 or not 0 < out[0] <= _FIRST:
+        return None
+    return first.raw[: out[0]], out[1], out[2], bool(out[3])
 
 
 def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,

@@ -21,6 +21,7 @@ A frame's symbols may come after its use (`fs` records, format 1.3): stacks are 
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
@@ -205,12 +206,14 @@ class DumpReader(Definitions):
             raise ValueError("the reader is closed")
         return self._file.lines()
 
-    def on_read(self, callback: Callable[[int, memoryview], None]) -> int:
+    def on_read(self, callback: Callable[[int, memoryview | int], None]) -> int:
         """Have `callback(offset, chunk)` called as `lines()` reads each chunk of the file (a
         progress bar); returns the bytes there are to read. Call it before `lines()`."""
         if self._file is None:
             raise ValueError("the reader is closed")
         self._file.on_read = callback
+        if self._file.compact_fd >= 0:  # read through the decoder (native.py): its offsets
+            return os.fstat(self._file.compact_fd).st_size
         return self._file.complete
 
     @property

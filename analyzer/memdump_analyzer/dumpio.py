@@ -6,10 +6,13 @@ then, and a final line without its newline is ignored and marks the dump `trunca
 the end of a dump written through a file mapping (the in-process recorder, docs/recorder.md): a
 final run of NUL bytes without a newline is space the recorder had not written yet.
 
-A compact dump is decoded first, into an unlinked temporary file that is then read as a text dump
-is (compact.py): every reader, the C replay included, reads its lines as they were written. The
-latest dump decoded stays decoded for the process (`_latest`): a reader that opens it again (the
-HTML page's outputs) reads the same text without decoding it twice.
+A compact dump is opened without decoding its records: the C library reads its first line and
+the lengths of its text (`compactfile.info`), and the C replay and views' pass read its records
+straight from the decoder (`compact_fd`, native.py). Its text is decoded only when a reader asks for
+its lines (the Python replay, the passes the library leaves to Python), into an unlinked temporary
+file then read as a text dump is; without the library, that happens when it is opened. The latest
+dump decoded stays decoded for the process (`_latest`): a reader that opens it again reads the same
+text without decoding it twice.
 
 NUL bytes before a record are padding (docs/dump-format.md, "Padding"). They are found by one scan
 of the file when its lines are first read (memchr speed), or given by a reader that found them as it
@@ -29,7 +32,7 @@ import re
 import stat
 from collections.abc import Callable, Iterable, Iterator
 
-from .compactfile import CompactError, decoded
+from .compactfile import CompactError, decoded, info
 from .dumpformat import COMPACT_MAGIC, PADDING
 
 __all__ = ["DumpError", "DumpFile", "clean_line", "show"]
@@ -77,7 +80,7 @@ class _Range(io.RawIOBase):
     """Bytes `start` to `end` of a file descriptor, read with pread (no shared position)."""
 
     def __init__(self, fd: int, start: int, end: int,
-                 on_read: Callable[[int, memoryview], None] | None = None) -> None:
+                 on_read: Callable[[int, memoryview | int], None] | None = None) -> None:
         self._fd = fd
         self._pos = start
         self._end = end
@@ -111,11 +114,14 @@ class DumpFile:
         #: the stretches to read as they are, and the cleaned line after each (None: none); found
         #: when first needed (`_padding`)
         self._pieces: list[tuple[int, int, bytes | None]] | None = None
-        self._fd = -1
+        self._fd = -1  # the text's descriptor: the file's, or its decoded text's (-1: not yet)
+        #: a compact dump's own descriptor, while its text is read through the decoder (-1: a
+        #: text dump, or one decoded when it was opened)
+        self.compact_fd = -1
         self._lines: Iterable[bytes] | None = None
         #: called with the file offset reached and the bytes read, after each chunk `lines()`
         #: reads (a progress bar)
-        self.on_read: Callable[[int, memoryview], None] | None = None
+        self.on_read: Callable[[int, memoryview | int], None] | None = None
         try:
             self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -145,7 +151,13 @@ class DumpFile:
         if size == 0:
             raise DumpError(self.path, None, "the file is empty (not a memdump dump)")
         if os.pread(self._fd, len(COMPACT_MAGIC), 0) == COMPACT_MAGIC:
-            size = self._decode()
+            known = info(self._fd)
+            if known is not None:
+                self.compact_fd, self._fd = self._fd, -1
+                self.first, _, self.complete, self.truncated = known
+                return
+            self._decode(self._fd)
+            size = os.fstat(self._fd).st_size
         self.complete = self._complete_length(size)
         # a final line without its newline: a record cut short (NUL bytes alone are space the
         # recorder had not written yet: no record was cut)
@@ -154,11 +166,19 @@ class DumpFile:
         cut = head.find(b"\n")
         self.first = head if cut < 0 else head[: cut + 1]
 
-    def _decode(self) -> int:
-        """A compact dump (docs/dump-format.md, "Compact encoding") is read as its text, decoded
-        into an unlinked temporary file: the size of that text."""
+    def _text(self) -> int:
+        """The descriptor of the dump's text: a compact dump's is decoded the first time."""
+        if self._fd < 0:
+            if self.compact_fd < 0:
+                raise ValueError("the reader is closed")
+            self._decode(os.dup(self.compact_fd))
+        return self._fd
+
+    def _decode(self, fd: int) -> None:
+        """The compact dump open as `fd` (docs/dump-format.md, "Compact encoding") read as its
+        text, decoded into an unlinked temporary file (`fd` is closed)."""
         global _latest
-        fd, self._fd = self._fd, -1
+        self._fd = -1
         st = os.fstat(fd)
         key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
         if _latest is not None and _latest[0] == key:
@@ -172,7 +192,6 @@ class DumpFile:
             if _latest is not None:
                 os.close(_latest[1])
             _latest = (key, os.dup(self._fd))
-        return os.fstat(self._fd).st_size
 
     @property
     def partial_records(self) -> list[int]:
@@ -221,7 +240,7 @@ class DumpFile:
         pending: tuple[int, int] | None = None
         pos = start
         while pos < end:
-            data = os.pread(self._fd, min(_CHUNK, end - pos), pos)
+            data = os.pread(self._text(), min(_CHUNK, end - pos), pos)
             if not data:
                 break
             if PADDING in data:
@@ -255,7 +274,7 @@ class DumpFile:
     def _line_start(self, pos: int, floor: int) -> int:
         while pos > floor:
             begin = max(floor, pos - 4096)
-            i = os.pread(self._fd, pos - begin, begin).rfind(b"\n")
+            i = os.pread(self._text(), pos - begin, begin).rfind(b"\n")
             if i >= 0:
                 return begin + i + 1
             pos = begin
@@ -263,7 +282,7 @@ class DumpFile:
 
     def _line_end(self, pos: int) -> int:
         while True:  # the file's complete part ends with a newline
-            data = os.pread(self._fd, 4096, pos)
+            data = os.pread(self._text(), 4096, pos)
             i = data.find(b"\n")
             if i >= 0 or not data:
                 return pos + i + 1 if i >= 0 else pos
@@ -274,9 +293,9 @@ class DumpFile:
         pieces = [(ls, runs[0][0])]
         pieces.extend((a[1], b[0]) for a, b in itertools.pairwise(runs))
         for s, e in pieces:
-            if e > s and os.pread(self._fd, e - s, s).strip():
+            if e > s and os.pread(self._text(), e - s, s).strip():
                 self._partial.append(s)
-        record = os.pread(self._fd, le - runs[-1][1], runs[-1][1])
+        record = os.pread(self._text(), le - runs[-1][1], runs[-1][1])
         return record if record.strip() else _BLANK
 
     def partial_line(self) -> int | None:
@@ -286,7 +305,7 @@ class DumpFile:
         target = self.partial_records[0]
         count = pos = 0
         while pos < target:
-            data = os.pread(self._fd, min(_CHUNK, target - pos), pos)
+            data = os.pread(self._text(), min(_CHUNK, target - pos), pos)
             if not data:
                 break
             count += data.count(b"\n")
@@ -295,7 +314,7 @@ class DumpFile:
 
     def lines(self) -> Iterable[bytes]:
         """The complete lines after the first, each ending with its newline."""
-        if self._fd < 0:
+        if self._fd < 0 and self.compact_fd < 0:
             raise ValueError("the reader is closed")
         if self._lines is None:
             self._lines = self._open_lines()
@@ -305,7 +324,7 @@ class DumpFile:
         parts: list[Iterable[bytes]] = []
         for start, end, cleaned in self._padding():
             if end > start:
-                parts.append(io.BufferedReader(_Range(self._fd, start, end, self.on_read),
+                parts.append(io.BufferedReader(_Range(self._text(), start, end, self.on_read),
                                                buffer_size=_CHUNK))
             if cleaned is not None:
                 parts.append((cleaned,))
@@ -314,6 +333,7 @@ class DumpFile:
         return itertools.chain.from_iterable(parts)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        for fd in (self._fd, self.compact_fd):
+            if fd >= 0:
+                os.close(fd)
+        self._fd = self.compact_fd = -1

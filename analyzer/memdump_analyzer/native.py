@@ -1,14 +1,16 @@
 """The replay through libmemdump_core.so (analyzer/native/), falling back to replay.py's.
 
 The library reads the dump once, with pread into a buffer (finding the NUL padding as it goes, for
-`DumpFile.padding_from`), and replays the records that are most of a dump in C (the events, `t`,
-the stack nodes `n`, comments); it stops at every other line, which `DumpReader.other` reads here
-as it does in the Python replay, and then goes on; it also stops to ask whether a bad free's stack
-is the runtime's alone (`rules.is_runtime_only`, on the reader's frames). It gives the same
-`Replay` and leaves the reader in the same state (its node tables included) as
-`replay._Replayer`, which stays the reference: whatever the library cannot decide exactly as it
-would (an unusual or malformed field), it leaves to it, and the dump is replayed in Python from
-the start, for the answer or the exact `PATH:LINE: message`.
+`DumpFile.padding_from`), or a compact dump's records straight from its decoder (analyzer/native/
+compact.h: the heap records as packed events, never as text; a dump the decoder cannot give so is
+read again as its decoded text), and replays the records that are most of a dump in C (the events,
+`t`, the stack nodes `n`, comments); it stops at every other line, which `DumpReader.other` reads
+here as it does in the Python replay, and then goes on; it also stops to ask whether a bad free's
+stack is the runtime's alone (`rules.is_runtime_only`, on the reader's frames). It gives the same
+`Replay` and leaves the reader in the same state (its node tables included) as `replay._Replayer`,
+which stays the reference: whatever the library cannot decide exactly as it would (an unusual or
+malformed field), it leaves to it, and the dump is replayed in Python from the start, for the answer
+or the exact `PATH:LINE: message`.
 
 Where the library is: $MEMDUMP_CORE_LIB, else next to this module (`pip install .`), else
 $MEMDUMP_BUILD_DIR/analyzer/native/libmemdump_core.so, else build/analyzer/native/ in the
@@ -24,7 +26,7 @@ import itertools
 import weakref
 from array import array
 from collections import abc
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -90,6 +92,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_abi": (_U, []),
     "mdc_op_name": (ctypes.c_char_p, [ctypes.c_int]),
     "mdc_open": (_P, [ctypes.c_int, _U, _U, _U]),
+    "mdc_open_compact": (_P, [ctypes.c_int, _U]),
     "mdc_nul_runs": (_U, [_P, _P]),
     "mdc_io": (_P, [_P]),
     "mdc_run": (ctypes.c_int, [_P]),
@@ -126,24 +129,34 @@ def _load(path: Path) -> ctypes.CDLL | None:
     return lib if abi == _ABI_VERSION << 32 | ctypes.sizeof(_IO) and ops == (*_OPS, "") else None
 
 
-def replay(replayer: Replayer) -> Any:
-    """The replay of `replayer`'s dump by the library (a new `replay._Replayer`): its `Replay`
-    filled, or None when it is not there, or left the dump to the Python replay (the reader is
-    then as it was)."""
-    reader = replayer.reader
+def replay(replayer: Callable[[], Replayer]) -> Any:
+    """The replay by the library of the dump of the `replayer()`s (new `replay._Replayer`s, one
+    an attempt): its `Replay` filled, or None when it is not there, or left the dump to the
+    Python replay (the reader is then as it was)."""
     lib = library() if enabled() else None
-    if lib is None or reader._file is None:
+    if lib is None:
         return None
-    saved = copy.deepcopy({k: v for k, v in vars(reader).items() if k != "_file"})
+    return attempt(replayer().reader, lambda direct: _Native(replayer(), lib, direct).run())
+
+
+def attempt(reader: DumpReader, run: Callable[[bool], Any]) -> Any:
+    """`run(direct)`'s result: first straight from a compact dump's decoder (`direct`), then
+    from the dump's text; None when the library left the dump to Python each time (the reader is
+    then as it was)."""
     global last_fallback
-    try:
-        result = _Native(replayer, lib).run()
-    except (_Fallback, DumpError, ValueError, IndexError, KeyError, TypeError, OSError) as e:
-        vars(reader).update(saved)
-        last_fallback = e
+    if reader._file is None:
         return None
-    last_fallback = None
-    return result
+    for direct in (True, False) if reader._file.compact_fd >= 0 else (False,):
+        saved = copy.deepcopy({k: v for k, v in vars(reader).items() if k != "_file"})
+        try:
+            result = run(direct)
+        except (_Fallback, DumpError, ValueError, IndexError, KeyError, TypeError, OSError) as e:
+            vars(reader).update(saved)
+            last_fallback = e
+            continue
+        last_fallback = None
+        return result
+    return None
 
 
 class _Fallback(Exception):
@@ -239,11 +252,12 @@ class _Native:
     """The library doing a `_Replayer`'s hot loop; the rest (`p` and `end` records, custom
     blocks at the end, the errors' second readings) is the Python replay's own code."""
 
-    def __init__(self, replayer: Replayer, lib: ctypes.CDLL) -> None:
+    def __init__(self, replayer: Replayer, lib: ctypes.CDLL, direct: bool) -> None:
         self.rp = replayer
         self.reader = replayer.reader
         self.max_errors = replayer.max_errors
         self.lib = lib
+        self.direct = direct
         self.ctx = 0
         self.n_frames = 0
         self.marked: set[int] = set()
@@ -255,7 +269,10 @@ class _Native:
         start, end = len(f.first), f.complete
         if end <= start:
             raise _Fallback
-        self.ctx = self.lib.mdc_open(f._fd, start, end, self.max_errors)
+        if self.direct:
+            self.ctx = self.lib.mdc_open_compact(f.compact_fd, self.max_errors)
+        else:
+            self.ctx = self.lib.mdc_open(f._text(), start, end, self.max_errors)
         if not self.ctx:
             raise _Fallback
         self.nodes = _Nodes(self.lib, self.ctx)  # it closes the library's context
@@ -272,6 +289,7 @@ class _Native:
         io.progress = on_read is not None
         self._sync_frames()
         status = _LINES
+        counted = 0  # the records counted for the progress bar (compact dumps)
         while status != _DONE:
             io.attached = reader.info.get("attached") == "1"
             status = lib.mdc_run(ctx)
@@ -282,6 +300,9 @@ class _Native:
                 io.node_read = 0
             if on_read is not None and io.chunk_len:
                 on_read(io.pos, memoryview((ctypes.c_char * io.chunk_len).from_address(io.chunk)))
+            elif on_read is not None and self.direct:  # the decoder's offset, and the records
+                on_read(io.pos, io.seq + reader._other - counted)
+                counted = io.seq + reader._other
             if status == _LINES and io.n_lines:
                 seq = io.seq
                 pairs = (ctypes.c_uint64 * (2 * io.n_lines)).from_address(io.lines)

@@ -16,7 +16,6 @@ or the exact error.
 
 from __future__ import annotations
 
-import copy
 import ctypes
 import functools
 from array import array
@@ -26,7 +25,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import native
-from .dumpfile import DumpError, DumpReader
+from .dumpfile import DumpReader
 from .passapi import Figures
 
 __all__ = ["NATIVE_PARTS", "StackTable", "figures"]
@@ -87,18 +86,10 @@ def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any
     and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them."""
     lib = native.library() if native.enabled() else None
     lib = _library(lib) if lib is not None else None
-    if lib is None or reader._file is None or not computed <= NATIVE_PARTS:
+    if lib is None or not computed <= NATIVE_PARTS:
         return None
-    saved = copy.deepcopy({k: v for k, v in vars(reader).items() if k != "_file"})
-    try:
-        result = _Pass(reader, lib, computed, series).run()
-    except (native._Fallback, DumpError, ValueError, IndexError, KeyError, TypeError,
-            OSError) as e:
-        vars(reader).update(saved)
-        native.last_fallback = e
-        return None
-    native.last_fallback = None
-    return result
+    return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series,
+                                                       direct).run())
 
 
 class _Pass(native._Native):
@@ -106,10 +97,11 @@ class _Pass(native._Native):
     to Python are read as heappass.py reads them (the clock samples, `p exec`)."""
 
     def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
-                 series: tuple[Any, Any] | None) -> None:
+                 series: tuple[Any, Any] | None, direct: bool) -> None:
         self.reader = reader
         self.max_errors = 0
         self.lib = lib
+        self.direct = direct
         self.ctx = 0
         self.n_frames = 0
         self.marked: set[int] = set()

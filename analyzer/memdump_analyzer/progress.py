@@ -40,10 +40,12 @@ class Progress:
         self._next = self._start + DELAY
         self._drawn = 0  # width of what is on the line
 
-    def on_read(self, offset: int, chunk: memoryview) -> None:
+    def on_read(self, offset: int, chunk: memoryview | int) -> None:
+        """`offset` reached in the file, after the bytes `chunk` (or, from a compact dump's
+        decoder, after `chunk` more records)."""
         if not self.enabled:
             return
-        self.records += bytes(chunk).count(b"\n")
+        self.records += chunk if isinstance(chunk, int) else bytes(chunk).count(b"\n")
         now = self._clock()
         if now < self._next:
             return

@@ -124,7 +124,7 @@ def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
     """Read all of `reader`'s lines and replay their events (raises `DumpError`): in C through
     libmemdump_core.so when it loads (native.py), else, or when it leaves the dump to Python,
     with `_Replayer`, the reference."""
-    result = native.replay(_Replayer(reader, max_errors))
+    result = native.replay(lambda: _Replayer(reader, max_errors))
     if result is not None:
         return result
     return _Replayer(reader, max_errors).run()

@@ -13,11 +13,12 @@
 #include <zlib.h>
 
 #include "compact.h"
+#include "memdump_core.h"
 #define EXPORT __attribute__((visibility("default")))
 
 #define LONG_LINE (1u << 20)
 #define MAX_TEXT (16u << 20)
-#define LIFO 64
+#define LIFO 64 /* a power of two */
 #define MAX_CLASS (1u << 16)
 #define MEMLIMIT (128u << 20)
 /* the encoding written: 2, blocks under deflate (zlib); 1, under xz, still read */
@@ -31,6 +32,10 @@ enum { F_STACK = 0x10, F_SIZE = 0x20, F_NO_PTR = 0x40, F_NO_RESULT = 0x80 };
 enum { OPS, LITS, ASTK, ASIZE, AADDR, DELTA, FREF, FSTK, NID, NPAR, NFRM, N_STREAMS };
 static const char *const tag_of[] = {"", "", "+", "+n", "+a", "-", "-n", "-a", "n", "+c", "+r",
                                      "+p", "+l", "+m"};
+/* each heap kind's operation (memdump_core.h) */
+static const int op_of[] = {-1, -1, OP_MALLOC, OP_NEW, OP_NEW_ARRAY, OP_FREE, OP_DELETE,
+                            OP_DELETE_ARRAY, -1, OP_CALLOC, OP_REALLOC, OP_POSIX_MEMALIGN,
+                            OP_ALIGNED_ALLOC, OP_MEMALIGN};
 /* each kind's count of fields after its tag, and which are hex (a bit per field) */
 static const int fields_of[] = {0, 0, 3, 3, 3, 2, 2, 2, 3, 4, 4, 5, 4, 4};
 static const int hex_of[] = {0, 0, 2, 2, 2, 2, 2, 2, 0, 2, 6, 2, 2, 2};
@@ -118,10 +123,39 @@ static void map_del(struct map *m, struct slot *at)
 
 /* ---- the model, the same in the encoder and the decoder (compact.py's _Model) -------------- */
 
+struct stack_row {
+    uint64_t v[3];
+    unsigned used; /* a bit per field set: 2 << S_NEXT, ... */
+};
+#define ROWS_MAX (1u << 20) /* the table's most stacks; larger ids are hashed */
+
+/* a size class's latest released addresses, newest first by index 0: a ring of LIFO, whose
+ * oldest goes when a new one comes to a full one */
 struct lifo {
     uint64_t a[LIFO];
-    int n;
+    int head, n; /* a[head] the oldest */
 };
+
+static uint64_t *lifo_at(struct lifo *l, int k)
+{
+    return &l->a[(l->head + l->n - 1 - k) & (LIFO - 1)];
+}
+
+static void lifo_push(struct lifo *l, uint64_t v)
+{
+    if (l->n == LIFO)
+        l->head = (l->head + 1) & (LIFO - 1), l->n--;
+    *lifo_at(l, -1) = v;
+    l->n++;
+}
+
+/* the address `k` from the newest taken out */
+static void lifo_take(struct lifo *l, int k)
+{
+    for (; k > 0; k--)
+        *lifo_at(l, k) = *lifo_at(l, k - 1);
+    l->n--;
+}
 #define RING 65536
 struct ring {
     uint64_t addr, size, stack, number_plus1; /* 0: no live block */
@@ -137,6 +171,9 @@ struct model {
     /* allocation stack -> the stack that followed it, its last size, its block's last release's
      * stack (S_NEXT, S_SIZE, S_FREE; compact.py's three dicts), in one slot: one look-up */
     struct map stacks;
+    struct stack_row *rows; /* the same, for the stacks below n_rows (node ids are small and
+                               dense): one index, no hashing */
+    uint64_t n_rows;
     struct lifo *lifo[MAX_CLASS / 16 + 1];
 };
 
@@ -151,6 +188,7 @@ static void model_free(struct model *m)
     free(m->live.s);
     free(m->numbers.s);
     free(m->stacks.s);
+    free(m->rows);
     free(m->ring);
     for (size_t i = 0; i < sizeof m->lifo / sizeof m->lifo[0]; i++)
         free(m->lifo[i]);
@@ -161,7 +199,13 @@ enum { S_NEXT, S_SIZE, S_FREE };
 /* the field `which` of `stack` into *out, when it was set (a bit of the slot's `used` says) */
 static int stack_get(const struct model *m, uint64_t stack, int which, uint64_t *out)
 {
-    struct slot *s = map_find(&m->stacks, stack);
+    if (stack < m->n_rows) {
+        if (!(m->rows[stack].used & (2u << which)))
+            return 0;
+        *out = m->rows[stack].v[which];
+        return 1;
+    }
+    struct slot *s = stack < ROWS_MAX ? NULL : map_find(&m->stacks, stack);
     if (!s || !(s->used & (2 << which)))
         return 0;
     *out = s->v[which];
@@ -170,6 +214,22 @@ static int stack_get(const struct model *m, uint64_t stack, int which, uint64_t 
 
 static int stack_set(struct model *m, uint64_t stack, int which, uint64_t v)
 {
+    if (stack < ROWS_MAX) {
+        if (stack >= m->n_rows) {
+            uint64_t n = m->n_rows ? m->n_rows : 4096;
+            while (n <= stack)
+                n *= 2;
+            struct stack_row *rows = realloc(m->rows, n * sizeof *rows);
+            if (!rows)
+                return -1;
+            memset(rows + m->n_rows, 0, (n - m->n_rows) * sizeof *rows);
+            m->rows = rows;
+            m->n_rows = n;
+        }
+        m->rows[stack].used |= 2u << which;
+        m->rows[stack].v[which] = v;
+        return 0;
+    }
     struct slot *s = map_put(&m->stacks, stack);
     if (!s)
         return -1;
@@ -244,11 +304,7 @@ static int release(struct model *m, uint64_t key, uint64_t block[3])
         struct lifo **l = &m->lifo[c / 16];
         if (!*l && !(*l = calloc(1, sizeof **l)))
             return -1;
-        if ((*l)->n == LIFO) {
-            memmove((*l)->a, (*l)->a + 1, (LIFO - 1) * sizeof(uint64_t));
-            (*l)->n--;
-        }
-        (*l)->a[(*l)->n++] = ptr;
+        lifo_push(*l, ptr);
     }
     return 1;
 }
@@ -496,9 +552,8 @@ static int enc_line(struct enc *e, const char *line, size_t n)
         } else if (addr && chunk(total) <= MAX_CLASS && m->lifo[chunk(total) / 16]) {
             struct lifo *l = m->lifo[chunk(total) / 16];
             for (int k = 0; k < l->n; k++) {
-                if (l->a[l->n - 1 - k] == addr) {
-                    memmove(l->a + l->n - 1 - k, l->a + l->n - k, (size_t)k * sizeof(uint64_t));
-                    l->n--;
+                if (*lifo_at(l, k) == addr) {
+                    lifo_take(l, k);
                     code = 1 + (uint64_t)k;
                     break;
                 }
@@ -671,8 +726,8 @@ static ssize_t src_read(struct src *s, void *out, size_t n)
         return (ssize_t)k;
     }
     size_t got = 0;
-    while (got < n) {
-        ssize_t r = read(s->fd, (char *)out + got, n - got);
+    while (got < n) { /* at its own offset: the descriptor's is not the reader's */
+        ssize_t r = pread(s->fd, (char *)out + got, n - got, (off_t)s->pos);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
@@ -680,6 +735,7 @@ static ssize_t src_read(struct src *s, void *out, size_t n)
         if (r == 0)
             break;
         got += (size_t)r;
+        s->pos += (size_t)r;
     }
     return (ssize_t)got;
 }
@@ -794,9 +850,90 @@ static int dec_ptr(struct model *m, struct in *s, uint64_t *ptr, uint64_t block[
     return 1;
 }
 
-static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
-                     struct buf *out, char *err, size_t elen)
+/* where a block's records go: text (`direct` 0), or the direct output (mdz_dec_open): the heap
+ * records as packed events (compact.h), the other records as their text; `text` counts the text
+ * either way, `tail` the bytes after the last line end, `bol` whether the output is at a line's
+ * start */
+struct sink {
+    struct buf *out;
+    int direct, bol;
+    size_t text, tail;
+};
+
+/* the length of `record`'s line, without writing it */
+static size_t record_len(const char *tag, const uint64_t *v, int n, int hexes)
 {
+    static const uint64_t pow10[20] = {
+        1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
+        1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
+        100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
+        1000000000000000000ull, 10000000000000000000ull};
+    size_t len = (tag[1] ? 2 : 1) + 1; /* the tags are one or two letters */
+    for (int i = 0; i < n; i++) {
+        uint64_t x = v[i];
+        unsigned bits = 64 - (unsigned)__builtin_clzll(x | 1);
+        if (hexes >> i & 1) {
+            len += 3 + (bits + 3) / 4; /* " 0x", the digits */
+        } else {
+            unsigned t = bits * 1233 >> 12; /* log10(2) ~ 1233/4096: the digits, or one more */
+            len += 1 + t + ((x | 1) >= pow10[t]);
+        }
+    }
+    return len;
+}
+
+/* a line of the block's text into the sink (kind: LIT, RAW, or the record's); 0, -1 out of
+ * memory, 1 the direct output cannot hold it (a NUL byte, or the event mark at a line's start) */
+static int sink_text(struct sink *k, const void *p, size_t n, int ends_line)
+{
+    if (k->direct && n && ((k->bol && *(const unsigned char *)p == MDZ_EVENT) || memchr(p, 0, n)))
+        return 1;
+    if (put(k->out, p, n))
+        return -1;
+    k->text += n;
+    k->tail = ends_line ? 0 : k->tail + n;
+    k->bol = ends_line || (k->bol && n == 0);
+    return 0;
+}
+
+/* a heap record: its text (`line`, `n` bytes), or its packed event (compact.h); 0, -1 out of
+ * memory, 1 the direct output cannot hold it (what the text path would leave to Python: a
+ * STACK of 32 bits or more, a decimal field of more than 18 digits) */
+static int sink_event(struct sink *k, const char *tag, int op, const uint64_t *v, int nv, int hexes,
+                      const char *line, int n)
+{
+    if (!k->direct)
+        return sink_text(k, line, (size_t)n, 1);
+    if (v[0] >> 32)
+        return 1;
+    for (int i = 2; i < nv; i++)
+        if (!(hexes >> i & 1) && v[i] >= 1000000000000000000ull)
+            return 1;
+    int alloc = tag[0] == '+';
+    int nargs = alloc ? nv - 2 : 1;
+    if (reserve(k->out, 40))
+        return -1;
+    unsigned char *p = k->out->p + k->out->n;
+    uint32_t stack = (uint32_t)v[0];
+    uint64_t result = alloc ? v[1] : 0;
+    p[0] = MDZ_EVENT;
+    p[1] = (unsigned char)op;
+    p[2] = (unsigned char)nargs;
+    p[3] = 0;
+    memcpy(p + 4, &stack, 4);
+    memcpy(p + 8, &result, 8);
+    memcpy(p + 16, alloc ? v + 2 : v + 1, 8 * (size_t)nargs);
+    k->out->n += 8 * (size_t)(2 + nargs);
+    k->text += record_len(tag, v, nv, hexes);
+    k->tail = 0;
+    k->bol = 1;
+    return 0;
+}
+
+static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
+                     struct sink *k, char *err, size_t elen)
+{
+    struct buf *out = k->out;
     struct in hdr = {pl, pl + plen}, s[N_STREAMS];
     uint64_t records, len[N_STREAMS], sum = 0;
     if (get(&hdr, &records))
@@ -817,6 +954,7 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
     if (records != len[OPS])
         BAD("a block's record count is wrong");
     out->n = 0;
+    k->text = 0;
     char line[128];
     for (const unsigned char *o = s[OPS].p; o < s[OPS].end; o++) {
         unsigned char op = *o;
@@ -829,10 +967,13 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 BAD("a block's streams are cut short or corrupt");
             if (a > (uint64_t)(s[LITS].end - s[LITS].p))
                 BAD("a literal record is cut short");
-            if (a + (kind == LIT) > limit - out->n)
+            if (a + (kind == LIT) > limit - k->text)
                 BAD("a block decodes to more text than its header says");
-            if (put(out, s[LITS].p, (size_t)a) || (kind == LIT && put(out, "\n", 1)))
-                BAD("out of memory");
+            int r = sink_text(k, s[LITS].p, (size_t)a, 0);
+            if (r == 0 && kind == LIT)
+                r = sink_text(k, "\n", 1, 1);
+            if (r)
+                return r < 0 ? fail(err, elen, "out of memory") : 1;
             s[LITS].p += a;
             continue;
         }
@@ -848,6 +989,8 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             m->last_nid = a;
             m->last_frame = c;
             n = record(line, "n", (uint64_t[]){a, b, c}, 3, 0);
+            if (sink_text(k, line, (size_t)n, 1))
+                BAD("out of memory"); /* a record's text holds neither a NUL nor the mark */
         } else if (kind <= ALLOC_A || kind >= CALLOC) {
             uint64_t stack, size, code, addr, total, extra[2] = {0, 0}, ptr = 0;
             if (op & F_STACK) {
@@ -888,9 +1031,8 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 if (!l || code > (uint64_t)l->n)
                     BAD("a reused block beyond its size class's");
                 int k = (int)code - 1;
-                addr = l->a[l->n - 1 - k];
-                memmove(l->a + l->n - 1 - k, l->a + l->n - k, (size_t)k * sizeof(uint64_t));
-                l->n--;
+                addr = *lifo_at(l, k);
+                lifo_take(l, k);
             } else if (code == LIFO + 1) {
                 if (get(&s[DELTA], &z))
                     BAD("a block's streams are cut short or corrupt");
@@ -898,15 +1040,19 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             } else {
                 BAD("an address code is out of range");
             }
+            uint64_t v[5] = {stack, addr, size};
+            int nv = 3, hexes = kind == REALLOC ? 6 : 2;
             if (kind == POSIX_MEMALIGN)
-                n = record(line, tag_of[kind],
-                           (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5, 2);
+                memcpy(v, (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5 * 8), nv = 5;
             else if (kind >= CALLOC && kind != REALLOC)
-                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, extra[0], size}, 4, 2);
+                memcpy(v, (uint64_t[]){stack, addr, extra[0], size}, 4 * 8), nv = 4;
             else if (kind == REALLOC)
-                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, ptr, size}, 4, 6);
-            else
-                n = record(line, tag_of[kind], (uint64_t[]){stack, addr, size}, 3, 2);
+                memcpy(v, (uint64_t[]){stack, addr, ptr, size}, 4 * 8), nv = 4;
+            if (!k->direct)
+                n = record(line, tag_of[kind], v, nv, hexes);
+            int r = sink_event(k, tag_of[kind], op_of[kind], v, nv, hexes, line, n);
+            if (r)
+                return r < 0 ? fail(err, elen, "out of memory") : 1;
             if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
                 BAD("out of memory");
         } else {
@@ -920,13 +1066,16 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 stack = predicted;
             else if (get(&s[FSTK], &stack))
                 BAD("a block's streams are cut short or corrupt");
-            n = record(line, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 2);
+            uint64_t v[2] = {stack, ptr};
+            if (!k->direct)
+                n = record(line, tag_of[kind], v, 2, 2);
+            int rs = sink_event(k, tag_of[kind], op_of[kind], v, 2, 2, line, n);
+            if (rs)
+                return rs < 0 ? fail(err, elen, "out of memory") : 1;
             if (released(m, stack, ptr, r ? &block[2] : NULL))
                 BAD("out of memory");
         }
-        if (put(out, line, (size_t)n))
-            BAD("out of memory");
-        if (out->n > limit)
+        if (k->text > limit)
             BAD("a block decodes to more text than its header says");
     }
     for (int i = 0; i < N_STREAMS; i++)
@@ -983,98 +1132,136 @@ static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struc
     return ended == 1 && out->n == plen && unread == 0 ? 0 : -1;
 }
 
+/* ---- decoding a whole dump, a block at a time -------------------------------------------- */
+
+struct mdz_dec {
+    struct src src;
+    struct model m;
+    struct buf packed, payload, out;
+    struct sink k;
+    int xz, state; /* state: 0 reading, 1 ended, -1 failed */
+    uLong total;   /* the text's CRC-32 so far (text output) */
+    uint64_t read; /* bytes of the compact dump read */
+};
+
+static void dec_free(struct mdz_dec *d)
+{
+    if (!d)
+        return;
+    model_free(&d->m);
+    free(d->packed.p);
+    free(d->payload.p);
+    free(d->out.p);
+    free(d);
+}
+
+static ssize_t dec_read(struct mdz_dec *d, void *out, size_t n)
+{
+    ssize_t got = src_read(&d->src, out, n);
+    if (got > 0)
+        d->read += (uint64_t)got;
+    return got;
+}
+
+/* a decoder of the compact dump read from `src` (its signature read and checked); NULL with
+ * `err` said */
+static struct mdz_dec *dec_open(struct src src, int direct, char *err, size_t elen)
+{
+    struct mdz_dec *d = calloc(1, sizeof *d);
+    unsigned char head[10];
+    if (!d) {
+        fail(err, elen, "out of memory");
+        return NULL;
+    }
+    d->src = src;
+    d->m.decoding = 1;
+    d->k = (struct sink){&d->out, direct, 1, 0, 0};
+    d->total = crc32(0, NULL, 0);
+    ssize_t got = dec_read(d, head, 10);
+    if (got < 0)
+        fail(err, elen, "cannot read the file (%s)", strerror(errno));
+    else if (got < 10 || memcmp(head, magic, 8) != 0)
+        fail(err, elen, "not a compact memdump dump");
+    else if (head[8] != 1 && head[8] != VERSION_MAJOR)
+        fail(err, elen, "compact encoding %d.%d is not supported (reads 1.x and %d.x)", head[8],
+             head[9], VERSION_MAJOR);
+    else {
+        d->xz = head[8] == 1;
+        return d;
+    }
+    dec_free(d);
+    return NULL;
+}
+
+/* whether a block's header (not the end block's) keeps to the sizes a compact dump's blocks have */
+static int block_sane(const unsigned char head[16])
+{
+    uint32_t tlen = get32(head), plen = get32(head + 8), clen = get32(head + 12);
+    return tlen <= MAX_TEXT && plen <= 2 * (uint64_t)MAX_TEXT + 64
+           && clen <= plen + plen / 64 + 4096;
+}
+
+/* the next block decoded into d->out: 1; 0 at the end block (checked); -1 with `err` said; 2
+ * (direct output) a record the direct output cannot hold: decode the text instead */
+static int dec_next(struct mdz_dec *d, char *err, size_t elen)
+{
+    unsigned char head[16];
+    if (d->state)
+        return d->state > 0 ? 0 : fail(err, elen, "the decoder failed before");
+    d->state = -1;
+    ssize_t got = dec_read(d, head, 16);
+    if (got < 0)
+        return fail(err, elen, "cannot read the file (%s)", strerror(errno));
+    if (got < 16)
+        return fail(err, elen, "the compact dump is cut short (no end block)");
+    uint32_t tlen = get32(head), crc = get32(head + 4), plen = get32(head + 8),
+             clen = get32(head + 12);
+    if (tlen == 0) {
+        unsigned char extra;
+        if (plen || clen)
+            return fail(err, elen, "the end block is corrupt");
+        if (!d->k.direct && crc != (uint32_t)d->total)
+            return fail(err, elen, "the text's checksum does not match");
+        if (src_read(&d->src, &extra, 1) != 0)
+            return fail(err, elen, "bytes follow the end block");
+        d->out.n = 0;
+        d->state = 1;
+        return 0;
+    }
+    if (!block_sane(head))
+        return fail(err, elen, "a block is larger than a compact dump's blocks");
+    d->packed.n = d->payload.n = 0;
+    if (reserve(&d->packed, clen))
+        return fail(err, elen, "out of memory");
+    if ((got = dec_read(d, d->packed.p, clen)) < 0 || (size_t)got < clen)
+        return fail(err, elen, "the compact dump is cut short (in a block)");
+    if (unpacked(d->xz, d->packed.p, clen, plen, &d->payload))
+        return fail(err, elen, d->payload.n == SIZE_MAX ? "out of memory"
+                                                        : "a block's compressed data is corrupt");
+    int r = dec_block(&d->m, d->payload.p, plen, tlen, &d->k, err, elen);
+    if (r)
+        return r > 0 ? 2 : -1;
+    if (d->k.text != tlen)
+        return fail(err, elen, "a block's text does not match its checksum");
+    if (!d->k.direct) { /* the direct output has no text to check: its lengths are checked */
+        if (crc32(0, d->out.p, (uInt)d->out.n) != crc)
+            return fail(err, elen, "a block's text does not match its checksum");
+        d->total = crc32_combine(d->total, crc, (z_off_t)d->out.n);
+    }
+    d->state = 0;
+    return 1;
+}
+
 /* decodes the compact dump read from `src` to `out` (a descriptor; -1: nowhere, the fuzzer's) */
 static int decode(struct src *src, int out, char *err, size_t elen)
 {
-    struct model *m = calloc(1, sizeof *m);
-    struct buf packed = {0}, payload = {0}, text = {0};
-    if (m)
-        m->decoding = 1;
-    unsigned char head[16];
-    int rc = -1;
-    uLong total = crc32(0, NULL, 0);
-    if (!m) {
-        fail(err, elen, "out of memory");
-        goto done;
-    }
-    ssize_t got = src_read(src, head, 10);
-    if (got < 0) {
-        fail(err, elen, "cannot read the file (%s)", strerror(errno));
-        goto done;
-    }
-    if (got < 10 || memcmp(head, magic, 8) != 0) {
-        fail(err, elen, "not a compact memdump dump");
-        goto done;
-    }
-    if (head[8] != 1 && head[8] != VERSION_MAJOR) {
-        fail(err, elen, "compact encoding %d.%d is not supported (reads 1.x and %d.x)", head[8],
-             head[9], VERSION_MAJOR);
-        goto done;
-    }
-    const int xz = head[8] == 1;
-    for (;;) {
-        if ((got = src_read(src, head, 16)) < 0) {
-            fail(err, elen, "cannot read the file (%s)", strerror(errno));
-            goto done;
-        }
-        if (got < 16) {
-            fail(err, elen, "the compact dump is cut short (no end block)");
-            goto done;
-        }
-        uint32_t tlen = get32(head), crc = get32(head + 4), plen = get32(head + 8),
-                 clen = get32(head + 12);
-        if (tlen == 0) {
-            unsigned char extra;
-            if (plen || clen)
-                fail(err, elen, "the end block is corrupt");
-            else if (crc != (uint32_t)total)
-                fail(err, elen, "the text's checksum does not match");
-            else if (src_read(src, &extra, 1) != 0)
-                fail(err, elen, "bytes follow the end block");
-            else
-                rc = 0;
-            goto done;
-        }
-        if (tlen > MAX_TEXT || plen > 2 * (uint64_t)MAX_TEXT + 64) {
-            fail(err, elen, "a block is larger than a compact dump's blocks");
-            goto done;
-        }
-        packed.n = payload.n = 0;
-        if (clen > plen + plen / 64 + 4096) {
-            fail(err, elen, "a block is larger than a compact dump's blocks");
-            goto done;
-        }
-        if (reserve(&packed, clen)) {
-            fail(err, elen, "out of memory");
-            goto done;
-        }
-        if ((got = src_read(src, packed.p, clen)) < 0 || (size_t)got < clen) {
-            fail(err, elen, "the compact dump is cut short (in a block)");
-            goto done;
-        }
-        if (unpacked(xz, packed.p, clen, plen, &payload)) {
-            fail(err, elen, payload.n == SIZE_MAX ? "out of memory"
-                                                  : "a block's compressed data is corrupt");
-            goto done;
-        }
-        if (dec_block(m, payload.p, plen, tlen, &text, err, elen))
-            goto done;
-        if (text.n != tlen || crc32(0, text.p, (uInt)text.n) != crc) {
-            fail(err, elen, "a block's text does not match its checksum");
-            goto done;
-        }
-        total = crc32_combine(total, crc, (z_off_t)text.n);
-        if (out >= 0 && write_all(out, text.p, text.n, err, elen))
-            goto done;
-    }
-done:
-    if (m)
-        model_free(m);
-    free(m);
-    free(packed.p);
-    free(payload.p);
-    free(text.p);
-    return rc;
+    struct mdz_dec *d = dec_open(*src, 0, err, elen);
+    int r = d ? 1 : -1;
+    while (r == 1 && (r = dec_next(d, err, elen)) == 1)
+        if (out >= 0 && write_all(out, d->out.p, d->out.n, err, elen))
+            r = -1;
+    dec_free(d);
+    return r;
 }
 
 EXPORT int mdz_decode(int in, int out, char *err, size_t elen)
@@ -1090,17 +1277,186 @@ int mdz_decode_bytes(const unsigned char *p, size_t n, char *err, size_t elen)
     return decode(&s, -1, err, elen);
 }
 
-/* the fuzzer's other entry: one block's payload, decoded by a fresh model */
-int mdz_decode_payload(const unsigned char *p, size_t n, char *err, size_t elen)
+/* the fuzzer's other entry: one block's payload, decoded by a fresh model (direct: into the
+ * direct output) */
+int mdz_decode_payload(const unsigned char *p, size_t n, int direct, char *err, size_t elen)
 {
     struct model *m = calloc(1, sizeof *m);
-    struct buf text = {0};
+    struct buf out = {0};
+    struct sink k = {&out, direct, 1, 0, 0};
     if (!m)
         return fail(err, elen, "out of memory");
     m->decoding = 1;
-    int rc = dec_block(m, p, n, MAX_TEXT, &text, err, elen);
+    int rc = dec_block(m, p, n, MAX_TEXT, &k, err, elen);
     model_free(m);
     free(m);
-    free(text.p);
+    free(out.p);
+    return rc;
+}
+
+/* ---- the direct output, for the replay (memdump_core.c) --------------------------------- */
+
+struct mdz_dec *mdz_dec_open(int fd, char *err, size_t elen)
+{
+    return dec_open((struct src){fd, NULL, 0, 0}, 1, err, elen);
+}
+
+int mdz_dec_next(struct mdz_dec *d, const unsigned char **p, size_t *n, char *err, size_t elen)
+{
+    int r = dec_next(d, err, elen);
+    *p = d->out.p;
+    *n = r == 1 ? d->out.n : 0;
+    return r;
+}
+
+uint64_t mdz_dec_read(const struct mdz_dec *d)
+{
+    return d->read;
+}
+
+uint64_t mdz_dec_tail(const struct mdz_dec *d)
+{
+    return d->k.tail;
+}
+
+void mdz_dec_close(struct mdz_dec *d)
+{
+    dec_free(d);
+}
+
+/* ---- what a reader needs before the records (dumpio.DumpFile) ---------------------------- */
+
+/* The trailing literal bytes of the block whose payload is `pl`: their length into *tail and
+ * whether one is not NUL into *written; 0, or 1 when the block is all literals without a line end
+ * (the tail may begin in an earlier block) or malformed (the decoder will say how). */
+static int block_tail(const unsigned char *pl, size_t plen, uint64_t *tail, int *written)
+{
+    struct in hdr = {pl, pl + plen}, ops, lits;
+    uint64_t records, len[N_STREAMS], a;
+    if (get(&hdr, &records))
+        return 1;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (get(&hdr, &len[i]) || len[i] > (uint64_t)(hdr.end - hdr.p))
+            return 1;
+    ops = (struct in){hdr.p, hdr.p + len[OPS]};
+    lits.p = ops.end; /* the streams follow each other: LITS is the second */
+    if (len[LITS] > (uint64_t)(hdr.end - lits.p))
+        return 1;
+    lits.end = lits.p + len[LITS];
+    int ended = 0;
+    *tail = 0;
+    *written = 0;
+    for (const unsigned char *o = ops.p; o < ops.end; o++) {
+        int kind = *o & 0x0f;
+        if (kind != LIT && kind != RAW) {
+            ended = 1, *tail = 0, *written = 0;
+            continue;
+        }
+        if (get(&lits, &a) || a > (uint64_t)(lits.end - lits.p))
+            return 1;
+        if (kind == LIT) {
+            ended = 1, *tail = 0, *written = 0;
+        } else {
+            *tail += a;
+            for (uint64_t i = 0; i < a && !*written; i++)
+                *written = lits.p[i] != 0;
+        }
+        lits.p += a;
+    }
+    return !ended;
+}
+
+/* The payload of the block whose header is `head`, read from the decoder's offset into
+ * d->payload; 0, or 1 when it cannot be (the decoder will say why) */
+static int block_payload(struct mdz_dec *d, const unsigned char head[16])
+{
+    uint32_t plen = get32(head + 8), clen = get32(head + 12);
+    d->packed.n = d->payload.n = 0;
+    return !block_sane(head) || reserve(&d->packed, clen)
+           || pread(d->src.fd, d->packed.p, clen, (off_t)d->src.pos + 16) != (ssize_t)clen
+           || unpacked(d->xz, d->packed.p, clen, plen, &d->payload);
+}
+
+/* the first line, when it is the block's first record and a LIT (as a dump's version line is),
+ * into `first` (up to `cap` bytes) and its length into *len; 0, or 1 when it is not */
+static int first_line(struct mdz_dec *d, const unsigned char head[16], char *first, size_t cap,
+                      uint64_t *len)
+{
+    struct in hdr;
+    uint64_t records, slen[N_STREAMS], n;
+    if (block_payload(d, head))
+        return 1;
+    hdr = (struct in){d->payload.p, d->payload.p + d->payload.n};
+    if (get(&hdr, &records))
+        return 1;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (get(&hdr, &slen[i]) || slen[i] > (uint64_t)(hdr.end - hdr.p))
+            return 1;
+    if (records == 0 || slen[OPS] == 0 || *hdr.p != LIT || slen[LITS] > (uint64_t)(hdr.end - hdr.p)
+        || slen[OPS] > (uint64_t)(hdr.end - hdr.p) - slen[LITS])
+        return 1;
+    struct in lits = {hdr.p + slen[OPS], hdr.p + slen[OPS] + slen[LITS]};
+    if (get(&lits, &n) || n > (uint64_t)(lits.end - lits.p) || memchr(lits.p, '\n', n))
+        return 1;
+    memcpy(first, lits.p, n < cap ? n : cap);
+    if (n < cap)
+        first[n] = '\n';
+    *len = n + 1;
+    return 0;
+}
+
+/* The first line of the compact dump open as `fd` (up to `cap` bytes into `first`) and the
+ * lengths of its text: out[0] the first line's (0: the first block has no line end), out[1] the
+ * text's, out[2] up to its last line end, out[3] 1 when what follows that is more than NUL
+ * bytes. 0; 1 when it takes decoding the whole dump to say (the file's faults included); -1 when
+ * the file cannot be read (err). Reads the blocks' headers, and decodes the first block and the
+ * last one's literals. */
+EXPORT int mdz_info(int fd, char *first, size_t cap, uint64_t out[4], char *err, size_t elen)
+{
+    struct mdz_dec *d = dec_open((struct src){fd, NULL, 0, 0}, 0, err, elen);
+    if (!d)
+        return 1;
+    int rc = 1;
+    uint64_t text = 0;
+    unsigned char last_head[16];
+    off_t pos = 10, last_at = -1;
+    memset(out, 0, 4 * sizeof *out);
+    for (;;) {
+        unsigned char head[16];
+        ssize_t got = pread(fd, head, 16, pos);
+        if (got < 0) {
+            rc = fail(err, elen, "cannot read the file (%s)", strerror(errno));
+            goto done;
+        }
+        if (got < 16)
+            goto done;
+        uint32_t tlen = get32(head), clen = get32(head + 12);
+        if (tlen == 0)
+            break;
+        if (pos == 10 && first_line(d, head, first, cap, &out[0])) /* the first block's */
+            goto done;
+        text += tlen;
+        last_at = pos;
+        memcpy(last_head, head, 16);
+        pos += 16 + (off_t)clen;
+        d->src.pos = (size_t)pos;
+    }
+    out[1] = text;
+    if (last_at < 0) {
+        rc = 0;
+        goto done;
+    }
+    d->src.pos = (size_t)last_at;
+    if (block_payload(d, last_head))
+        goto done;
+    uint64_t tail;
+    int written;
+    if (block_tail(d->payload.p, d->payload.n, &tail, &written) || tail > text)
+        goto done;
+    out[2] = text - tail;
+    out[3] = (uint64_t)written;
+    rc = 0;
+done:
+    dec_free(d);
     return rc;
 }

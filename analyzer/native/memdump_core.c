@@ -5,6 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "compact.h"
 #include "core.h"
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -29,11 +30,12 @@ static int kind_of(const char *rec, const struct tok *t, int n)
     return short_op(p, t[0].n) >= 0 ? L_EVENT : L_PYTHON;
 }
 
-/* the bytes since the last report, for the progress bar */
+/* the bytes since the last report, for the progress bar (a compact dump's: none, io.pos says
+ * how far the decoder read) */
 static void report(struct mdc *c)
 {
     c->io.chunk = (uint64_t)(uintptr_t)(c->buf + (c->reported - c->buf_off));
-    c->io.chunk_len = c->pos - c->reported;
+    c->io.chunk_len = c->dec ? 0 : c->pos - c->reported;
     c->reported = c->pos;
 }
 
@@ -64,9 +66,67 @@ static inline int has_nul(const struct mdc *c, uint64_t len)
     return c->run_i < c->n_runs && c->runs[2 * c->run_i] < c->pos + len;
 }
 
+/* a compact dump's buffer from `pos` on, with its next block's direct output; at the end, `end`
+ * set after the last line end; 0 on an error or what the direct output cannot hold (the text
+ * path then says it, or replays it) */
+static int refill_compact(struct mdc *c)
+{
+    uint64_t keep = c->buf_off + c->buf_len - c->pos;
+    memmove(c->buf, c->buf + (c->pos - c->buf_off), keep);
+    c->buf_off = c->pos;
+    c->buf_len = keep;
+    const unsigned char *p;
+    size_t n;
+    char err[256];
+    int r = mdz_dec_next(c->dec, &p, &n, err, sizeof err);
+    if (r == 0 && c->end == UINT64_MAX) {
+        c->end = c->buf_off + c->buf_len - mdz_dec_tail(c->dec);
+        return 1;
+    }
+    if (r != 1)
+        return 0;
+    if (keep + n > c->buf_cap) {
+        char *bigger = realloc(c->buf, keep + n + SLACK);
+        if (bigger == NULL)
+            return 0;
+        c->buf = bigger;
+        c->buf_cap = keep + n;
+    }
+    memcpy(c->buf + keep, p, n);
+    c->buf_len += n;
+    memset(c->buf + c->buf_len, 0, SLACK);
+    if (c->pos == 0) { /* the first line is dumpio's, read before */
+        const char *nl = memchr(c->buf, '\n', c->buf_len);
+        if (nl == NULL || c->buf[0] == MDZ_EVENT)
+            return 0;
+        c->pos = c->reported = (uint64_t)(nl + 1 - c->buf);
+    }
+    return 1;
+}
+
+/* the packed event at `p` (compact.h) as short_record reads it; its length, 0 when the text path
+ * would leave it to Python */
+static uint64_t packed_event(const struct mdc *c, const char *p, struct event *ev)
+{
+    uint32_t id;
+    unsigned nargs = (unsigned char)p[2];
+    memcpy(&id, p + 4, 4);
+    if (c->tid < 0 || nargs > 3 || (unsigned char)p[1] >= OP_COUNT
+        || (id != 0 && (id >= c->nodes.cap || !(c->nodes.flags[id] & DEFINED))))
+        return 0;
+    ev->op = (unsigned char)p[1];
+    ev->nid = id != 0 && (c->nodes.flags[id] & MARKED) ? -(int64_t)id : (int64_t)id;
+    ev->tid = c->tid;
+    memcpy(&ev->result, p + 8, 8);
+    memcpy(ev->args, p + 16, 8 * nargs);
+    return 16 + 8 * nargs;
+}
+
 /* the buffer from `pos` on, with more of the file; 0 when the file cannot be read */
 static int refill(struct mdc *c)
 {
+    if (c->dec != NULL)
+        return refill_compact(c);
     uint64_t keep = c->buf_off + c->buf_len - c->pos;
     if (keep == c->buf_cap) { /* a line longer than the buffer */
         char *bigger = realloc(c->buf, 2 * c->buf_cap + SLACK);
@@ -114,11 +174,24 @@ EXPORT int mdc_run(struct mdc *c)
             c->pos += (uint64_t)(next - line);
             continue;
         }
-        if ((*line == '+' || *line == '-') && c->io.n_lines == 0
-            && quick_short(c, line, &ev, &next) && !has_nul(c, (uint64_t)(next - line))) {
+        uint64_t quick = 0; /* an event's length, read on the quick path */
+        if (*line == MDZ_EVENT && c->dec != NULL) { /* a packed event: Python's lines first */
+            if (c->io.n_lines != 0) {
+                status = MDC_LINES;
+                break;
+            }
+            if ((quick = packed_event(c, line, &ev)) == 0) {
+                c->io.fallback_pos = c->pos;
+                return MDC_FALLBACK;
+            }
+        } else if ((*line == '+' || *line == '-') && c->io.n_lines == 0
+                   && quick_short(c, line, &ev, &next) && !has_nul(c, (uint64_t)(next - line))) {
+            quick = (uint64_t)(next - line);
+        }
+        if (quick != 0) {
             int r = do_event(c, &ev);
             if (r == RC_OK) {
-                c->pos += (uint64_t)(next - line);
+                c->pos += quick;
                 continue;
             }
             if (r == RC_ASK) {
@@ -189,7 +262,7 @@ EXPORT int mdc_run(struct mdc *c)
         }
         c->pos += len;
     }
-    c->io.pos = c->pos;
+    c->io.pos = c->dec ? mdz_dec_read(c->dec) : c->pos;
     if (c->io.progress)
         report(c);
     return status == MDC_DONE && c->io.n_lines != 0 ? MDC_LINES : status;
@@ -231,6 +304,21 @@ EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, uint64_t max_e
         return NULL;
     }
     c->io.lines = (uint64_t)(uintptr_t)c->lines;
+    return c;
+}
+
+EXPORT void mdc_close(struct mdc *c);
+
+/* the compact dump open as `fd` is read through its decoder (compact.h), from its start; its
+ * first line is skipped, as dumpio.DumpFile read it */
+EXPORT struct mdc *mdc_open_compact(int fd, uint64_t max_errors)
+{
+    char err[256];
+    struct mdc *c = mdc_open(fd, 0, UINT64_MAX, max_errors);
+    if (c != NULL && (c->dec = mdz_dec_open(fd, err, sizeof err)) == NULL) {
+        mdc_close(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -363,6 +451,8 @@ EXPORT void mdc_finish(struct mdc *c)
     free(c->lines);
     free(c->errors);
     free(c->runs);
+    mdz_dec_close(c->dec);
+    c->dec = NULL;
     c->used = NULL;
     c->buf = NULL;
     c->lines = NULL;
