@@ -852,35 +852,13 @@ static int dec_ptr(struct model *m, struct in *s, uint64_t *ptr, uint64_t block[
 
 /* where a block's records go: text (`direct` 0), or the direct output (mdz_dec_open): the heap
  * records as packed events (compact.h), the other records as their text; `text` counts the text
- * either way, `tail` the bytes after the last line end, `bol` whether the output is at a line's
+ * written, `tail` the bytes after the last line end, `bol` whether the output is at a line's
  * start */
 struct sink {
     struct buf *out;
     int direct, bol;
     size_t text, tail;
 };
-
-/* the length of `record`'s line, without writing it */
-static size_t record_len(const char *tag, const uint64_t *v, int n, int hexes)
-{
-    static const uint64_t pow10[20] = {
-        1ull, 10ull, 100ull, 1000ull, 10000ull, 100000ull, 1000000ull, 10000000ull, 100000000ull,
-        1000000000ull, 10000000000ull, 100000000000ull, 1000000000000ull, 10000000000000ull,
-        100000000000000ull, 1000000000000000ull, 10000000000000000ull, 100000000000000000ull,
-        1000000000000000000ull, 10000000000000000000ull};
-    size_t len = (tag[1] ? 2 : 1) + 1; /* the tags are one or two letters */
-    for (int i = 0; i < n; i++) {
-        uint64_t x = v[i];
-        unsigned bits = 64 - (unsigned)__builtin_clzll(x | 1);
-        if (hexes >> i & 1) {
-            len += 3 + (bits + 3) / 4; /* " 0x", the digits */
-        } else {
-            unsigned t = bits * 1233 >> 12; /* log10(2) ~ 1233/4096: the digits, or one more */
-            len += 1 + t + ((x | 1) >= pow10[t]);
-        }
-    }
-    return len;
-}
 
 /* a line of the block's text into the sink (kind: LIT, RAW, or the record's); 0, -1 out of
  * memory, 1 the direct output cannot hold it (a NUL byte, or the event mark at a line's start) */
@@ -924,7 +902,6 @@ static int sink_event(struct sink *k, const char *tag, int op, const uint64_t *v
     memcpy(p + 8, &result, 8);
     memcpy(p + 16, alloc ? v + 2 : v + 1, 8 * (size_t)nargs);
     k->out->n += 8 * (size_t)(2 + nargs);
-    k->text += record_len(tag, v, nv, hexes);
     k->tail = 0;
     k->bol = 1;
     return 0;
@@ -1241,10 +1218,8 @@ static int dec_next(struct mdz_dec *d, char *err, size_t elen)
     int r = dec_block(&d->m, d->payload.p, plen, tlen, &d->k, err, elen);
     if (r)
         return r > 0 ? 2 : -1;
-    if (d->k.text != tlen)
-        return fail(err, elen, "a block's text does not match its checksum");
-    if (!d->k.direct) { /* the direct output has no text to check: its lengths are checked */
-        if (crc32(0, d->out.p, (uInt)d->out.n) != crc)
+    if (!d->k.direct) { /* the direct output has no text to check */
+        if (d->k.text != tlen || crc32(0, d->out.p, (uInt)d->out.n) != crc)
             return fail(err, elen, "a block's text does not match its checksum");
         d->total = crc32_combine(d->total, crc, (z_off_t)d->out.n);
     }
@@ -1433,8 +1408,8 @@ EXPORT int mdz_info(int fd, char *first, size_t cap, uint64_t out[4], char *err,
         uint32_t tlen = get32(head), clen = get32(head + 12);
         if (tlen == 0)
             break;
-        if (pos == 10 && first_line(d, head, first, cap, &out[0])) /* the first block's */
-            goto done;
+        if (pos == 10 && (first_line(d, head, first, cap, &out[0]) || out[0] > tlen))
+            goto done; /* the first block's first record is not the version line */
         text += tlen;
         last_at = pos;
         memcpy(last_head, head, 16);

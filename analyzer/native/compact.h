@@ -25,7 +25,8 @@ struct mdz_dec;
 struct mdz_dec *mdz_dec_open(int fd, char *err, size_t elen);
 /* the next block's direct output at *p, *n bytes (valid until the next call): 1; 0 at the end;
  * -1 with `err` said; 2 when the direct output cannot hold a record (decode the text instead).
- * The blocks' lengths are checked, not their text's CRC-32 (there is no text). */
+ * The blocks' text is neither made nor checked (its length and CRC-32): their deflate streams'
+ * Adler-32 and every reference of the model are. */
 int mdz_dec_next(struct mdz_dec *d, const unsigned char **p, size_t *n, char *err, size_t elen);
 uint64_t mdz_dec_read(const struct mdz_dec *d); /* the bytes of the compact dump read */
 uint64_t mdz_dec_tail(const struct mdz_dec *d); /* the text's bytes after its last line end */
