@@ -71,8 +71,9 @@ struct mdc {
     struct mdc_error *errors;
     int64_t tid;
     struct fig *fig; /* the views' pass (figures.c) instead of the replay, or NULL */
-    struct mdz_dec *dec; /* a compact dump's decoder (mdc_open_compact), or NULL: `buf` holds its
-                            direct output (compact.h), and offsets are in that */
+    struct feed *feed; /* a compact dump's decoder (mdc_open_compact), or NULL: `buf` holds its
+                          direct output (compact.h), and offsets are in that */
+    uint64_t read;     /* with `feed`: the compact dump's bytes read */
 };
 
 /* bytes.split()'s whitespace */

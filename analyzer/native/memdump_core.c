@@ -5,7 +5,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "compact.h"
+#include "compactfeed.h"
 #include "core.h"
 
 /* ---- the loop ----------------------------------------------------------------------------- */
@@ -35,7 +35,7 @@ static int kind_of(const char *rec, const struct tok *t, int n)
 static void report(struct mdc *c)
 {
     c->io.chunk = (uint64_t)(uintptr_t)(c->buf + (c->reported - c->buf_off));
-    c->io.chunk_len = c->dec ? 0 : c->pos - c->reported;
+    c->io.chunk_len = c->feed ? 0 : c->pos - c->reported;
     c->reported = c->pos;
 }
 
@@ -71,29 +71,17 @@ static inline int has_nul(const struct mdc *c, uint64_t len)
  * path then says it, or replays it) */
 static int refill_compact(struct mdc *c)
 {
-    uint64_t keep = c->buf_off + c->buf_len - c->pos;
+    uint64_t keep = c->buf_off + c->buf_len - c->pos, tail;
     memmove(c->buf, c->buf + (c->pos - c->buf_off), keep);
     c->buf_off = c->pos;
     c->buf_len = keep;
-    const unsigned char *p;
-    size_t n;
-    char err[256];
-    int r = mdz_dec_next(c->dec, &p, &n, err, sizeof err);
+    int r = feed_take(c->feed, &c->buf, &c->buf_len, &c->buf_cap, SLACK, &c->read, &tail);
     if (r == 0 && c->end == UINT64_MAX) {
-        c->end = c->buf_off + c->buf_len - mdz_dec_tail(c->dec);
+        c->end = c->buf_off + c->buf_len - tail;
         return 1;
     }
     if (r != 1)
         return 0;
-    if (keep + n > c->buf_cap) {
-        char *bigger = realloc(c->buf, keep + n + SLACK);
-        if (bigger == NULL)
-            return 0;
-        c->buf = bigger;
-        c->buf_cap = keep + n;
-    }
-    memcpy(c->buf + keep, p, n);
-    c->buf_len += n;
     memset(c->buf + c->buf_len, 0, SLACK);
     if (c->pos == 0) { /* the first line is dumpio's, read before */
         const char *nl = memchr(c->buf, '\n', c->buf_len);
@@ -125,7 +113,7 @@ static uint64_t packed_event(const struct mdc *c, const char *p, struct event *e
 /* the buffer from `pos` on, with more of the file; 0 when the file cannot be read */
 static int refill(struct mdc *c)
 {
-    if (c->dec != NULL)
+    if (c->feed != NULL)
         return refill_compact(c);
     uint64_t keep = c->buf_off + c->buf_len - c->pos;
     if (keep == c->buf_cap) { /* a line longer than the buffer */
@@ -175,7 +163,7 @@ EXPORT int mdc_run(struct mdc *c)
             continue;
         }
         uint64_t quick = 0; /* an event's length, read on the quick path */
-        if (*line == MDZ_EVENT && c->dec != NULL) { /* a packed event: Python's lines first */
+        if (*line == MDZ_EVENT && c->feed != NULL) { /* a packed event: Python's lines first */
             if (c->io.n_lines != 0) {
                 status = MDC_LINES;
                 break;
@@ -262,7 +250,7 @@ EXPORT int mdc_run(struct mdc *c)
         }
         c->pos += len;
     }
-    c->io.pos = c->dec ? mdz_dec_read(c->dec) : c->pos;
+    c->io.pos = c->feed ? c->read : c->pos;
     if (c->io.progress)
         report(c);
     return status == MDC_DONE && c->io.n_lines != 0 ? MDC_LINES : status;
@@ -313,9 +301,8 @@ EXPORT void mdc_close(struct mdc *c);
  * first line is skipped, as dumpio.DumpFile read it */
 EXPORT struct mdc *mdc_open_compact(int fd, uint64_t max_errors)
 {
-    char err[256];
     struct mdc *c = mdc_open(fd, 0, UINT64_MAX, max_errors);
-    if (c != NULL && (c->dec = mdz_dec_open(fd, err, sizeof err)) == NULL) {
+    if (c != NULL && (c->feed = feed_open(fd)) == NULL) {
         mdc_close(c);
         return NULL;
     }
@@ -451,8 +438,8 @@ EXPORT void mdc_finish(struct mdc *c)
     free(c->lines);
     free(c->errors);
     free(c->runs);
-    mdz_dec_close(c->dec);
-    c->dec = NULL;
+    feed_close(c->feed);
+    c->feed = NULL;
     c->used = NULL;
     c->buf = NULL;
     c->lines = NULL;
