@@ -390,12 +390,14 @@ def ops_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     finally:
         shutil.rmtree(work, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
+    tools = ("heaptrack, memdump and memdump with the baseline recorder" if baseline
+             else "heaptrack and memdump")
     lines = [
         f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end; gdb "
         f"{version(['gdb', '--version'])}, heaptrack {version(['heaptrack', '--version'])}; "
         f"{args.ops_events:,} events per entry point, median of {args.runs} run(s), native, "
-        f"heaptrack and memdump interleaved; {minutes:.0f} min. Every memdump run recorded "
-        "exactly its events.", "", *rows, "",
+        f"{tools} interleaved; {minutes:.0f} min. Every memdump run recorded exactly its events.",
+        "", *rows, "",
         f"Reproduce: `make build && python3 scripts/bench-recorder.py --ops {args.ops} "
         f"--ops-events {args.ops_events} --runs {args.runs}"
         f"{' --ops-baseline OLD/libmemdump_recorder.so' if baseline else ''}`"]
