@@ -211,6 +211,9 @@ def main() -> int:
                         f"operations ({', '.join(benchops.OPS)}), or `all`")
     parser.add_argument("--ops-events", type=int, default=10_000_000,
                         help="events of each --ops measurement")
+    parser.add_argument("--ops-baseline", metavar="LIB",
+                        help="with --ops: also run memdump with this recorder library (another "
+                        "build's libmemdump_recorder.so), interleaved, in two more columns")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
     if args.ops is not None:
@@ -368,6 +371,12 @@ def ops_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     program = Path(args.build_dir).resolve() / "tests" / "programs" / "op_bench"
     if not program.exists():
         sys.exit(f"bench-recorder: {program} is not built (run make build)")
+    baseline = Path(args.ops_baseline).resolve() if args.ops_baseline else None
+    if baseline is not None and not baseline.is_file():
+        sys.exit(f"bench-recorder: --ops-baseline {args.ops_baseline}: no such file")
+    if baseline is not None and baseline.name != "libmemdump_recorder.so":
+        sys.exit(f"bench-recorder: --ops-baseline {args.ops_baseline}: memdump loads a recorder "
+                 "only under its own name, libmemdump_recorder.so")
     for tool in ("gdb", "heaptrack"):
         if shutil.which(tool) is None:
             sys.exit(f"bench-recorder: {tool} is not installed "
@@ -375,20 +384,23 @@ def ops_main(args: argparse.Namespace, parser: argparse.ArgumentParser) -> int:
     work = Path(tempfile.mkdtemp(prefix="bench-recorder-ops-"))
     started = time.monotonic()
     try:
-        rows = benchops.measure(program, work, ROOT, args.runs, args.ops_events, ops)
+        rows = benchops.measure(program, work, ROOT, args.runs, args.ops_events, ops, baseline)
     except (benchops.OpsError, subprocess.TimeoutExpired) as err:
         sys.exit(f"bench-recorder: FAILED: {err}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
     minutes = (time.monotonic() - started) / 60
+    tools = ("heaptrack, memdump and memdump with the baseline recorder" if baseline
+             else "heaptrack and memdump")
     lines = [
         f"Machine: {machine()}; load average {os.getloadavg()[0]:.1f} at the end; gdb "
         f"{version(['gdb', '--version'])}, heaptrack {version(['heaptrack', '--version'])}; "
         f"{args.ops_events:,} events per entry point, median of {args.runs} run(s), native, "
-        f"heaptrack and memdump interleaved; {minutes:.0f} min. Every memdump run recorded "
-        "exactly its events.", "", *rows, "",
+        f"{tools} interleaved; {minutes:.0f} min. Every memdump run recorded exactly its events.",
+        "", *rows, "",
         f"Reproduce: `make build && python3 scripts/bench-recorder.py --ops {args.ops} "
-        f"--ops-events {args.ops_events} --runs {args.runs}`"]
+        f"--ops-events {args.ops_events} --runs {args.runs}"
+        f"{' --ops-baseline OLD/libmemdump_recorder.so' if baseline else ''}`"]
     table = "\n".join(lines)
     print(table)
     if not args.no_write:

@@ -9,7 +9,9 @@ program's own CPU time of its loop (`OP_BENCH_TIME`) is a third figure: what the
 program itself, without GDB's or heaptrack's start-up and end, and which a loaded machine does not
 inflate (heaptrack's interpreter runs in a process of its own: its CPU is in the CPU column, not in
 this one). Every memdump run must say it recorded
-exactly N events more than at N = 0.
+exactly N events more than at N = 0. With a baseline (--ops-baseline LIB: another build of the
+recorder's library, MEMDUMP_RECORDER) memdump runs with it too, as a fourth tool in each round: its
+program's CPU in two more columns, measured in the same conditions as this build's.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ OPS = {
 }
 TOOLS = ("native", "heaptrack", "memdump")
 LOOP_RE = re.compile(r"op_bench: loop_ns (\d+) cpu_ns (\d+)")
-EVENTS_RE = re.compile(r"memdump: ([\d,]+) events recorded")
+EVENTS_RE = re.compile(r"memdump: ([\d,]+) events? recorded")
 TIMEOUT = 3600
 
 
@@ -57,17 +59,20 @@ def per_iteration(op: str) -> int:
 
 
 class OpsBench:
-    def __init__(self, program: Path, work: Path, root: Path, runs: int):
+    def __init__(self, program: Path, work: Path, root: Path, runs: int,
+                 baseline: Path | None = None):
         self.program, self.work, self.root, self.runs = program, work, root, runs
+        self.baseline = baseline
+        self.tools = TOOLS + (("baseline",) if baseline is not None else ())
         self.dump = work / "ops.memdump"
         self.heaptrack = work / "ht"
-        self.startup_events = 0
+        self.startup_events: dict[str, int] = {}
 
     def command(self, tool: str, op: str, n: int) -> list[str]:
         prog = [str(self.program), op, str(n)]
         if tool == "heaptrack":
             return ["heaptrack", "-o", str(self.heaptrack), *prog]
-        if tool == "memdump":
+        if tool in ("memdump", "baseline"):
             return ["gdb", "-nx", "-batch",
                     "-ex", f"source {self.root / 'gdb_ext' / 'memdump.py'}",
                     "-ex", f"memdump -o {self.dump}", "-ex", "r", "--args", *prog]
@@ -80,9 +85,11 @@ class OpsBench:
         cmd = self.command(tool, op, n)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
+        env = {**os.environ, "OP_BENCH_TIME": "1"}
+        if tool == "baseline":
+            env["MEMDUMP_RECORDER"] = str(self.baseline)
         proc = subprocess.run(cmd, cwd=self.work, capture_output=True,
-                              text=True, timeout=TIMEOUT, check=False,
-                              env={**os.environ, "OP_BENCH_TIME": "1"})
+                              text=True, timeout=TIMEOUT, check=False, env=env)
         wall = time.perf_counter() - start
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         if proc.returncode != 0:
@@ -90,27 +97,27 @@ class OpsBench:
         loop = LOOP_RE.search(proc.stderr)
         if loop is None:
             raise OpsError(f"{' '.join(cmd)}: op_bench printed no loop time:\n{proc.stderr}")
-        if tool == "memdump":
-            self.check_events(cmd, proc.stdout + proc.stderr, n - n % per_iteration(op))
+        if tool in ("memdump", "baseline"):
+            self.check_events(tool, cmd, proc.stdout + proc.stderr, n - n % per_iteration(op))
         cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         return Run(wall, cpu, int(loop.group(2)) / 1e9)
 
-    def check_events(self, cmd: list[str], stderr: str, made: int) -> None:
+    def check_events(self, tool: str, cmd: list[str], stderr: str, made: int) -> None:
         found = EVENTS_RE.search(stderr)
         if found is None:
             raise OpsError(f"{' '.join(cmd)}: memdump said no event count:\n{stderr}")
         events = int(found.group(1).replace(",", ""))
         if made == 0:
-            self.startup_events = events
-        elif events - self.startup_events != made:
-            raise OpsError(f"{' '.join(cmd)}: {events} events recorded, {self.startup_events} "
-                           f"at N = 0: expected {made} more")
+            self.startup_events[tool] = events
+        elif events - self.startup_events[tool] != made:
+            raise OpsError(f"{' '.join(cmd)}: {events} events recorded, "
+                           f"{self.startup_events[tool]} at N = 0: expected {made} more")
 
     def median(self, op: str, n: int) -> dict[str, Run]:
         """Each tool's median run of OP at N events, the tools interleaved round by round."""
-        runs: dict[str, list[Run]] = {tool: [] for tool in TOOLS}
+        runs: dict[str, list[Run]] = {tool: [] for tool in self.tools}
         for _ in range(self.runs):
-            for tool in TOOLS:
+            for tool in self.tools:
                 runs[tool].append(self.once(tool, op, n))
         return {tool: Run(statistics.median(r.wall for r in rs),
                           statistics.median(r.cpu for r in rs),
@@ -126,9 +133,10 @@ def ratio(a: float, b: float) -> str:
     return f"{a / b:.2f}x" if a >= 0.5 and b >= 0.5 else "—"
 
 
-def measure(program: Path, work: Path, root: Path, runs: int, n: int, ops: list[str]) -> list[str]:
+def measure(program: Path, work: Path, root: Path, runs: int, n: int, ops: list[str],
+            baseline: Path | None = None) -> list[str]:
     """The per-operation table's rows (markdown), after each tool's start-up at N = 0."""
-    bench = OpsBench(program, work, root, runs)
+    bench = OpsBench(program, work, root, runs, baseline)
     startup = bench.median("malloc", 0)
     rows = []
     for op in ops:
@@ -138,13 +146,16 @@ def measure(program: Path, work: Path, root: Path, runs: int, n: int, ops: list[
                              - (getattr(t["native"], key) - getattr(startup["native"], key)))
                        / made * 1e9
                        for key in ("wall", "cpu", "loop")}
-                for tool in ("heaptrack", "memdump")}
+                for tool in bench.tools if tool != "native"}
         ht, md = over["heaptrack"], over["memdump"]
         native = (t["native"].loop - startup["native"].loop) / made * 1e9  # CPU ns/event
         rows.append(f"| {op} | {OPS[op]} | {native:.1f} | {ns(ht['wall'])} | {ns(md['wall'])} | "
                     f"{ratio(md['wall'], ht['wall'])} | {ns(ht['cpu'])} | {ns(md['cpu'])} | "
                     f"{ratio(md['cpu'], ht['cpu'])} | {ns(ht['loop'])} | {ns(md['loop'])} | "
                     f"{ratio(md['loop'], ht['loop'])} |")
+        if baseline is not None:
+            bl = over["baseline"]["loop"]
+            rows[-1] += f" {ns(bl)} | {ratio(bl, ht['loop'])} |"
     head = [
         "| entry point | one iteration | native ns/event | heaptrack ns/event (wall) "
         "| memdump ns/event (wall) | ratio (wall) | heaptrack ns/event (CPU) "
@@ -152,6 +163,9 @@ def measure(program: Path, work: Path, root: Path, runs: int, n: int, ops: list[
         "| memdump ns/event (program's CPU) | ratio (program's CPU) |",
         "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
+    if baseline is not None:
+        head[0] += (" baseline memdump ns/event (program's CPU) | baseline ratio (program's CPU) |")
+        head[1] += " ---: | ---: |"
     start = [f"Start-up (N = 0, subtracted): native {startup['native'].wall:.3f} s, heaptrack "
              f"{startup['heaptrack'].wall:.3f} s, memdump {startup['memdump'].wall:.3f} s wall "
              f"({startup['memdump'].cpu:.3f} s CPU).", ""]

@@ -513,8 +513,8 @@ static inline int enter(struct mdr_thread *t)
 #define call mdr_call  /* recorder.h: cxx.c's hooks make calls too */
 
 /* W is the walk of a call from PC, SP and FP, still valid */
-static inline int walk_hit(const struct walk *w, uintptr_t pc, uintptr_t sp, uintptr_t fp,
-                           uint64_t depth)
+MDR_INLINE int walk_hit(const struct walk *w, uintptr_t pc, uintptr_t sp, uintptr_t fp,
+                        uint64_t depth)
 {
     return w->valid && w->pc0 == pc && w->sp0 == sp && (w->fp0 == fp || !w->log.fp_used) &&
            w->depth == depth && w->generation == mdr_unwind_generation() &&
@@ -683,14 +683,14 @@ static inline __attribute__((always_inline)) void apply(enum mdr_op op, uint64_t
 /* The next SEQ (under the lock), formatted straight into the record: the short records between
  * two `e` records (SEQ implicit) made a text kept and incremented in place a reformatting nearly
  * every time, read back by a 16-byte load that waited for its byte stores. */
-static inline char *next_seq(char *p)
+MDR_INLINE char *next_seq(char *p)
 {
     return mdr_fmt_dec(p, ++C.seq);
 }
 
 /* STACK's id: the text the walk W kept of it when W's stack is STACK, else formatted (0, no
  * stack: `--depth 0`, or a walk that found no frame, is never kept, and is written `0`). */
-static inline char *put_stack(char *p, uint64_t stack, const struct walk *w)
+MDR_INLINE char *put_stack(char *p, uint64_t stack, const struct walk *w)
 {
     if (w != NULL && stack != 0 && w->node == stack) {
         memcpy(p, w->node_text, 24);
@@ -765,7 +765,7 @@ static inline __attribute__((always_inline)) char *short_record(char *p, struct 
 
 /* The N bytes (1 to 16) of S at P, in two overlapping copies: a memcpy of a variable length is
  * a `rep movs`, whose start-up was a quarter of an `e` record's formatting. */
-static inline char *copy_name(char *p, const char *s, size_t n)
+MDR_INLINE char *copy_name(char *p, const char *s, size_t n)
 {
     if (n >= 8) {
         memcpy(p, s, 8);
@@ -857,12 +857,6 @@ static inline __attribute__((always_inline)) void finish(struct mdr_thread *t, s
 
 /* -- cxx.c's hooks: the same steps, out of line ------------------------------------------- */
 
-MDR_HIDDEN struct mdr_thread *mdr_hook_enter(void)
-{
-    struct mdr_thread *t = current();
-    return enter(t) ? t : NULL;
-}
-
 MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const void *frame)
 {
     begin(t, c, frame);
@@ -907,38 +901,106 @@ static inline void real_free(void *ptr)
         REAL(free)(ptr);
 }
 
-/* cxx.c's recorded operator new on the direct path: begin, the C library's malloc(SIZE)
- * (aligned_alloc(ALIGN, SIZE) when ALIGN is not 0), and when it returned a block, its event with
- * this operator's own copy of finish, and the call is over. NULL: the call failed, nothing is
- * written (the caller takes the real operator's way, then writes the event). One call from the
- * hook instead of five (begin, the allocation, the event, the leave). */
-MDR_HIDDEN void *mdr_hook_new(struct mdr_thread *t, struct mdr_call *c, const void *frame,
-                              size_t align, size_t size)
+/* -- the C++ operators' entry points (cxx.c has the rest) ----------------------------------- */
+
+/* The size libstdc++'s aligned new of SIZE asks aligned_alloc for, SIZE (at least 1) rounded up
+ * to ALIGN; 0 when ALIGN is not a power of two or the size overflows (the real form decides:
+ * new_handler, bad_alloc) */
+static inline size_t cxx_aligned_size(size_t size, size_t align)
 {
-    begin(t, c, frame);
-    void *r = align != 0 ? REAL(aligned_alloc)(align, size) : REAL(malloc)(size);
-    if (MDR_LIKELY(r != NULL)) {
-        if (c->op == MDR_NEW)
-            finish(t, c, MDR_NEW, (uint64_t)(uintptr_t)r, 0, 0);
-        else
-            finish(t, c, MDR_NEW_ARRAY, (uint64_t)(uintptr_t)r, 0, 0);
-        t->in_call = 0;
-    }
-    return r;
+    size_t n = size != 0 ? size : 1;
+    if (align == 0 || (align & (align - 1)) != 0 || n > SIZE_MAX - (align - 1))
+        return 0;
+    return (n + align - 1) & ~(align - 1);
 }
 
-/* cxx.c's recorded operator delete on the direct path: begin, its event, the C library's
- * free(PTR) (after the event, as free's hook), and the call is over. */
-MDR_HIDDEN void mdr_hook_delete(struct mdr_thread *t, struct mdr_call *c, const void *frame)
-{
-    begin(t, c, frame);
-    if (c->op == MDR_DELETE)
-        finish(t, c, MDR_DELETE, 0, 0, 0);
-    else
-        finish(t, c, MDR_DELETE_ARRAY, 0, 0, 0);
-    real_free((void *)(uintptr_t)c->args[0]);
-    t->in_call = 0;
-}
+/* operator new in form NAME (PARAMS: SIZE, and AL for the aligned forms), index FORM. On the
+ * direct path (docs/recorder.md, "C++ operators") a recorded call is malloc's hook's own steps,
+ * inline, around the C library's call libstdc++'s operator makes (malloc(size ? size : 1), the
+ * aligned forms aligned_alloc): no call into cxx.c. The rest, in cxx.c: a call that passes
+ * through, one made before the path is known or when it is not the operators', and a failed
+ * allocation (the real nothrow form: new_handler, bad_alloc). */
+#define CXX_NEW(name, FORM, PARAMS, ALIGN)                                                  \
+    MDR_HIDDEN void *mdr_hook##name PARAMS                                                  \
+    {                                                                                       \
+        const size_t align = (ALIGN);                                                       \
+        struct mdr_thread *self = current();                                                \
+        if (!enter(self))                                                                   \
+            return mdr_cxx_new(NULL, FORM, size, align, __builtin_frame_address(0));        \
+        size_t n = (FORM) & 2 ? cxx_aligned_size(size, align) : size != 0 ? size : 1;      \
+        if (MDR_UNLIKELY(__atomic_load_n(&mdr_cxx_direct, __ATOMIC_ACQUIRE) <= 0 || n == 0)) \
+            return mdr_cxx_new(self, FORM, size, align, __builtin_frame_address(0));        \
+        HOOK_BEGIN((FORM) >= MDR_NA ? MDR_NEW_ARRAY : MDR_NEW, size, 0, 0);                 \
+        void *r = (FORM) & 2 ? REAL(aligned_alloc)(align, n) : REAL(malloc)(n);            \
+        if (MDR_UNLIKELY(r == NULL))                                                        \
+            return mdr_cxx_new_failed(t, &c, FORM, size, align);                            \
+        HOOK_END(r, 0);                                                                     \
+        return r;                                                                           \
+    }                                                                                       \
+    EXPORT_AS(name)
+
+/* operator delete in form NAME (PARAMS: PTR, then A1 and A2 when it has them), index FORM; on
+ * the direct path free's hook's steps (the event, then the C library's free), the rest in cxx.c.
+ * The in-call flag stays set across the free, as a delete's through the real operator. */
+#define CXX_DELETE(name, FORM, PARAMS, A1, A2)                                              \
+    MDR_HIDDEN void mdr_hook##name PARAMS                                                   \
+    {                                                                                       \
+        struct mdr_thread *self = current();                                                \
+        if (!enter(self)) {                                                                 \
+            mdr_cxx_delete(NULL, FORM, ptr, A1, A2, __builtin_frame_address(0));            \
+            return;                                                                         \
+        }                                                                                   \
+        if (MDR_UNLIKELY(__atomic_load_n(&mdr_cxx_direct, __ATOMIC_ACQUIRE) <= 0)) {       \
+            mdr_cxx_delete(self, FORM, ptr, A1, A2, __builtin_frame_address(0));            \
+            return;                                                                         \
+        }                                                                                   \
+        HOOK_BEGIN((FORM) >= MDR_DA ? MDR_DELETE_ARRAY : MDR_DELETE, ptr, 0, 0);            \
+        finish(t, &c, op, 0, 0, 0);                                                         \
+        real_free(ptr);                                                                     \
+        t->in_call = 0;                                                                     \
+    }                                                                                       \
+    EXPORT_AS(name)
+
+/* The hooks' own names are hidden (got.c takes their addresses: a reference to `_Znwm` would
+ * bind to libstdc++'s when the recorder is loaded RTLD_LOCAL); the mangled names are aliases. */
+#define EXPORT_AS(name) \
+    extern __typeof(mdr_hook##name) name __attribute__((alias("mdr_hook" #name), EXPORT_VISIBLE))
+#define EXPORT_VISIBLE visibility("default")
+#define CXX_NT const void *nt
+#define CXX_NEW_FORMS(N, F)                                                                 \
+    CXX_NEW(N, F, (size_t size), 0);                                                        \
+    CXX_NEW(N##RKSt9nothrow_t, F + 1, (size_t size, CXX_NT __attribute__((unused))), 0);        \
+    CXX_NEW(N##St11align_val_t, F + 2, (size_t size, size_t al), al);                       \
+    CXX_NEW(N##St11align_val_tRKSt9nothrow_t, F + 3,                                        \
+            (size_t size, size_t al, CXX_NT __attribute__((unused))), al)
+#define CXX_DELETE_FORMS(D, F)                                                              \
+    CXX_DELETE(D##Pv, F, (void *ptr), 0, 0);                                                \
+    CXX_DELETE(D##Pvm, F + 1, (void *ptr, size_t size), size, 0);                           \
+    CXX_DELETE(D##PvRKSt9nothrow_t, F + 2, (void *ptr, CXX_NT), (uintptr_t)nt, 0);              \
+    CXX_DELETE(D##PvSt11align_val_t, F + 3, (void *ptr, size_t al), al, 0);                 \
+    CXX_DELETE(D##PvmSt11align_val_t, F + 4, (void *ptr, size_t size, size_t al), size, al); \
+    CXX_DELETE(D##PvSt11align_val_tRKSt9nothrow_t, F + 5, (void *ptr, size_t al, CXX_NT), al,  \
+               (uintptr_t)nt)
+
+CXX_NEW_FORMS(_Znwm, MDR_NW);
+CXX_NEW_FORMS(_Znam, MDR_NA);
+CXX_DELETE_FORMS(_Zdl, MDR_DL);
+CXX_DELETE_FORMS(_Zda, MDR_DA);
+
+#define HOOK_ENTRY(name) {#name, (const void *)mdr_hook##name}
+MDR_HIDDEN const struct mdr_hook mdr_cxx_hooks[] = {
+    HOOK_ENTRY(_Znwm), HOOK_ENTRY(_ZnwmRKSt9nothrow_t), HOOK_ENTRY(_ZnwmSt11align_val_t),
+    HOOK_ENTRY(_ZnwmSt11align_val_tRKSt9nothrow_t),
+    HOOK_ENTRY(_Znam), HOOK_ENTRY(_ZnamRKSt9nothrow_t), HOOK_ENTRY(_ZnamSt11align_val_t),
+    HOOK_ENTRY(_ZnamSt11align_val_tRKSt9nothrow_t),
+    HOOK_ENTRY(_ZdlPv), HOOK_ENTRY(_ZdlPvm), HOOK_ENTRY(_ZdlPvRKSt9nothrow_t),
+    HOOK_ENTRY(_ZdlPvSt11align_val_t), HOOK_ENTRY(_ZdlPvmSt11align_val_t),
+    HOOK_ENTRY(_ZdlPvSt11align_val_tRKSt9nothrow_t),
+    HOOK_ENTRY(_ZdaPv), HOOK_ENTRY(_ZdaPvm), HOOK_ENTRY(_ZdaPvRKSt9nothrow_t),
+    HOOK_ENTRY(_ZdaPvSt11align_val_t), HOOK_ENTRY(_ZdaPvmSt11align_val_t),
+    HOOK_ENTRY(_ZdaPvSt11align_val_tRKSt9nothrow_t),
+};
+MDR_HIDDEN const int mdr_cxx_hook_count = (int)(sizeof mdr_cxx_hooks / sizeof mdr_cxx_hooks[0]);
 
 /* -- the entry points ----------------------------------------------------------------------- */
 

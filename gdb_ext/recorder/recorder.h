@@ -15,6 +15,10 @@
 #define MDR_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MDR_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define MDR_HIDDEN __attribute__((visibility("hidden")))
+/* inline in every hook, whatever GCC's unit-growth limits say (the C++ operators' inline entry
+ * points took recorder.c past them, and the hooks' walk check, formatting and live-block
+ * updates became calls) */
+#define MDR_INLINE static inline __attribute__((always_inline))
 
 extern struct mdr_control memdump_recorder_control;
 
@@ -67,7 +71,7 @@ static inline void mdr_walk_pad(struct mdr_walk_log *log)
  * walk of a few frames reads a word or two a frame; the bounds' compares and the loop's were
  * most of a cached walk's cost). Inline, as the generation below: both are on every event's
  * path. */
-static inline int mdr_walk_valid(const struct mdr_walk_log *log)
+MDR_INLINE int mdr_walk_valid(const struct mdr_walk_log *log)
 {
     uintptr_t diff = 0;
 #pragma GCC unroll 8
@@ -83,7 +87,7 @@ static inline int mdr_walk_valid(const struct mdr_walk_log *log)
 MDR_HIDDEN int mdr_thread_bounds(struct mdr_stack_bounds *out);
 /* Changes whenever cached unwind rules are dropped (modules unloaded). */
 extern MDR_HIDDEN volatile uint64_t mdr_unwind_gen;
-static inline uint64_t mdr_unwind_generation(void)
+MDR_INLINE uint64_t mdr_unwind_generation(void)
 {
     return mdr_unwind_gen;
 }
@@ -104,7 +108,7 @@ extern MDR_HIDDEN struct mdr_window mdr_out_window;
 /* mdr_out_reserve past the current window: the next one mapped (out.c) */
 MDR_HIDDEN char *mdr_out_grow(size_t bytes);
 /* Room for at least BYTES at the end of the dump; NULL when the file cannot grow. */
-static inline char *mdr_out_reserve(size_t bytes)
+MDR_INLINE char *mdr_out_reserve(size_t bytes)
 {
     uint64_t end = memdump_recorder_control.end;
     const struct mdr_window *w = &mdr_out_window;
@@ -113,7 +117,7 @@ static inline char *mdr_out_reserve(size_t bytes)
     return mdr_out_grow(bytes);
 }
 /* BYTES written at the pointer mdr_out_reserve returned: they become part of the dump. */
-static inline void mdr_out_commit(size_t bytes)
+MDR_INLINE void mdr_out_commit(size_t bytes)
 {
     memdump_recorder_control.end += bytes;
 }
@@ -125,14 +129,14 @@ extern MDR_HIDDEN const char mdr_hex_pairs[512];   /* "00" ... "ff" */
 extern MDR_HIDDEN const uint64_t mdr_pow10[20];    /* 1, 10, ... 10^19 */
 
 /* The decimal digits of V: t, from its bits, is the number's or one less */
-static inline int mdr_dec_len(uint64_t v)
+MDR_INLINE int mdr_dec_len(uint64_t v)
 {
     v |= v == 0;
     int t = ((64 - __builtin_clzll(v)) * 1233) >> 12;
     return t + (v >= mdr_pow10[t]);
 }
 
-static inline char *mdr_fmt_dec(char *p, uint64_t v)
+MDR_INLINE char *mdr_fmt_dec(char *p, uint64_t v)
 {
     char *end = p + mdr_dec_len(v), *q = end;
     while (v >= 100) {
@@ -170,7 +174,7 @@ static inline char *mdr_fmt_hex(char *p, uint64_t v)
  * register, without a loop or a table look-up a digit pair: the address of every event is most
  * of its formatting. */
 extern MDR_HIDDEN const unsigned char mdr_hex_mask[32];  /* 16 times 0xff, then 16 zeros */
-static inline char *mdr_fmt_hex_wide(char *p, uint64_t v)
+MDR_INLINE char *mdr_fmt_hex_wide(char *p, uint64_t v)
 {
 #ifdef __SSE2__
     int nd = v ? (67 - __builtin_clzll(v)) / 4 : 1;
@@ -211,13 +215,13 @@ extern MDR_HIDDEN int mdr_live_shift;   /* 64 - log2(mdr_live_cap) */
 /* the table made, or doubled; 0 when there is no memory for it */
 MDR_HIDDEN int mdr_live_grow(void);
 
-static inline size_t mdr_live_home(uint64_t addr)
+MDR_INLINE size_t mdr_live_home(uint64_t addr)
 {
     return (size_t)((addr * 0x9e3779b97f4a7c15ull) >> mdr_live_shift);
 }
 
 /* ADDR's entry, or the empty one where it goes */
-static inline uint64_t *mdr_live_probe(uint64_t addr)
+MDR_INLINE uint64_t *mdr_live_probe(uint64_t addr)
 {
     size_t mask = mdr_live_cap - 1;
     for (size_t i = mdr_live_home(addr);; i = (i + 1) & mask) {
@@ -227,7 +231,7 @@ static inline uint64_t *mdr_live_probe(uint64_t addr)
     }
 }
 
-static inline void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
+MDR_INLINE void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
 {
     if (MDR_UNLIKELY((memdump_recorder_control.live_count + 1) * 2 > mdr_live_cap) &&
         !mdr_live_grow())
@@ -246,7 +250,7 @@ static inline void mdr_live_add(uint64_t addr, uint64_t size, uint64_t stack)
     memdump_recorder_control.live_bytes += size;
 }
 
-static inline int mdr_live_remove(uint64_t addr)
+MDR_INLINE int mdr_live_remove(uint64_t addr)
 {
     if (mdr_live == NULL || addr <= 1)
         return 0;
@@ -280,22 +284,37 @@ struct mdr_call {
     uintptr_t *pcs;
     struct walk *walk;
 };
-/* This thread, when the call is to be recorded (its in-call flag is then set); NULL when it
- * passes through (a call nested in a recorded one, or nothing is recorded). */
-MDR_HIDDEN struct mdr_thread *mdr_hook_enter(void);
 /* Walk the stack of the hook whose frame pointer is FRAME (C->op and C->args set). */
 MDR_HIDDEN void mdr_hook_begin(struct mdr_thread *t, struct mdr_call *c, const void *frame);
 /* Write the call's event with RESULT; the in-call flag stays set. */
 MDR_HIDDEN void mdr_hook_write(struct mdr_thread *t, struct mdr_call *c, uint64_t result);
 /* The hooked call is over: the thread's next call is recorded again. */
 MDR_HIDDEN void mdr_hook_leave(struct mdr_thread *t);
-/* The direct path's recorded operators (cxx.c), each in one call: the stack walked from FRAME,
- * the C library's allocation (malloc(SIZE), or aligned_alloc(ALIGN, SIZE) when ALIGN is not 0)
- * and the event, the call then over; NULL when the allocation failed (stack walked, nothing
- * written: the caller goes on as for a recorded call). A delete: its event, free, over. */
-MDR_HIDDEN void *mdr_hook_new(struct mdr_thread *t, struct mdr_call *c, const void *frame,
-                              size_t align, size_t size);
-MDR_HIDDEN void mdr_hook_delete(struct mdr_thread *t, struct mdr_call *c, const void *frame);
+
+/* -- the C++ operators: recorder.c's entry points (the direct path), cxx.c's other ways -- */
+/* The forms, by index: new's (nothrow: bit 0, aligned: bit 1, new[]: 4 to 7), then delete's
+ * (six each: plain, sized, nothrow, aligned, sized aligned, aligned nothrow), then the thrower */
+enum {
+    MDR_NW, MDR_NW_NT, MDR_NW_AL, MDR_NW_AL_NT, MDR_NA, MDR_NA_NT, MDR_NA_AL, MDR_NA_AL_NT,
+    MDR_DL, MDR_DL_SZ, MDR_DL_NT, MDR_DL_AL, MDR_DL_SZ_AL, MDR_DL_AL_NT,
+    MDR_DA, MDR_DA_SZ, MDR_DA_NT, MDR_DA_AL, MDR_DA_SZ_AL, MDR_DA_AL_NT,
+    MDR_THROW_BAD_ALLOC, MDR_CXX_REAL_COUNT
+};
+/* 1: the direct path is the operators' (libstdc++'s operators are the C library's calls, which
+ * reach the recorder's hooks: a recorded operator makes that call itself); -1: it is not; 0: not
+ * known yet (cxx.c finds out at the first recorded operator call) */
+extern MDR_HIDDEN int mdr_cxx_direct;
+/* operator new of form FORM (SIZE; ALIGN for the aligned forms), the hook's frame FRAME, by the
+ * real operators: recorded when T (this thread, its in-call flag set), else passed through */
+MDR_HIDDEN void *mdr_cxx_new(struct mdr_thread *t, int form, size_t size, size_t align,
+                             const void *frame);
+/* The rest of a recorded new of FORM whose stack C holds, after the direct path's allocation
+ * failed: the real nothrow form (new_handler), the event, the call over, bad_alloc if it throws */
+MDR_HIDDEN void *mdr_cxx_new_failed(struct mdr_thread *t, struct mdr_call *c, int form,
+                                    size_t size, size_t align);
+/* operator delete of form FORM (PTR, then its other arguments A1, A2 in order), as mdr_cxx_new */
+MDR_HIDDEN void mdr_cxx_delete(struct mdr_thread *t, int form, void *ptr, uintptr_t a1,
+                               uintptr_t a2, const void *frame);
 /* Whether a module's call of malloc, free and aligned_alloc binds to the recorder's hooks (the
  * recorder is preloaded and no module before it defines them). */
 MDR_HIDDEN int mdr_allocator_hooked(void);
@@ -305,7 +324,7 @@ struct mdr_hook {
     const char *name;
     const void *fn;
 };
-/* cxx.c: the C++ operators' hooks, for got.c */
+/* recorder.c: the C++ operators' hooks, for got.c and cxx.c */
 extern MDR_HIDDEN const struct mdr_hook mdr_cxx_hooks[];
 extern MDR_HIDDEN const int mdr_cxx_hook_count;
 /* exec.c: the exec functions' hooks, for got.c */
