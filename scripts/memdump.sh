@@ -8,7 +8,9 @@
 # Recording problems exit with 125 (like env(1) and timeout(1)), bad arguments with 2.
 set -euo pipefail
 
-root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+script_dir="${BASH_SOURCE[0]%/*}"
+[[ "${BASH_SOURCE[0]}" == */* ]] || script_dir="."
+root_dir="$(cd "${script_dir:-/}/.." && pwd)"
 me="memdump.sh"
 
 # The environment this script was started with, in its order: the program gets exactly this one
@@ -67,10 +69,24 @@ cannot() {
     exit 125
 }
 
+# Print the here-document on stdin as it is, with builtins only (no `cat` process: this script
+# starts before the user's program, at every run).
+emit() {
+    local text=""
+    IFS= read -r -d '' text || true
+    printf '%s' "$text"
+}
+
 # Quote one word for a GDB command that splits its arguments like gdb.string_to_argv (a backslash
 # before every character that is not plainly safe).
 argv_quote() {
-    printf '%s' "$1" | sed 's/[^A-Za-z0-9_.,:=+@%/-]/\\&/g'
+    local word="$1" quoted="" c i
+    for ((i = 0; i < ${#word}; i++)); do
+        c="${word:i:1}"
+        [[ "$c" == [A-Za-z0-9_.,:=+@%/-] ]] || quoted+="\\"
+        quoted+="$c"
+    done
+    printf '%s' "$quoted"
 }
 
 # Quote one word for /bin/sh.
@@ -213,7 +229,7 @@ memdump_start() {
 # The dump memdump wrote, into MEMDUMP_SH_DUMP, read from the versioned `memdump status --json`
 # (its "path", null when no recording started); never an error, which would end GDB's -batch script.
 write_dump_path() {
-    cat <<'EOF'
+    emit <<'EOF'
 python
 import json
 import os
@@ -234,7 +250,7 @@ EOF
 # (nothing written), is left to the analyser this script starts after GDB.
 report_in_gdb() {
     [[ "$report" -eq 1 || -n "$json" || "$compact" -eq 1 ]] || return 0
-    cat <<'EOF'
+    emit <<'EOF'
 python
 import os
 try:
@@ -256,7 +272,7 @@ EOF
 
 # The exit status for this script, into MEMDUMP_SH_STATUS: the program's when it ended, else $1.
 write_status() {
-    cat <<EOF
+    emit <<EOF
 python
 import os
 import gdb
@@ -295,7 +311,7 @@ if [[ -n "$pid" ]]; then
         # during the recording is passed on by memdump (see gdb_ext/dbgkit/attach_window.py).
         echo "handle SIGINT stop print nopass"
         memdump_start
-        cat <<'EOF'
+        emit <<'EOF'
 python
 import os
 from dbgkit import attach_window
@@ -402,7 +418,7 @@ else
     # stdout and stderr, saved as fds 3 and 4 (GDB's own are the log).
     printf '%s\0' "${start_env[@]}" >"${work}/env"
     printf '%s' "$argv0" >"${work}/argv0"
-    cat >"${work}/exec.py" <<'EOF'
+    emit >"${work}/exec.py" <<'EOF'
 import os
 import sys
 
@@ -434,7 +450,7 @@ EOF
         echo "set exec-wrapper $(sh_quote "$python_path") -I -S $(sh_quote "${work}/exec.py")"
         memdump_start
         echo "run"
-        cat <<'EOF'
+        emit <<'EOF'
 python
 import gdb
 while gdb.selected_inferior().pid:
@@ -460,7 +476,7 @@ fi
 # The dump: the -o given, else the path memdump's status reported; none when no recording started.
 used=""
 if [[ -s "$dump_file" ]]; then
-    used="${dump:-$(cat "$dump_file")}"
+    used="${dump:-$(<"$dump_file")}"
 fi
 grep -E '^memdump: .*(warning|error)' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
@@ -479,7 +495,7 @@ if [[ ! -s "$status_file" ]]; then
     sed 's/^/    /' "$log" >&2
     exit 125
 fi
-status="$(cat "$status_file")"
+status="$(<"$status_file")"
 if [[ -z "$used" ]]; then
     echo "${me}: memdump wrote no dump; GDB said:" >&2
     sed 's/^/    /' "$log" >&2
@@ -515,7 +531,7 @@ to_compact=()
 [[ "$compact" -eq 0 ]] || to_compact=("${dumps[@]}")
 if [[ -s "$report_status" ]]; then
     cat -- "$report_out" >&2
-    failed="$(cat -- "$report_status")"
+    failed="$(<"$report_status")"
 elif [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
     failed=0
     # -S: no `site`, as scripts/memdump-analyze (the analyser uses the standard library only)
