@@ -125,3 +125,18 @@ def test_the_leak_report_loads_only_its_modules() -> None:
     # every module stays importable by the output that needs it: --suppressions loads theirs
     _, loaded = _report_modules("--suppressions", "/dev/null", "example.memdump")
     assert "suppressions" in loaded and "views" not in loaded
+
+
+def test_a_report_with_every_symbol_starts_no_tool() -> None:
+    """A dump whose frames all have symbols (GDB's, `fs` records) runs neither addr2line, nm nor
+    c++filt: its report does not even import subprocess (3 ms of every start-up)."""
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    script = ("import sys\nfrom memdump_analyzer.cli import main\ncode = main(sys.argv[1:])\n"
+              "sys.stdout.flush()\n"
+              "sys.stderr.write(f'subprocess {\"subprocess\" in sys.modules}\\n')\n"
+              "sys.exit(code)\n")
+    proc = subprocess.run([sys.executable, "-P", "-S", "-c", script, "example.memdump"],
+                          cwd=fixtures, env={**os.environ, "PYTHONPATH": str(PACKAGE.parent)},
+                          capture_output=True, text=True, timeout=60, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "subprocess False"
