@@ -57,18 +57,28 @@ def main(argv: list[str]) -> int:
 
 
 class _Output(io.TextIOWrapper):
-    """A file that says it is a terminal when memdump.sh's stderr is one: the report's colours
-    follow the user's terminal, not the file GDB writes the report into."""
+    """Text written into the report's file as a Python of its own writes it to memdump.sh's
+    stderr: its stdout (ERRORS: the locale's rule) or its stderr (backslashreplace), both in the
+    one file in the order they are written; a terminal when memdump.sh's stderr is one, so that
+    the report's colours follow the user's terminal, not the file."""
 
-    def __init__(self, raw: io.BufferedWriter, terminal: bool) -> None:
-        encoding = locale.getpreferredencoding(False)
-        if encoding.lower() in ("ascii", "ansi_x3.4-1968"):
-            encoding = "utf-8"  # the C locale, which Python's own start-up coerces to UTF-8
-        super().__init__(raw, encoding=encoding, line_buffering=False)
+    def __init__(self, raw: io.BufferedWriter, terminal: bool, errors: str) -> None:
+        utf8 = _utf8_stdio()
+        encoding = "utf-8" if utf8 else locale.getpreferredencoding(False)
+        if utf8 and errors == "strict":
+            errors = "surrogateescape"
+        super().__init__(raw, encoding=encoding, errors=errors, write_through=True)
         self._terminal = terminal
 
     def isatty(self) -> bool:
         return self._terminal
+
+
+def _utf8_stdio() -> bool:
+    """Whether a Python of its own writes UTF-8, its stdout with surrogateescape: in the C
+    locale (which its start-up coerces to C.UTF-8), in C.UTF-8, in UTF-8 mode."""
+    return locale.setlocale(locale.LC_CTYPE) in ("C", "POSIX", "C.UTF-8", "C.utf8", "UTF-8") \
+        or os.environ.get("PYTHONUTF8") == "1"
 
 
 def in_gdb(me: str, dump: str, report: bool, json_file: str, dumps: list[str], out_path: str,
@@ -84,17 +94,20 @@ def in_gdb(me: str, dump: str, report: bool, json_file: str, dumps: list[str], o
     except OSError:
         return False
     saved = sys.stdout, sys.stderr
-    with _Output(open(out_path, "wb"), terminal) as out:  # noqa: SIM115 - closed by the wrapper
-        sys.stdout = sys.stderr = out
+    with open(out_path, "wb") as raw:
+        out, err = _Output(raw, terminal, "strict"), _Output(raw, terminal, "backslashreplace")
+        sys.stdout, sys.stderr = out, err
         try:
             status, said = run(me, dump, report, json_file, dumps)
             for line in said:
-                print(line)
+                print(line, file=err)
         except BaseException:  # noqa: BLE001 - the report's failure, said as its Python says it
-            traceback.print_exc(file=out)
+            traceback.print_exc(file=err)
             status = REPORT_FAILED
         finally:
             sys.stdout, sys.stderr = saved
+            out.detach()
+            err.detach()
     with open(status_path, "w", encoding="ascii") as fh:
         fh.write(f"{status}\n")
     return True

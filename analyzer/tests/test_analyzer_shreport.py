@@ -105,3 +105,14 @@ def test_a_dump_over_the_bound_is_left_to_the_analyser(tmp_path: Path,
     monkeypatch.setattr(shreport, "IN_GDB_MAX_BYTES", size)
     assert _in_gdb(gdb, "run.memdump", True, "", ["run.memdump"]) is not None
     assert _in_gdb(gdb, "missing.memdump", True, "", []) is None
+
+
+def test_a_dump_name_that_is_not_utf8_is_written_alike(tmp_path: Path) -> None:
+    """A file name's undecodable bytes are said alike both ways (the report escapes them)."""
+    name = os.fsdecode(b"run\xff.memdump")
+    after, gdb = _two(tmp_path)
+    for d in (after, gdb):
+        os.rename(d / "run.memdump", d / name)
+    expected = _after_gdb(after, name, "1", "", name)
+    assert expected[1] == 0 and b"dump: run\\xff.memdump (recorded" in expected[0]
+    assert _in_gdb(gdb, name, True, "", [name]) == expected
