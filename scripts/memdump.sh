@@ -8,7 +8,9 @@
 # Recording problems exit with 125 (like env(1) and timeout(1)), bad arguments with 2.
 set -euo pipefail
 
-root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+script_dir="${BASH_SOURCE[0]%/*}"
+[[ "${BASH_SOURCE[0]}" == */* ]] || script_dir="."
+root_dir="$(cd "${script_dir:-/}/.." && pwd)"
 me="memdump.sh"
 
 # The environment this script was started with, in its order: the program gets exactly this one
@@ -67,10 +69,24 @@ cannot() {
     exit 125
 }
 
+# Print the here-document on stdin as it is, with builtins only (no `cat` process: this script
+# starts before the user's program, at every run).
+emit() {
+    local text=""
+    IFS= read -r -d '' text || true
+    printf '%s' "$text"
+}
+
 # Quote one word for a GDB command that splits its arguments like gdb.string_to_argv (a backslash
 # before every character that is not plainly safe).
 argv_quote() {
-    printf '%s' "$1" | sed 's/[^A-Za-z0-9_.,:=+@%/-]/\\&/g'
+    local word="$1" quoted="" c i
+    for ((i = 0; i < ${#word}; i++)); do
+        c="${word:i:1}"
+        [[ "$c" == [A-Za-z0-9_.,:=+@%/-] ]] || quoted+="\\"
+        quoted+="$c"
+    done
+    printf '%s' "$quoted"
 }
 
 # Quote one word for /bin/sh.
@@ -173,6 +189,8 @@ trap 'rm -rf -- "$work"' EXIT
 log="${work}/gdb.log"
 status_file="${work}/status"
 dump_file="${work}/dump"
+report_out="${work}/report"
+report_status="${work}/report.status"
 commands="${work}/commands.gdb"
 
 # The settings both ways of recording share.
@@ -211,7 +229,7 @@ memdump_start() {
 # The dump memdump wrote, into MEMDUMP_SH_DUMP, read from the versioned `memdump status --json`
 # (its "path", null when no recording started); never an error, which would end GDB's -batch script.
 write_dump_path() {
-    cat <<'EOF'
+    emit <<'EOF'
 python
 import json
 import os
@@ -226,9 +244,35 @@ end
 EOF
 }
 
+# The reports and the compaction (below) in GDB's own Python, when the dump is small
+# (memdump_analyzer/shreport.py): their output into MEMDUMP_SH_REPORT, their status into
+# MEMDUMP_SH_REPORT_STATUS, which this script shows once GDB has exited; a larger dump, or none
+# (nothing written), is left to the analyser this script starts after GDB.
+report_in_gdb() {
+    [[ "$report" -eq 1 || -n "$json" || "$compact" -eq 1 ]] || return 0
+    emit <<'EOF'
+python
+import os
+try:
+    with open(os.environ["MEMDUMP_SH_DUMP"]) as _fh:
+        _dump = _fh.read()
+    _dump = _dump and (os.environ["MEMDUMP_SH_OUTPUT"] or _dump)
+except OSError:
+    _dump = ""
+if _dump:
+    from memdump_analyzer.shreport import in_gdb
+    in_gdb("memdump.sh", _dump, os.environ["MEMDUMP_SH_REPORT_TEXT"] == "1",
+           os.environ["MEMDUMP_SH_JSON"],
+           [_dump] if os.environ["MEMDUMP_SH_COMPACT"] == "1" else [],
+           os.environ["MEMDUMP_SH_REPORT"], os.environ["MEMDUMP_SH_REPORT_STATUS"],
+           os.environ["MEMDUMP_SH_TERMINAL"] == "1")
+end
+EOF
+}
+
 # The exit status for this script, into MEMDUMP_SH_STATUS: the program's when it ended, else $1.
 write_status() {
-    cat <<EOF
+    emit <<EOF
 python
 import os
 import gdb
@@ -267,7 +311,7 @@ if [[ -n "$pid" ]]; then
         # during the recording is passed on by memdump (see gdb_ext/dbgkit/attach_window.py).
         echo "handle SIGINT stop print nopass"
         memdump_start
-        cat <<'EOF'
+        emit <<'EOF'
 python
 import os
 from dbgkit import attach_window
@@ -374,7 +418,7 @@ else
     # stdout and stderr, saved as fds 3 and 4 (GDB's own are the log).
     printf '%s\0' "${start_env[@]}" >"${work}/env"
     printf '%s' "$argv0" >"${work}/argv0"
-    cat >"${work}/exec.py" <<'EOF'
+    emit >"${work}/exec.py" <<'EOF'
 import os
 import sys
 
@@ -406,7 +450,7 @@ EOF
         echo "set exec-wrapper $(sh_quote "$python_path") -I -S $(sh_quote "${work}/exec.py")"
         memdump_start
         echo "run"
-        cat <<'EOF'
+        emit <<'EOF'
 python
 import gdb
 while gdb.selected_inferior().pid:
@@ -414,11 +458,17 @@ while gdb.selected_inferior().pid:
 end
 EOF
         write_dump_path
+        [[ "$children" -eq 1 ]] || report_in_gdb
         write_status 125
     } >"$commands"
     # GDB starts the program with $SHELL: make it /bin/sh whatever the user's shell is.
+    terminal=0
+    [[ ! -t 2 ]] || terminal=1
     env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_STATUS="$status_file" \
         MEMDUMP_SH_DUMP="$dump_file" ${symbolizer:+MEMDUMP_SYMBOLIZE="$symbolizer"} \
+        MEMDUMP_SH_OUTPUT="$dump" MEMDUMP_SH_REPORT_TEXT="$report" MEMDUMP_SH_JSON="$json" \
+        MEMDUMP_SH_COMPACT="$compact" MEMDUMP_SH_TERMINAL="$terminal" \
+        MEMDUMP_SH_REPORT="$report_out" MEMDUMP_SH_REPORT_STATUS="$report_status" \
         "$gdb_path" -nx -batch "${early[@]}" -x "$commands" --args "$program" "${args[@]}" \
         3>&1 4>&2 >"$log" 2>&1 || gdb_rc=$?
 fi
@@ -426,7 +476,7 @@ fi
 # The dump: the -o given, else the path memdump's status reported; none when no recording started.
 used=""
 if [[ -s "$dump_file" ]]; then
-    used="${dump:-$(cat "$dump_file")}"
+    used="${dump:-$(<"$dump_file")}"
 fi
 grep -E '^memdump: .*(warning|error)' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
@@ -445,7 +495,7 @@ if [[ ! -s "$status_file" ]]; then
     sed 's/^/    /' "$log" >&2
     exit 125
 fi
-status="$(cat "$status_file")"
+status="$(<"$status_file")"
 if [[ -z "$used" ]]; then
     echo "${me}: memdump wrote no dump; GDB said:" >&2
     sed 's/^/    /' "$log" >&2
@@ -475,29 +525,27 @@ fi
 # "Compact encoding": each beside itself, renamed over it when complete) in one analyser: the
 # dump is read once for both reports, and compacted meanwhile on the second core (a report that
 # opens the dump again after the rename reads the same records from the compact file). A
-# compaction that fails leaves the text dump, says why, and changes no exit status.
+# compaction that fails leaves the text dump, says why, and changes no exit status. A small
+# dump's were made in GDB's Python already (report_in_gdb): what they said is shown here.
 to_compact=()
 [[ "$compact" -eq 0 ]] || to_compact=("${dumps[@]}")
-if [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
+if [[ -s "$report_status" ]]; then
+    cat -- "$report_out" >&2
+    failed="$(<"$report_status")"
+elif [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
     failed=0
     # -S: no `site`, as scripts/memdump-analyze (the analyser uses the standard library only)
     PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S -c '
 import sys
-from memdump_analyzer.cli import several_compacting
-me, dump, report, json_file, dumps = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:]
-argvs = ([[dump]] if report == "1" else []) + ([["--format", "json", "-o", json_file, dump]]
-                                                if json_file else [])
-(number, code), said = several_compacting(dumps, *argvs)
-for line in said:
-    print(f"{me}: {line}", file=sys.stderr)
-sys.exit(0 if code == 0 else 2 if argvs[number - 1][0] == "--format" else 1)
+from memdump_analyzer.shreport import main
+sys.exit(main(sys.argv[1:]))
 ' "$me" "$used" "$report" "$json" "${to_compact[@]}" >&2 || failed=$?
-    if [[ "$failed" -eq 2 ]]; then
-        echo "${me}: the JSON report failed" >&2
-        exit 125
-    elif [[ "$failed" -ne 0 ]]; then
-        echo "${me}: the report failed" >&2
-        exit 125
-    fi
+fi
+if [[ "${failed:-0}" -eq 2 ]]; then
+    echo "${me}: the JSON report failed" >&2
+    exit 125
+elif [[ "${failed:-0}" -ne 0 ]]; then
+    echo "${me}: the report failed" >&2
+    exit 125
 fi
 exit "$status"

@@ -13,7 +13,6 @@ comments.
 from __future__ import annotations
 
 import shutil
-import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -176,6 +175,8 @@ def _demangle_patterns(suppressions: Sequence[Suppression]) -> None:
     program = shutil.which("c++filt")
     if not names or program is None:
         return
+    import subprocess  # noqa: PLC0415 - only for suppression files with mangled names
+
     try:
         run = subprocess.run([program], input="\n".join(names) + "\n", capture_output=True,
                              text=True, timeout=30, check=False)

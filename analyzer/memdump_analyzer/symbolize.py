@@ -22,7 +22,6 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -197,6 +196,8 @@ def sized_symbols(module: str, types: str, *, demangle: bool = True,
     program = shutil.which(NM)
     if program is None:
         return []
+    import subprocess  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
+
     for dynamic in ([], ["-D"]):
         try:
             run = subprocess.run([program, "-S", *(["-C"] if demangle else []),
@@ -236,6 +237,8 @@ def addr2line(
     """offset -> its symbols, innermost first (`-i`: the inlined functions, then the function
     they were inlined into), for each of `offsets` in `module`; `demangle=False`: the functions'
     linkage names (`_ZL11make_widgetv`), as valgrind's suppressions name them."""
+    import subprocess  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
+
     text = "".join(f"0x{o:x}\n" for o in offsets)
     try:
         run = subprocess.run(

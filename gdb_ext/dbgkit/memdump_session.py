@@ -17,6 +17,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import gdb
 from memdump_analyzer.dumpformat import (
@@ -33,7 +34,6 @@ from .core.dumpwriter import DumpWriter, FrameInfo
 from .core.procmaps import ModuleMap
 from .core.reach import ScanResult
 from .core.runclock import RunClock
-from .core.unwind import Unwinder
 from .memdump_breakpoints import (
     BAD_ALLOC,
     EntryBreakpoint,
@@ -46,6 +46,9 @@ from .memdump_breakpoints import (
     install_hooks,
     internal_call,
 )
+
+if TYPE_CHECKING:
+    from .core.unwind import Unwinder
 from .memdump_breaks import BreaksMixin
 from .memdump_checks import CMD, cannot_record
 from .memdump_scan import pointer_scan
@@ -191,7 +194,6 @@ class Session(TagsMixin, BreaksMixin):
         self._read = self._memory.read
         self._read_some = self._memory.read_some
         self._modules = ModuleMap(self.pid, self._read)
-        self._unwinder = Unwinder(self._read, self._modules)
         self.writer = DumpWriter(self.fd, self._resolve)
         start = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for key, value in (
@@ -325,7 +327,7 @@ class Session(TagsMixin, BreaksMixin):
                 cannot_record(str(exc))
                 return
         self._modules.invalidate()
-        self._unwinder.clear_cache()
+        self._unwinder = None  # made again, without its cached rows, at the next stack
         self._install_hooks()
 
     def _on_clear_objfiles(self, event: gdb.ClearObjFilesEvent) -> None:
@@ -345,7 +347,7 @@ class Session(TagsMixin, BreaksMixin):
             self.writer.info("recorder", self.mode)
         self._memory.reopen()
         self._modules.invalidate()
-        self._unwinder.clear_cache()
+        self._unwinder = None  # made again, without its cached rows, at the next stack
 
     def _on_exited(self, event: gdb.ExitedEvent) -> None:
         self._guard("exited", self._exited, event)
@@ -574,6 +576,9 @@ class Session(TagsMixin, BreaksMixin):
         if depth == 0:
             return 0
         if self.unwinder_mode == "auto":
+            if self._unwinder is None:  # the breakpoint design's alone (its imports too)
+                from .core.unwind import Unwinder  # noqa: PLC0415
+                self._unwinder = Unwinder(self._read, self._modules)
             pcs, complete = self._unwinder.backtrace(pc, regs.rsp, regs.rbp, depth)
             if complete or self._unwinder.last_status not in _ASK_GDB:
                 # A walk that ran out of CFI (ld.so's hand-written _dl_start_user), memory or

@@ -138,6 +138,30 @@ def test_data_end_skips_the_unwritten_window_and_a_cut_record(tmp_path: Path) ->
         os.close(fd)
 
 
+def test_data_end_over_holes(tmp_path: Path) -> None:
+    """The recorder's unwritten window is a hole in the file (pages never written): the last
+    record is found before it, and after an earlier hole (a page a killed thread reserved and
+    never wrote) as well."""
+    path = tmp_path / "d.memdump"
+    head = b"MEMDUMP 2.5\n+ 4 0x10 8\n"
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.truncate(8 << 20)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert data_end(fd) == len(head)
+    finally:
+        os.close(fd)
+    with open(path, "r+b") as fh:
+        fh.seek(4 << 20)
+        fh.write(b"- 5 0x10\n+ 4 0x20 8")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        assert data_end(fd) == (4 << 20) + len(b"- 5 0x10\n")
+    finally:
+        os.close(fd)
+
+
 def test_read_tail_takes_the_last_seq_ids_and_frames(tmp_path: Path) -> None:
     path = tmp_path / "d.memdump"
     text = (b"MEMDUMP 1.3\ns 4 /lib/x.so\nf 9 0x401000 4 0x1000 0 0 0\nn 12 0 9\n"

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .collapsed import METRICS
+from .metrics import METRICS
 
 if TYPE_CHECKING:
     from ..model import Analysis

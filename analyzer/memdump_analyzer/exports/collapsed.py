@@ -5,21 +5,12 @@ lines of flamegraph.pl's differential flame graphs (difffolded.pl). docs/exports
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from ..dumpfile import Frame
-from .profile import HeapProfile, StackFigures, frame_label
+from .metrics import METRICS
+from .profile import HeapProfile, frame_label
 
 __all__ = ["METRICS", "frame_name", "render_collapsed"]
 
-#: --metric -> the figure of a stack it counts (the first is the default)
-METRICS: dict[str, Callable[[StackFigures], int]] = {
-    "leaked-bytes": lambda s: s.leaked_bytes,
-    "leaked-blocks": lambda s: s.leaked_blocks,
-    "alloc-bytes": lambda s: s.alloc_bytes,
-    "alloc-count": lambda s: s.alloc_blocks,
-    "peak-bytes": lambda s: s.peak_bytes,
-}
 
 NO_STACK = "(no stack)"
 

@@ -11,12 +11,13 @@ import os
 import struct
 from array import array
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
-from . import cfi
-from .cfi import CfiError, FdeInfo
+if TYPE_CHECKING:
+    from . import cfi
+    from .cfi import FdeInfo
 
-__all__ = ["ElfError", "ElfFile", "FdeInfo", "LoadSegment", "Section", "got_slot"]
+__all__ = ["ElfError", "ElfFile", "LoadSegment", "Section", "got_slot"]
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -425,6 +426,8 @@ class ElfFile:
         return self._has_cfi
 
     def _load_cfi(self) -> None:
+        from . import cfi  # noqa: PLC0415 - .eh_frame is read for the breakpoint design alone
+
         if self._cfi_ready:
             return
         self._cfi_ready = True
@@ -433,7 +436,7 @@ class ElfFile:
             try:
                 self._load_hdr(*self._eh_frame_hdr)
                 return
-            except (CfiError, struct.error, IndexError):
+            except (cfi.CfiError, struct.error, IndexError):
                 self._hdr_locs = self._hdr_fdes = None
         sec = self.section(".eh_frame")
         if sec is None or sec.size == 0 or sec.type == 8:  # SHT_NOBITS: stripped debug file
@@ -445,23 +448,25 @@ class ElfFile:
             # No binary search table: scan .eh_frame once and sort (LSB §10.6.2 is optional).
             self._scan = cfi.scan_fdes(data, sec.offset, sec.offset + sec.size, self._eh_delta,
                                        self._cie_cache)
-        except (CfiError, struct.error, IndexError) as exc:
+        except (cfi.CfiError, struct.error, IndexError) as exc:
             raise ElfError(f"{self.path}: malformed .eh_frame: {exc}") from exc
         self._scan_begins = [entry[0] for entry in self._scan]
         self._has_cfi = bool(self._scan)
 
     def _load_hdr(self, off: int, vaddr: int) -> None:
         """Read the .eh_frame_hdr binary search table (LSB 5.0 Core §10.6.2)."""
+        from . import cfi  # noqa: PLC0415 - .eh_frame is read for the breakpoint design alone
+
         data = self._data
         version, ptr_enc, count_enc, table_enc = data[off], data[off + 1], data[off + 2], \
             data[off + 3]
         if version != 1:
-            raise CfiError(f".eh_frame_hdr version {version}")
+            raise cfi.CfiError(f".eh_frame_hdr version {version}")
         delta = vaddr - off
         eh_frame_vaddr, pos = cfi.read_encoded(data, off + 4, ptr_enc, delta, datarel=vaddr)
         eh_off = self.offset_for_vaddr(eh_frame_vaddr)
         if eh_off is None:
-            raise CfiError(".eh_frame_ptr outside the file")
+            raise cfi.CfiError(".eh_frame_ptr outside the file")
         self._eh_delta = eh_frame_vaddr - eh_off
         if count_enc == cfi.DW_EH_PE_omit or table_enc != (cfi.DW_EH_PE_datarel |
                                                              cfi.DW_EH_PE_sdata4):
@@ -472,10 +477,10 @@ class ElfFile:
             return
         count, pos = cfi.read_encoded(data, pos, count_enc, delta, datarel=vaddr)
         if pos + 8 * count > len(data):
-            raise CfiError(".eh_frame_hdr table runs past the end of the file")
+            raise cfi.CfiError(".eh_frame_hdr table runs past the end of the file")
         table = array("i")
         if table.itemsize != 4:
-            raise CfiError("platform int is not 32 bits")
+            raise cfi.CfiError("platform int is not 32 bits")
         table.frombytes(bytes(data[pos:pos + 8 * count]))
         self._hdr_locs = table[0::2]
         self._hdr_fdes = table[1::2]
@@ -485,12 +490,14 @@ class ElfFile:
     def _fde_at(self, off: int) -> FdeInfo:
         fde = self._fde_cache.get(off)
         if fde is None:
+            from . import cfi  # noqa: PLC0415 - read for the breakpoint design alone
+
             fde = cfi.parse_fde(self._data, off, self._eh_delta, self._cie_cache)
             self._fde_cache[off] = fde
         return fde
 
     def eh_frame_lookup(self, vaddr: int) -> FdeInfo | None:
-        """The FDE covering link-time address vaddr, or None (raises CfiError if malformed)."""
+        """The FDE covering link-time address vaddr, or None (raises cfi.CfiError if malformed)."""
         self._load_cfi()
         if self._hdr_locs is not None and self._hdr_fdes is not None:
             i = bisect.bisect_right(self._hdr_locs, vaddr - self._hdr_vaddr) - 1
@@ -499,7 +506,9 @@ class ElfFile:
             fde_vaddr = self._hdr_vaddr + self._hdr_fdes[i]
             off = fde_vaddr - self._eh_delta
             if not 0 <= off < len(self._data):
-                raise CfiError(f"{self.path}: .eh_frame_hdr entry points outside the file")
+                from . import cfi  # noqa: PLC0415 - read for the breakpoint design alone
+
+                raise cfi.CfiError(f"{self.path}: .eh_frame_hdr entry points outside the file")
             fde = self._fde_at(off)
         elif self._scan:
             i = bisect.bisect_right(self._scan_begins, vaddr) - 1

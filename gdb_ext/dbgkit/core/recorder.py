@@ -8,6 +8,7 @@ The layout mirrors gdb_ext/recorder/control.h: every field is 8 bytes, field N a
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 from array import array
@@ -193,10 +194,25 @@ def frame_pcs(read: Callable[[int, int], bytes], table: int, next_frame: int) ->
     return list(array("Q", read(table, 8 * next_frame)))
 
 
+def _written_end(fd: int, size: int) -> int:
+    """The end of the last part of the file that holds data, SIZE where the file system does
+    not tell: the pages of the recorder's window it never wrote are a hole, which the search
+    for the last record then need not read (2 MiB of NUL bytes, 5 ms, at every recording's end)."""
+    end = pos = 0
+    try:
+        while pos < size:
+            pos = os.lseek(fd, pos, os.SEEK_DATA)
+            end = pos = os.lseek(fd, pos, os.SEEK_HOLE)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:  # ENXIO: no data after POS
+            return size
+    return min(end, size)
+
+
 def data_end(fd: int) -> int:
     """The offset after the dump's last complete record: the recorder leaves the unused part of
     its last window as NUL bytes, and a record cut by a kill has no newline."""
-    end = os.fstat(fd).st_size
+    end = _written_end(fd, os.fstat(fd).st_size)
     chunk = 1 << 16
     while end > 0:
         start = max(0, end - chunk)
