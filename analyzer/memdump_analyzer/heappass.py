@@ -24,7 +24,10 @@ What an accumulator can ask for, cheapest first:
 - `events`: `alloc` and `release` for each block made live or released, with its size, stack,
   event number and thread, and `record` for each `p` or `end` record (phases, `exec`): a call
   per event, for the outputs that keep per-block state of their own (the heap map, --growth,
-  --by-tag and --phases).
+  --by-tag and --phases). With `native` (--growth, --by-tag, --phases: the library does their
+  work, analyzer/native/tagviews.c), no call: `finish` reads the library's tables
+  (`Figures.views`), and this module's loop calls the events when the library is not used (the
+  views' loop then, whatever the parts, the library's semantics).
 """
 
 from __future__ import annotations
