@@ -31,7 +31,8 @@ class GrowthSite:
     containers: int = 0
     regrowths: int = 0
     copied_bytes: int = 0
-    #: each container's largest size (its reserve), and its size at the end
+    #: each container's largest size (its reserve), and its size at the end (from the
+    #: library's pass: the least and the most of each, which is what the report shows)
     largest: list[int] = field(default_factory=list)
     final: list[int] = field(default_factory=list)
     stack: list[Frame] = field(default_factory=list)
@@ -54,9 +55,11 @@ def growth(path: str) -> list[GrowthSite]:
 
 class GrowthOutput(Accumulator):
     """--growth's accumulator: each thread's block just made, the chains by their current
-    block, the sites by allocation stack."""
+    block, the sites by allocation stack; in the library's pass, its table of sites
+    (analyzer/native/tagviews.c: this class's events are then not called)."""
 
     events = True
+    native = frozenset(("growth",))
     #: the threads' previous operations (`release`'s `last`)
     parts = frozenset(("temporary",))
 
@@ -97,6 +100,10 @@ class GrowthOutput(Accumulator):
             self.chains.clear()
 
     def finish(self, figures: Figures) -> None:
+        if figures.views is not None:
+            for node, containers, regrowths, copied, *sizes in figures.views["sites"]:
+                self.sites[node] = GrowthSite(node, containers, regrowths, copied,
+                                              largest=sizes[2:], final=sizes[:2])
         for site in self.sites.values():
             site.stack = figures.reader.stack(abs(site.node))
         self.sites_found = sorted(self.sites.values(),

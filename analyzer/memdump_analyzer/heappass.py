@@ -24,7 +24,10 @@ What an accumulator can ask for, cheapest first:
 - `events`: `alloc` and `release` for each block made live or released, with its size, stack,
   event number and thread, and `record` for each `p` or `end` record (phases, `exec`): a call
   per event, for the outputs that keep per-block state of their own (the heap map, --growth,
-  --by-tag and --phases).
+  --by-tag and --phases). With `native` (--growth, --by-tag, --phases: the library does their
+  work, analyzer/native/tagviews.c), no call: `finish` reads the library's tables
+  (`Figures.views`), and this module's loop calls the events when the library is not used (the
+  views' loop then, whatever the parts, the library's semantics).
 """
 
 from __future__ import annotations
@@ -95,14 +98,16 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     want_timeline = "timeline" in compute
     for acc in accumulators:
         acc.start(reader)
-    if not compute and not any(acc.stacks for acc in accumulators):
+    views = frozenset().union(*(acc.native for acc in accumulators))
+    if not compute and not views and not any(acc.stacks for acc in accumulators):
         return run_lean(reader, accumulators, *_stops(accumulators, None, False))
     series = next((acc.series for acc in accumulators if acc.series is not None), None)
     if want_timeline and series is None:
         raise ValueError("the timeline part without its series")
-    if compute <= NATIVE_PARTS and not any(acc.events or acc.first_moment()
+    if compute <= NATIVE_PARTS and not any((acc.events and not acc.native) or acc.first_moment()
                                            for acc in accumulators):
-        figures = nativepass.figures(reader, compute, series)  # None: this loop's
+        # None: this loop's (the native accumulators' events called)
+        figures = nativepass.figures(reader, compute, series, views)
         if figures is not None:
             for acc in accumulators:
                 acc.finish(figures)

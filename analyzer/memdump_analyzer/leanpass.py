@@ -1,5 +1,5 @@
 """The one pass's lean loop (heappass.py): for the accumulators that read none of the views'
-figures (no `parts`, no `stacks`: the exports' figures, the heap map, --phases), only the live
+figures (no `parts`, no `stacks`: the exports' figures, the heap map), only the live
 blocks, their total and peak, and each stack's allocations, with the moments and the per-event
 calls they ask for. The views' loop computes far more per event (each stack's live and peak
 figures, the threads' last operations...): on cppcheck's recording the exports' pass took a third

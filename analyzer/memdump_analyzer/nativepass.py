@@ -26,13 +26,18 @@ from typing import Any
 
 from . import native
 from .dumpfile import DumpReader
+from .dumpformat import unescape
 from .passapi import Figures
 
-__all__ = ["NATIVE_PARTS", "StackTable", "figures"]
+__all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "StackTable", "figures"]
 
 #: the parts of `PARTS` the library computes
 NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
-_WANT = {"temporary": 1, "lifetimes": 2, "sizes": 4, "timeline": 8}  # figures.h's FIG_ flags
+#: the accumulators whose work the library does in place of their events (`Accumulator.native`,
+#: tagviews.c): `--by-tag`, `--phases`, `--growth`
+NATIVE_VIEWS = frozenset(("tags", "phases", "growth"))
+_WANT = {"temporary": 1, "lifetimes": 2, "sizes": 4, "timeline": 8,  # figures.h's FIG_ flags
+         "tags": 16, "phases": 32, "growth": 64}
 _LIFE, _LIFE_MS, _FREED_BY, _SIZES = range(4)  # its counters
 _STACK_FIELDS = 11  # struct fig_stack
 
@@ -62,7 +67,14 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_fig_stacks": (_P, [_P]),
     "mdc_fig_counter": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
     "mdc_fig_blocks": (ctypes.c_int, [_P, _P, ctypes.c_uint64]),
+    "mdc_tv_start": (ctypes.c_int, [_P, ctypes.c_uint]),
+    "mdc_tv_thread": (ctypes.c_int, [_P, _I64, _I64]),
+    "mdc_tv_phase": (ctypes.c_int, [_P, _I64, _I64]),
+    "mdc_tv_end": (ctypes.c_int, [_P]),
+    "mdc_tv_table": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
 }
+#: the fields of tagviews.c's tables (mdc_tv_table), 8 bytes each
+_TV_FIELDS = (7, 8, 4, 3, 4, 8)
 
 
 @functools.cache
@@ -79,16 +91,17 @@ def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
 
 
 def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any] | None,
-            ) -> Figures | None:
+            views: frozenset[str] = frozenset()) -> Figures | None:
     """The pass's `Figures` for the `computed` parts (a subset of `NATIVE_PARTS`) of `reader`'s
     dump (its header read, no line yet), or None when the library is not there or left the dump
     to heappass.py (the reader is then as it was). `series`: with the timeline, the `Timeline`
-    and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them."""
+    and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them.
+    `views` (of `NATIVE_VIEWS`): the accumulators' tables too, as `Figures.views`."""
     lib = native.library() if native.enabled() else None
     lib = _library(lib) if lib is not None else None
-    if lib is None or not computed <= NATIVE_PARTS:
+    if lib is None or not computed <= NATIVE_PARTS or not views <= NATIVE_VIEWS:
         return None
-    return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series,
+    return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series, views,
                                                        direct).run())
 
 
@@ -97,8 +110,12 @@ class _Pass(native._Native):
     to Python are read as heappass.py reads them (the clock samples, `p exec`)."""
 
     def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
-                 series: tuple[Any, Any] | None, direct: bool) -> None:
+                 series: tuple[Any, Any] | None, views: frozenset[str], direct: bool) -> None:
         self.reader = reader
+        self.views = views
+        #: the names of the tags and the phases (tagviews.c has their ids), in order
+        self.names: dict[str, int] = {}
+        self.phase_names: dict[str, int] = {}
         self.max_errors = 0
         self.lib = lib
         self.direct = direct
@@ -117,6 +134,9 @@ class _Pass(native._Native):
         limit = self.series[0].limit if self.series is not None else 0
         if not self.lib.mdc_figures(self.ctx, want, limit):
             raise native._Fallback("out of memory")
+        if self.views:
+            if not self.lib.mdc_tv_start(self.ctx, sum(_WANT[view] for view in self.views)):
+                raise native._Fallback("out of memory")
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         lib, ctx, tag = self.lib, self.ctx, fl[0]
@@ -133,17 +153,54 @@ class _Pass(native._Native):
                 self.clock.pop()
             self.clock.append((seq, self.ms))
             ok = lib.mdc_fig_clock(ctx, seq, self.ms, self.rss)
-        elif (tag == b"g" or tag == b"u") and self.series is not None:
+        elif tag == b"g" or tag == b"u":
             tid = int(fl[1])  # its innermost tag, for the timeline's tags (the first: tagging)
-            stack = self.reader.tags.get(tid)
-            ok = (tag == b"u" or lib.mdc_fig_tagging(ctx, seq)) and lib.mdc_fig_thread_tag(
-                ctx, tid, stack[-1] if stack else -1)
+            if self.series is not None:
+                stack = self.reader.tags.get(tid)
+                ok = (tag == b"u" or lib.mdc_fig_tagging(ctx, seq)) and lib.mdc_fig_thread_tag(
+                    ctx, tid, stack[-1] if stack else -1)
+            if "tags" in self.views:  # and for --by-tag's, by name
+                ok = ok and lib.mdc_tv_thread(ctx, tid, self._tag_name(tid))
         elif rec is not None:
             seq += 1
             ok = lib.mdc_fig_record(ctx, seq, rec[0] == b"p" and rec[2] == b"exec")
+            if ok and rec[0] == b"p" and rec[2] == b"phase" and "phases" in self.views:
+                name = unescape(rec[4])
+                name = name if name != "-" else ""
+                ok = lib.mdc_tv_phase(ctx, seq, self.phase_names.setdefault(  # 0: the phase
+                    name, len(self.phase_names) + 1))  # before the first
         if not ok:
             raise native._Fallback("out of memory")
         return seq
+
+    def _tag_name(self, tid: int) -> int:
+        """The id of thread `tid`'s innermost tag's name now (-1: none). (The reader refuses a
+        tag whose string is not defined; were one let through, its name would change when
+        defined, tagphases.py naming a block's tag when it is made: Python's to read.)"""
+        stack = self.reader.tags.get(tid)
+        if not stack:
+            return -1
+        name = self.reader.strings.get(stack[-1])
+        if name is None:
+            raise native._Fallback("a tag before its string")
+        return self.names.setdefault(name, len(self.names))
+
+    def _tables(self) -> dict[str, Any]:
+        """tagviews.c's tables, as `Figures.views`: each a list of rows (tuples of ints), the
+        names of the tags and phases by id (None: untagged; the phase before the first)."""
+        lib, ctx = self.lib, self.ctx
+        if not lib.mdc_tv_end(ctx):
+            raise native._Fallback("out of memory")
+        out, tables = ctypes.c_void_p(), []
+        for which, width in enumerate(_TV_FIELDS):
+            n = lib.mdc_tv_table(ctx, which, ctypes.byref(out))
+            flat = (ctypes.c_int64 * (width * n)).from_address(out.value)[:] if n else []
+            tables.append([tuple(flat[i:i + width]) for i in range(0, len(flat), width)])
+        names = {v: k for k, v in self.names.items()}
+        phase_names: dict[int, str | None] = {v: k for k, v in self.phase_names.items()}
+        phase_names[0] = None  # the phase before the first
+        return dict(zip(("tags", "phases", "groups", "freed_in", "live", "sites"), tables,
+                        strict=True), views=self.views, names=names, phase_names=phase_names)
 
     def _results(self) -> Figures:
         lib, ctx = self.lib, self.ctx
@@ -151,6 +208,7 @@ class _Pass(native._Native):
         if not lib.mdc_fig_series_end(ctx, self.seq) or not lib.mdc_fig_end(
                 ctx, self.seq, ctypes.byref(t)):
             raise native._Fallback("out of memory")
+        views = self._tables() if self.views else None
         n = t.n_stacks
         flat = array("q", bytes((ctypes.c_int64 * (_STACK_FIELDS * n)).from_address(
             lib.mdc_fig_stacks(ctx)))) if n else array("q")
@@ -172,7 +230,7 @@ class _Pass(native._Native):
             last_seq=self.seq, clocked=self.clocked, last_ms=self.ms, last_rss=self.rss,
             cur=t.cur, peak=t.peak, peak_seq=t.peak_seq, peak_blocks=t.peak_blocks,
             peak_ms=t.peak_ms, peak_rss=self.peak_rss, peak_rss_ms=self.peak_rss_ms,
-            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes)
+            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes, views=views)
 
     def _fill_series(self) -> tuple[dict[int, list[int]], list[list[int]]]:
         """The library's spans and samples into the `Timeline` and `FragSamples`; the tags'

@@ -62,6 +62,10 @@ class Accumulator:
     stacks: bool = False
     #: whether the pass calls `alloc`, `release` and `record`
     events: bool = False
+    #: with `events`: the accumulators of the library's (nativepass.NATIVE_VIEWS) that do their
+    #: work, whose tables `finish` then reads in `Figures.views` (the pass calls no `alloc`,
+    #: `release` nor `record`); the Python pass calls them when it runs
+    native: frozenset[str] = frozenset()
     #: with the "timeline" part: the series the pass fills (views/series.py's `Timeline` and
     #: `FragSamples`), the first accumulator's that has them
     series: tuple[Any, Any] | None = None
@@ -133,6 +137,9 @@ class Figures:
     frag: object = None
     tag_rows: dict[int, list[int]] = field(default_factory=dict)
     tag_list: list[list[int]] = field(default_factory=list)
+    #: the library's tables of `Accumulator.native` (nativepass.py's `_tables`), or None when the
+    #: accumulators' events were called
+    views: dict[str, Any] | None = None
 
 
 def hooks(accumulators: list[Accumulator]) -> tuple[list, list, list]:  # type: ignore[type-arg]

@@ -98,15 +98,19 @@ def tags_and_phases(path: str) -> TagsAndPhases:
 
 
 class TagsPhasesOutput(Accumulator):
-    """--by-tag's and --phases's accumulator: each live block's tag, phase and stack."""
+    """--by-tag's and --phases's accumulator: each live block's tag, phase and stack; in the
+    library's pass, its tables (analyzer/native/tagviews.c: this class's events are then not
+    called)."""
 
     events = True
+    native = frozenset(("tags", "phases"))
 
     def __init__(self) -> None:
         self.tags: dict[str | None, TagStats] = {}
         self.phases = [PhaseStats(BEFORE, 0)]
         self.live: dict[bytes, _Block] = {}
         self.reader: DumpReader | None = None
+        self.ended: list[tuple[TagStats, int, int, int]] = []
         self.result = TagsAndPhases([], [], tagged=False, phased=False)
 
     def start(self, reader: DumpReader) -> None:
@@ -145,20 +149,50 @@ class TagsPhasesOutput(Accumulator):
                 self.live.clear()
 
     def finish(self, figures: Figures) -> None:
-        reader, phases, live = figures.reader, self.phases, self.live
-        _phase_ends(phases, live)  # the last phase ends with the recording
-        for block in live.values():
-            phases[block.phase].groups[block.node].freed_in[NEVER] += 1
+        if figures.views is not None:
+            self._from_library(figures.views)
+            self._conclude(figures, self.ended)
+            return
+        _phase_ends(self.phases, self.live)  # the last phase ends with the recording
+        self._conclude(figures, [(b.tag, b.phase, b.node, b.size) for b in self.live.values()])
+
+    def _from_library(self, views: dict) -> None:  # type: ignore[type-arg]
+        """The figures of tagviews.c's tables (nativepass.py's `_tables`), the last phase
+        ended; `ended`: the blocks live at the end as `_conclude` takes them."""
+        names, phase_names = views["names"], views["phase_names"]
+        tags = []
+        for name_id, *figures in views["tags"]:
+            name = names.get(name_id)
+            stats = self.tags[name] = TagStats(UNTAGGED if name is None else name or '""')
+            (stats.allocated_bytes, stats.allocated_blocks, stats.live_bytes, stats.live_blocks,
+             stats.peak_bytes, stats.peak_seq) = figures
+            tags.append(stats)
+        self.phases = [PhaseStats(BEFORE if phase_names[name] is None else phase_names[name],
+                                  seq, *figures) for seq, name, *figures in views["phases"]]
+        groups = []
+        for phase, node, nbytes, blocks in views["groups"]:
+            group = self.phases[phase].groups[node] = Outlived(node, nbytes, blocks)
+            groups.append(group)
+        for group, name, blocks in views["freed_in"]:
+            groups[group].freed_in[phase_names[name]] += blocks
+        self.ended = [(tags[tag], phase, node, size) for tag, phase, node, size in views["live"]]
+
+    def _conclude(self, figures: Figures, ended: list[tuple[TagStats, int, int, int]]) -> None:
+        """The result, from the tags and phases (the last one ended) and the blocks live at the
+        end (tag, phase, stack node, size each)."""
+        reader, phases = figures.reader, self.phases
+        for _, phase, node, _ in ended:
+            phases[phase].groups[node].freed_in[NEVER] += 1
         kinds: dict[int, str] = {}
-        for block in live.values():
-            kind = kinds.get(block.node)
+        for tag, _, node, size in ended:
+            kind = kinds.get(node)
             if kind is None:
-                kind = kinds[block.node] = classify_stack(trim_stack(reader.stack(abs(block.node))))
+                kind = kinds[node] = classify_stack(trim_stack(reader.stack(abs(node))))
             if kind == "runtime":
-                block.tag.live_bytes -= block.size
-                block.tag.live_blocks -= 1
-                block.tag.runtime_bytes += block.size
-                block.tag.runtime_blocks += 1
+                tag.live_bytes -= size
+                tag.live_blocks -= 1
+                tag.runtime_bytes += size
+                tag.runtime_blocks += 1
         for phase in phases:
             for group in phase.groups.values():
                 group.stack = reader.stack(abs(group.node))

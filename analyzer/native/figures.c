@@ -164,8 +164,10 @@ static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, in
     return !with_ms || count(&f->k[FIG_LIFE_MS], idx, bucket(f->t.ms - ms_at(f, aseq)));
 }
 
-/* live block `b` released by event `seq` of stack `nid` */
-static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, int64_t nid)
+/* live block `b` released by event `seq` of stack `nid` (`made`: the block the same realloc
+ * makes next, 0: none) */
+static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, int64_t nid,
+                   uint64_t made)
 {
     int64_t size = (int64_t)b->size;
     struct fig_stack *s = &f->st[b->node];
@@ -185,6 +187,8 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
         && (!lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked)
             || !count(&f->k[FIG_FREED_BY], b->node, nid)))
         return 0;
+    if (f->tv != NULL && !tv_release(c, b, made))
+        return 0;
     b->live = 0;
     c->live_n--;
     return 1;
@@ -192,7 +196,7 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
 
 /* block `p` of `size` bytes made live by event `seq` of stack `nid` */
 static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_t seq,
-                 int64_t nid)
+                 int64_t nid, int resize)
 {
     if (size >= MAX_SIZE || f->allocated >= (1ll << 62))
         return 0;
@@ -205,8 +209,11 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
     struct block *b = btab_put(&c->live, p, &made);
     if (b == NULL)
         return 0;
+    struct block was = *b; /* (tagviews.c's, when replaced) */
+    const struct block *replaced = NULL;
     if (!made && b->live) { /* its free was not recorded: replaced (the replay's reused_live) */
         int64_t old = (int64_t)b->size;
+        replaced = &was;
         struct fig_stack *os = &f->st[b->node];
         f->t.cur -= old;
         touch(f, os, seq);
@@ -246,6 +253,8 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         if (!series_event(sr, 1, seq, f->t.cur, f->t.ms, f->rss))
             return 0;
     }
+    if (f->tv != NULL && !tv_alloc(c, p, size, seq, idx, resize, replaced))
+        return 0;
     if (f->t.cur > f->t.peak) {
         f->t.peak = f->t.cur;
         f->t.peak_seq = seq;
@@ -302,7 +311,7 @@ static int apply(struct mdc *c, const struct event *ev)
             return RC_OK;
         }
         struct block *b = rel != 0 ? btab_get(&c->live, rel) : NULL;
-        if (b != NULL && b->live && !release(c, f, b, seq, ev->nid))
+        if (b != NULL && b->live && !release(c, f, b, seq, ev->nid, frees ? 0 : p))
             return RC_FALLBACK;
         if (frees) {
             f->last = 0;
@@ -314,7 +323,8 @@ static int apply(struct mdc *c, const struct event *ev)
         f->last = 0;
         return RC_OK;
     }
-    return alloc(c, f, p, size, seq, ev->nid) ? RC_OK : RC_FALLBACK;
+    int resize = ev->op == OP_REALLOC || ev->op == OP_REALLOCARRAY;
+    return alloc(c, f, p, size, seq, ev->nid, resize) ? RC_OK : RC_FALLBACK;
 }
 
 /* heappass.py takes its moments (the fragmentation samples) at the start of each line, after
@@ -394,6 +404,8 @@ static int exec(struct mdc *c, int64_t seq)
     if (!end_blocks(c, seq))
         return 0;
     btab_clear(&c->live);
+    if (f->tv != NULL)
+        tv_exec(c);
     c->live_n = 0;
     f->t.cur = 0;
     f->last = 0;
@@ -472,6 +484,7 @@ void fig_free(struct mdc *c)
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);
+    tv_free(f->tv);
     for (int i = 0; i < FIG_COUNTERS; i++)
         counter_free(&f->k[i]);
     free(f);

@@ -12,6 +12,10 @@
 #define FIG_LIFETIMES 2
 #define FIG_SIZES 4
 #define FIG_TIMELINE 8
+/* and the accumulators of tagviews.c (mdc_tv_start) */
+#define FIG_TAGS 16
+#define FIG_PHASES 32
+#define FIG_GROWTH 64
 
 /* (mirrored) one allocating stack's figures (passapi.py's list: CUR ... GONE, then its node); every field 8
  * bytes, in the order Python reads them */
@@ -98,6 +102,7 @@ struct fig {
     uint64_t *clock;    /* (SEQ, ms) of each clock sample: the ms of the events after SEQ */
     uint64_t n_clock, cap_clock;
     struct series *series; /* with FIG_TIMELINE */
+    struct tagviews *tv;   /* --by-tag, --phases, --growth (tagviews.c), or NULL */
 };
 
 struct mdc;
@@ -113,5 +118,16 @@ int series_event(struct series *s, int alloc, int64_t seq, int64_t cur, int64_t 
 int series_exec(struct series *s, int64_t seq, int64_t ms, int64_t rss);
 /* the fragmentation sample after `seq`, if one is due (`force`: at the end, whatever) */
 int series_sample(struct mdc *c, struct series *s, int64_t seq, int force);
+
+/* tagviews.c, for figures.c: live block `b` released (`made`: the block the same realloc makes
+ * next, 0: none); block `p` made live by event `seq` at stack index `idx` (`resize`: by a
+ * realloc), replacing `old` (NULL: none) whose release the dump does not have; the image gone
+ * (an exec). Each returns 0 when out of memory. */
+struct block;
+int tv_release(struct mdc *c, const struct block *b, uint64_t made);
+int tv_alloc(struct mdc *c, uint64_t p, uint64_t size, int64_t seq, int64_t idx, int resize,
+             const struct block *old);
+void tv_exec(struct mdc *c);
+void tv_free(struct tagviews *tv);
 
 #endif

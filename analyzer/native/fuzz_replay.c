@@ -1,7 +1,7 @@
 /* @brief A libFuzzer target for libmemdump_core's reader, its replay (docs/report-format.md,
- * "Replay") and its views' pass (figures.c, series.c: when the first byte has bit 1 set, with
- * every part and few timeline points): every input is a dump's bytes after its version line,
- * read as memdump-analyze reads it. The driver plays native.py's and nativepass.py's part
+ * "Replay") and its views' pass (figures.c, series.c, tagviews.c: when the first byte has bit 1
+ * set, with every part, --by-tag's, --phases' and --growth's figures, and few timeline points):
+ * every input is a dump's bytes after its version line, read as memdump-analyze reads it. The driver plays native.py's and nativepass.py's part
  * between runs, as far as the library can see it: the frames the `f` records define, the SEQ
  * that `p` and `end` records take, `p exec`, clock samples, tags, and the answer to each
  * MDC_ASK. An input may end the run with MDC_FALLBACK (Python replays it then,
@@ -40,6 +40,11 @@ int mdc_fig_series_end(struct mdc *c, int64_t seq);
 int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out);
 uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out);
 int mdc_fig_blocks(struct mdc *c, uint64_t *out, uint64_t n);
+int mdc_tv_start(struct mdc *c, unsigned want);
+int mdc_tv_thread(struct mdc *c, int64_t tid, int64_t name);
+int mdc_tv_phase(struct mdc *c, int64_t seq, int64_t name);
+int mdc_tv_end(struct mdc *c);
+uint64_t mdc_tv_table(const struct mdc *c, int which, const void **out);
 int fig_line(struct mdc *c);
 
 static int fd = -1;
@@ -67,7 +72,8 @@ static int figures_line(struct mdc *c, struct mdc_io *io, const char *line, uint
     if (len > 2 && (line[0] == 'g' || line[0] == 'u') && line[1] == ' ') {
         int64_t tid = number(line, len, 2);
         return (line[0] == 'u' || mdc_fig_tagging(c, io->seq))
-               && mdc_fig_thread_tag(c, tid, line[0] == 'u' ? -1 : tid & 7);
+               && mdc_fig_thread_tag(c, tid, line[0] == 'u' ? -1 : tid & 7)
+               && mdc_tv_thread(c, tid, line[0] == 'u' ? -1 : tid & 3);
     }
     return 1;
 }
@@ -86,8 +92,9 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
     } else if ((len > 2 && memcmp(line, "p ", 2) == 0) || (len > 4 && memcmp(line, "end ", 4) == 0)) {
         io->seq++;
         int is_exec = len > 7 && memmem(line, len, " exec ", 6) != NULL;
-        if (figures)
-            mdc_fig_record(c, io->seq, is_exec);
+        if (figures && mdc_fig_record(c, io->seq, is_exec)
+            && memmem(line, len, " phase ", 7) != NULL) /* its name: one of 4 */
+            mdc_tv_phase(c, io->seq, (int64_t)(len & 3));
         else if (is_exec)
             mdc_exec(c);
     }
@@ -97,11 +104,14 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
 static void figures_end(struct mdc *c, struct mdc_io *io)
 {
     struct fig_totals t;
-    if (!mdc_fig_series_end(c, io->seq) || !mdc_fig_end(c, io->seq, &t))
+    if (!mdc_fig_series_end(c, io->seq) || !mdc_fig_end(c, io->seq, &t) || !mdc_tv_end(c))
         return;
     const struct fig_entry *e;
     for (int which = 0; which < FIG_COUNTERS; which++)
         mdc_fig_counter(c, which, &e);
+    const void *table;
+    for (int which = 0; which < 6; which++)
+        mdc_tv_table(c, which, &table);
     uint64_t *blocks = calloc((size_t)t.live_n * 4 + 4, sizeof *blocks);
     if (blocks != NULL)
         mdc_fig_blocks(c, blocks, (uint64_t)t.live_n);
@@ -121,8 +131,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     io->attached = size > 0 && (data[0] & 1);
     int figures = size > 0 && (data[0] & 2);
     millis = 0;
-    if (figures && !mdc_figures(c, FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE,
-                                2 * (1 + (data[0] >> 2 & 7)))) {
+    if (figures && (!mdc_figures(c, FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE,
+                                 2 * (1 + (data[0] >> 2 & 7)))
+                    || !mdc_tv_start(c, FIG_TAGS | FIG_PHASES | FIG_GROWTH))) {
         mdc_close(c);
         return 0;
     }

@@ -2,7 +2,8 @@
 Python reference (test_analyzer_native.py: the replay; test_analyzer_nativepass.py: the views'
 pass): threads, every heap operation and realloc's edge cases, the C++ families, custom blocks,
 double and invalid frees, attached recordings, exec, marked runtime frees, clock samples, tags,
-NUL padding, partial records, a cut final line; and `corrupt`, one field of one line spoiled."""
+phases, growth chains (allocate larger, free; realloc), NUL padding, partial records, a cut
+final line; and `corrupt`, one field of one line spoiled."""
 
 from __future__ import annotations
 
@@ -134,6 +135,33 @@ class Dump:
         elif op in ("free", "delete", "delete[]") and self.live and self.rng.random() < 0.8:
             self.live.pop(self.rng.choice(list(self.live)))
 
+    def _e(self, tid: int, op: str, node: int, result: str, args: list[str]) -> None:
+        self.seq += 1
+        self.add(f"e {self.seq} {tid} {op} {node} {result} {' '.join(args)}")
+
+    def chain(self) -> None:
+        """A container that grows: a block, then larger ones from the same stack, each made
+        before the smaller one is freed or by a realloc; sometimes smaller, from another stack,
+        or with another event between the two."""
+        rng = self.rng
+        node, tid, size = self.stack(), rng.choice([11, 12, 13]), rng.choice([8, 24, 100])
+        ptr = rng.choice(_POOL)
+        self._e(tid, "malloc", node, f"{ptr:#x}", [str(size)])
+        for _ in range(rng.randint(1, 5)):
+            new = rng.choice(_POOL)
+            size = size * 2 if rng.random() < 0.85 else size // 2
+            where = node if rng.random() < 0.85 else self.stack()
+            if rng.random() < 0.3:
+                self._e(tid, "realloc", where, f"{new:#x}", [f"{ptr:#x}", str(size)])
+            else:
+                self._e(tid, "malloc", where, f"{new:#x}", [str(size)])
+                if rng.random() < 0.15:
+                    self.event()
+                self._e(tid, "free", self.stack(), "-", [f"{ptr:#x}"])
+            self.live.pop(ptr, None)
+            self.live[new] = "malloc"
+            ptr = new
+
     def other(self) -> None:
         rng = self.rng
         what = rng.randrange(10)
@@ -160,7 +188,8 @@ class Dump:
                 self.add(f"g {tid} {rng.choice([4, 5, 8])}")
         elif what == 5 and rng.random() < 0.2:
             self.seq += 1
-            detail = rng.choice(["exec /bin/true", "signal SIGSEGV", "phase load", "odd x"])
+            detail = rng.choice(["exec /bin/true", "signal SIGSEGV", "phase load", "odd x",
+                                 "phase run", "phase -", "phase load"])
             self.add(f"p {self.seq} {detail}")
             if detail.startswith("exec"):
                 self.live.clear()
@@ -180,6 +209,8 @@ class Dump:
         for _ in range(events):
             if rng.random() < 0.25:
                 self.other()
+            elif rng.random() < 0.06:
+                self.chain()
             else:
                 self.event()
         if rng.random() < 0.7:
