@@ -5,7 +5,10 @@ The text is cut into blocks of about `BLOCK_TEXT` bytes at line ends; each block
 modelled (the heavy ones: the short allocation and release records and the stack nodes) into
 separate streams of small numbers, and the streams are compressed together with deflate (`zlib`,
 in Python's standard library, so that every reader can decode; encoding 1.x used xz, `lzma`, which
-costs five times deflate's CPU for two thirds of its size, and is still read). Any line the model
+costs five times deflate's CPU for two thirds of its size, and is still read). Since 2.1 a block
+that deflate makes `REPETITIVE` times smaller or more (a loop's records) is also tried under xz,
+whose repeated matches cost a few bits where deflate's cost bytes, and kept so when smaller (its
+PACKED_LEN's top bit, `XZ_BLOCK`, says so). Any line the model
 does not know, or does not write exactly as the recorder does, passes as a literal. The model's
 state (the live blocks, the freed blocks per size class, the stacks that follow one another)
 carries from block to block; the compressor's does not, so that a reader holds one block at a time.
@@ -40,6 +43,11 @@ LIFO = 64
 MAX_CLASS = 1 << 16
 #: most memory the xz decoder of a block may take (a hostile header cannot ask for more)
 MEMLIMIT = 128 << 20
+#: (2.1) a block deflate makes this many times smaller is tried under xz (preset XZ_PRESET), and
+#: PACKED_LEN's top bit says it is one xz stream
+REPETITIVE = 16
+XZ_PRESET = 0
+XZ_BLOCK = 1 << 31
 
 _M = (1 << 64) - 1
 _HEAD = struct.Struct("<IIII")  # text length, crc32 of the text, payload length, packed length
@@ -353,8 +361,13 @@ def encode(src: BinaryIO, dst: BinaryIO, level: int = LEVEL, block: int | None =
 
     def flush() -> None:
         payload = enc.payload()
-        packed = zlib.compress(payload, level)
-        dst.write(_HEAD.pack(len(text), zlib.crc32(text), len(payload), len(packed)))
+        packed, xz = zlib.compress(payload, level), 0
+        if len(packed) * REPETITIVE < len(payload):  # a loop's records
+            other = lzma.compress(payload, format=lzma.FORMAT_XZ, check=lzma.CHECK_CRC64,
+                                  preset=XZ_PRESET)
+            if len(other) < len(packed):
+                packed, xz = other, XZ_BLOCK
+        dst.write(_HEAD.pack(len(text), zlib.crc32(text), len(payload), len(packed) | xz))
         dst.write(packed)
         enc.reset()
         text.clear()
@@ -513,7 +526,8 @@ class _Decoder:
 
 
 def _unxz(packed: bytes, plen: int) -> bytes | None:
-    """A block's payload in encoding 1.x (one xz stream), None when it is not exactly that."""
+    """A block's payload in one xz stream (encoding 1.x, 2.1's flagged blocks), None when it is
+    not exactly that."""
     try:
         dz = lzma.LZMADecompressor(format=lzma.FORMAT_XZ, memlimit=MEMLIMIT)
         payload = dz.decompress(packed, max_length=plen + 1)
@@ -541,7 +555,7 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
     if head[-2] not in (1, COMPACT_VERSION[0]):
         raise CompactError(path, None, f"compact encoding {head[-2]}.{head[-1]} is not supported "
                            f"(reads 1.x and {COMPACT_VERSION[0]}.x)")
-    unpack = _unxz if head[-2] == 1 else _inflated
+    old = head[-2] == 1  # 1.x: every block under xz
     dec = _Decoder(path)
     total = 0
     while True:
@@ -549,6 +563,8 @@ def decode(src: BinaryIO, dst: BinaryIO, path: str = "<dump>") -> None:
         if len(raw) < _HEAD.size:
             raise CompactError(path, None, "the compact dump is cut short (no end block)")
         tlen, crc, plen, clen = _HEAD.unpack(raw)
+        unpack = _unxz if old or clen & XZ_BLOCK else _inflated
+        clen &= ~XZ_BLOCK
         if tlen == 0:
             if plen or clen:
                 raise CompactError(path, None, "the end block is corrupt")

@@ -77,7 +77,7 @@ HEADER = re.compile(rb"MEMDUMP (\d+)\.(\d+)")
 #: dump begins with (0x89, not ASCII), then a name and the bytes a text transfer would mangle, as
 #: PNG's signature; its version (major, minor) follows as two bytes
 COMPACT_MAGIC = b"\x89MDZ\r\n\x1a\n"
-COMPACT_VERSION = (2, 0)
+COMPACT_VERSION = (2, 1)
 
 #: the types of a record's fields (the "Records" table's words for them)
 DEC = "decimal"  # a number written in decimal

@@ -21,8 +21,15 @@
 #define LIFO 64 /* a power of two */
 #define MAX_CLASS (1u << 16)
 #define MEMLIMIT (128u << 20)
-/* the encoding written: 2, blocks under deflate (zlib); 1, under xz, still read */
+/* the encoding written: 2.1, blocks under deflate (zlib), the most repetitive under xz (2.0:
+ * none); 1.0, every block under xz, still read */
 #define VERSION_MAJOR 2
+#define VERSION_MINOR 1
+/* (2.1) PACKED_LEN's top bit: the block is one xz stream; tried when deflate made the payload
+ * REPETITIVE times smaller or more (a loop's records), kept when smaller */
+#define XZ_BLOCK 0x80000000u
+#define REPETITIVE 16
+#define XZ_PRESET 0
 
 /* (2.0) CALLOC to MEMALIGN: the short records of format 2.5, `TAG STACK RESULT ARGS` with SIZE
  * the fourth field */
@@ -414,7 +421,7 @@ static int write_all(int fd, const void *p, size_t n, char *err, size_t elen)
 
 struct enc {
     struct model m;
-    struct buf s[N_STREAMS], payload, packed;
+    struct buf s[N_STREAMS], payload, packed, xz;
     uint64_t records;
 };
 
@@ -613,12 +620,37 @@ static int enc_flush(struct enc *e, size_t tlen, uLong crc, int level, int out, 
     if (r != Z_OK)
         return fail(err, elen, "the deflate encoder failed (%d)", r);
     e->packed.n = packed;
+    uint32_t xz = 0;
+    if (packed * REPETITIVE < pl->n) { /* a loop's records: xz's repeated matches cost less */
+        size_t bound = lzma_stream_buffer_bound(pl->n), made;
+        lzma_stream z = LZMA_STREAM_INIT; /* streamed, as Python's lzma.compress: the same bytes */
+        if (reserve(&e->xz, bound))
+            goto oom;
+        if (lzma_easy_encoder(&z, XZ_PRESET, LZMA_CHECK_CRC64) != LZMA_OK)
+            return fail(err, elen, "cannot start the xz encoder");
+        z.next_in = pl->p;
+        z.avail_in = pl->n;
+        z.next_out = e->xz.p;
+        z.avail_out = bound;
+        lzma_ret r = lzma_code(&z, LZMA_FINISH);
+        made = bound - z.avail_out;
+        lzma_end(&z);
+        if (r != LZMA_STREAM_END)
+            return fail(err, elen, "the xz encoder failed (%d)", (int)r);
+        if (made < e->packed.n) {
+            struct buf t = e->packed;
+            e->packed = e->xz;
+            e->xz = t;
+            e->packed.n = made;
+            xz = XZ_BLOCK;
+        }
+    }
     unsigned char head[16];
     put32(head, (uint32_t)tlen);
     *total = crc32_combine(*total, crc, (z_off_t)tlen);
     put32(head + 4, (uint32_t)crc);
     put32(head + 8, (uint32_t)pl->n);
-    put32(head + 12, (uint32_t)e->packed.n);
+    put32(head + 12, (uint32_t)e->packed.n | xz);
     if (write_all(out, head, 16, err, elen) || write_all(out, e->packed.p, e->packed.n, err, elen))
         return -1;
     return 0;
@@ -641,7 +673,7 @@ EXPORT int mdz_encode(int in, int out, int level, size_t block_text, char *err, 
     }
     memcpy(head, magic, 8);
     head[8] = VERSION_MAJOR;
-    head[9] = 0;
+    head[9] = VERSION_MINOR;
     if (write_all(out, head, 10, err, elen))
         goto done;
     size_t start = 0; /* of the unread part of rd */
@@ -700,6 +732,7 @@ done:
             free(e->s[i].p);
         free(e->payload.p);
         free(e->packed.p);
+        free(e->xz.p);
     }
     free(e);
     free(rd.p);
@@ -1061,8 +1094,8 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
     return 0;
 }
 
-/* The payload of a block into `out`: one xz stream (`xz`, compact encoding 1.x) or one zlib stream
- * (RFC 1950, 2.x). 0, or -1 (out->n SIZE_MAX when out of memory). The output grows as the stream
+/* The payload of a block into `out`: one xz stream (`xz`: compact encoding 1.x, 2.1's flagged
+ * blocks) or one zlib stream (RFC 1950, 2.x). 0, or -1 (out->n SIZE_MAX when out of memory). The output grows as the stream
  * gives it (a header's PAYLOAD_LEN is not trusted with memory), up to one byte more than it. */
 static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struct buf *out)
 {
@@ -1173,7 +1206,7 @@ static struct mdz_dec *dec_open(struct src src, int direct, char *err, size_t el
 /* whether a block's header (not the end block's) keeps to the sizes a compact dump's blocks have */
 static int block_sane(const unsigned char head[16])
 {
-    uint32_t tlen = get32(head), plen = get32(head + 8), clen = get32(head + 12);
+    uint32_t tlen = get32(head), plen = get32(head + 8), clen = get32(head + 12) & ~XZ_BLOCK;
     return tlen <= MAX_TEXT && plen <= 2 * (uint64_t)MAX_TEXT + 64
            && clen <= plen + plen / 64 + 4096;
 }
@@ -1192,7 +1225,8 @@ static int dec_next(struct mdz_dec *d, char *err, size_t elen)
     if (got < 16)
         return fail(err, elen, "the compact dump is cut short (no end block)");
     uint32_t tlen = get32(head), crc = get32(head + 4), plen = get32(head + 8),
-             clen = get32(head + 12);
+             clen = get32(head + 12) & ~XZ_BLOCK;
+    int xz = d->xz || (get32(head + 12) & XZ_BLOCK); /* 1.x: every block; 2.1: those flagged */
     if (tlen == 0) {
         unsigned char extra;
         if (plen || clen)
@@ -1212,7 +1246,7 @@ static int dec_next(struct mdz_dec *d, char *err, size_t elen)
         return fail(err, elen, "out of memory");
     if ((got = dec_read(d, d->packed.p, clen)) < 0 || (size_t)got < clen)
         return fail(err, elen, "the compact dump is cut short (in a block)");
-    if (unpacked(d->xz, d->packed.p, clen, plen, &d->payload))
+    if (unpacked(xz, d->packed.p, clen, plen, &d->payload))
         return fail(err, elen, d->payload.n == SIZE_MAX ? "out of memory"
                                                         : "a block's compressed data is corrupt");
     int r = dec_block(&d->m, d->payload.p, plen, tlen, &d->k, err, elen);
@@ -1345,11 +1379,12 @@ static int block_tail(const unsigned char *pl, size_t plen, uint64_t *tail, int 
  * d->payload; 0, or 1 when it cannot be (the decoder will say why) */
 static int block_payload(struct mdz_dec *d, const unsigned char head[16])
 {
-    uint32_t plen = get32(head + 8), clen = get32(head + 12);
+    uint32_t plen = get32(head + 8), clen = get32(head + 12) & ~XZ_BLOCK;
+    int xz = d->xz || (get32(head + 12) & XZ_BLOCK);
     d->packed.n = d->payload.n = 0;
     return !block_sane(head) || reserve(&d->packed, clen)
            || pread(d->src.fd, d->packed.p, clen, (off_t)d->src.pos + 16) != (ssize_t)clen
-           || unpacked(d->xz, d->packed.p, clen, plen, &d->payload);
+           || unpacked(xz, d->packed.p, clen, plen, &d->payload);
 }
 
 /* the first line, when it is the block's first record and a LIT (as a dump's version line is),
@@ -1405,7 +1440,7 @@ EXPORT int mdz_info(int fd, char *first, size_t cap, uint64_t out[4], char *err,
         }
         if (got < 16)
             goto done;
-        uint32_t tlen = get32(head), clen = get32(head + 12);
+        uint32_t tlen = get32(head), clen = get32(head + 12) & ~XZ_BLOCK;
         if (tlen == 0)
             break;
         if (pos == 10 && (first_line(d, head, first, cap, &out[0]) || out[0] > tlen))

@@ -16,6 +16,7 @@ import signal
 import stat
 import subprocess
 import sys
+import zlib
 from pathlib import Path
 
 import pytest
@@ -298,7 +299,7 @@ def test_a_full_disk_leaves_the_text_dump(native: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("engine", ["c", "python"])
 def test_encoding_1_0_still_reads(engine: str, tmp_path: Path) -> None:
-    """A dump compacted in encoding 1.0 (its blocks under xz) decodes to its text, as 2.0's: the
+    """A dump compacted in encoding 1.0 (its blocks under xz) decodes to its text, as 2.1's: the
     worked example as format 2.4 wrote it."""
     packed = (FIXTURES / "inprocess-1.0.compact").read_bytes()
     assert packed[8:10] == b"\x01\x00"
@@ -306,6 +307,55 @@ def test_encoding_1_0_still_reads(engine: str, tmp_path: Path) -> None:
     assert _decode(packed, tmp_path, engine) == text.replace(b"MEMDUMP 2.5\n", b"MEMDUMP 2.4\n")
     damaged = packed[:30] + bytes([packed[30] ^ 0xFF]) + packed[31:]
     assert _decode(damaged, tmp_path, engine) == "a block's compressed data is corrupt"
+
+
+@pytest.mark.parametrize("engine", ["c", "python"])
+def test_encoding_2_0_still_reads(engine: str, tmp_path: Path) -> None:
+    """A dump compacted in encoding 2.0 (every block under deflate) decodes to its text."""
+    packed = (FIXTURES / "inprocess-2.0.compact").read_bytes()
+    assert packed[8:10] == b"\x02\x00"
+    assert _decode(packed, tmp_path, engine) == (FIXTURES / "inprocess.memdump").read_bytes()
+
+
+def test_a_loops_blocks_go_under_xz(tmp_path: Path) -> None:
+    """(2.1) A block of a loop's records, which deflate makes more than REPETITIVE times smaller,
+    is written under xz when that is smaller (PACKED_LEN's top bit), by both encoders alike, and
+    decodes; a real program's blocks stay under deflate."""
+    lines = [b"MEMDUMP 2.5\nf 1 0x401000\nn 1 0 1\nn 2 1 1\nn 3 1 1\nn 4 1 1\nt 9\n"]
+    for i in range(200000):
+        size = 16 + i * 7919 % 512
+        lines.append(b"+ %d 0x%x %d\n- 1 0x%x\n" % (1 + i % 4, 0x5000 + size * 64, size,
+                                                    0x5000 + size * 64))
+    text = b"".join(lines)
+    packed = _round_trip(text, tmp_path, block=1 << 20)
+    heads, pos = [], 10
+    while True:
+        tlen, _, plen, clen = compact._HEAD.unpack_from(packed, pos)
+        if tlen == 0:
+            break
+        heads.append((plen, clen))
+        pos += 16 + (clen & ~compact.XZ_BLOCK)
+    assert len(heads) > 3 and all(clen & compact.XZ_BLOCK for _, clen in heads)
+    deflated = sum(len(zlib.compress(compact_payload, compact.LEVEL)) for compact_payload in
+                   _payloads(text, 1 << 20))
+    assert len(packed) * 2 < deflated  # xz writes a loop's repeats in bits, deflate in bytes
+    real = (FIXTURES / "inprocess.memdump").read_bytes()
+    assert not compact._HEAD.unpack_from(_round_trip(real, tmp_path), 10)[3] & compact.XZ_BLOCK
+
+
+def _payloads(text: bytes, block: int) -> list[bytes]:
+    """The payloads of the blocks `encode` cuts `text` into."""
+    enc, out, size = compact._Encoder(), [], 0
+    for line in compact._pieces(io.BytesIO(text)):
+        enc.line(line)
+        size += len(line)
+        if size >= block:
+            out.append(enc.payload())
+            enc.reset()
+            size = 0
+    if size:
+        out.append(enc.payload())
+    return out
 
 
 def test_python_fallback_reads_a_compact_dump(tmp_path: Path) -> None:
