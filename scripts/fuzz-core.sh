@@ -51,7 +51,8 @@ native="$root_dir/analyzer/native"
 mkdir "$work/corpus"
 if [[ $target == compact ]]; then
     clang -g -O1 -D_GNU_SOURCE -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-        -I"$native" "$native"/fuzz_compact.c "$native"/compact.c -lz -llzma -o "$work/fuzz_compact"
+        -I"$native" "$native"/fuzz_compact.c "$native"/compact.c "$native"/compactdec.c -lz -llzma \
+        -o "$work/fuzz_compact"
     # seeds: each fixture compacted (first byte 1: a whole file) and its payload (0: a block's,
     # decoded to text; 2: to the replay's direct output), and version 1.0's fixture
     PYTHONPATH="$root_dir/analyzer" python3 - "$work/corpus" "$root_dir"/analyzer/tests/fixtures/*.memdump <<'PY'
@@ -78,7 +79,8 @@ else
     clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
         "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c "$native"/tagviews.c \
-        "$native"/compact.c "$native"/compactfeed.c -lz -llzma -o "$work/fuzz_replay"
+        "$native"/compact.c "$native"/compactdec.c "$native"/compactfeed.c -lz -llzma \
+        -o "$work/fuzz_replay"
     for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
         tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
         # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass

@@ -13,10 +13,9 @@ does not know, or does not write exactly as the recorder does, passes as a liter
 state (the live blocks, the freed blocks per size class, the stacks that follow one another)
 carries from block to block; the compressor's does not, so that a reader holds one block at a time.
 
-The C library (analyzer/native/compact.c) does the same, faster; the randomised tests hold the two
-to the same bytes. Standard library only, like `dumpformat`; compactfile.py converts files, in C
-when the library loads.
-"""
+The C library (analyzer/native/compact.c, compactdec.c) does the same, faster; the randomised tests
+hold the two to the same bytes. Standard library only, like `dumpformat`; compactfile.py converts
+files, in C when the library loads. """
 
 from __future__ import annotations
 

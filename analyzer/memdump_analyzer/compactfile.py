@@ -1,8 +1,8 @@
 """Compact dumps as files (docs/dump-format.md, "Compact encoding"): a text dump compacted beside
 itself and renamed over it when complete, a compact dump printed or decoded for the reader; in C
-(analyzer/native/compact.c) when the analyser's library loads, with compact.py otherwise. Dumps
-compacted in a thread while reports read their text (`compacting`): memdump.sh's, and those GDB
-marked for their first report (`PENDING`, docs/memdump.md "Compaction")."""
+(analyzer/native/compact.c, compactdec.c) when the analyser's library loads, with compact.py
+otherwise. Dumps compacted in a thread while reports read their text (`compacting`): memdump.sh's,
+and those GDB marked for their first report (`PENDING`, docs/memdump.md "Compaction")."""
 
 from __future__ import annotations
 

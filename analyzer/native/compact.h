@@ -1,4 +1,4 @@
-/* @brief The compact encoding's entry points (compact.c): text dump to compact and back, between
+/* @brief The compact encoding's entry points (compact.c, compactdec.c): text dump to compact and back, between
  * file descriptors; each returns 0, or -1 with one sentence in `err`. And the direct output the
  * C replay reads (memdump_core.c): a compact dump decoded a block at a time, its heap records
  * as packed events instead of their text. */

@@ -1,6 +1,6 @@
 /* @brief A compact dump's direct output (compact.h) decoded a block ahead, on a thread of its own,
  * while the replay reads the block before (memdump_core.c's refill): the decoding and the replay
- * each take about half the work, so on two cores the pass takes about half the time. */
+ * each take about half the work, and overlap where a second core is free. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* @brief A libFuzzer target for the compact encoding's decoder (compact.c; docs/dump-format.md,
+/* @brief A libFuzzer target for the compact encoding's decoder (compactdec.c; docs/dump-format.md,
  * "Compact encoding"): a compact dump is a file users send each other. An input whose first byte
  * is odd is a whole compact file after that byte (signature, blocks, zlib streams or version 1.0's
  * xz, checksums), decoded, and read by mdz_info as a reader opens it; an even one is a block's

@@ -1,0 +1,738 @@
+/* @brief The compact encoding of a dump (docs/dump-format.md, "Compact encoding"), its decoder:
+ * to the text (memdump-analyze --text, the Python readers), to the direct output the C replay reads
+ * (compact.h), and what a reader needs before the records (mdz_info). A compact file comes from
+ * users as dumps do: the decoder checks every length, code and reference, and any bad input is one
+ * error sentence (fuzz_compact.c fuzzes it). compact.py is the readable reference. */
+#include "compactmodel.h"
+
+/* ---- the decoder ------------------------------------------------------------------------- */
+
+struct src {
+    int fd; /* -1: read from p */
+    const unsigned char *p;
+    size_t n, pos;
+};
+
+/* up to `n` bytes; how many were read (fewer at the end), -1 on a read error */
+static ssize_t src_read(struct src *s, void *out, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (s->fd < 0) {
+        size_t k = s->n - s->pos < n ? s->n - s->pos : n;
+        memcpy(out, s->p + s->pos, k);
+        s->pos += k;
+        return (ssize_t)k;
+    }
+    size_t got = 0;
+    while (got < n) { /* at its own offset: the descriptor's is not the reader's */
+        ssize_t r = pread(s->fd, (char *)out + got, n - got, (off_t)s->pos);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        got += (size_t)r;
+        s->pos += (size_t)r;
+    }
+    return (ssize_t)got;
+}
+
+struct in {
+    const unsigned char *p, *end;
+};
+
+static int get(struct in *s, uint64_t *v)
+{
+    uint64_t x = 0;
+    for (int shift = 0; shift <= 63; shift += 7) {
+        if (s->p >= s->end)
+            return -1;
+        unsigned char b = *s->p++;
+        if (shift == 63 && b > 1)
+            return -1; /* more than 64 bits */
+        x |= (uint64_t)(b & 0x7f) << shift;
+        if (b < 0x80) {
+            *v = x;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int valid_op(unsigned char op)
+{
+    int kind = op & 0x0f, flags = op & 0xf0;
+    if (kind == LIT || kind == RAW)
+        return flags == 0;
+    if (kind <= ALLOC_A || (kind >= CALLOC && kind < N_KINDS && kind != REALLOC))
+        return (flags & ~(F_STACK | F_SIZE)) == 0;
+    if (kind <= FREE_A)
+        return (flags & ~F_STACK) == 0;
+    return kind == REALLOC || (kind == NODE && (flags & ~F_SIZE) == 0);
+}
+
+#define BAD(...) return fail(err, elen, __VA_ARGS__)
+
+/* `v` written at `p` in decimal (hex: lower case, after 0x); past its end */
+static char *num(char *p, uint64_t v, int hexa)
+{
+    if (hexa) { /* the digits' count from the highest bit set, written from the last */
+        *p++ = '0';
+        *p++ = 'x';
+        int n = v ? (67 - __builtin_clzll(v)) / 4 : 1;
+        for (int i = n - 1; i >= 0; i--, v >>= 4)
+            p[i] = "0123456789abcdef"[v & 15];
+        return p + n;
+    }
+    /* the digits' count, then two digits a division from the last, from a table of the pairs */
+    static const char pairs[] = "0001020304050607080910111213141516171819"
+                                "2021222324252627282930313233343536373839"
+                                "4041424344454647484950515253545556575859"
+                                "6061626364656667686970717273747576777879"
+                                "8081828384858687888990919293949596979899";
+    int n = 1;
+    for (uint64_t t = v; t >= 10; t /= 10)
+        n++;
+    char *q = p + n;
+    while (v >= 100) {
+        const char *d = pairs + 2 * (v % 100);
+        v /= 100;
+        *--q = d[1];
+        *--q = d[0];
+    }
+    if (v >= 10) {
+        *--q = pairs[2 * v + 1];
+        *--q = pairs[2 * v];
+    } else {
+        *--q = (char)('0' + v);
+    }
+    return p + n;
+}
+
+/* a record: its tag, then each value after a space (in hex: those of the bits of `hexes`), and
+ * the newline */
+static int record(char *line, const char *tag, const uint64_t *v, int n, int hexes)
+{
+    size_t tl = strlen(tag);
+    char *p = line + tl;
+    memcpy(line, tag, tl);
+    for (int i = 0; i < n; i++) {
+        *p++ = ' ';
+        p = num(p, v[i], hexes >> i & 1);
+    }
+    *p++ = '\n';
+    return (int)(p - line);
+}
+
+/* a release's PTR into *ptr (FREF, and DELTA when 0): 1 when it was a live block's, released in
+ * the model (*block: its address, size, stack), 0 when not, -1 on an error (err says it) */
+static int dec_ptr(struct model *m, struct in *s, uint64_t *ptr, uint64_t block[3], char *err,
+                   size_t elen)
+{
+    uint64_t ref, z;
+    int r;
+    if (get(&s[FREF], &ref))
+        BAD("a block's streams are cut short or corrupt");
+    if (ref == 0) {
+        if (get(&s[DELTA], &z))
+            BAD("a block's streams are cut short or corrupt");
+        *ptr = m->prev + unzigzag(z);
+        return 0;
+    }
+    if (ref > m->allocs || (r = release(m, m->allocs - ref, block)) == 0)
+        BAD("a release refers to no live block");
+    if (r < 0)
+        BAD("out of memory");
+    *ptr = block[0];
+    return 1;
+}
+
+/* where a block's records go: text (`direct` 0), or the direct output (mdz_dec_open): the heap
+ * records as packed events (compact.h), the other records as their text; `text` counts the text
+ * written, `tail` the bytes after the last line end, `bol` whether the output is at a line's
+ * start */
+struct sink {
+    struct buf *out;
+    int direct, bol;
+    size_t text, tail;
+};
+
+/* a line of the block's text into the sink (kind: LIT, RAW, or the record's); 0, -1 out of
+ * memory, 1 the direct output cannot hold it (a NUL byte, or the event mark at a line's start) */
+static int sink_text(struct sink *k, const void *p, size_t n, int ends_line)
+{
+    if (k->direct && n && ((k->bol && *(const unsigned char *)p == MDZ_EVENT) || memchr(p, 0, n)))
+        return 1;
+    if (put(k->out, p, n))
+        return -1;
+    k->text += n;
+    k->tail = ends_line ? 0 : k->tail + n;
+    k->bol = ends_line || (k->bol && n == 0);
+    return 0;
+}
+
+/* a heap record: its text (`line`, `n` bytes), or its packed event (compact.h); 0, -1 out of
+ * memory, 1 the direct output cannot hold it (what the text path would leave to Python: a
+ * STACK of 32 bits or more, a decimal field of more than 18 digits) */
+static int sink_event(struct sink *k, const char *tag, int op, const uint64_t *v, int nv, int hexes,
+                      const char *line, int n)
+{
+    if (!k->direct)
+        return sink_text(k, line, (size_t)n, 1);
+    if (v[0] >> 32)
+        return 1;
+    for (int i = 2; i < nv; i++)
+        if (!(hexes >> i & 1) && v[i] >= 1000000000000000000ull)
+            return 1;
+    int alloc = tag[0] == '+';
+    int nargs = alloc ? nv - 2 : 1;
+    if (reserve(k->out, 40))
+        return -1;
+    unsigned char *p = k->out->p + k->out->n;
+    uint32_t stack = (uint32_t)v[0];
+    uint64_t result = alloc ? v[1] : 0;
+    p[0] = MDZ_EVENT;
+    p[1] = (unsigned char)op;
+    p[2] = (unsigned char)nargs;
+    p[3] = 0;
+    memcpy(p + 4, &stack, 4);
+    memcpy(p + 8, &result, 8);
+    memcpy(p + 16, alloc ? v + 2 : v + 1, 8 * (size_t)nargs);
+    k->out->n += 8 * (size_t)(2 + nargs);
+    k->tail = 0;
+    k->bol = 1;
+    return 0;
+}
+
+static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
+                     struct sink *k, char *err, size_t elen)
+{
+    struct buf *out = k->out;
+    struct in hdr = {pl, pl + plen}, s[N_STREAMS];
+    uint64_t records, len[N_STREAMS], sum = 0;
+    if (get(&hdr, &records))
+        BAD("a block's streams are cut short or corrupt");
+    for (int i = 0; i < N_STREAMS; i++) {
+        if (get(&hdr, &len[i]))
+            BAD("a block's streams are cut short or corrupt");
+        sum += len[i] > plen ? plen + 1 : len[i];
+    }
+    if (sum != (uint64_t)(hdr.end - hdr.p))
+        BAD("a block's streams do not add up to its payload");
+    const unsigned char *p = hdr.p;
+    for (int i = 0; i < N_STREAMS; i++) {
+        s[i].p = p;
+        s[i].end = p + len[i];
+        p += len[i];
+    }
+    if (records != len[OPS])
+        BAD("a block's record count is wrong");
+    out->n = 0;
+    k->text = 0;
+    char line[128];
+    for (const unsigned char *o = s[OPS].p; o < s[OPS].end; o++) {
+        unsigned char op = *o;
+        int kind = op & 0x0f, n = 0;
+        uint64_t a, b, c, z;
+        if (!valid_op(op))
+            BAD("unknown record code %d in a block", (int)op);
+        if (kind == LIT || kind == RAW) {
+            if (get(&s[LITS], &a))
+                BAD("a block's streams are cut short or corrupt");
+            if (a > (uint64_t)(s[LITS].end - s[LITS].p))
+                BAD("a literal record is cut short");
+            if (a + (kind == LIT) > limit - k->text)
+                BAD("a block decodes to more text than its header says");
+            int r = sink_text(k, s[LITS].p, (size_t)a, 0);
+            if (r == 0 && kind == LIT)
+                r = sink_text(k, "\n", 1, 1);
+            if (r)
+                return r < 0 ? fail(err, elen, "out of memory") : 1;
+            s[LITS].p += a;
+            continue;
+        }
+        if (kind == NODE) {
+            if (op & F_SIZE)
+                a = m->last_nid + 1;
+            else if (get(&s[NID], &a))
+                BAD("a block's streams are cut short or corrupt");
+            if (get(&s[NPAR], &z) || get(&s[NFRM], &c))
+                BAD("a block's streams are cut short or corrupt");
+            b = a - unzigzag(z);
+            c = m->last_frame + unzigzag(c);
+            m->last_nid = a;
+            m->last_frame = c;
+            n = record(line, "n", (uint64_t[]){a, b, c}, 3, 0);
+            if (sink_text(k, line, (size_t)n, 1))
+                BAD("out of memory"); /* a record's text holds neither a NUL nor the mark */
+        } else if (kind <= ALLOC_A || kind >= CALLOC) {
+            uint64_t stack, size, code, addr, total, extra[2] = {0, 0}, ptr = 0;
+            if (op & F_STACK) {
+                if (!stack_get(m, m->last_astk, S_NEXT, &stack))
+                    BAD("a predicted stack has no prediction");
+            } else if (get(&s[ASTK], &stack))
+                BAD("a block's streams are cut short or corrupt");
+            if (op & F_SIZE) {
+                if (!stack_get(m, stack, S_SIZE, &size))
+                    BAD("a predicted size has no prediction");
+            } else if (get(&s[ASIZE], &size))
+                BAD("a block's streams are cut short or corrupt");
+            total = size;
+            if (kind >= CALLOC && kind != REALLOC) { /* NMEMB or ALIGN, then RC */
+                if (get(&s[ASIZE], &extra[0])
+                    || (kind == POSIX_MEMALIGN && get(&s[ASIZE], &extra[1])))
+                    BAD("a block's streams are cut short or corrupt");
+                if (kind == CALLOC)
+                    total = extra[0] * size;
+            } else if (kind == REALLOC && !(op & F_NO_PTR)) { /* enc_resize's PTR */
+                uint64_t block[3];
+                if (dec_ptr(m, s, &ptr, block, err, elen) < 0)
+                    return -1;
+                m->prev = ptr;
+            }
+            code = LIFO + 1;
+            addr = 0;
+            if (!(op & F_NO_RESULT) && get(&s[AADDR], &code))
+                BAD("a block's streams are cut short or corrupt");
+            if (op & F_NO_RESULT) {
+                /* RESULT 0x0 */
+            } else if (code == 0) {
+                if (!m->top)
+                    BAD("a block from the top chunk before any");
+                addr = m->top;
+            } else if (code <= LIFO) {
+                struct lifo *l = chunk(total) <= MAX_CLASS ? m->lifo[chunk(total) / 16] : NULL;
+                if (!l || code > (uint64_t)l->n)
+                    BAD("a reused block beyond its size class's");
+                int k = (int)code - 1;
+                addr = *lifo_at(l, k);
+                lifo_take(l, k);
+            } else if (code == LIFO + 1) {
+                if (get(&s[DELTA], &z))
+                    BAD("a block's streams are cut short or corrupt");
+                addr = m->prev + unzigzag(z);
+            } else {
+                BAD("an address code is out of range");
+            }
+            uint64_t v[5] = {stack, addr, size};
+            int nv = 3, hexes = kind == REALLOC ? 6 : 2;
+            if (kind == POSIX_MEMALIGN)
+                memcpy(v, (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5 * 8), nv = 5;
+            else if (kind >= CALLOC && kind != REALLOC)
+                memcpy(v, (uint64_t[]){stack, addr, extra[0], size}, 4 * 8), nv = 4;
+            else if (kind == REALLOC)
+                memcpy(v, (uint64_t[]){stack, addr, ptr, size}, 4 * 8), nv = 4;
+            if (!k->direct)
+                n = record(line, tag_of[kind], v, nv, hexes);
+            int r = sink_event(k, tag_of[kind], op_of[kind], v, nv, hexes, line, n);
+            if (r)
+                return r < 0 ? fail(err, elen, "out of memory") : 1;
+            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
+                BAD("out of memory");
+        } else {
+            uint64_t ptr, stack, predicted, block[3];
+            int r = dec_ptr(m, s, &ptr, block, err, elen);
+            if (r < 0)
+                return -1;
+            if (r == 0 || !stack_get(m, block[2], S_FREE, &predicted))
+                predicted = m->last_fstk;
+            if (op & F_STACK)
+                stack = predicted;
+            else if (get(&s[FSTK], &stack))
+                BAD("a block's streams are cut short or corrupt");
+            uint64_t v[2] = {stack, ptr};
+            if (!k->direct)
+                n = record(line, tag_of[kind], v, 2, 2);
+            int rs = sink_event(k, tag_of[kind], op_of[kind], v, 2, 2, line, n);
+            if (rs)
+                return rs < 0 ? fail(err, elen, "out of memory") : 1;
+            if (released(m, stack, ptr, r ? &block[2] : NULL))
+                BAD("out of memory");
+        }
+        if (k->text > limit)
+            BAD("a block decodes to more text than its header says");
+    }
+    for (int i = 0; i < N_STREAMS; i++)
+        if (i != OPS && s[i].p != s[i].end)
+            BAD("a block's streams hold more than its records");
+    return 0;
+}
+
+/* The payload of a block into `out`: one xz stream (`xz`: compact encoding 1.x, 2.1's flagged
+ * blocks) or one zlib stream (RFC 1950, 2.x). 0, or -1 (out->n SIZE_MAX when out of memory). The output grows as the stream
+ * gives it (a header's PAYLOAD_LEN is not trusted with memory), up to one byte more than it. */
+static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struct buf *out)
+{
+    lzma_stream lz = LZMA_STREAM_INIT;
+    z_stream zs = {0};
+    if (xz ? lzma_stream_decoder(&lz, MEMLIMIT, 0) != LZMA_OK : inflateInit(&zs) != Z_OK)
+        return -1;
+    lz.next_in = zs.next_in = (unsigned char *)p;
+    lz.avail_in = zs.avail_in = (uInt)n;
+    int more = 1, ended = 0;
+    while (more && out->n < plen + 1) {
+        size_t room = out->n ? out->n : 65536;
+        if (room > plen + 1 - out->n)
+            room = plen + 1 - out->n;
+        if (reserve(out, room)) {
+            ended = -1;
+            break;
+        }
+        size_t left;
+        if (xz) {
+            lz.next_out = out->p + out->n;
+            lz.avail_out = room;
+            lzma_ret r = lzma_code(&lz, LZMA_FINISH);
+            ended = r == LZMA_STREAM_END;
+            more = r == LZMA_OK;
+            left = lz.avail_out;
+        } else {
+            zs.next_out = out->p + out->n;
+            zs.avail_out = (uInt)room;
+            int r = inflate(&zs, Z_FINISH);
+            ended = r == Z_STREAM_END;
+            more = r == Z_OK || (r == Z_BUF_ERROR && zs.avail_out == 0); /* wants more room */
+            left = zs.avail_out;
+        }
+        out->n += room - left;
+    }
+    size_t unread = xz ? lz.avail_in : zs.avail_in;
+    if (xz)
+        lzma_end(&lz);
+    else
+        inflateEnd(&zs);
+    if (ended < 0)
+        out->n = SIZE_MAX;
+    return ended == 1 && out->n == plen && unread == 0 ? 0 : -1;
+}
+
+/* ---- decoding a whole dump, a block at a time -------------------------------------------- */
+
+struct mdz_dec {
+    struct src src;
+    struct model m;
+    struct buf packed, payload, out;
+    struct sink k;
+    int xz, state; /* state: 0 reading, 1 ended, -1 failed */
+    uLong total;   /* the text's CRC-32 so far (text output) */
+    uint64_t read; /* bytes of the compact dump read */
+};
+
+static void dec_free(struct mdz_dec *d)
+{
+    if (!d)
+        return;
+    model_free(&d->m);
+    free(d->packed.p);
+    free(d->payload.p);
+    free(d->out.p);
+    free(d);
+}
+
+static ssize_t dec_read(struct mdz_dec *d, void *out, size_t n)
+{
+    ssize_t got = src_read(&d->src, out, n);
+    if (got > 0)
+        d->read += (uint64_t)got;
+    return got;
+}
+
+/* a decoder of the compact dump read from `src` (its signature read and checked); NULL with
+ * `err` said */
+static struct mdz_dec *dec_open(struct src src, int direct, char *err, size_t elen)
+{
+    struct mdz_dec *d = calloc(1, sizeof *d);
+    unsigned char head[10];
+    if (!d) {
+        fail(err, elen, "out of memory");
+        return NULL;
+    }
+    d->src = src;
+    d->m.decoding = 1;
+    d->k = (struct sink){&d->out, direct, 1, 0, 0};
+    d->total = crc32(0, NULL, 0);
+    ssize_t got = dec_read(d, head, 10);
+    if (got < 0)
+        fail(err, elen, "cannot read the file (%s)", strerror(errno));
+    else if (got < 10 || memcmp(head, magic, 8) != 0)
+        fail(err, elen, "not a compact memdump dump");
+    else if (head[8] != 1 && head[8] != VERSION_MAJOR)
+        fail(err, elen, "compact encoding %d.%d is not supported (reads 1.x and %d.x)", head[8],
+             head[9], VERSION_MAJOR);
+    else {
+        d->xz = head[8] == 1;
+        return d;
+    }
+    dec_free(d);
+    return NULL;
+}
+
+/* whether a block's header (not the end block's) keeps to the sizes a compact dump's blocks have */
+static int block_sane(const unsigned char head[16])
+{
+    uint32_t tlen = get32(head), plen = get32(head + 8), clen = get32(head + 12) & ~XZ_BLOCK;
+    return tlen <= MAX_TEXT && plen <= 2 * (uint64_t)MAX_TEXT + 64
+           && clen <= plen + plen / 64 + 4096;
+}
+
+/* the next block decoded into d->out: 1; 0 at the end block (checked); -1 with `err` said; 2
+ * (direct output) a record the direct output cannot hold: decode the text instead */
+static int dec_next(struct mdz_dec *d, char *err, size_t elen)
+{
+    unsigned char head[16];
+    if (d->state)
+        return d->state > 0 ? 0 : fail(err, elen, "the decoder failed before");
+    d->state = -1;
+    ssize_t got = dec_read(d, head, 16);
+    if (got < 0)
+        return fail(err, elen, "cannot read the file (%s)", strerror(errno));
+    if (got < 16)
+        return fail(err, elen, "the compact dump is cut short (no end block)");
+    uint32_t tlen = get32(head), crc = get32(head + 4), plen = get32(head + 8),
+             clen = get32(head + 12) & ~XZ_BLOCK;
+    int xz = d->xz || (get32(head + 12) & XZ_BLOCK); /* 1.x: every block; 2.1: those flagged */
+    if (tlen == 0) {
+        unsigned char extra;
+        if (plen || clen)
+            return fail(err, elen, "the end block is corrupt");
+        if (!d->k.direct && crc != (uint32_t)d->total)
+            return fail(err, elen, "the text's checksum does not match");
+        if (src_read(&d->src, &extra, 1) != 0)
+            return fail(err, elen, "bytes follow the end block");
+        d->out.n = 0;
+        d->state = 1;
+        return 0;
+    }
+    if (!block_sane(head))
+        return fail(err, elen, "a block is larger than a compact dump's blocks");
+    d->packed.n = d->payload.n = 0;
+    if (reserve(&d->packed, clen))
+        return fail(err, elen, "out of memory");
+    if ((got = dec_read(d, d->packed.p, clen)) < 0 || (size_t)got < clen)
+        return fail(err, elen, "the compact dump is cut short (in a block)");
+    if (unpacked(xz, d->packed.p, clen, plen, &d->payload))
+        return fail(err, elen, d->payload.n == SIZE_MAX ? "out of memory"
+                                                        : "a block's compressed data is corrupt");
+    int r = dec_block(&d->m, d->payload.p, plen, tlen, &d->k, err, elen);
+    if (r)
+        return r > 0 ? 2 : -1;
+    if (!d->k.direct) { /* the direct output has no text to check */
+        if (d->k.text != tlen || crc32(0, d->out.p, (uInt)d->out.n) != crc)
+            return fail(err, elen, "a block's text does not match its checksum");
+        d->total = crc32_combine(d->total, crc, (z_off_t)d->out.n);
+    }
+    d->state = 0;
+    return 1;
+}
+
+/* decodes the compact dump read from `src` to `out` (a descriptor; -1: nowhere, the fuzzer's) */
+static int decode(struct src *src, int out, char *err, size_t elen)
+{
+    struct mdz_dec *d = dec_open(*src, 0, err, elen);
+    int r = d ? 1 : -1;
+    while (r == 1 && (r = dec_next(d, err, elen)) == 1)
+        if (out >= 0 && write_all(out, d->out.p, d->out.n, err, elen))
+            r = -1;
+    dec_free(d);
+    return r;
+}
+
+EXPORT int mdz_decode(int in, int out, char *err, size_t elen)
+{
+    struct src s = {in, NULL, 0, 0};
+    return decode(&s, out, err, elen);
+}
+
+/* the fuzzer's entry: decodes `n` bytes in memory, writing nowhere */
+int mdz_decode_bytes(const unsigned char *p, size_t n, char *err, size_t elen)
+{
+    struct src s = {-1, p, n, 0};
+    return decode(&s, -1, err, elen);
+}
+
+/* the fuzzer's other entry: one block's payload, decoded by a fresh model (direct: into the
+ * direct output) */
+int mdz_decode_payload(const unsigned char *p, size_t n, int direct, char *err, size_t elen)
+{
+    struct model *m = calloc(1, sizeof *m);
+    struct buf out = {0};
+    struct sink k = {&out, direct, 1, 0, 0};
+    if (!m)
+        return fail(err, elen, "out of memory");
+    m->decoding = 1;
+    int rc = dec_block(m, p, n, MAX_TEXT, &k, err, elen);
+    model_free(m);
+    free(m);
+    free(out.p);
+    return rc;
+}
+
+/* ---- the direct output, for the replay (memdump_core.c) --------------------------------- */
+
+struct mdz_dec *mdz_dec_open(int fd, char *err, size_t elen)
+{
+    return dec_open((struct src){fd, NULL, 0, 0}, 1, err, elen);
+}
+
+int mdz_dec_next(struct mdz_dec *d, const unsigned char **p, size_t *n, char *err, size_t elen)
+{
+    int r = dec_next(d, err, elen);
+    *p = d->out.p;
+    *n = r == 1 ? d->out.n : 0;
+    return r;
+}
+
+uint64_t mdz_dec_read(const struct mdz_dec *d)
+{
+    return d->read;
+}
+
+uint64_t mdz_dec_tail(const struct mdz_dec *d)
+{
+    return d->k.tail;
+}
+
+void mdz_dec_close(struct mdz_dec *d)
+{
+    dec_free(d);
+}
+
+/* ---- what a reader needs before the records (dumpio.DumpFile) ---------------------------- */
+
+/* The trailing literal bytes of the block whose payload is `pl`: their length into *tail and
+ * whether one is not NUL into *written; 0, or 1 when the block is all literals without a line end
+ * (the tail may begin in an earlier block) or malformed (the decoder will say how). */
+static int block_tail(const unsigned char *pl, size_t plen, uint64_t *tail, int *written)
+{
+    struct in hdr = {pl, pl + plen}, ops, lits;
+    uint64_t records, len[N_STREAMS], a;
+    if (get(&hdr, &records))
+        return 1;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (get(&hdr, &len[i]) || len[i] > (uint64_t)(hdr.end - hdr.p))
+            return 1;
+    ops = (struct in){hdr.p, hdr.p + len[OPS]};
+    lits.p = ops.end; /* the streams follow each other: LITS is the second */
+    if (len[LITS] > (uint64_t)(hdr.end - lits.p))
+        return 1;
+    lits.end = lits.p + len[LITS];
+    int ended = 0;
+    *tail = 0;
+    *written = 0;
+    for (const unsigned char *o = ops.p; o < ops.end; o++) {
+        int kind = *o & 0x0f;
+        if (kind != LIT && kind != RAW) {
+            ended = 1, *tail = 0, *written = 0;
+            continue;
+        }
+        if (get(&lits, &a) || a > (uint64_t)(lits.end - lits.p))
+            return 1;
+        if (kind == LIT) {
+            ended = 1, *tail = 0, *written = 0;
+        } else {
+            *tail += a;
+            for (uint64_t i = 0; i < a && !*written; i++)
+                *written = lits.p[i] != 0;
+        }
+        lits.p += a;
+    }
+    return !ended;
+}
+
+/* The payload of the block whose header is `head`, read from the decoder's offset into
+ * d->payload; 0, or 1 when it cannot be (the decoder will say why) */
+static int block_payload(struct mdz_dec *d, const unsigned char head[16])
+{
+    uint32_t plen = get32(head + 8), clen = get32(head + 12) & ~XZ_BLOCK;
+    int xz = d->xz || (get32(head + 12) & XZ_BLOCK);
+    d->packed.n = d->payload.n = 0;
+    return !block_sane(head) || reserve(&d->packed, clen)
+           || pread(d->src.fd, d->packed.p, clen, (off_t)d->src.pos + 16) != (ssize_t)clen
+           || unpacked(xz, d->packed.p, clen, plen, &d->payload);
+}
+
+/* the first line, when it is the block's first record and a LIT (as a dump's version line is),
+ * into `first` (up to `cap` bytes) and its length into *len; 0, or 1 when it is not */
+static int first_line(struct mdz_dec *d, const unsigned char head[16], char *first, size_t cap,
+                      uint64_t *len)
+{
+    struct in hdr;
+    uint64_t records, slen[N_STREAMS], n;
+    if (block_payload(d, head))
+        return 1;
+    hdr = (struct in){d->payload.p, d->payload.p + d->payload.n};
+    if (get(&hdr, &records))
+        return 1;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (get(&hdr, &slen[i]) || slen[i] > (uint64_t)(hdr.end - hdr.p))
+            return 1;
+    if (records == 0 || slen[OPS] == 0 || *hdr.p != LIT || slen[LITS] > (uint64_t)(hdr.end - hdr.p)
+        || slen[OPS] > (uint64_t)(hdr.end - hdr.p) - slen[LITS])
+        return 1;
+    struct in lits = {hdr.p + slen[OPS], hdr.p + slen[OPS] + slen[LITS]};
+    if (get(&lits, &n) || n > (uint64_t)(lits.end - lits.p) || memchr(lits.p, '\n', n))
+        return 1;
+    memcpy(first, lits.p, n < cap ? n : cap);
+    if (n < cap)
+        first[n] = '\n';
+    *len = n + 1;
+    return 0;
+}
+
+/* The first line of the compact dump open as `fd` (up to `cap` bytes into `first`) and the
+ * lengths of its text: out[0] the first line's (0: the first block has no line end), out[1] the
+ * text's, out[2] up to its last line end, out[3] 1 when what follows that is more than NUL
+ * bytes. 0; 1 when it takes decoding the whole dump to say (the file's faults included); -1 when
+ * the file cannot be read (err). Reads the blocks' headers, and decodes the first block and the
+ * last one's literals. */
+EXPORT int mdz_info(int fd, char *first, size_t cap, uint64_t out[4], char *err, size_t elen)
+{
+    struct mdz_dec *d = dec_open((struct src){fd, NULL, 0, 0}, 0, err, elen);
+    if (!d)
+        return 1;
+    int rc = 1;
+    uint64_t text = 0;
+    unsigned char last_head[16];
+    off_t pos = 10, last_at = -1;
+    memset(out, 0, 4 * sizeof *out);
+    for (;;) {
+        unsigned char head[16];
+        ssize_t got = pread(fd, head, 16, pos);
+        if (got < 0) {
+            rc = fail(err, elen, "cannot read the file (%s)", strerror(errno));
+            goto done;
+        }
+        if (got < 16)
+            goto done;
+        uint32_t tlen = get32(head), clen = get32(head + 12) & ~XZ_BLOCK;
+        if (tlen == 0)
+            break;
+        if (pos == 10 && (first_line(d, head, first, cap, &out[0]) || out[0] > tlen))
+            goto done; /* the first block's first record is not the version line */
+        text += tlen;
+        last_at = pos;
+        memcpy(last_head, head, 16);
+        pos += 16 + (off_t)clen;
+        d->src.pos = (size_t)pos;
+    }
+    out[1] = text;
+    if (last_at < 0) {
+        rc = 0;
+        goto done;
+    }
+    d->src.pos = (size_t)last_at;
+    if (block_payload(d, last_head))
+        goto done;
+    uint64_t tail;
+    int written;
+    if (block_tail(d->payload.p, d->payload.n, &tail, &written) || tail > text)
+        goto done;
+    out[2] = text - tail;
+    out[3] = (uint64_t)written;
+    rc = 0;
+done:
+    dec_free(d);
+    return rc;
+}
