@@ -116,15 +116,16 @@ def _bt_stacks(output: str) -> set[tuple[Frame, ...]]:
     `bt` prints an address (`#2  0x... in f (...) at file:line`) for a frame that is not the
     continuation of an inlined call; a frame printed without one has the program counter of the
     frame before it, whose function was inlined into it. The in-process recorder defines operator
-    new too (gdb_ext/recorder/cxx.c), so GDB's breakpoint stops there as well: its frames are
-    left out, the program's are the same."""
+    new too (its hooks in gdb_ext/recorder/recorder.c, the other cases in cxx.c), so GDB's
+    breakpoint stops there as well: the recorder's frames are left out, the program's are the
+    same."""
     stacks: set[tuple[Frame, ...]] = set()
     for trace in re.split(r"^(?=#0 )", output, flags=re.M)[1:]:
         rows = re.findall(r"^#\d+\s+(0x[0-9a-f]+ in )?(.+?) \(.*\) at (\S+):(\d+)$", trace, re.M)
         frames: list[Frame] = []
         for i, (_address, name, path, line) in enumerate(rows):
             inlined = i + 1 < len(rows) and not rows[i + 1][0]
-            if Path(path).name == "cxx.c":
+            if Path(path).parent.name == "recorder" and Path(path).parent.parent.name == "gdb_ext":
                 continue
             frames.append((base_name(name), Site(Path(path).name, int(line)), inlined))
             if name == "main":
