@@ -45,15 +45,22 @@ test: build test-c test-python lint sanitize
 test-c: build
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=ignore -j2
 
+# pytest on every core (pytest-xdist, PYTEST_WORKERS=1 for one process): a worker takes the next test
+# as it finishes one (--dist loadgroup), the tests of a file marked xdist_group all of them, so that the
+# recording its module fixture makes is made once. Test by test, not file by file: the file of the two
+# fuzzers (three tests, a third of analyzer/tests' time) would otherwise come last.
+PYTEST_WORKERS ?= $(shell nproc)
 test-python: build
-	@MEMDUMP_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTEST) -q -p no:cacheprovider
+	@MEMDUMP_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTEST) -q -p no:cacheprovider \
+	    $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
 
 lint: setup
 	@$(RUFF) check --quiet gdb_ext analyzer tests scripts/*.py
 	@shellcheck scripts/*.sh scripts/memdump-analyze .ci/run
 
-# Sanitizer builds of every C/C++ target and test (DBGKIT_SANITIZER in CMakeLists.txt says what they
-# leave out), each in its own directory; any report fails the run. No suppressions are needed.
+# Sanitizer builds of the C/C++ targets and tests (DBGKIT_SANITIZER in CMakeLists.txt says what they
+# leave out: what their CTest does not run), each in its own directory; any report fails the run.
+# No suppressions are needed.
 SAN_undefined := ubsan
 SAN_address   := asan
 SAN_thread    := tsan
