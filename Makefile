@@ -45,14 +45,14 @@ test: build test-c test-python lint sanitize
 test-c: build
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=ignore -j2
 
-# pytest on every core (pytest-xdist, PYTEST_WORKERS=1 for one process): a worker takes the next test
-# as it finishes one (--dist loadgroup), the tests of a file marked xdist_group all of them, so that the
-# recording its module fixture makes is made once. Test by test, not file by file: the file of the two
-# fuzzers (three tests, a third of analyzer/tests' time) would otherwise come last.
+# pytest on every core (pytest-xdist, PYTEST_WORKERS=1 for one process): each worker takes one test
+# file at a time (--dist loadfile), so that a module fixture's recording is made once. (xdist sends
+# the files with the most tests first: analyzer/tests/test_analyzer_fuzz.py, three tests but the
+# longest file, comes last.)
 PYTEST_WORKERS ?= $(shell nproc)
 test-python: build
 	@MEMDUMP_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTEST) -q -p no:cacheprovider \
-	    $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadgroup)
+	    $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 lint: setup
 	@$(RUFF) check --quiet gdb_ext analyzer tests scripts/*.py

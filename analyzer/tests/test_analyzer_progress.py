@@ -15,10 +15,6 @@ import pytest
 from analyzer_testlib import ANALYZER
 from memdump_analyzer.progress import Progress
 
-# One xdist worker runs this file's tests (make test-python: --dist loadgroup): its module
-# fixtures (the 4M-event dump) are made once.
-pytestmark = pytest.mark.xdist_group("test_analyzer_progress")
-
 
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:

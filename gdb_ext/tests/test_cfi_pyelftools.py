@@ -44,10 +44,6 @@ from dbgkit.core.elf import ElfFile
 from elftools.dwarf import callframe, constants
 from elftools.elf import elffile
 
-# One xdist worker runs this file's tests (make test-python: --dist loadgroup): its module
-# fixtures (the programs and libraries read) are made once.
-pytestmark = pytest.mark.xdist_group("test_cfi_pyelftools")
-
 if TYPE_CHECKING:
     from conftest import Programs
 

@@ -15,10 +15,6 @@ from dbgkit.core import ptrace
 from dbgkit.core.elf import PT_GNU_EH_FRAME, ElfError, ElfFile, got_slot
 from dbgkit.core.procmaps import ModuleMap
 
-# One xdist worker runs this file's tests (make test-python: --dist loadgroup): its module
-# fixtures (libc read) are made once.
-pytestmark = pytest.mark.xdist_group("test_elf")
-
 if TYPE_CHECKING:
     from conftest import Programs
 

@@ -14,10 +14,6 @@ from pathlib import Path
 import pytest
 from memdump_e2e import analyze_raw, gdb_argv, run_gdb
 
-# One xdist worker runs this file's tests (make test-python: --dist loadgroup): its module
-# fixtures (the recording with heaptrack and with memdump) are made once.
-pytestmark = pytest.mark.xdist_group("test_views_vs_heaptrack")
-
 TIMEOUT = 300
 
 if shutil.which("heaptrack") is None or shutil.which("heaptrack_print") is None:
