@@ -45,15 +45,22 @@ test: build test-c test-python lint sanitize
 test-c: build
 	@ctest --test-dir $(BUILD_DIR) --output-on-failure --no-tests=ignore -j2
 
+# pytest on every core (pytest-xdist, PYTEST_WORKERS=1 for one process): each worker takes one test
+# file at a time (--dist loadfile), so that a module fixture's recording is made once. (xdist sends
+# the files with the most tests first: analyzer/tests/test_analyzer_fuzz.py, three tests but the
+# longest file, comes last.)
+PYTEST_WORKERS ?= $(shell nproc)
 test-python: build
-	@MEMDUMP_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTEST) -q -p no:cacheprovider
+	@MEMDUMP_BUILD_DIR="$(abspath $(BUILD_DIR))" $(PYTEST) -q -p no:cacheprovider \
+	    $(if $(filter-out 1,$(PYTEST_WORKERS)),-n $(PYTEST_WORKERS) --dist loadfile)
 
 lint: setup
 	@$(RUFF) check --quiet gdb_ext analyzer tests scripts/*.py
 	@shellcheck scripts/*.sh scripts/memdump-analyze .ci/run
 
-# Sanitizer builds of every C/C++ target and test (DBGKIT_SANITIZER in CMakeLists.txt says what they
-# leave out), each in its own directory; any report fails the run. No suppressions are needed.
+# Sanitizer builds of the C/C++ targets and tests (DBGKIT_SANITIZER in CMakeLists.txt says what they
+# leave out: what their CTest does not run), each in its own directory; any report fails the run.
+# No suppressions are needed.
 SAN_undefined := ubsan
 SAN_address   := asan
 SAN_thread    := tsan
