@@ -26,7 +26,7 @@ from typing import Any
 
 from . import native
 from .dumpfile import DumpReader
-from .passapi import Figures
+from .passapi import MOMENT_BLOCKS, MOMENT_BY_NODE, Accumulator, Figures, Moment
 
 __all__ = ["NATIVE_PARTS", "StackTable", "figures"]
 
@@ -44,7 +44,10 @@ _POINT = native._struct("_POINT", "seq bytes ms rss n_tags *tags")
 _SPAN = type("_SPAN", (ctypes.Structure,), {"_fields_": [("index", ctypes.c_int64),
                                                          ("high", _POINT), ("low", _POINT)]})
 _ROW = native._struct("_ROW", "live changed at_high index at_low ident")
+#: struct mom_taken (moments.h)
+_TAKEN = native._struct("_TAKEN", "index seq cur allocated dropped kind first n")
 
+_ADDRESS = (1 << 64) - 1  # an address, read as int64
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 _SIGNATURES = {  # name: (restype, argtypes)
@@ -62,6 +65,10 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_fig_stacks": (_P, [_P]),
     "mdc_fig_counter": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
     "mdc_fig_blocks": (ctypes.c_int, [_P, _P, ctypes.c_uint64]),
+    "mdc_moments": (ctypes.c_int, [_P, _P, _P, ctypes.c_uint64]),
+    "mdc_mom_thread_tag": (ctypes.c_int, [_P, _I64, _I64]),
+    "mdc_mom_taken": (ctypes.c_uint64, [_P, _P, _P]),
+    "mdc_fig_allocated": (None, [_P, _P]),
 }
 
 
@@ -79,17 +86,19 @@ def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
 
 
 def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any] | None,
+            wanted: list[tuple[int, int, Accumulator, int]] = (),  # type: ignore[assignment]
             ) -> Figures | None:
     """The pass's `Figures` for the `computed` parts (a subset of `NATIVE_PARTS`) of `reader`'s
     dump (its header read, no line yet), or None when the library is not there or left the dump
     to heappass.py (the reader is then as it was). `series`: with the timeline, the `Timeline`
-    and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them."""
+    and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them.
+    `wanted`: the moments to take (passapi.plan), into `Figures.taken`."""
     lib = native.library() if native.enabled() else None
     lib = _library(lib) if lib is not None else None
     if lib is None or not computed <= NATIVE_PARTS:
         return None
-    return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series,
-                                                       direct).run())
+    return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series, direct,
+                                                       wanted).run())
 
 
 class _Pass(native._Native):
@@ -97,7 +106,8 @@ class _Pass(native._Native):
     to Python are read as heappass.py reads them (the clock samples, `p exec`)."""
 
     def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
-                 series: tuple[Any, Any] | None, direct: bool) -> None:
+                 series: tuple[Any, Any] | None, direct: bool,
+                 wanted: list[tuple[int, int, Accumulator, int]]) -> None:
         self.reader = reader
         self.max_errors = 0
         self.lib = lib
@@ -111,16 +121,26 @@ class _Pass(native._Native):
         self.ms = self.rss = self.peak_rss = 0
         self.peak_rss_ms: int | None = None
         self.clock: list[tuple[int, int]] = []  # (SEQ, ms): the ms of the events after SEQ
+        self.wanted = [(seq, kind) for seq, kind, _, _ in wanted]
+        # the threads' tags, for the moments' blocks, when no series keeps them
+        self.tags = self.series is None and any(k == MOMENT_BLOCKS for _, k in self.wanted)
 
     def _start(self) -> None:
         want = sum(_WANT[part] for part in self.computed)
         limit = self.series[0].limit if self.series is not None else 0
         if not self.lib.mdc_figures(self.ctx, want, limit):
             raise native._Fallback("out of memory")
+        if self.wanted:
+            seqs = array("q", [seq for seq, _ in self.wanted])
+            kinds = array("q", [kind for _, kind in self.wanted])
+            if not self.lib.mdc_moments(self.ctx, seqs.buffer_info()[0], kinds.buffer_info()[0],
+                                        len(seqs)):
+                raise native._Fallback("out of memory")
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         lib, ctx, tag = self.lib, self.ctx, fl[0]
-        if self.series is not None and not lib.fig_line(ctx):  # a sample, if due
+        if (self.series is not None or self.wanted) and not lib.fig_line(ctx):  # a sample, a
+            # moment, if due
             raise native._Fallback("out of memory")
         rec = self.reader.other(line, fl, seq)
         ok = True
@@ -138,6 +158,9 @@ class _Pass(native._Native):
             stack = self.reader.tags.get(tid)
             ok = (tag == b"u" or lib.mdc_fig_tagging(ctx, seq)) and lib.mdc_fig_thread_tag(
                 ctx, tid, stack[-1] if stack else -1)
+        elif (tag == b"g" or tag == b"u") and self.tags:
+            stack = self.reader.tags.get(int(fl[1]))
+            ok = lib.mdc_mom_thread_tag(ctx, int(fl[1]), stack[-1] if stack else -1)
         elif rec is not None:
             seq += 1
             ok = lib.mdc_fig_record(ctx, seq, rec[0] == b"p" and rec[2] == b"exec")
@@ -163,6 +186,9 @@ class _Pass(native._Native):
         live = _Live(blocks, stacks, self.clock)
         timeline, frag = self.series if self.series is not None else (None, None)
         tag_rows, tag_list = self._fill_series() if self.series is not None else ({}, [])
+        taken = self._taken() if self.wanted else []
+        allocated = (ctypes.c_int64 * 2)()
+        lib.mdc_fig_allocated(ctx, allocated)
         k = native._COUNTS()
         lib.mdc_counts(ctx, ctypes.byref(k))
         self._finish_reader(k.tid)
@@ -172,7 +198,30 @@ class _Pass(native._Native):
             last_seq=self.seq, clocked=self.clocked, last_ms=self.ms, last_rss=self.rss,
             cur=t.cur, peak=t.peak, peak_seq=t.peak_seq, peak_blocks=t.peak_blocks,
             peak_ms=t.peak_ms, peak_rss=self.peak_rss, peak_rss_ms=self.peak_rss_ms,
-            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes)
+            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes, taken=taken,
+            allocated=allocated[0], dropped=allocated[1])
+
+    def _taken(self) -> list[tuple[int, Moment]]:
+        """The moments the library took (moments.c), as passapi's `Moment`s, each with its
+        index in `wanted`."""
+        out, data = ctypes.c_void_p(), ctypes.c_void_p()
+        n = self.lib.mdc_mom_taken(self.ctx, ctypes.byref(out), ctypes.byref(data))
+        taken = (_TAKEN * n).from_address(out.value) if n else ()
+        strings = self.reader.strings
+        moments = []
+        for t in taken:
+            m = Moment(t.seq, t.cur, t.allocated, t.dropped)
+            width = 3 if t.kind == MOMENT_BY_NODE else 4
+            rows = (ctypes.c_int64 * (width * t.n)).from_address(
+                data.value + 8 * t.first)[:] if t.n else []
+            if t.kind == MOMENT_BY_NODE:
+                m.by_node = list(zip(rows[0::3], rows[1::3], rows[2::3], strict=True))
+            elif t.kind == MOMENT_BLOCKS:
+                m.blocks = [(rows[i] & _ADDRESS, rows[i + 1], rows[i + 2],
+                             None if rows[i + 3] < 0 else strings.get(rows[i + 3], ""))
+                            for i in range(0, len(rows), 4)]
+            moments.append((t.index, m))
+        return moments
 
     def _fill_series(self) -> tuple[dict[int, list[int]], list[list[int]]]:
         """The library's spans and samples into the `Timeline` and `FragSamples`; the tags'

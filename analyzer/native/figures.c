@@ -13,6 +13,7 @@
 
 #include "core.h"
 #include "figures.h"
+#include "moments.h"
 
 static inline uint64_t mix(int64_t a, int64_t b)
 {
@@ -213,6 +214,7 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         os->cur -= old;
         os->cur_n--;
         os->gone++;
+        f->dropped += old;
         if ((f->want & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
             return 0;
         if (f->series != NULL && f->series->tagging)
@@ -245,6 +247,8 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         }
         if (!series_event(sr, 1, seq, f->t.cur, f->t.ms, f->rss))
             return 0;
+    } else if (f->mom != NULL && !moments_tag(f->mom, f->tid, &b->tag)) {
+        return 0;
     }
     if (f->t.cur > f->t.peak) {
         f->t.peak = f->t.cur;
@@ -321,7 +325,8 @@ static int apply(struct mdc *c, const struct event *ev)
  * the records before it */
 EXPORT int fig_line(struct mdc *c)
 {
-    return c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0);
+    return (c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0))
+           && moments_due(c, c->io.seq);
 }
 
 int fig_event(struct mdc *c, const struct event *ev)
@@ -412,7 +417,7 @@ EXPORT int mdc_fig_record(struct mdc *c, int64_t seq, int is_exec)
 EXPORT int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out)
 {
     struct fig *f = c->fig;
-    if (!end_blocks(c, seq))
+    if (!moments_end(c, seq) || !end_blocks(c, seq))
         return 0;
     f->t.live_n = (int64_t)c->live_n;
     f->t.n_stacks = (int64_t)f->n_st;
@@ -472,6 +477,7 @@ void fig_free(struct mdc *c)
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);
+    moments_free(f->mom);
     for (int i = 0; i < FIG_COUNTERS; i++)
         counter_free(&f->k[i]);
     free(f);

@@ -20,7 +20,16 @@ from .. import heappass
 from ..diff import frames_key
 from ..dumpfile import DumpError, DumpReader, Frame
 from ..model import Analysis
-from ..passapi import ALLOC_BYTES, ALLOCS, NODE, Accumulator, Figures
+from ..passapi import (
+    ALLOC_BYTES,
+    ALLOCS,
+    MOMENT_BY_NODE,
+    MOMENT_TOTALS,
+    NODE,
+    Accumulator,
+    Figures,
+    Moment,
+)
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
@@ -119,47 +128,60 @@ class StackProfileOutput(Accumulator):
         self.allocs: dict[int, list[int]] = {}
         #: stack node -> [blocks, bytes] live at the peak
         self.at_peak: dict[int, list[int]] = {}
+        self.roles: list[bool | None] = []
         #: (seq, time, live bytes, live bytes by node or None, is the peak)
         self.shots: list[tuple[int, int, int, dict[int, int] | None, bool]] = [
             (0, 0, 0, None, False)]
         self.every = max(1, analysis.last_seq // max(1, snapshots))
         self.detailed_every = detailed_every
-        self.taken = 0
         self.profile = HeapProfile(analysis, {})
 
     def _next(self, seq: int) -> int:
         """The next event after `seq` with a snapshot: a multiple of `every`, the peak, the
-        last (0: none)."""
+        last."""
         wanted = [(seq // self.every + 1) * self.every]
         wanted += [s for s in (self.analysis.peak_seq, self.analysis.last_seq)
                    if s is not None and s > seq]
         return min(wanted)
 
-    def first_moment(self) -> int:
-        return self._next(0)
+    def wanted_moments(self) -> list[tuple[int, int]]:
+        """The snapshots' events, known from the analysis: the peak's (its blocks by node), every
+        `every`th, each `detailed_every`th of these and the last with its live bytes by node."""
+        out: list[tuple[int, int]] = []
+        self.roles: list[bool | None] = []  # each moment: the peak (None), detailed or not
+        taken = 0
+        seq = self._next(0)
+        while seq <= self.analysis.last_seq:
+            if seq == self.analysis.peak_seq:
+                self.roles.append(None)
+            else:
+                taken += 1
+                self.roles.append(taken % self.detailed_every == 0
+                                  or seq == self.analysis.last_seq)
+            out.append((seq, MOMENT_TOTALS if self.roles[-1] is False else MOMENT_BY_NODE))
+            seq = self._next(seq)
+        return out
 
-    def moment(self, seq: int, live: dict, cur: int, allocated: int,  # type: ignore[type-arg]
-               dropped: int) -> int:
+    def take(self, index: int, moment: Moment) -> None:
         # massif's time with --time-unit=B: bytes allocated and freed (an exec frees its blocks;
         # a block dropped while live is not freed)
-        time = 2 * allocated - cur - dropped
-        if seq == self.analysis.peak_seq:
-            self._peak(seq, time, cur, live)
-        elif seq % self.every == 0 or seq == self.analysis.last_seq:
-            self.taken += 1
-            detailed = self.taken % self.detailed_every == 0 or seq == self.analysis.last_seq
-            self.shots.append((seq, time, cur, _by_node(live) if detailed else None, False))
-        return self._next(seq)
-
-    def _peak(self, seq: int, time: int, cur: int, live: dict) -> None:  # type: ignore[type-arg]
-        if cur != self.analysis.peak_bytes:
-            raise DumpError(self.analysis.path, None, f"the live heap after event {seq} is "
-                            f"{cur} bytes, not the replay's peak of {self.analysis.peak_bytes}")
-        for block in live.values():
-            row = self.at_peak.setdefault(block[1][NODE], [0, 0])
-            row[0] += 1
-            row[1] += block[0]
-        self.shots.append((seq, time, cur, {n: b for n, (_, b) in self.at_peak.items()}, True))
+        seq, cur = moment.seq, moment.cur
+        time = 2 * moment.allocated - cur - moment.dropped
+        by_node = moment.by_node or []
+        if self.roles[index] is None:
+            if cur != self.analysis.peak_bytes:
+                raise DumpError(self.analysis.path, None, f"the live heap after event {seq} is "
+                                f"{cur} bytes, not the replay's peak of "
+                                f"{self.analysis.peak_bytes}")
+            for node, blocks, nbytes in by_node:
+                row = self.at_peak.setdefault(node, [0, 0])
+                row[0] += blocks
+                row[1] += nbytes
+            self.shots.append((seq, time, cur, {n: b for n, (_, b) in self.at_peak.items()},
+                               True))
+        else:
+            self.shots.append((seq, time, cur, {n: b for n, _, b in by_node}
+                               if self.roles[index] else None, False))
 
     def finish(self, figures: Figures) -> None:
         self.reader = figures.reader
@@ -224,14 +246,6 @@ class StackProfileOutput(Accumulator):
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
                            self.analysis.peak_seq)
-
-
-def _by_node(live: dict) -> dict[int, int]:  # type: ignore[type-arg]
-    out: dict[int, int] = {}
-    for block in live.values():
-        node = block[1][NODE]
-        out[node] = out.get(node, 0) + block[0]
-    return out
 
 
 def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:
