@@ -224,7 +224,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 hook(seq, rec)
             continue
         if release is not None:
-            if nid < 0:  # the C library's own bookkeeping (tcache_thread_shutdown)
+            if nid < 0 and op == b"free":  # the C library's own (tcache_thread_shutdown)
                 last = None
                 continue
             b = live_pop(release, None)

@@ -301,7 +301,7 @@ static int apply(struct mdc *c, const struct event *ev)
         return RC_OK;
     }
     if (releases) {
-        if (ev->nid < 0) { /* the C library's own bookkeeping (tcache_thread_shutdown) */
+        if (ev->nid < 0 && ev->op == OP_FREE) { /* the C library's own (tcache_thread_shutdown) */
             f->last = 0;
             return RC_OK;
         }
