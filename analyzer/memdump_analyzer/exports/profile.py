@@ -16,9 +16,10 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import heappass
+from .. import heappass, nativegroups
 from ..diff import frames_key
 from ..dumpfile import DumpError, DumpReader, Frame
+from ..leaktext import frame_key
 from ..model import Analysis
 from ..passapi import (
     ALLOC_BYTES,
@@ -32,6 +33,7 @@ from ..passapi import (
 )
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
+from ..views.common import trimmed_nodes
 
 __all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "StackProfileOutput", "collect",
            "difference",
@@ -207,18 +209,34 @@ class StackProfileOutput(Accumulator):
     def _profile(self) -> HeapProfile:
         reader = self.reader
         assert reader is not None
-        trimmed: dict[int, tuple[Frame, ...]] = {}
-        keys: dict[int, StackKey] = {}
+        keys: dict[int, StackKey] = {}  # node -> its key
+        by_group: dict[int, StackKey] = {}  # the library's group of nodes -> their key
         stacks: dict[StackKey, StackFigures] = {}
+        groups = nativegroups.node_groups(reader, frame_key)  # None: each node's key made
+        trimmed = trimmed_nodes(reader)
+        # each frame's key by the frame (the reader keeps its frames): a stack's key is then
+        # made without a call per frame
+        every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                            for f in chain)]
+        frame_keys = {id(f): frame_key(f) for f in every}.__getitem__
 
         def key_of(node: int) -> StackKey:
             key = keys.get(node)
             if key is None:
-                frames = trim_stack(reader.stack(node))
-                trimmed[node] = frames
-                key = keys[node] = frames_key(frames)
-                if key not in stacks:
-                    stacks[key] = StackFigures(frames)
+                group = groups[node] if groups is not None and 0 <= node < len(groups) else -1
+                key = by_group.get(group) if group >= 0 else None
+                if key is None:
+                    if group >= 0:
+                        frames = trimmed(node)
+                        key = tuple(map(frame_keys, map(id, frames)))
+                    else:
+                        frames = trim_stack(reader.stack(node))
+                        key = frames_key(frames)
+                    if group >= 0:
+                        by_group[group] = key
+                    if key not in stacks:
+                        stacks[key] = StackFigures(frames)
+                keys[node] = key
             return key
 
         for node, (blocks, nbytes) in self.allocs.items():
