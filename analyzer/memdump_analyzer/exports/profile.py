@@ -188,13 +188,21 @@ class StackProfileOutput(Accumulator):
     def finish(self, figures: Figures) -> None:
         self.reader = figures.reader
         allocs = self.allocs
-        for st in figures.stacks.values():
-            row = allocs.get(st[NODE])
-            if row is None:
-                allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
-            else:
-                row[0] += st[ALLOCS]
-                row[1] += st[ALLOC_BYTES]
+        stacks = figures.stacks
+        if getattr(stacks, "table", False):  # the library's table: its columns, no rows made
+            # (struct fig_stack's fields 5, 6 and 10: allocations, their bytes, the node; one
+            # row a node)
+            for node, n, nbytes in zip(stacks.column(10), stacks.column(5),  # type: ignore[attr-defined]
+                                       stacks.column(6), strict=True):
+                allocs[node] = [n, nbytes]
+        else:
+            for st in stacks.values():
+                row = allocs.get(st[NODE])
+                if row is None:
+                    allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
+                else:
+                    row[0] += st[ALLOCS]
+                    row[1] += st[ALLOC_BYTES]
         if self.symbolize:
             _symbolize(self.reader, self._nodes())
         self.profile = self._profile()
