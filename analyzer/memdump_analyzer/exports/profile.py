@@ -16,7 +16,7 @@ from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .. import heappass, nativegroups
+from .. import heappass
 from ..diff import frames_key
 from ..dumpfile import DumpError, DumpReader, Frame
 from ..leaktext import frame_key
@@ -33,7 +33,6 @@ from ..passapi import (
 )
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
-from ..views.common import trimmed_nodes
 
 __all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "StackProfileOutput", "collect",
            "difference",
@@ -215,6 +214,8 @@ class StackProfileOutput(Accumulator):
                 yield from shot[3]
 
     def _profile(self) -> HeapProfile:
+        from .. import nativegroups  # the exports' alone: the leak report imports this module
+        from ..views.common import trimmed_nodes
         reader = self.reader
         assert reader is not None
         keys: dict[int, StackKey] = {}  # node -> its key
