@@ -19,6 +19,7 @@ struct moments {
     int64_t *seqs; /* the SEQs asked for, ascending, and each one's kind */
     int64_t *kinds;
     uint64_t n, next;
+    int tagged; /* a moment asks for the live blocks: the blocks' tags are kept */
     struct mom_taken *taken;
     uint64_t n_taken, cap_taken;
     int64_t *data;
@@ -176,6 +177,8 @@ int moments_end(struct mdc *c, int64_t seq)
 
 int moments_tag(struct moments *m, int64_t tid, uint16_t *tag)
 {
+    if (!m->tagged)
+        return 1;
     int64_t *at = counter_at(&m->thread, tid, 0);
     if (at == NULL)
         return 0;
@@ -216,6 +219,8 @@ EXPORT int mdc_moments(struct mdc *c, const int64_t *seqs, const int64_t *kinds,
     memcpy(m->seqs, seqs, n * sizeof *seqs);
     memcpy(m->kinds, kinds, n * sizeof *kinds);
     m->n = n;
+    for (uint64_t i = 0; i < n; i++)
+        m->tagged |= kinds[i] == MOM_BLOCKS;
     m->idents[0] = -1;
     m->n_idents = m->cap_idents = 1;
     return 1;
