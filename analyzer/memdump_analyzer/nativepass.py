@@ -1,14 +1,17 @@
-"""The views' pass through libmemdump_core.so (analyzer/native/figures.c, series.c), falling back
-to heappass.py's loop.
+"""The views' pass through libmemdump_core.so (analyzer/native/figures.c, series.c, moments.c),
+falling back to heappass.py's loop.
 
 The library reads the dump as it does for the leak report (native.py: the same decoding, the same
 lines left to `DumpReader.other`) and computes, in place of the replay, what heappass.py's loop
 computes inline: per allocating stack its live, peak and allocated figures, the peak, the live
 blocks, and the parts of `PARTS` when asked for (`temporary`, `lifetimes`, `sizes`, and the
-`timeline`'s series: its spans, each tag's bytes in them, the fragmentation samples). It hands them
-over at the end as tables (one row per stack, one entry per counter key, the spans and samples),
-which this module makes the `Figures` the Python loop would have made. heappass.py stays the
-reference: the randomised tests (test_analyzer_nativepass.py) hold the two to the same figures,
+`timeline`'s series: its spans, each tag's bytes in them, the fragmentation samples), and the
+moments the accumulators declared (passapi's `wanted_moments`: the live heap after chosen events,
+with its live bytes by stack or its live blocks and their tags). It hands them over at the end as
+tables (one row per stack, one entry per counter key, the spans and samples, the moments' rows),
+which this module makes the `Figures` and `Moment`s the Python loop would have made. heappass.py
+stays the reference: the randomised tests (test_analyzer_nativepass.py,
+test_analyzer_moments.py) hold the two to the same figures,
 and whatever the library cannot read exactly as the Python loop would (an unusual or malformed
 field) is left to it: the dump is then read again by heappass.py from the start, for the figures
 or the exact error.
