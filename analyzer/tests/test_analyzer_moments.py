@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from analyzer_testlib import LIBC, F, main_at
+from analyzer_testlib import Dump as WrittenDump
 from gendump import Dump, check_generated
 from memdump_analyzer import analyze, heappass, native
 from memdump_analyzer.dumpfile import DumpError
@@ -30,6 +32,7 @@ from memdump_analyzer.passapi import (
 )
 from memdump_analyzer.views.series import FragSamples, Timeline
 
+MARKED = [F("tcache_thread_shutdown", module=LIBC, pc=0x7FFFF7E60000), *main_at(40)]
 PARTS = [frozenset(), frozenset({"timeline"}), frozenset({"temporary", "lifetimes", "sizes"}),
          frozenset({"timeline", "lifetimes"})]
 
@@ -177,3 +180,30 @@ def test_exports_byte_for_byte_on_generated_dumps(seed: int, tmp_path: Path,
         outs.append(got)
     assert outs[0] == outs[1]
     assert native.last_fallback is None
+
+
+@pytest.mark.parametrize("engine", ["python", "c"])
+def test_a_realloc_and_a_delete_from_a_marked_stack_release_their_blocks(
+        engine: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only a `free` from a marked stack (the C library's own) does nothing, as in the replay:
+    the views' pass, either loop, and the exports' moments find the leak report's heap."""
+    d = WrittenDump()
+    a = d.stack([F("make", file="/src/app.c", line=3), *main_at(9)])
+    d.malloc("0x1000", 100, a)                               # 1
+    d.e("new", "0x3000", 30, stack=a)                        # 2: the peak, 130 bytes
+    d.e("realloc", "0x2000", "0x1000", 50, stack=MARKED)     # 3: 0x1000 released
+    d.e("delete", "-", "0x3000", stack=MARKED)               # 4: released
+    d.free("0x1000", stack=MARKED)                           # 5: nothing (not live anyway)
+    d.malloc("0x4000", 10, a)                                # 6
+    d.end()
+    path = d.write(tmp_path)
+    analysis = analyze(path, symbolize=False)
+    assert (analysis.peak_bytes, analysis.peak_seq) == (130, 2)
+    got = _outcome(Path(path), [(END, MOMENT_BLOCKS)], frozenset({"lifetimes"}), monkeypatch,
+                   engine)
+    assert got["taken"][0]["cur"] == 60
+    assert [b[:2] for b in got["taken"][0]["blocks"]] == [(0x2000, 50), (0x4000, 10)]
+    monkeypatch.setenv("MEMDUMP_NATIVE", "1" if engine == "c" else "0")
+    acc = _Moments([], frozenset())
+    figures = heappass.run_path(path, [acc])
+    assert (figures.peak, figures.peak_seq, figures.cur) == (130, 2, 60)
