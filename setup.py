@@ -29,7 +29,7 @@ setup(
             "memdump_analyzer.libmemdump_core",
             sources=[f"analyzer/native/{name}.c" for name in ("memdump_core", "records", "heap",
                                                                "tables", "figures", "series",
-                                                               "tagviews", "groups", "compact",
+                                                               "tagviews", "moments", "groups", "compact",
                                                                "compactdec", "compactfeed")],
             libraries=["z", "lzma"],  # the compact encoding (compact.c): zlib's crc32, xz
             define_macros=[("_GNU_SOURCE", None)],

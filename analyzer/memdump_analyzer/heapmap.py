@@ -20,6 +20,7 @@ from . import heappass
 from .dumpfile import DumpReader, Frame
 from .dumpformat import unescape
 from .heappass import Accumulator, Figures
+from .passapi import END, MOMENT_BLOCKS, Moment
 from .rules import trim_stack
 from .symbolize import symbolize as _symbolize
 from .wording import plural
@@ -129,14 +130,15 @@ _Live = dict[int, tuple[int, int, "str | None"]]  # address -> (size, node, tag)
 
 
 class HeapMapOutput(Accumulator):
-    """The heap map's accumulator: the live blocks with their tags, kept at each moment asked
-    for. "peak" is known only at the end: the changes since the latest peak are kept (an undo
-    log, cleared at each new peak) and undone from the end's blocks."""
-
-    events = True
+    """The heap map's accumulator: the live blocks with their tags at each moment asked for.
+    The end and events known before the pass are the pass's moments (passapi's `wanted_moments`: in
+    the library's pass, analyzer/native/moments.c); with "peak" or a phase among them, which are
+    known only as the pass goes, it keeps the live blocks itself from the pass's events, in
+    heappass.py's loop: "peak" is known only at the end, so the changes since the latest peak are
+    kept (an undo log, cleared at each new peak) and undone from the end's blocks."""
 
     def __init__(self, moments: list[str], *, symbols: bool = False) -> None:
-        self.moments = moments
+        self.moments_at = moments
         self.symbols = symbols
         self.stops: list[tuple[int, int]] = []  # (SEQ, index of the moment): after event SEQ
         self.phases: dict[str, list[int]] = {}  # phase name -> the moments' indexes
@@ -149,7 +151,10 @@ class HeapMapOutput(Accumulator):
             elif at not in ("end", "peak"):
                 raise HeapMapError(f"--at {at}: end, peak, an event number or phase:NAME")
         self.stops.sort(reverse=True)  # the next one last
-        self.found: dict[int, tuple[int, _Live]] = {}
+        #: the moments are known before the pass: the pass takes them (`take`)
+        self.declared = not self.peaks and not self.phases
+        self.events = not self.declared
+        self.found: dict[int, tuple[int, list[tuple[int, int, int, str | None]]]] = {}
         self.live: _Live = {}
         self.seen: list[str] = []  # the phases, in order
         self.cur = self.peak = self.peak_seq = 0
@@ -162,11 +167,20 @@ class HeapMapOutput(Accumulator):
     def start(self, reader: DumpReader) -> None:
         self.reader = reader
 
+    def wanted_moments(self) -> list[tuple[int, int]] | None:
+        if not self.declared:
+            return None
+        return [(int(at) if at.isdigit() else END, MOMENT_BLOCKS) for at in self.moments_at]
+
+    def take(self, index: int, moment: Moment) -> None:
+        at = self.moments_at[index]
+        self.found[index] = (int(at) if at.isdigit() else moment.seq, moment.blocks or [])
+
     def _due(self, seq: int) -> None:
         stops = self.stops
         while stops and seq > stops[-1][0]:
             stop, i = stops.pop()
-            self.found[i] = (stop, dict(self.live))
+            self.found[i] = (stop, _sorted(self.live))
 
     def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
               resize: bool) -> None:
@@ -202,7 +216,7 @@ class HeapMapOutput(Accumulator):
         if rec[2] == b"phase":
             self.seen.append(unescape(rec[4]))
             for i in self.phases.pop(self.seen[-1], ()):
-                self.found[i] = (seq - 1, dict(self.live))
+                self.found[i] = (seq - 1, _sorted(self.live))
         elif rec[2] == b"exec":
             if self.undo is not None:
                 self.undo.extend(self.live.items())
@@ -219,33 +233,43 @@ class HeapMapOutput(Accumulator):
         return blocks
 
     def finish(self, figures: Figures) -> None:
-        reader, seq, live = figures.reader, figures.last_seq, self.live
+        reader, seq = figures.reader, figures.last_seq
         for name in self.phases:
             known = ", ".join(f"'{n}'" for n in dict.fromkeys(self.seen)) or "none"
             raise HeapMapError(f"no phase '{name}' in {reader.path} (its phases: {known})")
-        for stop, i in self.stops:
-            if stop > seq:
-                raise HeapMapError(f"event {stop} is past the last of {reader.path} ({seq})")
-            self.found[i] = (stop, live)
-        if self.peaks:
-            at_peak = self._at_peak()
-            for i in self.peaks:
-                self.found[i] = (self.peak_seq, at_peak)
-        nodes = {node for _, blocks in self.found.values() for _, node, _ in blocks.values()}
-        nodes.update(node for _, node, _ in live.values())
+        past = [int(at) for at in self.moments_at if at.isdigit() and int(at) > seq]
+        if past:
+            raise HeapMapError(f"event {max(past)} is past the last of {reader.path} ({seq})")
+        if not self.declared:
+            live = _sorted(self.live)
+            for stop, i in self.stops:
+                self.found[i] = (stop, live)
+            for i, at in enumerate(self.moments_at):
+                if at == "end":
+                    self.found[i] = (seq, live)
+            if self.peaks:
+                at_peak = _sorted(self._at_peak())
+                for i in self.peaks:
+                    self.found[i] = (self.peak_seq, at_peak)
+        nodes = {node for _, blocks in self.found.values() for _, _, node, _ in blocks}
         if self.symbols:
             _symbolize(reader, nodes)
         stacks = {node: trim_stack(reader.stack(node)) for node in nodes}
         tagged = bool(reader.tags)
-        for i, at in enumerate(self.moments):
-            when, blocks = self.found.get(i, (seq, live))
+        for i, at in enumerate(self.moments_at):
+            when, blocks = self.found[i]
             self.maps.append(HeapMap(at, when, _regions(blocks), [
-                Block(a, size, node, tag) for a, (size, node, tag) in sorted(blocks.items())],
-                {n: stacks[n] for _, n, _ in blocks.values()}, tagged))
+                Block(*block) for block in blocks], {n: stacks[n] for _, _, n, _ in blocks},
+                tagged))
 
 
-def _regions(live: dict[int, tuple[int, int, str | None]]) -> list[Region]:
-    chunks = sorted(chunk_of(a, s[0]) for a, s in live.items())
+def _sorted(live: _Live) -> list[tuple[int, int, int, str | None]]:
+    """The live blocks (address -> (size, node, tag)) by address: (address, size, node, tag)."""
+    return [(a, size, node, tag) for a, (size, node, tag) in sorted(live.items())]
+
+
+def _regions(blocks: list[tuple[int, int, int, str | None]]) -> list[Region]:
+    chunks = sorted(chunk_of(a, size) for a, size, _, _ in blocks)
     regions: list[Region] = []
     group: list[tuple[int, int]] = []
     for chunk in chunks:

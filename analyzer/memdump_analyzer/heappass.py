@@ -19,8 +19,11 @@ What an accumulator can ask for, cheapest first:
   is made of these alone, and the loop computes them inline from the decoder's events
   (heapevents.py: lists for records, branches inlined: a call per event into each output would
   double the pass).
-- moments: `first_moment` and `moment` take the live blocks after chosen events (the exports'
-  snapshots of the heap over time): one comparison per line.
+- moments: the live heap after chosen events (the exports' snapshots of the heap over time, the
+  heap map's blocks at the peak and at the end), declared before the pass (`wanted_moments`, the
+  SEQs known from the analysis) and handed to `take`: the library's pass takes them
+  (analyzer/native/moments.c), this loop too (`MomentsReference`, one comparison per line).
+  `first_moment` and `moment` choose them as the pass goes: this loop alone.
 - `events`: `alloc` and `release` for each block made live or released, with its size, stack,
   event number and thread, and `record` for each `p` or `end` record (phases, `exec`): a call
   per event, for the outputs that keep per-block state of their own (the heap map, --growth,
@@ -47,10 +50,12 @@ from .passapi import (
     PARTS,
     Accumulator,
     Figures,
+    MomentsReference,
     _count,
     bucket,
     hooks,
     lifetime_masks,
+    plan,
 )
 from .replay import replay
 from .rules import RUNTIME_FREE_FUNCTIONS
@@ -99,19 +104,29 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     for acc in accumulators:
         acc.start(reader)
     views = frozenset().union(*(acc.native for acc in accumulators))
-    if not compute and not views and not any(acc.stacks for acc in accumulators):
-        return run_lean(reader, accumulators, *_stops(accumulators, None, False))
     series = next((acc.series for acc in accumulators if acc.series is not None), None)
     if want_timeline and series is None:
         raise ValueError("the timeline part without its series")
-    if compute <= NATIVE_PARTS and not any((acc.events and not acc.native) or acc.first_moment()
-                                           for acc in accumulators):
+    wanted = plan(accumulators)
+    if compute <= NATIVE_PARTS and not any(
+            (acc.events and not acc.native)
+            or (acc.wanted_moments() is None and acc.first_moment())
+            for acc in accumulators):
         # None: this loop's (the native accumulators' events called)
-        figures = nativepass.figures(reader, compute, series, views)
+        figures = nativepass.figures(reader, compute, series, views, wanted)
         if figures is not None:
+            for i, moment in figures.taken:
+                acc, index = wanted[i][2:]
+                acc.take(index, moment)
             for acc in accumulators:
                 acc.finish(figures)
             return figures
+    if wanted:  # taken by this loop
+        reference = MomentsReference(wanted)
+        reference.start(reader)
+        accumulators = [reference, *accumulators]
+    if not compute and not views and not any(acc.stacks for acc in accumulators):
+        return run_lean(reader, accumulators, *_stops(accumulators, None, False))
     on_alloc, on_release, on_record = hooks(accumulators)
     live: dict[bytes, tuple] = {}  # type: ignore[type-arg]  # ptr -> (size, stats, SEQ, ms)
     live_pop = live.pop
@@ -215,7 +230,7 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
                 hook(seq, rec)
             continue
         if release is not None:
-            if nid < 0:  # the C library's own bookkeeping (tcache_thread_shutdown)
+            if nid < 0 and op == b"free":  # the C library's own (tcache_thread_shutdown)
                 last = None
                 continue
             b = live_pop(release, None)
@@ -368,7 +383,8 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
         reader, compute, stats, live, last_seq=seq, clocked=clocked, last_ms=ms, last_rss=rss,
         cur=cur, peak=peak, peak_seq=peak_seq, peak_blocks=peak_blocks, peak_ms=peak_ms,
         peak_rss=peak_rss, peak_rss_ms=peak_rss_ms, temporary=temps, temporary_bytes=temp_bytes,
-        sizes=sizes, timeline=timeline if want_timeline else None,
+        sizes=sizes, timeline=timeline if want_timeline else None, allocated=allocated,
+        dropped=dropped,
         frag=frag if want_timeline else None, tag_rows=tag_rows, tag_list=tag_list)
     for acc in accumulators:
         acc.finish(figures)

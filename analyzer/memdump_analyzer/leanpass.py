@@ -30,7 +30,7 @@ def run_lean(reader: DumpReader, accumulators: list[Accumulator],
     """`heappass.run` for accumulators without parts or stacks; `stops` and `next_stop`:
     heappass's moments' check (None: no moment)."""
     on_alloc, on_release, on_record = hooks(accumulators)
-    live: dict[bytes, tuple] = {}  # type: ignore[type-arg]  # ptr -> (size, its stack's figures)
+    live: dict[bytes, tuple] = {}  # type: ignore[type-arg]  # ptr -> (size, its stack's figures, SEQ)
     live_pop = live.pop
     live_get = live.get
     stats: dict[bytes, list] = {}  # type: ignore[type-arg]  # STACK as written -> its figures
@@ -67,7 +67,7 @@ def run_lean(reader: DumpReader, accumulators: list[Accumulator],
         if old is not None:  # its free was not recorded
             cur -= old[0]
             dropped += old[0]
-        live[p] = (size, st)
+        live[p] = (size, st, seq)
         cur += size
         allocated += size
         st[5] += 1  # ALLOCS, ALLOC_BYTES (a literal is faster than a global)
@@ -81,7 +81,8 @@ def run_lean(reader: DumpReader, accumulators: list[Accumulator],
     if stops is not None and seq >= next_stop > 0:
         stops(seq, live, cur, allocated, dropped, True)
     figures = Figures(reader, frozenset(), stats, live, last_seq=seq, cur=cur, peak=peak,
-                      peak_seq=peak_seq, peak_blocks=peak_blocks)
+                      peak_seq=peak_seq, peak_blocks=peak_blocks, allocated=allocated,
+                      dropped=dropped)
     for acc in accumulators:
         acc.finish(figures)
     return figures

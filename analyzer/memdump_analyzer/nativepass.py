@@ -1,14 +1,17 @@
-"""The views' pass through libmemdump_core.so (analyzer/native/figures.c, series.c), falling back
-to heappass.py's loop.
+"""The views' pass through libmemdump_core.so (analyzer/native/figures.c, series.c, moments.c),
+falling back to heappass.py's loop.
 
 The library reads the dump as it does for the leak report (native.py: the same decoding, the same
 lines left to `DumpReader.other`) and computes, in place of the replay, what heappass.py's loop
 computes inline: per allocating stack its live, peak and allocated figures, the peak, the live
 blocks, and the parts of `PARTS` when asked for (`temporary`, `lifetimes`, `sizes`, and the
-`timeline`'s series: its spans, each tag's bytes in them, the fragmentation samples). It hands them
-over at the end as tables (one row per stack, one entry per counter key, the spans and samples),
-which this module makes the `Figures` the Python loop would have made. heappass.py stays the
-reference: the randomised tests (test_analyzer_nativepass.py) hold the two to the same figures,
+`timeline`'s series: its spans, each tag's bytes in them, the fragmentation samples), and the
+moments the accumulators declared (passapi's `wanted_moments`: the live heap after chosen events,
+with its live bytes by stack or its live blocks and their tags). It hands them over at the end as
+tables (one row per stack, one entry per counter key, the spans and samples, the moments' rows),
+which this module makes the `Figures` and `Moment`s the Python loop would have made. heappass.py
+stays the reference: the randomised tests (test_analyzer_nativepass.py,
+test_analyzer_moments.py) hold the two to the same figures,
 and whatever the library cannot read exactly as the Python loop would (an unusual or malformed
 field) is left to it: the dump is then read again by heappass.py from the start, for the figures
 or the exact error.
@@ -27,7 +30,7 @@ from typing import Any
 from . import native
 from .dumpfile import DumpReader
 from .dumpformat import unescape
-from .passapi import Figures
+from .passapi import MOMENT_BLOCKS, MOMENT_BY_NODE, Accumulator, Figures, Moment
 
 __all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "StackTable", "figures"]
 
@@ -49,7 +52,10 @@ _POINT = native._struct("_POINT", "seq bytes ms rss n_tags *tags")
 _SPAN = type("_SPAN", (ctypes.Structure,), {"_fields_": [("index", ctypes.c_int64),
                                                          ("high", _POINT), ("low", _POINT)]})
 _ROW = native._struct("_ROW", "live changed at_high index at_low ident")
+#: struct mom_taken (moments.h)
+_TAKEN = native._struct("_TAKEN", "index seq cur allocated dropped kind first n")
 
+_ADDRESS = (1 << 64) - 1  # an address, read as int64
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 _SIGNATURES = {  # name: (restype, argtypes)
@@ -72,6 +78,10 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_tv_phase": (ctypes.c_int, [_P, _I64, _I64]),
     "mdc_tv_end": (ctypes.c_int, [_P]),
     "mdc_tv_table": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
+    "mdc_moments": (ctypes.c_int, [_P, _P, _P, ctypes.c_uint64]),
+    "mdc_mom_thread_tag": (ctypes.c_int, [_P, _I64, _I64]),
+    "mdc_mom_taken": (ctypes.c_uint64, [_P, _P, _P]),
+    "mdc_fig_allocated": (None, [_P, _P]),
 }
 #: the fields of tagviews.c's tables (mdc_tv_table), 8 bytes each
 _TV_FIELDS = (7, 8, 4, 3, 4, 8)
@@ -91,18 +101,21 @@ def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
 
 
 def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any] | None,
-            views: frozenset[str] = frozenset()) -> Figures | None:
+            views: frozenset[str] = frozenset(),
+            wanted: list[tuple[int, int, Accumulator, int]] = (),  # type: ignore[assignment]
+            ) -> Figures | None:
     """The pass's `Figures` for the `computed` parts (a subset of `NATIVE_PARTS`) of `reader`'s
     dump (its header read, no line yet), or None when the library is not there or left the dump
     to heappass.py (the reader is then as it was). `series`: with the timeline, the `Timeline`
     and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them.
-    `views` (of `NATIVE_VIEWS`): the accumulators' tables too, as `Figures.views`."""
+    `views` (of `NATIVE_VIEWS`): the accumulators' tables too, as `Figures.views`. `wanted`: the
+    moments to take (passapi.plan), into `Figures.taken`."""
     lib = native.library() if native.enabled() else None
     lib = _library(lib) if lib is not None else None
     if lib is None or not computed <= NATIVE_PARTS or not views <= NATIVE_VIEWS:
         return None
     return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series, views,
-                                                       direct).run())
+                                                       direct, wanted).run())
 
 
 class _Pass(native._Native):
@@ -110,7 +123,8 @@ class _Pass(native._Native):
     to Python are read as heappass.py reads them (the clock samples, `p exec`)."""
 
     def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
-                 series: tuple[Any, Any] | None, views: frozenset[str], direct: bool) -> None:
+                 series: tuple[Any, Any] | None, views: frozenset[str], direct: bool,
+                 wanted: list[tuple[int, int, Accumulator, int]]) -> None:
         self.reader = reader
         self.views = views
         #: the names of the tags and the phases (tagviews.c has their ids), in order
@@ -128,6 +142,9 @@ class _Pass(native._Native):
         self.ms = self.rss = self.peak_rss = 0
         self.peak_rss_ms: int | None = None
         self.clock: list[tuple[int, int]] = []  # (SEQ, ms): the ms of the events after SEQ
+        self.wanted = [(seq, kind) for seq, kind, _, _ in wanted]
+        # the threads' tags, for the moments' blocks, when no series keeps them
+        self.tags = self.series is None and any(k == MOMENT_BLOCKS for _, k in self.wanted)
 
     def _start(self) -> None:
         want = sum(_WANT[part] for part in self.computed)
@@ -137,10 +154,17 @@ class _Pass(native._Native):
         if self.views:
             if not self.lib.mdc_tv_start(self.ctx, sum(_WANT[view] for view in self.views)):
                 raise native._Fallback("out of memory")
+        if self.wanted:
+            seqs = array("q", [seq for seq, _ in self.wanted])
+            kinds = array("q", [kind for _, kind in self.wanted])
+            if not self.lib.mdc_moments(self.ctx, seqs.buffer_info()[0], kinds.buffer_info()[0],
+                                        len(seqs)):
+                raise native._Fallback("out of memory")
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         lib, ctx, tag = self.lib, self.ctx, fl[0]
-        if self.series is not None and not lib.fig_line(ctx):  # a sample, if due
+        if (self.series is not None or self.wanted) and not lib.fig_line(ctx):  # a sample, a
+            # moment, if due
             raise native._Fallback("out of memory")
         rec = self.reader.other(line, fl, seq)
         ok = True
@@ -155,10 +179,12 @@ class _Pass(native._Native):
             ok = lib.mdc_fig_clock(ctx, seq, self.ms, self.rss)
         elif tag == b"g" or tag == b"u":
             tid = int(fl[1])  # its innermost tag, for the timeline's tags (the first: tagging)
+            stack = self.reader.tags.get(tid)
             if self.series is not None:
-                stack = self.reader.tags.get(tid)
                 ok = (tag == b"u" or lib.mdc_fig_tagging(ctx, seq)) and lib.mdc_fig_thread_tag(
                     ctx, tid, stack[-1] if stack else -1)
+            elif self.tags:
+                ok = lib.mdc_mom_thread_tag(ctx, tid, stack[-1] if stack else -1)
             if "tags" in self.views:  # and for --by-tag's, by name
                 ok = ok and lib.mdc_tv_thread(ctx, tid, self._tag_name(tid))
         elif rec is not None:
@@ -221,6 +247,9 @@ class _Pass(native._Native):
         live = _Live(blocks, stacks, self.clock)
         timeline, frag = self.series if self.series is not None else (None, None)
         tag_rows, tag_list = self._fill_series() if self.series is not None else ({}, [])
+        taken = self._taken() if self.wanted else []
+        allocated = (ctypes.c_int64 * 2)()
+        lib.mdc_fig_allocated(ctx, allocated)
         k = native._COUNTS()
         lib.mdc_counts(ctx, ctypes.byref(k))
         self._finish_reader(k.tid)
@@ -230,7 +259,30 @@ class _Pass(native._Native):
             last_seq=self.seq, clocked=self.clocked, last_ms=self.ms, last_rss=self.rss,
             cur=t.cur, peak=t.peak, peak_seq=t.peak_seq, peak_blocks=t.peak_blocks,
             peak_ms=t.peak_ms, peak_rss=self.peak_rss, peak_rss_ms=self.peak_rss_ms,
-            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes, views=views)
+            temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes, views=views,
+            taken=taken, allocated=allocated[0], dropped=allocated[1])
+
+    def _taken(self) -> list[tuple[int, Moment]]:
+        """The moments the library took (moments.c), as passapi's `Moment`s, each with its
+        index in `wanted`."""
+        out, data = ctypes.c_void_p(), ctypes.c_void_p()
+        n = self.lib.mdc_mom_taken(self.ctx, ctypes.byref(out), ctypes.byref(data))
+        taken = (_TAKEN * n).from_address(out.value) if n else ()
+        strings = self.reader.strings
+        moments = []
+        for t in taken:
+            m = Moment(t.seq, t.cur, t.allocated, t.dropped)
+            width = 3 if t.kind == MOMENT_BY_NODE else 4
+            rows = (ctypes.c_int64 * (width * t.n)).from_address(
+                data.value + 8 * t.first)[:] if t.n else []
+            if t.kind == MOMENT_BY_NODE:
+                m.by_node = list(zip(rows[0::3], rows[1::3], rows[2::3], strict=True))
+            elif t.kind == MOMENT_BLOCKS:
+                m.blocks = [(rows[i] & _ADDRESS, rows[i + 1], rows[i + 2],
+                             None if rows[i + 3] < 0 else strings.get(rows[i + 3], ""))
+                            for i in range(0, len(rows), 4)]
+            moments.append((t.index, m))
+        return moments
 
     def _fill_series(self) -> tuple[dict[int, list[int]], list[list[int]]]:
         """The library's spans and samples into the `Timeline` and `FragSamples`; the tags'

@@ -9,10 +9,18 @@ from typing import Any
 
 from .dumpfile import DumpReader
 
-__all__ = ["LIFE_EXACT", "NO_LOW", "PARTS", "Accumulator", "Figures", "bucket", "hooks"]
+__all__ = ["END", "LIFE_EXACT", "MOMENT_BLOCKS", "MOMENT_BY_NODE", "MOMENT_TOTALS", "NO_LOW",
+           "PARTS", "Accumulator", "Figures", "Moment", "MomentsReference", "bucket", "hooks",
+           "plan"]
 
 #: what the pass can compute besides the peak, the allocations and the live blocks
 PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
+
+#: what a moment holds besides its totals (`Accumulator.wanted_moments`; moments.h's MOM_
+#: kinds): the live bytes and blocks by stack node, or the live blocks
+MOMENT_TOTALS, MOMENT_BY_NODE, MOMENT_BLOCKS = range(3)
+#: a moment's SEQ for the end of the dump, whatever its last event
+END = -1
 
 #: lifetimes below this are kept exactly; above it, to 6 significant bits (within 1/32)
 LIFE_EXACT = 64
@@ -90,6 +98,16 @@ class Accumulator:
         """A `p` or `end` record (`DumpReader.other`), after its effect (an `exec` drops every
         live block: the accumulator drops its own)."""
 
+    def wanted_moments(self) -> list[tuple[int, int]] | None:
+        """The moments it wants, known before the pass: (SEQ, a `MOMENT_` kind) each, the live
+        heap after event SEQ (0: before the first; `END`: after the last), handed to `take`
+        before `finish` (a SEQ past the last event is never taken). None: none, or chosen as
+        the pass goes (`first_moment`, `moment`: heappass.py's loop only)."""
+        return None
+
+    def take(self, index: int, moment: Moment) -> None:
+        """Its moment `index` (of `wanted_moments`), taken."""
+
     def first_moment(self) -> int:
         """The event after which `moment` is first wanted (0: never)."""
         return 0
@@ -105,6 +123,22 @@ class Accumulator:
 
     def finish(self, figures: Figures) -> None:
         """The pass is over (the reader still open: symbolise here)."""
+
+
+@dataclass
+class Moment:
+    """The live heap after event `seq`: `cur` bytes, `allocated` bytes allocated so far,
+    `dropped` of them dropped while live (returned again without a release); with
+    `MOMENT_BY_NODE`, (stack node, live blocks, live bytes) each, the nodes in the order of their
+    first live block by SEQ allocated; with `MOMENT_BLOCKS`, (address, size, stack node, its
+    thread's innermost tag when allocated, None: untagged) each, by address."""
+
+    seq: int
+    cur: int
+    allocated: int
+    dropped: int
+    by_node: list[tuple[int, int, int]] | None = None
+    blocks: list[tuple[int, int, int, str | None]] | None = None
 
 
 @dataclass
@@ -140,6 +174,12 @@ class Figures:
     #: the library's tables of `Accumulator.native` (nativepass.py's `_tables`), or None when the
     #: accumulators' events were called
     views: dict[str, Any] | None = None
+    #: the moments of `plan` taken, each with its index there, in its order (the library's pass;
+    #: heappass.py's loop hands them to `take` as it goes)
+    taken: list[tuple[int, Moment]] = field(default_factory=list)
+    #: bytes allocated, and dropped while live (as `Moment`'s), by heappass.py's loop
+    allocated: int = 0
+    dropped: int = 0
 
 
 def hooks(accumulators: list[Accumulator]) -> tuple[list, list, list]:  # type: ignore[type-arg]
@@ -147,3 +187,75 @@ def hooks(accumulators: list[Accumulator]) -> tuple[list, list, list]:  # type: 
     hooked = [acc for acc in accumulators if acc.events]
     return ([acc.alloc for acc in hooked], [acc.release for acc in hooked],
             [acc.record for acc in hooked])
+
+
+def plan(accumulators: list[Accumulator]) -> list[tuple[int, int, Accumulator, int]]:
+    """The moments the accumulators declared (`wanted_moments`), in the order the pass takes
+    them: by SEQ, then as declared (the end's last): (SEQ, kind, the accumulator, its index)
+    each."""
+    wanted = []
+    for acc in accumulators:
+        for i, (seq, kind) in enumerate(acc.wanted_moments() or ()):
+            wanted.append((seq, kind, acc, i))
+    wanted.sort(key=lambda w: (w[0] == END, w[0]))
+    return wanted
+
+
+class MomentsReference(Accumulator):
+    """The moments of `plan` in heappass.py's loop (the reference for the library's, moments.c):
+    taken from the loop's live blocks (pointer as written -> (size, its stack's figures, SEQ
+    allocated, ...)), with each block's tag kept by `alloc` when a moment wants the blocks."""
+
+    def __init__(self, wanted: list[tuple[int, int, Accumulator, int]]) -> None:
+        self.wanted = wanted
+        self.at = 0
+        self.events = any(kind == MOMENT_BLOCKS for _, kind, _, _ in wanted)
+        self.tags: dict[bytes, str | None] = {}
+        self.reader: DumpReader | None = None
+
+    def start(self, reader: DumpReader) -> None:
+        self.reader = reader
+
+    def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+              resize: bool) -> None:
+        self.tags[ptr] = self.reader.tag_of(int(tid))  # type: ignore[union-attr]
+
+    def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
+                made: bytes | None, last: bytes | None) -> None:
+        self.tags.pop(ptr, None)
+
+    def record(self, seq: int, rec: list[bytes]) -> None:
+        if rec[0] == b"p" and rec[2] == b"exec":
+            self.tags.clear()
+
+    def first_moment(self) -> int:
+        return self.moment(0, {}, 0, 0, 0) if self.wanted else 0
+
+    def finish(self, figures: Figures) -> None:  # the end's (this one's `finish` comes first)
+        seq = figures.last_seq
+        self.moment(seq, figures.live, figures.cur, figures.allocated, figures.dropped)
+        while self.at < len(self.wanted) and self.wanted[self.at][0] != END:
+            self.at += 1  # past the last event: never taken
+        self.moment(seq, figures.live, figures.cur, figures.allocated, figures.dropped, True)
+
+    def moment(self, seq: int, live: dict, cur: int, allocated: int,  # type: ignore[type-arg]
+               dropped: int, end: bool = False) -> int:
+        wanted = self.wanted
+        while self.at < len(wanted) and (0 <= wanted[self.at][0] <= seq
+                                         or end and wanted[self.at][0] == END):
+            _, kind, acc, index = wanted[self.at]
+            self.at += 1
+            m = Moment(seq, cur, allocated, dropped)
+            if kind == MOMENT_BY_NODE:
+                rows: dict[int, list[int]] = {}
+                for block in sorted(live.values(), key=lambda b: b[2]):
+                    row = rows.setdefault(block[1][NODE], [0, 0])
+                    row[0] += 1
+                    row[1] += block[0]
+                m.by_node = [(node, n, nbytes) for node, (n, nbytes) in rows.items()]
+            elif kind == MOMENT_BLOCKS:
+                tags = self.tags
+                m.blocks = sorted((int(p, 16), b[0], b[1][NODE], tags.get(p))
+                                  for p, b in live.items())
+            acc.take(index, m)
+        return wanted[self.at][0] if self.at < len(wanted) and wanted[self.at][0] != END else 0

@@ -13,6 +13,7 @@
 
 #include "core.h"
 #include "figures.h"
+#include "moments.h"
 
 static inline uint64_t mix(int64_t a, int64_t b)
 {
@@ -220,6 +221,7 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         os->cur -= old;
         os->cur_n--;
         os->gone++;
+        f->dropped += old;
         if ((f->want & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
             return 0;
         if (f->series != NULL && f->series->tagging)
@@ -252,6 +254,8 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         }
         if (!series_event(sr, 1, seq, f->t.cur, f->t.ms, f->rss))
             return 0;
+    } else if (f->mom != NULL && !moments_tag(f->mom, f->tid, &b->tag)) {
+        return 0;
     }
     if (f->tv != NULL && !tv_alloc(c, p, size, seq, idx, resize, replaced))
         return 0;
@@ -306,7 +310,7 @@ static int apply(struct mdc *c, const struct event *ev)
         return RC_OK;
     }
     if (releases) {
-        if (ev->nid < 0) { /* the C library's own bookkeeping (tcache_thread_shutdown) */
+        if (ev->nid < 0 && ev->op == OP_FREE) { /* the C library's own (tcache_thread_shutdown) */
             f->last = 0;
             return RC_OK;
         }
@@ -331,7 +335,8 @@ static int apply(struct mdc *c, const struct event *ev)
  * the records before it */
 EXPORT int fig_line(struct mdc *c)
 {
-    return c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0);
+    return (c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0))
+           && moments_due(c, c->io.seq);
 }
 
 int fig_event(struct mdc *c, const struct event *ev)
@@ -424,7 +429,7 @@ EXPORT int mdc_fig_record(struct mdc *c, int64_t seq, int is_exec)
 EXPORT int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out)
 {
     struct fig *f = c->fig;
-    if (!end_blocks(c, seq))
+    if (!moments_end(c, seq) || !end_blocks(c, seq))
         return 0;
     f->t.live_n = (int64_t)c->live_n;
     f->t.n_stacks = (int64_t)f->n_st;
@@ -485,6 +490,7 @@ void fig_free(struct mdc *c)
     counter_free(&f->threads);
     series_free(f->series);
     tv_free(f->tv);
+    moments_free(f->mom);
     for (int i = 0; i < FIG_COUNTERS; i++)
         counter_free(&f->k[i]);
     free(f);

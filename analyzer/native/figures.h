@@ -95,6 +95,7 @@ struct fig {
     uint64_t cap_of;
     struct fig_totals t;
     int64_t allocated, rss;
+    int64_t dropped;    /* bytes of blocks returned again while live (moments.c) */
     int64_t tid;        /* the thread of `last` (-1: none yet) */
     uint64_t last;      /* the block its last heap operation made (0: none) */
     struct counter threads; /* TID -> its last operation's block, when it was another's turn */
@@ -103,6 +104,7 @@ struct fig {
     uint64_t n_clock, cap_clock;
     struct series *series; /* with FIG_TIMELINE */
     struct tagviews *tv;   /* --by-tag, --phases, --growth (tagviews.c), or NULL */
+    struct moments *mom;   /* the moments asked for (moments.c), or NULL */
 };
 
 struct mdc;

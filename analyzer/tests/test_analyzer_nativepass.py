@@ -129,8 +129,9 @@ def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.Mon
 
 def test_events_and_moments_stay_python(tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The library calls no accumulator per event nor at chosen moments: those passes are
-    heappass.py's (the views' pass alone is the library's)."""
+    """The library calls no accumulator per event nor at moments chosen as the pass goes
+    (`first_moment`): those passes are heappass.py's (moments declared before the pass are the
+    library's too: test_analyzer_moments.py)."""
     path = tmp_path / "gen.memdump"
     path.write_bytes(Dump(random.Random(7)).build(400))
     monkeypatch.setenv("MEMDUMP_NATIVE", "1")

@@ -4,6 +4,7 @@ command line's choices. docs/exports.md is their spec."""
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -111,4 +112,10 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
     profile = _collect(name, analysis, symbolize, detailed, maps=True)
     old = _collect(name, base, symbolize, detailed, maps=False) if base is not None else None
-    return fmt.render(profile, old, metric, symbolize)
+    collecting = gc.isenabled()
+    gc.disable()  # the renderers make trees of many nodes and no reference cycle: the collector
+    try:  # would walk the reader's frames and the stacks again and again
+        return fmt.render(profile, old, metric, symbolize)
+    finally:
+        if collecting:
+            gc.enable()

@@ -27,8 +27,14 @@ _P_SAMPLE_TYPE, _P_SAMPLE, _P_MAPPING, _P_LOCATION, _P_FUNCTION, _P_STRINGS = 1,
 _P_TIME, _P_PERIOD_TYPE, _P_PERIOD, _P_COMMENT, _P_DEFAULT_TYPE = 9, 11, 12, 13, 14
 
 
+#: the varints of 0 to 16383 (one or two bytes), which most fields and ids are
+_SMALL = [bytes((n,)) if n < 0x80 else bytes(((n & 0x7F) | 0x80, n >> 7)) for n in range(1 << 14)]
+
+
 def _varint(n: int) -> bytes:
     """A base-128 varint; a negative int64 as its two's complement (ten bytes)."""
+    if 0 <= n < 1 << 14:
+        return _SMALL[n]
     n &= (1 << 64) - 1
     out = bytearray()
     while n > 0x7F:
@@ -93,6 +99,8 @@ class _Builder:
         self.function_msgs: list[bytes] = []
         self.locations: dict[tuple[int, tuple[tuple[int, int], ...]], int] = {}
         self.location_msgs: list[bytes] = []
+        #: the frames of a run, by identity (the profile keeps them) -> its location's id
+        self.runs: dict[tuple[int, ...], int] = {}
         #: module path -> [mapping id, lowest load bias, highest pc]
         self.modules: dict[str, list[int]] = {}
 
@@ -108,6 +116,15 @@ class _Builder:
         return ident
 
     def location(self, run: tuple[Frame, ...]) -> int:
+        # the stacks share their frames (the reader's): a run of the same frames is the same
+        # location, found without making its lines again
+        same = tuple(map(id, run))
+        ident = self.runs.get(same)
+        if ident is None:
+            ident = self.runs[same] = self._location(run)
+        return ident
+
+    def _location(self, run: tuple[Frame, ...]) -> int:
         lines = tuple((self.function(f), f.line or 0) for f in run)
         pc = run[-1].pc
         ident = self.locations.get((pc, lines))

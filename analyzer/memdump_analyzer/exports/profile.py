@@ -19,8 +19,18 @@ from typing import Any
 from .. import heappass
 from ..diff import frames_key
 from ..dumpfile import DumpError, DumpReader, Frame
+from ..leaktext import frame_key
 from ..model import Analysis
-from ..passapi import ALLOC_BYTES, ALLOCS, NODE, Accumulator, Figures
+from ..passapi import (
+    ALLOC_BYTES,
+    ALLOCS,
+    MOMENT_BY_NODE,
+    MOMENT_TOTALS,
+    NODE,
+    Accumulator,
+    Figures,
+    Moment,
+)
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
@@ -119,58 +129,79 @@ class StackProfileOutput(Accumulator):
         self.allocs: dict[int, list[int]] = {}
         #: stack node -> [blocks, bytes] live at the peak
         self.at_peak: dict[int, list[int]] = {}
+        self.roles: list[bool | None] = []
         #: (seq, time, live bytes, live bytes by node or None, is the peak)
         self.shots: list[tuple[int, int, int, dict[int, int] | None, bool]] = [
             (0, 0, 0, None, False)]
         self.every = max(1, analysis.last_seq // max(1, snapshots))
         self.detailed_every = detailed_every
-        self.taken = 0
         self.profile = HeapProfile(analysis, {})
 
     def _next(self, seq: int) -> int:
         """The next event after `seq` with a snapshot: a multiple of `every`, the peak, the
-        last (0: none)."""
+        last."""
         wanted = [(seq // self.every + 1) * self.every]
         wanted += [s for s in (self.analysis.peak_seq, self.analysis.last_seq)
                    if s is not None and s > seq]
         return min(wanted)
 
-    def first_moment(self) -> int:
-        return self._next(0)
+    def wanted_moments(self) -> list[tuple[int, int]]:
+        """The snapshots' events, known from the analysis: the peak's (its blocks by node), every
+        `every`th, each `detailed_every`th of these and the last with its live bytes by node."""
+        out: list[tuple[int, int]] = []
+        self.roles: list[bool | None] = []  # each moment: the peak (None), detailed or not
+        taken = 0
+        seq = self._next(0)
+        while seq <= self.analysis.last_seq:
+            if seq == self.analysis.peak_seq:
+                self.roles.append(None)
+            else:
+                taken += 1
+                self.roles.append(taken % self.detailed_every == 0
+                                  or seq == self.analysis.last_seq)
+            out.append((seq, MOMENT_TOTALS if self.roles[-1] is False else MOMENT_BY_NODE))
+            seq = self._next(seq)
+        return out
 
-    def moment(self, seq: int, live: dict, cur: int, allocated: int,  # type: ignore[type-arg]
-               dropped: int) -> int:
+    def take(self, index: int, moment: Moment) -> None:
         # massif's time with --time-unit=B: bytes allocated and freed (an exec frees its blocks;
         # a block dropped while live is not freed)
-        time = 2 * allocated - cur - dropped
-        if seq == self.analysis.peak_seq:
-            self._peak(seq, time, cur, live)
-        elif seq % self.every == 0 or seq == self.analysis.last_seq:
-            self.taken += 1
-            detailed = self.taken % self.detailed_every == 0 or seq == self.analysis.last_seq
-            self.shots.append((seq, time, cur, _by_node(live) if detailed else None, False))
-        return self._next(seq)
-
-    def _peak(self, seq: int, time: int, cur: int, live: dict) -> None:  # type: ignore[type-arg]
-        if cur != self.analysis.peak_bytes:
-            raise DumpError(self.analysis.path, None, f"the live heap after event {seq} is "
-                            f"{cur} bytes, not the replay's peak of {self.analysis.peak_bytes}")
-        for block in live.values():
-            row = self.at_peak.setdefault(block[1][NODE], [0, 0])
-            row[0] += 1
-            row[1] += block[0]
-        self.shots.append((seq, time, cur, {n: b for n, (_, b) in self.at_peak.items()}, True))
+        seq, cur = moment.seq, moment.cur
+        time = 2 * moment.allocated - cur - moment.dropped
+        by_node = moment.by_node or []
+        if self.roles[index] is None:
+            if cur != self.analysis.peak_bytes:
+                raise DumpError(self.analysis.path, None, f"the live heap after event {seq} is "
+                                f"{cur} bytes, not the replay's peak of "
+                                f"{self.analysis.peak_bytes}")
+            for node, blocks, nbytes in by_node:
+                row = self.at_peak.setdefault(node, [0, 0])
+                row[0] += blocks
+                row[1] += nbytes
+            self.shots.append((seq, time, cur, {n: b for n, (_, b) in self.at_peak.items()},
+                               True))
+        else:
+            self.shots.append((seq, time, cur, {n: b for n, _, b in by_node}
+                               if self.roles[index] else None, False))
 
     def finish(self, figures: Figures) -> None:
         self.reader = figures.reader
         allocs = self.allocs
-        for st in figures.stacks.values():
-            row = allocs.get(st[NODE])
-            if row is None:
-                allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
-            else:
-                row[0] += st[ALLOCS]
-                row[1] += st[ALLOC_BYTES]
+        stacks = figures.stacks
+        if getattr(stacks, "table", False):  # the library's table: its columns, no rows made
+            # (struct fig_stack's fields 5, 6 and 10: allocations, their bytes, the node; one
+            # row a node)
+            for node, n, nbytes in zip(stacks.column(10), stacks.column(5),  # type: ignore[attr-defined]
+                                       stacks.column(6), strict=True):
+                allocs[node] = [n, nbytes]
+        else:
+            for st in stacks.values():
+                row = allocs.get(st[NODE])
+                if row is None:
+                    allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
+                else:
+                    row[0] += st[ALLOCS]
+                    row[1] += st[ALLOC_BYTES]
         if self.symbolize:
             _symbolize(self.reader, self._nodes())
         self.profile = self._profile()
@@ -183,20 +214,38 @@ class StackProfileOutput(Accumulator):
                 yield from shot[3]
 
     def _profile(self) -> HeapProfile:
+        from .. import nativegroups  # the exports' alone: the leak report imports this module
+        from ..views.common import trimmed_nodes
         reader = self.reader
         assert reader is not None
-        trimmed: dict[int, tuple[Frame, ...]] = {}
-        keys: dict[int, StackKey] = {}
+        keys: dict[int, StackKey] = {}  # node -> its key
+        by_group: dict[int, StackKey] = {}  # the library's group of nodes -> their key
         stacks: dict[StackKey, StackFigures] = {}
+        groups = nativegroups.node_groups(reader, frame_key)  # None: each node's key made
+        trimmed = trimmed_nodes(reader)
+        # each frame's key by the frame (the reader keeps its frames): a stack's key is then
+        # made without a call per frame
+        every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                            for f in chain)]
+        frame_keys = {id(f): frame_key(f) for f in every}.__getitem__
 
         def key_of(node: int) -> StackKey:
             key = keys.get(node)
             if key is None:
-                frames = trim_stack(reader.stack(node))
-                trimmed[node] = frames
-                key = keys[node] = frames_key(frames)
-                if key not in stacks:
-                    stacks[key] = StackFigures(frames)
+                group = groups[node] if groups is not None and 0 <= node < len(groups) else -1
+                key = by_group.get(group) if group >= 0 else None
+                if key is None:
+                    if group >= 0:
+                        frames = trimmed(node)
+                        key = tuple(map(frame_keys, map(id, frames)))
+                    else:
+                        frames = trim_stack(reader.stack(node))
+                        key = frames_key(frames)
+                    if group >= 0:
+                        by_group[group] = key
+                    if key not in stacks:
+                        stacks[key] = StackFigures(frames)
+                keys[node] = key
             return key
 
         for node, (blocks, nbytes) in self.allocs.items():
@@ -224,14 +273,6 @@ class StackProfileOutput(Accumulator):
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
                            self.analysis.peak_seq)
-
-
-def _by_node(live: dict) -> dict[int, int]:  # type: ignore[type-arg]
-    out: dict[int, int] = {}
-    for block in live.values():
-        node = block[1][NODE]
-        out[node] = out.get(node, 0) + block[0]
-    return out
 
 
 def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:

@@ -1,0 +1,271 @@
+/* @brief libmemdump_core: the moments of the views' pass (heappass.py's `Accumulator.moments`):
+ * after each SEQ asked for, before the next line, the live heap's totals and, when asked, the live
+ * bytes by stack (massif's detailed snapshots, the blocks live at the peak) or the live blocks
+ * with their threads' innermost tags (the heap map). The SEQs are known before the pass (the
+ * analysis ran first): no call into Python at a moment.
+ *
+ * A block's tag: with the timeline (series.c), its tag row's string id; without, an index into
+ * this file's table of the tags seen (block.tag), from the threads' tags nativepass.py hands
+ * over at `g` and `u` records.
+ *
+ * Memory: per moment its totals, and its rows (by stack: 24 bytes a stack live then; blocks: 32
+ * bytes a live block), while taking one 24 bytes a live block. */
+#include <stdlib.h>
+
+#include "core.h"
+#include "moments.h"
+
+struct moments {
+    int64_t *seqs; /* the SEQs asked for, ascending, and each one's kind */
+    int64_t *kinds;
+    uint64_t n, next;
+    int tagged; /* a moment asks for the live blocks: the blocks' tags are kept */
+    struct mom_taken *taken;
+    uint64_t n_taken, cap_taken;
+    int64_t *data;
+    uint64_t n_data, cap_data;
+    struct counter thread; /* TID -> its innermost tag's index (0: untagged) */
+    struct counter index_of; /* tag string id -> its index */
+    int64_t *idents;        /* tag index -> its string id (index 0: untagged, -1) */
+    uint64_t n_idents, cap_idents;
+};
+
+static int grow(void **a, uint64_t *cap, uint64_t need, size_t size)
+{
+    if (need <= *cap)
+        return 1;
+    uint64_t cap2 = *cap ? *cap : 256;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *p = realloc(*a, cap2 * size);
+    if (p == NULL)
+        return 0;
+    *a = p;
+    *cap = cap2;
+    return 1;
+}
+
+static int put(struct moments *m, const int64_t *row, int width)
+{
+    if (!grow((void **)&m->data, &m->cap_data, m->n_data + (uint64_t)width, sizeof *m->data))
+        return 0;
+    memcpy(m->data + m->n_data, row, (size_t)width * sizeof *row);
+    m->n_data += (uint64_t)width;
+    return 1;
+}
+
+/* the string id of live block `b`'s tag (-1: untagged) */
+static int64_t tag_of(const struct fig *f, const struct block *b)
+{
+    const struct series *s = f->series;
+    if (s != NULL)
+        return s->tagging && b->tag < s->n_rows ? s->rows[b->tag].ident : -1;
+    return b->tag < f->mom->n_idents ? f->mom->idents[b->tag] : -1;
+}
+
+struct seen {
+    uint64_t order, size;
+    int64_t stack;
+};
+
+static int by_order(const void *a, const void *b)
+{
+    const struct seen *x = a, *y = b;
+    return x->order < y->order ? -1 : x->order > y->order;
+}
+
+static int by_addr(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return (uint64_t)x[0] < (uint64_t)y[0] ? -1 : (uint64_t)x[0] > (uint64_t)y[0];
+}
+
+/* the live bytes and blocks by stack, the stacks in the order of their first block by SEQ
+ * allocated (the order of Python's dict of live blocks) */
+static int by_node(struct mdc *c, struct moments *m)
+{
+    struct fig *f = c->fig;
+    struct seen *all = c->live_n ? malloc(c->live_n * sizeof *all) : NULL;
+    int64_t *row_of = f->n_st ? malloc(f->n_st * sizeof *row_of) : NULL;
+    int ok = (c->live_n == 0 || all != NULL) && (f->n_st == 0 || row_of != NULL);
+    uint64_t k = 0;
+    for (uint64_t i = 0; ok && i < c->live.cap; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr != 0 && b->live && k < c->live_n)
+            all[k++] = (struct seen){b->order, b->size, b->node};
+    }
+    if (ok && k > 1)
+        qsort(all, k, sizeof *all, by_order);
+    for (uint64_t i = 0; ok && i < f->n_st; i++)
+        row_of[i] = -1;
+    uint64_t start = m->n_data;
+    for (uint64_t i = 0; ok && i < k; i++) {
+        int64_t at = row_of[all[i].stack];
+        if (at < 0) {
+            int64_t row[3] = {f->st[all[i].stack].node, 0, 0};
+            row_of[all[i].stack] = at = (int64_t)m->n_data;
+            ok = put(m, row, 3);
+        }
+        if (ok) {
+            m->data[at + 1] += 1;
+            m->data[at + 2] += (int64_t)all[i].size;
+        }
+    }
+    free(all);
+    free(row_of);
+    m->taken[m->n_taken - 1].n = (int64_t)(m->n_data - start) / 3;
+    return ok;
+}
+
+/* the live blocks by address */
+static int blocks(struct mdc *c, struct moments *m)
+{
+    struct fig *f = c->fig;
+    uint64_t start = m->n_data;
+    for (uint64_t i = 0; i < c->live.cap; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr == 0 || !b->live)
+            continue;
+        int64_t row[4] = {(int64_t)b->addr, (int64_t)b->size, f->st[b->node].node, tag_of(f, b)};
+        if (!put(m, row, 4))
+            return 0;
+    }
+    uint64_t n = (m->n_data - start) / 4;
+    if (n > 1)
+        qsort(m->data + start, n, 4 * sizeof *m->data, by_addr);
+    m->taken[m->n_taken - 1].n = (int64_t)n;
+    return 1;
+}
+
+/* the moment asked for at index `i`, taken now (after event `seq`) */
+static int take(struct mdc *c, struct moments *m, uint64_t i, int64_t seq)
+{
+    const struct fig *f = c->fig;
+    if (!grow((void **)&m->taken, &m->cap_taken, m->n_taken + 1, sizeof *m->taken))
+        return 0;
+    m->taken[m->n_taken++] = (struct mom_taken){(int64_t)i, seq, f->t.cur, f->allocated, f->dropped,
+                                                m->kinds[i], (int64_t)m->n_data, 0};
+    switch (m->kinds[i]) {
+    case MOM_BY_NODE:
+        return by_node(c, m);
+    case MOM_BLOCKS:
+        return blocks(c, m);
+    default:
+        return 1;
+    }
+}
+
+int moments_due(struct mdc *c, int64_t seq)
+{
+    struct moments *m = c->fig->mom;
+    while (m != NULL && m->next < m->n && m->seqs[m->next] >= 0 && m->seqs[m->next] <= seq)
+        if (!take(c, m, m->next++, seq))
+            return 0;
+    return 1;
+}
+
+int moments_end(struct mdc *c, int64_t seq)
+{
+    struct moments *m = c->fig->mom;
+    if (!moments_due(c, seq))
+        return 0;
+    for (; m != NULL && m->next < m->n; m->next++) /* past the last event: never taken */
+        if (m->seqs[m->next] == MOM_END && !take(c, m, m->next, seq))
+            return 0;
+    return 1;
+}
+
+int moments_tag(struct moments *m, int64_t tid, uint16_t *tag)
+{
+    if (!m->tagged)
+        return 1;
+    int64_t *at = counter_at(&m->thread, tid, 0);
+    if (at == NULL)
+        return 0;
+    *tag = (uint16_t)*at;
+    return 1;
+}
+
+void moments_free(struct moments *m)
+{
+    if (m == NULL)
+        return;
+    free(m->seqs);
+    free(m->kinds);
+    free(m->taken);
+    free(m->data);
+    free(m->idents);
+    counter_free(&m->thread);
+    counter_free(&m->index_of);
+    free(m);
+}
+
+/* ---- the API nativepass.py calls ------------------------------------------------------- */
+
+/* the pass (mdc_figures first) takes the `n` moments of `seqs` (ascending, then MOM_END's),
+ * each of its kind;
+ * 0 when out of memory */
+EXPORT int mdc_moments(struct mdc *c, const int64_t *seqs, const int64_t *kinds, uint64_t n)
+{
+    struct moments *m = calloc(1, sizeof *m);
+    if (m == NULL)
+        return 0;
+    c->fig->mom = m;
+    m->seqs = malloc((n ? n : 1) * sizeof *m->seqs);
+    m->kinds = malloc((n ? n : 1) * sizeof *m->kinds);
+    m->idents = malloc(sizeof *m->idents);
+    if (m->seqs == NULL || m->kinds == NULL || m->idents == NULL)
+        return 0;
+    memcpy(m->seqs, seqs, n * sizeof *seqs);
+    memcpy(m->kinds, kinds, n * sizeof *kinds);
+    m->n = n;
+    for (uint64_t i = 0; i < n; i++)
+        m->tagged |= kinds[i] == MOM_BLOCKS;
+    m->idents[0] = -1;
+    m->n_idents = m->cap_idents = 1;
+    return 1;
+}
+
+/* thread `tid`'s innermost tag is now string id `ident` (-1: none); 0 when out of memory or
+ * past the block's 65,535 tags */
+EXPORT int mdc_mom_thread_tag(struct mdc *c, int64_t tid, int64_t ident)
+{
+    struct moments *m = c->fig->mom;
+    int64_t index = 0;
+    if (ident >= 0) {
+        int64_t *at = counter_at(&m->index_of, ident, 0);
+        if (at == NULL)
+            return 0;
+        if (*at == 0) {
+            if (m->n_idents > UINT16_MAX
+                || !grow((void **)&m->idents, &m->cap_idents, m->n_idents + 1, sizeof *m->idents))
+                return 0;
+            m->idents[m->n_idents] = ident;
+            *at = (int64_t)m->n_idents++;
+        }
+        index = *at;
+    }
+    int64_t *tag = counter_at(&m->thread, tid, 0);
+    if (tag == NULL)
+        return 0;
+    *tag = index;
+    return 1;
+}
+
+/* the moments taken: *taken, and the data their rows index; how many */
+EXPORT uint64_t mdc_mom_taken(const struct mdc *c, const struct mom_taken **taken,
+                              const int64_t **data)
+{
+    const struct moments *m = c->fig->mom;
+    *taken = m->taken;
+    *data = m->data;
+    return m->n_taken;
+}
+
+/* the bytes allocated so far and those dropped while live (passapi's `Figures.allocated`,
+ * `dropped`) into out[0], out[1] */
+EXPORT void mdc_fig_allocated(const struct mdc *c, int64_t *out)
+{
+    out[0] = c->fig->allocated;
+    out[1] = c->fig->dropped;
+}
