@@ -135,7 +135,10 @@ def _cells(m: HeapMap, lo: int, hi: int, blocks: list[Block],
     for b in blocks:
         c_lo, c_hi = chunk_of(b.addr, b.size)
         key = colours.key(b, m.stacks)
-        first, last = (c_lo - lo) * n // span, (c_hi - 1 - lo) * n // span
+        # a chunk is drawn where it meets the region (one the region's bounds do not hold, as a
+        # block of the generated dumps' odd sizes, is clipped to them, never an error)
+        first = max(0, (c_lo - lo) * n // span)
+        last = min(n - 1, (c_hi - 1 - lo) * n // span)
         for i in range(first, last + 1):
             start, end, used, members = cells[i]
             used[key] = used.get(key, 0) + min(c_hi, end) - max(c_lo, start)
