@@ -39,6 +39,9 @@ TOOL = "addr2line"
 NM = "nm"
 #: seconds one addr2line process may take
 TIMEOUT = 300
+#: (ELF class, data encoding, machine) -> binutils' name of its target; other ELF files get the
+#: generic `elf64-little` and the like
+_TARGETS = {(2, 1, 62): "elf64-x86-64", (1, 1, 62): "elf32-x86-64", (1, 1, 3): "elf32-i386"}
 
 #: one level of a frame's symbols: (function, file, line), None when unknown
 Level = tuple[str | None, str | None, int | None]
@@ -200,8 +203,9 @@ def sized_symbols(module: str, types: str, *, demangle: bool = True,
 
     for dynamic in ([], ["-D"]):
         try:
-            run = subprocess.run([program, "-S", *(["-C"] if demangle else []),
-                                  "--defined-only", *dynamic, module],
+            run = subprocess.run([program, *bfd_target(module), "-S",
+                                  *(["-C"] if demangle else []), "--defined-only", *dynamic,
+                                  module],
                                  capture_output=True, timeout=TIMEOUT, check=False)
         except (OSError, subprocess.TimeoutExpired):
             return []
@@ -217,6 +221,25 @@ def sized_symbols(module: str, types: str, *, demangle: bool = True,
         if symbols:
             return sorted(symbols)
     return []
+
+
+def bfd_target(module: str) -> list[str]:
+    """The option that names `module`'s object format to binutils (`--target=elf64-x86-64`),
+    [] when it is not an ELF file. Named, binutils reads the file as that format alone: left to
+    itself, it also tries every plugin of its `bfd-plugins` directory on it, and `nm` then loads
+    LLVM's linker plugin (a 100 MB library, 20 ms) wherever clang is installed."""
+    try:
+        with open(module, "rb") as f:
+            head = f.read(20)
+    except OSError:
+        return []
+    if len(head) < 20 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) or head[5] not in (1, 2):
+        return []
+    machine = int.from_bytes(head[18:20], "little" if head[5] == 1 else "big")
+    target = _TARGETS.get((head[4], head[5], machine))
+    if target is None:
+        target = f"elf{32 * head[4]}-{'little' if head[5] == 1 else 'big'}"
+    return [f"--target={target}"]
 
 
 def _lookup(offset: int) -> int:
@@ -242,7 +265,8 @@ def addr2line(
     text = "".join(f"0x{o:x}\n" for o in offsets)
     try:
         run = subprocess.run(
-            [program, "-f", "-i", *(["-C"] if demangle else []), "-a", "-e", module],
+            [program, *bfd_target(module), "-f", "-i", *(["-C"] if demangle else []), "-a",
+             "-e", module],
             input=text.encode(),
             capture_output=True,
             timeout=TIMEOUT,

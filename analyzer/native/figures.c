@@ -4,11 +4,12 @@
  * records are read by records.c and the blocks kept in the replay's table (tables.c); Python is
  * handed tables (per stack, per counter key) at the end, not a call per event.
  *
- * Memory: a stack's figures (88 bytes) per distinct allocating stack, a block (32 bytes) per
- * address live at some point (a released block's slot stays, as in the replay), an entry
- * (24 bytes, and 16 to 32 of its table's slots) per distinct key of the counters (sizes; per
- * stack, its lifetime buckets and the stacks that freed its blocks), 16 bytes per clock
- * sample. */
+ * Memory: a stack's figures (88 bytes, and 12 of hints) per distinct allocating stack, a block
+ * (32 bytes) per address live at some point (a released block's slot stays, as in the replay),
+ * an entry (24 bytes, and 16 to 32 of its table's slots) per distinct key of the counters
+ * (sizes; per stack, its lifetime buckets and the stacks that freed its blocks), 16 bytes per
+ * clock sample. */
+#include <stddef.h>
 #include <stdlib.h>
 
 #include "core.h"
@@ -80,6 +81,24 @@ static inline int count(struct counter *k, int64_t a, int64_t b)
     return 1;
 }
 
+/* count() of a key that is often the one counted last for the same stack: `*hint` is the index
+ * + 1 of that entry (0: none), tried before the table (whose probe misses the cache when the
+ * counter has many keys: the stacks' lifetimes and their freeing stacks have millions) */
+static inline int count_hinted(struct counter *k, int64_t a, int64_t b, uint32_t *hint)
+{
+    uint32_t h = *hint;
+    if (h != 0 && h <= k->n && k->e[h - 1].a == a && k->e[h - 1].b == b) {
+        k->e[h - 1].n++;
+        return 1;
+    }
+    int64_t *n = counter_at(k, a, b);
+    if (n == NULL)
+        return 0;
+    ++*n;
+    *hint = (uint32_t)((struct fig_entry *)((char *)n - offsetof(struct fig_entry, n)) - k->e) + 1;
+    return 1;
+}
+
 void counter_clear(struct counter *k)
 {
     if (k->slots != NULL)
@@ -146,11 +165,17 @@ static int64_t stack_of(struct fig *f, uint64_t id)
     if (f->n_st == f->cap_st) {
         uint64_t cap = f->cap_st ? 2 * f->cap_st : 1024;
         struct fig_stack *st = cap < INT32_MAX ? realloc(f->st, cap * sizeof *st) : NULL;
-        if (st == NULL)
+        struct fig_hints *hints = st != NULL ? realloc(f->hints, cap * sizeof *hints) : NULL;
+        if (hints == NULL) {
+            if (st != NULL)
+                f->st = st;
             return -1;
+        }
         f->st = st;
+        f->hints = hints;
         f->cap_st = cap;
     }
+    f->hints[f->n_st] = (struct fig_hints){0, 0, 0};
     f->st[f->n_st] = (struct fig_stack){.node = (int64_t)id};
     f->st_of[id] = (int32_t)++f->n_st;
     return (int64_t)f->n_st - 1;
@@ -160,9 +185,11 @@ static int64_t stack_of(struct fig *f, uint64_t id)
  * lifetimes (in ms too when `ms`) */
 static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, int with_ms)
 {
-    if (!count(&f->k[FIG_LIFE], idx, bucket(seq - aseq)))
+    struct fig_hints *h = &f->hints[idx];
+    if (!count_hinted(&f->k[FIG_LIFE], idx, bucket(seq - aseq), &h->life))
         return 0;
-    return !with_ms || count(&f->k[FIG_LIFE_MS], idx, bucket(f->t.ms - ms_at(f, aseq)));
+    return !with_ms
+           || count_hinted(&f->k[FIG_LIFE_MS], idx, bucket(f->t.ms - ms_at(f, aseq)), &h->life_ms);
 }
 
 /* live block `b` released by event `seq` of stack `nid` (`made`: the block the same realloc
@@ -186,7 +213,7 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
     }
     if ((f->want & FIG_LIFETIMES)
         && (!lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked)
-            || !count(&f->k[FIG_FREED_BY], b->node, nid)))
+            || !count_hinted(&f->k[FIG_FREED_BY], b->node, nid, &f->hints[b->node].freed_by)))
         return 0;
     if (f->tv != NULL && !tv_release(c, b, made))
         return 0;
@@ -486,6 +513,7 @@ void fig_free(struct mdc *c)
         return;
     free(f->st);
     free(f->st_of);
+    free(f->hints);
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);

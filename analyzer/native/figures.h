@@ -87,9 +87,15 @@ struct series {
     uint64_t n_samples, cap_samples;
 };
 
+/* a stack's entries counted last in the lifetime counters (their index + 1, 0: none) */
+struct fig_hints {
+    uint32_t life, life_ms, freed_by;
+};
+
 struct fig {
     unsigned want;
     struct fig_stack *st;
+    struct fig_hints *hints; /* beside st: the same index */
     uint64_t n_st, cap_st;
     int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
     uint64_t cap_of;

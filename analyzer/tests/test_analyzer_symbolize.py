@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import run_cli
 from memdump_analyzer import analyze, render_json, render_text
-from memdump_analyzer.symbolize import Level, _parse
+from memdump_analyzer.symbolize import Level, _parse, bfd_target, sized_symbols
 
 # the line numbers below are the tests' expectations: keep them in step with the sources
 MAKE_BLOCK = """\
@@ -257,3 +257,43 @@ def test_a_name_past_the_symbols_end_is_not_taken(tmp_path: Path, strip: bool) -
 )
 def test_parse(lines: list[str], expected: dict[int, list[Level]]) -> None:
     assert _parse(lines, sorted(expected)) == expected
+
+
+def _elf_header(cls: int, data: int, machine: int) -> bytes:
+    order = "little" if data == 1 else "big"
+    return b"\x7fELF" + bytes([cls, data, 1]) + bytes(9) + (3).to_bytes(2, order) + \
+        machine.to_bytes(2, order)
+
+
+@pytest.mark.parametrize(
+    ("head", "expected"),
+    [
+        (_elf_header(2, 1, 62), ["--target=elf64-x86-64"]),
+        (_elf_header(1, 1, 3), ["--target=elf32-i386"]),
+        (_elf_header(1, 1, 62), ["--target=elf32-x86-64"]),
+        (_elf_header(2, 1, 183), ["--target=elf64-little"]),  # aarch64: binutils' generic ELF
+        (_elf_header(1, 2, 8), ["--target=elf32-big"]),  # MIPS
+        (_elf_header(3, 1, 62), []),  # no such class
+        (b"#!/bin/sh\necho not an object file\n", []),
+        (b"\x7fELF", []),  # cut short
+    ],
+)
+def test_binutils_are_told_the_object_format(tmp_path: Path, head: bytes,
+                                             expected: list[str]) -> None:
+    """nm and addr2line are given the module's format, so that binutils does not try the linker
+    plugins of its bfd-plugins directory on it (LLVM's costs 20 ms a run)."""
+    module = tmp_path / "module"
+    module.write_bytes(head)
+    assert bfd_target(str(module)) == expected
+    assert bfd_target(str(tmp_path / "missing")) == []
+
+
+def test_nm_reads_a_module_as_its_format() -> None:
+    """The sized function symbols of the C library, as nm gives them with its format named."""
+    libc = next(p for p in ("/lib/x86_64-linux-gnu/libc.so.6",
+                            "/usr/lib/x86_64-linux-gnu/libc.so.6") if Path(p).exists())
+    plain = subprocess.run(["nm", "-S", "-D", "--defined-only", libc], capture_output=True,
+                           check=True, text=True).stdout
+    names = {line.split()[3] for line in plain.splitlines()
+             if len(line.split()) == 4 and line.split()[2] in "TtWwi"}
+    assert {name for _, _, name in sized_symbols(libc, "TtWwi", demangle=False)} == names
