@@ -74,6 +74,7 @@ struct mdc {
     struct feed *feed; /* a compact dump's decoder (mdc_open_compact), or NULL: `buf` holds its
                           direct output (compact.h), and offsets are in that */
     uint64_t read;     /* with `feed`: the compact dump's bytes read */
+    uint64_t ahead;    /* with `feed`: the packed events before this offset are prefetched */
 };
 
 /* bytes.split()'s whitespace */

@@ -4,18 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static inline uint64_t slot_of(uint64_t addr, uint64_t mask)
-{
-    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
-    return (h ^ (h >> 29)) & mask;
-}
-
 struct block *btab_get(const struct btab *t, uint64_t addr)
 {
     if (t->n == 0)
         return NULL;
     uint64_t mask = t->cap - 1;
-    for (uint64_t i = slot_of(addr, mask);; i = (i + 1) & mask) {
+    for (uint64_t i = btab_slot(addr, mask);; i = (i + 1) & mask) {
         struct block *b = &t->slots[i];
         if (b->addr == addr)
             return b;
@@ -35,7 +29,7 @@ static int grow(struct btab *t)
         struct block *old = &t->slots[j];
         if (old->addr == 0)
             continue;
-        uint64_t i = slot_of(old->addr, mask);
+        uint64_t i = btab_slot(old->addr, mask);
         while (slots[i].addr != 0)
             i = (i + 1) & mask;
         slots[i] = *old;
@@ -51,7 +45,7 @@ struct block *btab_put(struct btab *t, uint64_t addr, int *made)
     if ((t->n + 1) * 4 > t->cap * 3 && !grow(t)) /* at most 3/4 full */
         return NULL;
     uint64_t mask = t->cap - 1;
-    uint64_t i = slot_of(addr, mask);
+    uint64_t i = btab_slot(addr, mask);
     for (;; i = (i + 1) & mask) {
         struct block *b = &t->slots[i];
         if (b->addr == addr) {

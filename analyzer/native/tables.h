@@ -23,6 +23,21 @@ struct btab {
     uint64_t n;
 };
 
+/* where `addr`'s probe starts in a table of `mask` + 1 slots */
+static inline uint64_t btab_slot(uint64_t addr, uint64_t mask)
+{
+    uint64_t h = addr * 0x9E3779B97F4A7C15ull;
+    return (h ^ (h >> 29)) & mask;
+}
+
+/* `addr`'s slot asked of the memory, for a look-up soon (the table is far larger than the
+ * caches: most look-ups would wait on memory) */
+static inline void btab_prefetch(const struct btab *t, uint64_t addr)
+{
+    if (t->cap != 0)
+        __builtin_prefetch(&t->slots[btab_slot(addr, t->cap - 1)], 1);
+}
+
 /* the slot of `addr`, or NULL */
 struct block *btab_get(const struct btab *t, uint64_t addr);
 /* the slot of `addr`, made when missing (*made set); NULL when out of memory */
