@@ -534,7 +534,8 @@ if [[ -s "$report_status" ]]; then
     failed="$(<"$report_status")"
 elif [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
     failed=0
-    # -S: no `site`, as scripts/memdump-analyze (the analyser uses the standard library only)
+    # -S: no `site`; huge pages for malloc's large blocks: as scripts/memdump-analyze
+    GLIBC_TUNABLES="${GLIBC_TUNABLES:+${GLIBC_TUNABLES}:}glibc.malloc.hugetlb=1" \
     PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S -c '
 import sys
 from memdump_analyzer.shreport import main
