@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import heappass
+from . import heappass, native
 from .dumpfile import DumpReader, Frame
 from .dumpformat import unescape
 from .heappass import Accumulator, Figures
@@ -120,10 +120,53 @@ def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
 
 
 def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[HeapMap]:
-    """`heap_map` at each of `moments`, in one pass over the dump (heappass.py)."""
+    """`heap_map` at each of `moments`, in one pass over the dump (heappass.py); in two when
+    the peak or a phase is among them and the library (analyzer/native/) reads the dump: the
+    first finds when they are, and the second takes every moment in the library's pass, which
+    keeps no undo log."""
     out = HeapMapOutput(moments, symbols=symbols)
+    if not out.declared and native.enabled() and native.library() is not None:
+        when = _When()
+        heappass.run_path(path, [when])
+        seqs = when.seqs(moments)
+        if seqs is not None:
+            out = HeapMapOutput(moments, symbols=symbols, when=seqs)
+        # else a phase the dump does not have: the one pass says so, or what is wrong before it
     heappass.run_path(path, [out])
     return out.maps
+
+
+class _When(Accumulator):
+    """The first pass of `heap_maps`: the SEQ of the peak (the pass's own) and of each phase's
+    `p phase` record (its first)."""
+
+    records = True
+
+    def __init__(self) -> None:
+        self.phases: dict[str, int] = {}
+        self.peak_seq = 0
+
+    def record(self, seq: int, rec: list[bytes]) -> None:
+        if rec[0] == b"p" and rec[2] == b"phase":
+            self.phases.setdefault(unescape(rec[4]), seq)
+
+    def finish(self, figures: Figures) -> None:
+        self.peak_seq = figures.peak_seq
+
+    def seqs(self, moments: list[str]) -> dict[int, int] | None:
+        """Moment index -> the SEQ after which it is, for the peak and the phases: the heap
+        after the peak's event, or as the phase began (after the record before its own); None
+        when a phase is not in the dump."""
+        out = {}
+        for i, at in enumerate(moments):
+            if at == "peak":
+                out[i] = self.peak_seq
+            elif at.startswith("phase:"):
+                seq = self.phases.get(at[6:])
+                if seq is None:
+                    return None
+                out[i] = seq - 1
+        return out
 
 
 _Live = dict[int, tuple[int, int, "str | None"]]  # address -> (size, node, tag)
@@ -137,13 +180,18 @@ class HeapMapOutput(Accumulator):
     heappass.py's loop: "peak" is known only at the end, so the changes since the latest peak are
     kept (an undo log, cleared at each new peak) and undone from the end's blocks."""
 
-    def __init__(self, moments: list[str], *, symbols: bool = False) -> None:
+    def __init__(self, moments: list[str], *, symbols: bool = False,
+                 when: dict[int, int] | None = None) -> None:
         self.moments_at = moments
         self.symbols = symbols
+        #: moment index -> its SEQ, for the peak and the phases when a first pass found them
+        self.when = when or {}
         self.stops: list[tuple[int, int]] = []  # (SEQ, index of the moment): after event SEQ
         self.phases: dict[str, list[int]] = {}  # phase name -> the moments' indexes
-        self.peaks = [i for i, at in enumerate(moments) if at == "peak"]
+        self.peaks = [i for i, at in enumerate(moments) if at == "peak" and i not in self.when]
         for i, at in enumerate(moments):
+            if i in self.when:
+                continue
             if at.isdigit():
                 self.stops.append((int(at), i))
             elif at.startswith("phase:"):
@@ -170,11 +218,16 @@ class HeapMapOutput(Accumulator):
     def wanted_moments(self) -> list[tuple[int, int]] | None:
         if not self.declared:
             return None
-        return [(int(at) if at.isdigit() else END, MOMENT_BLOCKS) for at in self.moments_at]
+        return [(self._seq(i), MOMENT_BLOCKS) for i in range(len(self.moments_at))]
+
+    def _seq(self, index: int) -> int:
+        """Moment `index`'s SEQ when known before the pass, else END."""
+        at = self.moments_at[index]
+        return self.when.get(index, int(at) if at.isdigit() else END)
 
     def take(self, index: int, moment: Moment) -> None:
-        at = self.moments_at[index]
-        self.found[index] = (int(at) if at.isdigit() else moment.seq, moment.blocks or [])
+        seq = self._seq(index)
+        self.found[index] = (seq if seq != END else moment.seq, moment.blocks or [])
 
     def _due(self, seq: int) -> None:
         stops = self.stops

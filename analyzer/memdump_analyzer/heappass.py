@@ -113,8 +113,12 @@ def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
             or (acc.wanted_moments() is None and acc.first_moment())
             for acc in accumulators):
         # None: this loop's (the native accumulators' events called)
-        figures = nativepass.figures(reader, compute, series, views, wanted)
+        recorders = [acc.record for acc in accumulators if acc.records and not acc.events]
+        figures = nativepass.figures(reader, compute, series, views, wanted, bool(recorders))
         if figures is not None:
+            for seq, rec in figures.records:
+                for hook in recorders:
+                    hook(seq, rec)
             for i, moment in figures.taken:
                 acc, index = wanted[i][2:]
                 acc.take(index, moment)

@@ -103,19 +103,20 @@ def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
 def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any] | None,
             views: frozenset[str] = frozenset(),
             wanted: list[tuple[int, int, Accumulator, int]] = (),  # type: ignore[assignment]
-            ) -> Figures | None:
+            records: bool = False) -> Figures | None:
     """The pass's `Figures` for the `computed` parts (a subset of `NATIVE_PARTS`) of `reader`'s
     dump (its header read, no line yet), or None when the library is not there or left the dump
     to heappass.py (the reader is then as it was). `series`: with the timeline, the `Timeline`
     and `FragSamples` (series.py) to fill, which are then left as heappass.py leaves them.
     `views` (of `NATIVE_VIEWS`): the accumulators' tables too, as `Figures.views`. `wanted`: the
-    moments to take (passapi.plan), into `Figures.taken`."""
+    moments to take (passapi.plan), into `Figures.taken`. `records`: the `p` and `end` records
+    too, into `Figures.records`."""
     lib = native.library() if native.enabled() else None
     lib = _library(lib) if lib is not None else None
     if lib is None or not computed <= NATIVE_PARTS or not views <= NATIVE_VIEWS:
         return None
     return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series, views,
-                                                       direct, wanted).run())
+                                                       direct, wanted, records).run())
 
 
 class _Pass(native._Native):
@@ -124,8 +125,10 @@ class _Pass(native._Native):
 
     def __init__(self, reader: DumpReader, lib: ctypes.CDLL, computed: frozenset[str],
                  series: tuple[Any, Any] | None, views: frozenset[str], direct: bool,
-                 wanted: list[tuple[int, int, Accumulator, int]]) -> None:
+                 wanted: list[tuple[int, int, Accumulator, int]], records: bool) -> None:
         self.reader = reader
+        #: the `p` and `end` records read (SEQ, fields), or None when not kept
+        self.records: list[tuple[int, list[bytes]]] | None = [] if records else None
         self.views = views
         #: the names of the tags and the phases (tagviews.c has their ids), in order
         self.names: dict[str, int] = {}
@@ -189,6 +192,8 @@ class _Pass(native._Native):
                 ok = ok and lib.mdc_tv_thread(ctx, tid, self._tag_name(tid))
         elif rec is not None:
             seq += 1
+            if self.records is not None:
+                self.records.append((seq, rec))
             ok = lib.mdc_fig_record(ctx, seq, rec[0] == b"p" and rec[2] == b"exec")
             if ok and rec[0] == b"p" and rec[2] == b"phase" and "phases" in self.views:
                 name = unescape(rec[4])
@@ -260,7 +265,8 @@ class _Pass(native._Native):
             cur=t.cur, peak=t.peak, peak_seq=t.peak_seq, peak_blocks=t.peak_blocks,
             peak_ms=t.peak_ms, peak_rss=self.peak_rss, peak_rss_ms=self.peak_rss_ms,
             temporary=t.temporary, temporary_bytes=t.temporary_bytes, sizes=sizes, views=views,
-            taken=taken, allocated=allocated[0], dropped=allocated[1])
+            taken=taken, allocated=allocated[0], dropped=allocated[1],
+            records=self.records or [])
 
     def _taken(self) -> list[tuple[int, Moment]]:
         """The moments the library took (moments.c), as passapi's `Moment`s, each with its

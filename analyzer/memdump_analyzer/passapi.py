@@ -70,6 +70,9 @@ class Accumulator:
     stacks: bool = False
     #: whether the pass calls `alloc`, `release` and `record`
     events: bool = False
+    #: without `events`: whether the pass calls `record` (the `p` and `end` records alone); the
+    #: library's pass then calls it after its run, in the records' order, before `finish`
+    records: bool = False
     #: with `events`: the accumulators of the library's (nativepass.NATIVE_VIEWS) that do their
     #: work, whose tables `finish` then reads in `Figures.views` (the pass calls no `alloc`,
     #: `release` nor `record`); the Python pass calls them when it runs
@@ -180,13 +183,17 @@ class Figures:
     #: bytes allocated, and dropped while live (as `Moment`'s), by heappass.py's loop
     allocated: int = 0
     dropped: int = 0
+    #: the `p` and `end` records (SEQ, fields), when the library's pass read the dump and an
+    #: accumulator takes `records` (heappass.py's loops call `record` as they go)
+    records: list[tuple[int, list[bytes]]] = field(default_factory=list)
 
 
 def hooks(accumulators: list[Accumulator]) -> tuple[list, list, list]:  # type: ignore[type-arg]
-    """The `alloc`, `release` and `record` methods of the accumulators that take `events`."""
+    """The `alloc`, `release` and `record` methods of the accumulators that take `events` (and
+    the `record` of those that take `records`)."""
     hooked = [acc for acc in accumulators if acc.events]
     return ([acc.alloc for acc in hooked], [acc.release for acc in hooked],
-            [acc.record for acc in hooked])
+            [acc.record for acc in accumulators if acc.events or acc.records])
 
 
 def plan(accumulators: list[Accumulator]) -> list[tuple[int, int, Accumulator, int]]:

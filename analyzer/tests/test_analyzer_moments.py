@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 from analyzer_testlib import LIBC, F, main_at
 from analyzer_testlib import Dump as WrittenDump
-from gendump import Dump, check_generated
+from gendump import Dump, check_generated, corrupt
 from memdump_analyzer import analyze, heappass, native
 from memdump_analyzer.dumpfile import DumpError
 from memdump_analyzer.exports import export
 from memdump_analyzer.exports.collapsed import METRICS
-from memdump_analyzer.heapmap import HeapMapOutput
+from memdump_analyzer.heapmap import HeapMapError, HeapMapOutput, heap_maps
 from memdump_analyzer.passapi import (
     END,
     MOMENT_BLOCKS,
@@ -147,13 +147,65 @@ def test_a_moment_before_the_first_event_and_at_the_end(tmp_path: Path,
 def test_the_heap_map_at_known_events_is_the_librarys(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The heap map at SEQs and at the end (the HTML page's) asks for no event: the library's
-    pass; at the peak or a phase, heappass.py's loop with the events."""
+    pass; at the peak or a phase, heappass.py's loop with the events, unless a first pass found
+    their SEQs (`when`: the phase's is the record's before its own)."""
     assert not HeapMapOutput(["12", "end"]).events
     assert HeapMapOutput(["12", "end"]).wanted_moments() == [(12, MOMENT_BLOCKS),
                                                              (END, MOMENT_BLOCKS)]
     for moments in (["peak"], ["phase:x", "end"]):
         out = HeapMapOutput(moments)
         assert out.events and out.wanted_moments() is None
+    out = HeapMapOutput(["phase:x", "end", "peak", "7"], when={0: 41, 2: 9})
+    assert not out.events
+    assert out.wanted_moments() == [(41, MOMENT_BLOCKS), (END, MOMENT_BLOCKS),
+                                    (9, MOMENT_BLOCKS), (7, MOMENT_BLOCKS)]
+
+
+def _maps(path: Path, moments: list[str], monkeypatch: pytest.MonkeyPatch,
+          engine: str) -> Any:
+    monkeypatch.setenv("MEMDUMP_NATIVE", "1" if engine == "c" else "0")
+    try:
+        return heap_maps(str(path), moments)
+    except (DumpError, HeapMapError) as e:
+        return str(e)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_heap_map_at_the_peak_and_phases_in_two_passes(seed: int, tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch,
+                                                           ) -> None:
+    """With the library, the heap map at the peak and at phases is two passes (the first finds
+    their SEQs, the second takes them as known moments): the same maps, errors included (a
+    phase or an event not in the dump), as heappass.py's one pass with its undo log, on
+    generated dumps (phases `load` twice, `run`, `-`; execs; blocks replaced while live), whole
+    and corrupted."""
+    rng = random.Random(seed)
+    moments = rng.sample(["peak", "phase:load", "phase:run", "phase:-", "end",
+                          str(rng.randint(0, 300))], k=rng.randint(1, 4))
+    text = Dump(rng).build(rng.choice([5, 60, 400]))
+    path = tmp_path / "gen.memdump"
+    for data in (text, corrupt(rng, text)):
+        path.write_bytes(data)
+        py = _maps(path, moments, monkeypatch, "python")
+        assert _maps(path, moments, monkeypatch, "c") == py
+
+
+def test_two_passes_reach_the_peak_and_phases(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """The generated dumps of the test above give maps at the peak and at each phase, and a
+    phase they do not have is said as heappass.py says it."""
+    got = dict.fromkeys(("peak", "phase:load", "phase:run", "phase:-"), 0)
+    for seed in range(40):
+        rng = random.Random(seed)
+        path = tmp_path / "gen.memdump"
+        path.write_bytes(Dump(rng).build(rng.choice([60, 400])))
+        for at in got:
+            maps = _maps(path, [at], monkeypatch, "c")
+            got[at] += not isinstance(maps, str) and bool(maps[0].blocks)
+    assert all(got.values()), got
+    maps = _maps(path, ["phase:nowhere"], monkeypatch, "c")
+    assert maps == _maps(path, ["phase:nowhere"], monkeypatch, "python")
+    assert maps.startswith(f"no phase 'nowhere' in {path} (its phases: ")
 
 
 @pytest.mark.parametrize("seed", range(10))
