@@ -75,22 +75,6 @@ class _Strings:
                         for s in self.index)
 
 
-def _locations(frames: Sequence[Frame]) -> list[tuple[Frame, ...]]:
-    """The frames grouped by program counter: a frame whose code was inlined (`inlined`) shares
-    its location with the frames it was inlined into, innermost first, as profile.proto's
-    Location.line lists them."""
-    out: list[tuple[Frame, ...]] = []
-    run: list[Frame] = []
-    for f in frames:
-        run.append(f)
-        if not f.inlined:
-            out.append(tuple(run))
-            run = []
-    if run:
-        out.append(tuple(run))
-    return out
-
-
 class _Builder:
     def __init__(self, profile: HeapProfile) -> None:
         self.profile = profile
@@ -151,10 +135,31 @@ class _Builder:
         modules = {f.module for row in rows for f in row.frames if f.module is not None}
         for module in sorted(modules, key=lambda m: (m != a.program, m)):
             self.modules[module] = [len(self.modules) + 1, 1 << 64, 0]
+        # a location is a run of frames at one program counter: a frame whose code was inlined
+        # (`inlined`) shares it with the frames it was inlined into, innermost first, as
+        # profile.proto's Location.line lists them. The varint of the location of each frame
+        # that is one alone (no code inlined into it: most), by the frame's identity
+        alone: dict[int, bytes] = {}
+        alone_get = alone.get
         for row in rows:
-            ids = [self.location(run) for run in _locations(row.frames)]
+            ids: list[bytes] = []
+            run: list[Frame] = []
+            for f in row.frames:
+                if run or f.inlined:
+                    run.append(f)
+                    if not f.inlined:
+                        ids.append(_varint(self.location(tuple(run))))
+                        run = []
+                    continue
+                found = alone_get(id(f))
+                if found is None:
+                    found = alone[id(f)] = _varint(self.location((f,)))
+                ids.append(found)
+            if run:
+                ids.append(_varint(self.location(tuple(run))))
             values = [row.alloc_blocks, row.alloc_bytes, row.leaked_blocks, row.leaked_bytes]
-            out.append(_len(_P_SAMPLE, _packed(1, ids) + _packed(2, values)))
+            out.append(_len(_P_SAMPLE, (_len(1, b"".join(ids)) if ids else b"")
+                            + _packed(2, values)))
         start = a.info.get("start")
         for module, (ident, low, high) in self.modules.items():
             build = recorded_build_id(module, start)
