@@ -33,6 +33,8 @@ ANALYZER = ROOT / "scripts" / "memdump-analyze"
 CPPCHECK_SOURCES = ("recorder.c", "unwind.c", "intern.c")
 #: the views (docs/views.md), each a whole command on the dump
 VIEWS = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
+#: the report's views by tag, phase and growth, and the heap map at the peak (two passes)
+TAG_VIEWS = (("--by-tag",), ("--phases",), ("--growth",), ("--heap-map", "--at", "peak"))
 
 
 class BenchError(Exception):
@@ -157,6 +159,8 @@ def views(dump: Path, zst: Path, runs: int) -> list[str]:
     python = "`peak`, the Python pass (MEMDUMP_NATIVE=0)"
     commands = {"leak report": [str(ANALYZER), str(dump)],
                 **{f"`{view}`": [str(ANALYZER), view, str(dump)] for view in VIEWS},
+                **{f"`{' '.join(opts)}`": [str(ANALYZER), *opts, str(dump)]
+                   for opts in TAG_VIEWS},
                 python: [str(ANALYZER), "peak", str(dump)],
                 "heaptrack_print": ["heaptrack_print", str(zst)]}
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
