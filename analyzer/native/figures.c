@@ -368,10 +368,14 @@ EXPORT int fig_line(struct mdc *c)
 
 int fig_event(struct mdc *c, const struct event *ev)
 {
-    c->io.seq--; /* do_event counted it: the line's start is after the record before */
-    int ok = fig_line(c);
-    c->io.seq++;
-    return ok ? apply(c, ev) : RC_FALLBACK;
+    if (c->fig->series != NULL || c->fig->mom != NULL) { /* a sample or a moment may be due */
+        c->io.seq--; /* do_event counted it: the line's start is after the record before */
+        int ok = fig_line(c);
+        c->io.seq++;
+        if (!ok)
+            return RC_FALLBACK;
+    }
+    return apply(c, ev);
 }
 
 /* ---- the API nativepass.py calls ------------------------------------------------------- */
