@@ -26,10 +26,18 @@ def _folded(profile: HeapProfile, metric: str) -> dict[str, int]:
     functions at other lines)."""
     value = METRICS[metric]
     out: dict[str, int] = {}
+    # each frame's name by the frame's identity: the stacks share their frames (the reader's)
+    names: dict[int, str] = {}
     for row in profile.stacks.values():
         n = value(row)
         if n:
-            text = ";".join(frame_name(f) for f in reversed(row.frames)) or NO_STACK
+            parts = []
+            for f in reversed(row.frames):
+                name = names.get(id(f))
+                if name is None:
+                    name = names[id(f)] = frame_name(f)
+                parts.append(name)
+            text = ";".join(parts) or NO_STACK
             out[text] = out.get(text, 0) + n
     return out
 
