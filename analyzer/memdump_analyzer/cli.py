@@ -19,8 +19,9 @@ from . import analyze
 from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
-from .exports import FORMATS as _EXPORTS
 from .exports import METRICS
+from .formats import EXPORTS as _EXPORTS
+from .formats import FORMATS, format_help
 from .suppfile import SuppressionError
 from .wording import plural
 
@@ -117,11 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--format",
-        choices=("text", "json", "sarif", *_EXPORTS),
+        choices=tuple(FORMATS),
         default="text",
-        help="report format (text); sarif: SARIF 2.1.0 for code scanning, one result per leak "
-        "group --show-leak-kinds lists; the exports (docs/exports.md): "
-        + "; ".join(f"{name}: {fmt.help}" for name, fmt in _EXPORTS.items()),
+        help=format_help("text"),
     )
     parser.add_argument("--base", metavar="DUMP",
                         help="--format pprof, collapsed, massif, html: export the difference "
@@ -446,7 +445,7 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
     """--format pprof|collapsed|massif: binary pprof only to a file or a pipe."""
     from .exports import ExportError, export
 
-    if not _EXPORTS[args.format].text and args.output is None and sys.stdout.isatty():
+    if not FORMATS[args.format].text and args.output is None and sys.stdout.isatty():
         raise _UsageError(f"--format {args.format} writes binary data: give -o FILE, or "
                           "redirect the output")
     base = None

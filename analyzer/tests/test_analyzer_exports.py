@@ -310,3 +310,20 @@ def test_pprof_is_not_written_to_a_terminal(tmp_path: Path) -> None:
                             str(EXAMPLE)], capture_output=True, env=cli_env(), check=False,
                            timeout=60)
     assert piped.returncode == 0 and gzip.decompress(piped.stdout)[:2] == b"\x0a\x04"
+
+
+def test_one_table_of_formats():
+    """`--format`'s choices, its help and the exports' renderers come from one table
+    (formats.FORMATS): every export has a renderer and nothing else has one."""
+    from memdump_analyzer import cli
+    from memdump_analyzer.exports import RENDERERS
+    from memdump_analyzer.formats import EXPORTS, FORMATS
+
+    assert tuple(RENDERERS) == EXPORTS == ("pprof", "collapsed", "massif", "html")
+    assert tuple(FORMATS) == ("text", "json", "sarif", *EXPORTS)
+    action = next(a for a in cli.build_parser()._actions if "--format" in a.option_strings)
+    assert tuple(action.choices) == tuple(FORMATS)
+    assert action.help.startswith("report format (text); sarif: SARIF 2.1.0 for code scanning, "
+                                  "one result per leak group --show-leak-kinds lists; the exports "
+                                  "(docs/exports.md): pprof: gzip-compressed profile.proto for "
+                                  "`go tool pprof`; collapsed: ")

@@ -4,6 +4,7 @@ addr2line: programs compiled here with gcc, whose lines are known."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import run_cli
 from memdump_analyzer import analyze, render_json, render_text
-from memdump_analyzer.symbolize import Level, _parse, bfd_target, sized_symbols
+from memdump_analyzer.symbolize import Level, _parse, addr2line, bfd_target, sized_symbols
 
 # the line numbers below are the tests' expectations: keep them in step with the sources
 MAKE_BLOCK = """\
@@ -297,3 +298,35 @@ def test_nm_reads_a_module_as_its_format() -> None:
     names = {line.split()[3] for line in plain.splitlines()
              if len(line.split()) == 4 and line.split()[2] in "TtWwi"}
     assert {name for _, _, name in sized_symbols(libc, "TtWwi", demangle=False)} == names
+
+
+def _memdump_symbolize() -> str:
+    """memdump-symbolize (gdb_ext/symbolize/) of $MEMDUMP_BUILD_DIR, else of the checkout's
+    build/."""
+    root = Path(__file__).resolve().parents[2]
+    for build in (os.environ.get("MEMDUMP_BUILD_DIR", ""), str(root / "build")):
+        path = Path(build, "gdb_ext", "symbolize", "memdump-symbolize")
+        if build and os.access(path, os.X_OK):
+            return str(path)
+    pytest.skip("memdump-symbolize not built (libdw-dev; or set MEMDUMP_BUILD_DIR), as "
+                "tests/e2e/test_late_debug_files.py")
+
+
+@pytest.mark.parametrize(("opt", "inline"), [("-O0", False), ("-O2", True)])
+def test_addr2line_and_memdump_symbolize_agree(tmp_path: Path, opt: str, inline: bool) -> None:
+    """The two symbolisers of frames GDB did not name (docs/architecture.md, "Two of a kind"): the
+    analyser's addr2line, for a dump whose recording did not finish, and memdump-symbolize (libdw),
+    for the modules whose debug files memdump.sh told GDB not to read, speak one protocol and
+    name a program's frames alike, inlined calls and all."""
+    src, binary = build(tmp_path, opt, inline)
+    if inline:
+        offsets = [return_address(binary, "main", "malloc@plt")]
+        want = [[("make_block", str(src), MALLOC_LINE), ("main", str(src), CALL_LINE)]]
+    else:
+        offsets = [return_address(binary, "make_block", "malloc@plt"),
+                   return_address(binary, "main", "make_block")]
+        want = [[("make_block", str(src), MALLOC_LINE)], [("main", str(src), CALL_LINE)]]
+    offsets = [o - 1 for o in offsets]  # inside the call, as both callers look a return address up
+    by_binutils = addr2line(_tool("addr2line"), str(binary), offsets)
+    by_libdw = addr2line(_memdump_symbolize(), str(binary), offsets)
+    assert by_libdw == by_binutils == dict(zip(offsets, want, strict=True))

@@ -1,14 +1,15 @@
 """Exports to the tools people use (`memdump-analyze --format F`): pprof, collapsed stacks,
-massif, and one HTML page. Each module renders a `HeapProfile` (profile.py); `FORMATS` feeds the
-command line's choices. docs/exports.md is their spec."""
+massif, and one HTML page. Each module renders a `HeapProfile` (profile.py); `RENDERERS` holds
+the renderer of each export of `formats.FORMATS`, the one table of `--format`. docs/exports.md is
+their spec."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ..formats import EXPORTS, FORMATS
 from .metrics import METRICS
 
 if TYPE_CHECKING:
@@ -16,24 +17,13 @@ if TYPE_CHECKING:
     from .profile import HeapProfile
 
 # Each renderer is imported when its format is asked for: the command line builds its --format
-# choices from FORMATS without loading the HTML page's views and charts.
+# choices from formats.FORMATS without loading the HTML page's views and charts.
 
-__all__ = ["FORMATS", "METRICS", "ExportError", "export"]
+__all__ = ["METRICS", "RENDERERS", "ExportError", "export"]
 
 
 class ExportError(Exception):
     """A request an export cannot meet: one line for the user."""
-
-
-@dataclass(frozen=True)
-class Format:
-    """One export: how it renders, whether its bytes are text, why it takes no --base (None:
-    it takes one)."""
-
-    render: Callable[[HeapProfile, HeapProfile | None, str, bool], bytes]
-    text: bool
-    no_base: str | None
-    help: str
 
 
 def _pprof(profile: HeapProfile, base: HeapProfile | None, metric: str,
@@ -71,15 +61,9 @@ def _html(profile: HeapProfile, base: HeapProfile | None, metric: str,
     return page.encode("utf-8", "surrogateescape")
 
 
-FORMATS: dict[str, Format] = {
-    "pprof": Format(_pprof, False, None, "gzip-compressed profile.proto for `go tool pprof`"),
-    "collapsed": Format(_collapsed, True, None,
-                        "folded stacks for flamegraph.pl, speedscope, inferno (--metric)"),
-    "massif": Format(_massif, True, None, "valgrind massif's out file for ms_print (--base: "
-                     "the stacks that grew, the runs aligned on their events)"),
-    "html": Format(_html, True, None, "one self-contained page for a browser: summary, heap "
-                   "and RSS over time, heap map, flame graphs, leaks, errors (--base: the two "
-                   "runs' difference)"),
+#: each export's renderer: (profile, base's profile or None, metric, symbols) -> bytes
+RENDERERS: dict[str, Callable[[HeapProfile, HeapProfile | None, str, bool], bytes]] = {
+    "pprof": _pprof, "collapsed": _collapsed, "massif": _massif, "html": _html,
 }
 
 
@@ -104,7 +88,7 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
 
     fmt = FORMATS[name]
     if base is not None and fmt.no_base is not None:
-        takes = " and ".join(n for n, f in FORMATS.items() if f.no_base is None)
+        takes = " and ".join(n for n in EXPORTS if FORMATS[n].no_base is None)
         raise ExportError(f"--format {name} has no --base: {fmt.no_base} ({takes} take --base)")
     if metric not in METRICS:
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
@@ -115,7 +99,7 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
     collecting = gc.isenabled()
     gc.disable()  # the renderers make trees of many nodes and no reference cycle: the collector
     try:  # would walk the reader's frames and the stacks again and again
-        return fmt.render(profile, old, metric, symbolize)
+        return RENDERERS[name](profile, old, metric, symbolize)
     finally:
         if collecting:
             gc.enable()
