@@ -242,6 +242,12 @@ def bfd_target(module: str) -> list[str]:
     return [f"--target={target}"]
 
 
+def _is_binutils(program: str) -> bool:
+    """Whether `program` is binutils' addr2line (`x86_64-linux-gnu-addr2line` too), not another
+    program that speaks its protocol (memdump-symbolize, which takes no `--target`)."""
+    return os.path.basename(program).endswith("addr2line")
+
+
 def _lookup(offset: int) -> int:
     """The address looked up for a return address: inside the call instruction."""
     return offset - 1 if offset > 0 else offset
@@ -265,8 +271,8 @@ def addr2line(
     text = "".join(f"0x{o:x}\n" for o in offsets)
     try:
         run = subprocess.run(
-            [program, *bfd_target(module), "-f", "-i", *(["-C"] if demangle else []), "-a",
-             "-e", module],
+            [program, *(bfd_target(module) if _is_binutils(program) else []), "-f", "-i",
+             *(["-C"] if demangle else []), "-a", "-e", module],
             input=text.encode(),
             capture_output=True,
             timeout=TIMEOUT,
