@@ -15,11 +15,14 @@
  *                      that module's function pointer is overwritten, and it crashes later, elsewhere
  *   double-free        a 32-byte block freed twice
  *   interior-free      free of a pointer 8 bytes into a 40-byte block
+ *   neighbour-read     a read far past a block that lands inside a live neighbour: an error no tool
+ *                      that marks only the bytes between blocks sees (valgrind, ASan: none)
  *   clean              a heavy correct program (every size class, realloc chains, aligned blocks,
  *                      blocks freed by another thread): no error, nothing left
  *
  * The C++ classes (new[] underflow, delete of new[]) are in heap_errors_cpp.cpp. */
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,6 +73,21 @@ static int slack_overflow(void) {
     name[20] = '\0';  // ERROR: slack-overflow
     sink = (int)strlen(name) > 0;  /* the read of the terminator is an error too: not the first */
     free(name);  // FREE: slack-overflow
+    return 0;
+}
+
+static int neighbour_read(void) {
+    int *first = malloc(8 * sizeof(int));  // ALLOC: neighbour-read
+    int *second = malloc(8 * sizeof(int));
+    for (int i = 0; i < 8; i++) {
+        first[i] = i;
+        second[i] = 10 + i;
+    }
+    /* the index of second[2] counted from first, wherever the allocator put the two blocks */
+    intptr_t ahead = ((intptr_t)second - (intptr_t)first) / (intptr_t)sizeof(int) + 2;
+    sink = first[ahead];  // ERROR: neighbour-read
+    free(second);
+    free(first);
     return 0;
 }
 
@@ -237,7 +255,7 @@ static const struct {
     {"memcpy-overflow", memcpy_overflow}, {"slack-overflow", slack_overflow},
     {"uaf-read", uaf_read}, {"uaf-write", uaf_write}, {"uaf-thread", uaf_thread},
     {"stale-reused", stale_reused}, {"double-free", double_free},
-    {"interior-free", interior_free}, {"clean", clean},
+    {"interior-free", interior_free}, {"neighbour-read", neighbour_read}, {"clean", clean},
 };
 
 int main(int argc, char **argv) {
@@ -248,6 +266,6 @@ int main(int argc, char **argv) {
     }
     fprintf(stderr, "usage: heap_errors MODE (past-end-write, read-loop, memcpy-overflow, "
                     "slack-overflow, uaf-read, uaf-write, uaf-thread, stale-reused, double-free, "
-                    "interior-free, clean)\n");
+                    "interior-free, neighbour-read, clean)\n");
     return 2;
 }
