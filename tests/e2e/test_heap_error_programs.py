@@ -64,6 +64,7 @@ class Row:
     asan_top: str
     asan_thread: str
     native: str
+    native_at: str
 
     @property
     def source(self) -> str:
@@ -265,8 +266,10 @@ def test_asan_first_report(row: Row, tmp_path: Path) -> None:
 @pytest.mark.parametrize("row", ROWS, ids=IDS)
 def test_native_outcome(row: Row, tmp_path: Path) -> None:
     """Without a tool: the overflows into the slack or a chunk header and the uses after free go
-    unnoticed; glibc aborts on the double and the interior free; the stale write and `delete` of a
-    `new[]` array of a class with a destructor crash."""
+    unnoticed; glibc aborts on the double and the interior free; the stale write crashes later, in
+    the other module's call of its callback; `delete` of a `new[]` array of a class with a
+    destructor crashes in `free` (the element count 4 before the pointer reads as a chunk size with
+    glibc's bit for a chunk of another arena, whose heap it then looks for)."""
     proc = subprocess.run([str(program(row.program)), row.mode], cwd=tmp_path,
                           stdin=subprocess.DEVNULL, capture_output=True, text=True,
                           timeout=TIMEOUT, check=False)
@@ -279,6 +282,24 @@ def test_native_outcome(row: Row, tmp_path: Path) -> None:
     if row.mode == "stale-reused":
         mine, other = _stale_addresses(proc.stdout)  # glibc's tcache: the same chunk, at once
         assert mine == other
+    kind, _, name = row.native_at.partition(" ")
+    assert _crash_site(row) == marker(row.source, name, kind)
+
+
+_GDB_FRAME = re.compile(r"^#\d+\s.* at (\S+):(\d+)$", re.MULTILINE)
+
+
+def _crash_site(row: Row) -> Site | None:
+    """The first frame in the program's source of the backtrace where the signal stopped it."""
+    gdb = shutil.which("gdb")
+    if gdb is None:
+        pytest.skip("gdb is missing (scripts/setup.sh installs it)")
+    proc = subprocess.run([gdb, "-nx", "-batch", "-ex", "run", "-ex", "bt", "--args",
+                           str(program(row.program)), row.mode], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    sites = [Site(os.path.basename(file), int(line))
+             for file, line in _GDB_FRAME.findall(proc.stdout)]
+    return next((site for site in sites if site.file == row.source), None)
 
 
 def test_table_covers_every_mode() -> None:
