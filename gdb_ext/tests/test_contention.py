@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from dbgkit.core import contention
-from dbgkit.core.contention import Frame, Sample, SampleRun
+from dbgkit.core.locks import contention
+from dbgkit.core.locks.contention import Frame, Sample, SampleRun
 from doc_examples import doc_block
 from memdump_analyzer.rules import is_lock_wrapper
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import gdb
 
-from ..core import glibc_locks as gl
+from ..core.locks import glibc as gl
 
 # the structure each printer decodes, and the field under the union that holds it
 _DATA = "__data"

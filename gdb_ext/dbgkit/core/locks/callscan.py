@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .glibc_locks import CALLS, LockCall, normalize_function
+from .glibc import CALLS, LockCall, normalize_function
 
 CALLEE_SAVED = ("rbx", "rbp", "rsp", "r12", "r13", "r14", "r15")
 CALLER_SAVED = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")

@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import gdb
 
-from .core import glibc_locks as gl
-from .core.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
-from .core.waitgraph import Hold, Report, ThreadState, Where, readers_note
-from .lock_names import name_locks, unnamed_frame
+from ..core.locks import glibc as gl
+from ..core.locks.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
+from ..core.locks.waitgraph import Hold, Report, ThreadState, Where, readers_note
+from .names import name_locks, unnamed_frame
 
 MAX_FRAMES = 64
 MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks it took
