@@ -1,6 +1,6 @@
 """Printers of glibc's pthread_mutex_t and pthread_rwlock_t (owner, kind, waiters, readers), for
 where GDB has none (glibc's own nptl printers ship in Debian's libc6-dev, and only for values
-of libc.so.6's objfile's types). The words are decoded by core.glibc_locks, as `deadlocks` does."""
+of libc.so.6's objfile's types). The words are decoded by core.locks.glibc, as `deadlocks` does."""
 
 from __future__ import annotations
 
