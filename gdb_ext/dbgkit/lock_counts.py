@@ -16,7 +16,7 @@ from .core.procmaps import ModuleMap
 from .core.recorder import LIBRARY
 
 if TYPE_CHECKING:
-    from .core.contention import Resolved
+    from .core.locks.contention import Resolved
 
 SYMBOL = "memdump_recorder_locks"
 _ENABLED_OFFSET = 8 * 4          # the header's field 4 (gdb_ext/recorder/locks.c)
@@ -70,7 +70,7 @@ def resolve(table: locktable.LockTable) -> Resolved:
     """The frames of every return address of the table's waiting stacks, as GDB knows them
     (the function and line of pc - 1, and the functions it was inlined into); a pc GDB cannot
     resolve is left out (shown as its address)."""
-    from .core.contention import Frame  # the contention command's: a recording does not load it
+    from .core.locks.contention import Frame  # the contention command's, not a recording's
 
     pcs = {pc for c in table.locks for s in c.stacks for pc in s.pcs}
     if not pcs:

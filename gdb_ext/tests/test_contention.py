@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
-from dbgkit.core import contention
-from dbgkit.core.contention import Frame, Sample, SampleRun
+from dbgkit.core.locks import contention
+from dbgkit.core.locks.contention import Frame, Sample, SampleRun
 from doc_examples import doc_block
 from memdump_analyzer.rules import is_lock_wrapper
 
@@ -115,7 +115,7 @@ def test_aggregate_trims_the_lock_wrappers_it_is_handed() -> None:
 
 
 NAMES = {100: "shmemq_bench", 101: "shmemq_bench", 102: "reader"}
-# owners that are no thread of this process (contention_sampler.owner_states)
+# owners that are no thread of this process (locks.sampler.owner_states)
 STATES = {200: "another process", 201: "another process", 202: "no such thread"}
 
 

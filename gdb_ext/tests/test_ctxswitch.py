@@ -10,8 +10,8 @@ import time
 from pathlib import Path
 
 import pytest
-from dbgkit.core import ctxswitch
-from dbgkit.core.ctxswitch import Snapshot, ThreadCounts
+from dbgkit.core.locks import ctxswitch
+from dbgkit.core.locks.ctxswitch import Snapshot, ThreadCounts
 from doc_examples import doc_block
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -9,10 +9,10 @@ import struct
 from pathlib import Path
 
 import pytest
-from dbgkit.core import glibc_locks as gl
-from dbgkit.core.callscan import Insn, lock_events, still_held, trace
-from dbgkit.core.progress import parse_stat_times
-from dbgkit.core.waitgraph import (
+from dbgkit.core.locks import glibc as gl
+from dbgkit.core.locks.callscan import Insn, lock_events, still_held, trace
+from dbgkit.core.locks.progress import parse_stat_times
+from dbgkit.core.locks.waitgraph import (
     Hold,
     Report,
     ThreadState,

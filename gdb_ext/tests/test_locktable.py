@@ -8,7 +8,8 @@ import struct
 from pathlib import Path
 
 import pytest
-from dbgkit.core import contention, locktable
+from dbgkit.core import locktable
+from dbgkit.core.locks import contention
 from doc_examples import doc_block
 from memdump_analyzer.rules import is_lock_wrapper
 

@@ -396,8 +396,8 @@ def test_sources_have_their_markers() -> None:
 
 def test_the_table_matches_glibcs_debug_info() -> None:
     """The glibc 2.36 table is what libc6-dbg's types say (scripts/setup.sh installs it)."""
-    check = ("python from dbgkit.core import glibc_locks as gl; "
-             "from dbgkit.deadlock_probe import _debug_layout; l = _debug_layout(); "
+    check = ("python from dbgkit.core.locks import glibc as gl; "
+             "from dbgkit.locks.deadlock_probe import _debug_layout; l = _debug_layout(); "
              "print('layout', l.source, l.offsets == gl.TABLE_236.offsets, "
              "l.sizes == gl.TABLE_236.sizes)")
     out = run_gdb(["gdb", "-nx", "-batch", "-ex", f"source {DBGKIT}", "-ex", "break main",

@@ -8,8 +8,10 @@ import json
 import gdb
 from memdump_analyzer.rules import is_lock_wrapper
 
-from .. import contention_sampler, lock_counts, output
-from ..core import contention, locktable
+from .. import lock_counts, output
+from ..core import locktable
+from ..core.locks import contention
+from ..locks import sampler
 from . import base
 
 CMD = "contention"
@@ -70,10 +72,10 @@ class ContentionCommand(base.Command):
                                f"not {args.interval}")
         inferior = gdb.selected_inferior()
         output.progress(CMD, f"sampling process {inferior.pid} for {args.sample:g} s")
-        run = contention_sampler.sample(args.sample, args.interval)
+        run = sampler.sample(args.sample, args.interval)
         names = {t.ptid[1]: t.name or "" for t in inferior.threads() if t.is_valid()}
         locks = contention.aggregate(run, is_lock_wrapper)
-        states = contention_sampler.owner_states({t for r in locks for t in r.owners}, names)
+        states = sampler.owner_states({t for r in locks for t in r.owners}, names)
         if args.json:
             output.block(json.dumps(contention.render_json(run, locks, names, states), indent=2))
         else:
@@ -96,7 +98,7 @@ def _counted(args: argparse.Namespace) -> None:
                            "SECONDS")
     names = {}
     for counts in table.locks:
-        name, _ = contention_sampler.lock_name(counts.address, [])
+        name, _ = sampler.lock_name(counts.address, [])
         if name:
             names[counts.address] = name
     resolved = lock_counts.resolve(table)

@@ -9,7 +9,7 @@ import os
 import gdb
 
 from .. import output
-from ..core import ctxswitch
+from ..core.locks import ctxswitch
 from . import base
 
 CMD = "ctxswitches"

@@ -13,10 +13,16 @@ import textwrap
 import gdb
 
 from .. import output
-from ..core import glibc_locks as gl
-from ..core import progress
-from ..core.waitgraph import render_json, render_text
-from ..deadlock_probe import Probe, ProbeError, choose_layout, has_threads_library, is_core_dump
+from ..core.locks import glibc as gl
+from ..core.locks import progress
+from ..core.locks.waitgraph import render_json, render_text
+from ..locks.deadlock_probe import (
+    Probe,
+    ProbeError,
+    choose_layout,
+    has_threads_library,
+    is_core_dump,
+)
 from . import base
 
 NAME = "deadlocks"

@@ -1,6 +1,6 @@
 """Printers of glibc's pthread_mutex_t and pthread_rwlock_t (owner, kind, waiters, readers), for
 where GDB has none (glibc's own nptl printers ship in Debian's libc6-dev, and only for values
-of libc.so.6's objfile's types). The words are decoded by core.glibc_locks, as `deadlocks` does."""
+of libc.so.6's objfile's types). The words are decoded by core.locks.glibc, as `deadlocks` does."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 
 import gdb
 
-from ..core import glibc_locks as gl
+from ..core.locks import glibc as gl
 
 # the structure each printer decodes, and the field under the union that holds it
 _DATA = "__data"

@@ -19,8 +19,8 @@ from collections.abc import Iterable, Iterator
 
 import gdb
 
-from .core.contention import Frame, Sample, SampleRun, lock_call
-from .lock_names import unnamed_frame
+from ..core.locks.contention import Frame, Sample, SampleRun, lock_call
+from .names import unnamed_frame
 
 # glibc's x86-64 pthread_mutex_t (sysdeps/nptl/bits/struct_mutex.h): __lock at 0, __owner at 8.
 _MUTEX_OWNER = 8

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
-from .locktable import LockCounts, LockStack, LockTable
+from ..locktable import LockCounts, LockStack, LockTable
 
 __all__ = [
     "FORMAT",

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .glibc_locks import CondState, LockInfo, MutexState, RwlockState, SemState, rwlock_words
+from .glibc import CondState, LockInfo, MutexState, RwlockState, SemState, rwlock_words
 
 JSON_FORMAT = "dbgkit-deadlocks"
 JSON_VERSION = "1.1"

@@ -11,7 +11,7 @@ from typing import Any
 
 import gdb
 
-from .core import glibc_locks as gl
+from ..core.locks import glibc as gl
 
 # The lock's own type where debug info says nothing better.
 _GLIBC_TYPES = {"mutex": "pthread_mutex_t", "rwlock": "pthread_rwlock_t",

@@ -2,7 +2,7 @@
 
 glibc records no readers of an rwlock and no holder of a semaphore, so `deadlocks` infers them:
 a frame holds lock L when the x86-64 code of its function, from the entry to the frame's
-current call, calls an acquire function (core.glibc_locks.CALLS) on L and no release of L
+current call, calls an acquire function (glibc.CALLS) on L and no release of L
 follows. The lock is the call's argument register, evaluated by replaying the simple moves that
 set it (mov, lea, add, rip-relative data) on top of the frame's current registers: a
 callee-saved register (rbx, rbp, r12-r15, rsp) holds, after its last write before the call, the
@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .glibc_locks import CALLS, LockCall, normalize_function
+from .glibc import CALLS, LockCall, normalize_function
 
 CALLEE_SAVED = ("rbx", "rbp", "rsp", "r12", "r13", "r14", "r15")
 CALLER_SAVED = ("rax", "rcx", "rdx", "rsi", "rdi", "r8", "r9", "r10", "r11")

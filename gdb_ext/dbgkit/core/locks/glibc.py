@@ -36,7 +36,8 @@ class Layout:
         return self.offsets[kind][name]
 
 
-# glibc 2.36, x86-64: checked against its debug info by gdb_ext/tests/test_glibc_locks.py.
+# glibc 2.36, x86-64: checked against its debug info by tests/e2e/test_deadlocks.py
+# (test_the_table_matches_glibcs_debug_info).
 TABLE_236 = Layout(
     "table",
     {

@@ -1,6 +1,6 @@
 """What `deadlocks` reads from GDB: each thread's frames, the lock it waits on, the locks it
-holds, the locks' words and names. The decisions are in core.glibc_locks, core.callscan and
-core.waitgraph; this module only asks GDB."""
+holds, the locks' words and names. The decisions are in core.locks (glibc, callscan and waitgraph);
+this module only asks GDB."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 import gdb
 
-from .core import glibc_locks as gl
-from .core.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
-from .core.waitgraph import Hold, Report, ThreadState, Where, readers_note
-from .lock_names import name_locks, unnamed_frame
+from ..core.locks import glibc as gl
+from ..core.locks.callscan import CALLEE_SAVED, Insn, LockEvent, lock_events, still_held, trace
+from ..core.locks.waitgraph import Hold, Report, ThreadState, Where, readers_note
+from .names import name_locks, unnamed_frame
 
 MAX_FRAMES = 64
 MAX_FUNCTION_BYTES = 64 * 1024  # past this a function is not read for the locks it took
@@ -154,7 +154,7 @@ def _registers(frame: gdb.Frame) -> dict[str, int]:
 
 
 class CodeReader:
-    """The lock calls in the frames' code (core.callscan), with the code read and the names
+    """The lock calls in the frames' code (core.locks.callscan), with the code read and the names
     demangled once per pc and name: the threads of a pool sit at the same few pcs."""
 
     def __init__(self) -> None:
@@ -163,7 +163,7 @@ class CodeReader:
 
     def function_code(self, frame: gdb.Frame) -> list[Insn]:
         """The machine code of FRAME's function from its entry to the call it is in, with the
-        out-of-line blocks that run before it (core.callscan.trace)."""
+        out-of-line blocks that run before it (core.locks.callscan.trace)."""
         pc = frame.pc()
         if pc not in self.code:
             start = _function_start(pc)
@@ -234,7 +234,7 @@ def _futex_address(frames: list[_Frame]) -> int | None:
 
 
 class Probe:
-    """Reads one stopped process into a core.waitgraph.Report."""
+    """Reads one stopped process into a core.locks.waitgraph.Report."""
 
     def __init__(self, layout: gl.Layout, version: str, use_debug_args: bool) -> None:
         self.layout = layout
