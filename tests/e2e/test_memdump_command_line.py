@@ -78,7 +78,7 @@ def test_existing_dump_is_never_overwritten(tmp_path: Path) -> None:
 NOT_FOR_A_RECORDING = (
     "dbgkit.commands.contention", "dbgkit.commands.ctxswitches", "dbgkit.commands.deadlocks",
     "dbgkit.contention_sampler", "dbgkit.core.contention", "dbgkit.deadlock_probe",
-    "dbgkit.lock_names", "dbgkit.memdump_live", "dbgkit.printers",
+    "dbgkit.lock_names", "dbgkit.memdump.live", "dbgkit.printers",
     "memdump_analyzer.aggregation", "memdump_analyzer.cli", "memdump_analyzer.exports",
     "memdump_analyzer.leaksite", "memdump_analyzer.leaktext", "memdump_analyzer.replay",
     "memdump_analyzer.report", "memdump_analyzer.rules",

@@ -10,13 +10,14 @@ import textwrap
 
 import gdb
 
-from .. import memdump_ends, output, settings
+from .. import output, settings
 from ..core.breakcond import NO_MAX, ON, PCS, BreakCondition
 from ..core.recorder import LIBRARY, find_library
-from ..memdump_breaks import function_ranges
-from ..memdump_checks import CMD, cannot_record, check_program
-from ..memdump_inprocess import InProcessSession
-from ..memdump_session import Session, State
+from ..memdump import ends
+from ..memdump.breaks import function_ranges
+from ..memdump.checks import CMD, cannot_record, check_program
+from ..memdump.inprocess import InProcessSession
+from ..memdump.session import Session, State
 from . import base
 
 _session: Session | None = None
@@ -413,7 +414,7 @@ def _status(args: argparse.Namespace) -> None:
 
 @needs_recording
 def _leaks(args: argparse.Namespace) -> None:
-    from .. import memdump_live  # with the analyser: imported when first asked for
+    from ..memdump import live as memdump_live  # with the analyser: imported when first asked for
 
     session = _need_session()
     if session.path is None or session.writer is None:
@@ -474,7 +475,7 @@ _previous_leaks: dict = {}
 
 @needs_recording
 def _who_points_at(args: argparse.Namespace) -> None:
-    from .. import memdump_live
+    from ..memdump import live as memdump_live
 
     session = _need_session()
     memdump_live.check_stopped(session)
@@ -521,7 +522,7 @@ def _stop(args: argparse.Namespace) -> None:
         raise gdb.GdbError(f"{CMD}: not recording")
     armed = session.state == State.ARMED
     if not armed:  # the process stays: its leak kinds now, into the dump, as at exit
-        memdump_ends.scan_before_end(session, "stop")
+        ends.scan_before_end(session, "stop")
     session.finish("stop")
     if armed:
         output.info(CMD, "disarmed: the program's next run is not recorded")

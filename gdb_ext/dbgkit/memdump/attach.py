@@ -10,7 +10,7 @@ modules' GOT entries to its hooks (gdb_ext/recorder/got.c). A process the record
 loaded into (an earlier recording, disabled since) is configured again by
 memdump_recorder_reattach().
 
-Before GDB detaches, the recording ends (memdump_ends' `hook-detach`, which calls drain() here):
+Before GDB detaches, the recording ends (ends.py's `hook-detach`, which calls drain() here):
 the recorder is disabled, never unloaded, and the process goes on.
 """
 
@@ -20,10 +20,10 @@ import os
 
 import gdb
 
-from . import output
-from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
-from .inferior_call import call
-from .memdump_checks import CMD
+from .. import output
+from ..core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
+from ..inferior_call import call
+from .checks import CMD
 
 __all__ = ["drain", "load"]
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import gdb
 
-from .batchmode import batch_mode
-from .core.elf import ElfError, ElfFile
+from ..batchmode import batch_mode
+from ..core.elf import ElfError, ElfFile
 
 __all__ = ["CMD", "cannot_record", "check_program"]
 
