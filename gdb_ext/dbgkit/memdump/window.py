@@ -21,8 +21,8 @@ import time
 import gdb
 
 from .. import output
-from ..commands import memdump as _command
 from .checks import CMD
+from .registry import RECORDINGS
 from .session import Session, State
 
 # Seconds the allocator calls in progress at the stop may take to return.
@@ -168,7 +168,7 @@ def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = 
     keeps the GIL, and the watcher thread would never run. STARTED, if given, is written to
     NOTIFY_FD once the window has begun."""
     global _window
-    session = _command._active()
+    session = RECORDINGS.active()
     if session is None or session.state != State.RECORDING or not session.attached:
         raise gdb.GdbError(f"{CMD}: no recording of an attached process (gdb -p PID, memdump)")
     window = _Window(session, stop_path, seconds, notify_fd)
