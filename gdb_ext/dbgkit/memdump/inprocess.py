@@ -3,8 +3,7 @@ libmemdump_recorder.so into the program, configures it at its first call, reads 
 stops, scans at exit, and appends what only GDB knows (symbols, the scan, the end) when the
 recorder is quiet.
 
-GDB glue only: the control block, the live-block table, the dump's tail are core.recorder's.
-"""
+GDB glue only: the control block, the live-block table, the dump's tail are core.recorder's."""
 
 from __future__ import annotations
 
@@ -41,8 +40,6 @@ from .scan import pointer_scan
 from .session import Session, State
 from .signals import FATAL_SIGNALS, dies_of
 from .symbols import from_debug_files
-
-__all__ = ["InProcessSession"]
 
 
 class ConfigureBreakpoint(gdb.Breakpoint):
@@ -208,7 +205,9 @@ class InProcessSession(Session):
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
         try:
-            slots, modules = attach.load(self, self.library)
+            process = attach.Process(self.inferior, self._modules, self._memory.read,
+                                     lambda: self.control)
+            slots, modules = attach.load(process, self.library)
         except attach.AttachError as exc:
             self._fall_back(str(exc))
             return
@@ -354,7 +353,8 @@ class InProcessSession(Session):
     def before_detach(self) -> None:
         """`detach` comes: the allocator calls in progress finish and are recorded first."""
         if self.inprocess:
-            attach.drain(self)
+            attach.drain(attach.Process(self.inferior, self._modules, self._memory.read,
+                                        lambda: self.control))
 
     def sync_dump(self) -> None:
         """At a stop, before the dump is read (memdump leaks): write the symbols of the frames
