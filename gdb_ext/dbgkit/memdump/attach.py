@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import gdb
 
 from .. import output
-from ..core.procmaps import ModuleMap
+from ..core.procmaps import Module, ModuleMap
 from ..core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, Control, in_flight
 from ..inferior_call import call
 from .checks import CMD
@@ -54,18 +54,18 @@ class AttachError(Exception):
     """The recorder cannot be loaded: the one-line reason."""
 
 
-def _basename(module: object) -> str:
-    return os.path.basename(module.path)  # type: ignore[attr-defined]
+def _basename(module: Module) -> str:
+    return os.path.basename(module.path)
 
 
-def _symbols(module: object) -> dict[str, int]:
+def _symbols(module: Module) -> dict[str, int]:
     try:
-        return module.elf.dynamic_symbols() if module.elf is not None else {}  # type: ignore
+        return module.elf.dynamic_symbols() if module.elf is not None else {}
     except Exception:  # noqa: BLE001 - an unreadable module offers nothing
         return {}
 
 
-def _find(modules: list, prefix: str, name: str) -> int | None:
+def _find(modules: list[Module], prefix: str, name: str) -> int | None:
     for module in modules:
         if _basename(module).startswith(prefix):
             value = _symbols(module).get(name)
@@ -122,7 +122,7 @@ class Process:
     control: Callable[[], Control | None]
 
 
-def _safe_point(inferior: gdb.Inferior, modules: list) -> None:
+def _safe_point(inferior: gdb.Inferior, modules: list[Module]) -> None:
     """Run the process until no thread is inside the allocator, the loader or the recorder."""
     ranges = [(m.start, m.end) for m in modules
               if _basename(m).startswith(("ld-linux", "ld64.so")) or _basename(m) == LIBRARY]
@@ -173,7 +173,7 @@ class _Locked:
         gdb.execute(f"set unwindonsignal {'on' if self.saved[1] else 'off'}", to_string=True)
 
 
-def _dlopen(modules: list, library: str) -> None:
+def _dlopen(modules: list[Module], library: str) -> None:
     address = _find(modules, "libc.so", "dlopen") or _find(modules, "libdl.so", "dlopen")
     if address is None:
         raise AttachError("the process has no dlopen (libdl is not loaded)")
