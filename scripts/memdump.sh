@@ -308,15 +308,15 @@ if [[ -n "$pid" ]]; then
     {
         common_settings
         # GDB's interrupt is one SIGINT it stops for and does not pass; a SIGINT someone else sends
-        # during the recording is passed on by memdump (see gdb_ext/dbgkit/attach_window.py).
+        # during the recording is passed on by memdump (see gdb_ext/dbgkit/memdump/window.py).
         echo "handle SIGINT stop print nopass"
         memdump_start
         emit <<'EOF'
 python
 import os
-from dbgkit import attach_window
+from dbgkit.memdump import window as memdump_window
 _for = os.environ.get("MEMDUMP_SH_FOR")
-attach_window.begin(os.environ["MEMDUMP_SH_STOP"], float(_for) if _for else None, 3,
+memdump_window.begin(os.environ["MEMDUMP_SH_STOP"], float(_for) if _for else None, 3,
                     os.environ["MEMDUMP_SH_STARTED"])
 end
 while $_memdump_window()
@@ -326,7 +326,7 @@ while $_memdump_window()
     continue
   end
 end
-python attach_window.end()
+python memdump_window.end()
 EOF
         write_dump_path
         write_status 0

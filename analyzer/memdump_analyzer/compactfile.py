@@ -23,7 +23,7 @@ __all__ = ["PENDING", "CompactError", "compact_file", "compacting", "decoded", "
            "print_text", "text_file"]
 
 #: the extended attribute by which GDB's memdump leaves a finished text dump to be compacted by its
-#: first report (gdb_ext/dbgkit/memdump_compact.py sets it; dumpnames.py clears it on a dump
+#: first report (gdb_ext/dbgkit/memdump/compact.py sets it; dumpnames.py clears it on a dump
 #: opened again for writing)
 PENDING = "user.memdump.compact"
 

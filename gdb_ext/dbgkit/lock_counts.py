@@ -10,10 +10,10 @@ from typing import TYPE_CHECKING
 
 import gdb
 
-from . import memdump_symbols
 from .core import locktable
 from .core.procmaps import ModuleMap
 from .core.recorder import LIBRARY
+from .memdump import symbols as memdump_symbols
 
 if TYPE_CHECKING:
     from .core.locks.contention import Resolved

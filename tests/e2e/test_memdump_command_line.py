@@ -77,7 +77,7 @@ def test_existing_dump_is_never_overwritten(tmp_path: Path) -> None:
 #: printers, the analyser's report and views (`memdump leaks` loads those when asked)
 NOT_FOR_A_RECORDING = (
     "dbgkit.commands.contention", "dbgkit.commands.ctxswitches", "dbgkit.commands.deadlocks",
-    "dbgkit.core.locks", "dbgkit.locks", "dbgkit.memdump_live", "dbgkit.printers",
+    "dbgkit.core.locks", "dbgkit.locks", "dbgkit.memdump.live", "dbgkit.printers",
     "memdump_analyzer.aggregation", "memdump_analyzer.cli", "memdump_analyzer.exports",
     "memdump_analyzer.leaksite", "memdump_analyzer.leaktext", "memdump_analyzer.replay",
     "memdump_analyzer.report", "memdump_analyzer.rules",

@@ -114,7 +114,7 @@ def test_the_free_calls_that_released_no_block_are_explained(demo_dump: Path,
     format 2.1). glibc also empties the thread's cache (tcache_thread_shutdown) with two direct
     calls to __libc_free, inside glibc: the in-process recorder (which sees calls through the
     dynamic symbol, as heaptrack does) does not see them, and the breakpoint design leaves them
-    out too (memdump_breakpoints.internal_call): both recorders count the same calls."""
+    out too (memdump.breakpoints.internal_call): both recorders count the same calls."""
     summary = analyze(demo_dump).summary
     runtime = 0
     calls = 2

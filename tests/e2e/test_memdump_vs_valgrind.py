@@ -190,7 +190,7 @@ REACH_CASES = {
     "mmap-neighbour": ("reach_kinds", False),
     "newarray": ("reach_cpp", False),
     "multipleinheritance": ("reach_cpp", False),
-    # a pointer that died with a returned function, under exit's path (memdump_scan._exit_caller;
+    # a pointer that died with a returned function, under exit's path (memdump.scan._exit_caller;
     # the object cases, a clique whose leader depends on the heap's layout: test_memdump_reach)
     "string": ("exit_stale", False),
 }

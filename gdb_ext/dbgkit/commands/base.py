@@ -3,7 +3,9 @@
 A command is a `Command` subclass in its own module (named after it), decorated with `@register`.
 Its parser is built once, at import, so `help NAME` and `NAME -h` print the same text; user errors
 raise gdb.GdbError (GDB prints the one line, no traceback); an unexpected error prints one line
-saying how to see its traceback.
+saying how to see its traceback. A command that must not fail quietly in batch mode (gdb -batch:
+`memdump` that cannot record) names the line said before GDB exits with status 1
+(Command.batch_failure).
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from typing import Any, ClassVar, TypeVar
 
 import gdb
 
+from ..batchmode import batch_mode
 from ..settings import debug_enabled
 
 __all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
            "RegistryError", "command_parser", "debug_enabled", "install", "needs_live_process",
-           "register"]
+           "quit_batch", "register"]
 
 
 class ArgumentError(Exception):
@@ -34,7 +37,23 @@ class HelpShown(Exception):
 
 
 class Parser(argparse.ArgumentParser):
-    """argparse that reports errors as exceptions instead of exiting GDB."""
+    """argparse that reports errors as exceptions instead of exiting GDB, and knows its
+    subcommands (their names are the ones given to add_parser, nowhere else)."""
+
+    subcommands: argparse.Action | None = None
+
+    def add_subparsers(self, **kwargs: Any) -> Any:  # noqa: ANN401 - argparse's own type
+        self.subcommands = super().add_subparsers(**kwargs)
+        return self.subcommands
+
+    def subcommand_of(self, argv: list[str]) -> str | None:
+        """The subcommand ARGV names, None for the command itself (or its -h), even for an ARGV
+        argparse refuses: its first word that is not an option, if that is a subcommand."""
+        if "-h" in argv or "--help" in argv:
+            return "-h"
+        words = [w for w in argv if not w.startswith("-")]
+        names = self.subcommands.choices if self.subcommands is not None else None
+        return words[0] if words and names is not None and words[0] in names else None
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ArgumentError(message)
@@ -112,6 +131,20 @@ class Command(gdb.Command):
     def invoke(self, arg: str, from_tty: bool) -> None:
         argv = gdb.string_to_argv(arg)
         try:
+            self._invoke(argv)
+        except gdb.GdbError as exc:
+            why = self.batch_failure(argv)
+            if why is not None:
+                quit_batch(str(exc), why)
+            raise
+
+    def batch_failure(self, argv: list[str]) -> str | None:
+        """The line said before GDB exits with status 1 when the command failed on ARGV in batch
+        mode (a script must not go on as if it had worked); None (the default): GDB goes on."""
+        return None
+
+    def _invoke(self, argv: list[str]) -> None:
+        try:
             args = self.PARSER.parse_args(argv)
         except HelpShown:
             return
@@ -134,6 +167,18 @@ class Command(gdb.Command):
     def run(self, args: argparse.Namespace) -> None:
         """What the command does with its parsed arguments; every subclass defines it."""
         raise TypeError(f"{type(self).__name__} defines no run()")
+
+
+def quit_batch(message: str, why: str) -> None:
+    """In batch mode (gdb -batch), say MESSAGE and WHY (what is not done) and exit GDB with status
+    1 (a process GDB attached to is detached, one it started is killed); otherwise do nothing."""
+    if not batch_mode():
+        return
+    gdb.write(f"{message}\n", gdb.STDERR)
+    gdb.write(f"{why}\n", gdb.STDERR)
+    gdb.flush()
+    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
+    gdb.execute("quit 1")
 
 
 class RegistryError(ValueError):

@@ -10,16 +10,16 @@ import textwrap
 
 import gdb
 
-from .. import memdump_ends, output, settings
+from .. import output, settings
 from ..core.breakcond import NO_MAX, ON, PCS, BreakCondition
 from ..core.recorder import LIBRARY, find_library
-from ..memdump_breaks import function_ranges
-from ..memdump_checks import CMD, cannot_record, check_program
-from ..memdump_inprocess import InProcessSession
-from ..memdump_session import Session, State
+from ..memdump import ends
+from ..memdump.breaks import function_ranges
+from ..memdump.checks import CMD, NOT_RECORDED, check_program
+from ..memdump.inprocess import InProcessSession
+from ..memdump.registry import RECORDINGS
+from ..memdump.session import Session, State
 from . import base
-
-_session: Session | None = None
 
 # `memdump status --json` is versioned as the report JSON is (`"format"`, `"version"` MAJOR.MINOR):
 # a new key is a minor version, a key removed or changed in meaning a major one.
@@ -49,12 +49,13 @@ def _build_parser() -> base.Parser:
     parser.add_argument("--children", action="store_true",
                         help="also record the processes the program forks and the programs "
                              "they execute, each into its own dump (in-process recorder only)")
-    sub = parser.add_subparsers(dest="action",
-                                metavar="{status,leaks,who-points-at,block-list,break,stop}",
-                                parser_class=base.Parser)
+    parser.set_defaults(run=_start)
+    sub = parser.add_subparsers(parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
+    st.set_defaults(run=_status)
     st.add_argument("--json", action="store_true", help="print JSON")
     lk = sub.add_parser("leaks", help="print the blocks live now, grouped by allocation stack")
+    lk.set_defaults(run=_leaks)
     lk.add_argument("--json", action="store_true", help="print the JSON report")
     lk.add_argument("--show-runtime", action="store_true",
                     help="also show blocks the C/C++ runtime allocated for itself")
@@ -81,15 +82,18 @@ def _build_parser() -> base.Parser:
     wp = sub.add_parser("who-points-at",
                         help="list the roots and live blocks holding a pointer into ADDR "
                              "(valgrind's who_points_at)")
+    wp.set_defaults(run=_who_points_at)
     wp.add_argument("address", metavar="ADDR", help="address (an expression: 0x..., a pointer)")
     wp.add_argument("length", metavar="LEN", nargs="?", default="1",
                     help="bytes from ADDR a pointer may point into (default 1: ADDR itself)")
     bl = sub.add_parser("block-list",
                         help="list the blocks of group N of the last memdump leaks, with their "
                              "addresses (valgrind's block_list)")
+    bl.set_defaults(run=_block_list)
     bl.add_argument("group", metavar="N", type=int, help="the group's number (LEAK N of ...)")
     br = sub.add_parser("break", help="stop the program at the heap events that match (both "
                                       "recorders); without options: show the break")
+    br.set_defaults(run=_break)
     br.add_argument("--on", choices=sorted(ON), default=None,
                     help="the kind of event: alloc (every allocation, realloc included; the "
                          "default), free, realloc")
@@ -111,7 +115,7 @@ def _build_parser() -> base.Parser:
     br.add_argument("--from", dest="from_dump", metavar="DUMP",
                     help="the dump of an earlier run, for --leak")
     br.add_argument("--delete", action="store_true", help="remove the break")
-    sub.add_parser("stop", help="stop recording and close the dump")
+    sub.add_parser("stop", help="stop recording and close the dump").set_defaults(run=_stop)
     return parser
 
 
@@ -135,43 +139,13 @@ def _count(text: str) -> int:
     return value
 
 
-_PARSER = _build_parser()
-
-
-@base.register
-class MemdumpCommand(base.Command):
-    NAME = CMD
-    SUMMARY = __doc__ or ""
-    PARSER = _PARSER
-
-    def invoke(self, arg: str, from_tty: bool) -> None:
-        try:
-            super().invoke(arg, from_tty)
-        except gdb.GdbError as exc:
-            # A memdump that was to start recording and cannot: in batch mode GDB must not go on
-            # to run the program unrecorded and exit 0 (a CI job would pass without a dump).
-            if _starts_recording(gdb.string_to_argv(arg)) and _active() is None:
-                cannot_record(str(exc), raised=True)
-            raise
-
-    def run(self, args: argparse.Namespace) -> None:
-        {None: _start, "status": _status, "leaks": _leaks, "who-points-at": _who_points_at,
-         "block-list": _block_list, "break": _break, "stop": _stop}[args.action](args)
-
-
-_SUBCOMMANDS = ("status", "leaks", "who-points-at", "block-list", "break", "stop")
-#: `memdump break`'s condition: every recording from now on stops at its events
-_break_condition: BreakCondition | None = None
-
-
 def _break(args: argparse.Namespace) -> None:
-    global _break_condition
     asked = [a for a in ("on", "size", "size_min", "seq", "tag", "function", "count", "leak",
                          "from_dump") if getattr(args, a) is not None]
     if args.delete:
         if asked:
             raise gdb.GdbError(f"{CMD} break: --delete takes no other option")
-        deleted, _break_condition = _break_condition, None
+        deleted, RECORDINGS.break_condition = RECORDINGS.break_condition, None
         if _active() is not None:
             _active().set_break(None)
         # a --count break that fired is still the break: it stops again in the next run
@@ -179,14 +153,14 @@ def _break(args: argparse.Namespace) -> None:
                     else "no break to delete")
         return
     if not asked:
-        text = _break_condition.text if _break_condition is not None else "no break"
-        output.info(CMD, f"break: {text}" if _break_condition is not None else text)
+        shown = RECORDINGS.break_condition
+        output.info(CMD, f"break: {shown.text}" if shown is not None else "no break")
         return
     if args.leak is not None or args.from_dump is not None:
-        _break_condition = _leak_break(args, asked)
+        leak = RECORDINGS.break_condition = _leak_break(args, asked)
         if _active() is not None:
-            _active().set_break(dataclasses.replace(_break_condition))
-        output.info(CMD, f"break: {_break_condition.text}")
+            _active().set_break(dataclasses.replace(leak))
+        output.info(CMD, f"break: {leak.text}")
         _arm_for_break()
         return
     on = args.on or "alloc"
@@ -203,7 +177,7 @@ def _break(args: argparse.Namespace) -> None:
         size_max=args.size if args.size is not None else NO_MAX,
         seq=args.seq or 0, tag=args.tag, function=args.function, count=args.count or 0,
         text=" ".join(words))
-    _break_condition = condition
+    RECORDINGS.break_condition = condition
     session = _active()
     if session is not None:
         session.set_break(dataclasses.replace(condition))
@@ -226,15 +200,8 @@ def _arm_for_break() -> None:
                 "disarms)")
 
 
-def _starts_recording(argv: list[str]) -> bool:
-    """Whether ARGV asks to record (no subcommand), bad options and all: `memdump -o`, `memdump
-    --frobnicate`, `memdump stats` are recordings that cannot start; `memdump leaks` is not."""
-    words = [w for w in argv if not w.startswith("-")]
-    return not (words and words[0] in _SUBCOMMANDS) and "-h" not in argv and "--help" not in argv
-
-
 def _active() -> Session | None:
-    return _session if _session is not None and _session.state != State.ENDED else None
+    return RECORDINGS.active()
 
 
 def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
@@ -264,7 +231,6 @@ def _leak_break(args: argparse.Namespace, asked: list[str]) -> BreakCondition:
 def _start(args: argparse.Namespace, note: str | None = None) -> None:
     """`memdump`: arm or start a recording. NOTE: the one line said when armed (memdump
     break's), in place of the usual ones."""
-    global _session
     current = _active()
     if current is not None and current.again and current.state == State.ARMED:
         current.finish("stop")  # armed by itself (next run, a break): this memdump replaces it
@@ -295,7 +261,7 @@ def _start(args: argparse.Namespace, note: str | None = None) -> None:
     session = _new_session(args.output, breakpoints=args.breakpoints, children=args.children)
     session.arm(note=note)
     session.again = note is not None  # armed by memdump break: a `memdump` replaces it
-    _session = session
+    RECORDINGS.current = session
 
 
 def _new_session(out_path: str | None, series: str | None = None,
@@ -328,41 +294,34 @@ def _new_session(out_path: str | None, series: str | None = None,
                          "follows the program alone")
     session.settings = settings.get
     session.on_program_end = _rearm
-    if _break_condition is not None:  # its matches count anew in each run
-        session.break_condition = dataclasses.replace(_break_condition, hits=0)
+    if RECORDINGS.break_condition is not None:  # its matches count anew in each run
+        session.break_condition = dataclasses.replace(RECORDINGS.break_condition, hits=0)
     return session
 
 
 def _rearm(ended: Session) -> None:
     """The recorded program ended (exit, killed, detach): record its next run too."""
-    global _session
-    if _session is not ended:
+    if RECORDINGS.current is not ended:
         return
     session = _new_session(None, series=ended.series or ended.out_path,
                            breakpoints=not isinstance(ended, InProcessSession), again=True,
                            children=ended.children)
     session.previous = ended
     session.arm(again=True)
-    _session = session
+    RECORDINGS.current = session
 
 
 # Queries need a recording to report on (armed counts: `memdump status` says so).
 needs_recording = base.Precondition("nothing recorded yet", "start with: memdump, then run",
-                                    lambda: _session is not None)
+                                    lambda: RECORDINGS.current is not None)
 
 
 def _need_session() -> Session:
     """The recording queries report on: the last one when the next is only armed by itself."""
-    session = _session
+    session = RECORDINGS.queried()
     if session is None:
         raise base.PreconditionFailed(needs_recording.line)
-    if session.again and session.state == State.ARMED and session.previous is not None:
-        return session.previous
     return session
-
-
-def _next_run_armed() -> bool:
-    return _session is not None and _session.again and _session.state == State.ARMED
 
 
 # What each counter of `memdump status` means (Session.counts).
@@ -381,7 +340,7 @@ COUNTER_LEGEND = {
 @needs_recording
 def _status(args: argparse.Namespace) -> None:
     status = _need_session().status()
-    status["next_run_armed"] = _next_run_armed()
+    status["next_run_armed"] = RECORDINGS.next_run_armed()
     if args.json:
         versioned = {"format": STATUS_FORMAT, "version": STATUS_VERSION, **status}
         output.block(json.dumps(versioned, indent=2, sort_keys=True))
@@ -413,7 +372,7 @@ def _status(args: argparse.Namespace) -> None:
 
 @needs_recording
 def _leaks(args: argparse.Namespace) -> None:
-    from .. import memdump_live  # with the analyser: imported when first asked for
+    from ..memdump import live as memdump_live  # with the analyser: imported when first asked for
 
     session = _need_session()
     if session.path is None or session.writer is None:
@@ -435,17 +394,17 @@ def _leaks(args: argparse.Namespace) -> None:
             raise gdb.GdbError(f"{CMD}: --older-than needs a number of seconds >= 0, not "
                                f"{args.older_than:g}")
         memdump_live.older_than(analysis, session.block_ages(), args.older_than)
-    previous = _previous_leaks.get(session.path)
-    _previous_leaks[session.path] = memdump_live.snapshot(analysis)
+    previous = RECORDINGS.previous_leaks.get(session.path)
+    RECORDINGS.previous_leaks[session.path] = memdump_live.snapshot(analysis)
     memdump_live.compare(analysis, previous,
                          "increased" if args.increased else "changed" if args.changed else None)
     # the offline report's default kinds once the program ended; at a stop, all that is live
     kinds = args.show_leak_kinds if args.show_leak_kinds is not None else \
         None if live else DEFAULT_SHOW_KINDS
-    global _last_groups
-    _last_groups = [g for g in analysis.groups if (args.show_runtime or g.kind == "leak") and
-                    (kinds is None or g.kind != "leak" or g.leak_kind not in FILTERED_KINDS
-                     or g.leak_kind in kinds)]
+    RECORDINGS.last_groups = [
+        g for g in analysis.groups if (args.show_runtime or g.kind == "leak") and
+        (kinds is None or g.kind != "leak" or g.leak_kind not in FILTERED_KINDS
+         or g.leak_kind in kinds)]
     if args.json:
         text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
                                       top=args.top, show_leak_kinds=kinds))
@@ -466,15 +425,9 @@ def _leaks(args: argparse.Namespace) -> None:
     output.block(text)
 
 
-#: the groups the last `memdump leaks` listed, in its order (`memdump block-list N`)
-_last_groups: list = []
-#: dump path -> what its last `memdump leaks` found (`memdump leaks --increased|--changed`)
-_previous_leaks: dict = {}
-
-
 @needs_recording
 def _who_points_at(args: argparse.Namespace) -> None:
-    from .. import memdump_live
+    from ..memdump import live as memdump_live
 
     session = _need_session()
     memdump_live.check_stopped(session)
@@ -502,12 +455,13 @@ def _who_points_at(args: argparse.Namespace) -> None:
 
 @needs_recording
 def _block_list(args: argparse.Namespace) -> None:
-    if not _last_groups:
+    groups = RECORDINGS.last_groups
+    if not groups:
         raise gdb.GdbError(f"{CMD}: block-list: no groups yet: run memdump leaks first")
-    if not 1 <= args.group <= len(_last_groups):
+    if not 1 <= args.group <= len(groups):
         raise gdb.GdbError(f"{CMD}: block-list: no group {args.group} (the last memdump leaks "
-                           f"listed {len(_last_groups)})")
-    group = _last_groups[args.group - 1]
+                           f"listed {len(groups)})")
+    group = groups[args.group - 1]
     kind = f", {group.leak_kind}" if group.leak_kind else ""
     lines = [f"LEAK {args.group}: {group.bytes:,} bytes in {group.blocks:,} "
              f"block{'s' if group.blocks != 1 else ''}{kind}"]
@@ -521,9 +475,29 @@ def _stop(args: argparse.Namespace) -> None:
         raise gdb.GdbError(f"{CMD}: not recording")
     armed = session.state == State.ARMED
     if not armed:  # the process stays: its leak kinds now, into the dump, as at exit
-        memdump_ends.scan_before_end(session, "stop")
+        ends.scan_before_end(session, "stop")
     session.finish("stop")
     if armed:
         output.info(CMD, "disarmed: the program's next run is not recorded")
 
 
+
+
+_PARSER = _build_parser()
+
+
+@base.register
+class MemdumpCommand(base.Command):
+    NAME = CMD
+    SUMMARY = __doc__ or ""
+    PARSER = _PARSER
+
+    def run(self, args: argparse.Namespace) -> None:
+        args.run(args)
+
+    def batch_failure(self, argv: list[str]) -> str | None:
+        """A memdump that was to start recording and cannot, bad options and all (`memdump -o`,
+        `memdump --frobnicate`, `memdump stats`; not `memdump leaks`): in batch mode GDB must not
+        go on to run the program unrecorded and exit 0 (a CI job would pass without a dump)."""
+        starts = self.PARSER.subcommand_of(argv) is None
+        return NOT_RECORDED if starts and RECORDINGS.active() is None else None

@@ -18,7 +18,7 @@ EXTENSION = ".memdump"
 #: names tried before giving up (NAME-999)
 _TRIES = 1000
 #: the extended attribute that leaves a finished text dump to its first report to compact
-#: (memdump_compact.defer; the analyser's compactfile.PENDING, which a test ties to it)
+#: (memdump.compact.defer; the analyser's compactfile.PENDING, which a test ties to it)
 COMPACT_PENDING = "user.memdump.compact"
 
 

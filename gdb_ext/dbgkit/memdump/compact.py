@@ -5,15 +5,15 @@ attribute `COMPACT_PENDING` on the file), or, where the file system keeps no suc
 analyser's compactor now (`compact`: memdump_analyzer's compactfile, which gdb_ext/memdump.py puts
 on the path), in C when its library is built. The compact file is written beside the dump and
 renamed over it only when complete: a failure leaves the text dump and says why in one line. No
-GDB API: the session (memdump_session) calls it."""
+GDB API: the session (session.py) calls it."""
 
 from __future__ import annotations
 
 import os
 
-from . import output
-from .core.dumpnames import COMPACT_PENDING
-from .memdump_checks import CMD
+from .. import output
+from ..core.dumpnames import COMPACT_PENDING
+from .checks import CMD
 
 __all__ = ["compact", "defer"]
 

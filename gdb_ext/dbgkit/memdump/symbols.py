@@ -12,8 +12,8 @@ import os
 import gdb
 from memdump_analyzer.dumpformat import public_name
 
-from .core.dumpwriter import FrameInfo, InlinedInto
-from .core.procmaps import ModuleMap
+from ..core.dumpwriter import FrameInfo, InlinedInto
+from ..core.procmaps import ModuleMap
 
 __all__ = [
     "MIN_PC", "call_site", "demangle", "from_debug_files", "gdb_backtrace", "minimal_symbol",

@@ -3,8 +3,7 @@ libmemdump_recorder.so into the program, configures it at its first call, reads 
 stops, scans at exit, and appends what only GDB knows (symbols, the scan, the end) when the
 recorder is quiet.
 
-GDB glue only: the control block, the live-block table, the dump's tail are core.recorder's.
-"""
+GDB glue only: the control block, the live-block table, the dump's tail are core.recorder's."""
 
 from __future__ import annotations
 
@@ -14,12 +13,12 @@ import time
 import gdb
 from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
 
-from . import lock_counts, memdump_attach, output
-from .core import procfs, ptrace
-from .core.elf import STT_OBJECT
-from .core.locktable import LockCounts
-from .core.reach import ScanResult
-from .core.recorder import (
+from .. import lock_counts, output
+from ..core import procfs, ptrace
+from ..core.elf import STT_OBJECT
+from ..core.locktable import LockCounts
+from ..core.reach import ScanResult
+from ..core.recorder import (
     DISABLED,
     FAILURES,
     LIBRARY,
@@ -33,15 +32,14 @@ from .core.recorder import (
     live_blocks,
     read_tail,
 )
-from .memdump_breakpoints import _format_args, install_hooks
-from .memdump_breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
-from .memdump_checks import CMD
-from .memdump_scan import pointer_scan
-from .memdump_session import Session, State
-from .memdump_signals import FATAL_SIGNALS, dies_of
-from .memdump_symbols import from_debug_files
-
-__all__ = ["InProcessSession"]
+from . import attach
+from .breakpoints import _format_args, install_hooks
+from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
+from .checks import CMD
+from .scan import pointer_scan
+from .session import Session, State
+from .signals import FATAL_SIGNALS, dies_of
+from .symbols import from_debug_files
 
 
 class ConfigureBreakpoint(gdb.Breakpoint):
@@ -207,8 +205,10 @@ class InProcessSession(Session):
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
         try:
-            slots, modules = memdump_attach.load(self, self.library)
-        except memdump_attach.AttachError as exc:
+            process = attach.Process(self.inferior, self._modules, self._memory.read,
+                                     lambda: self.control)
+            slots, modules = attach.load(process, self.library)
+        except attach.AttachError as exc:
             self._fall_back(str(exc))
             return
         what = ("allocator and lock" if self.settings is not None and self.settings("locks")
@@ -353,7 +353,8 @@ class InProcessSession(Session):
     def before_detach(self) -> None:
         """`detach` comes: the allocator calls in progress finish and are recorded first."""
         if self.inprocess:
-            memdump_attach.drain(self)
+            attach.drain(attach.Process(self.inferior, self._modules, self._memory.read,
+                                        lambda: self.control))
 
     def sync_dump(self) -> None:
         """At a stop, before the dump is read (memdump leaks): write the symbols of the frames
@@ -558,8 +559,7 @@ class InProcessSession(Session):
         if not frames_only:
             for call in self._interrupted:
                 stack = w.stack(call.pcs)
-                # free (custom_free) is an event at its entry in both designs; the others never
-                # returned
+                # free (custom_free) is an event at its entry in both designs; others never returned
                 result = None if call.op in NO_RESULT else 0
                 w.event(call.tid, call.op, stack, result, _format_args(call.op, call.args, 0))
             self._interrupted = []

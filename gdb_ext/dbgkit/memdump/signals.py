@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gdb
 
-from .core import procfs
+from ..core import procfs
 
 __all__ = ["FATAL_SIGNALS", "dies_of"]
 

@@ -10,20 +10,23 @@ modules' GOT entries to its hooks (gdb_ext/recorder/got.c). A process the record
 loaded into (an earlier recording, disabled since) is configured again by
 memdump_recorder_reattach().
 
-Before GDB detaches, the recording ends (memdump_ends' `hook-detach`, which calls drain() here):
+Before GDB detaches, the recording ends (ends.py's `hook-detach`, which calls drain() here):
 the recorder is disabled, never unloaded, and the process goes on.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import gdb
 
-from . import output
-from .core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, in_flight
-from .inferior_call import call
-from .memdump_checks import CMD
+from .. import output
+from ..core.procmaps import Module, ModuleMap
+from ..core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, Control, in_flight
+from ..inferior_call import call
+from .checks import CMD
 
 __all__ = ["drain", "load"]
 
@@ -51,18 +54,18 @@ class AttachError(Exception):
     """The recorder cannot be loaded: the one-line reason."""
 
 
-def _basename(module: object) -> str:
-    return os.path.basename(module.path)  # type: ignore[attr-defined]
+def _basename(module: Module) -> str:
+    return os.path.basename(module.path)
 
 
-def _symbols(module: object) -> dict[str, int]:
+def _symbols(module: Module) -> dict[str, int]:
     try:
-        return module.elf.dynamic_symbols() if module.elf is not None else {}  # type: ignore
+        return module.elf.dynamic_symbols() if module.elf is not None else {}
     except Exception:  # noqa: BLE001 - an unreadable module offers nothing
         return {}
 
 
-def _find(modules: list, prefix: str, name: str) -> int | None:
+def _find(modules: list[Module], prefix: str, name: str) -> int | None:
     for module in modules:
         if _basename(module).startswith(prefix):
             value = _symbols(module).get(name)
@@ -108,9 +111,19 @@ def _unsafe_threads(inferior: gdb.Inferior, ranges: list[tuple[int, int]],
     return returns
 
 
-def _safe_point(session: object, modules: list) -> None:
+@dataclass(frozen=True)
+class Process:
+    """The stopped process load() and drain() work on, as the in-process recording gives it."""
+
+    inferior: gdb.Inferior
+    modules: ModuleMap
+    read: Callable[[int, int], bytes]
+    #: the recorder's control block, once it asked for its settings (None before)
+    control: Callable[[], Control | None]
+
+
+def _safe_point(inferior: gdb.Inferior, modules: list[Module]) -> None:
     """Run the process until no thread is inside the allocator, the loader or the recorder."""
-    inferior = session.inferior  # type: ignore[attr-defined]
     ranges = [(m.start, m.end) for m in modules
               if _basename(m).startswith(("ld-linux", "ld64.so")) or _basename(m) == LIBRARY]
     entries = set()
@@ -160,7 +173,7 @@ class _Locked:
         gdb.execute(f"set unwindonsignal {'on' if self.saved[1] else 'off'}", to_string=True)
 
 
-def _dlopen(modules: list, library: str) -> None:
+def _dlopen(modules: list[Module], library: str) -> None:
     address = _find(modules, "libc.so", "dlopen") or _find(modules, "libdl.so", "dlopen")
     if address is None:
         raise AttachError("the process has no dlopen (libdl is not loaded)")
@@ -179,11 +192,11 @@ def _dlopen(modules: list, library: str) -> None:
     raise AttachError(f"cannot load the in-process recorder into the process: {reason}")
 
 
-def load(session: object, library: str) -> tuple[int, int]:
-    """Load (or configure again) the recorder in SESSION's stopped process and have it redirect
-    the allocator calls: returns (GOT slots, modules) redirected. Raises AttachError."""
-    session._modules.refresh()  # type: ignore[attr-defined]
-    modules = session._modules.modules()  # type: ignore[attr-defined]
+def load(process: Process, library: str) -> tuple[int, int]:
+    """Load (or configure again) the recorder in the stopped PROCESS and have it redirect the
+    allocator calls: returns (GOT slots, modules) redirected. Raises AttachError."""
+    process.modules.refresh()
+    modules = process.modules.modules()
     loaded = [m for m in modules if _basename(m) == LIBRARY]
     for module in modules:
         name = _basename(module)
@@ -193,10 +206,10 @@ def load(session: object, library: str) -> tuple[int, int]:
                               "redirected)")
     if not loaded and not os.access(library, os.R_OK):
         raise AttachError(f"cannot read the in-process recorder {library}")
-    inferior = session.inferior  # type: ignore[attr-defined]
+    inferior = process.inferior
     selected = gdb.selected_thread()
     try:
-        _safe_point(session, modules)
+        _safe_point(inferior, modules)
         with _Locked():
             if loaded:
                 reattach = _find(loaded, LIBRARY, "memdump_recorder_reattach")
@@ -210,21 +223,21 @@ def load(session: object, library: str) -> tuple[int, int]:
     finally:
         if selected is not None and selected.is_valid() and inferior.pid:
             selected.switch()
-    control = session.control  # type: ignore[attr-defined]
-    if control is None:
+    loaded_control = process.control()
+    if loaded_control is None:
         raise AttachError("the in-process recorder was loaded but did not ask for its settings")
-    control = control.load()
+    control = loaded_control.load()
     if control.state != RECORDING:
         why = FAILURES.get(control.failure, f"failure {control.failure}")
         raise AttachError(f"the in-process recorder did not start: {why}")
     return control.patched, control.patched_modules
 
 
-def drain(session: object) -> None:
+def drain(process: Process) -> None:
     """Before a detach: let the allocator calls in progress finish and be recorded (the recorder
     takes no new one: DRAINING), running the process to their returns."""
-    inferior = session.inferior  # type: ignore[attr-defined]
-    control = session.control  # type: ignore[attr-defined]
+    inferior = process.inferior
+    control = process.control()
     if control is None:
         return
     block = control.load()
@@ -233,8 +246,7 @@ def drain(session: object) -> None:
     control.set(state=DRAINING)
     told = False
     for _ in range(ATTEMPTS):
-        read = session._read  # type: ignore[attr-defined]
-        calls = in_flight(read, block.slots, block.slot_count)
+        calls = in_flight(process.read, block.slots, block.slot_count)
         returns = {call.pcs[0] for call in calls if call.pcs}
         if not calls or any(not call.pcs for call in calls):
             return  # done, or a call whose return is unknown (depth 0): not waited for

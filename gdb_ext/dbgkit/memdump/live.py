@@ -16,10 +16,10 @@ import gdb
 from memdump_analyzer import Analysis, LiveScan
 from memdump_analyzer.diff import stack_key
 
-from . import output
-from .core import procfs, ptrace, reach
-from .memdump_checks import CMD
-from .memdump_session import Session, State
+from .. import output
+from ..core import procfs, ptrace, reach
+from .checks import CMD
+from .session import Session, State
 
 __all__ = ["Pointer", "compare", "live_scan", "older_than", "points_at", "snapshot"]
 

@@ -4,8 +4,8 @@ sends it, and the hot path from a breakpoint's stop to the dump.
 GDB glue only. Hot path budget: an empty Python breakpoint stop costs ~80 us on the reference
 machine, touching a gdb.Frame adds ~27 us, so stop() reads registers with PTRACE_GETREGS (GDB's
 Python runs in the tracer thread), memory with pread(2) on /proc/PID/mem and walks stacks with
-dbgkit.core.unwind. The breakpoints are memdump_breakpoints', the pointer scan memdump_scan's,
-GDB's symbol lookups memdump_symbols', what /proc tells core.procfs's.
+dbgkit.core.unwind. The breakpoints are breakpoints.py's, the pointer scan scan.py's,
+GDB's symbol lookups symbols.py's, what /proc tells core.procfs's.
 """
 
 from __future__ import annotations
@@ -27,14 +27,15 @@ from memdump_analyzer.dumpformat import (
     event_args,
 )
 
-from . import memdump_compact, memdump_ends, output, settings
-from .core import procfs, ptrace
-from .core.dumpnames import DumpPathError, create_dump, open_dump
-from .core.dumpwriter import DumpWriter, FrameInfo
-from .core.procmaps import ModuleMap
-from .core.reach import ScanResult
-from .core.runclock import RunClock
-from .memdump_breakpoints import (
+from .. import output, settings
+from ..core import procfs, ptrace
+from ..core.dumpnames import DumpPathError, create_dump, open_dump
+from ..core.dumpwriter import DumpWriter, FrameInfo
+from ..core.procmaps import ModuleMap
+from ..core.reach import ScanResult
+from ..core.runclock import RunClock
+from . import compact, ends
+from .breakpoints import (
     BAD_ALLOC,
     EntryBreakpoint,
     ExitBreakpoint,
@@ -48,15 +49,15 @@ from .memdump_breakpoints import (
 )
 
 if TYPE_CHECKING:
-    from .core.unwind import Unwinder
-from .memdump_breaks import BreaksMixin
-from .memdump_checks import CMD, cannot_record
-from .memdump_scan import pointer_scan
-from .memdump_signals import FATAL_SIGNALS, dies_of
-from .memdump_status import status_of
-from .memdump_symbols import gdb_backtrace as _gdb_backtrace
-from .memdump_symbols import resolve
-from .memdump_tags import MarkBreakpoint, TagsMixin
+    from ..core.unwind import Unwinder
+from .breaks import BreaksMixin
+from .checks import CMD, cannot_record
+from .scan import pointer_scan
+from .signals import FATAL_SIGNALS, dies_of
+from .status import status_of
+from .symbols import gdb_backtrace as _gdb_backtrace
+from .symbols import resolve
+from .tags import MarkBreakpoint, TagsMixin
 
 # Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
 _ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
@@ -153,7 +154,7 @@ class Session(TagsMixin, BreaksMixin):
                 raise gdb.GdbError(f"{CMD}: {exc}") from None
             self.path = self.out_path
         self._connect()
-        memdump_ends.define_detach_hook(self)  # `detach` ends this recording, scanned
+        ends.define_detach_hook(self)  # `detach` ends this recording, scanned
         # AGAIN is armed from the exited event, while the ended process still has its pid.
         if self.inferior.pid and not again:
             self.attached = True
@@ -250,12 +251,12 @@ class Session(TagsMixin, BreaksMixin):
                 f"report: scripts/memdump-analyze {self.path}",
             )
         if recorded and reason != "gdb-exit" and (self.settings or settings.get)("compact"):
-            memdump_compact.defer(self.path)  # not at GDB's exit: the program may write on
+            compact.defer(self.path)  # not at GDB's exit: the program may write on
         if recorded and reason not in ("stop", "gdb-exit") and self.on_program_end is not None:
             self.on_program_end(self)
 
     def before_detach(self) -> None:
-        """`detach` comes (memdump_ends): the calls in progress are this design's own stops."""
+        """`detach` comes (ends.py): the calls in progress are this design's own stops."""
 
     def sync_dump(self) -> None:
         """Complete the dump up to this stop (memdump leaks): this design's records are already."""
@@ -354,7 +355,7 @@ class Session(TagsMixin, BreaksMixin):
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
         if self.state != State.ARMED:
-            self.finish(*memdump_ends.end_reason(event, self.pid))
+            self.finish(*ends.end_reason(event, self.pid))
 
     def _on_stop(self, event: gdb.StopEvent) -> None:
         self._guard("stop", self._stop_event, event)
@@ -507,7 +508,7 @@ class Session(TagsMixin, BreaksMixin):
 
     def scan_once(self, at_function_entry: bool) -> None:
         """The pointer scan, unless it already ran, is turned off, or nothing is recorded; its
-        kinds go into the dump (memdump_ends: at `memdump stop` and `detach` too)."""
+        kinds go into the dump (ends.py: at `memdump stop` and `detach` too)."""
         if self.state != State.RECORDING or self.scan_status is not None or self.writer is None:
             return
         if self.scan_time_limit == 0:
@@ -577,7 +578,7 @@ class Session(TagsMixin, BreaksMixin):
             return 0
         if self.unwinder_mode == "auto":
             if self._unwinder is None:  # the breakpoint design's alone (its imports too)
-                from .core.unwind import Unwinder  # noqa: PLC0415
+                from ..core.unwind import Unwinder  # noqa: PLC0415
                 self._unwinder = Unwinder(self._read, self._modules)
             pcs, complete = self._unwinder.backtrace(pc, regs.rsp, regs.rbp, depth)
             if complete or self._unwinder.last_status not in _ASK_GDB:

@@ -15,9 +15,9 @@ from collections.abc import Callable
 
 import gdb
 
-from . import output
-from .core import procfs, ptrace, reach, reach_fast
-from .memdump_checks import CMD
+from .. import output
+from ..core import procfs, ptrace, reach, reach_fast
+from .checks import CMD
 
 __all__ = ["pointer_scan"]
 

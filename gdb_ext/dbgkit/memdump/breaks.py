@@ -15,9 +15,9 @@ from typing import Any
 
 import gdb
 
-from . import output
-from .core.breakcond import RELEASES, BreakCondition, allocated_size, last_event, map_frames
-from .memdump_checks import CMD
+from .. import output
+from ..core.breakcond import RELEASES, BreakCondition, allocated_size, last_event, map_frames
+from .checks import CMD
 
 #: the in-process recorder's condition and the function a match calls
 BREAK_AT = "memdump_recorder_break_at"
@@ -82,7 +82,7 @@ def _what(op: str, args: tuple[int, ...], address: int | None) -> str:
 
 
 class BreaksMixin:
-    """A session's side of `memdump break` (memdump_session.Session's)."""
+    """A session's side of `memdump break` (session.Session's)."""
 
     break_condition: BreakCondition | None = None
     #: the recorder's condition, when loaded: its address

@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 
-def status_of(session: Any) -> dict[str, object]:  # noqa: ANN401 - a memdump_session.Session
+def status_of(session: Any) -> dict[str, object]:  # noqa: ANN401 - a session.Session
     """The fields of `memdump status --json` (docs/memdump.md)."""
     elapsed = time.monotonic() - session.started
     running = session.running_time()

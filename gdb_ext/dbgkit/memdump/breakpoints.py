@@ -3,7 +3,7 @@ progress, kept in a bounded LRU.
 
 GDB glue only. install_hooks puts them where a module exports the allocator's functions. Each
 stop() hands its event to the recorder and says whether the program stops;
-the recorder is anything with the methods and attributes of `Recorder` (memdump_session.Session).
+the recorder is anything with the methods and attributes of `Recorder` (session.Session).
 """
 
 from __future__ import annotations
@@ -22,11 +22,11 @@ from memdump_analyzer.dumpformat import (
     format_args,
 )
 
-from . import output
-from .core.elf import ElfError, got_slot
-from .core.procmaps import ModuleMap
-from .memdump_checks import CMD
-from .memdump_tags import MARKS, MarkBreakpoint, module_api
+from .. import output
+from ..core.elf import ElfError, got_slot
+from ..core.procmaps import ModuleMap
+from .checks import CMD
+from .tags import MARKS, MarkBreakpoint, module_api
 
 __all__ = [
     "API_FUNCTIONS",

@@ -20,10 +20,10 @@ import time
 
 import gdb
 
-from . import output
-from .commands import memdump as _command
-from .memdump_checks import CMD
-from .memdump_session import Session, State
+from .. import output
+from .checks import CMD
+from .registry import RECORDINGS
+from .session import Session, State
 
 # Seconds the allocator calls in progress at the stop may take to return.
 GIVE_UP_AFTER = 10.0
@@ -162,13 +162,13 @@ def begin(stop_path: str, seconds: float | None = None, notify_fd: int | None = 
             continue
           end
         end
-        python attach_window.end()
+        python memdump_window.end()
 
     The loop is GDB's own because no Python may be running while `continue` waits: gdb.execute
     keeps the GIL, and the watcher thread would never run. STARTED, if given, is written to
     NOTIFY_FD once the window has begun."""
     global _window
-    session = _command._active()
+    session = RECORDINGS.active()
     if session is None or session.state != State.RECORDING or not session.attached:
         raise gdb.GdbError(f"{CMD}: no recording of an attached process (gdb -p PID, memdump)")
     window = _Window(session, stop_path, seconds, notify_fd)

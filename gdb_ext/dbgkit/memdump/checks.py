@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import gdb
 
-from .batchmode import batch_mode
-from .core.elf import ElfError, ElfFile
+from ..batchmode import batch_mode
+from ..commands.base import quit_batch
+from ..core.elf import ElfError, ElfFile
 
-__all__ = ["CMD", "cannot_record", "check_program"]
+__all__ = ["CMD", "NOT_RECORDED", "cannot_record", "check_program"]
 
 CMD = "memdump"
+#: what memdump says when GDB exits for a recording that could not start (batch mode)
+NOT_RECORDED = f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)"
 
 
 def cannot_record(message: str, raised: bool = False) -> None:
@@ -22,15 +25,9 @@ def cannot_record(message: str, raised: bool = False) -> None:
     GDB attached to is detached, one it started is killed): going on would run the program
     unrecorded and exit 0, which a script or a CI job takes for success. Interactively it stays
     an error message and GDB goes on."""
-    if not batch_mode():
-        if not raised:
-            gdb.write(f"{message}\n", gdb.STDERR)
-        return
-    gdb.write(f"{message}\n", gdb.STDERR)
-    gdb.write(f"{CMD}: nothing is recorded: GDB exits with status 1 (batch mode)\n", gdb.STDERR)
-    gdb.flush()
-    gdb.execute("set confirm off")  # no "A debugging session is active" when a process is there
-    gdb.execute("quit 1")
+    if not raised and not batch_mode():
+        gdb.write(f"{message}\n", gdb.STDERR)
+    quit_batch(message, NOT_RECORDED)
 
 
 def check_program(path: str) -> None:

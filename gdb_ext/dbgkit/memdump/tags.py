@@ -17,8 +17,8 @@ from typing import Protocol
 
 import gdb
 
-from .core import ptrace
-from .core.elf import STT_OBJECT, ElfError
+from ..core import ptrace
+from ..core.elf import STT_OBJECT, ElfError
 
 #: the variable the macros test
 FLAG = "memdump_api_enabled"
@@ -94,7 +94,7 @@ def read_name(read: Callable[[int, int], bytes], address: int) -> str:
 
 
 class TagsMixin:
-    """A recording's side of memdump_api.h's tags and phases (memdump_session.Session's)."""
+    """A recording's side of memdump_api.h's tags and phases (session.Session's)."""
 
     api_flags: set[int]
     marks: dict[int, MarkBreakpoint]
