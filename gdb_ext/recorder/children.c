@@ -1,4 +1,4 @@
-/* The program's children, recorded when asked (`set memdump children on`, docs/recorder.md).
+/* @brief The program's children, recorded when asked (`set memdump children on`, docs/recorder.md).
  *
  * GDB follows one process. With children on (control block `inherit`), the recorder in the
  * process GDB records leaves itself in LD_PRELOAD and sets MEMDUMP_CHILDREN=DEPTH:PATH (PATH: its

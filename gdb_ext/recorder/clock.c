@@ -1,4 +1,4 @@
-/* clock.c: the dump's clock samples, `c MILLIS RSS` (format 2.2, docs/dump-format.md).
+/* @brief The dump's clock samples, `c MILLIS RSS` (format 2.2, docs/dump-format.md).
  *
  * Every 64th event (under the writer lock) the recorder looks at the coarse monotonic clock (a
  * vDSO read, a few nanoseconds, so 0.1 ns an event); when 10 ms or more have passed since the

@@ -1,4 +1,4 @@
-/* The recorder's control block: what GDB reads and writes in the process (docs/recorder.md).
+/* @brief The recorder's control block: what GDB reads and writes in the process (docs/recorder.md).
  *
  * Every field is 8 bytes, little-endian, so that GDB reads the block with one pread(2) of
  * /proc/PID/mem and no debug information: field N is at offset 8 * N (path at the end).

@@ -1,4 +1,4 @@
-/* The C++ operators, interposed: libstdc++'s operator new and operator delete in every form
+/* @brief The C++ operators, interposed: libstdc++'s operator new and operator delete in every form
  * (docs/recorder.md, "C++ operators"; docs/dump-format.md 2.1).
  *
  * Each form is defined in recorder.c under its mangled name (a valid C identifier, C linkage),

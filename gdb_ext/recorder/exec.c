@@ -1,4 +1,4 @@
-/* The program the recorded process executes keeps the recorder (docs/recorder.md, exec).
+/* @brief The program the recorded process executes keeps the recorder (docs/recorder.md, exec).
  *
  * The recorder takes itself out of the program's LD_PRELOAD as it starts, so that the program
  * sees its environment as typed and the programs it starts do not inherit the recorder. The

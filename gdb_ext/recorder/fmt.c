@@ -1,5 +1,7 @@
-/* The tables of recorder.h's number formatting (mdr_fmt_dec, mdr_fmt_hex, mdr_fmt_hex_wide): two digits a step.
- * A file of its own, so that test_fmt.c checks the formatting without the rest of the recorder. */
+/* @brief The record formatting beside recorder.h's inline writers: the tables of its number
+ * formatting (mdr_fmt_dec, mdr_fmt_hex, mdr_fmt_hex_wide), two digits a step, and the escaped TEXT
+ * of a record (mdr_fmt_str). A file of its own, so that test_fmt.c checks the formatting without the
+ * rest of the recorder. */
 #include "recorder.h"
 
 #define D10(x) #x "0" #x "1" #x "2" #x "3" #x "4" #x "5" #x "6" #x "7" #x "8" #x "9"
@@ -17,3 +19,23 @@ const uint64_t mdr_pow10[20] = {
 const unsigned char mdr_hex_mask[32] = {
     0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 };
+
+/* TEXT escaped as docs/dump-format.md says: backslash, newline, carriage return. */
+char *mdr_fmt_str(char *p, const char *s)
+{
+    for (; *s; s++) {
+        if (*s == '\\') {
+            *p++ = '\\';
+            *p++ = '\\';
+        } else if (*s == '\n') {
+            *p++ = '\\';
+            *p++ = 'n';
+        } else if (*s == '\r') {
+            *p++ = '\\';
+            *p++ = 'r';
+        } else {
+            *p++ = *s;
+        }
+    }
+    return p;
+}

@@ -1,4 +1,4 @@
-/* Recording a process the recorder was loaded into after it started (docs/recorder.md, attach).
+/* @brief Recording a process the recorder was loaded into after it started (docs/recorder.md, attach).
  *
  * Loaded by dlopen (RTLD_LOCAL) into a running process, the recorder's malloc & co interpose
  * nothing: every module already resolved its calls to the C library's. This file redirects them:

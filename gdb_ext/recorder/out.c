@@ -1,4 +1,4 @@
-/* The dump, appended through a shared mapping of the file (under the recorder's lock).
+/* @brief The dump, appended through a shared mapping of the file (under the recorder's lock).
  *
  * Records are formatted straight into a window of the file mapped MAP_SHARED: they are in the
  * page cache, hence in the file, as soon as they are written, whatever happens to the process
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "recorder.h"
+#include "region.h"
 
 #define WINDOW_MIN (2u << 20)
 #define WINDOW_MAX (16u << 20)
@@ -91,24 +92,4 @@ void mdr_out_finish(void)
     if (out_fd >= 0 && ftruncate(out_fd, (off_t)memdump_recorder_control.end) != 0)
         memdump_recorder_control.failure_errno = (uint64_t)errno;
     mdr_out_close();
-}
-
-/* TEXT escaped as docs/dump-format.md says: backslash, newline, carriage return. */
-char *mdr_fmt_str(char *p, const char *s)
-{
-    for (; *s; s++) {
-        if (*s == '\\') {
-            *p++ = '\\';
-            *p++ = '\\';
-        } else if (*s == '\n') {
-            *p++ = '\\';
-            *p++ = 'n';
-        } else if (*s == '\r') {
-            *p++ = '\\';
-            *p++ = 'r';
-        } else {
-            *p++ = *s;
-        }
-    }
-    return p;
 }

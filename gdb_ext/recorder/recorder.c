@@ -1,4 +1,4 @@
-/* memdump's in-process recorder: the allocator's entry points, interposed (docs/recorder.md).
+/* @brief memdump's in-process recorder: the allocator's entry points, interposed (docs/recorder.md).
  *
  * Each hooked call walks its stack before the real function runs (into the thread's in-flight
  * slot, so that a call a fatal signal stops is still known), then, under one process-wide lock,

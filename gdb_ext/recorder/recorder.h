@@ -1,4 +1,6 @@
-/* The in-process recorder's internal interfaces (docs/recorder.md). */
+/* @brief The in-process recorder's internal interfaces (docs/recorder.md): the shared macros, the
+ * region allocator (region.h), stacks, frames and live blocks (intern.c), the dump's window (out.c),
+ * the record formatting (fmt.c) and the hooks' helpers. */
 #ifndef MEMDUMP_RECORDER_H
 #define MEMDUMP_RECORDER_H
 
@@ -11,6 +13,7 @@
 #endif
 
 #include "control.h"
+#include "region.h"   /* memory the recorder allocates for itself (region.c) */
 
 #define MDR_LIKELY(x) __builtin_expect(!!(x), 1)
 #define MDR_UNLIKELY(x) __builtin_expect(!!(x), 0)
@@ -21,12 +24,6 @@
 #define MDR_INLINE static inline __attribute__((always_inline))
 
 extern struct mdr_control memdump_recorder_control;
-
-/* -- memory the recorder allocates for itself (mmap only: never the allocator it records) -- */
-MDR_HIDDEN void *mdr_map(size_t bytes);
-MDR_HIDDEN void mdr_unmap(void *p, size_t bytes);
-/* Address space in the recorder's region, for a file mapping (MAP_FIXED over it). */
-MDR_HIDDEN void *mdr_reserve(size_t bytes);
 
 /* -- unwind.c: stacks from .eh_frame, one cached rule per pc -- */
 struct mdr_stack_bounds {

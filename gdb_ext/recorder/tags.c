@@ -1,4 +1,4 @@
-/* tags.c: the names of memdump_api.h's tags, interned as the dump's strings (`s ID TEXT`).
+/* @brief The names of memdump_api.h's tags, interned as the dump's strings (`s ID TEXT`).
  *
  * A tag is named each time a scope is entered, often by the same literal: the name is looked up
  * by its text (a copy is kept: the caller's string may be a buffer it reuses) in an open

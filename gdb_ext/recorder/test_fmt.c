@@ -1,4 +1,4 @@
-/* recorder.h's number formatting against printf's: every value to 2^20, each power of ten and
+/* @brief recorder.h's number formatting against printf's: every value to 2^20, each power of ten and
  * of two and its neighbours, and a million pseudo-random values of every width. Each must print
  * exactly printf's text, return its end, and write nothing past it (the wide hexadecimal form:
  * NULs to its 18th byte, nothing after). Exit 1 at the first difference (printed), 0 when all

@@ -1,4 +1,4 @@
-/* The live-block table (recorder.h's inline look-ups, intern.c's growth) against a plain array:
+/* @brief The live-block table (recorder.h's inline look-ups, intern.c's growth) against a plain array:
  * four million random allocations, reallocations of a live address and releases (some of
  * addresses never allocated) over a pool of addresses that keeps runs long, the table wrapping
  * around its end and doubling. After every ten thousand operations the table must hold exactly
@@ -16,7 +16,6 @@
 struct mdr_control memdump_recorder_control;
 struct mdr_window mdr_out_window;
 char *mdr_out_grow(size_t bytes) { (void)bytes; return NULL; }
-char *mdr_fmt_str(char *p, const char *s) { (void)s; return p; }
 int mdr_module_of(uintptr_t pc, const char **path, uintptr_t *bias)
 {
     (void)pc, (void)path, (void)bias;

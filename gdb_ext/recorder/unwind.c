@@ -1,4 +1,4 @@
-/* Stacks walked in the process from .eh_frame, as gdb_ext/dbgkit/core/unwind.py walks them from
+/* @brief Stacks walked in the process from .eh_frame, as gdb_ext/dbgkit/core/unwind.py walks them from
  * GDB: correct for code built without frame pointers (distribution libraries are).
  *
  * A pc's unwind rule (CFA = rsp or rbp + offset, the return address at CFA-8, rbp saved at a
@@ -64,8 +64,6 @@ struct module_table {
 };
 
 static struct module_table *volatile modules;
-
-void *mdr_map(size_t bytes);
 
 /* -- the module list ------------------------------------------------------------------------ */
 

@@ -1,4 +1,4 @@
-/* libmemdump_scan: the heavy part of memdump's pointer scan at exit (dbgkit.core.reach), in C.
+/* @brief libmemdump_scan: the heavy part of memdump's pointer scan at exit (dbgkit.core.reach), in C.
  *
  * dbgkit/core/reach.py is the reference: this file does what its _Scanner does (marking from the
  * roots, block scanning, the heuristics, glibc's chunk headers (is_next_header), cliques and

@@ -1,4 +1,4 @@
-/* memory.c: libmemdump_scan's page directory (which block holds an address), its reads of the
+/* @brief libmemdump_scan's page directory (which block holds an address), its reads of the
  * process (from the snapshot, else pread on /proc/PID/mem) and valgrind's heuristics
  * (memdump_scan.c says the rest). */
 #include "scan.h"

@@ -1,4 +1,4 @@
-/* scan.h: what the files of libmemdump_scan share (memdump_scan.c says what the library does).
+/* @brief What the files of libmemdump_scan share (memdump_scan.c says what the library does).
  * memory.c: the page directory, the reads and the heuristics; memdump_scan.c: the marking;
  * snapshot.c: the copy of the blocks taken before the marking. */
 #ifndef MEMDUMP_SCAN_H

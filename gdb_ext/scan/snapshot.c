@@ -1,4 +1,4 @@
-/* snapshot.c: libmemdump_scan's copy of the heap (memdump_scan.c says when it is taken and what
+/* @brief libmemdump_scan's copy of the heap (memdump_scan.c says when it is taken and what
  * it costs).
  *
  * The blocks' bytes are copied into this process before the marking starts, with few large

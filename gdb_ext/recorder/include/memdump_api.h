@@ -1,4 +1,4 @@
-/* memdump_api.h: a custom allocator reports its objects to memdump (docs/recorder.md).
+/* @brief A custom allocator reports its objects to memdump (docs/recorder.md).
  *
  *     MEMDUMP_ALLOC(ptr, size)   the pool handed out the object PTR of SIZE bytes
  *     MEMDUMP_FREE(ptr)          the pool took the object PTR back
