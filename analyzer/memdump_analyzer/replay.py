@@ -25,15 +25,15 @@ stack is marked (it contains a function of `DumpReader(mark_functions=...)`: gli
 `tcache_thread_shutdown`) are the C library's own bookkeeping: they count as
 `runtime_internal_frees` and nothing else.
 
-One loop reads the records from the one decoder (dumpdecode.py: each heap event as its `e`
-record's fields, a short record expanded, SEQ numbered and checked, definitions given to
-`DumpReader.other`), dispatches on OP, and handles the usual cases of `malloc`, `free`, `calloc`,
-`realloc`, `posix_memalign`, `aligned_alloc` and `memalign` inline, with local variables and no
-object per event but the live block's tuple. Every other heap operation goes to
-`_Replayer._slow`, which checks its record fully. A record that makes the fast path raise is
-checked fully too, for the exact `PATH:LINE: message`. The fast path checks the fields it uses (SEQ, STACK, sizes, and the
-field count); a TID is checked when an error reports it, and a pointer when a report shows it
-(the pointers of the blocks still live at the end are all checked).
+One loop reads the records from the one decoder (dumpdecode.py: each heap event as its `e` record's
+fields, a short record expanded, SEQ numbered and checked, definitions given to `DumpReader.other`),
+dispatches on OP, and handles the usual cases of `malloc`, `free`, `calloc`, `realloc`,
+`posix_memalign`, `aligned_alloc` and `memalign` inline, with local variables and no object per
+event but the live block's tuple. Every other heap operation goes to `_Replayer._slow`, which checks
+its record fully. A record that makes the fast path raise is checked fully too, for the exact
+`PATH:LINE: message`. The fast path checks the fields it uses (SEQ, STACK, sizes, and the field
+count); a TID is checked when an error reports it, and a pointer when a report shows it (the
+pointers of the blocks still live at the end are all checked).
 """
 
 from __future__ import annotations
