@@ -56,6 +56,7 @@ def decode(reader, lines: Iterable[bytes] | None = None, seq: int = 0, *,  # noq
     thread = reader.thread
     short = SHORT_ROWS
     tid = reader.tid
+    head = [b"e", b"", tid]  # an expanded short record's first fields
     line = b""
     try:
         for line in reader.lines() if lines is None else lines:
@@ -67,8 +68,9 @@ def decode(reader, lines: Iterable[bytes] | None = None, seq: int = 0, *,  # noq
                 op, words, makes = row
                 if len(fl) != words or tid is None:
                     raise reader._short_error(fl, seq)
-                if makes:
-                    yield seq, [b"e", b"", tid, op, *fl[1:]], line
+                if makes:  # `e`, SEQ, TID, then OP in the tag's place, STACK RESULT ARGS
+                    fl[0] = op
+                    yield seq, head + fl, line
                 else:
                     yield seq, [b"e", b"", tid, op, fl[1], b"-", fl[2]], line
             elif tag == b"e":
@@ -78,6 +80,7 @@ def decode(reader, lines: Iterable[bytes] | None = None, seq: int = 0, *,  # noq
                 yield seq, fl, line
             elif tag == b"t":
                 tid = thread(fl, seq)
+                head = [b"e", b"", tid]
             elif state and tag == b"c":
                 reader._other += 1  # a line, as `DumpReader.other` counts it
                 yield seq, fl, line
