@@ -53,7 +53,8 @@ def test_records_write_the_short_records_seq(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("body", "message"), [
-    ("+ 1 0x1000 16\n", ":6: '+' record before any 't' record (the thread of its event is unknown)"),
+    ("+ 1 0x1000 16\n",
+     ":6: '+' record before any 't' record (the thread of its event is unknown)"),
     ("t 7\n+ 1 0x1000\n", ":7: '+' record has 2 fields, expected 3 (STACK RESULT SIZE)"),
     ("t 7\n- 1 0x1000\ne 3 7 malloc 1 0x1 1\n", ":8: event 3 follows event 1 (events are missing)"),
     ("t 7\ne x 7 malloc 1 0x1 1\n", ":7: malformed SEQ 'x' (expected a number)"),
