@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from .dumpdecode import fields as split_line
 from .dumpformat import GRAMMAR_BY_TAG, PROCESS, SHORT_OPS, split_record
 from .dumpio import DumpError, show
 
@@ -120,7 +121,7 @@ class EventErrors:
         For a line that made a fast path raise: `seq` is the SEQ that the line should have if it
         is a sequenced record, or the last one if it is not.
         """
-        fl = line.split()
+        fl = split_line(line)
         if not fl:
             return DumpError(self.path, self._here(seq) + 1, "empty line (expected a record)")
         tag = fl[0]

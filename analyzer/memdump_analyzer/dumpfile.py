@@ -5,13 +5,12 @@ grammar of `dumpformat.GRAMMAR` says (each record's fields, their types, what th
 `records()` generator keeps the definitions (`i`, `s`, `f`, `fi`, `fs`, `n`) in the reader's tables
 (`dumpdefs.Definitions` reads them) and yields every sequenced record (`e`, `p`, `end`) as the
 list of its fields, still bytes, with its SEQ checked, and for an `e` record its STACK too;
-everything else about an event is the consumer's to check. The short records of format 2.0 (`+`
-malloc and `-` free, of the thread the last `t` record named) are yielded as the `e` records they
-stand for (`expand()`). The replay (`replay.py`) runs the same steps in its own loop over
-`lines()`, unpacking malloc and free itself, reading every other short record as the `e` record
-`expand()` makes of it, and calling `thread()` for a `t` record and `other()` for every other line
-that is not an event: one generator and no list per event. The one pass's Python loops read
-heap events with their effects from `heapevents.events`, built on the same methods.
+everything else about an event is the consumer's to check. The lines are read by the one decoder
+(`dumpdecode.decode`), which reads the short records of format 2.0 (`+` malloc and `-` free, of the
+thread the last `t` record named, and the others of the grammar) as the `e` records they stand for
+and gives this reader `thread()` for a `t` record and `other()` for every other line that is not an
+event; the replay (`replay.py`) and the one pass's Python loops (`heapevents.events`) read the same
+decoder.
 
 Only complete lines are read, without their NUL padding (format 1.3): `dumpio.DumpFile`.
 
@@ -26,14 +25,13 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
+from .dumpdecode import SHORT_ROWS, decode
 from .dumpdefs import FI_MAY_FOLLOW, READ, TEXT_RECORDS, Definitions, Frame, ScanRecord
 from .dumpformat import (
     GRAMMAR,
     HEADER,
-    NO_RESULT,
     PROCESS,
     READS_MAJOR,
-    SHORT,
     LockRecord,
     LockWait,
     source_path,
@@ -45,14 +43,10 @@ from .dumpio import DumpError, DumpFile, show
 __all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unescape"]
 
 _DEC = re.compile(rb"[0-9]+")
-#: short record tag -> (the OP of the `e` record it stands for, its count of words, whether its
-#: operation makes a block: then its fields are STACK RESULT ARGS, else STACK PTR and RESULT `-`)
-_SHORT: dict[bytes, tuple[bytes, int, bool]] = {
-    rec.tag.encode(): (rec.op.encode(), len(rec.fields) + 1, rec.op not in NO_RESULT)
-    for rec in GRAMMAR if rec.kind == SHORT and rec.op is not None
-}
 #: the process events (`p`, `end`), sequenced records with a rest-of-line DETAIL
 _PROCESS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.kind == PROCESS)
+
+
 class DumpReader(Definitions):
     """Reads one dump. Use as a context manager, or call `close()`.
 
@@ -226,39 +220,19 @@ class DumpReader(Definitions):
         return self._file.partial_line() if self._file is not None else None
 
     def records(self) -> Iterator[list[bytes]]:
-        """Yield the sequenced records in order, each as its list of fields (bytes).
-
-        `e` records are `line.split()`; their SEQ is checked, and that their STACK is defined.
-        The short records `+` and `-` (2.0) are given as the `e` records they stand for.
-        `p` and `end` records are `[TAG, SEQ, WHAT, b"", DETAIL]` (see `other()`).
+        """Yield the sequenced records in order, each as its list of fields (bytes), as the
+        decoder (dumpdecode.py) reads them: `e` records with their SEQ checked, and that their
+        STACK is defined; the short records (2.0) as the `e` records they stand for, their SEQ
+        written in; `p` and `end` records as `[TAG, SEQ, WHAT, b"", DETAIL]` (see `other()`).
         """
         node_ids = self.node_ids
-        seq = 0
-        line = b""
-        try:
-            for line in self.lines():
-                fl = line.split()
-                tag = fl[0]
-                if tag == b"e" or tag in _SHORT:
-                    seq += 1
-                    if tag != b"e":
-                        fl = self.expand(fl, seq, str(seq).encode())
-                    elif int(fl[1]) != seq:
-                        raise self.seq_error(fl[1], seq)
-                    if fl[4] not in node_ids:
-                        raise self.undefined_stack(fl[4], seq)
-                    yield fl
-                elif tag == b"t":
-                    self.thread(fl, seq)
-                else:
-                    rec = self.other(line, fl, seq)
-                    if rec is not None:
-                        seq += 1
-                        yield rec
-        except (ValueError, IndexError):
-            raise self.malformed(line, seq) from None
-        except OSError as e:
-            raise self.read_error(e) from None
+        for seq, fl, _ in decode(self):
+            if fl[0] == b"e":
+                if not fl[1]:
+                    fl[1] = b"%d" % seq
+                if fl[4] not in node_ids:
+                    raise self.undefined_stack(fl[4], seq)
+            yield fl
 
     def expand(self, fl: list[bytes], seq: int, seq_text: bytes = b"",
                tid: bytes | None = None) -> list[bytes]:
@@ -268,7 +242,7 @@ class DumpReader(Definitions):
         calloc's and realloc's ARGS), `e SEQ TID OP STACK - PTR` for a release."""
         if tid is None:
             tid = self.tid
-        op, words, makes = _SHORT[fl[0]]
+        op, words, makes = SHORT_ROWS[fl[0]]
         if len(fl) != words or tid is None:
             raise self._short_error(fl, seq)
         if makes:

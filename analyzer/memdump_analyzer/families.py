@@ -36,11 +36,9 @@ class FamilyChecks:
 
     def _mismatched(self: _Events, fl: list[bytes], seq: int, family: bytes,
                     block: tuple[int, int]) -> None:
-        """Record `seq` released the live block `block` (size, STACK) of `family`, which its
-        operation does not release: a mismatched deallocation. The block is released all the
-        same (valgrind frees it too)."""
-        if fl[0] != b"e":
-            fl = self.reader.expand(fl, seq)  # type: ignore[attr-defined]
+        """`e` record `seq` (fields `fl`, as the decoder gives a short record too) released the
+        live block `block` (size, STACK) of `family`, which its operation does not release: a
+        mismatched deallocation. The block is released all the same (valgrind frees it too)."""
         tid, op, node, _, args = self._event(fl, seq)
         self._error("mismatched-free", seq, tid, op, args[0], node, None, None,
                     (block[0], block[1], family.decode()))

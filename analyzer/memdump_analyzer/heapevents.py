@@ -1,5 +1,5 @@
-"""The dump's records as heap events: the one decoder of the Python passes (heappass.py,
-leanpass.py), driven by the grammar (`dumpformat.GRAMMAR`).
+"""The dump's records as heap events with their effects: what the Python passes (heappass.py,
+leanpass.py) read, from the one decoder (dumpdecode.py).
 
 `events(reader)` reads `reader`'s lines once and yields one tuple per heap event and per record a
 pass reacts to, `(SEQ, OP, TID, STACK, NODE, P, RELEASE, SIZE, REC)`:
@@ -16,12 +16,12 @@ pass reacts to, `(SEQ, OP, TID, STACK, NODE, P, RELEASE, SIZE, REC)`:
 - a custom block's event (`custom_alloc`, `custom_free`: memdump_api.h), unless asked for as heap
   events: OP is the operation, STACK and REC are None.
 
-Definitions and `t` records go to the reader (`DumpReader.other`, `thread`), which counts their
-lines. A new short record is one row of the grammar: nothing here names a tag but `e`, `t`, `c` and
-`g`. The checks are those a pass needs to stay right (SEQ, the field counts, STACK, sizes); a
-malformed line raises ValueError, IndexError, KeyError or TypeError, and the caller finds its exact
-`PATH:LINE: message` with the replay's checks (heappass.diagnose). The replay (replay.py), which
-checks every field of every record, keeps its own loop.
+The decoder splits the lines, reads a short record as its `e` record, numbers and checks SEQ, and
+gives definitions and `t` records to the reader (`DumpReader.other`, `thread`); nothing here names
+a tag but `e`, `c` and `g`. The checks here are those a pass needs to stay right (the field counts,
+STACK, sizes); a malformed line raises the decoder's `DumpError`, or ValueError, IndexError,
+KeyError or TypeError, and then the caller finds its exact `PATH:LINE: message` with the replay's
+checks (heappass.diagnose). The replay (replay.py) reads the same decoder and checks every field.
 
 The semantics are the format's (`dumpformat.effect`), with the passes' readings of two cases: a
 `realloc` that failed keeps its block (RELEASE None, P `0x0`), and a `realloc` to size 0 releases
@@ -32,8 +32,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from .dumpdecode import decode
 from .dumpfile import DumpReader
-from .dumpformat import CUSTOM, GRAMMAR, NO_RESULT, OPERATIONS, SHORT, effect
+from .dumpformat import CUSTOM, NO_RESULT, OPERATIONS, effect
 
 __all__ = ["HeapEvent", "events"]
 
@@ -46,12 +47,6 @@ _OPS_B = {op.encode(): op for op in OPERATIONS}
 _MAKE = frozenset((b"malloc", b"new", b"new[]"))
 _FREE = frozenset((b"free", b"delete", b"delete[]"))
 _CUSTOM = frozenset(op.encode() for op in CUSTOM)
-#: short record tag -> (OP, whether it makes a block), from the grammar: a short record's fields
-#: are the `e` record's after SEQ, TID and OP, without RESULT for a release
-_SHORT: dict[bytes, tuple[bytes, bool]] = {
-    rec.tag.encode(): (rec.op.encode(), rec.op not in NO_RESULT)
-    for rec in GRAMMAR if rec.kind == SHORT and rec.op is not None
-}
 
 
 def events(reader: DumpReader, *, custom: bool = False) -> Iterator[HeapEvent]:
@@ -59,46 +54,12 @@ def events(reader: DumpReader, *, custom: bool = False) -> Iterator[HeapEvent]:
     docstring). Custom blocks' events (memdump_api.h) are heap events only with `custom`; their
     STACK is checked all the same."""
     node_ids = reader.node_ids
-    other = reader.other
-    thread = reader.thread
     clock_sample = reader.clock_sample
-    short = _SHORT
-    seq = 0
-    short_tid: bytes | None = None
     release: bytes | None
     p: bytes | None
-    for line in reader.lines():
-        fl = line.split()
+    for seq, fl, _ in decode(reader, state=True):
         tag = fl[0]
-        row = short.get(tag)
-        if row is not None:  # the most frequent: a short record, the thread's of the last `t`
-            seq += 1
-            op, makes = row
-            if short_tid is None:
-                raise ValueError(tag)  # before any `t` record
-            tid = short_tid
-            node = fl[1]
-            if makes:
-                if op in _MAKE:
-                    _, _, p, size = fl
-                    size = int(size)
-                    if size < 0:
-                        raise ValueError(size)
-                    yield seq, op, tid, node, node_ids[node], p, None, size, None
-                    continue
-                args = fl[3:]
-                result = fl[2]
-            else:
-                if op in _FREE:
-                    _, _, release = fl
-                    yield seq, op, tid, node, node_ids[node], None, release, 0, None
-                    continue
-                args = fl[2:]
-                result = b"-"
-        elif tag == b"e":
-            seq += 1
-            if int(fl[1]) != seq:
-                raise reader.seq_error(fl[1], seq)
+        if tag == b"e":
             op = fl[3]
             tid = fl[2]
             if op in _MAKE:
@@ -115,20 +76,11 @@ def events(reader: DumpReader, *, custom: bool = False) -> Iterator[HeapEvent]:
             node = fl[4]
             result = fl[5]
             args = fl[6:]
-        elif tag == b"t":
-            short_tid = thread(fl, seq)
-            continue
         elif tag == b"c":
-            reader._other += 1  # a line, as `DumpReader.other` counts it
             yield seq, b"c", None, None, 0, None, None, 0, clock_sample(fl, seq)
             continue
-        else:
-            rec = other(line, fl, seq)
-            if rec is not None:
-                seq += 1
-                yield seq, rec[0], None, None, 0, None, None, 0, rec
-            elif tag == b"g":
-                yield seq, tag, None, None, 0, None, None, 0, fl
+        else:  # a process event (its fields as `DumpReader.other` gives them), a `g` record
+            yield seq, tag, None, None, 0, None, None, 0, fl
             continue
         # any other heap operation, in its `e` record's fields: what `effect` says it does
         nid = node_ids[node]

@@ -30,6 +30,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
+from .dumpdecode import fields
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import OPERATIONS
 from .libpath import enabled, library_path
@@ -308,7 +309,7 @@ class _Native:
                 pairs = (ctypes.c_uint64 * (2 * io.n_lines)).from_address(io.lines)
                 for i in range(0, len(pairs), 2):
                     line = string_at(pairs[i], pairs[i + 1])
-                    fl = line.split()
+                    fl = fields(line)  # the decoder's split (dumpdecode.py)
                     if fl and fl[0] == b"fi":
                         self._sync_used()
                     seq = self._line(line, fl, seq)

@@ -25,14 +25,15 @@ stack is marked (it contains a function of `DumpReader(mark_functions=...)`: gli
 `tcache_thread_shutdown`) are the C library's own bookkeeping: they count as
 `runtime_internal_frees` and nothing else.
 
-One loop reads the lines, dispatches on the first field, then on OP, and handles the usual cases of
-`malloc`, `free`, `calloc`, `realloc`, `posix_memalign`, `aligned_alloc` and `memalign` inline,
-with local variables and no object per event but the live block's tuple. Definitions go to
-`DumpReader.other`, every other heap operation to `_Replayer._slow`, which checks its record
-fully. A record that makes the fast path raise is checked fully too, for the exact
-`PATH:LINE: message`. The fast path checks the fields it uses (SEQ, STACK, sizes, and the
-field count); a TID is checked when an error reports it, and a pointer when a report shows it
-(the pointers of the blocks still live at the end are all checked).
+One loop reads the records from the one decoder (dumpdecode.py: each heap event as its `e` record's
+fields, a short record expanded, SEQ numbered and checked, definitions given to `DumpReader.other`),
+dispatches on OP, and handles the usual cases of `malloc`, `free`, `calloc`, `realloc`,
+`posix_memalign`, `aligned_alloc` and `memalign` inline, with local variables and no object per
+event but the live block's tuple. Every other heap operation goes to `_Replayer._slow`, which checks
+its record fully. A record that makes the fast path raise is checked fully too, for the exact
+`PATH:LINE: message`. The fast path checks the fields it uses (SEQ, STACK, sizes, and the field
+count); a TID is checked when an error reports it, and a pointer when a report shows it (the
+pointers of the blocks still live at the end are all checked).
 """
 
 from __future__ import annotations
@@ -42,13 +43,13 @@ from dataclasses import dataclass, field
 
 from . import native
 from .customblocks import CustomBlocks
+from .dumpdecode import decode
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import (
     CUSTOM,
     NO_RESULT,
     OPERATIONS,
     PROCESS_EVENTS,
-    SHORT_OPS,
     effect,
     unescape,
 )
@@ -63,10 +64,6 @@ __all__ = ["OPS", "EndRecord", "HeapError", "Replay", "replay"]
 OPS = OPERATIONS
 _OPS_B = {op.encode(): (op, args) for op, args in OPS.items()}
 _DEC = re.compile(rb"[0-9]+")
-#: the short records (format 2.0 on), and those the loop reads as the `e` records they stand for
-#: (`DumpReader.expand`, as the grammar says): every one but malloc's and free's
-_SHORT_TAGS = frozenset(tag.encode() for tag in SHORT_OPS)
-_EXPANDED = _SHORT_TAGS - {b"+", b"-"}
 _HEX = re.compile(rb"0x[0-9a-fA-F]+")
 
 #: errors kept in detail; the rest are only counted
@@ -157,10 +154,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
     def run(self) -> Replay:
         reader = self.reader
         node_ids = reader.node_ids
-        other = reader.other
-        expand = reader.expand
-        thread = reader.thread
-        tid: bytes | None = None
         live = self.live
         freed = self.freed
         freed_at = self.freed_at
@@ -172,7 +165,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
         fam_pop = fam.pop
         mismatched = self._mismatched
         released_by = RELEASES_B
-        expanded = _EXPANDED
         more_calls = dict.fromkeys((b"posix_memalign", b"aligned_alloc", b"memalign", b"new",
                                     b"new[]", b"delete", b"delete[]"), 0)
         seq = 0
@@ -182,29 +174,9 @@ class _Replayer(CustomBlocks, FamilyChecks):
         fl: list[bytes] = []
         release: bytes | None
         try:
-            for line in reader.lines():
-                fl = line.split()
-                tag = fl[0]
-                if tag in expanded:  # a short record but `+` and `-`: as its `e` record
-                    fl = expand(fl, seq + 1, b"%d" % (seq + 1))
-                    tag = b"e"
-                # malloc and free are unpacked here, from `e` records or short ones (2.0)
-                if tag == b"+":  # malloc: STACK RESULT SIZE
-                    seq += 1
-                    op = b"malloc"
-                    _, node, p, size = fl
-                    if tid is None:
-                        raise ValueError(tag)
-                elif tag == b"-":  # free: STACK PTR
-                    seq += 1
-                    op = b"free"
-                    _, node, p = fl
-                    if tid is None:
-                        raise ValueError(tag)
-                elif tag == b"e":
-                    seq += 1
-                    if int(fl[1]) != seq:
-                        raise reader.seq_error(fl[1], seq)
+            # the decoder (dumpdecode.py) gives every heap event as its `e` record's fields
+            for seq, fl, line in decode(reader):  # noqa: B007 (LINE: for _diagnose)
+                if fl[0] == b"e":
                     op = fl[3]
                     if op == b"malloc":
                         _, _, _, _, node, p, size = fl
@@ -214,21 +186,15 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         _, _, _, _, node, _, p = fl
                     elif op == b"new" or op == b"new[]":
                         _, _, _, _, node, p, size = fl
-                elif tag == b"t":  # the thread of the short records that follow
-                    tid = thread(fl, seq)
-                    continue
-                else:
-                    rec = other(line, fl, seq)
-                    if rec is not None:
-                        seq += 1
-                        if self._process(rec):  # exec: the image is gone, and its blocks
-                            live.clear()
-                            freed.clear()
-                            freed_at.clear()
-                            self.custom.clear()
-                            self.custom_freed.clear()
-                            fam.clear()
-                            cur = 0
+                else:  # a process event
+                    if self._process(fl):  # exec: the image is gone, and its blocks
+                        live.clear()
+                        freed.clear()
+                        freed_at.clear()
+                        self.custom.clear()
+                        self.custom_freed.clear()
+                        fam.clear()
+                        cur = 0
                     continue
                 # an allocation or a resize: release the live block `release`, then make `p`
                 # live with `size` bytes (a `free` is done in its branch)
@@ -249,7 +215,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
                         continue
                     b = live_pop(p, None)
                     if b is None:
-                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
+                        bad_free(fl, seq)
                     else:
                         frees += 1
                         cur -= b[0]
@@ -274,7 +240,7 @@ class _Replayer(CustomBlocks, FamilyChecks):
                     more_calls[op] += 1
                     b = live_pop(p, None)
                     if b is None:  # NULL, or an error: _bad_free says which
-                        bad_free(fl if tag == b"e" else expand(fl, seq), seq)
+                        bad_free(fl, seq)
                         continue
                     frees += 1
                     deleted += 1
@@ -420,8 +386,6 @@ class _Replayer(CustomBlocks, FamilyChecks):
             raise error
         if fl and fl[0] == b"e":
             self._event(fl, seq)
-        elif fl and fl[0] in _SHORT_TAGS:
-            self._event(self.reader.expand(fl, seq), seq)
 
     def _event(self, fl: list[bytes], seq: int) -> tuple[int, str, int, int | None, list[int]]:
         """Check the fields of `e` record `seq` after its SEQ: (TID, OP, STACK, RESULT, ARGS).
