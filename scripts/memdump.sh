@@ -8,10 +8,24 @@
 # Recording problems exit with 125 (like env(1) and timeout(1)), bad arguments with 2.
 set -euo pipefail
 
-script_dir="${BASH_SOURCE[0]%/*}"
-[[ "${BASH_SOURCE[0]}" == */* ]] || script_dir="."
-root_dir="$(cd "${script_dir:-/}/.." && pwd)"
-me="memdump.sh"
+script="$(readlink -f -- "${BASH_SOURCE[0]}")"
+root_dir="${script%/*/*}"
+# The toolkit's parts. Installed (`cmake --install`, the Debian package: docs/install.md), this
+# script is P/bin/memdump and they are in P/share/dbgkit and P/lib/dbgkit; in a checkout it is
+# scripts/memdump.sh and they are beside it, the built ones in build/ (or $MEMDUMP_BUILD_DIR).
+if [[ -d "${root_dir}/share/dbgkit/gdb" ]]; then
+    me="memdump"
+    usage_name="memdump"
+    gdb_dir="${root_dir}/share/dbgkit/gdb"
+    analyzer_dir="${root_dir}/share/dbgkit/analyzer"
+    symbolizer="${root_dir}/lib/dbgkit/memdump-symbolize"
+else
+    me="memdump.sh"
+    usage_name="scripts/memdump.sh"
+    gdb_dir="${root_dir}/gdb_ext"
+    analyzer_dir="${root_dir}/analyzer"
+    symbolizer="${MEMDUMP_BUILD_DIR:-${root_dir}/build}/gdb_ext/symbolize/memdump-symbolize"
+fi
 
 # The environment this script was started with, in its order: the program gets exactly this one
 # (bash has added SHLVL, PWD and _ to its own since, and GDB adds LINES and COLUMNS).
@@ -24,10 +38,10 @@ done </proc/$$/environ
 
 usage() {
     cat <<EOF
-usage: scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
-                          [--no-compact] [--children] [--] PROGRAM [ARGS...]
-       scripts/memdump.sh [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
-                          [--no-compact] -p PID [--for SECONDS]
+usage: ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
+       ${usage_name//?/ } [--no-compact] [--children] [--] PROGRAM [ARGS...]
+       ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
+       ${usage_name//?/ } [--no-compact] -p PID [--for SECONDS]
 
 Run PROGRAM under GDB with memdump recording every heap operation into a dump, then exit with the
 program's exit status (128+N when signal N killed it). The program's stdin, stdout and stderr pass
@@ -210,7 +224,7 @@ common_settings() {
 }
 
 memdump_start() {
-    echo "source ${root_dir}/gdb_ext/memdump.py"
+    echo "source ${gdb_dir}/memdump.py"
     # this script compacts the dumps itself, after the reports (read faster from the text)
     echo "set memdump compact off"
     if [[ -n "$depth" ]]; then
@@ -261,7 +275,7 @@ except OSError:
     _dump = ""
 if _dump:
     from memdump_analyzer.shreport import in_gdb
-    in_gdb("memdump.sh", _dump, os.environ["MEMDUMP_SH_REPORT_TEXT"] == "1",
+    in_gdb(os.environ["MEMDUMP_SH_NAME"], _dump, os.environ["MEMDUMP_SH_REPORT_TEXT"] == "1",
            os.environ["MEMDUMP_SH_JSON"],
            [_dump] if os.environ["MEMDUMP_SH_COMPACT"] == "1" else [],
            os.environ["MEMDUMP_SH_REPORT"], os.environ["MEMDUMP_SH_REPORT_STATUS"],
@@ -290,7 +304,6 @@ EOF
 # with memdump-symbolize built, GDB is told to read none, and memdump reads the lines of the
 # frames the dump holds from the same files at the end (gdb_ext/symbolize/, docs/recorder.md).
 early=()
-symbolizer="${MEMDUMP_BUILD_DIR:-${root_dir}/build}/gdb_ext/symbolize/memdump-symbolize"
 if [[ "$breakpoints" -eq 0 && -x "$symbolizer" ]]; then
     early=(-iex "set debug-file-directory")
 else
@@ -441,7 +454,7 @@ os.close(4)
 try:
     os.execve(path, [argv0, *(os.fsencode(arg) for arg in sys.argv[2:])], env)
 except OSError as exc:
-    sys.stderr.write(f"memdump.sh: {sys.argv[1]}: {exc.strerror}\n")
+    sys.stderr.write(f"{os.environ['MEMDUMP_SH_NAME']}: {sys.argv[1]}: {exc.strerror}\n")
     sys.exit(127)
 EOF
     {
@@ -464,7 +477,7 @@ EOF
     # GDB starts the program with $SHELL: make it /bin/sh whatever the user's shell is.
     terminal=0
     [[ ! -t 2 ]] || terminal=1
-    env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_STATUS="$status_file" \
+    env -i -- "${start_env[@]}" SHELL=/bin/sh MEMDUMP_SH_NAME="$me" MEMDUMP_SH_STATUS="$status_file" \
         MEMDUMP_SH_DUMP="$dump_file" ${symbolizer:+MEMDUMP_SYMBOLIZE="$symbolizer"} \
         MEMDUMP_SH_OUTPUT="$dump" MEMDUMP_SH_REPORT_TEXT="$report" MEMDUMP_SH_JSON="$json" \
         MEMDUMP_SH_COMPACT="$compact" MEMDUMP_SH_TERMINAL="$terminal" \
@@ -536,7 +549,7 @@ elif [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
     failed=0
     # -S: no `site`; huge pages for malloc's large blocks: as scripts/memdump-analyze
     GLIBC_TUNABLES="${GLIBC_TUNABLES:+${GLIBC_TUNABLES}:}glibc.malloc.hugetlb=1" \
-    PYTHONPATH="${root_dir}/analyzer${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S -c '
+    PYTHONPATH="${analyzer_dir}${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S -c '
 import sys
 from memdump_analyzer.shreport import main
 sys.exit(main(sys.argv[1:]))

@@ -27,5 +27,9 @@ def library_path() -> Path:
     build = os.environ.get("MEMDUMP_BUILD_DIR")
     if build:
         return Path(build) / "analyzer" / "native" / LIB_NAME
-    # analyzer/memdump_analyzer/libpath.py -> the checkout's build/
-    return Path(__file__).resolve().parents[2] / "build" / "analyzer" / "native" / LIB_NAME
+    # analyzer/memdump_analyzer/libpath.py -> the checkout, or an installed tree's P/share/dbgkit,
+    # whose built files are in P/lib/dbgkit (docs/install.md)
+    root = Path(__file__).resolve().parents[2]
+    if root.name == "dbgkit" and root.parent.name == "share":
+        return root.parent.parent / "lib" / "dbgkit" / LIB_NAME
+    return root / "build" / "analyzer" / "native" / LIB_NAME

@@ -184,10 +184,14 @@ def test_without_a_descriptor_or_library_python_decides(monkeypatch: pytest.Monk
     assert res.engine == "python" and res.kinds == {a: "reachable"}
 
 
-def test_the_library_is_found_where_the_build_puts_it(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_library_is_found_where_the_build_puts_it(monkeypatch: pytest.MonkeyPatch,
+                                                     tmp_path: Path) -> None:
     monkeypatch.delenv("MEMDUMP_SCAN_LIB", raising=False)
-    monkeypatch.setenv("MEMDUMP_BUILD_DIR", "/b")
-    assert reach_fast.library_path() == Path("/b/gdb_ext/scan/libmemdump_scan.so")
+    built = tmp_path / "gdb_ext/scan/libmemdump_scan.so"
+    built.parent.mkdir(parents=True)
+    built.write_bytes(b"")
+    monkeypatch.setenv("MEMDUMP_BUILD_DIR", str(tmp_path))
+    assert reach_fast.library_path() == built
     monkeypatch.delenv("MEMDUMP_BUILD_DIR")
     repo = Path(reach_fast.__file__).resolve().parents[3]
     assert reach_fast.library_path() == repo / "build/gdb_ext/scan/libmemdump_scan.so"

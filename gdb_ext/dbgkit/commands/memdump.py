@@ -273,7 +273,7 @@ def _new_session(out_path: str | None, series: str | None = None,
     loaded into it: memdump_attach)."""
     library = None
     if not breakpoints and settings.get("recorder") == "in-process":
-        library = find_library(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        library = find_library()
         if library is None:
             output.info(CMD, f"the in-process recorder ({LIBRARY}) is not built (make build): "
                              "recording with breakpoints")

@@ -6,8 +6,8 @@ blocks it copies first with process_vm_readv (or, over `snapshot_budget()`, read
 with pread on /proc/PID/mem as it goes), and gives the same ScanResult. Python still chooses the
 roots (`reach.select_roots`) and builds the result from the arrays the library fills.
 
-Where the library is: $MEMDUMP_SCAN_LIB, else $MEMDUMP_BUILD_DIR/gdb_ext/scan/libmemdump_scan.so,
-else build/gdb_ext/scan/libmemdump_scan.so in the checkout this package lives in. When none loads
+Where the library is: $MEMDUMP_SCAN_LIB, else the first of builtfiles.py's places that has it
+($MEMDUMP_BUILD_DIR, the installed lib/dbgkit/, the checkout's build/). When none loads
 (or the caller has no descriptor), `scan` runs reach.scan; ScanResult.engine says which one ran.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import reach
+from . import builtfiles, reach
 from .reach import DEFAULT_HEURISTICS, HEURISTICS, Mapping, ScanResult, ScanTimeout, Thread
 
 __all__ = ["FastScanResult", "SortedBlocks", "library", "library_path", "scan", "snapshot_budget",
@@ -99,11 +99,8 @@ def library_path() -> Path:
     explicit = os.environ.get("MEMDUMP_SCAN_LIB")
     if explicit:
         return Path(explicit)
-    build = os.environ.get("MEMDUMP_BUILD_DIR")
-    if build:
-        return Path(build) / "gdb_ext" / "scan" / _LIB_NAME
-    # gdb_ext/dbgkit/core/reach_fast.py -> the checkout's build/
-    return Path(__file__).resolve().parents[3] / "build" / "gdb_ext" / "scan" / _LIB_NAME
+    tried = builtfiles.candidates("gdb_ext/scan", _LIB_NAME)
+    return next((path for path in tried if path.is_file()), tried[0])
 
 
 _loaded: dict[Path, ctypes.CDLL | None] = {}

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from memdump_analyzer.dumpformat import OPERATIONS, Numbering
 
+from . import builtfiles
 from .reach_fast import SortedBlocks, sorted_pairs
 
 __all__ = [
@@ -59,20 +60,15 @@ CUSTOM_KEY = 1 << 63
 _SLOT = struct.Struct("<8Q")
 
 
-def find_library(package_dir: str) -> str | None:
-    """The built recorder: $MEMDUMP_RECORDER (a path), else in $MEMDUMP_BUILD_DIR, else in the
-    repository's build/ and build-demo/ (PACKAGE_DIR is gdb_ext/dbgkit)."""
+def find_library() -> str | None:
+    """The built recorder: $MEMDUMP_RECORDER (a path), else where builtfiles.py looks (the
+    build tree, the installed lib/dbgkit/)."""
     explicit = os.environ.get("MEMDUMP_RECORDER")
     if explicit:
         return explicit if os.path.isfile(explicit) else None
-    root = os.path.dirname(os.path.dirname(os.path.abspath(package_dir)))
-    dirs = [os.environ.get("MEMDUMP_BUILD_DIR", ""), os.path.join(root, "build"),
-            os.path.join(root, "build-demo")]
-    for d in dirs:
-        if d:
-            path = os.path.join(d, "gdb_ext", "recorder", LIBRARY)
-            if os.path.isfile(path):
-                return os.path.abspath(path)
+    for path in builtfiles.candidates("gdb_ext/recorder", LIBRARY):
+        if path.is_file():
+            return str(path)
     return None
 
 

@@ -12,6 +12,7 @@ import os
 import gdb
 from memdump_analyzer.dumpformat import public_name
 
+from ..core import builtfiles
 from ..core.dumpwriter import FrameInfo, InlinedInto
 from ..core.procmaps import ModuleMap
 
@@ -138,16 +139,14 @@ def _debug_file(objfile: gdb.Objfile) -> str | None:
 
 
 def symbolizer() -> str | None:
-    """memdump-symbolize (gdb_ext/symbolize/): $MEMDUMP_SYMBOLIZE, else in $MEMDUMP_BUILD_DIR or
-    the checkout's build/; None when it was not built (no libdw)."""
+    """memdump-symbolize (gdb_ext/symbolize/): $MEMDUMP_SYMBOLIZE, else where builtfiles.py
+    looks (the build tree, the installed lib/dbgkit/); None when it was not built (no libdw)."""
     explicit = os.environ.get("MEMDUMP_SYMBOLIZE")
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    for build in (os.environ.get("MEMDUMP_BUILD_DIR", ""), os.path.join(root, "build")):
-        path = os.path.join(build, "gdb_ext", "symbolize", "memdump-symbolize")
-        if build and os.access(path, os.X_OK):
-            return path
+    for path in builtfiles.candidates("gdb_ext/symbolize", "memdump-symbolize"):
+        if os.access(path, os.X_OK):
+            return str(path)
     return None
 
 

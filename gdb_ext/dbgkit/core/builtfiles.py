@@ -1,0 +1,50 @@
+"""Where the toolkit's built files are: the recorder, the scan library and memdump-symbolize.
+
+Two layouts (docs/install.md):
+
+- a checkout: this package is `gdb_ext/dbgkit/` and CMake built into `build/` beside it
+  (`build-demo/` for `make demo`), or into `$MEMDUMP_BUILD_DIR`; a file is at its place in the
+  build tree, e.g. `build/gdb_ext/recorder/libmemdump_recorder.so`;
+- an installed tree (`cmake --install build --prefix P`, or the Debian package with P = /usr):
+  this package is `P/share/dbgkit/gdb/dbgkit/` and every built file is in `P/lib/dbgkit/`.
+
+The installed tree is recognised by its own shape, so that it can be moved (a DESTDIR, another
+prefix) and refers to no source tree. Each caller keeps its own environment variable naming one
+file (MEMDUMP_RECORDER, MEMDUMP_SCAN_LIB, MEMDUMP_SYMBOLIZE), which wins over these rules.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["candidates", "installed_dir"]
+
+#: gdb_ext/dbgkit/core/builtfiles.py -> gdb_ext/ (a checkout) or P/share/dbgkit/gdb (installed)
+_GDB_DIR = Path(__file__).resolve().parents[2]
+
+
+def installed_dir(gdb_dir: Path = _GDB_DIR) -> Path | None:
+    """P/lib/dbgkit when GDB_DIR is an installed tree's P/share/dbgkit/gdb, else None."""
+    share = gdb_dir.parent
+    if gdb_dir.name != "gdb" or share.name != "dbgkit" or share.parent.name != "share":
+        return None
+    lib = share.parent.parent / "lib" / "dbgkit"
+    return lib if lib.is_dir() else None
+
+
+def candidates(build_subdir: str, name: str, gdb_dir: Path = _GDB_DIR) -> list[Path]:
+    """Where built file NAME may be, in the order to try: `$MEMDUMP_BUILD_DIR/BUILD_SUBDIR/NAME`,
+    then the installed tree's `lib/dbgkit/NAME`, then the checkout's build/ and build-demo/.
+    BUILD_SUBDIR is the file's folder in a build tree (`gdb_ext/recorder`)."""
+    found: list[Path] = []
+    build = os.environ.get("MEMDUMP_BUILD_DIR")
+    if build:
+        found.append(Path(build) / build_subdir / name)
+    lib = installed_dir(gdb_dir)
+    if lib is not None:
+        found.append(lib / name)
+    else:
+        root = gdb_dir.parent
+        found += [root / "build" / build_subdir / name, root / "build-demo" / build_subdir / name]
+    return found
