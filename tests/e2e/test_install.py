@@ -40,6 +40,10 @@ def test_the_files_are_where_valgrind_and_heaptrack_put_theirs(prefix: Path) -> 
     assert _python_files(prefix / "share" / "dbgkit" / "analyzer") == {
         f"memdump_analyzer/{name}"
         for name in _python_files(REPO / "analyzer" / "memdump_analyzer")}
+    # byte-compiled for GDB's Python, naming the installed paths
+    modules = {p.with_suffix("") for p in (prefix / "share" / "dbgkit").rglob("*.py")}
+    compiled = (prefix / "share" / "dbgkit").rglob("__pycache__/*.cpython-311.pyc")
+    assert {p.parent.parent / p.name.split(".")[0] for p in compiled} == modules
     assert {p.name for p in (prefix / "share" / "man" / "man1").iterdir()} == {
         "memdump.1", "memdump-analyze.1"}
     assert (prefix / "include" / "memdump_api.h").read_bytes() == \
