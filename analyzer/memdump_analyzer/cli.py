@@ -21,7 +21,7 @@ from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
 from .exports import METRICS
 from .formats import EXPORTS as _EXPORTS
-from .formats import FORMATS, format_help
+from .formats import FORMATS, TRANSCODED, format_help
 from .suppfile import SuppressionError
 from .wording import plural
 
@@ -354,7 +354,11 @@ def _gen_suppressions(analysis: Analysis) -> SuppressionOf:
 
 def _run(args: argparse.Namespace) -> int:
     if args.compact or args.text:
-        return _convert(args)
+        from .convert import convert
+
+        return convert(args.dump, args.output, compact=args.compact, say=_say)
+    if args.format in TRANSCODED:
+        return _transcode(args)
     if args.by_tag or args.phases or args.growth or args.heap_map:
         return _run_tags(args)
     from .leaktext import DEFAULT_SHOW_KINDS
@@ -411,33 +415,17 @@ def _run(args: argparse.Namespace) -> int:
     return _write(args.output, text, code)
 
 
-def _convert(args: argparse.Namespace) -> int:
-    """--compact, --text: the dump rewritten, not analysed."""
-    from . import compactfile as compact
+def _transcode(args: argparse.Namespace) -> int:
+    """--format heaptrack: the dump's events in another tool's file, not analysed."""
+    from .heaptrackfile import write
 
-    try:
-        _convert_dump(args)
-    except compact.CompactError as e:
-        raise DumpError(e.path, None, e.message) from None
+    if args.output is None:
+        raise _UsageError(f"--format {args.format} writes a file: give -o FILE")
+    if args.base is not None:
+        raise _UsageError(f"--format {args.format} takes no --base: "
+                          f"{FORMATS[args.format].no_base}")
+    write(args.dump, args.output, symbolize=not args.no_symbolize)
     return 0
-
-
-def _convert_dump(args: argparse.Namespace) -> None:
-    from . import compactfile as compact
-
-    if args.compact:
-        before = os.path.getsize(args.dump) if os.path.isfile(args.dump) else 0
-        compact.compact_file(args.dump, args.output)
-        after = os.path.getsize(args.output or args.dump)
-        _say(f"{args.output or args.dump}: compacted, {before:,} bytes of text in {after:,}")
-    elif args.output is not None:
-        compact.text_file(args.dump, args.output)
-    else:
-        try:
-            compact.print_text(args.dump, sys.stdout.buffer)
-        except BrokenPipeError:
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
 
 
 def _run_export(args: argparse.Namespace, analysis: Analysis,

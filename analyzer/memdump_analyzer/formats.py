@@ -7,19 +7,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["EXPORTS", "FORMATS", "OutputFormat", "format_help"]
+__all__ = ["EXPORTS", "FORMATS", "TRANSCODED", "OutputFormat", "format_help"]
 
 
 @dataclass(frozen=True)
 class OutputFormat:
-    """One `--format`: whether it is an export (its renderer in `exports.RENDERERS`), what the
-    help says of it (None: its name says enough), whether its bytes are text, and why an export
-    takes no --base (None: it takes one)."""
+    """One `--format`: whether it is an export (its renderer in `exports.RENDERERS`, or, with
+    `events`, a transcoder of the dump's events that needs no analysis: heaptrackfile.py), what
+    the help says of it (None: its name says enough), whether its bytes are text, and why an
+    export takes no --base (None: it takes one)."""
 
     export: bool
     help: str | None = None
     text: bool = True
     no_base: str | None = None
+    events: bool = False
 
 
 FORMATS: dict[str, OutputFormat] = {
@@ -35,10 +37,16 @@ FORMATS: dict[str, OutputFormat] = {
     "html": OutputFormat(True, "one self-contained page for a browser: summary, heap and RSS "
                          "over time, heap map, flame graphs, leaks, errors (--base: the two "
                          "runs' difference)"),
+    "heaptrack": OutputFormat(True, "heaptrack's data file for heaptrack_print and heaptrack_gui "
+                              "(-o FILE; FILE.gz, FILE.zst compressed)", text=False,
+                              no_base="heaptrack's own tools compare two files", events=True),
 }
 
-#: the exports' names, in the table's order
-EXPORTS: tuple[str, ...] = tuple(name for name, fmt in FORMATS.items() if fmt.export)
+#: the exports' names rendered from the analysis, in the table's order
+EXPORTS: tuple[str, ...] = tuple(name for name, fmt in FORMATS.items()
+                                 if fmt.export and not fmt.events)
+#: the exports written from the dump's events alone
+TRANSCODED: tuple[str, ...] = tuple(name for name, fmt in FORMATS.items() if fmt.events)
 
 
 def _described(export: bool) -> str:

@@ -314,13 +314,15 @@ def test_pprof_is_not_written_to_a_terminal(tmp_path: Path) -> None:
 
 def test_one_table_of_formats():
     """`--format`'s choices, its help and the exports' renderers come from one table
-    (formats.FORMATS): every export has a renderer and nothing else has one."""
+    (formats.FORMATS): every export of the analysis has a renderer and nothing else has one;
+    heaptrack's file is the dump's events transcoded (heaptrackfile.py)."""
     from memdump_analyzer import cli
     from memdump_analyzer.exports import RENDERERS
-    from memdump_analyzer.formats import EXPORTS, FORMATS
+    from memdump_analyzer.formats import EXPORTS, FORMATS, TRANSCODED
 
     assert tuple(RENDERERS) == EXPORTS == ("pprof", "collapsed", "massif", "html")
-    assert tuple(FORMATS) == ("text", "json", "sarif", *EXPORTS)
+    assert TRANSCODED == ("heaptrack",)
+    assert tuple(FORMATS) == ("text", "json", "sarif", *EXPORTS, *TRANSCODED)
     action = next(a for a in cli.build_parser()._actions if "--format" in a.option_strings)
     assert tuple(action.choices) == tuple(FORMATS)
     assert action.help.startswith("report format (text); sarif: SARIF 2.1.0 for code scanning, "
