@@ -6,9 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
-from .source import CoreFile, HeapSourceError, LiveProcess
-from .walk import WalkError, walk
+# the pointer scan counts its kinds as the analyser's dump format names them (as memdump.py does)
+_ANALYZER = str(Path(__file__).resolve().parents[4] / "analyzer")
+if _ANALYZER not in sys.path:
+    sys.path.append(_ANALYZER)
+
+from .source import CoreFile, HeapSourceError, LiveProcess  # noqa: E402
+from .walk import WalkError, walk  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -29,7 +35,8 @@ def main(argv: list[str] | None = None) -> int:
         result = walk(source, debug_root=args.debug_root)
         out = {
             "source": source.kind, "symbols": result.symbols,
-            "blocks": [[a, s] for a, s in sorted(result.blocks.items())],
+            "blocks": [list(pair) for pair in zip(result.blocks.starts, result.blocks.sizes,
+                                                  strict=True)],
             "free": [[c, s, w] for c, (s, w) in sorted(result.free.items())],
             "internal": [[a, s] for a, s in sorted(result.internal.items())],
             "mmapped": result.mmapped,

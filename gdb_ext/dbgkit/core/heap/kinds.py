@@ -26,9 +26,11 @@ def leak_kinds(source, walked: HeapWalk) -> dict:
     """{"totals": {kind: [bytes, blocks]}, "blocks": [[address, size, kind, extra], ...],
     "engine": "c" or "python"} (extra: an indirect block's leader, a heuristic's name)."""
     result = scan_walk(source, walked)
-    sizes = walked.blocks
-    return {
-        "engine": result.engine,
-        "totals": {k: list(v) for k, v in result.totals(sizes).items()},
-        "blocks": [[a, sizes[a], k, x] for a, k, x in result.records()],
-    }
+    totals = {k: [0, 0] for k in reach.KINDS}
+    blocks = []
+    # both in address order: the scan's records and the walk's sizes
+    for (addr, kind, extra), size in zip(result.records(), walked.blocks.sizes, strict=True):
+        totals[kind][0] += size
+        totals[kind][1] += 1
+        blocks.append([addr, size, kind, extra])
+    return {"engine": result.engine, "totals": totals, "blocks": blocks}

@@ -6,11 +6,18 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from typing import Protocol
 
 from ..procfs import Mapping
 from .layout import Layout
 
 __all__ = ["arena_bins", "fastbin_chunks", "mmapped_chunks", "tcache_of"]
+
+class SizeLookup(Protocol):
+    """chunk address -> size of the walked chunks (walk.ChunkSizes), None for no chunk."""
+
+    def get(self, chunk: int, default: int | None = None) -> int | None: ...
+
 
 _PAGE = 4096
 _LIMIT = 1 << 22  # entries followed in one list before it is called a loop
@@ -22,7 +29,7 @@ def _reveal(pos: int, ptr: int) -> int:
     return (pos >> 12) ^ ptr
 
 
-def fastbin_chunks(mem, arena: int, layout: Layout, sizes: dict[int, int],
+def fastbin_chunks(mem, arena: int, layout: Layout, sizes: SizeLookup,
                    problems: list[str]) -> list[int]:
     """The chunks on ARENA's fastbins; a pointer to no walked chunk (or of another size) is
     reported and ends its list."""
@@ -62,7 +69,7 @@ def arena_bins(mem, arena: int, layout: Layout, free: dict[int, tuple[int, str]]
             p = mem.word(p + 16)
 
 
-def _tcache_entries(mem, block: int, layout: Layout, sizes: dict[int, int],
+def _tcache_entries(mem, block: int, layout: Layout, sizes: SizeLookup,
                     problems: list[str] | None = None, tid: int = 0) -> list[int] | None:
     """The chunks on the tcache_perthread_struct at BLOCK. PROBLEMS None: None when it is not
     one (a count that does not match its list, an entry that is no chunk of its bin's size);
@@ -98,7 +105,7 @@ def _tcache_entries(mem, block: int, layout: Layout, sizes: dict[int, int],
     return out
 
 
-def tcache_of(mem, thread, libc, layout: Layout, sizes: dict[int, int],
+def tcache_of(mem, thread, libc, layout: Layout, sizes: SizeLookup,
               problems: list[str]) -> tuple[int, list[int]] | None:
     """THREAD's tcache (the block of its tcache_perthread_struct, the chunks on it), None when
     the thread has none yet. Its address is the TLS variable `tcache`, at fs_base plus the value

@@ -13,9 +13,14 @@ the next arena.
 
 from __future__ import annotations
 
+import bisect
+import re
 import struct
+from array import array
 from dataclasses import dataclass, field
 
+from ..reach_fast import SortedBlocks
+from .chunks import END_BAD, END_FULL, Chunks, heap_blocks, heap_chunks
 from .layout import GLIBC_236, Layout
 from .libc import Libc, find_libc, other_allocator
 from .lists import arena_bins, fastbin_chunks, mmapped_chunks, tcache_of
@@ -46,11 +51,11 @@ class Arena:
 
 @dataclass
 class HeapWalk:
-    """The walk's answer. blocks: block address -> usable size (what the program holds);
-    free: chunk address -> (size, where: tcache, fastbin, bin, top); internal: the blocks that
-    are glibc's own (every thread's tcache_perthread_struct)."""
+    """The walk's answer. blocks: block address -> usable size (what the program holds, in
+    address order: two arrays); free: chunk address -> (size, where: tcache, fastbin, bin, top);
+    internal: the blocks that are glibc's own (every thread's tcache_perthread_struct)."""
 
-    blocks: dict[int, int] = field(default_factory=dict)
+    blocks: SortedBlocks = field(default_factory=lambda: SortedBlocks(array("Q"), array("Q")))
     free: dict[int, tuple[int, str]] = field(default_factory=dict)
     internal: dict[int, int] = field(default_factory=dict)
     arenas: list[Arena] = field(default_factory=list)
@@ -59,15 +64,61 @@ class HeapWalk:
     problems: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Heap:
+    """One walked part of a heap: its arena, first chunk, bytes and chunks."""
+
+    arena: Arena
+    base: int
+    data: bytes
+    chunks: Chunks
+
+
 class _Mem:
+    """Words of the process, from the heaps already read when they hold them."""
+
     def __init__(self, read) -> None:
         self.read = read
+        self.heaps: list[_Heap] = []
+        self._bases: list[int] = []
+
+    def add(self, heap: _Heap) -> None:
+        i = bisect.bisect(self._bases, heap.base)
+        self._bases.insert(i, heap.base)
+        self.heaps.insert(i, heap)
+
+    def heap_of(self, addr: int) -> _Heap | None:
+        i = bisect.bisect(self._bases, addr) - 1
+        if i >= 0 and addr < self.heaps[i].base + len(self.heaps[i].data):
+            return self.heaps[i]
+        return None
 
     def word(self, addr: int) -> int | None:
+        heap = self.heap_of(addr)
+        if heap is not None and addr + 8 <= heap.base + len(heap.data):
+            return _U64.unpack_from(heap.data, addr - heap.base)[0]
         try:
             return _U64.unpack(self.read(addr, 8))[0]
         except (OSError, struct.error):
             return None
+
+
+class ChunkSizes:
+    """chunk address -> size of every walked chunk (`get`, as a dictionary's), over the heaps'
+    arrays."""
+
+    def __init__(self, mem: _Mem) -> None:
+        self.mem = mem
+
+    def get(self, chunk: int, default: int | None = None) -> int | None:
+        heap = self.mem.heap_of(chunk)
+        if heap is None:
+            return default
+        addrs = heap.chunks.addrs
+        i = bisect.bisect_left(addrs, chunk)
+        return heap.chunks.sizes[i] if i < len(addrs) and addrs[i] == chunk else default
+
+    __getitem__ = get
 
 
 def _plausible_arena(mem: _Mem, addr: int, layout: Layout, anon) -> bool:
@@ -101,7 +152,7 @@ def _find_main_arena(mem: _Mem, libc: Libc, layout: Layout, anon) -> int | None:
             data = mem.read(m.start, m.end - m.start)
         except OSError:
             continue
-        for (pos,) in ((p,) for p in range(top_off, len(data) - 8, 8)):
+        for pos in range(top_off, len(data) - 8, 8):
             value = _U64.unpack_from(data, pos)[0]
             if value and anon(value) and _plausible_arena(mem, m.start + pos - top_off, layout,
                                                           anon):
@@ -110,40 +161,23 @@ def _find_main_arena(mem: _Mem, libc: Libc, layout: Layout, anon) -> int | None:
 
 
 def _walk_heap(mem: _Mem, arena: Arena, first: int, end: int, top: int | None,
-               out: list[tuple[int, int, bool]], problems: list[str]) -> None:
+               problems: list[str]) -> None:
     """Chunks from FIRST up to TOP (the arena's top chunk, when in this heap) or END (an older
-    heap's end, marked by glibc's fencepost): (address, size, in use) appended to OUT."""
+    heap's end, marked by glibc's fencepost), added to MEM's heaps."""
     try:
         data = mem.read(first, end - first)
     except OSError as exc:
         problems.append(f"arena {arena.address:#x}: heap {first:#x}-{end:#x} cannot be read "
                         f"({exc.strerror or exc})")
         return
-    unpack = _U64.unpack_from
     limit = (top if top is not None else end) - first
-    p = 0
-    prev: tuple[int, int] | None = None
-    while p < limit:
-        size = unpack(data, p + 8)[0]
-        csize = size & ~7
-        if prev is not None:
-            out.append((prev[0], prev[1], bool(size & _PREV_INUSE)))
-            prev = None
-        if csize == 16 and top is None:  # the fencepost at an older heap's end
-            return
-        if csize < _MINSIZE or csize % _ALIGN or p + csize > limit or size & _IS_MMAPPED:
-            problems.append(f"arena {arena.address:#x}: chunk at {first + p:#x} has size word "
-                            f"{size:#x}: expected a multiple of 16, at least 32, not mmapped, "
-                            f"ending by {first + limit:#x}; rest of this heap not walked")
-            return
-        prev = (first + p, csize)
-        p += csize
-    if prev is not None:
-        if top is not None and p == limit:
-            size = unpack(data, p + 8)[0] if p + 16 <= len(data) else 0
-            out.append((prev[0], prev[1], bool(size & _PREV_INUSE)))
-        else:
-            out.append((prev[0], prev[1], True))
+    chunks = heap_chunks(data, first, limit, top is None)
+    if chunks.end in (END_BAD, END_FULL):
+        size = _U64.unpack_from(data, chunks.at + 8)[0] if chunks.at + 16 <= len(data) else 0
+        problems.append(f"arena {arena.address:#x}: chunk at {first + chunks.at:#x} has size "
+                        f"word {size:#x}: expected a multiple of 16, at least 32, not mmapped, "
+                        f"ending by {first + limit:#x}; rest of this heap not walked")
+    mem.add(_Heap(arena, first, data, chunks))
 
 
 def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -> HeapWalk:
@@ -159,9 +193,11 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
                         "C library; its heap is not walked")
     mem = _Mem(source.read)
     anon_maps = [m for m in maps if m.writable and not m.file_backed]
+    anon_starts = [m.start for m in anon_maps]
 
     def anon(addr: int) -> bool:
-        return any(m.start <= addr < m.end for m in anon_maps)
+        i = bisect.bisect(anon_starts, addr) - 1
+        return i >= 0 and addr < anon_maps[i].end
 
     result = HeapWalk(symbols="debug" if libc.main_arena is not None else "table")
     main = libc.main_arena
@@ -171,8 +207,6 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
             raise WalkError(f"main_arena not found in {libc.path}'s data (no debug symbols: "
                             "install libc6-dbg)")
     sbrk_base = mem.word(libc.mp + layout.off("malloc_par", "sbrk_base")) if libc.mp else None
-    chunks: list[tuple[int, int, bool]] = []
-    arena_heaps: list[tuple[int, int]] = []
     addr, seen = main, set()
     while addr not in seen and len(seen) < 4096:
         seen.add(addr)
@@ -187,21 +221,20 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
             start = sbrk_base or next(m.start for m in anon_maps if m.start <= top < m.end)
             top_size = (mem.word(top + 8) or 0) & ~7
             arena.heaps.append((start, top + top_size))
-            _walk_heap(mem, arena, start, top + 16, top, chunks, result.problems)
+            _walk_heap(mem, arena, start, top + 16, top, result.problems)
         else:
-            _thread_heaps(mem, arena, top, layout, chunks, result.problems)
-            arena_heaps.extend(arena.heaps)
+            _thread_heaps(mem, arena, top, layout, result.problems)
         nxt = mem.word(addr + layout.off("malloc_state", "next"))
         if nxt is None:
             result.problems.append(f"arena {addr:#x}: next pointer cannot be read")
             break
         addr = nxt
-    _classify(mem, source, libc, layout, result, chunks, arena_heaps)
+    _classify(mem, source, libc, layout, result)
     return result
 
 
 def _thread_heaps(mem: _Mem, arena: Arena, top: int, layout: Layout,
-                  chunks: list[tuple[int, int, bool]], problems: list[str]) -> None:
+                  problems: list[str]) -> None:
     """A thread arena's heaps, from the one holding its top back through heap_info.prev."""
     heap: int | None = top & ~(layout.heap_max - 1)
     info = layout.sizes["_heap_info"]
@@ -223,23 +256,25 @@ def _thread_heaps(mem: _Mem, arena: Arena, top: int, layout: Layout,
         arena.heaps.append((heap, heap + size))
         in_top = heap <= top < heap + size
         _walk_heap(mem, arena, first, top + 16 if in_top else heap + size,
-                   top if in_top else None, chunks, problems)
+                   top if in_top else None, problems)
         heap = mem.word(heap + layout.off("_heap_info", "prev"))
 
 
-def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk,
-              chunks: list[tuple[int, int, bool]], arena_heaps: list[tuple[int, int]]) -> None:
+def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -> None:
     """Split the walked chunks into blocks in use, free chunks and glibc's own."""
-    sizes = {c: s for c, s, _ in chunks}
+    sizes = ChunkSizes(mem)
     free: dict[int, tuple[int, str]] = {}
-    for c, s, used in chunks:
-        if not used:
-            free[c] = (s, "bin")
+    for heap in mem.heaps:
+        c = heap.chunks
+        for i in (m.start() for m in _FREE.finditer(c.used)):
+            free[c.addrs[i]] = (c.sizes[i], "bin")
+    skip: set[int] = set()
     for arena in result.arenas:
         if arena.top:
             free[arena.top] = ((mem.word(arena.top + 8) or 0) & ~7, "top")
         for c in fastbin_chunks(mem, arena.address, layout, sizes, result.problems):
             free[c] = (sizes[c], "fastbin")
+            skip.add(c)
         arena_bins(mem, arena.address, layout, free, result.problems)
     for thread in source.threads:
         tcache = tcache_of(mem, thread, libc, layout, sizes, result.problems)
@@ -247,29 +282,40 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk,
             continue
         block, entries = tcache
         result.internal[block] = sizes[block - 16] - 8
+        skip.add(block - 16)
         for c in entries:
             free[c] = (sizes[c], "tcache")
-    for c, s, _ in chunks:
-        if c in free or c + 16 in result.internal:
-            continue
-        result.blocks[c + 16] = s - 8
+            skip.add(c)
     result.free = free
+    skipped = array("Q", sorted(skip))
+    segments = []
+    for heap in mem.heaps:
+        starts, bsizes = heap_blocks(heap.chunks, skipped)
+        heap.arena.live_blocks += len(starts)
+        heap.arena.live_bytes += sum(bsizes)
+        segments.append((heap.base, starts, bsizes))
+    bases = [h.base for h in mem.heaps]
+    for c, (s, _) in free.items():
+        i = bisect.bisect(bases, c) - 1
+        if i >= 0 and c < bases[i] + len(mem.heaps[i].data):
+            mem.heaps[i].arena.free_chunks += 1
+            mem.heaps[i].arena.free_bytes += s
     stacks = [t.sp for t in source.threads]
-    mm = mmapped_chunks(mem, source.maps, arena_heaps, stacks)
-    for c, s in mm:
-        result.blocks[c + 16] = s - 16
+    mm = mmapped_chunks(mem, source.maps, [h for a in result.arenas for h in a.heaps], stacks)
+    segments.extend((c, array("Q", [c + 16]), array("Q", [s - 16])) for c, s in mm)
     result.mmapped = len(mm)
     if libc.mp is not None:
         n = mem.word(libc.mp + layout.off("malloc_par", "n_mmaps"))
         if n is not None and n & 0xFFFFFFFF != len(mm):
             result.problems.append(f"mp_.n_mmaps says {n & 0xFFFFFFFF} mmapped chunks, "
                                    f"{len(mm)} found in the mappings")
-    for arena in result.arenas:
-        for c, s, _ in chunks:
-            if any(lo <= c < hi for lo, hi in arena.heaps):
-                if c + 16 in result.blocks:
-                    arena.live_blocks += 1
-                    arena.live_bytes += s - 8
-                elif c in free:
-                    arena.free_chunks += 1
-                    arena.free_bytes += s
+    segments.sort(key=lambda seg: seg[0])
+    all_starts, all_sizes = array("Q"), array("Q")
+    for _, starts, bsizes in segments:
+        all_starts.extend(starts)
+        all_sizes.extend(bsizes)
+    result.blocks = SortedBlocks(all_starts, all_sizes)
+
+
+#: a chunk the walk found free (its next chunk's PREV_INUSE clear)
+_FREE = re.compile(b"\x00")
