@@ -91,3 +91,33 @@ EXPORT uint64_t mds_heap_blocks(const uint64_t *addrs, const uint64_t *sizes, co
     }
     return out;
 }
+
+/* Follow a safe-linked list (glibc >= 2.32: a fastbin; its `fd` is stored as
+ * ((its own address >> 12) ^ next)) from chunk HEAD while its chunks lie in the heap DATA holds
+ * from BASE (LEN bytes) and are chunks of it (ADDRS, N: ascending) of CSIZE bytes. Writes them
+ * into OUT (CAP at most); returns how many; *NEXT is where it stopped: 0 at the list's end, else
+ * the chunk not taken (outside this heap, no chunk of it, of another size, or CAP reached). */
+EXPORT uint64_t mds_heap_list(const uint8_t *data, uint64_t len, uint64_t base, uint64_t head,
+                              uint64_t csize, const uint64_t *addrs, const uint64_t *sizes,
+                              uint64_t n, uint64_t *out, uint64_t cap, uint64_t *next)
+{
+    uint64_t count = 0, p = head;
+    while (p) {
+        if (p < base || p - base + 24 > len || count == cap)
+            break;
+        uint64_t lo = 0, hi = n;
+        while (lo < hi) {
+            uint64_t mid = lo + (hi - lo) / 2;
+            if (addrs[mid] < p)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo == n || addrs[lo] != p || sizes[lo] != csize)
+            break;
+        out[count++] = p;
+        p = ((p + 16) >> 12) ^ word_at(data, p - base + 16);
+    }
+    *next = p;
+    return count;
+}

@@ -288,3 +288,26 @@ def test_layout_table_is_libc6_dbgs() -> None:
         size = int(re.search(r"total size \(bytes\):\s+(\d+)", part)[1])
         assert {f: offsets[f] for f in table.offsets[key]} == table.offsets[key], key
         assert table.sizes[key] == size, key
+
+
+def test_a_fastbin_loop_is_reported(stopped: Stopped, core: Path, tmp_path: Path) -> None:
+    """A fastbin chunk whose safe-linked `fd` names itself: the list loops; said once, the walk
+    ends."""
+    src = source.CoreFile(str(core))
+    try:
+        whole = _walk(src, True)
+        main = whole.arenas[0].address
+        slot = main + layout.GLIBC_236.off("malloc_state", "fastbinsY") + 8 * 2
+        head = struct.unpack("<Q", src.read(slot, 8))[0]
+    finally:
+        src.close()
+    patched = _patched_core(core, tmp_path, head + 16, ((head + 16) >> 12) ^ head)
+    src = source.CoreFile(str(patched))
+    try:
+        result = _walk(src, True)
+    finally:
+        src.close()
+    assert result.problems == [f"arena {main:#x}: fastbin 2 loops (more entries than its heap "
+                               "has chunks)"]
+    # the two chunks after the first are no longer on the list: in use, as their headers say
+    assert len(result.blocks) == len(whole.blocks) + 2

@@ -5,6 +5,7 @@ heapwalk.c) when it loads, else here: the Python below is the reference the C is
 
 from __future__ import annotations
 
+import bisect
 import ctypes
 import struct
 from array import array
@@ -13,7 +14,7 @@ from typing import NamedTuple
 from .. import reach_fast
 
 __all__ = ["END_BAD", "END_FENCEPOST", "END_FULL", "END_LIMIT", "Chunks", "heap_blocks",
-           "heap_chunks"]
+           "heap_chunks", "heap_list"]
 
 END_LIMIT, END_FENCEPOST, END_BAD, END_FULL = 0, 1, 2, 3
 _PREV_INUSE, _IS_MMAPPED, _MINSIZE, _ALIGN = 1, 2, 32, 16
@@ -71,6 +72,9 @@ def _lib():
         lib.mds_heap_chunks.restype = u64
         lib.mds_heap_blocks.argtypes = [ptr, ptr, ptr, u64, ptr, u64, ptr, ptr]
         lib.mds_heap_blocks.restype = u64
+        lib.mds_heap_list.argtypes = [ctypes.c_char_p, u64, u64, u64, u64, ptr, ptr, u64, ptr,
+                                      u64, ctypes.POINTER(u64)]
+        lib.mds_heap_list.restype = u64
     return lib
 
 
@@ -119,3 +123,32 @@ def heap_blocks(chunks: Chunks, skip: array, *, python: bool = False) -> tuple[a
                               _addr(skip), len(skip), _addr(starts), _addr(sizes))
     del starts[out:], sizes[out:]
     return starts, sizes
+
+
+def heap_list(data: bytes, base: int, head: int, csize: int, chunks: Chunks, cap: int, *,
+              python: bool = False) -> tuple[array, int]:
+    """The chunks of a safe-linked list (a fastbin: each `fd` stored as (its address >> 12) ^
+    next) from HEAD while they are chunks of CSIZE bytes of this heap (DATA from BASE, CHUNKS),
+    CAP at most; and where it stopped: 0 at the list's end, else the chunk not taken."""
+    lib = None if python else _lib()
+    if lib is None:
+        out = array("Q")
+        p = head
+        addrs, sizes = chunks.addrs, chunks.sizes
+        while p:
+            if p < base or p - base + 24 > len(data) or len(out) == cap:
+                break
+            i = bisect.bisect_left(addrs, p)
+            if i == len(addrs) or addrs[i] != p or sizes[i] != csize:
+                break
+            out.append(p)
+            p = ((p + 16) >> 12) ^ _U64.unpack_from(data, p - base + 16)[0]
+        return out, p
+    n = len(chunks.addrs)
+    out = array("Q", bytes(8 * cap))
+    nxt = ctypes.c_uint64()
+    count = lib.mds_heap_list(data, len(data), base, head, csize, _addr(chunks.addrs),
+                              _addr(chunks.sizes), n, _addr(out), cap,
+                              ctypes.byref(nxt))
+    del out[count:]
+    return out, nxt.value

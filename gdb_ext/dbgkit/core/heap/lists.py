@@ -5,10 +5,12 @@ which no list holds: they are found in the process's anonymous mappings by their
 from __future__ import annotations
 
 import struct
+from array import array
 from collections.abc import Sequence
 from typing import Protocol
 
 from ..procfs import Mapping
+from .chunks import heap_list
 from .layout import Layout
 
 __all__ = ["arena_bins", "fastbin_chunks", "mmapped_chunks", "tcache_of"]
@@ -30,23 +32,32 @@ def _reveal(pos: int, ptr: int) -> int:
 
 
 def fastbin_chunks(mem, arena: int, layout: Layout, sizes: SizeLookup,
-                   problems: list[str]) -> list[int]:
-    """The chunks on ARENA's fastbins; a pointer to no walked chunk (or of another size) is
-    reported and ends its list."""
-    out = []
+                   problems: list[str]) -> list[tuple[int, array]]:
+    """(chunk size, chunks) of ARENA's fastbins, followed through the heaps the walk read
+    (MEM.heap_of); a pointer to no walked chunk (or of another size) is reported and ends its
+    list."""
+    out: list[tuple[int, array]] = []
+    total = 0
     base = arena + layout.off("malloc_state", "fastbinsY")
     for i in range(layout.fastbins):
         p = mem.word(base + 8 * i)
-        n = 0
-        while p and n < _LIMIT:
-            n += 1
-            if sizes.get(p) != 32 + 16 * i:
-                problems.append(f"arena {arena:#x}: fastbin {i} holds {p:#x}: expected a chunk "
-                                f"of {32 + 16 * i} bytes in the arena's heap")
+        csize = 32 + 16 * i
+        while p:
+            heap = mem.heap_of(p)
+            taken, nxt = (heap_list(heap.data, heap.base, p, csize, heap.chunks, _LIMIT - total)
+                          if heap is not None else (array("Q"), p))
+            out.append((csize, taken))
+            total += len(taken)
+            if heap is not None and nxt and len(taken) == min(_LIMIT - total + len(taken),
+                                                               len(heap.data) // 32 + 1):
+                problems.append(f"arena {arena:#x}: fastbin {i} loops (more entries than its "
+                                "heap has chunks)")
                 break
-            out.append(p)
-            fd = mem.word(p + 16)
-            p = _reveal(p + 16, fd) if fd is not None else 0
+            if not taken and nxt:
+                problems.append(f"arena {arena:#x}: fastbin {i} holds {p:#x}: expected a chunk "
+                                f"of {csize} bytes in the arena's heap")
+                break
+            p = nxt
     return out
 
 

@@ -260,6 +260,11 @@ def _thread_heaps(mem: _Mem, arena: Arena, top: int, layout: Layout,
         heap = mem.word(heap + layout.off("_heap_info", "prev"))
 
 
+def _count_free(arena: Arena, chunks: int, nbytes: int) -> None:
+    arena.free_chunks += chunks
+    arena.free_bytes += nbytes
+
+
 def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -> None:
     """Split the walked chunks into blocks in use, free chunks and glibc's own."""
     sizes = ChunkSizes(mem)
@@ -268,13 +273,17 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
         c = heap.chunks
         for i in (m.start() for m in _FREE.finditer(c.used)):
             free[c.addrs[i]] = (c.sizes[i], "bin")
+            _count_free(heap.arena, 1, c.sizes[i])
     skip: set[int] = set()
     for arena in result.arenas:
         if arena.top:
-            free[arena.top] = ((mem.word(arena.top + 8) or 0) & ~7, "top")
-        for c in fastbin_chunks(mem, arena.address, layout, sizes, result.problems):
-            free[c] = (sizes[c], "fastbin")
-            skip.add(c)
+            top_size = (mem.word(arena.top + 8) or 0) & ~7
+            free[arena.top] = (top_size, "top")
+            _count_free(arena, 1, top_size)
+        for csize, fast in fastbin_chunks(mem, arena.address, layout, sizes, result.problems):
+            free.update(dict.fromkeys(fast, (csize, "fastbin")))
+            skip.update(fast)
+            _count_free(arena, len(fast), csize * len(fast))
         arena_bins(mem, arena.address, layout, free, result.problems)
     for thread in source.threads:
         tcache = tcache_of(mem, thread, libc, layout, sizes, result.problems)
@@ -286,6 +295,7 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
         for c in entries:
             free[c] = (sizes[c], "tcache")
             skip.add(c)
+            _count_free(mem.heap_of(c).arena, 1, sizes[c])
     result.free = free
     skipped = array("Q", sorted(skip))
     segments = []
@@ -294,12 +304,6 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
         heap.arena.live_blocks += len(starts)
         heap.arena.live_bytes += sum(bsizes)
         segments.append((heap.base, starts, bsizes))
-    bases = [h.base for h in mem.heaps]
-    for c, (s, _) in free.items():
-        i = bisect.bisect(bases, c) - 1
-        if i >= 0 and c < bases[i] + len(mem.heaps[i].data):
-            mem.heaps[i].arena.free_chunks += 1
-            mem.heaps[i].arena.free_bytes += s
     stacks = [t.sp for t in source.threads]
     mm = mmapped_chunks(mem, source.maps, [h for a in result.arenas for h in a.heaps], stacks)
     segments.extend((c, array("Q", [c + 16]), array("Q", [s - 16])) for c, s in mm)
