@@ -256,6 +256,8 @@ def test_a_fastbin_pointer_out_of_the_heap_is_reported(stopped: Stopped, core: P
     ("/etc/hostname", "heapwalk: /etc/hostname: not a 64-bit little-endian ELF core file"),
     (LIBC, f"heapwalk: {LIBC}: an ELF file but not a core (e_type 3)"),
     ("/nonexistent/core", "heapwalk: /nonexistent/core: cannot open: No such file or directory"),
+    ("999999999", "heapwalk: process 999999999: cannot read /proc/999999999: No such file or "
+                  "directory"),
 ])
 def test_bad_input_is_one_line(target: str, message: str) -> None:
     run = subprocess.run([sys.executable, "-m", "dbgkit.core.heap", target], capture_output=True,
@@ -311,3 +313,37 @@ def test_a_fastbin_loop_is_reported(stopped: Stopped, core: Path, tmp_path: Path
                                "has chunks)"]
     # the two chunks after the first are no longer on the list: in use, as their headers say
     assert len(result.blocks) == len(whole.blocks) + 2
+
+
+def test_a_running_process_runs_on() -> None:
+    """Seized, walked and let go, a running process is running again (sleeping in nanosleep)."""
+    proc = subprocess.Popen(["sleep", "60"])
+    try:
+        time.sleep(0.2)
+        src = source.LiveProcess(proc.pid)
+        try:
+            assert _state(proc.pid) == "t"  # stopped by the walker (ptrace)
+            result = _walk(src, True)
+        finally:
+            src.close()
+        assert result.problems == [] and result.arenas[0].main
+        time.sleep(0.2)
+        assert _state(proc.pid) == "S" and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_the_driver_gives_the_walk_and_kinds_as_json(stopped: Stopped, core: Path) -> None:
+    """`python3 -m dbgkit.core.heap CORE --kinds`: the blocks and the kinds' blocks in JSON."""
+    import json
+
+    run = subprocess.run([sys.executable, "-m", "dbgkit.core.heap", str(core), "--kinds"],
+                         capture_output=True, text=True, timeout=120, check=True,
+                         env={**os.environ, "PYTHONPATH": str(REPO / "gdb_ext")})
+    doc = json.loads(run.stdout)
+    assert (doc["source"], doc["symbols"], doc["problems"]) == ("core", "debug", [])
+    assert {a: s for a, s in doc["blocks"]} == {a: u for a, (_, u) in stopped.listed.items()}
+    assert {k: v[1] for k, v in doc["kinds"]["totals"].items()} == \
+        {"definite": 16, "indirect": 4, "possible": 3, "reachable": 1113}
+    assert [a["live_blocks"] for a in doc["arenas"]] == [28, 1101, 5]
