@@ -347,3 +347,44 @@ def test_the_driver_gives_the_walk_and_kinds_as_json(stopped: Stopped, core: Pat
     assert {k: v[1] for k, v in doc["kinds"]["totals"].items()} == \
         {"definite": 16, "indirect": 4, "possible": 3, "reachable": 1113}
     assert [a["live_blocks"] for a in doc["arenas"]] == [28, 1101, 5]
+
+
+def test_the_kernels_core(tmp_path: Path, valgrind_kinds: dict[str, tuple[int, int]]) -> None:
+    """The kernel's core of heapwalk_basic (SIGABRT at its checkpoint, ulimit -c unlimited): the
+    same blocks and valgrind's kinds, as from GDB's core."""
+    with open("/proc/sys/kernel/core_pattern", encoding="ascii") as f:
+        if f.read().strip() != "core":
+            pytest.skip("core_pattern is not `core`: the kernel's core goes elsewhere")
+    import resource
+
+    def unlimited() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+
+    proc = subprocess.Popen([str(program("heapwalk_basic"))], stdout=subprocess.PIPE, text=True,
+                            cwd=tmp_path, preexec_fn=unlimited)
+    assert proc.stdout is not None
+    listed = {}
+    for line in proc.stdout:
+        if line == "READY\n":
+            break
+        _, addr, requested, usable = line.split()
+        listed[int(addr, 16)] = (int(requested), int(usable))
+    while _state(proc.pid) != "T":
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGABRT)
+    proc.send_signal(signal.SIGCONT)
+    proc.communicate(timeout=60)
+    assert proc.returncode == -signal.SIGABRT
+    src = source.CoreFile(str(tmp_path / "core"))
+    try:
+        result = _walk(src, True)
+        found = kinds.leak_kinds(src, result)
+    finally:
+        src.close()
+    assert result.problems == []
+    assert dict(result.blocks) == {a: u for a, (_, u) in listed.items()}
+    totals = {k: (0, 0) for k in valgrind_kinds}
+    for addr, _, kind, _ in found["blocks"]:
+        nbytes, blocks = totals[kind]
+        totals[kind] = (nbytes + listed[addr][0], blocks + 1)
+    assert totals == valgrind_kinds
