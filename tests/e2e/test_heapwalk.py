@@ -164,7 +164,7 @@ def test_kinds_are_valgrinds(stopped: Stopped, core: Path, from_core: bool,
         found = kinds.leak_kinds(src, result)
     finally:
         src.close()
-    assert found["engine"] == ("python" if from_core else "c")
+    assert found["engine"] == "c"
     totals = {k: (0, 0) for k in valgrind_kinds}
     for addr, _, kind, _ in found["blocks"]:
         nbytes, blocks = totals[kind]

@@ -137,19 +137,19 @@ class CoreFile:
     def __init__(self, path: str) -> None:
         self.path = path
         try:
-            self._fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-            head = os.pread(self._fd, _EHDR.size, 0)
+            self.fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            head = os.pread(self.fd, _EHDR.size, 0)
         except OSError as exc:
             raise HeapSourceError(f"{path}: cannot open: {exc.strerror}") from None
         if len(head) < _EHDR.size or head[:4] != b"\x7fELF" or head[4] != 2 or head[5] != 1:
-            os.close(self._fd)
+            os.close(self.fd)
             raise HeapSourceError(f"{path}: not a 64-bit little-endian ELF core file")
         fields = _EHDR.unpack_from(head)
         if fields[1] != _ET_CORE:
-            os.close(self._fd)
+            os.close(self.fd)
             raise HeapSourceError(f"{path}: an ELF file but not a core (e_type {fields[1]})")
         phoff, phentsize, phnum = fields[5], fields[9], fields[10]
-        table = os.pread(self._fd, phentsize * phnum, phoff)
+        table = os.pread(self.fd, phentsize * phnum, phoff)
         #: (vaddr, memsz, filesz, file offset, flags), by address
         self.segments: list[tuple[int, int, int, int, int]] = []
         files: list[tuple[int, int, int, str]] = []
@@ -159,7 +159,7 @@ class CoreFile:
             if ptype == _PT_LOAD:
                 self.segments.append((vaddr, memsz, filesz, off, flags))
             elif ptype == _PT_NOTE:
-                for ntype, name, desc in _notes(os.pread(self._fd, filesz, off)):
+                for ntype, name, desc in _notes(os.pread(self.fd, filesz, off)):
                     if name != b"CORE":
                         continue
                     if ntype == _NT_FILE:
@@ -201,7 +201,7 @@ class CoreFile:
                 raise OSError(5, f"{at:#x} is not in the core"
                               + (" (not dumped)" if at < vaddr + memsz else ""))
             n = min(end, vaddr + filesz) - at
-            data = os.pread(self._fd, n, off + at - vaddr)
+            data = os.pread(self.fd, n, off + at - vaddr)
             if len(data) != n:
                 raise OSError(5, f"{at:#x}: the core is truncated")
             out += data
@@ -209,6 +209,6 @@ class CoreFile:
         return bytes(out)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
