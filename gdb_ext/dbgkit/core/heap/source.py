@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import bisect
 import ctypes
+import errno
 import os
 import struct
 from dataclasses import dataclass
@@ -64,11 +65,10 @@ class LiveProcess:
     def __init__(self, pid: int) -> None:
         self.pid = pid
         try:
-            self.maps = read_maps(pid)
-            tids = sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
-        except (OSError, ValueError) as exc:
+            os.listdir(f"/proc/{pid}/task")
+        except OSError as exc:
             raise HeapSourceError(f"process {pid}: cannot read /proc/{pid}: "
-                                  f"{getattr(exc, 'strerror', None) or exc}") from None
+                                  f"{exc.strerror or exc}") from None
         libc = ctypes.CDLL(None, use_errno=True)
         self._ptrace = libc.ptrace
         self._ptrace.argtypes = [ctypes.c_long, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
@@ -76,17 +76,13 @@ class LiveProcess:
         self._seized: list[int] = []
         self.threads: list[ThreadState] = []
         try:
-            for tid in tids:
-                if self._ptrace(_PTRACE_SEIZE, tid, None, None) != 0:
-                    err = ctypes.get_errno()
-                    raise HeapSourceError(f"process {pid}: cannot attach to thread {tid}: "
-                                          f"{os.strerror(err)}")
-                self._seized.append(tid)
-                self._ptrace(_PTRACE_INTERRUPT, tid, None, None)
-                os.waitpid(tid, _WALL)
+            self._seize_all()
+            # read once every thread stands still: no mapping comes or goes after this
+            self.maps = read_maps(pid)
+            for tid in self._seized:
                 regs = ptrace.get_regs(tid)
-                if regs is None:
-                    raise HeapSourceError(f"process {pid}: cannot read thread {tid}'s registers")
+                if regs is None:  # gone (killed) since it was seized
+                    continue
                 self.threads.append(_thread(tid, tuple(getattr(regs, n)
                                                        for n, _ in ptrace.Regs._fields_)))
             self.memory = ProcessMemory(pid)
@@ -96,6 +92,34 @@ class LiveProcess:
                 raise
             raise HeapSourceError(f"process {pid}: {exc.strerror or exc}") from None
         self.read = self.memory.read
+
+    def _seize_all(self) -> None:
+        """Seize and interrupt every thread, again until no new one appears (a thread may start
+        one meanwhile); a thread that ends first is left out."""
+        pid = self.pid
+        seen: set[int] = set()
+        while True:
+            try:
+                tids = sorted({int(t) for t in os.listdir(f"/proc/{pid}/task")} - seen)
+            except OSError as exc:
+                raise HeapSourceError(f"process {pid}: cannot read /proc/{pid}: "
+                                      f"{exc.strerror or exc}") from None
+            if not tids:
+                return
+            for tid in tids:
+                seen.add(tid)
+                if self._ptrace(_PTRACE_SEIZE, tid, None, None) != 0:
+                    err = ctypes.get_errno()
+                    if err == errno.ESRCH:
+                        continue
+                    raise HeapSourceError(f"process {pid}: cannot attach to thread {tid}: "
+                                          f"{os.strerror(err)}")
+                self._seized.append(tid)
+                self._ptrace(_PTRACE_INTERRUPT, tid, None, None)
+                try:
+                    os.waitpid(tid, _WALL)
+                except ChildProcessError:  # it ended and is gone already
+                    pass
 
     def close(self) -> None:
         memory = getattr(self, "memory", None)
