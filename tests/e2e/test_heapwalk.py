@@ -23,6 +23,7 @@ from memdump_e2e import REPO, program
 
 sys.path[:0] = [str(REPO / "gdb_ext"), str(REPO / "analyzer")]
 
+from dbgkit.core import reach_fast  # noqa: E402
 from dbgkit.core.heap import kinds, layout, libc, source, walk  # noqa: E402
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -151,20 +152,25 @@ def valgrind_kinds() -> dict[str, tuple[int, int]]:
     return _valgrind_summary()
 
 
+@pytest.mark.parametrize("engine", ["c", "python"])
 @pytest.mark.parametrize("from_core", [False, True], ids=["attached", "core"])
-def test_kinds_are_valgrinds(stopped: Stopped, core: Path, from_core: bool,
-                             valgrind_kinds: dict[str, tuple[int, int]]) -> None:
+def test_kinds_are_valgrinds(stopped: Stopped, core: Path, from_core: bool, engine: str,
+                             valgrind_kinds: dict[str, tuple[int, int]],
+                             monkeypatch: pytest.MonkeyPatch) -> None:
     """The pointer scan over the walked blocks, with the process's roots, gives valgrind's kinds
     at the same point of the same program run from the start: blocks per kind exactly, bytes
     as requested (valgrind counts requests; the walk knows the usable size, which the program's
-    listing maps back)."""
+    listing maps back). In C (libmemdump_scan.so: the walk's loops and the scan) and in Python,
+    the reference, as without the library."""
+    if engine == "python":
+        monkeypatch.setattr(reach_fast, "library", lambda: None)
     src = _open(stopped, core if from_core else None)
     try:
         result = _walk(src, True)
         found = kinds.leak_kinds(src, result)
     finally:
         src.close()
-    assert found["engine"] == "c"
+    assert found["engine"] == engine
     totals = {k: (0, 0) for k in valgrind_kinds}
     for addr, _, kind, _ in found["blocks"]:
         nbytes, blocks = totals[kind]
