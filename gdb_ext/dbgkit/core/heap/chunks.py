@@ -14,7 +14,7 @@ from typing import NamedTuple
 from .. import reach_fast
 
 __all__ = ["END_BAD", "END_FENCEPOST", "END_FULL", "END_LIMIT", "Chunks", "heap_blocks",
-           "heap_chunks", "heap_list"]
+           "heap_chunks", "heap_list", "sorted_addresses"]
 
 END_LIMIT, END_FENCEPOST, END_BAD, END_FULL = 0, 1, 2, 3
 _PREV_INUSE, _IS_MMAPPED, _MINSIZE, _ALIGN = 1, 2, 32, 16
@@ -152,3 +152,14 @@ def heap_list(data: bytes, base: int, head: int, csize: int, chunks: Chunks, cap
                               ctypes.byref(nxt))
     del out[count:]
     return out, nxt.value
+
+
+def sorted_addresses(addrs: array) -> array:
+    """ADDRS sorted (by the library's radix sort, mds_sort, when it loads); a repeat (a corrupt
+    heap's chunk on two lists) stays: heap_blocks skips it all the same."""
+    lib = reach_fast.library()
+    out = array("Q", addrs)
+    ballast = array("Q", bytes(8 * len(out)))  # mds_sort moves a size with each address
+    if lib is None or lib.mds_sort(_addr(out), _addr(ballast), len(out)) != 0:
+        out = array("Q", sorted(out))
+    return out

@@ -20,7 +20,7 @@ from array import array
 from dataclasses import dataclass, field
 
 from ..reach_fast import SortedBlocks
-from .chunks import END_BAD, END_FULL, Chunks, heap_blocks, heap_chunks
+from .chunks import END_BAD, END_FULL, Chunks, heap_blocks, heap_chunks, sorted_addresses
 from .layout import GLIBC_236, Layout
 from .libc import Libc, find_libc, other_allocator
 from .lists import arena_bins, fastbin_chunks, mmapped_chunks, tcache_of
@@ -274,7 +274,7 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
         for i in (m.start() for m in _FREE.finditer(c.used)):
             free[c.addrs[i]] = (c.sizes[i], "bin")
             _count_free(heap.arena, 1, c.sizes[i])
-    skip: set[int] = set()
+    skip = array("Q")  # chunks in use that are no block: on a list, glibc's own
     for arena in result.arenas:
         if arena.top:
             top_size = (mem.word(arena.top + 8) or 0) & ~7
@@ -282,7 +282,7 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
             _count_free(arena, 1, top_size)
         for csize, fast in fastbin_chunks(mem, arena.address, layout, sizes, result.problems):
             free.update(dict.fromkeys(fast, (csize, "fastbin")))
-            skip.update(fast)
+            skip.extend(fast)
             _count_free(arena, len(fast), csize * len(fast))
         arena_bins(mem, arena.address, layout, free, result.problems)
     for thread in source.threads:
@@ -291,13 +291,13 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
             continue
         block, entries = tcache
         result.internal[block] = sizes[block - 16] - 8
-        skip.add(block - 16)
+        skip.append(block - 16)
         for c in entries:
             free[c] = (sizes[c], "tcache")
-            skip.add(c)
+            skip.append(c)
             _count_free(mem.heap_of(c).arena, 1, sizes[c])
     result.free = free
-    skipped = array("Q", sorted(skip))
+    skipped = sorted_addresses(skip)
     segments = []
     for heap in mem.heaps:
         starts, bsizes = heap_blocks(heap.chunks, skipped)
