@@ -215,7 +215,11 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
         top = mem.word(addr + layout.off("malloc_state", "top"))
         arena.top = top or 0
         arena.system_mem = mem.word(addr + layout.off("malloc_state", "system_mem")) or 0
-        if top is None or not anon(top):
+        if arena.main and (top == 0 or addr <= (top or 0) < addr + layout.sizes["malloc_state"]):
+            # no heap yet: before the first malloc main_arena is zeros, then its top is the
+            # arena's own unsorted bin header (initial_top) until the heap is made
+            arena.top = 0
+        elif top is None or not anon(top):
             result.problems.append(f"arena {addr:#x}: top {top or 0:#x} is not in the heap")
         elif arena.main:
             start = sbrk_base or next(m.start for m in anon_maps if m.start <= top < m.end)
@@ -225,8 +229,9 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
         else:
             _thread_heaps(mem, arena, top, layout, result.problems)
         nxt = mem.word(addr + layout.off("malloc_state", "next"))
-        if nxt is None:
-            result.problems.append(f"arena {addr:#x}: next pointer cannot be read")
+        if not nxt:
+            result.problems.append(f"arena {addr:#x}: next pointer "
+                                   f"{'is NULL' if nxt == 0 else 'cannot be read'}")
             break
         addr = nxt
     _classify(mem, source, libc, layout, result)
@@ -276,6 +281,8 @@ def _classify(mem: _Mem, source, libc: Libc, layout: Layout, result: HeapWalk) -
             _count_free(heap.arena, 1, c.sizes[i])
     skip = array("Q")  # chunks in use that are no block: on a list, glibc's own
     for arena in result.arenas:
+        if not arena.heaps:  # no heap yet (its bins not even set up), or none could be walked
+            continue
         if arena.top:
             top_size = (mem.word(arena.top + 8) or 0) & ~7
             free[arena.top] = (top_size, "top")
