@@ -394,3 +394,42 @@ def test_the_kernels_core(tmp_path: Path, valgrind_kinds: dict[str, tuple[int, i
         nbytes, blocks = totals[kind]
         totals[kind] = (nbytes + listed[addr][0], blocks + 1)
     assert totals == valgrind_kinds
+
+
+def test_a_foreign_heap_info_and_a_wrong_mmap_count_are_reported(stopped: Stopped, core: Path,
+                                                                   tmp_path: Path) -> None:
+    """The older heap of the second thread's arena naming another arena is not walked (its
+    blocks are missing, the newer heap's are there); mp_.n_mmaps against the chunks found."""
+    src = source.CoreFile(str(core))
+    try:
+        whole = _walk(src, True)
+        mp = libc.find_libc(src.maps).mp
+    finally:
+        src.close()
+    arena = whole.arenas[1]
+    newer, older = arena.heaps
+    patched = _patched_core(core, tmp_path, older[0], 0x4141)
+    src = source.CoreFile(str(patched))
+    try:
+        result = _walk(src, True)
+    finally:
+        src.close()
+    assert result.problems == [
+        f"arena {arena.address:#x}: heap_info at {older[0]:#x} names arena 0x4141 (size "
+        f"{older[1] - older[0]:#x}): expected this arena; its older heaps are not walked"]
+    assert set(result.blocks) == {a for a in whole.blocks if not older[0] <= a < older[1]}
+    assert any(older[0] <= a < older[1] for a in whole.blocks)
+
+    n_mmaps = mp + layout.GLIBC_236.off("malloc_par", "n_mmaps")
+    src = source.CoreFile(str(core))
+    try:
+        word = struct.unpack("<Q", src.read(n_mmaps, 8))[0]
+    finally:
+        src.close()
+    patched = _patched_core(core, tmp_path, n_mmaps, (word & ~0xFFFFFFFF) | 5)
+    src = source.CoreFile(str(patched))
+    try:
+        result = _walk(src, True)
+    finally:
+        src.close()
+    assert result.problems == ["mp_.n_mmaps says 5 mmapped chunks, 2 found in the mappings"]
