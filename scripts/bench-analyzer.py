@@ -327,11 +327,15 @@ def main() -> int:
                         help="with --recorded: the build directory (alloc_bench)")
     parser.add_argument("--views", nargs=2, metavar=("DUMP", "HEAPTRACK_FILE"),
                         help="every view of DUMP against heaptrack_print HEAPTRACK_FILE")
+    parser.add_argument("--exports", nargs=2, metavar=("DUMP", "HEAPTRACK_FILE"),
+                        help="every export of DUMP against heaptrack_print -F and -M")
     args = parser.parse_args()
     if args.recorded:
         return recorded(args)
     if args.views:
         return views(args)
+    if args.exports:
+        return exports(args)
     forms = [form for form in args.forms.split(",") if form]
     if not forms or any(form not in FORMS for form in forms):
         parser.error(f"--forms: one or more of {', '.join(FORMS)}")
@@ -430,32 +434,48 @@ def recorded(args: argparse.Namespace) -> int:
 
 def views(args: argparse.Namespace) -> int:
     """--views: every view of a recording against heaptrack_print on the same run's."""
-    dump, zst = (benchrecorded.Path(p) for p in args.views)
+    return _against_heaptrack(args, "views", "Every view", "text output")
+
+
+def exports(args: argparse.Namespace) -> int:
+    """--exports: every export of a recording against heaptrack_print -F and -M on the same
+    run's."""
+    return _against_heaptrack(args, "exports", "Every export", "`-o FILE` in a temporary directory")
+
+
+def _against_heaptrack(args: argparse.Namespace, what: str, title: str, output: str) -> int:
+    dump, zst = (benchrecorded.Path(p) for p in getattr(args, what))
     for path in (dump, zst):
         if not path.is_file():
-            sys.exit(f"bench-analyzer: --views: {path} is not a file")
+            sys.exit(f"bench-analyzer: --{what}: {path} is not a file")
     if shutil.which("heaptrack_print") is None:
-        sys.exit("bench-analyzer: --views needs heaptrack_print (scripts/setup.sh --bench)")
+        sys.exit(f"bench-analyzer: --{what} needs heaptrack_print (scripts/setup.sh --bench)")
     load_before = os.getloadavg()[0]
+    tmp = tempfile.mkdtemp(prefix="memdump-bench-")
     try:
-        rows = benchrecorded.views(dump, zst, args.runs)
+        if what == "views":
+            rows = benchrecorded.views(dump, zst, args.runs)
+        else:
+            rows = benchrecorded.exports(dump, zst, args.runs, benchrecorded.Path(tmp))
     except benchrecorded.BenchError as e:
         sys.exit(f"bench-analyzer: {e}")
+    finally:
+        _done_with(tmp, args.keep)
     text = "\n".join([
-        f"Every view of {dump.name} ({dump.stat().st_size / 2**20:,.0f} MiB) against "
+        f"{title} of {dump.name} ({dump.stat().st_size / 2**20:,.0f} MiB) against "
         f"heaptrack_print on {zst.name} ({zst.stat().st_size / 2**20:,.2f} MiB), on {machine()}, "
-        f"Python {_analyser_python()}: whole commands (text output), median of {args.runs} "
+        f"Python {_analyser_python()}: whole commands ({output}), median of {args.runs} "
         f"interleaved runs, CPU user + system. Load average (1 min) {load_before:.2f} before, "
         f"{os.getloadavg()[0]:.2f} after.",
         "",
         *rows,
         "",
-        f"Reproduce: `python3 scripts/bench-analyzer.py --views {' '.join(args.views)} "
+        f"Reproduce: `python3 scripts/bench-analyzer.py --{what} {' '.join(getattr(args, what))} "
         f"--runs {args.runs}`",
     ])
     print(text)
     if not args.no_write:
-        write_section("bench-analyzer-views", text)
+        write_section(f"bench-analyzer-{what}", text)
     return 0
 
 

@@ -13,7 +13,8 @@ file is in every checkout; its line count is printed) and `alloc_bench N` (tests
 given numbers of events.
 
 `views` times every view and the leak report of one memdump recording against `heaptrack_print` on
-heaptrack's recording of the same run, each view's ratio to it in CPU seconds.
+heaptrack's recording of the same run, each view's ratio to it in CPU seconds; `exports` each
+export against `heaptrack_print -F` and `-M` (its flame graph stacks and massif file) likewise.
 """
 
 from __future__ import annotations
@@ -35,6 +36,8 @@ CPPCHECK_SOURCES = ("recorder.c", "unwind.c", "intern.c")
 VIEWS = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
 #: the report's views by tag, phase and growth, and the heap map at the peak (two passes)
 TAG_VIEWS = (("--by-tag",), ("--phases",), ("--growth",), ("--heap-map", "--at", "peak"))
+#: the exports (docs/exports.md) and the SARIF report, each written to a file
+EXPORTS = ("pprof", "collapsed", "massif", "html", "sarif")
 
 
 class BenchError(Exception):
@@ -163,15 +166,33 @@ def views(dump: Path, zst: Path, runs: int) -> list[str]:
                    for opts in TAG_VIEWS},
                 python: [str(ANALYZER), "peak", str(dump)],
                 "heaptrack_print": ["heaptrack_print", str(zst)]}
+    return _compared(dump.name, commands, runs, "heaptrack_print",
+                     {python: {"MEMDUMP_NATIVE": "0"}})
+
+
+def exports(dump: Path, zst: Path, runs: int, out: Path) -> list[str]:
+    """Every export of `dump` (`--format F -o FILE`, files in `out`) and `heaptrack_print`'s
+    massif file (`-M`) and flame graph stacks (`-F`) on `zst`, `runs` times interleaved: the
+    table's lines, each export's CPU ratio to `heaptrack_print -F`."""
+    commands = {f"`--format {fmt}`": [str(ANALYZER), "--format", fmt, "-o",
+                                      str(out / f"out.{fmt}"), str(dump)] for fmt in EXPORTS}
+    commands |= {f"`heaptrack_print {opt}`": ["heaptrack_print", opt, str(out / f"ht{opt}"),
+                                              str(zst)] for opt in ("-M", "-F")}
+    return _compared(dump.name, commands, runs, "`heaptrack_print -F`", {})
+
+
+def _compared(name: str, commands: dict[str, list[str]], runs: int, against: str,
+              envs: dict[str, dict[str, str]]) -> list[str]:
+    """`commands` run `runs` times interleaved (`envs`: a command's added environment): the
+    table's lines (median wall and CPU seconds, peak RSS, CPU ratio to `against`)."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    load = Workload(dump.name, [], {what: [] for what in commands})
+    load = Workload(name, [], {what: [] for what in commands})
     for _ in range(runs):
         for what, argv in commands.items():
-            load.runs[what].append(timed(argv, env={**env, "MEMDUMP_NATIVE": "0"}
-                                         if what == python else env))
-    ht = load.median("heaptrack_print")
-    lines = ["| command | CPU s | wall s | peak RSS MiB | CPU ratio to heaptrack_print |",
-             "| --- | ---: | ---: | ---: | ---: |"]
+            load.runs[what].append(timed(argv, env={**env, **envs.get(what, {})}))
+    ht = load.median(against)
+    lines = ["| command | CPU s | wall s | peak RSS MiB | CPU ratio to "
+             f"{against.strip('`')} |", "| --- | ---: | ---: | ---: | ---: |"]
     for what in commands:
         t = load.median(what)
         lines.append(f"| {what} | {t.cpu:.2f} | {t.seconds:.2f} | {t.rss_kib / 1024:.0f} "
