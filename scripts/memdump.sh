@@ -66,6 +66,19 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
 
+valgrind memcheck's options, for the tools that run valgrind (ctest -T memcheck, CI):
+any of them makes the leak report valgrind's text output, or its XML (docs/valgrind-compat.md)
+  --tool=memcheck    the only tool there is
+  --leak-check=no|summary|yes|full       the loss records listed with yes or full (summary)
+  --show-leak-kinds=LIST, --show-reachable=yes|no   the kinds listed (definite,possible)
+  --errors-for-leak-kinds=LIST           the kinds counted as errors (definite,possible)
+  --error-exitcode=N exit with N when the ERROR SUMMARY counts errors
+  --log-file=FILE    valgrind's output into FILE (%p the program's PID, %q{VAR}), not stderr
+  --xml=yes --xml-file=FILE              valgrind's XML (protocol 4) into FILE instead
+  --num-callers=N    at most N frames a stack (as --depth N); --suppressions=FILE (repeatable);
+  --gen-suppressions=no|yes|all; --trace-children=yes|no (as --children); -q, --quiet (the
+                     errors only, no dump path); -v, --verbose (accepted, nothing more said)
+
 Exit status: the program's (with -p: 0, or the program's when it ended while recorded); 2 for bad
 arguments (or a PID that is no running process); 125 when recording or the report failed.
 EOF

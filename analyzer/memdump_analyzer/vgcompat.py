@@ -187,7 +187,8 @@ def _frames(view: Sequence[ViewFrame], raw: Sequence[Frame], op: str | None,
             out.append(_VgFrame(raw[0].pc if raw else 0, _slot_name(vf.names, op), PRELOAD))
         elif vf.frame is not None:
             f = vf.frame
-            out.append(_VgFrame(f.pc, vf.names[-1], f.module, f.file, f.line))
+            name = "main" if vf.names[-1].startswith("main(") else vf.names[-1]  # C++'s main
+            out.append(_VgFrame(f.pc, name, f.module, f.file, f.line))
         else:
             out.append(_VgFrame(0, vf.names[-1], PRELOAD))
     return out
@@ -200,8 +201,9 @@ def _free_frames(error: ErrorReport, limit: int) -> list[_VgFrame]:
 
     start = call_site(error.stack)
     view = valgrind_view(error.stack[start:] or error.stack)[1:]
-    slot = _VgFrame(error.stack[0].pc if error.stack else 0,
-                    _FREE_SLOT.get(error.op, error.op), PRELOAD)
+    called = (error.stack[0].function or "") if start else ""
+    name = called if called.startswith("operator delete") else _FREE_SLOT.get(error.op, error.op)
+    slot = _VgFrame(error.stack[0].pc if error.stack else 0, name, PRELOAD)
     return [slot, *_frames(view, error.stack, None, limit - 1)]
 
 
@@ -285,7 +287,7 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
                   f"    in use at exit: {_n(analysis.leaked_bytes)} bytes in "
                   f"{_n(analysis.leaked_blocks)} blocks",
                   f"  total heap usage: {_n(analysis.allocations)} allocs, "
-                  f"{_n(analysis.frees + analysis.runtime_blocks)} frees, "
+                  f"{_n(_frees(analysis))} frees, "
                   f"{_n(analysis.allocated_bytes)} bytes allocated", ""]
     shown = _shown(analysis, opts)
     stacks = _Stacks(analysis, [g for g, _, _ in shown], opts.num_callers)
@@ -308,6 +310,12 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
         else:
             out.append(f"{prefix}{line}".rstrip() + (" " if not line else ""))
     return "\n".join(out) + "\n" if out else ""
+
+
+def _frees(analysis: Analysis) -> int:
+    """valgrind's count of frees: every call with a pointer, invalid ones too, and the runtime's
+    blocks that its freeres releases."""
+    return analysis.frees + analysis.free_calls.get("errors", 0) + analysis.runtime_blocks
 
 
 def _suppression_of(analysis: Analysis, opts: VgOptions) -> Callable[[Group], str] | None:
