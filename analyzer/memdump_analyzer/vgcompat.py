@@ -24,7 +24,6 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from xml.sax.saxutils import escape
 
 if TYPE_CHECKING:
     from .callsites import StackNames
@@ -368,7 +367,8 @@ def _summary(analysis: Analysis, opts: VgOptions) -> list[str]:
 
 
 def _x(text: object) -> str:
-    return escape(str(text))
+    """Text as XML character data (xml.sax.saxutils' escape would import urllib.request)."""
+    return str(text).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _xml_stack(frames: Sequence[_VgFrame], indent: str = "  ") -> list[str]:
