@@ -51,7 +51,8 @@ def test_summary_and_quiet() -> None:
     assert quiet.endswith("==777== 6 bytes in 1 blocks are definitely lost in loss record 1 of 2\n"
                           "==777==    at 0x7FFFF7E60A1E: malloc (in /usr/libexec/valgrind/"
                           "vgpreload_memcheck-amd64-linux.so)\n"
-                          "==777==    by 0x7FFFF7E60A1E: strdup (in /lib/x86_64-linux-gnu/libc.so.6)\n"
+                          "==777==    by 0x7FFFF7E60A1E: strdup (in "
+                          "/lib/x86_64-linux-gnu/libc.so.6)\n"
                           "==777==    by 0x555555555400: copy_name(char const*) (util.cc:5)\n"
                           "==777==    by 0x555555555220: main (app.cc:22)\n==777== \n")
 
