@@ -5,10 +5,12 @@ defects with memdump as MEMORYCHECK_COMMAND as with valgrind."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import shutil
 import subprocess
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -101,6 +103,29 @@ def test_xml_leak_records_are_valgrinds(case: list[str], tmp_path: Path) -> None
     expected = _leak_records(tmp_path / "vg.xml")
     assert expected
     assert _leak_records(made) == expected
+
+
+@pytest.mark.parametrize("case", [["reach_kinds", "tree"], ["mismatched_free"], ["leak_new"]],
+                         ids=" ".join)
+def test_valgrind_ci_says_of_our_xml_what_it_says_of_valgrinds(case: list[str],
+                                                               tmp_path: Path) -> None:
+    """valgrind-ci (PyPI's ValgrindCI, requirements-dev.txt): its summary and error count."""
+    if importlib.util.find_spec("ValgrindCI") is None:
+        pytest.fail("ValgrindCI is missing: scripts/setup.sh installs it into .venv", pytrace=False)
+    argv = [str(program(case[0])), *case[1:]]
+    flags = ["--leak-check=full", "--xml=yes"]
+    _run(["valgrind", *flags, "--xml-file=vg.xml", *argv], tmp_path)
+    _run([str(MEMDUMP_SH), *flags, "--xml-file=md.xml", *argv], tmp_path)
+    said = []
+    for xml in ("vg.xml", "md.xml"):
+        proc = subprocess.run([sys.executable, "-m", "ValgrindCI", "--summary",
+                               "--number-of-errors", "--source-dir", str(REPO / "tests" / "programs"), xml],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
+                              check=False)
+        assert proc.returncode == 0, proc.stderr
+        said.append(proc.stdout)
+    assert said[1] == said[0]
+    assert re.match(r"[1-9]\d* errors\.\n", said[0]), said[0]
 
 
 def test_options_and_exit_status(tmp_path: Path) -> None:
