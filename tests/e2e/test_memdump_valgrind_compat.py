@@ -119,7 +119,8 @@ def test_valgrind_ci_says_of_our_xml_what_it_says_of_valgrinds(case: list[str],
     said = []
     for xml in ("vg.xml", "md.xml"):
         proc = subprocess.run([sys.executable, "-m", "ValgrindCI", "--summary",
-                               "--number-of-errors", "--source-dir", str(REPO / "tests" / "programs"), xml],
+                               "--number-of-errors", "--source-dir",
+                               str(REPO / "tests" / "programs"), xml],
                               cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT,
                               check=False)
         assert proc.returncode == 0, proc.stderr
