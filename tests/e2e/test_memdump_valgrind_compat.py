@@ -6,7 +6,6 @@ defects with memdump as MEMORYCHECK_COMMAND as with valgrind."""
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 import shutil
 import subprocess
@@ -16,7 +15,7 @@ from pathlib import Path
 
 import memdump_e2e
 import pytest
-from memdump_e2e import REPO, program
+from memdump_e2e import REPO, build_dir, program
 
 MEMDUMP_SH = REPO / "scripts" / "memdump.sh"
 FIXTURE = REPO / "tests" / "fixtures" / "ctest_memcheck"
@@ -171,11 +170,20 @@ def _ctest(command: str, tmp_path: Path) -> tuple[list[str], list[str]]:
 
 
 @pytest.mark.one_recorder
-def test_ctest_memcheck_counts_what_it_counts_with_valgrind(tmp_path: Path) -> None:
+@pytest.mark.parametrize("where", ["tree", "installed"])
+def test_ctest_memcheck_counts_what_it_counts_with_valgrind(where: str, tmp_path: Path) -> None:
+    """MEMORYCHECK_COMMAND is the checkout's scripts/memdump.sh, or bin/memdump installed by
+    `cmake --install` into a fresh prefix."""
+    memdump = MEMDUMP_SH
+    if where == "installed":
+        prefix = tmp_path / "usr"
+        subprocess.run(["cmake", "--install", str(build_dir()), "--prefix", str(prefix)],
+                       check=True, capture_output=True, timeout=TIMEOUT)
+        memdump = prefix / "bin" / "memdump"
     valgrind = _ctest(shutil.which("valgrind") or "valgrind", tmp_path)
-    memdump = _ctest(str(MEMDUMP_SH), tmp_path)
-    assert memdump == valgrind
-    assert "Memory Leak - 2" in memdump[0]
+    ours = _ctest(str(memdump), tmp_path)
+    assert ours == valgrind
+    assert "Memory Leak - 2" in ours[0]
     assert any(line.startswith("1/2 MemCheck: #1: leaky") and line.endswith(" 2")
-               for line in memdump[0]), memdump[0]
-    assert os.path.isdir(tmp_path / "memdump.sh")
+               for line in ours[0]), ours[0]
+    assert any("definitely lost in loss record 2 of 2" in line for line in ours[1])
