@@ -152,17 +152,19 @@ valgrind_option() {
         --show-reachable=no) vg_show="definite,possible" ;;
         --errors-for-leak-kinds=*) vg_errors="$value" ;;
         --error-exitcode=*)
-            [[ "$value" =~ ^[0-9]{1,3}$ && "$value" -le 255 ]] \
+            [[ "$value" =~ ^(0|[1-9][0-9]{0,2})$ && "$value" -le 255 ]] \
                 || bad_usage "--error-exitcode needs a number from 0 to 255, not '${value}'"
             vg_exitcode="$value" ;;
         --log-file=*) vg_log="$value" ;;
         --xml=yes|--xml=no) vg_xml="$value" ;;
         --xml-file=*) vg_xml_file="$value" ;;
         --num-callers=*)
-            [[ "$value" =~ ^[0-9]+$ && "$value" -ge 1 && "$value" -le 500 ]] \
+            [[ "$value" =~ ^[1-9][0-9]{0,2}$ && "$value" -le 500 ]] \
                 || bad_usage "--num-callers needs a number from 1 to 500, not '${value}'"
             depth="$value" ;;
-        --suppressions=*) vg_supps+=(--suppressions "$value") ;;
+        --suppressions=*)
+            [[ -f "$value" && -r "$value" ]] || bad_usage "--suppressions=${value}: no readable file"
+            vg_supps+=(--suppressions "$value") ;;
         --gen-suppressions=no) vg_gen=0 ;;
         --gen-suppressions=yes|--gen-suppressions=all) vg_gen=1 ;;
         --trace-children=yes) children=1 ;;

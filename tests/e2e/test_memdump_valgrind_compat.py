@@ -134,7 +134,10 @@ def test_options_and_exit_status(tmp_path: Path) -> None:
                       (["--track-origins=yes"], "unknown option '--track-origins=yes'"),
                       (["--leak-check=most"], "--leak-check needs no, summary, yes or full"),
                       (["--show-leak-kinds=lost"], "'lost' is not a list of leak kinds"),
-                      (["--xml=yes"], "--xml=yes needs --xml-file=FILE")):
+                      (["--xml=yes"], "--xml=yes needs --xml-file=FILE"),
+                      (["--num-callers=0099"], "--num-callers needs a number from 1 to 500"),
+                      (["--error-exitcode=256"], "--error-exitcode needs a number from 0 to 255"),
+                      (["--suppressions=none.supp"], "--suppressions=none.supp: no readable file")):
         proc = _run([str(MEMDUMP_SH), *bad, leak], tmp_path)
         assert (proc.returncode, proc.stderr.count("\n")) == (2, 1), proc.stderr
         assert said in proc.stderr
