@@ -178,16 +178,44 @@ def _slot_name(names: tuple[str, ...], op: str | None) -> str:
             "new[]": "operator new[](unsigned long)"}.get(name, name)
 
 
+def _short_name(name: str) -> str:
+    """An inlined function as valgrind names it, by its DWARF name: without its scope and
+    parameters (`std::vector<int>::reserve(unsigned long)` is `reserve`)."""
+    end = len(name)
+    if name.endswith(" const"):
+        end -= len(" const")
+    if end and name[end - 1] == ")":
+        depth = 0
+        for i in range(end - 1, -1, -1):
+            depth += {")": 1, "(": -1}.get(name[i], 0)
+            if depth == 0:
+                end = i
+                break
+    depth, start = 0, 0
+    for i, c in enumerate(name[:end]):
+        depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(c, 0)
+        if depth == 0 and name.startswith("::", i):
+            start = i + 2
+    return name[start:end] or name
+
+
 def _frames(view: Sequence[ViewFrame], raw: Sequence[Frame], op: str | None,
             limit: int) -> list[_VgFrame]:
+    """The frames valgrind shows: at most `limit`, down to `main` (its --show-below-main=no)."""
     out = []
     for vf in view[:limit]:
         if vf.slot:
             out.append(_VgFrame(raw[0].pc if raw else 0, _slot_name(vf.names, op), PRELOAD))
         elif vf.frame is not None:
             f = vf.frame
-            name = "main" if vf.names[-1].startswith("main(") else vf.names[-1]  # C++'s main
+            name = vf.names[-1]
+            if name.startswith("main("):  # C++'s main(int, char**)
+                name = "main"
+            elif f.inlined and f.file is not None:
+                name = _short_name(name)
             out.append(_VgFrame(f.pc, name, f.module, f.file, f.line))
+            if name == "main":
+                break
         else:
             out.append(_VgFrame(0, vf.names[-1], PRELOAD))
     return out

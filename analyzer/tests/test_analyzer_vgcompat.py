@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, run_cli
-from memdump_analyzer.vgcompat import expand_path
+from memdump_analyzer.vgcompat import _short_name, expand_path
 
 MIXED = str(FIXTURES / "mixed.memdump")
 FULL = ("--leak-check=full", "--show-leak-kinds=all")
@@ -95,3 +95,15 @@ def test_file_names_expand_as_valgrinds(monkeypatch: pytest.MonkeyPatch) -> None
     result = run_cli("--format", "valgrind", "-o", "x.%y", MIXED)
     assert result.returncode == 2
     assert result.stderr.strip().endswith("'%y' is not %p, %q{VAR} nor %%")
+
+
+@pytest.mark.parametrize(("name", "short"), [
+    ("std::vector<int, std::allocator<int> >::reserve(unsigned long)", "reserve"),
+    ("std::allocator_traits<std::allocator<int> >::allocate(std::allocator<int>&, unsigned long)",
+     "allocate"),
+    ("open_session", "open_session"),
+    ("ns::Widget::size() const", "size"),
+    ("ns::max<std::pair<int, int> >(int (*)(int), long)", "max<std::pair<int, int> >"),
+])
+def test_inlined_functions_are_named_by_their_dwarf_name(name: str, short: str) -> None:
+    assert _short_name(name) == short

@@ -41,7 +41,8 @@ def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 CASES = [["leak_malloc"], ["reach_kinds", "tree"], ["reach_kinds", "cycle"],
-         ["reach_kinds", "interior"], ["no_leak"], ["leak_new"]]
+         ["reach_kinds", "interior"], ["no_leak"], ["leak_new"], ["leak_new_forms"], ["reach_cpp"],
+         ["inline_frames_gcc_O2"]]
 
 
 @pytest.mark.parametrize("case", CASES, ids=" ".join)
