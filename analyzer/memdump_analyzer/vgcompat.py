@@ -221,15 +221,53 @@ def _frames(view: Sequence[ViewFrame], raw: Sequence[Frame], op: str | None,
     return out
 
 
-def _free_frames(error: ErrorReport, limit: int) -> list[_VgFrame]:
-    """A heap error's stack as valgrind shows it: the deallocation in its preload, then the
-    program's frames from the call down to `main`."""
+#: the arguments of `operator delete` and `delete[]` by their mangled suffix
+_DELETE_ARGS = {"Pv": "void*", "Pvm": "void*, unsigned long",
+                "PvSt11align_val_t": "void*, std::align_val_t",
+                "PvmSt11align_val_t": "void*, unsigned long, std::align_val_t",
+                "PvRKSt9nothrow_t": "void*, std::nothrow_t const&"}
+
+
+def _deallocator(called: str | None) -> str | None:
+    """valgrind's name of the deallocation a call site called (`_ZdlPvm`: `operator
+    delete(void*, unsigned long)`), None when it is not one it names so."""
+    if called in ("free", "realloc"):
+        return called
+    if called and called.startswith(("_Zdl", "_Zda")) and called[4:] in _DELETE_ARGS:
+        return f"operator delete{'[]' if called[3] == 'a' else ''}({_DELETE_ARGS[called[4:]]})"
+    return None
+
+
+def _callees(analysis: Analysis, errors: Sequence[ErrorReport]) -> dict[tuple[str, int], str]:
+    """The functions the heap errors' call sites called (callsites.called_functions)."""
+    from .callsites import called_functions
+    from .suppressions import call_site
+
+    sites = []
+    for e in errors:
+        if e.stack:
+            f = e.stack[call_site(e.stack)]
+            if f.module is not None:
+                sites.append((f.module, f.offset))
+    return called_functions(sites, arch=analysis.info.get("arch")) if sites else {}
+
+
+def _free_frames(error: ErrorReport, limit: int,
+                 callees: dict[tuple[str, int], str] | None = None) -> list[_VgFrame]:
+    """A heap error's stack as valgrind shows it: the deallocation in its preload (the one the
+    call site called, when it can be read: a sized `delete` is one), then the program's frames
+    from the call down to `main`."""
     from .suppressions import call_site, valgrind_view
 
     start = call_site(error.stack)
     view = valgrind_view(error.stack[start:] or error.stack)[1:]
     called = (error.stack[0].function or "") if start else ""
-    name = called if called.startswith("operator delete") else _FREE_SLOT.get(error.op, error.op)
+    site = error.stack[start] if error.stack else None
+    name = _deallocator((callees or {}).get((site.module or "", site.offset))) \
+        if site is not None else None
+    if name is None:
+        name = called if called.startswith("operator delete") else \
+            _FREE_SLOT.get(error.op, error.op)
     slot = _VgFrame(error.stack[0].pc if error.stack else 0, name, PRELOAD)
     return [slot, *_frames(view, error.stack, None, limit - 1)]
 
@@ -286,18 +324,27 @@ def _shown(analysis: Analysis, opts: VgOptions) -> list[tuple[Group, int, int]]:
             if id(g) not in suppressed and _kind(g) in opts.show_kinds]
 
 
-def _error_lines(error: ErrorReport, limit: int) -> list[str]:
-    lines = [_heading(error)]
-    lines += [_frame_text(f, i == 0) for i, f in enumerate(_free_frames(error, limit))]
-    if error.kind == "mismatched-free" and error.alloc_size is not None:
-        lines.append(f" Address 0x{error.pointer:x} is 0 bytes inside a block of size "
-                     f"{_n(error.alloc_size)} alloc'd")
-        if error.alloc_stack:
-            from .suppressions import valgrind_view
+def _block(error: ErrorReport, limit: int) -> tuple[str, list[_VgFrame]] | None:
+    """A mismatched free's block: valgrind's `Address 0x... is 0 bytes inside a block of size N
+    alloc'd` and the allocation's stack; None for the other errors (the report has no block)."""
+    if error.kind != "mismatched-free" or error.alloc_size is None:
+        return None
+    from .suppressions import valgrind_view
 
-            view = valgrind_view(error.alloc_stack, None, error.alloc_op)
-            frames = _frames(view, error.alloc_stack, error.alloc_op, limit)
-            lines += [_frame_text(f, i == 0) for i, f in enumerate(frames)]
+    what = (f"Address 0x{error.pointer:x} is 0 bytes inside a block of size "
+            f"{_n(error.alloc_size)} alloc'd")
+    raw = error.alloc_stack or ()
+    return what, _frames(valgrind_view(raw, None, error.alloc_op), raw, error.alloc_op, limit)
+
+
+def _error_lines(error: ErrorReport, limit: int,
+                 callees: dict[tuple[str, int], str]) -> list[str]:
+    lines = [_heading(error)]
+    lines += [_frame_text(f, i == 0) for i, f in enumerate(_free_frames(error, limit, callees))]
+    block = _block(error, limit)
+    if block is not None:
+        lines.append(f" {block[0]}")
+        lines += [_frame_text(f, i == 0) for i, f in enumerate(block[1])]
     return lines
 
 
@@ -307,8 +354,10 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
     if not opts.quiet:
         lines += [*_PREAMBLE, f"Command: {' '.join(opts.command or [analysis.program or '?'])}",
                   ""]
-    for error in _contexts(analysis.errors):
-        lines += [*_error_lines(error, opts.num_callers), ""]
+    contexts = _contexts(analysis.errors)
+    callees = _callees(analysis, contexts)
+    for error in contexts:
+        lines += [*_error_lines(error, opts.num_callers, callees), ""]
     if not opts.quiet:
         lines += ["", "HEAP SUMMARY:",
                   f"    in use at exit: {_n(analysis.leaked_bytes)} bytes in "
@@ -430,17 +479,19 @@ def render_xml(analysis: Analysis, opts: VgOptions, ppid: int | None = None) -> 
              "<status>", "  <state>RUNNING</state>", "</status>", "", ""]
     unique = 0
     counts: list[tuple[int, int]] = []
-    for error in _contexts(analysis.errors):
+    contexts = _contexts(analysis.errors)
+    callees = _callees(analysis, contexts)
+    for error in contexts:
         same = sum(1 for e in analysis.errors if _heading(e) == _heading(error)
                    and [f.offset for f in e.stack] == [f.offset for f in error.stack])
         kind = "MismatchedFree" if error.kind == "mismatched-free" else "InvalidFree"
         tid = 1 if error.tid == analysis.pid else error.tid  # valgrind's main thread is 1
         lines += ["<error>", f"  <unique>0x{unique:x}</unique>", f"  <tid>{tid}</tid>",
                   f"  <kind>{kind}</kind>", f"  <what>{_x(_heading(error))}</what>",
-                  *_xml_stack(_free_frames(error, opts.num_callers))]
-        lines += [f"  <auxwhat>Address 0x{error.pointer:x} is 0 bytes inside a block of size "
-                  f"{_n(error.alloc_size)} alloc'd</auxwhat>"] \
-            if error.kind == "mismatched-free" and error.alloc_size is not None else []
+                  *_xml_stack(_free_frames(error, opts.num_callers, callees))]
+        block = _block(error, opts.num_callers)
+        if block is not None:
+            lines += [f"  <auxwhat>{_x(block[0])}</auxwhat>", *_xml_stack(block[1])]
         lines += ["</error>", ""]
         counts.append((unique, same))
         unique += 1
