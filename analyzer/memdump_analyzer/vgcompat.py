@@ -157,6 +157,13 @@ def error_count(analysis: Analysis, opts: VgOptions) -> tuple[int, int]:
     return analysis.error_count + leaks, len(_contexts(analysis.errors)) + leaks
 
 
+def _suppressed_errors(analysis: Analysis, opts: VgOptions) -> int:
+    """The ERROR SUMMARY's `suppressed: N from N`: the suppressed loss records it would count."""
+    if opts.leak_check in ("no", "summary"):
+        return 0
+    return sum(1 for g in analysis.suppressed_groups or [] if _kind(g) in opts.error_kinds)
+
+
 # -- frames ----------------------------------------------------------------------------------------
 
 
@@ -360,8 +367,8 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
         lines += [*_error_lines(error, opts.num_callers, callees), ""]
     if not opts.quiet:
         lines += ["", "HEAP SUMMARY:",
-                  f"    in use at exit: {_n(analysis.leaked_bytes)} bytes in "
-                  f"{_n(analysis.leaked_blocks)} blocks",
+                  f"    in use at exit: {_n(_in_use(analysis)[0])} bytes in "
+                  f"{_n(_in_use(analysis)[1])} blocks",
                   f"  total heap usage: {_n(analysis.allocations)} allocs, "
                   f"{_n(_frees(analysis))} frees, "
                   f"{_n(analysis.allocated_bytes)} bytes allocated", ""]
@@ -386,6 +393,13 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
         else:
             out.append(f"{prefix}{line}".rstrip() + (" " if not line else ""))
     return "\n".join(out) + "\n" if out else ""
+
+
+def _in_use(analysis: Analysis) -> tuple[int, int]:
+    """valgrind's bytes and blocks in use at exit: the leaked ones, suppressed ones too."""
+    hidden = analysis.suppressed_groups or []
+    return (analysis.leaked_bytes + sum(g.bytes for g in hidden),
+            analysis.leaked_blocks + sum(g.blocks for g in hidden))
 
 
 def _frees(analysis: Analysis) -> int:
@@ -435,8 +449,9 @@ def _summary(analysis: Analysis, opts: VgOptions) -> list[str]:
             lines.append("")
     errors, contexts = error_count(analysis, opts)
     lines.append("For lists of detected and suppressed errors, rerun with: -s")
+    hidden = _n(_suppressed_errors(analysis, opts))
     lines.append(f"ERROR SUMMARY: {_n(errors)} errors from {_n(contexts)} contexts "
-                 "(suppressed: 0 from 0)")
+                 f"(suppressed: {hidden} from {hidden})")
     return lines
 
 

@@ -63,6 +63,28 @@ def test_text_is_valgrinds(case: list[str], flags: list[str], tmp_path: Path) ->
         assert "memdump.sh: dump:" not in memdump.stderr
 
 
+SUPPRESSIONS = {
+    "indirect": "{\n   tree-kids\n   Memcheck:Leak\n   match-leak-kinds: indirect\n   fun:calloc\n"
+                "   fun:case_tree\n   fun:main\n}\n",
+    "definite": "{\n   root\n   Memcheck:Leak\n   match-leak-kinds: definite\n   fun:calloc\n"
+                "   fun:case_tree\n   fun:main\n}\n",
+}
+
+
+@pytest.mark.parametrize("kind", list(SUPPRESSIONS))
+def test_suppressed_loss_records_are_counted_as_valgrind(kind: str, tmp_path: Path) -> None:
+    """Suppressed loss records keep their numbers (`loss record 4 of 4`), stay in use at exit,
+    move to the LEAK SUMMARY's `suppressed` line and, of --errors-for-leak-kinds, to the ERROR
+    SUMMARY's `suppressed: N from N`."""
+    (tmp_path / "s.supp").write_text(SUPPRESSIONS[kind])
+    flags = ["--leak-check=full", "--show-leak-kinds=all", "--suppressions=s.supp"]
+    argv = [str(program("reach_kinds")), "tree"]
+    valgrind = _normal(_run(["valgrind", *flags, *argv], tmp_path).stderr)
+    memdump = _normal(_run([str(MEMDUMP_SH), *flags, *argv], tmp_path).stderr)
+    assert memdump == valgrind
+    assert "==PID==     in use at exit: 428 bytes in 4 blocks" in memdump
+
+
 def test_mismatched_free_errors_are_valgrinds(tmp_path: Path) -> None:
     """Each `Mismatched free() / delete / delete []` with its stacks and the block's size and
     allocation, in valgrind's order, a sized delete named `operator delete(void*, unsigned
