@@ -283,10 +283,30 @@ class _Stacks:
     """The groups' stacks in valgrind's view, their names read once for them all."""
 
     def __init__(self, analysis: Analysis, groups: Sequence[Group], limit: int) -> None:
-        from .suppressions import group_names
+        from .callsites import StackNames, stack_names
+        from .dumpfile import DumpError
+        from .rescan import alloc_ops
+        from .suppressions import call_site
 
-        self.names: StackNames = group_names(analysis, groups)
         self.limit = limit
+        self.names: StackNames = StackNames()
+        if not groups:
+            return
+        self.names = stack_names(groups, call_site, analysis.info.get("arch"))
+        # the operation recorded at a stack names the slot when its call site could not be read:
+        # looked up for those alone (a second reading of the dump, up to their allocations)
+        unread = set()
+        for g in groups:
+            raw = g.raw or g.stack
+            site = raw[call_site(raw)] if raw else None
+            if g.node and (site is None or (site.module or "", site.offset)
+                           not in self.names.callees):
+                unread.add(g.node)
+        if unread:
+            try:
+                self.names.ops = alloc_ops(analysis.path, unread)
+            except (OSError, DumpError):
+                pass  # the dump is gone since it was read: the frames must say
 
     def of(self, group: Group) -> list[_VgFrame]:
         from .suppressions import valgrind_view
@@ -409,7 +429,7 @@ def _frees(analysis: Analysis) -> int:
 
 
 def _suppression_of(analysis: Analysis, opts: VgOptions) -> Callable[[Group], str] | None:
-    if not opts.gen_suppressions:
+    if not opts.gen_suppressions or not analysis.leaks:
         return None
     from .gensupp import suppression_text
     from .suppressions import group_names
