@@ -66,6 +66,19 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
 
+valgrind memcheck's options, for the tools that run valgrind (ctest -T memcheck, CI):
+any of them makes the leak report valgrind's text output, or its XML (docs/valgrind-compat.md)
+  --tool=memcheck    the only tool there is
+  --leak-check=no|summary|yes|full       the loss records listed with yes or full (summary)
+  --show-leak-kinds=LIST, --show-reachable=yes|no   the kinds listed (definite,possible)
+  --errors-for-leak-kinds=LIST           the kinds counted as errors (definite,possible)
+  --error-exitcode=N exit with N when the ERROR SUMMARY counts errors
+  --log-file=FILE    valgrind's output into FILE (%p the program's PID, %q{VAR}), not stderr
+  --xml=yes --xml-file=FILE              valgrind's XML (protocol 4) into FILE instead
+  --num-callers=N    at most N frames a stack (as --depth N); --suppressions=FILE (repeatable);
+  --gen-suppressions=no|yes|all; --trace-children=yes|no (as --children); -q, --quiet (the
+                     errors only, no dump path); -v, --verbose (accepted, nothing more said)
+
 Exit status: the program's (with -p: 0, or the program's when it ended while recorded); 2 for bad
 arguments (or a PID that is no running process); 125 when recording or the report failed.
 EOF
@@ -106,6 +119,60 @@ argv_quote() {
 # Quote one word for /bin/sh.
 sh_quote() {
     printf "'%s'" "${1//\'/\'\\\'\'}"
+}
+
+# valgrind memcheck's options (docs/valgrind-compat.md): memdump as a drop-in where tools run
+# valgrind (`ctest -T memcheck`, valgrind-ci). Any of them makes the report valgrind's output.
+valgrind=0
+vg_leak_check="summary"
+vg_show=""
+vg_errors=""
+vg_exitcode=""
+vg_log=""
+vg_xml="no"
+vg_xml_file=""
+vg_quiet=0
+vg_gen=0
+vg_args=()
+vg_supps=()
+valgrind_option() {
+    local value="${1#*=}"
+    valgrind=1
+    vg_args+=("$1")
+    case "$1" in
+        --tool=*)
+            [[ "$value" == memcheck ]] \
+                || bad_usage "--tool=${value}: only memcheck's leak checking is supported" ;;
+        --leak-check=*)
+            [[ "$value" =~ ^(no|summary|yes|full)$ ]] \
+                || bad_usage "--leak-check needs no, summary, yes or full, not '${value}'"
+            vg_leak_check="$value" ;;
+        --show-leak-kinds=*) vg_show="$value" ;;
+        --show-reachable=yes) vg_show="all" ;;
+        --show-reachable=no) vg_show="definite,possible" ;;
+        --errors-for-leak-kinds=*) vg_errors="$value" ;;
+        --error-exitcode=*)
+            [[ "$value" =~ ^(0|[1-9][0-9]{0,2})$ && "$value" -le 255 ]] \
+                || bad_usage "--error-exitcode needs a number from 0 to 255, not '${value}'"
+            vg_exitcode="$value" ;;
+        --log-file=*) vg_log="$value" ;;
+        --xml=yes|--xml=no) vg_xml="$value" ;;
+        --xml-file=*) vg_xml_file="$value" ;;
+        --num-callers=*)
+            [[ "$value" =~ ^[1-9][0-9]{0,2}$ && "$value" -le 500 ]] \
+                || bad_usage "--num-callers needs a number from 1 to 500, not '${value}'"
+            depth="$value" ;;
+        --suppressions=*)
+            [[ -f "$value" && -r "$value" ]] || bad_usage "--suppressions=${value}: no readable file"
+            vg_supps+=(--suppressions "$value") ;;
+        --gen-suppressions=no) vg_gen=0 ;;
+        --gen-suppressions=yes|--gen-suppressions=all) vg_gen=1 ;;
+        --trace-children=yes) children=1 ;;
+        --trace-children=no) children=0 ;;
+        -q|--quiet) vg_quiet=1 ;;
+        -v|--verbose) ;;
+        *) bad_usage "unsupported value in '$1' (see docs/valgrind-compat.md)" ;;
+    esac
 }
 
 dump=""
@@ -154,6 +221,10 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --for=*) window="${1#*=}"; shift ;;
+        --tool=*|--leak-check=*|--show-leak-kinds=*|--show-reachable=*|--errors-for-leak-kinds=*\
+        |--error-exitcode=*|--log-file=*|--xml=*|--xml-file=*|--num-callers=*|--suppressions=*\
+        |--gen-suppressions=*|--trace-children=*|-q|--quiet|-v|--verbose)
+            valgrind_option "$1"; shift ;;
         -h|--help) usage; exit 0 ;;
         --) shift; break ;;
         -?*) bad_usage "unknown option '$1' (see --help)" ;;
@@ -194,6 +265,15 @@ else
     [[ $# -gt 0 ]] || bad_usage "no program to run (usage: ${me} [OPTIONS] -- PROGRAM [ARGS...])"
     [[ -n "$1" ]] || bad_usage "the program name is empty"
 fi
+if [[ "$valgrind" -eq 1 ]]; then
+    [[ -z "$pid" ]] || bad_usage "valgrind's options need a program to run (not -p)"
+    [[ "$vg_xml" == no || -n "$vg_xml_file" ]] || bad_usage "--xml=yes needs --xml-file=FILE"
+    kinds='(definite|indirect|possible|reachable)'
+    for list in "$vg_show" "$vg_errors"; do
+        [[ -z "$list" || "$list" =~ ^(all|none|${kinds}(,${kinds})*)$ ]] \
+            || bad_usage "'${list}' is not a list of leak kinds (definite,indirect,possible,reachable; all; none)"
+    done
+fi
 gdb_path="$(type -P gdb || true)"
 [[ -n "$gdb_path" ]] || cannot "gdb is not installed"
 
@@ -206,6 +286,31 @@ dump_file="${work}/dump"
 report_out="${work}/report"
 report_status="${work}/report.status"
 commands="${work}/commands.gdb"
+# valgrind's options as the analyser's (shreport.py reads them from this file, NUL-ended)
+vg_file=""
+if [[ "$valgrind" -eq 1 ]]; then
+    vg_file="${work}/valgrind.args"
+    vg_report=(--format valgrind --leak-check "$vg_leak_check")
+    if [[ "$vg_xml" == yes ]]; then
+        vg_report=(--format valgrind-xml --leak-check "$vg_leak_check" -o "$vg_xml_file")
+    elif [[ -n "$vg_log" ]]; then
+        vg_report+=(-o "$vg_log")
+    fi
+    [[ -z "$vg_show" ]] || vg_report+=(--show-leak-kinds "$vg_show")
+    [[ -z "$vg_errors" ]] || vg_report+=(--errors-for-leak-kinds "$vg_errors")
+    [[ -z "$depth" ]] || vg_report+=(--max-frames "$depth")
+    [[ "$vg_quiet" -eq 0 ]] || vg_report+=(--quiet)
+    [[ "$vg_gen" -eq 0 ]] || vg_report+=(--gen-suppressions)
+    [[ "${vg_exitcode:-0}" -eq 0 ]] || vg_report+=(--fail-on-leak)
+    vg_report+=("${vg_supps[@]}")
+    for word in "${vg_args[@]}"; do
+        vg_report+=("--tool-arg=${word}")
+    done
+    for word in "$@"; do
+        vg_report+=("--command=${word}")
+    done
+    printf '%s\0' "${vg_report[@]}" >"$vg_file"
+fi
 
 # The settings both ways of recording share.
 common_settings() {
@@ -263,7 +368,7 @@ EOF
 # MEMDUMP_SH_REPORT_STATUS, which this script shows once GDB has exited; a larger dump, or none
 # (nothing written), is left to the analyser this script starts after GDB.
 report_in_gdb() {
-    [[ "$report" -eq 1 || -n "$json" || "$compact" -eq 1 ]] || return 0
+    [[ "$report" -eq 1 || -n "$json" || "$compact" -eq 1 || "$valgrind" -eq 1 ]] || return 0
     emit <<'EOF'
 python
 import os
@@ -482,7 +587,7 @@ EOF
         MEMDUMP_SH_OUTPUT="$dump" MEMDUMP_SH_REPORT_TEXT="$report" MEMDUMP_SH_JSON="$json" \
         MEMDUMP_SH_COMPACT="$compact" MEMDUMP_SH_TERMINAL="$terminal" \
         MEMDUMP_SH_REPORT="$report_out" MEMDUMP_SH_REPORT_STATUS="$report_status" \
-        "$gdb_path" -nx -batch "${early[@]}" -x "$commands" --args "$program" "${args[@]}" \
+        MEMDUMP_SH_VALGRIND="$vg_file" "$gdb_path" -nx -batch "${early[@]}" -x "$commands" --args "$program" "${args[@]}" \
         3>&1 4>&2 >"$log" 2>&1 || gdb_rc=$?
 fi
 
@@ -514,7 +619,7 @@ if [[ -z "$used" ]]; then
     sed 's/^/    /' "$log" >&2
     exit 125
 fi
-echo "${me}: dump: ${used}" >&2
+[[ "$vg_quiet" -eq 1 ]] || echo "${me}: dump: ${used}" >&2
 dumps=("$used")
 # --children: the dumps the recorder wrote beside the program's for its children (STEM.PID.memdump,
 # STEM.PID-K.memdump: docs/recorder.md), in this run (newer than this run's GDB script)
@@ -545,17 +650,19 @@ to_compact=()
 if [[ -s "$report_status" ]]; then
     cat -- "$report_out" >&2
     failed="$(<"$report_status")"
-elif [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 ]]; then
+elif [[ "$report" -eq 1 || -n "$json" || ${#to_compact[@]} -gt 0 || "$valgrind" -eq 1 ]]; then
     failed=0
     # -S: no `site`; huge pages for malloc's large blocks: as scripts/memdump-analyze
     GLIBC_TUNABLES="${GLIBC_TUNABLES:+${GLIBC_TUNABLES}:}glibc.malloc.hugetlb=1" \
-    PYTHONPATH="${analyzer_dir}${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S -c '
+    PYTHONPATH="${analyzer_dir}${PYTHONPATH:+:${PYTHONPATH}}" MEMDUMP_SH_VALGRIND="$vg_file" /usr/bin/python3 -P -S -c '
 import sys
 from memdump_analyzer.shreport import main
 sys.exit(main(sys.argv[1:]))
 ' "$me" "$used" "$report" "$json" "${to_compact[@]}" >&2 || failed=$?
 fi
-if [[ "${failed:-0}" -eq 2 ]]; then
+if [[ "${failed:-0}" -eq 3 ]]; then  # valgrind's output counted errors
+    exit "${vg_exitcode:-$status}"
+elif [[ "${failed:-0}" -eq 2 ]]; then
     echo "${me}: the JSON report failed" >&2
     exit 125
 elif [[ "${failed:-0}" -ne 0 ]]; then

@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from . import analyze
+from . import analyze, vgcompat
 from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
@@ -179,6 +179,7 @@ def build_parser() -> argparse.ArgumentParser:
         "for (the recording did not finish): they are shown by module and offset",
     )
     _ci_options(parser)
+    vgcompat.add_options(parser)
     views = parser.add_mutually_exclusive_group()
     views.add_argument("--by-tag", action="store_true",
                        help="instead of the leaks: per memdump_api.h tag, the bytes and blocks "
@@ -370,6 +371,9 @@ def _run(args: argparse.Namespace) -> int:
     analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize)
     if args.suppressions and analysis.suppressed_groups is None:
         analysis.suppressed_groups = []
+    if args.format in vgcompat.FORMATS:  # docs/valgrind-compat.md
+        path, text, failing = vgcompat.report(args, analysis, show_kinds, error_kinds)
+        return _write(path, text, verdict(args.fail_on_leak, failing, analysis))
     if (args.fail_on_leak and analysis.leak_kinds is None
             and args.errors_for_leak_kinds is not None and error_kinds != set(_ALL_KINDS)):
         _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
@@ -389,16 +393,9 @@ def _run(args: argparse.Namespace) -> int:
                                        error_kinds=error_kinds, root=args.sarif_root,
                                        information_uri=args.sarif_information_uri))
     elif args.format == "json":
-        text = dumps_json(
-            render_json(
-                analysis,
-                show_runtime=args.show_runtime,
-                max_frames=args.max_frames,
-                top=args.top,
-                show_leak_kinds=show_kinds,
-                suppression_of=gen,
-            )
-        )
+        text = dumps_json(render_json(analysis, show_runtime=args.show_runtime,
+                                      max_frames=args.max_frames, top=args.top,
+                                      show_leak_kinds=show_kinds, suppression_of=gen))
     else:
         color = args.output is None and colour_wanted(sys.stdout.isatty())
         text = render_text(

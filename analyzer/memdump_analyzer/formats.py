@@ -29,6 +29,8 @@ FORMATS: dict[str, OutputFormat] = {
     "json": OutputFormat(False),
     "sarif": OutputFormat(False, "SARIF 2.1.0 for code scanning, one result per leak group "
                           "--show-leak-kinds lists"),
+    "valgrind": OutputFormat(False, "valgrind memcheck's text output (docs/valgrind-compat.md)"),
+    "valgrind-xml": OutputFormat(False, "valgrind memcheck's XML, protocol 4"),
     "pprof": OutputFormat(True, "gzip-compressed profile.proto for `go tool pprof`", text=False),
     "collapsed": OutputFormat(True, "folded stacks for flamegraph.pl, speedscope, inferno "
                               "(--metric)"),

@@ -27,6 +27,11 @@ IN_GDB_MAX_BYTES = 16 << 20
 REPORT_FAILED = 1
 #: report status: the JSON report failed
 JSON_FAILED = 2
+#: report status: valgrind's output (docs/valgrind-compat.md) counted errors, which
+#: --error-exitcode turns into its status
+VALGRIND_ERRORS = 3
+#: the file of the valgrind-style report's analyser arguments (each ended by a NUL), if any
+VALGRIND_ARGS_ENV = "MEMDUMP_SH_VALGRIND"
 
 
 def run(me: str, dump: str, report: bool, json_file: str,
@@ -37,13 +42,28 @@ def run(me: str, dump: str, report: bool, json_file: str,
     from .cli import several_compacting
 
     argvs = ([[dump]] if report else []) + ([["--format", "json", "-o", json_file, dump]]
-                                            if json_file else [])
+                                            if json_file else []) + _valgrind_argvs(dump)
     (number, code), said = several_compacting(dumps, *argvs)
     if code == 0:
         status = 0
+    elif argvs[number - 1][:2] == ["--format", "json"]:
+        status = JSON_FAILED
+    elif argvs[number - 1][1].startswith("valgrind") and code == 1:  # cli.EXIT_LEAK
+        status = VALGRIND_ERRORS
     else:
-        status = JSON_FAILED if argvs[number - 1][0] == "--format" else REPORT_FAILED
+        status = REPORT_FAILED
     return status, [f"{me}: {line}" for line in said]
+
+
+def _valgrind_argvs(dump: str) -> list[list[str]]:
+    """The analyser's arguments for memdump.sh's valgrind-style output, from the file
+    VALGRIND_ARGS_ENV names (`--format valgrind ...`, the dump last): none without it."""
+    path = os.environ.get(VALGRIND_ARGS_ENV, "")
+    if not path:
+        return []
+    with open(path, "rb") as fh:
+        words = [os.fsdecode(word) for word in fh.read().split(b"\0")[:-1]]
+    return [[*words, dump]]
 
 
 def main(argv: list[str]) -> int:

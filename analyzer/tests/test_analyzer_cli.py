@@ -133,8 +133,8 @@ def test_help() -> None:
     assert result.returncode == 0
     assert result.stdout.startswith(
         "usage: memdump-analyze [-h]\n"
-        "                       [--format "
-        "{text,json,sarif,pprof,collapsed,massif,html,heaptrack}]\n"
+        "                       [--format {text,json,sarif,valgrind,valgrind-xml,pprof,collapsed,"
+        "massif,html,heaptrack}]\n"
     )
 
 
