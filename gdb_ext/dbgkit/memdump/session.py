@@ -51,7 +51,7 @@ from .breakpoints import (
 if TYPE_CHECKING:
     from ..core.unwind import Unwinder
 from .breaks import BreaksMixin
-from .checks import CMD, cannot_record
+from .checks import CMD, cannot_record, guarded
 from .scan import pointer_scan
 from .signals import FATAL_SIGNALS, dies_of
 from .status import status_of
@@ -124,6 +124,8 @@ class Session(TagsMixin, BreaksMixin):
         self.settings: Callable[[str], object] | None = None
         #: called with this session when the program it recorded ended (not on `memdump stop`)
         self.on_program_end: Callable[[Session], None] | None = None
+        #: called with this session when its dump opened (the run or the attach it records)
+        self.on_start: Callable[[Session], None] | None = None
         #: armed by itself after the previous run ended, not by a `memdump` command
         self.again = False
         #: the recording of the previous run, when armed by itself
@@ -216,6 +218,8 @@ class Session(TagsMixin, BreaksMixin):
         else:
             self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
+        if self.on_start is not None:
+            self.on_start(self)
         self._api_flags_on()
 
     def _start_clock(self) -> None:
@@ -299,21 +303,11 @@ class Session(TagsMixin, BreaksMixin):
         self._connected = False
 
     def _guard(self, what: str, fn, *args) -> None:  # noqa: ANN001
-        """Run an event handler; an unexpected error becomes one warning instead of a traceback."""
-        try:
-            fn(*args)
-        except gdb.GdbError as exc:
-            output.warn(CMD, str(exc))
-        except Exception as exc:  # noqa: BLE001 - never let a handler's bug reach GDB as a traceback
-            self.counts["internal-errors"] += 1
-            if self.counts["internal-errors"] == 1:
-                output.warn(CMD, f"internal error in {what}: {exc!r} "
-                                 "(set dbgkit debug on to raise it)")
-            if settings.debug_enabled():
-                raise
+        guarded(self.counts, what, fn, *args)
 
     def _on_new_objfile(self, event: gdb.NewObjFileEvent) -> None:
-        self._guard("new_objfile", self._new_objfile)
+        if event.new_objfile.progspace == self.inferior.progspace:  # not another inferior's
+            self._guard("new_objfile", self._new_objfile)
 
     def _new_objfile(self) -> None:
         if self.state == State.ENDED or not self.inferior.pid:
@@ -332,7 +326,8 @@ class Session(TagsMixin, BreaksMixin):
         self._install_hooks()
 
     def _on_clear_objfiles(self, event: gdb.ClearObjFilesEvent) -> None:
-        self._guard("clear_objfiles", self._clear_objfiles)
+        if event.progspace == self.inferior.progspace:
+            self._guard("clear_objfiles", self._clear_objfiles)
 
     def _clear_objfiles(self) -> None:
         # With the process alive this is an exec: the image is replaced, every block with it. The
@@ -351,7 +346,8 @@ class Session(TagsMixin, BreaksMixin):
         self._unwinder = None  # made again, without its cached rows, at the next stack
 
     def _on_exited(self, event: gdb.ExitedEvent) -> None:
-        self._guard("exited", self._exited, event)
+        if event.inferior.num == self.inferior.num:
+            self._guard("exited", self._exited, event)
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
         if self.state != State.ARMED:
