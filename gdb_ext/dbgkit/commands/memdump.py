@@ -296,7 +296,7 @@ def _new_session(out_path: str | None, series: str | None = None,
     session.on_program_end = _rearm
     session.on_start = RECORDINGS.run_started
     if RECORDINGS.break_condition is not None:  # its matches count anew in each run
-        session.break_condition = dataclasses.replace(RECORDINGS.break_condition, hits=0)
+        session.breaks.condition = dataclasses.replace(RECORDINGS.break_condition, hits=0)
     return session
 
 
