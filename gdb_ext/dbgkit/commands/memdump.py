@@ -294,8 +294,9 @@ def _new_session(out_path: str | None, series: str | None = None,
                          "follows the program alone")
     session.settings = settings.get
     session.on_program_end = _rearm
+    session.on_start = RECORDINGS.run_started
     if RECORDINGS.break_condition is not None:  # its matches count anew in each run
-        session.break_condition = dataclasses.replace(RECORDINGS.break_condition, hits=0)
+        session.breaks.condition = dataclasses.replace(RECORDINGS.break_condition, hits=0)
     return session
 
 
@@ -394,14 +395,15 @@ def _leaks(args: argparse.Namespace) -> None:
             raise gdb.GdbError(f"{CMD}: --older-than needs a number of seconds >= 0, not "
                                f"{args.older_than:g}")
         memdump_live.older_than(analysis, session.block_ages(), args.older_than)
-    previous = RECORDINGS.previous_leaks.get(session.path)
-    RECORDINGS.previous_leaks[session.path] = memdump_live.snapshot(analysis)
+    kept = RECORDINGS.here()  # this inferior's: the previous check may be of an earlier run
+    previous, kept.previous_leaks = kept.previous_leaks, memdump_live.snapshot(analysis)
+    kept.program = session.inferior.progspace.filename
     memdump_live.compare(analysis, previous,
                          "increased" if args.increased else "changed" if args.changed else None)
     # the offline report's default kinds once the program ended; at a stop, all that is live
     kinds = args.show_leak_kinds if args.show_leak_kinds is not None else \
         None if live else DEFAULT_SHOW_KINDS
-    RECORDINGS.last_groups = [
+    kept.last_groups = [
         g for g in analysis.groups if (args.show_runtime or g.kind == "leak") and
         (kinds is None or g.kind != "leak" or g.leak_kind not in FILTERED_KINDS
          or g.leak_kind in kinds)]
@@ -455,7 +457,7 @@ def _who_points_at(args: argparse.Namespace) -> None:
 
 @needs_recording
 def _block_list(args: argparse.Namespace) -> None:
-    groups = RECORDINGS.last_groups
+    groups = RECORDINGS.here().last_groups
     if not groups:
         raise gdb.GdbError(f"{CMD}: block-list: no groups yet: run memdump leaks first")
     if not 1 <= args.group <= len(groups):
@@ -484,6 +486,7 @@ def _stop(args: argparse.Namespace) -> None:
 
 
 _PARSER = _build_parser()
+RECORDINGS.connect()
 
 
 @base.register

@@ -26,7 +26,7 @@ from .. import output
 from ..core.elf import ElfError, got_slot
 from ..core.procmaps import ModuleMap
 from .checks import CMD
-from .tags import MARKS, MarkBreakpoint, module_api
+from .tags import MARKS, MarkBreakpoint, Marker, module_api
 
 __all__ = [
     "API_FUNCTIONS",
@@ -38,6 +38,7 @@ __all__ = [
     "ReturnBreakpoint",
     "ReturnSites",
     "called_op",
+    "format_call_args",
     "install_hooks",
 ]
 
@@ -188,14 +189,15 @@ class ReturnSites:
 def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str, int]],
                   hooks: dict[int, EntryBreakpoint], exit_hooks: dict[int, ExitBreakpoint],
                   ops: Iterable[str] = _ALLOCATOR_OPS, api: bool = True,
-                  marks: dict[int, MarkBreakpoint] | None = None,
+                  marks: dict[int, MarkBreakpoint] | None = None, marker: Marker | None = None,
                   flags: set[int] | None = None) -> None:
     """Break on every allocator entry point (of OPS, names of `_ALLOCATOR_OPS`), on
     memdump_api.h's functions, and on
     _exit, exported by a module of MODULES not in SCANNED yet (modules are keyed by path and
     start); HOOKS and EXIT_HOOKS get the new ones. API: break on memdump_api.h's functions
     too (not when the in-process recorder records them); MARKS gets the breakpoints of its tag
-    and phase functions, FLAGS the address of each module's memdump_api_enabled."""
+    and phase functions, which stop into MARKER, FLAGS the address of each module's
+    memdump_api_enabled."""
     modules.refresh()
     for module in modules.modules():
         key = (module.path, module.start)
@@ -235,10 +237,11 @@ def install_hooks(recorder: Recorder, modules: ModuleMap, scanned: set[tuple[str
             flag, found_marks = module_api(module.elf, symbols)
             if flag:
                 flags.add(module.bias + flag)
-            for name, value in found_marks.items() if api and marks is not None else ():
-                if module.bias + value not in marks:
-                    marks[module.bias + value] = MarkBreakpoint(recorder, module.bias + value,
-                                                                MARKS[name])
+            if api and marks is not None and marker is not None:
+                for name, value in found_marks.items():
+                    if module.bias + value not in marks:
+                        marks[module.bias + value] = MarkBreakpoint(marker, module.bias + value,
+                                                                    MARKS[name])
         for name in EXIT_FUNCTIONS:
             value = symbols.get(name)
             if value and module.bias + value not in exit_hooks:
@@ -312,6 +315,6 @@ class Pending:
     throws: bool = False
 
 
-def _format_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
+def format_call_args(op: str, args: tuple[int, ...], rc: int) -> tuple[str, ...]:
     """An event's ARGS as docs/dump-format.md lists them for OP (pointers hex, sizes decimal)."""
     return format_args(op, event_args(op, args, rc))

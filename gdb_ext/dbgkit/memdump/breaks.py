@@ -11,12 +11,13 @@ the caller's frame; a release's at the function's entry, and the caller is selec
 from __future__ import annotations
 
 import os
-from typing import Any
 
 import gdb
 
 from .. import output
 from ..core.breakcond import RELEASES, BreakCondition, allocated_size, last_event, map_frames
+from ..core.dumpwriter import DumpWriter
+from ..core.procmaps import ModuleMap
 from .checks import CMD
 
 #: the in-process recorder's condition and the function a match calls
@@ -27,12 +28,12 @@ BREAK_FUNCTION = "memdump_recorder_break"
 class BreakBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on memdump_recorder_break: an event matched `memdump break`."""
 
-    def __init__(self, session: Any, address: int) -> None:  # noqa: ANN401 - a session
+    def __init__(self, breaks: Breaks, address: int) -> None:
         super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
+        self.breaks = breaks
 
     def stop(self) -> bool:
-        return self.session.on_recorder_break()
+        return self.breaks.on_recorder_break()
 
 
 def function_ranges(name: str) -> list[tuple[int, int]]:
@@ -56,7 +57,7 @@ def function_ranges(name: str) -> list[tuple[int, int]]:
     return [(block.start, block.end)]
 
 
-def _resolve(condition: BreakCondition, modules: Any) -> None:  # noqa: ANN401 - a ModuleMap
+def _resolve(condition: BreakCondition, modules: ModuleMap) -> None:
     """CONDITION's addresses in the running program: its function's code ranges, its stack's
     pcs (once each; a module not loaded yet is looked for again at the next event)."""
     if condition.frames and len(condition.pcs) != len(condition.frames):
@@ -79,88 +80,86 @@ def _what(op: str, args: tuple[int, ...], address: int | None) -> str:
     return f"{op}({allocated_size(op, args)}) = {address or 0:#x}"
 
 
+class Breaks:
+    """A recording's side of `memdump break`: its condition, the in-process recorder's copy of
+    it, and the stop a match makes. Handed the INFERIOR it stops and the in-process recorder's
+    LIBRARY (None in the breakpoint design); what an event is tested with (the dump's writer,
+    the modules, the thread's tag) is handed with each event."""
 
+    def __init__(self, inferior: gdb.Inferior, library: str | None = None) -> None:
+        self.inferior = inferior
+        self.library = library
+        self.condition: BreakCondition | None = None
+        #: the recorder's condition, when loaded: its address
+        self.recorder_at = 0
+        self._now = False
+        #: the breakpoint design's matching releases, stopped at when they return: thread -> text
+        self._after: dict[int, str] = {}
+        #: what to say at the stop a match made, and which frame to select: "" the stop's (the
+        #: caller already), "caller" frame 1, "recorder" the first outside the recorder's library
+        self._hit: tuple[str, str] | None = None
 
-class BreaksMixin:
-    """A session's side of `memdump break` (session.Session's)."""
-
-    break_condition: BreakCondition | None = None
-    #: the recorder's condition, when loaded: its address
-    _break_at: int = 0
-    _break_now = False
-    #: the breakpoint design's matching releases, stopped at when they return: thread -> text
-    _break_after: dict[int, str]
-    #: what to say at the stop a match made, and which frame to select: "" the stop's (the
-    #: caller already), "caller" frame 1, "recorder" the first outside the recorder's library
-    _break_hit: tuple[str, str] | None = None
-
-    def set_break(self, condition: BreakCondition | None) -> None:
-        """Stop at the events of CONDITION from now on (None: no more)."""
-        self.break_condition = condition
-        self.write_break()
-
-    def write_break(self) -> None:
-        """The condition into the in-process recorder, when it is loaded in a live process."""
-        inferior = self.inferior  # type: ignore[attr-defined]
-        if not self._break_at or not inferior.pid:
+    def write(self, modules: ModuleMap | None) -> None:
+        """The condition into the in-process recorder, when it is loaded in a live process
+        (MODULES: where its addresses are)."""
+        if not self.recorder_at or not self.inferior.pid:
             return
-        condition = self.break_condition
-        if condition is not None:
-            _resolve(condition, self._modules)  # type: ignore[attr-defined]
+        condition = self.condition
+        if condition is not None and modules is not None:
+            _resolve(condition, modules)
         data = condition.words() if condition is not None else bytes(8)
-        inferior.write_memory(self._break_at, data)
+        self.inferior.write_memory(self.recorder_at, data)
 
-    def take_break(self) -> bool:
+    def take(self) -> bool:
         """Whether the stop being decided is a break (then reset)."""
-        now, self._break_now = self._break_now, False
+        now, self._now = self._now, False
         return now
 
-    def check_break(self, tid: int, op: str, args: tuple[int, ...], stack: int,
-                    address: int | None) -> None:
-        """The breakpoint design, after writing an event: is it one to stop at?"""
-        condition = self.break_condition
+    def check(self, event: tuple[int, str, tuple[int, ...], int, int | None], writer: DumpWriter,
+              modules: ModuleMap, tag: str | None) -> None:
+        """The breakpoint design, after WRITER wrote EVENT (thread, op, arguments, stack, address;
+        TAG: the thread's innermost): is it one to stop at?"""
+        condition = self.condition
         if condition is None:
             return
-        _resolve(condition, self._modules)  # type: ignore[attr-defined]
-        tags = self.thread_tags.get(tid)  # type: ignore[attr-defined]
-        writer = self.writer  # type: ignore[attr-defined]
-        if condition.matches(op, args, writer.seq, tags[-1] if tags else None,
-                             writer.pcs_of(stack)):
+        tid, op, args, stack, address = event
+        _resolve(condition, modules)
+        if condition.matches(op, args, writer.seq, tag, writer.pcs_of(stack)):
             text = f"break at event {writer.seq}: {_what(op, args, address)} in thread {tid}"
             if op in RELEASES and op != "custom_free":  # stop as the call returns, as the
-                self._break_after[tid] = text          # in-process recorder's break does
+                self._after[tid] = text                 # in-process recorder's break does
                 return
-            self._break_now = True
-            self._break_hit = (text, "caller" if op == "custom_free" else "")
+            self._now = True
+            self._hit = (text, "caller" if op == "custom_free" else "")
 
     def release_returned(self, tid: int) -> None:
         """The breakpoint design: thread TID's free (delete) returned: a break if it matched."""
-        text = self._break_after.pop(tid, None)
+        text = self._after.pop(tid, None)
         if text is not None:
-            self._break_now = True
-            self._break_hit = (text, "")
+            self._now = True
+            self._hit = (text, "")
 
     def on_recorder_break(self) -> bool:
         """The in-process recorder's memdump_recorder_break: the event it matched."""
         try:
-            raw = bytes(self.inferior.read_memory(self._break_at, 93 * 8))  # type: ignore
+            raw = bytes(self.inferior.read_memory(self.recorder_at, 93 * 8))
             seq, op, size, address = last_event(raw)
             tid = gdb.selected_thread().ptid[1]
             what = f"{op}({address:#x})" if op in RELEASES else f"{op}({size}) = {address:#x}"
-            self._break_hit = (f"break at event {seq}: {what} in thread {tid}", "recorder")
+            self._hit = (f"break at event {seq}: {what} in thread {tid}", "recorder")
             return True
         except (gdb.error, gdb.MemoryError, OSError) as exc:
-            self._break_hit = (f"break (the recorder's event cannot be read: {exc})", "recorder")
+            self._hit = (f"break (the recorder's event cannot be read: {exc})", "recorder")
             return True
 
-    def announce_break(self) -> None:
+    def announce(self) -> None:
         """At the stop a break made: the program's frame selected, and what matched."""
-        hit, self._break_hit = self._break_hit, None
+        hit, self._hit = self._hit, None
         if hit is None:
             return
         text, select = hit
         if select == "recorder":  # GDB shows the caller's frame where the call returns
-            _finish_recorder(getattr(self, "library", None))
+            _finish_recorder(self.library)
         output.info(CMD, text)
         if select == "caller":
             _select_program_frame()

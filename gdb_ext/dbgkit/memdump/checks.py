@@ -1,17 +1,23 @@
-"""What memdump refuses before it records, and how it says so (in batch mode GDB then exits 1).
+"""What memdump refuses before it records, and how it says so (in batch mode GDB then exits 1);
+how an error inside one of its event handlers is said (once, as a warning).
 
 GDB glue only.
 """
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
 import gdb
 
+from .. import output, settings
 from ..batchmode import batch_mode
 from ..commands.base import quit_batch
 from ..core.elf import ElfError, ElfFile
 
-__all__ = ["CMD", "NOT_RECORDED", "cannot_record", "check_program"]
+__all__ = ["CMD", "NOT_RECORDED", "cannot_record", "check_program", "guarded"]
 
 CMD = "memdump"
 #: what memdump says when GDB exits for a recording that could not start (batch mode)
@@ -45,3 +51,19 @@ def check_program(path: str) -> None:
         )
     if elf.machine != "x86_64":
         raise gdb.GdbError(f"{CMD}: {path} is {elf.machine}; memdump records x86-64 programs only")
+
+
+def guarded(counts: Counter[str], what: str, fn: Callable[..., Any], *args: Any) -> None:
+    """Run WHAT, an event handler; an unexpected error becomes one warning instead of a
+    traceback (COUNTS' `internal-errors` counts them; `set dbgkit debug on` raises them)."""
+    try:
+        fn(*args)
+    except gdb.GdbError as exc:
+        output.warn(CMD, str(exc))
+    except Exception as exc:  # noqa: BLE001 - never let a handler's bug reach GDB as a traceback
+        counts["internal-errors"] += 1
+        if counts["internal-errors"] == 1:
+            output.warn(CMD, f"internal error in {what}: {exc!r} "
+                             "(set dbgkit debug on to raise it)")
+        if settings.debug_enabled():
+            raise

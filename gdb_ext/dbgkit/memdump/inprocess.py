@@ -33,9 +33,10 @@ from ..core.recorder import (
     read_tail,
 )
 from . import attach
-from .breakpoints import _format_args, install_hooks
-from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
+from .breakpoints import format_call_args, install_hooks
+from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint, Breaks
 from .checks import CMD
+from .preload import Preload
 from .scan import pointer_scan
 from .session import Session, State
 from .signals import FATAL_SIGNALS, dies_of
@@ -76,10 +77,10 @@ class InProcessSession(Session):
     def __init__(self, *args: object, library: str, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         self.library = library
+        self.breaks = Breaks(self.inferior, library)  # its break stops in the recorder's library
         self.control: Control | None = None
         self.inprocess = True
-        self._saved_preload: str | None = None
-        self._environment_set = False
+        self._preload = Preload(library)
         self._configure_hooks: dict[int, ConfigureBreakpoint] = {}
         #: frame id -> pc of the recorder's frames, and their symbols once resolved
         self._frames: dict[int, int] = {}
@@ -104,37 +105,19 @@ class InProcessSession(Session):
 
     # -- launch ------------------------------------------------------------------------------
     def arm(self, again: bool = False, note: str | None = None) -> None:
-        self._set_environment()
+        self._preload.set()
         try:
             super().arm(again, note)
         except gdb.GdbError:
-            self._restore_environment()
+            self._preload.restore()
             raise
         if self.state == State.ARMED and not again and not self.attached and note is None:
             output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
                              "(memdump --breakpoints records without loading anything)")
 
-    def _set_environment(self) -> None:
-        shown = gdb.execute("show environment LD_PRELOAD", to_string=True).strip()
-        prefix = "LD_PRELOAD = "
-        self._saved_preload = shown[len(prefix):] if shown.startswith(prefix) else None
-        value = self.library if not self._saved_preload else f"{self.library}:{self._saved_preload}"
-        gdb.execute(f"set environment LD_PRELOAD {value}", to_string=True)
-        self._environment_set = True
-
-    def _restore_environment(self) -> None:
-        """The user's GDB environment as it was: the next `run` without memdump loads nothing."""
-        if not self._environment_set:
-            return
-        self._environment_set = False
-        if self._saved_preload is None:
-            gdb.execute("unset environment LD_PRELOAD", to_string=True)
-        else:
-            gdb.execute(f"set environment LD_PRELOAD {self._saved_preload}", to_string=True)
-
     def _begin(self) -> None:
         super()._begin()
-        self._restore_environment()
+        self._preload.restore()
         self._known_end = self.writer.bytes_written
         self._tail = TailState(seq=self.writer.seq)
 
@@ -150,22 +133,23 @@ class InProcessSession(Session):
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue
             symbols = module.elf.dynamic_symbols()
-            for name, kind in (("memdump_recorder_configure", ConfigureBreakpoint),
-                               ("memdump_recorder_unloading", UnloadingBreakpoint),
-                               (BREAK_FUNCTION, BreakBreakpoint)):
+            for name, kind, target in (("memdump_recorder_configure", ConfigureBreakpoint, self),
+                                       ("memdump_recorder_unloading", UnloadingBreakpoint, self),
+                                       (BREAK_FUNCTION, BreakBreakpoint, self.breaks)):
                 value = symbols.get(name)
                 if value and module.bias + value not in self._configure_hooks:
                     address = module.bias + value
-                    self._configure_hooks[address] = kind(self, address)
-            if not self._break_at:
+                    self._configure_hooks[address] = kind(target, address)
+            if not self.breaks.recorder_at:
                 found = module.elf.symtab_functions(frozenset({BREAK_AT}), (STT_OBJECT,))
-                self._break_at = module.bias + found[BREAK_AT] if found.get(BREAK_AT) else 0
+                at = found.get(BREAK_AT)
+                self.breaks.recorder_at = module.bias + at if at else 0
         if self._awaiting_recorder and self._image_without_recorder():
             return
-        wanted = self.break_condition
+        wanted = self.breaks.condition
         if self.control is not None and wanted is not None and wanted.frames and \
                 len(wanted.pcs) != len(wanted.frames):  # --leak: a module its stack needs came
-            self.write_break()
+            self.breaks.write(self._modules)
         if self.attached and not self._attach_tried:
             self._attach_tried = True
             self._attach()
@@ -278,7 +262,7 @@ class InProcessSession(Session):
             lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
                                   self._memory.write)
             self.control = control
-            self.write_break()
+            self.breaks.write(self._modules)
         except Exception as exc:  # noqa: BLE001
             self._hot_path_error(exc)
 
@@ -486,7 +470,7 @@ class InProcessSession(Session):
         self.writer.events += self._tail.events
         self._tail.events = 0
         self.control = None
-        self._break_at = 0
+        self.breaks.recorder_at = 0
         self._execs += 1
         self._awaiting_recorder = True
         self.live = {}
@@ -496,7 +480,7 @@ class InProcessSession(Session):
     def finish(self, reason: str, detail: str = "-") -> None:
         if self.state == State.ENDED:
             return
-        self._restore_environment()
+        self._preload.restore()
         if self.inprocess and self.writer is not None and not self._failed:
             if self.control is None and self.state == State.RECORDING and self._awaiting_recorder:
                 output.warn(CMD, f"{self.inferior.progspace.filename or 'the executed program'} "
@@ -561,7 +545,7 @@ class InProcessSession(Session):
                 stack = w.stack(call.pcs)
                 # free (custom_free) is an event at its entry in both designs; others never returned
                 result = None if call.op in NO_RESULT else 0
-                w.event(call.tid, call.op, stack, result, _format_args(call.op, call.args, 0))
+                w.event(call.tid, call.op, stack, result, format_call_args(call.op, call.args, 0))
             self._interrupted = []
             if self._signal is not None:
                 w.process("signal", self._signal)

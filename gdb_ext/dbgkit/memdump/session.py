@@ -4,8 +4,9 @@ sends it, and the hot path from a breakpoint's stop to the dump.
 GDB glue only. Hot path budget: an empty Python breakpoint stop costs ~80 us on the reference
 machine, touching a gdb.Frame adds ~27 us, so stop() reads registers with PTRACE_GETREGS (GDB's
 Python runs in the tracer thread), memory with pread(2) on /proc/PID/mem and walks stacks with
-dbgkit.core.unwind. The breakpoints are breakpoints.py's, the pointer scan scan.py's,
-GDB's symbol lookups symbols.py's, what /proc tells core.procfs's.
+dbgkit.core.unwind (stacks.py). The breakpoints are breakpoints.py's, the pointer scan scan.py's,
+GDB's symbol lookups symbols.py's, what /proc tells core.procfs's; memdump_api.h's tags are
+tags.py's part (ApiTags), `memdump break` breaks.py's (Breaks), each handed what it works with.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 import gdb
 from memdump_analyzer.dumpformat import (
@@ -29,6 +29,7 @@ from memdump_analyzer.dumpformat import (
 
 from .. import output, settings
 from ..core import procfs, ptrace
+from ..core.breakcond import BreakCondition
 from ..core.dumpnames import DumpPathError, create_dump, open_dump
 from ..core.dumpwriter import DumpWriter, FrameInfo
 from ..core.procmaps import ModuleMap
@@ -42,25 +43,19 @@ from .breakpoints import (
     Pending,
     ReturnBreakpoint,
     ReturnSites,
-    _format_args,
     called_op,
+    format_call_args,
     install_hooks,
     internal_call,
 )
-
-if TYPE_CHECKING:
-    from ..core.unwind import Unwinder
-from .breaks import BreaksMixin
-from .checks import CMD, cannot_record
+from .breaks import Breaks
+from .checks import CMD, cannot_record, guarded
 from .scan import pointer_scan
 from .signals import FATAL_SIGNALS, dies_of
+from .stacks import StackWalker
 from .status import status_of
-from .symbols import gdb_backtrace as _gdb_backtrace
 from .symbols import resolve
-from .tags import MarkBreakpoint, TagsMixin
-
-# Unwinder outcomes where GDB's own unwinder may know better (its DWARF reader, prologue analysis).
-_ASK_GDB = frozenset({"unsupported", "bad-cfa", "no-elf"})
+from .tags import ApiTags, MarkBreakpoint, set_flags
 
 # Progress is reported each time the event count crosses a multiple of 65,536.
 _PROGRESS_MASK = 0xFFFF
@@ -74,7 +69,7 @@ class State(enum.Enum):
     ENDED = "ended"
 
 
-class Session(TagsMixin, BreaksMixin):
+class Session:
     """One recording, from `memdump` to the program's exit, `detach` or `memdump stop`."""
 
     #: the dump's `i recorder` (docs/recorder.md): GDB stops at every allocator call
@@ -97,8 +92,10 @@ class Session(TagsMixin, BreaksMixin):
         self.exit_hooks: dict[int, ExitBreakpoint] = {}
         self.marks: dict[int, MarkBreakpoint] = {}  # memdump_api.h's tags and phases
         self.api_flags: set[int] = set()
-        self.thread_tags: dict[int, list[str]] = {}  # the breakpoint design's, per thread
-        self._break_after: dict[int, str] = {}
+        #: the breakpoint design's tags (memdump_api.h), once the dump is open
+        self.tags: ApiTags | None = None
+        #: `memdump break`: the condition and the stops it makes
+        self.breaks = Breaks(self.inferior)
         self._internal: dict[int, bool] = {}  # return address -> a call inside the allocator
         self._called: dict[int, str] = {}  # return address -> the name it called (called_op)
         #: the live blocks (address -> size) as the analyser's replay of the dump defines them
@@ -124,6 +121,8 @@ class Session(TagsMixin, BreaksMixin):
         self.settings: Callable[[str], object] | None = None
         #: called with this session when the program it recorded ended (not on `memdump stop`)
         self.on_program_end: Callable[[Session], None] | None = None
+        #: called with this session when its dump opened (the run or the attach it records)
+        self.on_start: Callable[[Session], None] | None = None
         #: armed by itself after the previous run ended, not by a `memdump` command
         self.again = False
         #: the recording of the previous run, when armed by itself
@@ -133,7 +132,7 @@ class Session(TagsMixin, BreaksMixin):
         self._read: Callable[[int, int], bytes] | None = None
         self._read_some: Callable[[int, int], bytes] | None = None
         self._modules: ModuleMap | None = None
-        self._unwinder: Unwinder | None = None
+        self._stacks: StackWalker | None = None  # the breakpoint design's, once begun
         self._failed = False
         self._connected = False
         self.attached = False
@@ -196,6 +195,9 @@ class Session(TagsMixin, BreaksMixin):
         self._read_some = self._memory.read_some
         self._modules = ModuleMap(self.pid, self._read)
         self.writer = DumpWriter(self.fd, self._resolve)
+        self.tags = ApiTags(self.writer, self._read, self._hot_path_error)
+        self._stacks = StackWalker(self.writer, self._read, self._modules, self.depth,
+                                   self.unwinder_mode, self.counts)
         start = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         for key, value in (
             ("program", program),
@@ -216,6 +218,8 @@ class Session(TagsMixin, BreaksMixin):
         else:
             self._clock.running(self.started)  # GDB is starting it
         output.info(CMD, f"recording process {self.pid} to {self.path}")
+        if self.on_start is not None:
+            self.on_start(self)
         self._api_flags_on()
 
     def _start_clock(self) -> None:
@@ -299,21 +303,11 @@ class Session(TagsMixin, BreaksMixin):
         self._connected = False
 
     def _guard(self, what: str, fn, *args) -> None:  # noqa: ANN001
-        """Run an event handler; an unexpected error becomes one warning instead of a traceback."""
-        try:
-            fn(*args)
-        except gdb.GdbError as exc:
-            output.warn(CMD, str(exc))
-        except Exception as exc:  # noqa: BLE001 - never let a handler's bug reach GDB as a traceback
-            self.counts["internal-errors"] += 1
-            if self.counts["internal-errors"] == 1:
-                output.warn(CMD, f"internal error in {what}: {exc!r} "
-                                 "(set dbgkit debug on to raise it)")
-            if settings.debug_enabled():
-                raise
+        guarded(self.counts, what, fn, *args)
 
     def _on_new_objfile(self, event: gdb.NewObjFileEvent) -> None:
-        self._guard("new_objfile", self._new_objfile)
+        if event.new_objfile.progspace == self.inferior.progspace:  # not another inferior's
+            self._guard("new_objfile", self._new_objfile)
 
     def _new_objfile(self) -> None:
         if self.state == State.ENDED or not self.inferior.pid:
@@ -328,11 +322,12 @@ class Session(TagsMixin, BreaksMixin):
                 cannot_record(str(exc))
                 return
         self._modules.invalidate()
-        self._unwinder = None  # made again, without its cached rows, at the next stack
+        self._stacks.forget()  # type: ignore[union-attr] - begun: recording
         self._install_hooks()
 
     def _on_clear_objfiles(self, event: gdb.ClearObjFilesEvent) -> None:
-        self._guard("clear_objfiles", self._clear_objfiles)
+        if event.progspace == self.inferior.progspace:
+            self._guard("clear_objfiles", self._clear_objfiles)
 
     def _clear_objfiles(self) -> None:
         # With the process alive this is an exec: the image is replaced, every block with it. The
@@ -348,10 +343,11 @@ class Session(TagsMixin, BreaksMixin):
             self.writer.info("recorder", self.mode)
         self._memory.reopen()
         self._modules.invalidate()
-        self._unwinder = None  # made again, without its cached rows, at the next stack
+        self._stacks.forget()  # type: ignore[union-attr] - begun: recording
 
     def _on_exited(self, event: gdb.ExitedEvent) -> None:
-        self._guard("exited", self._exited, event)
+        if event.inferior.num == self.inferior.num:
+            self._guard("exited", self._exited, event)
 
     def _exited(self, event: gdb.ExitedEvent) -> None:
         if self.state != State.ARMED:
@@ -359,7 +355,7 @@ class Session(TagsMixin, BreaksMixin):
 
     def _on_stop(self, event: gdb.StopEvent) -> None:
         self._guard("stop", self._stop_event, event)
-        self._guard("break", self.announce_break)
+        self._guard("break", self.breaks.announce)
 
     def _stop_event(self, event: gdb.StopEvent) -> None:
         if self.state == State.RECORDING:
@@ -383,7 +379,7 @@ class Session(TagsMixin, BreaksMixin):
             self.sites.release(pend.ret)
             if pend.written:
                 continue
-            self.writer.event(tid, pend.op, pend.stack, 0, _format_args(pend.op, pend.args, 0))
+            self.writer.event(tid, pend.op, pend.stack, 0, format_call_args(pend.op, pend.args, 0))
         self.pending.clear()
 
     def _on_gdb_exiting(self, event: object) -> None:
@@ -398,7 +394,7 @@ class Session(TagsMixin, BreaksMixin):
     # -- hooks -------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
         install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks,
-                      marks=self.marks, flags=self.api_flags)
+                      marks=self.marks, marker=self.tags, flags=self.api_flags)
         if self.state == State.RECORDING:
             self._api_flags_on()
 
@@ -432,11 +428,11 @@ class Session(TagsMixin, BreaksMixin):
                 return
             if bp.aliases:  # one function, two names (memalign): the one the caller called
                 op = called_op(self._read, self._modules, self._called, ret, bp)
-            stack = self._stack(bp.address, regs)
+            stack = self._stacks.walk(bp.address, regs)
             if op in NO_RESULT:  # free, delete, delete[] (2.1), custom_free
                 (self.custom if op == "custom_free" else self.live).pop(regs.rdi, None)
                 self.writer.event(tid, op, stack, None, (f"{regs.rdi:#x}",))
-                self.check_break(tid, op, (regs.rdi,), stack, None)
+                self._check_break((tid, op, (regs.rdi,), stack, None))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 if op != "custom_free":
@@ -447,7 +443,7 @@ class Session(TagsMixin, BreaksMixin):
                 if regs.rdi:
                     self.custom[regs.rdi] = regs.rsi
                 self.writer.event(tid, op, stack, regs.rdi, (str(regs.rsi),))
-                self.check_break(tid, op, (regs.rsi,), stack, regs.rdi)
+                self._check_break((tid, op, (regs.rsi,), stack, regs.rdi))
                 if not self.writer.events & _PROGRESS_MASK:
                     self._progress()
                 return
@@ -463,7 +459,7 @@ class Session(TagsMixin, BreaksMixin):
         outermost one (the exception object's malloc), as in the in-process recorder."""
         del self.pending[tid]
         self.sites.release(pend.ret)
-        self.writer.event(tid, pend.op, pend.stack, 0, _format_args(pend.op, pend.args, 0))
+        self.writer.event(tid, pend.op, pend.stack, 0, format_call_args(pend.op, pend.args, 0))
 
     def on_return(self, bp: ReturnBreakpoint) -> None:
         try:
@@ -477,7 +473,7 @@ class Session(TagsMixin, BreaksMixin):
             del self.pending[tid]
             self.sites.release(pend.ret)
             if pend.written:  # free: written at its entry
-                self.release_returned(tid)
+                self.breaks.release_returned(tid)
                 return
             op = pend.op
             result = regs.rax
@@ -488,8 +484,8 @@ class Session(TagsMixin, BreaksMixin):
             apply(self.live, op, result, event_args(op, pend.args, rc))
             if result in self.live:
                 self.born[result] = time.time()
-            self.writer.event(tid, op, pend.stack, result, _format_args(op, pend.args, rc))
-            self.check_break(tid, op, pend.args, pend.stack, result)
+            self.writer.event(tid, op, pend.stack, result, format_call_args(op, pend.args, rc))
+            self._check_break((tid, op, pend.args, pend.stack, result))
             if not self.writer.events & _PROGRESS_MASK:
                 self._progress()
         except Exception as exc:  # noqa: BLE001
@@ -557,6 +553,25 @@ class Session(TagsMixin, BreaksMixin):
         output.progress(CMD, f"{events:,} events in {elapsed:.0f} s ({events / elapsed:,.0f}/s), "
                              f"dump {self.writer.bytes_written / 2**20:,.1f} MiB")
 
+    def _check_break(self, event: tuple[int, str, tuple[int, ...], int, int | None]) -> None:
+        """EVENT (thread, op, arguments, stack, address) written: a break if it matches."""
+        if self.breaks.condition is not None and self.tags is not None:
+            self.breaks.check(event, self.writer, self._modules, self.tags.innermost(event[0]))
+
+    def take_break(self) -> bool:
+        """Whether the stop being decided is a break (breakpoints.Recorder's)."""
+        return self.breaks.take()
+
+    def set_break(self, condition: BreakCondition | None) -> None:
+        """Stop at the events of CONDITION from now on (None: no more)."""
+        self.breaks.condition = condition
+        self.breaks.write(self._modules)
+
+    def _api_flags_on(self, on: bool = True) -> None:
+        """Every module's memdump_api_enabled to 1 (ON) or 0, in a live process."""
+        if self.api_flags and self.inferior.pid:
+            set_flags(self.inferior.write_memory, self.api_flags, on)
+
     def _hot_path_error(self, exc: Exception) -> None:
         if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT) \
                 and self.writer is not None:
@@ -571,24 +586,6 @@ class Session(TagsMixin, BreaksMixin):
                              "(set dbgkit debug on to raise it)")
         if settings.debug_enabled():
             raise exc
-
-    def _stack(self, pc: int, regs: ptrace.Regs) -> int:
-        depth = self.depth
-        if depth == 0:
-            return 0
-        if self.unwinder_mode == "auto":
-            if self._unwinder is None:  # the breakpoint design's alone (its imports too)
-                from ..core.unwind import Unwinder  # noqa: PLC0415
-                self._unwinder = Unwinder(self._read, self._modules)
-            pcs, complete = self._unwinder.backtrace(pc, regs.rsp, regs.rbp, depth)
-            if complete or self._unwinder.last_status not in _ASK_GDB:
-                # A walk that ran out of CFI (ld.so's hand-written _dl_start_user), memory or
-                # mapped code is right as far as it goes; GDB's heuristics beyond it make up frames.
-                if not complete:
-                    self.counts["partial-stacks"] += 1
-                return self.writer.stack(tuple(pcs))
-            self.counts["gdb-unwinds"] += 1
-        return self.writer.stack(_gdb_backtrace(depth))
 
     def _resolve(self, pc: int) -> FrameInfo:
         """Symbolise one program counter, once: DumpWriter interns frames."""

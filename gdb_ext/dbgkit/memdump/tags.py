@@ -18,7 +18,8 @@ from typing import Protocol
 import gdb
 
 from ..core import ptrace
-from ..core.elf import STT_OBJECT, ElfError
+from ..core.dumpwriter import DumpWriter
+from ..core.elf import STT_OBJECT, ElfError, ElfFile
 
 #: the variable the macros test
 FLAG = "memdump_api_enabled"
@@ -51,16 +52,16 @@ class MarkBreakpoint(gdb.Breakpoint):
         return False
 
 
-def module_api(elf: object, dynamic: dict[str, int]) -> tuple[int | None, dict[str, int]]:
+def module_api(elf: ElfFile, dynamic: dict[str, int]) -> tuple[int | None, dict[str, int]]:
     """(offset of the module's memdump_api_enabled or None, its mark functions: name -> offset),
     from .dynsym (DYNAMIC, functions) and .symtab (an executable exports nothing by default)."""
     marks = {name: dynamic[name] for name in _MARK_NAMES if dynamic.get(name)}
     flag = None
     try:
-        found = elf.symtab_functions(frozenset({FLAG}), (STT_OBJECT,))  # type: ignore[attr-defined]
+        found = elf.symtab_functions(frozenset({FLAG}), (STT_OBJECT,))
         flag = found.get(FLAG)
         if len(marks) < len(MARKS):
-            marks = {**elf.symtab_functions(_MARK_NAMES), **marks}  # type: ignore[attr-defined]
+            marks = {**elf.symtab_functions(_MARK_NAMES), **marks}
     except (ElfError, OSError):
         pass
     return flag, marks
@@ -93,37 +94,43 @@ def read_name(read: Callable[[int, int], bytes], address: int) -> str:
     return data.split(b"\0", 1)[0][:NAME_MAX].decode("utf-8", "surrogateescape")
 
 
-class TagsMixin:
-    """A recording's side of memdump_api.h's tags and phases (session.Session's)."""
+class ApiTags:
+    """The breakpoint design's side of memdump_api.h's tags and phases: each thread's stack of
+    tags (which `memdump break --tag` tests) and the records its mark breakpoints write. Handed
+    what it works with: the dump's WRITER, READ (the process's memory), ON_ERROR (an error on
+    the hot path: the recording's, which stops it when the disk is full)."""
 
-    api_flags: set[int]
-    marks: dict[int, MarkBreakpoint]
+    def __init__(self, writer: DumpWriter, read: Callable[[int, int], bytes],
+                 on_error: Callable[[Exception], None]) -> None:
+        self.writer = writer
+        self.read = read
+        self.on_error = on_error
+        #: each thread's tags, innermost last
+        self.stacks: dict[int, list[str]] = {}
 
-    def _api_flags_on(self, on: bool = True) -> None:
-        """Every module's memdump_api_enabled to 1 (ON) or 0, in a live process."""
-        inferior = self.inferior  # type: ignore[attr-defined]
-        if self.api_flags and inferior.pid:
-            set_flags(inferior.write_memory, self.api_flags, on)
+    def innermost(self, tid: int) -> str | None:
+        """Thread TID's innermost tag, None when it has none."""
+        tags = self.stacks.get(tid)
+        return tags[-1] if tags else None
 
     def on_mark(self, bp: MarkBreakpoint) -> None:
-        """The breakpoint design's stop on a tag or phase function: its record."""
+        """A stop on a tag or phase function: its record."""
         try:
             tid = gdb.selected_thread().ptid[1]
             regs = ptrace.get_regs(tid)
-            writer = self.writer  # type: ignore[attr-defined]
-            if regs is None or writer is None:
+            if regs is None:
                 return
-            tags = self.thread_tags.setdefault(tid, [])  # type: ignore[attr-defined]
+            tags = self.stacks.setdefault(tid, [])
             if bp.kind == "pop":
-                writer.tag(tid, None)
+                self.writer.tag(tid, None)
                 if tags:
                     tags.pop()
                 return
-            name = read_name(self._read, regs.rdi)  # type: ignore[attr-defined]
+            name = read_name(self.read, regs.rdi)
             if bp.kind == "push":
-                writer.tag(tid, name)
+                self.writer.tag(tid, name)
                 tags.append(name)
             else:
-                writer.process("phase", name)
+                self.writer.process("phase", name)
         except Exception as exc:  # noqa: BLE001
-            self._hot_path_error(exc)  # type: ignore[attr-defined]
+            self.on_error(exc)
