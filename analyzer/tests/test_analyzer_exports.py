@@ -322,10 +322,13 @@ def test_one_table_of_formats():
 
     assert tuple(RENDERERS) == EXPORTS == ("pprof", "collapsed", "massif", "html")
     assert TRANSCODED == ("heaptrack",)
-    assert tuple(FORMATS) == ("text", "json", "sarif", *EXPORTS, *TRANSCODED)
+    assert tuple(FORMATS) == ("text", "json", "sarif", "valgrind", "valgrind-xml", *EXPORTS,
+                              *TRANSCODED)
     action = next(a for a in cli.build_parser()._actions if "--format" in a.option_strings)
     assert tuple(action.choices) == tuple(FORMATS)
     assert action.help.startswith("report format (text); sarif: SARIF 2.1.0 for code scanning, "
-                                  "one result per leak group --show-leak-kinds lists; the exports "
+                                  "one result per leak group --show-leak-kinds lists; valgrind: "
+                                  "valgrind memcheck's text output (docs/valgrind-compat.md); "
+                                  "valgrind-xml: valgrind memcheck's XML, protocol 4; the exports "
                                   "(docs/exports.md): pprof: gzip-compressed profile.proto for "
                                   "`go tool pprof`; collapsed: ")

@@ -103,12 +103,16 @@ def test_gdb_loads_the_commands_with_one_line(prefix: Path, tmp_path: Path) -> N
     assert run.stdout.startswith("memdump: record every heap operation of the program"), \
         run.stdout[:200]
     assert "\nusage: deadlocks [-h]" in run.stdout and "\nusage: contention [-h]" in run.stdout
+    # the messages name the installed commands
+    assert re.search(r"analyse\s+it\s+with\s+memdump-analyze\.", run.stdout), run.stdout[:600]
+    assert "scripts/" not in run.stdout
     shutil.copy(program("leak_malloc"), tmp_path / "leak_malloc")
     run = subprocess.run([*_hidden_tree(tmp_path), "gdb", "-batch", "-nx", "-ex",
                           f"source {prefix}/share/dbgkit/gdb/memdump.py", "-ex",
                           "memdump -o one.memdump", "-ex", "run", "./leak_malloc"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=120)
     assert f"{prefix}/lib/dbgkit/libmemdump_recorder.so is preloaded" in run.stdout, run.stdout
+    assert "; report: memdump-analyze one.memdump\n" in run.stdout, run.stdout
     report = subprocess.run([str(prefix / "bin" / "memdump-analyze"), "one.memdump"],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert "    definitely lost: 24 bytes in 1 block\n" in report.stdout, report.stdout

@@ -11,6 +11,7 @@ import textwrap
 import gdb
 
 from .. import output, settings
+from ..core import builtfiles
 from ..core.breakcond import NO_MAX, ON, PCS, BreakCondition
 from ..core.recorder import LIBRARY, find_library
 from ..memdump import ends
@@ -33,7 +34,7 @@ def _build_parser() -> base.Parser:
         description=textwrap.fill(
             "Record every malloc, calloc, realloc, free (and reallocarray, posix_memalign, "
             "aligned_alloc, memalign, valloc, pvalloc) of the program with its call stack into a "
-            "dump file; analyse it with scripts/memdump-analyze. Without a subcommand, start "
+            f"dump file; analyse it with {builtfiles.ANALYZE}. Without a subcommand, start "
             "recording: at once on a live process, else when it runs; each later run of the "
             "program is recorded into a new dump until memdump stop. In batch mode (gdb -batch) "
             "a memdump that cannot record exits GDB with status 1.", width=78),

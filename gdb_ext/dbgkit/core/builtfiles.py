@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["candidates", "installed_dir"]
+__all__ = ["ANALYZE", "candidates", "installed_dir"]
 
 #: gdb_ext/dbgkit/core/builtfiles.py -> gdb_ext/ (a checkout) or P/share/dbgkit/gdb (installed)
 _GDB_DIR = Path(__file__).resolve().parents[2]
@@ -48,3 +48,7 @@ def candidates(build_subdir: str, name: str, gdb_dir: Path = _GDB_DIR) -> list[P
         root = gdb_dir.parent
         found += [root / "build" / build_subdir / name, root / "build-demo" / build_subdir / name]
     return found
+
+
+#: how messages name the analyser's command: on the PATH when installed, else the checkout's
+ANALYZE = "memdump-analyze" if installed_dir() is not None else "scripts/memdump-analyze"

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 
 from .. import output
+from ..core import builtfiles
 from ..core.dumpnames import COMPACT_PENDING
 from .checks import CMD
 
@@ -30,7 +31,7 @@ def defer(path: str) -> bool:
     except OSError:
         return compact(path)
     output.info(CMD, f"{path}: compacted by its first report (or now: "
-                     f"scripts/memdump-analyze --compact {path})")
+                     f"{builtfiles.ANALYZE} --compact {path})")
     return True
 
 

@@ -28,7 +28,7 @@ from memdump_analyzer.dumpformat import (
 )
 
 from .. import output, settings
-from ..core import procfs, ptrace
+from ..core import builtfiles, procfs, ptrace
 from ..core.breakcond import BreakCondition
 from ..core.dumpnames import DumpPathError, create_dump, open_dump
 from ..core.dumpwriter import DumpWriter, FrameInfo
@@ -252,7 +252,7 @@ class Session:
                 CMD,
                 f"{self.writer.events:,} event{'s' if self.writer.events != 1 else ''} "
                 f"recorded in {self.path} ({self.ended_reason}); "
-                f"report: scripts/memdump-analyze {self.path}",
+                f"report: {builtfiles.ANALYZE} {self.path}",
             )
         if recorded and reason != "gdb-exit" and (self.settings or settings.get)("compact"):
             compact.defer(self.path)  # not at GDB's exit: the program may write on
