@@ -151,6 +151,26 @@ def _typeinfo_name(read, ti: int, typeinfo_vptrs: set[int], inside) -> str | Non
     return text if text.isascii() and text.isprintable() else None
 
 
+def _with_files(read, maps) -> Callable[[int, int], bytes]:
+    """READ, and where it finds nothing (a core leaves out read-only file mappings: .rodata, where
+    the typeinfo names are), the mapped file's bytes."""
+    files = sorted((m.start, m.end, m.offset, m.path) for m in maps if m.path.startswith("/"))
+    starts = [f[0] for f in files]
+
+    def read_any(addr: int, size: int) -> bytes:
+        try:
+            return read(addr, size)
+        except OSError:
+            i = bisect.bisect_right(starts, addr) - 1
+            if i < 0 or addr + size > files[i][1]:
+                raise
+            data = _read_file(files[i][3], files[i][2] + addr - files[i][0], size)
+            if len(data) != size:
+                raise
+            return data
+    return read_any
+
+
 def vtable_table(read, maps, *, demangle: Callable[[Iterable[str]], dict[str, str]]
                  | None = None) -> VtableTable:
     """The vtables of the modules mapped in MAPS (READ: the process's memory)."""
@@ -173,6 +193,7 @@ def vtable_table(read, maps, *, demangle: Callable[[Iterable[str]], dict[str, st
     typeinfo_vptrs = {vptr for vptr, (name, _) in mangled.items()
                       if "_ZTV" + name in _TYPEINFO_VTABLES}
     inside = _in_modules(maps)
+    read = _with_files(read, maps)
     for elf, bias in elves:
         for vptr, name in _rtti_names(read, elf, bias, typeinfo_vptrs, mangled, inside).items():
             mangled[vptr] = (name, "rtti")
