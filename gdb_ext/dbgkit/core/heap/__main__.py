@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
             from .vtables import vtable_table
 
             labels, codes = block_types(source, result, vtable_table(source.read, source.maps))
+            result.heaps = []  # the heaps' bytes, read for the typing: not kept for the scan
             if args.types:
                 out["types"] = report.types_json(labels, codes)
         if args.kinds or args.text:
