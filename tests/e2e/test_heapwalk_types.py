@@ -1,8 +1,9 @@
 """What each block is (gdb_ext/dbgkit/core/heap/blocktypes.py, vtables.py) on heapwalk_types, a
 C++ program that lists its blocks with their types and stops itself: the walk names each block's
 type as the program does (its C++ class from the vtable at offset 0, a Stream with two bases by
-its own vtable, char[], pointer array, ?), from the symbols and, stripped, from the typeinfo; the
-driver groups the leaks by kind and type with exact bytes and blocks, in JSON and in text."""
+its own vtable, a Handle with a virtual base, char[], pointer array, ?), from the symbols and,
+stripped, from the typeinfo; the driver groups the leaks by kind and type with exact bytes and
+blocks, in JSON and in text."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ GROUPS = {
     "indirect": [["graph::Node", "vtable", 48, 2]],
     "reachable": [["?", "unknown", 77016, 5], ["char[]", "string", 200, 3],
                   ["Session", "vtable", 144, 6], ["pointer array", "pointers", 80, 2],
-                  ["Stream", "vtable", 40, 1]],
+                  ["Handle", "vtable", 40, 1], ["Stream", "vtable", 40, 1]],
 }
 TEXT = """\
 LEAK 1: 280 bytes in 5 blocks of `Connection` (vtable), definitely lost
@@ -42,9 +43,10 @@ reachable: 77,016 bytes in 5 blocks of `?` (unknown)
 reachable: 200 bytes in 3 blocks of `char[]` (string)
 reachable: 144 bytes in 6 blocks of `Session` (vtable)
 reachable: 80 bytes in 2 blocks of `pointer array` (pointers)
+reachable: 40 bytes in 1 block of `Handle` (vtable)
 reachable: 40 bytes in 1 block of `Stream` (vtable)
 totals: definitely lost 376 bytes in 9 blocks, indirectly lost 48 bytes in 2 blocks, possibly \
-lost 0 bytes in 0 blocks, still reachable 77,480 bytes in 17 blocks
+lost 0 bytes in 0 blocks, still reachable 77,520 bytes in 18 blocks
 """
 
 
@@ -141,7 +143,7 @@ def test_the_driver_groups_the_leaks_by_type(stopped: Stopped) -> None:
 def test_the_text_report(stopped: Stopped) -> None:
     text = _driver(str(stopped.proc.pid), "--text")
     head, rest = text.split("\n", 1)
-    assert head == ("heap of the process: 28 blocks in use, 77,904 bytes; glibc's layout from "
+    assert head == ("heap of the process: 29 blocks in use, 77,944 bytes; glibc's layout from "
                     "its debug symbols")
     how = "rtti" if stopped.name.endswith("stripped") else "vtable"
     assert rest == TEXT.replace("(vtable)", f"({how})")

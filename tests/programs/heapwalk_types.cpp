@@ -1,5 +1,6 @@
 /* @brief Heap blocks of known types for the heap walk's typing (tests/e2e/test_heapwalk_types.py):
- * C++ objects with vtables (one class with multiple inheritance, one in a namespace), leaked
+ * C++ objects with vtables (one class with multiple inheritance, one with a virtual base, one in a
+ * namespace), leaked
  * objects of two classes, a cycle of leaked objects, C strings (strdup, a std::string's buffer),
  * a pointer array, and blocks of no type one can tell (raw numbers, a std::vector<int>'s buffer).
  *
@@ -41,6 +42,15 @@ struct Writer {
 /* multiple inheritance: the Writer part's vptr at offset 16 is not the block's type */
 struct Stream : Reader, Writer {
     long s = 3;
+};
+
+/* virtual inheritance: the vtable's address point is past the virtual base's offset, not at +16 */
+struct Shared {
+    virtual ~Shared() = default;
+    long refs = 1;
+};
+struct Handle : virtual Shared {
+    long h = 4;
 };
 
 namespace graph {
@@ -96,6 +106,9 @@ static void __attribute__((noinline)) make(void) {
         raw[i] = 0x10001 * (i + 1);
     roots[4] = raw;
     list(raw, "?");
+    Handle *handle = new Handle;
+    roots[5] = handle;
+    list(handle, "Handle");
 }
 
 static void __attribute__((noinline)) scrub(void) {  /* no stale pointer left on the stack */

@@ -10,7 +10,9 @@ primary vtable, past the offset-to-top (0) and the typeinfo pointer. Two sources
   (0, T) of a module's .data.rel.ro, T a typeinfo object (its first word one of libstdc++'s
   `__class_type_info`, `__si_class_type_info`, `__vmi_class_type_info` vtables + 16) whose name
   (its second word) is a mangled type the demangler reads. A program built with -fno-rtti has no
-  typeinfo: its stripped classes stay unknown.
+  typeinfo: its stripped classes stay unknown. A class with virtual bases has its vtable's address
+  point past their offsets, not at + 16: found so, it is named `vtable` when a symbol names its
+  vtable.
 
 The names are demangled once per run: libstdc++'s own `__cxa_demangle` through ctypes when the
 library loads, else one `c++filt` process for all of them."""
@@ -194,9 +196,11 @@ def vtable_table(read, maps, *, demangle: Callable[[Iterable[str]], dict[str, st
                       if "_ZTV" + name in _TYPEINFO_VTABLES}
     inside = _in_modules(maps)
     read = _with_files(read, maps)
+    by_symbol = {name for name, _ in mangled.values()}
     for elf, bias in elves:
         for vptr, name in _rtti_names(read, elf, bias, typeinfo_vptrs, mangled, inside).items():
-            mangled[vptr] = (name, "rtti")
+            # a class with virtual bases: its vtable's address point is further than + 16
+            mangled[vptr] = (name, "vtable" if name in by_symbol else "rtti")
     names = demangle({name for name, _ in mangled.values()})
     table = VtableTable()
     for vptr, (name, how) in mangled.items():
