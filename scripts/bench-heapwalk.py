@@ -23,7 +23,7 @@ from benchlib import machine, publish
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "gdb_ext"), str(ROOT / "analyzer")]
 
-from dbgkit.core.heap import kinds, source, walk  # noqa: E402
+from dbgkit.core.heap import blocktypes, kinds, source, vtables, walk  # noqa: E402
 
 
 def _stopped(exe: Path, n: int) -> subprocess.Popen:
@@ -36,19 +36,24 @@ def _stopped(exe: Path, n: int) -> subprocess.Popen:
         time.sleep(0.01)
 
 
-def _measure(pid: int) -> tuple[float, float, float, float, int, int]:
-    """(walk CPU, walk wall, scan CPU, scan wall, blocks, free chunks) of one run."""
+def _measure(pid: int) -> tuple[float, ...]:
+    """(walk CPU, walk wall, scan CPU, scan wall, typing CPU, typing wall, blocks, free chunks)
+    of one run."""
     c0, w0 = time.process_time(), time.perf_counter()
     src = source.LiveProcess(pid)
     try:
         result = walk.walk(src)
         c1, w1 = time.process_time(), time.perf_counter()
-        scanned = kinds.scan_walk(src, result)
+        blocktypes.block_types(src, result, vtables.vtable_table(src.read, src.maps))
+        result.heaps = []  # as the driver does: the heaps' bytes are not kept for the scan
         c2, w2 = time.process_time(), time.perf_counter()
+        scanned = kinds.scan_walk(src, result)
+        c3, w3 = time.process_time(), time.perf_counter()
     finally:
         src.close()
     assert scanned.engine == "c" and not result.problems
-    return c1 - c0, w1 - w0, c2 - c1, w2 - w1, len(result.blocks), len(result.free)
+    return (c1 - c0, w1 - w0, c3 - c2, w3 - w2, c2 - c1, w2 - w1, len(result.blocks),
+            len(result.free))
 
 
 def main() -> int:
@@ -68,16 +73,17 @@ def main() -> int:
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
-        med = [statistics.median(r[k] for r in runs) for k in range(4)]
-        rows.append(f"| {n:,} | {runs[0][4]:,} | {runs[0][5]:,} | {med[0]:.2f} ({med[1]:.2f}) | "
-                    f"{med[2]:.2f} ({med[3]:.2f}) | {med[0] + med[2]:.2f} |")
+        med = [statistics.median(r[k] for r in runs) for k in range(6)]
+        rows.append(f"| {n:,} | {runs[0][6]:,} | {runs[0][7]:,} | {med[0]:.2f} ({med[1]:.2f}) | "
+                    f"{med[2]:.2f} ({med[3]:.2f}) | {med[4]:.2f} ({med[5]:.2f}) | "
+                    f"{med[0] + med[2] + med[4]:.2f} |")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
     table = "\n".join([
         f"Machine: {machine()}; medians of {args.runs} runs; peak RSS of the walker {peak:,} MiB.",
         "",
         "| chunks allocated | blocks in use | free chunks | walk: CPU s (wall) | "
-        "scan: CPU s (wall) | CPU s, both |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "scan: CPU s (wall) | types: CPU s (wall) | CPU s, all three |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
         *rows,
     ])
     publish("bench-heapwalk", table, args.write)

@@ -62,6 +62,8 @@ class HeapWalk:
     mmapped: int = 0
     symbols: str = "table"
     problems: list[str] = field(default_factory=list)
+    #: (address, bytes) of each heap as it was read: what blocktypes.py reads the blocks from
+    heaps: list[tuple[int, bytes]] = field(default_factory=list)
 
 
 @dataclass
@@ -235,6 +237,7 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
             break
         addr = nxt
     _classify(mem, source, libc, layout, result)
+    result.heaps = [(h.base, h.data) for h in mem.heaps]
     return result
 
 
