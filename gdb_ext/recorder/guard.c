@@ -58,7 +58,7 @@ static struct {
 
 static int parse_u64(const char *s, size_t n, uint64_t *out)
 {
-    if (n == 0 || n > 19)
+    if (n == 0 || n > 18)
         return 0;
     uint64_t v = 0;
     for (size_t i = 0; i < n; i++) {
