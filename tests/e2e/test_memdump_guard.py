@@ -15,15 +15,14 @@ import signal
 import subprocess
 from pathlib import Path
 
-import memdump_e2e
 import pytest
 from memdump_analyzer.accesserrors import AccessError
 from memdump_analyzer.dumpfile import DumpReader
 from memdump_e2e import REPO, DumpFacts, Site, program, read_dump
 from test_heap_error_programs import ROWS, SOURCES, Row
 
-pytestmark = pytest.mark.skipif(memdump_e2e.MODE == "breakpoints",
-                                reason="guard pages are the in-process recorder's")
+# guard pages are the in-process recorder's: one run each
+pytestmark = pytest.mark.one_recorder
 SCRIPT = REPO / "scripts" / "memdump.sh"
 TIMEOUT = 300
 SEGV_STATUS = 128 + signal.SIGSEGV
