@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from memdump_analyzer.accesserrors import AccessError
 from memdump_analyzer.dumpfile import DumpReader
-from memdump_e2e import REPO, DumpFacts, Site, program, read_dump
+from memdump_e2e import REPO, DumpFacts, Site, analyze_raw, marker, program, read_dump
 from test_heap_error_programs import ROWS, SOURCES, Row
 
 # guard pages are the in-process recorder's: one run each
@@ -130,3 +130,29 @@ def test_a_bad_environment_spec_is_said_and_the_recording_goes_on(tmp_path: Path
             "(a function or a tag is not supported yet); recording without guard pages\n"
             in proc.stderr)
     assert read_dump(dump).end == ("exit", "0")
+
+
+def test_the_report_gives_the_three_stacks_of_a_use_after_free(tmp_path: Path) -> None:
+    _, facts, (e,) = guarded(tmp_path, "all", "heap_errors", "uaf-read")
+    proc = analyze_raw(tmp_path / "uaf-read.memdump")
+    lines = proc.stdout.splitlines()
+    start = lines.index(f"HEAP ACCESS ERROR 1 of 1, caught by a guard page: Invalid read at "
+                        f"0x{e.address:x} in thread {facts.info['pid']}")
+    error, alloc, free = (marker("heap_errors.c", "uaf-read", "ERROR").line,
+                          marker("heap_errors.c", "uaf", "ALLOC").line,
+                          marker("heap_errors.c", "uaf", "FREE").line)
+    section = lines[start + 1:lines.index("SUMMARY")]
+    assert [line for line in section if "heap_errors.c" in line or "Address" in line
+            or "Block" in line] == [
+        f"    at uaf_read (heap_errors.c:{error})",
+        "    by main (heap_errors.c:264)",
+        f"  Address 0x{e.address:x} is 8 bytes inside a block of size 32 free'd by free at "
+        "event 2:",
+        f"    at freed_ints (heap_errors.c:{free})",
+        "    by uaf_read (heap_errors.c:101)",
+        "    by main (heap_errors.c:264)",
+        "  Block was alloc'd by calloc at event 1:",
+        f"    at freed_ints (heap_errors.c:{alloc})",
+        "    by uaf_read (heap_errors.c:101)",
+        "    by main (heap_errors.c:264)",
+    ]
