@@ -156,3 +156,19 @@ def test_the_report_gives_the_three_stacks_of_a_use_after_free(tmp_path: Path) -
         "    by uaf_read (heap_errors.c:101)",
         "    by main (heap_errors.c:264)",
     ]
+
+
+@pytest.mark.parametrize("spec", ["all", "all,under", "all,align16"])
+def test_every_call_works_on_guarded_blocks(tmp_path: Path, spec: str) -> None:
+    """guard_calls checks malloc_usable_size, calloc's zeroes, realloc's contents, the aligned
+    allocations and 5,000 live blocks (more than the pool's 4,096 slots: the pool full, said once)."""
+    dump = tmp_path / "calls.memdump"
+    proc = subprocess.run([str(SCRIPT), "--guard", spec, "--no-compact", "-o", str(dump),
+                           str(program("guard_calls"))],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert (proc.returncode, proc.stdout) == (0, "ok\n"), proc.stdout + proc.stderr
+    full = [line for line in proc.stderr.splitlines() if "guard pool full" in line]
+    assert full == ["memdump: guard pool full (every slot holds a live block, or "
+                    "vm.max_map_count is reached): the blocks that find no free slot are not "
+                    "guarded"]
+    assert read_dump(dump).end == ("exit", "0")
