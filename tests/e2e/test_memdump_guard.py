@@ -161,7 +161,8 @@ def test_the_report_gives_the_three_stacks_of_a_use_after_free(tmp_path: Path) -
 @pytest.mark.parametrize("spec", ["all", "all,under", "all,align16"])
 def test_every_call_works_on_guarded_blocks(tmp_path: Path, spec: str) -> None:
     """guard_calls checks malloc_usable_size, calloc's zeroes, realloc's contents, the aligned
-    allocations and 5,000 live blocks (more than the pool's 4,096 slots: the pool full, said once)."""
+    allocations and 5,000 live blocks (more than the pool's 4,096 slots: the pool full, said
+    once)."""
     dump = tmp_path / "calls.memdump"
     proc = subprocess.run([str(SCRIPT), "--guard", spec, "--no-compact", "-o", str(dump),
                            str(program("guard_calls"))],
