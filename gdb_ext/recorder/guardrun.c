@@ -162,14 +162,15 @@ static void *g_memalign(size_t align, size_t size)
 
 /* malloc_usable_size of a pool block is its size (glibc's would read a chunk header there is
  * none of); the others are the C library's */
+static size_t (*next_usable_size)(void *);
+
 EXPORT size_t malloc_usable_size(void *p)
 {
-    static size_t (*next)(void *);
     if (mdr_guard_owns(p))
         return mdr_guard_size(p);
-    if (next == NULL)
-        next = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
-    return next != NULL ? next(p) : 0;
+    if (next_usable_size == NULL)  /* dlsym may allocate: found before guarding starts */
+        next_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
+    return next_usable_size != NULL ? next_usable_size(p) : 0;
 }
 
 /* -- the fault ------------------------------------------------------------------------------ */
@@ -334,6 +335,7 @@ void mdr_guard_start(struct mdr_alloc_fns *real, int environment)
     sigaction(SIGSEGV, &sa, &previous[0]);
     sigaction(SIGBUS, &sa, &previous[1]);
     libc = *real;
+    malloc_usable_size(NULL);  /* the C library's found now, not inside a realloc's lock */
     struct mdr_alloc_fns g = {
         .malloc = g_malloc, .calloc = g_calloc, .realloc = g_realloc,
         .reallocarray = g_reallocarray, .free = g_free, .posix_memalign = g_posix_memalign,
