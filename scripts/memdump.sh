@@ -68,7 +68,8 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      (docs/heap-errors.md). SPEC, comma-separated: all (every block while the
                      pool of 4096 slots lasts) or N% (a sampled share), MIN-MAX (sizes in
                      bytes), over (the guard page after the block: default) or under (before),
-                     align16 (blocks 16-aligned as malloc's: overflows into the slack missed);
+                     align16 (blocks 16-aligned as malloc's: overflows into the slack missed),
+                     tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME);
                      in-process recorder, not with -p
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
@@ -100,7 +101,7 @@ bad_usage() {
 
 # --guard's SPEC checked as the recorder parses it (gdb_ext/recorder/guard.c), term by term.
 guard_spec() {
-    local term shares=0 sizes=0 sides=0 terms
+    local term shares=0 sizes=0 sides=0 tags=0 terms
     [[ -n "$1" ]] || bad_usage "--guard needs a SPEC, not an empty one (see --help)"
     IFS=, read -r -a terms <<<"$1,"
     [[ "$1" != *, && "$1" != *,,* && "$1" != ,* ]] || bad_usage "--guard ${1}: an empty term"
@@ -116,8 +117,10 @@ guard_spec() {
                 || bad_usage "--guard ${1}: '${term}': MIN is larger than MAX"
         elif [[ "$term" == under || "$term" == over ]]; then
             (( ++sides == 1 )) || bad_usage "--guard ${1}: '${term}': a second side (under or over)"
+        elif [[ "$term" == tag:?* ]]; then
+            (( ++tags == 1 )) || bad_usage "--guard ${1}: '${term}': a second tag"
         elif [[ "$term" != align16 ]]; then
-            bad_usage "--guard ${1}: '${term}' is not all, N%, MIN-MAX, under, over or align16"
+            bad_usage "--guard ${1}: '${term}' is not all, N%, MIN-MAX, under, over, align16 or tag:NAME"
         fi
     done
 }

@@ -79,7 +79,7 @@ static int bad(char *err, size_t len, const char *term, size_t n, const char *wh
 int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, size_t len)
 {
     struct mdr_guard_spec s = {.percent = 100, .size_max = UINT64_MAX};
-    int sampled = 0, sized = 0, sided = 0;
+    int sampled = 0, sized = 0, sided = 0, tagged = 0;
     if (spec == NULL || *spec == '\0') {
         snprintf(err, len, "empty guard SPEC");
         return -1;
@@ -100,7 +100,7 @@ int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, siz
             if (!parse_u64(t, n - 1, &a) || a < 1 || a > 100)
                 return bad(err, len, t, n, "a share is 1% to 100%");
             s.percent = (unsigned)a;
-        } else if (dash != NULL) {
+        } else if (dash != NULL && !(n >= 4 && memcmp(t, "tag:", 4) == 0)) {
             if (sized++)
                 return bad(err, len, t, n, "a second size range");
             size_t k = (size_t)(dash - t);
@@ -116,10 +116,19 @@ int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, siz
             s.under = n == 5;
         } else if (n == 7 && memcmp(t, "align16", 7) == 0) {
             s.align16 = 1;
+        } else if (n >= 4 && memcmp(t, "tag:", 4) == 0) {
+            if (tagged++)
+                return bad(err, len, t, n, "a second tag");
+            if (n == 4)
+                return bad(err, len, t, n, "tag:NAME needs a name");
+            uint64_t h = 0xcbf29ce484222325ull;  /* FNV-1a, as recorder.c hashes a pushed tag */
+            for (size_t i = 4; i < n; i++)
+                h = (h ^ (unsigned char)t[i]) * 0x100000001b3ull;
+            s.tag = h;
         } else {
             return bad(err, len, t, n,
-                       "not all, N%, MIN-MAX, under, over or align16 (a function or a tag is "
-                       "not supported yet)");
+                       "not all, N%, MIN-MAX, under, over, align16 or tag:NAME (a stack's "
+                       "function is not supported yet)");
         }
         t += n;
         if (*t == ',') {

@@ -28,6 +28,8 @@ struct mdr_guard_spec {
     uint64_t size_min, size_max;  /* `MIN-MAX` bytes; 0 and UINT64_MAX by default */
     int under;             /* `under`: the guard page before the block; `over` (default) after */
     int align16;           /* `align16`: blocks start 16-aligned (slack overflows missed) */
+    uint64_t tag;          /* `tag:NAME`: only blocks allocated while the thread's innermost
+                            * memdump_api.h tag is NAME (FNV-1a of the name); 0: any */
 };
 
 /* SPEC (comma-separated terms) into OUT; 0 on success, else -1 with a message in ERR (its

@@ -57,6 +57,8 @@ static int chosen(size_t size)
 {
     if (size < spec.size_min || size > spec.size_max)
         return 0;
+    if (spec.tag != 0 && mdr_thread_tag() != spec.tag)
+        return 0;
     if (spec.percent >= 100)
         return 1;
     uint64_t n = __atomic_fetch_add(&sample_counter, 1, __ATOMIC_RELAXED);

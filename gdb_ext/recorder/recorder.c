@@ -1172,6 +1172,14 @@ EXPORT void memdump_api_free(void *ptr)
     HOOK_END(0, 0);
 }
 
+MDR_HIDDEN uint64_t mdr_thread_tag(void)
+{
+    struct mdr_thread *t = current();
+    if (t == NULL || t->tag_depth == 0 || t->tag_depth > TAG_DEPTH)
+        return 0;
+    return t->tag_hash[t->tag_depth - 1];
+}
+
 /* -- categories and phases (memdump_api.h) ------------------------------------------------- */
 
 /* `g TID STRING` (KIND 'g': this thread pushed the tag NAME), `u TID` ('u': it popped its

@@ -340,6 +340,8 @@ MDR_HIDDEN void mdr_out_finish(void);
 /* the lock taken when the recording is on (1), else 0 and not taken */
 MDR_HIDDEN int mdr_record_lock(uint64_t tid);
 MDR_HIDDEN void mdr_record_unlock(void);
+/* The FNV-1a hash of this thread's innermost memdump_api.h tag; 0 without one (guardrun.c) */
+MDR_HIDDEN uint64_t mdr_thread_tag(void);
 
 /* -- children.c: a process GDB does not record, when children are asked for -- */
 /* Configure a recording of this process alone (FORKED: it inherited its parent's blocks) into

@@ -89,8 +89,19 @@ int main(void)
     parses("16-256", 100, 1, 16, 256, 0, 0);
     parses("over,100%,align16", 100, 0, 0, UINT64_MAX, 0, 1);
     refuses("", "empty guard SPEC");
-    refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over or align16 "
-                    "(a function or a tag is not supported yet)");
+    refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16 or "
+                    "tag:NAME (a stack's function is not supported yet)");
+    refuses("tag:", "bad guard SPEC term 'tag:': tag:NAME needs a name");
+    refuses("tag:a,tag:b", "bad guard SPEC term 'tag:b': a second tag");
+    {
+        struct mdr_guard_spec t;
+        char err[160] = "";
+        /* FNV-1a of "a-b": a tag's name may hold a dash */
+        CHECK(mdr_guard_parse("5%,tag:a-b", &t, err, sizeof err) == 0 && t.percent == 5 &&
+              t.tag == ((((0xcbf29ce484222325ull ^ 'a') * 0x100000001b3ull ^ '-') *
+                         0x100000001b3ull ^ 'b') * 0x100000001b3ull) && t.size_max == UINT64_MAX,
+              "tag:a-b: %s", err);
+    }
     refuses("0%", "bad guard SPEC term '0%': a share is 1% to 100%");
     refuses("101%", "bad guard SPEC term '101%': a share is 1% to 100%");
     refuses("all,5%", "bad guard SPEC term '5%': a second share (all or N%)");

@@ -115,7 +115,8 @@ def test_a_bad_spec_is_refused_before_the_run(tmp_path: Path) -> None:
                            str(program("heap_errors")), "clean"],
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert (proc.returncode, proc.stderr) == (
-        2, "memdump.sh: --guard all,7: '7' is not all, N%, MIN-MAX, under, over or align16\n")
+        2, "memdump.sh: --guard all,7: '7' is not all, N%, MIN-MAX, under, over, align16 or "
+           "tag:NAME\n")
     assert not (tmp_path / "d.memdump").exists()
 
 
@@ -126,8 +127,8 @@ def test_a_bad_environment_spec_is_said_and_the_recording_goes_on(tmp_path: Path
                            str(program("heap_errors")), "past-end-write"],
                           capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert proc.returncode == 0
-    assert ("memdump: bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over or align16 "
-            "(a function or a tag is not supported yet); recording without guard pages\n"
+    assert ("memdump: bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16 or "
+            "tag:NAME (a stack's function is not supported yet); recording without guard pages\n"
             in proc.stderr)
     assert read_dump(dump).end == ("exit", "0")
 
@@ -173,3 +174,19 @@ def test_every_call_works_on_guarded_blocks(tmp_path: Path, spec: str) -> None:
                     "vm.max_map_count is reached): the blocks that find no free slot are not "
                     "guarded"]
     assert read_dump(dump).end == ("exit", "0")
+
+
+def test_a_tag_chooses_the_blocks(tmp_path: Path) -> None:
+    """tags_phases allocates 1001-byte blocks under the tag physics, 1002 under collision (nested
+    in physics), 2001 under audio in another thread, 11, 12 and 3001 untagged: with tag:physics
+    only the 1001-byte blocks are guarded, their ends on a page's end (glibc's 16-aligned blocks
+    of these sizes never end there)."""
+    proc, facts, errors = guarded(tmp_path, "tag:physics", "tags_phases", "")
+    assert (proc.returncode, errors) == (0, []), proc.stderr
+    ends: dict[int, set[bool]] = {}
+    for e in facts.events:
+        if e[5] != "-" and e[3] in ("malloc", "new", "new[]") and int(e[-1]) in (
+                11, 12, 1001, 1002, 2001, 3001):
+            ends.setdefault(int(e[-1]), set()).add((int(e[5], 16) + int(e[-1])) % 4096 == 0)
+    assert ends == {11: {False}, 12: {False}, 1001: {True}, 1002: {False}, 2001: {False},
+                    3001: {False}}
