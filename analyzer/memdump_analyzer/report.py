@@ -261,6 +261,9 @@ def render_text(
         peak = "0 bytes (nothing was allocated)"
     rows.append(("peak", peak))
     rows.append(("errors", f"{a.error_count:,}"))
+    if a.access_errors:
+        rows.append(("access errors", f"{len(a.access_errors):,} (caught by a guard page: the "
+                                      "heap access errors above)"))
     if a.untracked_frees:
         rows.append(
             ("untracked", f"{plural(a.untracked_frees, 'free')} of blocks from before recording")

@@ -63,3 +63,4 @@ def test_the_report_says_it_as_valgrind() -> None:
         "    ... 3 frames of the C/C++ runtime (--show-runtime-frames)",
     ]
     assert lines[start - 1] == "" and lines[start + 8] == ""
+    assert "    access errors:   1 (caught by a guard page: the heap access errors above)" in lines
