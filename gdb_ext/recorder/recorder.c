@@ -430,7 +430,6 @@ static void configure(void)
         pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
     }
     memdump_recorder_configure(&C);
-    mdr_guard_start(&real, 0);  /* SPEC from GDB (control block `guard`) */
     recorded_alone = C.path[0] == '\0' && mdr_children_configure(forked_child);
     if (recorded_alone) {
         static int registered;  /* a forked child inherits its parent's exit handlers */
@@ -456,6 +455,7 @@ static void configure(void)
             C.clock_base = (uint64_t)time(NULL);
             mdr_clock_start();
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
+            mdr_guard_start(&real, 0);  /* SPEC from GDB (control block `guard`) */
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();
         }
