@@ -190,3 +190,16 @@ def test_a_tag_chooses_the_blocks(tmp_path: Path) -> None:
             ends.setdefault(int(e[-1]), set()).add((int(e[5], 16) + int(e[-1])) % 4096 == 0)
     assert ends == {11: {False}, 12: {False}, 1001: {True}, 1002: {False}, 2001: {False},
                     3001: {False}}
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    (["-p", "1"], "--guard needs a program to run (a running process's blocks are placed "
+                  "already)"),
+    (["--breakpoints", "true"], "--guard needs the in-process recorder (not --breakpoints)"),
+    (["true"], "--guard 5%,tag:a,tag:b: 'tag:b': a second tag"),
+])
+def test_guard_is_refused_where_it_cannot_work(options: list[str], message: str) -> None:
+    spec = "5%,tag:a,tag:b" if "tag" in message else "all"
+    proc = subprocess.run([str(SCRIPT), "--guard", spec, *options], capture_output=True,
+                          text=True, timeout=TIMEOUT)
+    assert (proc.returncode, proc.stderr) == (2, f"memdump.sh: {message}\n")
