@@ -39,7 +39,7 @@ done </proc/$$/environ
 usage() {
     cat <<EOF
 usage: ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
-       ${usage_name//?/ } [--no-compact] [--children] [--] PROGRAM [ARGS...]
+       ${usage_name//?/ } [--no-compact] [--children] [--guard SPEC] [--] PROGRAM [ARGS...]
        ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
        ${usage_name//?/ } [--no-compact] -p PID [--for SECONDS]
 
@@ -62,6 +62,15 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      the reports, docs/dump-format.md; MEMDUMP_COMPACT=0 does the same)
   --children         also record the processes the program forks and the programs they execute,
                      each into DUMP-STEM.PID.memdump (in-process recorder; not with -p)
+  --guard SPEC       place chosen blocks against an inaccessible page and keep freed ones
+                     inaccessible for a while: the first overflow, underflow or use after free
+                     of one is reported (an ae record) and kills the program with SIGSEGV
+                     (docs/heap-errors.md). SPEC, comma-separated: all (every block while the
+                     pool of 4096 slots lasts) or N% (a sampled share), MIN-MAX (sizes in
+                     bytes), over (the guard page after the block: default) or under (before),
+                     align16 (blocks 16-aligned as malloc's: overflows into the slack missed),
+                     tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME);
+                     in-process recorder, not with -p
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
@@ -88,6 +97,32 @@ EOF
 bad_usage() {
     echo "${me}: $*" >&2
     exit 2
+}
+
+# --guard's SPEC checked as the recorder parses it (gdb_ext/recorder/guard.c), term by term.
+guard_spec() {
+    local term shares=0 sizes=0 sides=0 tags=0 terms
+    [[ -n "$1" ]] || bad_usage "--guard needs a SPEC, not an empty one (see --help)"
+    IFS=, read -r -a terms <<<"$1,"
+    [[ "$1" != *, && "$1" != *,,* && "$1" != ,* ]] || bad_usage "--guard ${1}: an empty term"
+    for term in "${terms[@]}"; do
+        if [[ "$term" == all || "$term" =~ ^[0-9]+%$ ]]; then
+            if [[ "$term" != all ]] && ! (( 10#${term%\%} >= 1 && 10#${term%\%} <= 100 )); then
+                bad_usage "--guard ${1}: '${term}': a share is 1% to 100%"
+            fi
+            (( ++shares == 1 )) || bad_usage "--guard ${1}: '${term}': a second share (all or N%)"
+        elif [[ "$term" =~ ^([0-9]{1,18})-([0-9]{1,18})$ ]]; then
+            (( ++sizes == 1 )) || bad_usage "--guard ${1}: '${term}': a second size range"
+            (( 10#${BASH_REMATCH[1]} <= 10#${BASH_REMATCH[2]} )) \
+                || bad_usage "--guard ${1}: '${term}': MIN is larger than MAX"
+        elif [[ "$term" == under || "$term" == over ]]; then
+            (( ++sides == 1 )) || bad_usage "--guard ${1}: '${term}': a second side (under or over)"
+        elif [[ "$term" == tag:?* ]]; then
+            (( ++tags == 1 )) || bad_usage "--guard ${1}: '${term}': a second tag"
+        elif [[ "$term" != align16 ]]; then
+            bad_usage "--guard ${1}: '${term}' is not all, N%, MIN-MAX, under, over, align16 or tag:NAME"
+        fi
+    done
 }
 
 # One line on stderr, exit 125: recording is not possible.
@@ -179,6 +214,8 @@ dump=""
 breakpoints=0
 children=0
 compact=1
+guard=""
+guard_set=0
 [[ "${MEMDUMP_COMPACT:-1}" != 0 ]] || compact=0
 report=0
 json=""
@@ -197,6 +234,13 @@ while [[ $# -gt 0 ]]; do
         --breakpoints) breakpoints=1; shift ;;
         --children) children=1; shift ;;
         --no-compact) compact=0; shift ;;
+        --guard)
+            [[ $# -ge 2 ]] || bad_usage "$1 needs a SPEC (see --help)"
+            guard="$2"
+            guard_set=1
+            shift 2
+            ;;
+        --guard=*) guard="${1#*=}"; guard_set=1; shift ;;
         --json)
             [[ $# -ge 2 ]] || bad_usage "$1 needs a file name (see --help)"
             json="$2"
@@ -232,6 +276,12 @@ while [[ $# -gt 0 ]]; do
     esac
 done
 
+if [[ "$guard_set" -eq 1 ]]; then
+    guard_spec "$guard"
+    [[ -z "$pid" ]] || bad_usage "--guard needs a program to run (a running process's blocks are placed already)"
+    [[ "$breakpoints" -eq 0 ]] || bad_usage "--guard needs the in-process recorder (not --breakpoints)"
+    start_env+=("MEMDUMP_GUARD=${guard}")
+fi
 if [[ -n "$depth" && ! "$depth" =~ ^[0-9]+$ ]]; then
     bad_usage "--depth needs a non-negative number, not '${depth}'"
 fi

@@ -134,10 +134,12 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     while the dump is read.
     Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
     """
+    from .accesserrors import rows as access_rows
     from .aggregation import build_analysis
     from .dumpfile import DumpReader
     from .locks import rows as lock_rows
     from .replay import replay
+    from .rescan import _events as rescan_events
     from .rules import RUNTIME_FREE_FUNCTIONS, trim_lock_stack
     from .symbolize import symbolize as symbolize_frames
 
@@ -157,6 +159,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
                 symbols = symbolize_frames(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result, addresses)
             analysis.locks = lock_rows(reader, trim_lock_stack)
+            analysis.access_errors = access_rows(reader, lambda: rescan_events(path))
             if analysis.locks:
                 _name_locks(analysis, reader, result)
             analysis.partial_records = reader.partial_records

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from .accesserrors import read_record as read_access_error
 from .dumperrors import EventErrors
 from .dumpformat import DEC, GRAMMAR, HEX, KIND_BY_CODE, STRING_ID, TEXT, source_path, unescape
 from .dumpio import DumpError, show
@@ -323,6 +324,7 @@ READ: dict[bytes, Callable[[Definitions, list[bytes], int], object]] = {
     b"c": Definitions.clock_sample,
     b"lk": read_lock_record,
     b"lw": read_lock_record,
+    b"ae": read_access_error,
 }
 #: the records whose last field is the rest of the line (TEXT, VALUE)
 TEXT_RECORDS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.fields[-1].type == TEXT)

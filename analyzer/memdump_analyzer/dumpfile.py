@@ -25,6 +25,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 
+from .accesserrors import AccessError
 from .dumpdecode import SHORT_ROWS, decode
 from .dumpdefs import FI_MAY_FOLLOW, READ, TEXT_RECORDS, Definitions, Frame, ScanRecord
 from .dumpformat import (
@@ -83,6 +84,8 @@ class DumpReader(Definitions):
         #: (2.3) the `lk` records: lock counts, in file order; (2.4) `lw`: their waiting stacks
         self.locks: list[LockRecord] = []
         self.lock_waits: list[LockWait] = []
+        #: (2.6) the `ae` records: heap access errors the guard pages caught
+        self.access_errors: list[AccessError] = []
         self.kinds: dict[bytes, tuple[str, str | None]] = {}
         #: indirect block's pointer as written -> its clique leader's (format 1.2)
         self.leaders: dict[bytes, bytes] = {}

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 5)
+VERSION: tuple[int, int] = (2, 6)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -191,6 +191,8 @@ GRAMMAR: tuple[Record, ...] = (
     _row("lk", ("ADDR:x KIND:w LOCKED:d READ_LOCKED:d CHANGED:d CONTENDED:d TRY_BUSY:d "
                 "WAIT_NS:d MAX_WAIT_NS:d"), STATE, (2, 3)),
     _row("lw", "ADDR:x STACK:d CONTENDED:d WAIT_NS:d MAX_WAIT_NS:d", STATE, (2, 4)),
+    _row("ae", "TID:d ACCESS:w ADDR:x STACK:d BLOCK:x SIZE:d OFFSET:d RELATION:w STATE:w", STATE,
+         (2, 6)),
 )
 
 

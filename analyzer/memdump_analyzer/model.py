@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .accesserrors import AccessRow
 from .dumpfile import Frame, ScanRecord
 from .images import Image
 from .locks import LockRow
@@ -162,6 +163,8 @@ class Analysis:
     kind_deltas: dict[str, tuple[int, int]] | None = None
     #: the lock counts and waiting stacks (dump format 2.3, 2.4: `locks.rows`); [] without
     locks: list[LockRow] = field(default_factory=list)
+    #: the heap access errors guard pages caught (dump format 2.6: `accesserrors.rows`)
+    access_errors: list[AccessRow] = field(default_factory=list)
     #: the process images, the program's then each one it executed (images.py)
     images: list[Image] = field(default_factory=list)
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import images, locks
+from . import accesserrors, images, locks
 from .dumpfile import Frame
 from .leaktext import (
     FILTERED_KINDS,
@@ -232,6 +232,7 @@ def render_text(
                        f"{e.alloc_size:,} alloc'd by {e.alloc_op}{at}:")
             out.extend(stack_text(e.alloc_stack, max_frames, fold))
 
+    out.extend(accesserrors.text_section(a.access_errors, max_frames, fold, stack_text))
     out.extend(locks.text_section(a.locks, max_frames, stack_text))
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
@@ -260,6 +261,9 @@ def render_text(
         peak = "0 bytes (nothing was allocated)"
     rows.append(("peak", peak))
     rows.append(("errors", f"{a.error_count:,}"))
+    if a.access_errors:
+        rows.append(("access errors", f"{len(a.access_errors):,} (caught by a guard page: the "
+                                      "heap access errors above)"))
     if a.untracked_frees:
         rows.append(
             ("untracked", f"{plural(a.untracked_frees, 'free')} of blocks from before recording")

@@ -41,7 +41,7 @@ def test_the_spec_worked_examples_are_the_fixtures_byte_for_byte(
 def test_example_reads_its_tables() -> None:
     with DumpReader(str(FIXTURES / "example.memdump")) as reader:
         records = list(reader.records())
-        assert reader.version == (2, 5)
+        assert reader.version == (2, 6)
         assert reader.info["program"] == "/src/leak"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"

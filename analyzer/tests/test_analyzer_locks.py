@@ -26,7 +26,7 @@ RW = "lk 0x55555555a0c0 rwlock 1274235 1233122 1 3137 0 313136000 160567739\n"
 def _dump(tmp_path: Path, *records: str) -> Path:
     """example.memdump with RECORDS before its `end`."""
     lines = (FIXTURES / "example.memdump").read_text().splitlines(keepends=True)
-    assert lines[0] == "MEMDUMP 2.5\n" and lines[-1].startswith("end ")
+    assert lines[0] == "MEMDUMP 2.6\n" and lines[-1].startswith("end ")
     path = tmp_path / "locks.memdump"
     path.write_text("".join(lines[:-1]) + "".join(records) + lines[-1])
     return path
@@ -35,7 +35,7 @@ def _dump(tmp_path: Path, *records: str) -> Path:
 def test_lk_records_are_read(tmp_path: Path) -> None:
     with DumpReader(str(_dump(tmp_path, LK, RW))) as reader:
         list(reader.records())
-        assert reader.version == (2, 5)
+        assert reader.version == (2, 6)
         assert reader.locks == [
             LockRecord(0x7FFFFFFFE268, "mutex", 314383, 0, 26416, 17542, 0, 37351829, 7963354),
             LockRecord(0x55555555A0C0, "rwlock", 1274235, 1233122, 1, 3137, 0, 313136000,

@@ -14,6 +14,7 @@
 #define MDR_VERSION 1
 #define MDR_MAX_DEPTH 256
 #define MDR_PATH_MAX 4096
+#define MDR_GUARD_MAX 256
 
 /* DRAINING (GDB, before a detach): no new call is recorded, the calls in progress still are. */
 enum mdr_state { MDR_UNCONFIGURED = 0, MDR_RECORDING = 1, MDR_DISABLED = 2, MDR_DRAINING = 3 };
@@ -59,6 +60,17 @@ struct mdr_control {
     uint64_t clock_start;        /* 31: CLOCK_MONOTONIC in milliseconds when the recording
                                   *     began: the base of the dump's `c` records */
     char path[MDR_PATH_MAX];     /* 32: the dump, NUL-terminated (GDB) */
+    /* guard pages (docs/heap-errors.md): after the path, so that a GDB that knows only the
+     * fields above reads them where they were; field N is still at byte 8 * N,
+     * the path counting as its 512 words */
+    uint64_t guard_pool;         /* 544: the pool's first byte (guard pages included); 0: off */
+    uint64_t guard_pool_size;    /* 545 */
+    uint64_t guard_slots;        /* 546: slots of the pool */
+    uint64_t guard_slot_bytes;   /* 547: the data bytes of a slot: larger blocks are not guarded */
+    uint64_t guard_blocks;       /* 548: blocks placed in the pool so far */
+    uint64_t guard_missed;       /* 549: chosen blocks that found no free slot */
+    uint64_t guard_errors;       /* 550: `ae` records written */
+    char guard[MDR_GUARD_MAX];   /* 551: SPEC, NUL-terminated (GDB); empty: MEMDUMP_GUARD */
 };
 
 /* An in-flight call: the slot of a thread inside a hooked call (GDB reads them at a fatal

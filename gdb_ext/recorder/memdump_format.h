@@ -6,8 +6,8 @@
 
 /* The first line of a dump */
 #define MEMDUMP_FORMAT_MAJOR 2
-#define MEMDUMP_FORMAT_MINOR 5
-#define MEMDUMP_FORMAT_LINE "MEMDUMP 2.5\n"
+#define MEMDUMP_FORMAT_MINOR 6
+#define MEMDUMP_FORMAT_LINE "MEMDUMP 2.6\n"
 
 /* The `i recorder` value of the in-process recorder's dumps (format 1.3) */
 #define MEMDUMP_RECORDER_IN_PROCESS "in-process"
@@ -109,6 +109,7 @@ enum memdump_op {
 #define MEMDUMP_TAG_C_CHAR 'c'
 #define MEMDUMP_TAG_LK "lk"
 #define MEMDUMP_TAG_LW "lw"
+#define MEMDUMP_TAG_AE "ae"
 
 /* The process events' WHAT words (`p SEQ WHAT DETAIL`: PROCESS_EVENTS) */
 #define MEMDUMP_PROCESS_EXEC "exec"

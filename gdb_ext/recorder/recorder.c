@@ -27,6 +27,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "guard.h"
 #include "recorder.h"
 
 #define C (memdump_recorder_control)
@@ -68,18 +69,8 @@ static const uint8_t short_tag_len[MDR_OP_COUNT] = MEMDUMP_OP_SHORT_TAG_LENGTHS_
 
 /* -- the real functions --------------------------------------------------------------------- */
 
-static struct {
-    void *(*malloc)(size_t);
-    void *(*calloc)(size_t, size_t);
-    void *(*realloc)(void *, size_t);
-    void *(*reallocarray)(void *, size_t, size_t);
-    void (*free)(void *);
-    int (*posix_memalign)(void **, size_t, size_t);
-    void *(*aligned_alloc)(size_t, size_t);
-    void *(*memalign)(size_t, size_t);
-    void *(*valloc)(size_t);
-    void *(*pvalloc)(size_t);
-} real;
+/* the C library's, or guard.c's when guarding is on (mdr_guard_start) */
+static struct mdr_alloc_fns real;
 
 /* dlsym may allocate before the real functions are known: it gets memory from here. */
 static char bootstrap[64 * 1024] __attribute__((aligned(64)));
@@ -313,6 +304,21 @@ static inline void unlock(void)
     __atomic_store_n(&C.lock, 0, __ATOMIC_RELEASE);
 }
 
+/* guardrun.c's record, written as the hooks write theirs: 0 when nothing is recorded */
+MDR_HIDDEN int mdr_record_lock(uint64_t tid)
+{
+    lock(tid);
+    if (C.state == MDR_RECORDING || C.state == MDR_DRAINING)
+        return 1;
+    unlock();
+    return 0;
+}
+
+MDR_HIDDEN void mdr_record_unlock(void)
+{
+    unlock();
+}
+
 /* -- start-up ------------------------------------------------------------------------------- */
 
 static int configure_state;  /* 0 not yet, 1 in progress, 2 done */
@@ -361,10 +367,11 @@ int mdr_exec_keeps_recorder(void)
 
 static void atfork_prepare(void)
 {
+    mdr_guard_atfork(0);
     if (C.state == MDR_RECORDING)
         lock((uint64_t)syscall(SYS_gettid));
 }
-static void atfork_parent(void) { if (C.lock) unlock(); }
+static void atfork_parent(void) { if (C.lock) unlock(); mdr_guard_atfork(1); }
 static void forget_recording(void);
 
 static void atfork_child(void)
@@ -372,6 +379,7 @@ static void atfork_child(void)
     /* The child shares the dump's mapping: it must never write to it. */
     if (C.lock)
         unlock();
+    mdr_guard_atfork(1);
     if (C.inherit && C.state == MDR_RECORDING) {  /* children asked for: its own dump */
         forget_recording();
         forked_child = 1;
@@ -447,6 +455,7 @@ static void configure(void)
             C.clock_base = (uint64_t)time(NULL);
             mdr_clock_start();
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
+            mdr_guard_start(&real, 0);  /* SPEC from GDB (control block `guard`) */
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();
         }
@@ -465,8 +474,10 @@ __attribute__((constructor)) static void recorder_init(void)
     if (configure_state != 2)
         configure();
     /* here, not in configure(): a call before the C library's own start-up sees no environ */
-    if (C.state == MDR_RECORDING)
+    if (C.state == MDR_RECORDING) {
+        mdr_guard_start(&real, 1);  /* MEMDUMP_GUARD (memdump.sh, children) */
         forget_environment();
+    }
     t->in_call--;
 }
 
@@ -1159,6 +1170,14 @@ EXPORT void memdump_api_free(void *ptr)
         return;
     HOOK_BEGIN(MDR_CUSTOM_FREE, ptr, 0, 0);
     HOOK_END(0, 0);
+}
+
+MDR_HIDDEN uint64_t mdr_thread_tag(void)
+{
+    struct mdr_thread *t = current();
+    if (t == NULL || t->tag_depth == 0 || t->tag_depth > TAG_DEPTH)
+        return 0;
+    return t->tag_hash[t->tag_depth - 1];
 }
 
 /* -- categories and phases (memdump_api.h) ------------------------------------------------- */

@@ -336,6 +336,13 @@ MDR_HIDDEN void mdr_intern_reset(void);
 /* out.c: the recording is over: cut the file after its last record, and close it */
 MDR_HIDDEN void mdr_out_finish(void);
 
+/* -- recorder.c: a record of another file's, under the writer's lock (guardrun.c) -- */
+/* the lock taken when the recording is on (1), else 0 and not taken */
+MDR_HIDDEN int mdr_record_lock(uint64_t tid);
+MDR_HIDDEN void mdr_record_unlock(void);
+/* The FNV-1a hash of this thread's innermost memdump_api.h tag; 0 without one (guardrun.c) */
+MDR_HIDDEN uint64_t mdr_thread_tag(void);
+
 /* -- children.c: a process GDB does not record, when children are asked for -- */
 /* Configure a recording of this process alone (FORKED: it inherited its parent's blocks) into
  * its own dump, its header written; 0 when it is not one to record (or the dump cannot be made:

@@ -13,6 +13,8 @@ from dbgkit.core import recorder
 from dbgkit.core.recorder import (
     CONTROL_FIELDS,
     CONTROL_SIZE,
+    GUARD_FIELDS,
+    GUARD_OFFSET,
     Control,
     TailState,
     data_end,
@@ -55,8 +57,8 @@ def test_field_list_matches_control_h() -> None:
         if line:
             names.append(line.split()[-1].split("[")[0])
     assert names[:len(CONTROL_FIELDS)] == list(CONTROL_FIELDS)
-    assert names[len(CONTROL_FIELDS):] == ["path"]
-    assert CONTROL_SIZE == 32 * 8 + 4096
+    assert names[len(CONTROL_FIELDS):] == ["path", *GUARD_FIELDS, "guard"]
+    assert (GUARD_OFFSET, CONTROL_SIZE) == (32 * 8 + 4096 + 7 * 8, 32 * 8 + 4096 + 7 * 8 + 256)
 
 
 def test_control_reads_and_writes_fields() -> None:

@@ -23,6 +23,9 @@ from .reach_fast import SortedBlocks, sorted_pairs
 __all__ = [
     "CONTROL_FIELDS",
     "CONTROL_SIZE",
+    "GUARD_FIELDS",
+    "GUARD_MAX",
+    "GUARD_OFFSET",
     "LIBRARY",
     "Control",
     "InFlight",
@@ -45,7 +48,13 @@ CONTROL_FIELDS = (
 )
 PATH_OFFSET = 32 * 8
 PATH_MAX = 4096
-CONTROL_SIZE = PATH_OFFSET + PATH_MAX
+#: (guard pages, docs/heap-errors.md) the words after `path`, then the SPEC GDB may write
+GUARD_FIELDS = ("guard_pool", "guard_pool_size", "guard_slots", "guard_slot_bytes",
+                "guard_blocks", "guard_missed", "guard_errors")
+GUARD_OFFSET = PATH_OFFSET + PATH_MAX + 8 * len(GUARD_FIELDS)
+GUARD_MAX = 256
+#: the size the fields above need: a recorder's `size` is at least this
+CONTROL_SIZE = GUARD_OFFSET + GUARD_MAX
 _INDEX = {name: i for i, name in enumerate(CONTROL_FIELDS)}
 
 UNCONFIGURED, RECORDING, DISABLED, DRAINING = 0, 1, 2, 3

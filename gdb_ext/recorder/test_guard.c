@@ -1,0 +1,163 @@
+/* @brief guard.c against its spec: SPEC's terms and its errors; the pool's placement (the block's
+ * end on the guard page, or its start), real faults one byte past and before a block and after
+ * its free, the FIFO reuse, a full pool, and what an address in the pool is. */
+#define _GNU_SOURCE
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "guard.h"
+
+static int failures;
+
+#define CHECK(cond, ...)                                                       \
+    do {                                                                       \
+        if (!(cond)) {                                                         \
+            fprintf(stderr, "test_guard:%d: %s: ", __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                      \
+            fputc('\n', stderr);                                               \
+            failures++;                                                        \
+        }                                                                      \
+    } while (0)
+
+static void parses(const char *text, unsigned percent, int all, uint64_t lo, uint64_t hi,
+                   int under, int align16)
+{
+    struct mdr_guard_spec s;
+    char err[160] = "";
+    int rc = mdr_guard_parse(text, &s, err, sizeof err);
+    CHECK(rc == 0, "'%s': %s", text, err);
+    if (rc == 0)
+        CHECK(s.percent == percent && s.all == all && s.size_min == lo && s.size_max == hi &&
+              s.under == under && s.align16 == align16,
+              "'%s': %u%% all=%d %llu-%llu under=%d align16=%d", text, s.percent, s.all,
+              (unsigned long long)s.size_min, (unsigned long long)s.size_max, s.under,
+              s.align16);
+}
+
+static void refuses(const char *text, const char *message)
+{
+    struct mdr_guard_spec s;
+    char err[160] = "";
+    CHECK(mdr_guard_parse(text, &s, err, sizeof err) == -1, "'%s' accepted", text);
+    CHECK(strcmp(err, message) == 0, "'%s': got \"%s\", not \"%s\"", text, err, message);
+}
+
+static sigjmp_buf back;
+static volatile uintptr_t fault_at;
+
+static void on_segv(int sig, siginfo_t *si, void *uc)
+{
+    (void)sig;
+    (void)uc;
+    fault_at = (uintptr_t)si->si_addr;
+    siglongjmp(back, 1);
+}
+
+/* Whether a write of one byte at P faults (at P) */
+static int faults(volatile char *p)
+{
+    fault_at = 0;
+    if (sigsetjmp(back, 1) == 0) {
+        *p = 1;
+        return 0;
+    }
+    return fault_at == (uintptr_t)p;
+}
+
+static void hit_is(uintptr_t addr, uintptr_t block, uint64_t size, uint64_t offset,
+                   const char *relation, const char *state)
+{
+    struct mdr_guard_hit h;
+    int ok = mdr_guard_classify(addr, &h);
+    CHECK(ok, "%#lx: no block", (unsigned long)addr);
+    if (ok)
+        CHECK(h.block == block && h.size == size && h.offset == offset &&
+              strcmp(h.relation, relation) == 0 && strcmp(h.state, state) == 0,
+              "%#lx: %#lx %llu %llu %s %s", (unsigned long)addr, (unsigned long)h.block,
+              (unsigned long long)h.size, (unsigned long long)h.offset, h.relation, h.state);
+}
+
+int main(void)
+{
+    parses("all", 100, 1, 0, UINT64_MAX, 0, 0);
+    parses("5%", 5, 0, 0, UINT64_MAX, 0, 0);
+    parses("all,under", 100, 1, 0, UINT64_MAX, 1, 0);
+    parses("5%,16-256", 5, 0, 16, 256, 0, 0);
+    parses("16-256", 100, 1, 16, 256, 0, 0);
+    parses("over,100%,align16", 100, 0, 0, UINT64_MAX, 0, 1);
+    refuses("", "empty guard SPEC");
+    refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16 or "
+                    "tag:NAME (a stack's function is not supported yet)");
+    refuses("tag:", "bad guard SPEC term 'tag:': tag:NAME needs a name");
+    refuses("tag:a,tag:b", "bad guard SPEC term 'tag:b': a second tag");
+    {
+        struct mdr_guard_spec t;
+        char err[160] = "";
+        /* FNV-1a of "a-b": a tag's name may hold a dash */
+        CHECK(mdr_guard_parse("5%,tag:a-b", &t, err, sizeof err) == 0 && t.percent == 5 &&
+              t.tag == ((((0xcbf29ce484222325ull ^ 'a') * 0x100000001b3ull ^ '-') *
+                         0x100000001b3ull ^ 'b') * 0x100000001b3ull) && t.size_max == UINT64_MAX,
+              "tag:a-b: %s", err);
+    }
+    refuses("0%", "bad guard SPEC term '0%': a share is 1% to 100%");
+    refuses("101%", "bad guard SPEC term '101%': a share is 1% to 100%");
+    refuses("all,5%", "bad guard SPEC term '5%': a second share (all or N%)");
+    refuses("256-16", "bad guard SPEC term '256-16': MIN is larger than MAX");
+    refuses("16-", "bad guard SPEC term '16-': a size range is MIN-MAX, in bytes");
+    refuses("under,over", "bad guard SPEC term 'over': a second side (under or over)");
+    refuses("all,", "bad guard SPEC term '': empty term");
+    refuses("all,,under", "bad guard SPEC term '': empty term");
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_segv;
+    sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+    sigaction(SIGSEGV, &sa, NULL);
+
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    struct mdr_guard_spec over = {.percent = 100, .all = 1, .size_max = UINT64_MAX};
+    CHECK(mdr_guard_pool_init(&over, 4, 1), "no pool");
+    /* exact placement: the end on the guard page, the start aligned to the size's lowest bit */
+    char *a = mdr_guard_alloc(40, 0);
+    CHECK(a != NULL && ((uintptr_t)a + 40) % page == 0, "40 bytes at %p", (void *)a);
+    CHECK(!faults(a) && !faults(a + 39), "inside the block");
+    CHECK(faults(a + 40), "one past the end");
+    CHECK(mdr_guard_size(a) == 40 && mdr_guard_owns(a) && !mdr_guard_owns(&failures), "size");
+    hit_is((uintptr_t)a + 40, (uintptr_t)a, 40, 0, "after", "allocated");
+    hit_is((uintptr_t)a + 45, (uintptr_t)a, 40, 5, "after", "allocated");
+    char *odd = mdr_guard_alloc(13, 0);
+    CHECK(odd != NULL && faults(odd + 13) && !faults(odd + 12), "13 bytes: one past faults");
+    char *al = mdr_guard_alloc(20, 64);
+    CHECK(al != NULL && (uintptr_t)al % 64 == 0 && ((uintptr_t)al + 64) % page == 0,
+          "aligned 64: %p", (void *)al);
+    CHECK(mdr_guard_alloc(page + 1, 0) == NULL, "a block larger than a slot");
+    char *last = mdr_guard_alloc(8, 0);
+    CHECK(last != NULL && mdr_guard_alloc(8, 0) == NULL, "four slots, then the pool is full");
+    /* free: the pages inaccessible, a second free refused, the slot reused last */
+    CHECK(mdr_guard_release(a) == 1 && faults(a + 8), "use after free");
+    hit_is((uintptr_t)a + 8, (uintptr_t)a, 40, 8, "inside", "freed");
+    CHECK(mdr_guard_release(a) == 0 && mdr_guard_release(odd + 1) == 0, "double, interior free");
+    CHECK(mdr_guard_release(odd) == 1, "odd freed");
+    char *again = mdr_guard_alloc(16, 0);
+    CHECK(again != NULL && ((uintptr_t)again & ~(page - 1)) == ((uintptr_t)a & ~(page - 1)),
+          "the first slot freed is the first reused");
+    CHECK(again != NULL && again[0] == 0 && again[15] == 0, "a reused slot is zero");
+
+    /* underflow placement, and 16-byte alignment's slack */
+    struct mdr_guard_spec under = {.percent = 100, .all = 1, .size_max = UINT64_MAX, .under = 1};
+    CHECK(mdr_guard_pool_init(&under, 2, 1), "no pool");
+    char *u = mdr_guard_alloc(32, 0);
+    CHECK(u != NULL && (uintptr_t)u % page == 0 && faults(u - 4) && !faults(u), "underflow");
+    hit_is((uintptr_t)u - 4, (uintptr_t)u, 32, 4, "before", "allocated");
+    struct mdr_guard_spec a16 = {.percent = 100, .all = 1, .size_max = UINT64_MAX, .align16 = 1};
+    CHECK(mdr_guard_pool_init(&a16, 2, 1), "no pool");
+    char *s = mdr_guard_alloc(20, 0);
+    CHECK(s != NULL && (uintptr_t)s % 16 == 0 && ((uintptr_t)s + 32) % page == 0, "align16");
+    CHECK(!faults(s + 20) && faults(s + 32), "align16: 12 bytes of slack are not checked");
+    if (failures == 0)
+        puts("test_guard: ok");
+    return failures != 0;
+}
