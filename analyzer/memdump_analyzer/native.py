@@ -312,8 +312,8 @@ class _Native:
                     fl = fields(line)  # the decoder's split (dumpdecode.py)
                     if fl and fl[0] == b"fi":
                         self._sync_used()
-                    seq = self._line(line, fl, seq)
-                io.seq = seq
+                    seq = io.seq = self._line(line, fl, seq)  # the library's SEQ follows:
+                    # a sample or moment due at the next line's start is taken after this one
                 self._sync_frames()
             elif status == _ASK:
                 node = io.ask_node
