@@ -33,19 +33,29 @@ _SIGNATURES = {  # name: (restype, argtypes)
 _SPARSE = 1 << 16
 
 
-@functools.cache
-def _typed(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+def typed(lib: ctypes.CDLL, signatures: dict[str, tuple[Any, list[Any]]]) -> ctypes.CDLL | None:
+    """`lib` with the functions of `signatures` (name: (restype, argtypes)) typed, or None when
+    it has not all of them (a library built before these)."""
     try:
-        for name, (restype, argtypes) in _SIGNATURES.items():
+        for name, (restype, argtypes) in signatures.items():
             getattr(lib, name).restype = restype
             getattr(lib, name).argtypes = argtypes
     except AttributeError:
-        return None  # a library built before these
+        return None
     return lib
 
 
-def _address(buffer: Any) -> int:  # noqa: ANN401 - a writable buffer (memoryview, array)
+@functools.cache
+def _typed(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+    return typed(lib, _SIGNATURES)
+
+
+def address(buffer: Any) -> int:  # noqa: ANN401 - a writable buffer (memoryview, array)
+    """The address of a writable buffer's first byte, for the library."""
     return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
+_address = address
 
 
 def _tables(reader: DumpReader) -> tuple[ctypes.CDLL, int, tuple[int, int, int]] | None:

@@ -215,39 +215,44 @@ def test_stack_rows_of_undefined_nodes_are_left_to_python() -> None:
 @pytest.mark.parametrize("seed", range(10))
 def test_exports_byte_for_byte_on_generated_dumps(seed: int, tmp_path: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    """pprof, collapsed and massif (every metric's stacks, the snapshots' trees) the same with
-    the stacks' rows made in C or in Python, on generated dumps whose stacks often show alike."""
-    from gendump import check_generated
+    """pprof (alone and minus another dump), collapsed and massif (every metric's stacks, the
+    snapshots' trees) the same with the stacks' rows and pprof's samples (pprof.c) made in C or
+    in Python, on generated dumps whose stacks often show alike and have inlined frames."""
+    from gendump import Dump, check_generated
     from memdump_analyzer import analyze
     from memdump_analyzer.dumpfile import DumpError
-    from memdump_analyzer.exports import export
+    from memdump_analyzer.exports import export, pprofnative
+
+    base_path = tmp_path / "base.memdump"
+    base_path.write_bytes(Dump(random.Random(seed + 1000)).build(60))
 
     def exports(path: Path) -> list[Any]:
         outs = []
         for engine in ("0", "1"):
             monkeypatch.setenv("MEMDUMP_NATIVE", engine)
             calls = []
-            monkeypatch.setattr(nativegroups, "stack_rows", _spy(calls))
+            monkeypatch.setattr(nativegroups, "stack_rows", _spy(nativegroups.stack_rows, calls))
+            monkeypatch.setattr(pprofnative, "samples", _spy(pprofnative.samples, calls))
             try:
                 analysis = analyze(str(path))
                 got: list[Any] = [export(name, analysis, symbolize=False)
                                   for name in ("pprof", "massif")]
                 got += [export("collapsed", analysis, metric=m, symbolize=False)
                         for m in ("leaked-bytes", "alloc-count", "peak-bytes")]
+                got.append(export("pprof", analysis, analyze(str(base_path)), symbolize=False))
             except DumpError as e:
                 got = [str(e)]
             outs.append(got)
             if engine == "1" and not isinstance(got[0], str):
-                assert calls and all(c is not None for c in calls)  # the rows made in C
+                # made in C: the rows of 7 profiles (the base's among them), pprof's samples twice
+                assert len(calls) == 7 + 2 and all(c is not None for c in calls)
         assert outs[0] == outs[1]
         return outs[1]
 
     check_generated(seed, tmp_path / "gen.memdump", exports)
 
 
-def _spy(calls: list[Any]) -> Any:  # noqa: ANN401 - stack_rows, its answers kept
-    real = nativegroups.stack_rows
-
+def _spy(real: Any, calls: list[Any]) -> Any:  # noqa: ANN401 - `real`, its answers kept
     def spy(*args: Any) -> Any:  # noqa: ANN401
         calls.append(real(*args))
         return calls[-1]
