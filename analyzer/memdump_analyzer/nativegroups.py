@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import operator
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from typing import Any
@@ -18,31 +19,43 @@ from . import native
 from .dumpfile import DumpReader, Frame
 from .rules import is_allocator_frame, is_main_frame
 
-__all__ = ["node_groups", "reached_frames"]
+__all__ = ["node_groups", "reached_frames", "stack_rows"]
 
 _P = ctypes.c_void_p
 _U64 = ctypes.c_uint64
 _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_group_nodes": (ctypes.c_int, [_P, _P, _P, _U64, _P, _P, _P, _P, _U64, _P]),
     "mdc_reached_frames": (_U64, [_P, _P, _P, _U64, _U64, _P, _U64, _P]),
+    "mdc_stack_rows": (ctypes.c_int64, [_P, _P, _U64, _P, _P, _P, _P, _P, _U64, _P, _P, _P, _U64,
+                                        _P]),
 }
 #: frame ids this far beyond the dump's number of frames are left to Python (no sparse tables)
 _SPARSE = 1 << 16
 
 
-@functools.cache
-def _typed(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+def typed(lib: ctypes.CDLL, signatures: dict[str, tuple[Any, list[Any]]]) -> ctypes.CDLL | None:
+    """`lib` with the functions of `signatures` (name: (restype, argtypes)) typed, or None when
+    it has not all of them (a library built before these)."""
     try:
-        for name, (restype, argtypes) in _SIGNATURES.items():
+        for name, (restype, argtypes) in signatures.items():
             getattr(lib, name).restype = restype
             getattr(lib, name).argtypes = argtypes
     except AttributeError:
-        return None  # a library built before these
+        return None
     return lib
 
 
-def _address(buffer: Any) -> int:  # noqa: ANN401 - a writable buffer (memoryview, array)
+@functools.cache
+def _typed(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+    return typed(lib, _SIGNATURES)
+
+
+def address(buffer: Any) -> int:  # noqa: ANN401 - a writable buffer (memoryview, array)
+    """The address of a writable buffer's first byte, for the library."""
     return ctypes.addressof(ctypes.c_char.from_buffer(buffer))
+
+
+_address = address
 
 
 def _tables(reader: DumpReader) -> tuple[ctypes.CDLL, int, tuple[int, int, int]] | None:
@@ -69,10 +82,21 @@ def _frame_bound(reader: DumpReader) -> int | None:
     return top if top <= 4 * len(reader.frames) + _SPARSE else None
 
 
-def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequence[int] | None:
-    """Each node's group (indexed by node id; -1: not a node): two nodes have the same group
-    when their stacks, trimmed as `views.common.trimmed_nodes` trims them, have the same keys
-    `key_of` frame by frame."""
+class _Grouped:
+    """The library's groups of a reader's nodes (`node_groups`) and what made them: the node
+    table, each frame's entries (frame f's frames are entries off[f]..off[f + 1], its own frame
+    then the code inlined into it, outermost last), how many of them lead as allocator frames,
+    its outermost main, and each entry's frame and key."""
+
+    def __init__(self, lib: ctypes.CDLL, cap: int, tables: tuple[int, int, int], off: array,
+                 lead: array, main: array, gid: array, entries: list[Frame],
+                 entry_keys: list[Hashable]) -> None:
+        self.lib, self.cap, self.tables = lib, cap, tables
+        self.off, self.lead, self.main, self.gid = off, lead, main, gid
+        self.entries, self.entry_keys = entries, entry_keys
+
+
+def _grouped(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> _Grouped | None:
     tables = _tables(reader)
     n_frames = _frame_bound(reader)
     if tables is None or n_frames is None:
@@ -82,6 +106,8 @@ def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequ
     # frame f's keys are keys[off[f]:off[f + 1]]: none for a frame the dump has not defined
     off = array("q", bytes(8 * (n_frames + 1)))
     keys, lead, main = array("i"), array("i", bytes(4 * n_frames)), array("i", bytes(4 * n_frames))
+    entries: list[Frame] = []
+    entry_keys: list[Hashable] = []
     ident: dict[Hashable, int] = {}
     for frame in range(n_frames):
         off[frame] = len(keys)
@@ -94,7 +120,11 @@ def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequ
             n += 1
         lead[frame] = n
         main[frame] = next((i for i in range(len(fs) - 1, -1, -1) if is_main_frame(fs[i])), -1)
-        keys.extend(ident.setdefault(key_of(f), len(ident) + 1) for f in fs)
+        entries.extend(fs)
+        for f in fs:
+            key = key_of(f)
+            entry_keys.append(key)
+            keys.append(ident.setdefault(key, len(ident) + 1))
     off[n_frames] = len(keys)
     if not keys:
         keys.append(0)
@@ -102,7 +132,59 @@ def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequ
     if not lib.mdc_group_nodes(parents, frames, flags, cap, _address(off), _address(keys),
                                _address(lead), _address(main), n_frames, _address(gid)):
         return None
-    return gid
+    return _Grouped(lib, cap, (flags, parents, frames), off, lead, main, gid, entries,
+                    entry_keys)
+
+
+def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequence[int] | None:
+    """Each node's group (indexed by node id; -1: not a node): two nodes have the same group
+    when their stacks, trimmed as `views.common.trimmed_nodes` trims them, have the same keys
+    `key_of` frame by frame."""
+    grouped = _grouped(reader, key_of)
+    return None if grouped is None else grouped.gid
+
+
+def _pick(seq: list[Any], idx: list[int]) -> tuple[Any, ...]:
+    """The items of `seq` at `idx`, as a tuple."""
+    if len(idx) > 1:
+        return operator.itemgetter(*idx)(seq)  # type: ignore[no-any-return]
+    return (seq[idx[0]],) if idx else ()
+
+
+def stack_rows(reader: DumpReader, key_of: Callable[[Frame], Hashable], wanted: Sequence[int]
+               ) -> tuple[array, list[tuple[Frame, ...]], list[tuple[Hashable, ...]]] | None:
+    """The stacks of the nodes `wanted` in rows, one per group (`node_groups`), numbered as the
+    groups are first met: each wanted node's row, and each row's trimmed frames (its first
+    node's, as `views.common.trimmed_nodes` trims them) and their keys `key_of`."""
+    grouped = _grouped(reader, key_of)
+    if grouped is None:
+        return None
+    g = grouped
+    flags, parents, frames = g.tables
+    nodes = array("q", wanted) or array("q", [0])
+    row_of, row_off = array("q", bytes(8 * len(nodes))), array("q", bytes(8 * (len(nodes) + 1)))
+    need = ctypes.c_uint64(0)
+    room = 24 * len(nodes)
+    while True:
+        out = array("i", [0]) * max(1, room)
+        n_rows = g.lib.mdc_stack_rows(parents, frames, g.cap, _address(g.off), _address(g.lead),
+                                      _address(g.main), _address(g.gid), _address(nodes),
+                                      len(wanted), _address(row_of), _address(row_off),
+                                      _address(out), room, ctypes.byref(need))
+        if n_rows < 0:
+            return None
+        if need.value <= room:
+            break
+        room = need.value
+    entries, entry_keys = g.entries, g.entry_keys
+    ends = row_off[:n_rows + 1].tolist()
+    every = out[:need.value].tolist()
+    stacks, keys = [], []
+    for a, b in zip(ends[:-1], ends[1:], strict=True):
+        idx = every[a:b]
+        stacks.append(_pick(entries, idx))
+        keys.append(_pick(entry_keys, idx))
+    return row_of[:len(wanted)], stacks, keys
 
 
 def reached_frames(reader: DumpReader, nodes: Iterable[int]) -> list[int] | None:

@@ -177,3 +177,84 @@ EXPORT uint64_t mdc_reached_frames(const int32_t *parents, const int32_t *frames
     free(seen);
     return ok ? got : UINT64_MAX;
 }
+
+/* The exports' rows (exports/profile.py's `StackProfileOutput._profile`): the stacks of nodes
+ * wanted[0..n) by their group (gid, mdc_group_nodes's), one row per group numbered as the groups
+ * are first met (row_of[i]: wanted[i]'s row), and each row's trimmed stack, that of its first
+ * node, as the entries of its frames (frame f's i-th frame is entry off[f] + i, as the keys
+ * are): row r's are out[row_off[r]..row_off[r+1]) (row_off: room for n + 1). *need is the
+ * number of entries; when it is more than room, out holds only the first room of them (call
+ * again with more). Returns the number of rows, or -1 when out of memory or a wanted node is not
+ * one (Python's walk then says what is wrong). The trimming is `trimmed_nodes`'s: the leading
+ * allocator frames and what is below the outermost main removed, a stack of allocator frames
+ * alone kept whole. */
+EXPORT int64_t mdc_stack_rows(const int32_t *parents, const int32_t *frames, uint64_t cap,
+                              const int64_t *off, const int32_t *lead, const int32_t *main,
+                              const int64_t *gid, const int64_t *wanted, uint64_t n,
+                              int64_t *row_of, int64_t *row_off, int32_t *out, uint64_t room,
+                              uint64_t *need)
+{
+    struct counter rows = {0};
+    int64_t *buf = NULL;
+    uint64_t buf_cap = 0, got = 0;
+    int ok = 1;
+    row_off[0] = 0;
+    for (uint64_t i = 0; ok && i < n; i++) {
+        int64_t node = wanted[i];
+        if (node < 0 || (uint64_t)node >= cap || gid[node] < 0) {
+            ok = 0;
+            break;
+        }
+        uint64_t before = rows.n;
+        int64_t *at = counter_at(&rows, gid[node], 0);
+        if (at == NULL) {
+            ok = 0;
+            break;
+        }
+        row_of[i] = (int64_t)(((char *)at - (char *)rows.e) / (int64_t)sizeof *rows.e);
+        if (rows.n == before)
+            continue;
+        /* a new row: its first node's whole stack, innermost first, with its leading allocator
+         * frames and its outermost main (mdc_group_nodes checked the nodes and frames) */
+        uint64_t len = 0;
+        int64_t lead_n = 0, main_at = -1;
+        int leading = 1;
+        for (int64_t id = node; id != 0; id = parents[id]) {
+            int64_t f = frames[id], from = off[f], k = off[f + 1] - off[f];
+            if (len + (uint64_t)k > buf_cap) {
+                uint64_t c = buf_cap ? 2 * buf_cap : 256;
+                while (c < len + (uint64_t)k)
+                    c *= 2;
+                int64_t *b = realloc(buf, c * sizeof *b);
+                if (b == NULL) {
+                    ok = 0;
+                    break;
+                }
+                buf = b;
+                buf_cap = c;
+            }
+            for (int64_t j = 0; j < k; j++)
+                buf[len + (uint64_t)j] = from + j;
+            if (leading) {
+                lead_n += lead[f];
+                leading = lead[f] == k;
+            }
+            if (main[f] >= 0)
+                main_at = (int64_t)len + main[f];
+            len += (uint64_t)k;
+        }
+        if (!ok)
+            break;
+        int64_t start = lead_n < (int64_t)len ? lead_n : 0;
+        int64_t end = main_at >= start ? main_at + 1 : (int64_t)len;
+        for (int64_t j = start; j < end; j++, got++)
+            if (got < room)
+                out[got] = (int32_t)buf[j];
+        row_off[rows.n] = (int64_t)got;
+    }
+    free(buf);
+    int64_t n_rows = (int64_t)rows.n;
+    counter_free(&rows);
+    *need = got;
+    return ok ? n_rows : -1;
+}

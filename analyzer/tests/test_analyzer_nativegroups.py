@@ -7,9 +7,11 @@ addresses), and with undefined nodes and frames left to Python."""
 
 from __future__ import annotations
 
+import operator
 import random
 from array import array
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -166,3 +168,92 @@ def test_ranked_is_the_sorted_groups_first(seed: int) -> None:
             want, want_more = top(sorted_groups(rows, key), n)
             assert [g.stats.node for g in shown] == [g.stats.node for g in want]
             assert more == want_more
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_stack_rows_in_c_as_python_makes_them(seed: int) -> None:
+    """The exports' rows (groups.c's mdc_stack_rows): one row per group, numbered as the wanted
+    nodes first meet them, each with its first node's trimmed frames (the reader's own frames)
+    and their keys, as `trimmed_nodes` and `frame_key` make them."""
+    reader = _reader(seed)
+    rng = random.Random(seed)
+    defined = sorted(reader.nodes)
+    wanted = [rng.choice(defined) for _ in range(rng.randint(0, 700))]
+    got = nativegroups.stack_rows(reader, frame_key, wanted)
+    assert got is not None
+    row_of, frames, keys = got
+    trimmed = trimmed_nodes(reader)
+    rows: dict[Any, int] = {}
+    want_frames = []
+    for node, row in zip(wanted, row_of, strict=True):
+        key = tuple(map(frame_key, trimmed(node)))
+        if key not in rows:
+            rows[key] = len(rows)
+            want_frames.append(trimmed(node))
+        assert rows[key] == row, node
+    assert keys == list(rows)
+    assert len(frames) == len(want_frames)
+    for mine, theirs in zip(frames, want_frames, strict=True):
+        assert len(mine) == len(theirs) and all(map(operator.is_, mine, theirs))
+    # rows of several nodes
+    if len(wanted) > 200:
+        assert len(rows) < len(set(wanted))
+    # node 0, the empty stack
+    row_of, frames, keys = nativegroups.stack_rows(reader, frame_key, [*wanted, 0]) or ([], [], [])
+    assert frames[row_of[-1]] == keys[row_of[-1]] == ()
+
+
+def test_stack_rows_of_undefined_nodes_are_left_to_python() -> None:
+    reader = _reader(2)
+    undefined = next(i for i in range(reader.nodes._cap) if i not in reader.nodes)
+    assert nativegroups.stack_rows(reader, frame_key, [1, undefined]) is None
+    assert nativegroups.stack_rows(reader, frame_key, [-1]) is None
+    assert nativegroups.stack_rows(reader, frame_key, [reader.nodes._cap]) is None
+    assert nativegroups.stack_rows(reader, frame_key, []) == (array("q"), [], [])
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_exports_byte_for_byte_on_generated_dumps(seed: int, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """pprof (alone and minus another dump), collapsed and massif (every metric's stacks, the
+    snapshots' trees) the same with the stacks' rows and pprof's samples (pprof.c) made in C or
+    in Python, on generated dumps whose stacks often show alike and have inlined frames."""
+    from gendump import Dump, check_generated
+    from memdump_analyzer import analyze
+    from memdump_analyzer.dumpfile import DumpError
+    from memdump_analyzer.exports import export, pprofnative
+
+    base_path = tmp_path / "base.memdump"
+    base_path.write_bytes(Dump(random.Random(seed + 1000)).build(60))
+
+    def exports(path: Path) -> list[Any]:
+        outs = []
+        for engine in ("0", "1"):
+            monkeypatch.setenv("MEMDUMP_NATIVE", engine)
+            calls = []
+            monkeypatch.setattr(nativegroups, "stack_rows", _spy(nativegroups.stack_rows, calls))
+            monkeypatch.setattr(pprofnative, "samples", _spy(pprofnative.samples, calls))
+            try:
+                analysis = analyze(str(path))
+                got: list[Any] = [export(name, analysis, symbolize=False)
+                                  for name in ("pprof", "massif")]
+                got += [export("collapsed", analysis, metric=m, symbolize=False)
+                        for m in ("leaked-bytes", "alloc-count", "peak-bytes")]
+                got.append(export("pprof", analysis, analyze(str(base_path)), symbolize=False))
+            except DumpError as e:
+                got = [str(e)]
+            outs.append(got)
+            if engine == "1" and not isinstance(got[0], str):
+                # made in C: the rows of 7 profiles (the base's among them), pprof's samples twice
+                assert len(calls) == 7 + 2 and all(c is not None for c in calls)
+        assert outs[0] == outs[1]
+        return outs[1]
+
+    check_generated(seed, tmp_path / "gen.memdump", exports)
+
+
+def _spy(real: Any, calls: list[Any]) -> Any:  # noqa: ANN401 - `real`, its answers kept
+    def spy(*args: Any) -> Any:  # noqa: ANN401
+        calls.append(real(*args))
+        return calls[-1]
+    return spy

@@ -14,8 +14,9 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from ..dumpfile import Frame
+from . import pprofnative
 from .buildid import recorded_build_id
-from .profile import HeapProfile, frame_label, nonzero
+from .profile import HeapProfile, StackFigures, frame_label, nonzero
 
 __all__ = ["SAMPLE_TYPES", "encode_profile", "render_pprof"]
 
@@ -128,13 +129,26 @@ class _Builder:
 
     def build(self) -> bytes:
         s = self.s
-        a = self.profile.analysis
         out = [_len(_P_SAMPLE_TYPE, _int(1, s(t)) + _int(2, s(u))) for t, u in SAMPLE_TYPES]
         rows = nonzero(self.profile.stacks.values())
-        # the program's mapping first: pprof names a profile after its first mapping
-        modules = {f.module for row in rows for f in row.frames if f.module is not None}
-        for module in sorted(modules, key=lambda m: (m != a.program, m)):
+        encoded = pprofnative.samples(rows, self.mappings, self.location)
+        if encoded is not None:
+            out.append(encoded)
+        else:
+            self.mappings([f for row in rows for f in row.frames])
+            self._samples(rows, out)
+        self._tail(out)
+        return b"".join(out)
+
+    def mappings(self, frames: list[Frame]) -> None:
+        """The mappings of the modules of `frames`, the program's first: pprof names a profile
+        after its first mapping."""
+        modules = {f.module for f in frames if f.module is not None}
+        for module in sorted(modules, key=lambda m: (m != self.profile.analysis.program, m)):
             self.modules[module] = [len(self.modules) + 1, 1 << 64, 0]
+
+    def _samples(self, rows: list[StackFigures], out: list[bytes]) -> None:
+        """The Sample messages, in Python (pprofnative.py's in C)."""
         # a location is a run of frames at one program counter: a frame whose code was inlined
         # (`inlined`) shares it with the frames it was inlined into, innermost first, as
         # profile.proto's Location.line lists them. The varint of the location of each frame
@@ -160,6 +174,11 @@ class _Builder:
             values = [row.alloc_blocks, row.alloc_bytes, row.leaked_blocks, row.leaked_bytes]
             out.append(_len(_P_SAMPLE, (_len(1, b"".join(ids)) if ids else b"")
                             + _packed(2, values)))
+
+    def _tail(self, out: list[bytes]) -> None:
+        """The mappings, locations, functions, the profile's own fields, the strings."""
+        s = self.s
+        a = self.profile.analysis
         start = a.info.get("start")
         for module, (ident, low, high) in self.modules.items():
             build = recorded_build_id(module, start)
@@ -179,7 +198,6 @@ class _Builder:
         out.append(_packed(_P_COMMENT, [s(c) for c in comments]))
         out.append(_int(_P_DEFAULT_TYPE, s("inuse_space")))
         out.append(s.encode())
-        return b"".join(out)
 
 
 def _nanos(start: str | None) -> int:

@@ -215,6 +215,61 @@ class StackProfileOutput(Accumulator):
 
     def _profile(self) -> HeapProfile:
         from .. import nativegroups  # the exports' alone: the leak report imports this module
+        reader = self.reader
+        assert reader is not None
+        # the nodes in the order the rows are made: allocations, the peak, the snapshots
+        front = [*self.allocs, *self.at_peak]
+        trees = [[n for n, nbytes in shot[3].items() if nbytes] for shot in self.shots
+                 if shot[3] is not None]
+        rows = nativegroups.stack_rows(reader, frame_key,
+                                       front + [n for nodes in trees for n in nodes])
+        if rows is None:
+            return self._profile_py()
+        row_of, frames_of, keys_of = rows
+        n_allocs = len(self.allocs)
+        stacks: dict[StackKey, StackFigures] = {}
+        # the rows of the allocations and the peak: one a group, so a key each
+        n_front = max(row_of[:len(front)], default=-1) + 1
+        figures = [StackFigures(frames) for frames in frames_of[:n_front]]
+        stacks.update(zip(keys_of[:n_front], figures, strict=True))
+        for (blocks, nbytes), r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
+            row = figures[r]
+            row.alloc_blocks += blocks
+            row.alloc_bytes += nbytes
+        for (blocks, nbytes), r in zip(self.at_peak.values(), row_of[n_allocs:len(front)],
+                                   strict=True):
+            row = figures[r]
+            row.peak_blocks += blocks
+            row.peak_bytes += nbytes
+        self._add_leaks(stacks)
+        for key, frames in zip(keys_of[n_front:], frames_of[n_front:], strict=True):
+            if key not in stacks:  # a leak's stack comes first
+                stacks[key] = StackFigures(frames)
+        shots = []
+        rowed = iter(row_of[len(front):])
+        for seq, time, cur, by_node, peak in self.shots:
+            tree = None
+            if by_node is not None:
+                tree = {}
+                for nbytes in by_node.values():
+                    if nbytes:
+                        k = keys_of[next(rowed)]
+                        tree[k] = tree.get(k, 0) + nbytes
+            shots.append(Snapshot(seq, time, cur, tree, peak))
+        return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
+                           self.analysis.peak_seq)
+
+    def _add_leaks(self, stacks: dict[StackKey, StackFigures]) -> None:
+        """The analysis's leaked blocks, by stack."""
+        for g in self.analysis.leaks:
+            key = frames_key(g.stack)
+            row = stacks.setdefault(key, StackFigures(g.stack))
+            row.leaked_blocks += g.blocks
+            row.leaked_bytes += g.bytes
+
+    def _profile_py(self) -> HeapProfile:
+        """`_profile` in Python: the reference, and the fallback without the library."""
+        from .. import nativegroups
         from ..views.common import trimmed_nodes
         reader = self.reader
         assert reader is not None
@@ -256,11 +311,7 @@ class StackProfileOutput(Accumulator):
             row = stacks[key_of(node)]
             row.peak_blocks += blocks
             row.peak_bytes += nbytes
-        for g in self.analysis.leaks:
-            key = frames_key(g.stack)
-            row = stacks.setdefault(key, StackFigures(g.stack))
-            row.leaked_blocks += g.blocks
-            row.leaked_bytes += g.bytes
+        self._add_leaks(stacks)
         shots = []
         for seq, time, cur, by_node, peak in self.shots:
             tree = None
