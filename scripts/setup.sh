@@ -36,9 +36,11 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3 zlib1g-dev liblz
 #                 (also only a Recommends of clang)
 #   heaptrack     the reference of the analyser's views (tests/e2e/test_views_vs_heaptrack.py: heaptrack
 #                 and heaptrack_print); the in-process recorder's benchmark compares memdump with it
+#   file dpkg-dev the Debian package's build (cpack -G DEB: its dependencies found by dpkg-shlibdeps,
+#                 which needs file(1); tests/e2e/test_install.py builds and unpacks it)
 test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
                clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf golang-go
-               chromium heaptrack)
+               chromium heaptrack file dpkg-dev)
 # `make bench` needs the test packages (heaptrack included) and
 #   cppcheck      a real program bench-analyzer.py --recorded records with memdump and with heaptrack
 bench_packages=("${test_packages[@]}" cppcheck)

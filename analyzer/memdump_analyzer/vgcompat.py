@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from .suppressions import ViewFrame
 
 __all__ = ["FORMATS", "VgOptions", "add_options", "error_count", "expand_path", "render_text",
-           "render_xml"]
+           "render_xml", "short_name"]
 
 #: the report formats of this module
 FORMATS = ("valgrind", "valgrind-xml")
@@ -185,7 +185,7 @@ def _slot_name(names: tuple[str, ...], op: str | None) -> str:
             "new[]": "operator new[](unsigned long)"}.get(name, name)
 
 
-def _short_name(name: str) -> str:
+def short_name(name: str) -> str:
     """An inlined function as valgrind names it, by its DWARF name: without its scope and
     parameters (`std::vector<int>::reserve(unsigned long)` is `reserve`)."""
     end = len(name)
@@ -219,7 +219,7 @@ def _frames(view: Sequence[ViewFrame], raw: Sequence[Frame], op: str | None,
             if name.startswith("main("):  # C++'s main(int, char**)
                 name = "main"
             elif f.inlined and f.file is not None:
-                name = _short_name(name)
+                name = short_name(name)
             out.append(_VgFrame(f.pc, name, f.module, f.file, f.line))
             if name == "main":
                 break

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, run_cli
-from memdump_analyzer.vgcompat import _short_name, expand_path
+from memdump_analyzer.vgcompat import expand_path, short_name
 
 MIXED = str(FIXTURES / "mixed.memdump")
 FULL = ("--leak-check=full", "--show-leak-kinds=all")
@@ -106,7 +106,7 @@ def test_file_names_expand_as_valgrinds(monkeypatch: pytest.MonkeyPatch) -> None
     ("ns::max<std::pair<int, int> >(int (*)(int), long)", "max<std::pair<int, int> >"),
 ])
 def test_inlined_functions_are_named_by_their_dwarf_name(name: str, short: str) -> None:
-    assert _short_name(name) == short
+    assert short_name(name) == short
 
 
 def test_the_dump_is_read_again_only_for_unread_call_sites(monkeypatch: pytest.MonkeyPatch) -> None:

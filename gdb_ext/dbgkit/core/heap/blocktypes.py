@@ -23,7 +23,7 @@ import ctypes
 from array import array
 
 from .. import reach_fast
-from .chunks import _addr
+from .chunks import addr
 
 __all__ = ["CHAR_ARRAY", "LABEL_OFFSET", "POINTER_ARRAY", "UNKNOWN", "block_types", "classify"]
 
@@ -93,9 +93,9 @@ def classify(data: bytes, base: int, starts: array, sizes: array, vptrs: array,
         return _py_classify(data, base, starts, sizes, vptrs, all_starts, all_sizes)
     out = array("i", bytes(4 * len(starts)))
     if len(starts):
-        lib.mds_block_types(data, len(data), base, _addr(starts), _addr(sizes), len(starts),
-                            _addr(vptrs), len(vptrs), _addr(all_starts), _addr(all_sizes),
-                            len(all_starts), _addr(out))
+        lib.mds_block_types(data, len(data), base, addr(starts), addr(sizes), len(starts),
+                            addr(vptrs), len(vptrs), addr(all_starts), addr(all_sizes),
+                            len(all_starts), addr(out))
     return out
 
 

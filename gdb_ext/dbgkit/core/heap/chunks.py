@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 from .. import reach_fast
 
-__all__ = ["END_BAD", "END_FENCEPOST", "END_FULL", "END_LIMIT", "Chunks", "heap_blocks",
+__all__ = ["END_BAD", "END_FENCEPOST", "END_FULL", "END_LIMIT", "Chunks", "addr", "heap_blocks",
            "heap_chunks", "heap_list", "sorted_addresses"]
 
 END_LIMIT, END_FENCEPOST, END_BAD, END_FULL = 0, 1, 2, 3
@@ -78,7 +78,9 @@ def _lib():
     return lib
 
 
-def _addr(buf) -> int:
+def addr(buf) -> int:
+    """The address of the first byte of BUF (an array or a bytearray; 0 when it is empty), as
+    the library's functions take their arrays."""
     if isinstance(buf, array):
         return buf.buffer_info()[0] if len(buf) else 0
     return ctypes.addressof((ctypes.c_char * len(buf)).from_buffer(buf)) if len(buf) else 0
@@ -98,8 +100,8 @@ def heap_chunks(data: bytes, base: int, limit: int, fencepost: bool, cap: int | 
     addrs, sizes = array("Q", bytes(8 * n_max)), array("Q", bytes(8 * n_max))
     used = bytearray(n_max)
     end, at = ctypes.c_int(), ctypes.c_uint64()
-    n = lib.mds_heap_chunks(data, len(data), base, limit, int(fencepost), _addr(addrs),
-                            _addr(sizes), _addr(used), cap, ctypes.byref(end), ctypes.byref(at))
+    n = lib.mds_heap_chunks(data, len(data), base, limit, int(fencepost), addr(addrs),
+                            addr(sizes), addr(used), cap, ctypes.byref(end), ctypes.byref(at))
     del addrs[n:], sizes[n:], used[n:]
     return Chunks(addrs, sizes, used, end.value, at.value)
 
@@ -119,8 +121,8 @@ def heap_blocks(chunks: Chunks, skip: array, *, python: bool = False) -> tuple[a
     n = len(chunks.addrs)
     starts, sizes = array("Q", bytes(8 * n)), array("Q", bytes(8 * n))
     used = chunks.used if isinstance(chunks.used, bytearray) else bytearray(chunks.used)
-    out = lib.mds_heap_blocks(_addr(chunks.addrs), _addr(chunks.sizes), _addr(used), n,
-                              _addr(skip), len(skip), _addr(starts), _addr(sizes))
+    out = lib.mds_heap_blocks(addr(chunks.addrs), addr(chunks.sizes), addr(used), n,
+                              addr(skip), len(skip), addr(starts), addr(sizes))
     del starts[out:], sizes[out:]
     return starts, sizes
 
@@ -147,8 +149,8 @@ def heap_list(data: bytes, base: int, head: int, csize: int, chunks: Chunks, cap
     n = len(chunks.addrs)
     out = array("Q", bytes(8 * cap))
     nxt = ctypes.c_uint64()
-    count = lib.mds_heap_list(data, len(data), base, head, csize, _addr(chunks.addrs),
-                              _addr(chunks.sizes), n, _addr(out), cap,
+    count = lib.mds_heap_list(data, len(data), base, head, csize, addr(chunks.addrs),
+                              addr(chunks.sizes), n, addr(out), cap,
                               ctypes.byref(nxt))
     del out[count:]
     return out, nxt.value
@@ -160,6 +162,6 @@ def sorted_addresses(addrs: array) -> array:
     lib = reach_fast.library()
     out = array("Q", addrs)
     ballast = array("Q", bytes(8 * len(out)))  # mds_sort moves a size with each address
-    if lib is None or lib.mds_sort(_addr(out), _addr(ballast), len(out)) != 0:
+    if lib is None or lib.mds_sort(addr(out), addr(ballast), len(out)) != 0:
         out = array("Q", sorted(out))
     return out
