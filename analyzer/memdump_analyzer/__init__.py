@@ -139,7 +139,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     from .dumpfile import DumpReader
     from .locks import rows as lock_rows
     from .replay import replay
-    from .rescan import _events as rescan_events
+    from .rescan import heap_records as rescan_events
     from .rules import RUNTIME_FREE_FUNCTIONS, trim_lock_stack
     from .symbolize import symbolize as symbolize_frames
 

@@ -15,13 +15,13 @@ from .dumpfile import DumpReader
 from .dumpformat import NO_RESULT
 from .model import HeapError
 
-__all__ = ["alloc_ops", "find_alloc_events", "result_line"]
+__all__ = ["alloc_ops", "find_alloc_events", "heap_records", "result_line"]
 
 #: the operations that only release a block
 _RELEASES_ONLY = frozenset(op.encode() for op in NO_RESULT)
 
 
-def _events(path: str) -> Iterator[tuple[int, list[bytes]]]:
+def heap_records(path: str) -> Iterator[tuple[int, list[bytes]]]:
     """(SEQ, fields) of each sequenced record, as the reader gives them (a short record as the
     `e` record it stands for)."""
     with DumpReader(path) as reader:
@@ -34,7 +34,7 @@ def find_alloc_events(path: str, all_errors: list[HeapError]) -> None:
     by_seq = {e.seq: e for e in all_errors if e.alloc_node is not None}
     wanted = {b"%#x" % e.pointer for e in by_seq.values()}
     last: dict[bytes, tuple[bytes, int]] = {}
-    for seq, fl in _events(path):
+    for seq, fl in heap_records(path):
         error = by_seq.get(seq)
         if error is not None:
             found = last.get(b"%#x" % error.pointer)
@@ -53,7 +53,7 @@ def alloc_ops(path: str, nodes: set[int]) -> dict[int, str]:
     suppression's first frame names. A node is one call site, so one function."""
     wanted = {str(n).encode() for n in nodes}
     out: dict[int, str] = {}
-    for _, fl in _events(path):
+    for _, fl in heap_records(path):
         if fl[0] != b"e" or fl[3] in _RELEASES_ONLY:
             continue
         node, op = fl[4], fl[3]
