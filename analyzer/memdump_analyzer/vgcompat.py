@@ -2,12 +2,13 @@
 what `memdump --leak-check=full ./app` writes where valgrind would, for the tools that read
 valgrind (CTest's `ctest -T memcheck`, valgrind-ci, IDEs). docs/valgrind-compat.md.
 
-The text is valgrind 3.19's: `==PID==` before every line (the program's PID), the preamble unless
-quiet, each heap error (`Invalid free() / delete / delete[] / realloc()`, `Mismatched free() /
-delete / delete []`) with its stack, the HEAP SUMMARY, the loss records of the shown leak kinds in
-valgrind's order (total bytes, then kind, then blocks) with valgrind's numbering among them all,
-the LEAK SUMMARY and the ERROR SUMMARY. The XML is valgrind's protocol 4 (its
-docs/internals/xml-output-protocol4.txt): one `<error>` per heap error and per shown loss record.
+The text is valgrind 3.19's: `==PID==` before every line (the program's PID), a preamble unless
+quiet (memdump's own two lines where valgrind names itself), each heap error (`Invalid free() /
+delete / delete[] / realloc()`, `Mismatched free() / delete / delete []`) with its stack, the HEAP
+SUMMARY, the loss records of the shown leak kinds in valgrind's order (total bytes, then kind, then
+blocks) with valgrind's numbering among them all, the LEAK SUMMARY and the ERROR SUMMARY. The XML
+is valgrind's protocol 4 (its docs/internals/xml-output-protocol4.txt): one `<error>` per heap
+error and per shown loss record.
 
 The figures are what valgrind reports after its freeres ran: the C/C++ runtime's own blocks
 (`runtime`), which glibc and libstdc++ free at valgrind's request, count as freed, not in use.
@@ -45,9 +46,10 @@ _KIND_WORDS = {"definite": "definitely lost", "indirect": "indirectly lost",
                "possible": "possibly lost", "reachable": "still reachable"}
 _XML_KINDS = {"definite": "Leak_DefinitelyLost", "indirect": "Leak_IndirectlyLost",
               "possible": "Leak_PossiblyLost", "reachable": "Leak_StillReachable"}
-_PREAMBLE = ("Memcheck, a memory error detector",
-             "Copyright (C) 2002-2022, and GNU GPL'd, by Julian Seward et al.",
-             "Using Valgrind-3.19.0 and LibVEX; rerun with -h for copyright info")
+#: the preamble's place in valgrind's output: what wrote it, said truthfully (readers of valgrind's
+#: output key on the `==PID==` lines, the records and the summaries, not on these words)
+_PREAMBLE = ("memdump, a heap recorder under GDB, in valgrind memcheck's output format",
+             "Not valgrind: leaks and heap errors from the heap's events and a pointer scan")
 _INVALID_FREE = "Invalid free() / delete / delete[] / realloc()"
 _MISMATCHED_FREE = "Mismatched free() / delete / delete []"
 #: the deallocation a heap error's operation is in valgrind's stacks

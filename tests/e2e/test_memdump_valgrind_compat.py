@@ -25,11 +25,26 @@ if shutil.which("valgrind") is None:
     pytest.fail("valgrind is missing: scripts/setup.sh installs it", pytrace=False)
 
 
+#: memdump's preamble, where valgrind names itself (and its copyright and version)
+PREAMBLE = ["==PID== memdump, a heap recorder under GDB, in valgrind memcheck's output format",
+            "==PID== Not valgrind: leaks and heap errors from the heap's events and a pointer scan"]
+
+
 def _normal(text: str) -> list[str]:
-    """valgrind's lines with the PIDs and addresses blanked; memdump's own lines (the dump's
-    path, its compaction) and the program's left out."""
-    return [re.sub(r"0x[0-9A-Fa-f]+", "0xADDR", re.sub(r"^==\d+==", "==PID==", line))
-            for line in text.splitlines() if line.startswith("==")]
+    """valgrind's lines with the PIDs and addresses blanked, from `Command:` on (the preamble
+    names the tool); memdump's own lines (the dump's path, its compaction) and the program's left
+    out."""
+    lines = [re.sub(r"0x[0-9A-Fa-f]+", "0xADDR", re.sub(r"^==\d+==", "==PID==", line))
+             for line in text.splitlines() if line.startswith("==")]
+    command = next((i for i, line in enumerate(lines) if line.startswith("==PID== Command: ")), 0)
+    return lines[command:]
+
+
+def _preamble(text: str) -> list[str]:
+    """The `==PID==` lines before `Command:`."""
+    lines = [re.sub(r"^==\d+==", "==PID==", line) for line in text.splitlines()
+             if line.startswith("==")]
+    return lines[:next((i for i, line in enumerate(lines) if " Command: " in line), 0)]
 
 
 def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -55,6 +70,8 @@ def test_text_is_valgrinds(case: list[str], flags: list[str], tmp_path: Path) ->
     memdump = _run([str(MEMDUMP_SH), *flags, *argv], tmp_path)
     assert memdump.returncode == valgrind.returncode, memdump.stderr
     assert _normal(memdump.stderr) == _normal(valgrind.stderr)
+    assert _preamble(memdump.stderr) == ([] if "-q" in flags else PREAMBLE)
+    assert len(_preamble(valgrind.stderr)) == (0 if "-q" in flags else 3)
     # a test that compares nothing could not fail: valgrind -q is silent on a program that
     # leaks none of the kinds it shows (no_leak, reach_cpp's reachable blocks)
     assert bool(_normal(valgrind.stderr)) != ("-q" in flags and case in (["no_leak"],
