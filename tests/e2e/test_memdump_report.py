@@ -128,3 +128,20 @@ def test_the_free_calls_that_released_no_block_are_explained(demo_dump: Path,
         "2 freed NULL"
     assert (f"    frees:           4 blocks (0 of the {calls} free calls released blocks; "
             f"{explained}; 4 by delete)\n") in text, text
+
+
+def test_the_readmes_excerpt_is_the_demos_report(demo_dump: Path) -> None:
+    """The report the README shows for `make demo`'s program is what the analyser prints, line
+    for line and in order (its `...` stands for lines left out)."""
+    readme = (REPO / "README.md").read_text()
+    start = readme.index("What `memdump --report` prints for `make demo`'s program")
+    block = readme[readme.index("```\n", start) + 4:]
+    excerpt = block[:block.index("```")].splitlines()
+    lines = analyze_raw(demo_dump).stdout.splitlines()
+    at = 0
+    for line in excerpt:
+        if line == "...":
+            continue
+        assert line in lines[at:], (line, lines)
+        at = lines.index(line, at) + 1
+    assert len([line for line in excerpt if line.startswith("LEAK ")]) == 2
