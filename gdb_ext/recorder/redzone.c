@@ -116,11 +116,12 @@ static void write_damage(uint64_t seq, uint64_t tid, const void *user,
 /* USER checked, found at FOUND ("free": by the call that releases it; "quarantine": as it
  * left the quarantine): its records. A recorded realloc holds the writer's lock across the C
  * library's call (recorder.c): its event, the next SEQ, is the one that found it. */
-static void check(const void *user, const char *found)
+static void check(void *user, const char *found)
 {
     struct mdr_rz_damage d;
     if (!mdr_rz_check(user, &d))
         return;
+    mdr_rz_repair(user);
     uint64_t tid = (uint64_t)syscall(SYS_gettid);
     if (__atomic_load_n(&C.lock, __ATOMIC_RELAXED) == tid) {
         if (C.state == MDR_RECORDING || C.state == MDR_DRAINING)
@@ -309,15 +310,19 @@ static uint64_t check_all(const char *found)
         uint64_t a = mdr_live[3 * i];
         if (a == 0 || (a & MDR_CUSTOM_KEY) || mdr_guard_owns((const void *)a))
             continue;
-        const void *user = (const void *)a;
-        if (mdr_rz_state(user) == MDR_RZ_LIVE && mdr_rz_check(user, &d))
+        void *user = (void *)a;
+        if (mdr_rz_state(user) == MDR_RZ_LIVE && mdr_rz_check(user, &d)) {
             write_damage(C.seq, tid, user, &d, found);
+            mdr_rz_repair(user);
+        }
     }
     take();
     for (size_t i = 0; i < count; i++) {
-        const void *user = ring[(head + i) % QCAP];
-        if (mdr_rz_check(user, &d))
+        void *user = ring[(head + i) % QCAP];
+        if (mdr_rz_check(user, &d)) {
             write_damage(C.seq, tid, user, &d, found);
+            mdr_rz_repair(user);
+        }
     }
     give();
     uint64_t written = C.rz_errors - before;

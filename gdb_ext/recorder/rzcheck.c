@@ -81,3 +81,13 @@ int mdr_rz_check(const void *user, struct mdr_rz_damage *out)
     }
     return (out->before_bytes | out->after_bytes | out->inside_bytes) != 0;
 }
+
+void mdr_rz_repair(void *user)
+{
+    char *u = user;
+    uint64_t size = mdr_rz_size(user);
+    memset(u - MDR_RZ_FRONT, MDR_RZ_PATTERN, MDR_RZ_FRONT);
+    memset(u + size, MDR_RZ_PATTERN, mdr_rz_tail(user));
+    if (mdr_rz_state(user) == MDR_RZ_DEAD)
+        memset(u, MDR_RZ_FREED, size);
+}

@@ -62,5 +62,8 @@ struct mdr_rz_damage {
 };
 /* USER's zones (and, freed, its bytes) against their patterns; 1 when anything changed. */
 int mdr_rz_check(const void *user, struct mdr_rz_damage *out);
+/* USER's zones (and, freed, its bytes) filled with their patterns again: damage reported is
+ * not reported twice (at its free, then as it leaves the quarantine or at exit). */
+void mdr_rz_repair(void *user);
 
 #endif

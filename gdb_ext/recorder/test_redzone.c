@@ -89,7 +89,11 @@ int main(void)
     memcpy(u + 8, "abcd", 4);
     DAMAGE(u, 0, 0, 0, 0, 8, 4);
     u[0] = 1;
-    DAMAGE(u, 0, 0, 0, 0, 0, 12);
+    u[24] = 0;
+    DAMAGE(u, 0, 0, 0, 1, 0, 12);
+    mdr_rz_repair(u);  /* reported once: the patterns again */
+    DAMAGE(u, 0, 0, 0, 0, 0, 0);
+    EXPECT(mdr_rz_state(u) == MDR_RZ_DEAD);
     free(mdr_rz_raw(u));
 
     /* a block of 0 bytes: any write at it is an overrun */
