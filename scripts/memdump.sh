@@ -225,6 +225,7 @@ compact=1
 guard=""
 guard_set=0
 redzones=""
+redzones_set=0
 [[ "${MEMDUMP_COMPACT:-1}" != 0 ]] || compact=0
 report=0
 json=""
@@ -250,8 +251,8 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --guard=*) guard="${1#*=}"; guard_set=1; shift ;;
-        --redzones) redzones=16; shift ;;
-        --redzones=*) redzones="${1#*=}"; shift ;;
+        --redzones) redzones=16; redzones_set=1; shift ;;
+        --redzones=*) redzones="${1#*=}"; redzones_set=1; shift ;;
         --json)
             [[ $# -ge 2 ]] || bad_usage "$1 needs a file name (see --help)"
             json="$2"
@@ -293,7 +294,7 @@ if [[ "$guard_set" -eq 1 ]]; then
     [[ "$breakpoints" -eq 0 ]] || bad_usage "--guard needs the in-process recorder (not --breakpoints)"
     start_env+=("MEMDUMP_GUARD=${guard}")
 fi
-if [[ -n "$redzones" ]]; then
+if [[ "$redzones_set" -eq 1 ]]; then
     if [[ ! "$redzones" =~ ^[1-9][0-9]{0,3}$ ]] || (( redzones > 4096 )); then
         bad_usage "--redzones=${redzones}: N is a number of bytes, 1 to 4096"
     fi
@@ -719,7 +720,7 @@ redzone_errors() {
             -m memdump_analyzer --text "$1" | LC_ALL=C grep -q -a -m1 '^hc '
     fi
 }
-if [[ -n "$redzones" ]] && redzone_errors "$used"; then
+if [[ "$redzones_set" -eq 1 ]] && redzone_errors "$used"; then
     echo "${me}: heap corruption found (red zones): exit status 99" >&2
     status=99
 fi

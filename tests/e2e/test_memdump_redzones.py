@@ -1,0 +1,107 @@
+"""Red zones and the quarantine (`scripts/memdump.sh --redzones`, docs/heap-errors.md "Red
+zones") on tests/programs/redzone_errors.c: each corruption is one `hc` record with its exact
+kind, block size, offset and span, found at the marked free or realloc (or at exit, for a write
+after free into a block still in the quarantine), reported with the block's allocation (and
+free) lines, in the text and the JSON report, and memdump.sh exits with 99; the heavy correct
+program (every allocator call, threads, a fork) has none and keeps its exit status.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from memdump_e2e import REPO, marker, program
+
+pytestmark = pytest.mark.one_recorder
+SCRIPT = REPO / "scripts" / "memdump.sh"
+SOURCE = "redzone_errors.c"
+TIMEOUT = 300
+
+
+def run(tmp_path: Path, mode: str, *options: str) -> tuple[subprocess.CompletedProcess[str],
+                                                              list[str], dict]:
+    dump = tmp_path / f"{mode}.memdump"
+    report = tmp_path / f"{mode}.json"
+    proc = subprocess.run([str(SCRIPT), *options, "--no-compact", "--report", "--json",
+                           str(report), "-o", str(dump), str(program("redzone_errors")), mode],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    records = [line.split(" ", 3)[3] for line in dump.read_text(errors="replace").splitlines()
+               if line.startswith("hc ")]
+    return proc, records, json.loads(report.read_text())
+
+
+def first_line(stack: list[dict]) -> int | None:
+    return next((f["line"] for f in stack if f["file"] and f["file"].endswith(SOURCE)), None)
+
+
+# mode: the record's KIND BLOCK SIZE OFFSET BYTES FOUND (BLOCK left out), the report's sentence,
+# the JSON kind
+CASES = [
+    ("slack", "overrun 20 0 1 free",
+     "heap block overrun: 1 byte after the 20-byte block", "heap block overrun"),
+    ("memcpy", "overrun 24 0 8 free",
+     "heap block overrun: 8 bytes after the 24-byte block", "heap block overrun"),
+    ("realloc", "overrun 10 0 2 free",
+     "heap block overrun: 2 bytes after the 10-byte block", "heap block overrun"),
+    ("underrun", "underrun 16 0 1 free",
+     "heap block underrun: 1 byte before the 16-byte block", "heap block underrun"),
+    ("freed", "freed 32 8 4 exit",
+     "write after free into the 32-byte block", "write after free"),
+]
+
+
+@pytest.mark.parametrize(("mode", "record", "sentence", "kind"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_corruption_found(tmp_path: Path, mode: str, record: str, sentence: str,
+                          kind: str) -> None:
+    proc, records, report = run(tmp_path, mode, "--redzones")
+    assert proc.returncode == 99, proc.stderr
+    assert "heap corruption found (red zones): exit status 99" in proc.stderr
+    # one record, without the block's address: reported once (not again at exit)
+    assert [" ".join(r.split(" ")[:1] + r.split(" ")[2:]) for r in records] == [record]
+    (error,) = [e for e in report["errors"] if e["kind"] == kind]
+    assert error["allocated_at"]["op"] == "malloc"
+    assert first_line(error["allocated_at"]["stack"]) == marker(SOURCE, mode, "ALLOC").line
+    assert sentence in error["message"]
+    headline = next(line for line in proc.stderr.splitlines()
+                    if line.startswith("HEAP CORRUPTION 1 of 1"))
+    assert sentence in headline
+    if mode == "freed":
+        assert headline.endswith("(bytes 8 to 11 changed) in thread "
+                                 f"{headline.split(' in thread ')[1].split(',')[0]}, found at exit")
+        assert first_line(error["freed_at"]["stack"]) == marker(SOURCE, mode, "FREE").line
+        assert error["stack"] == []
+    else:
+        assert error["op"] == ("realloc" if mode == "realloc" else "free")
+        assert first_line(error["stack"]) == marker(SOURCE, mode, "FOUND").line
+        assert error["freed_at"] is None
+        assert f"found at its {error['op']} at event 2:" in headline
+
+
+def test_heavy_correct_program(tmp_path: Path) -> None:
+    proc, records, report = run(tmp_path, "heavy", "--redzones")
+    assert proc.returncode == 0, proc.stderr
+    assert records == []
+    assert not [e for e in report["errors"] if e["kind"] in ("heap block overrun",
+                                                             "heap block underrun",
+                                                             "write after free")]
+    assert "heavy: usable 13" in proc.stdout  # malloc_usable_size: the user block's size
+
+
+def test_without_redzones_nothing(tmp_path: Path) -> None:
+    proc, records, _ = run(tmp_path, "slack")
+    assert proc.returncode == 0, proc.stderr
+    assert records == []
+
+
+@pytest.mark.parametrize("value", ["0", "4097", "x", ""])
+def test_bad_redzones(value: str) -> None:
+    proc = subprocess.run([str(SCRIPT), f"--redzones={value}", "true"], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2
+    assert proc.stderr == (f"memdump.sh: --redzones={value}: N is a number of bytes, 1 to "
+                           "4096\n")
