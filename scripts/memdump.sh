@@ -73,7 +73,7 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME);
                      in-process recorder, not with -p
   --redzones[=N]     give every block N bytes of red zone after it (default 16, up to 4096; its
-                     malloc rounding slack too) and 8 before, and keep freed blocks in a 4 MiB
+                     malloc rounding slack too) and 8 before, and keep freed blocks in a 256 KiB
                      quarantine, all filled with a pattern: a zone or a freed block found
                      changed, at its free or realloc, as it leaves the quarantine or at exit, is
                      an hc record ("heap block overrun", "write after free") and makes the exit
