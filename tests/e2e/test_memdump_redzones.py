@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from memdump_e2e import REPO, marker, program
+from memdump_e2e import REPO, analyze_raw, gdb_argv, marker, program, run_gdb
 
 pytestmark = pytest.mark.one_recorder
 SCRIPT = REPO / "scripts" / "memdump.sh"
@@ -105,3 +105,34 @@ def test_bad_redzones(value: str) -> None:
     assert proc.returncode == 2
     assert proc.stderr == (f"memdump.sh: --redzones={value}: N is a number of bytes, 1 to "
                            "4096\n")
+
+
+def test_check_heap_at_a_stop(tmp_path: Path) -> None:
+    """GDB's `memdump check-heap` before the free: the overrun is found then, once (not again
+    at the free), and the analyser says it was found by the check."""
+    dump = tmp_path / "check.memdump"
+    found = marker(SOURCE, "slack", "FOUND").line
+    argv = gdb_argv(["set environment MEMDUMP_REDZONE 16", f"memdump -o {dump}",
+                     f"break {SOURCE}:{found}", "run", "memdump check-heap", "continue"],
+                    [program("redzone_errors"), "slack"])
+    result = run_gdb(argv, dump)
+    assert ("memdump check-heap: 1 zone(s) found changed (hc records in the dump; "
+            "memdump-analyze reports them with their stacks)") in result.output
+    assert ("  heap block overrun: 1 byte(s) changed, from 0 bytes after the end of the "
+            "20-byte block at 0x") in result.output
+    records = [line.split(" ")[3:] for line in dump.read_text(errors="replace").splitlines()
+               if line.startswith("hc ")]
+    assert records == [["overrun", records[0][1], "20", "0", "1", "check"]]
+    text = analyze_raw(dump).stdout
+    assert "heap block overrun: 1 byte after the 20-byte block at " in text
+    assert "found by memdump check-heap, after event 1" in text
+
+
+def test_check_heap_without_redzones(tmp_path: Path) -> None:
+    dump = tmp_path / "off.memdump"
+    found = marker(SOURCE, "slack", "FOUND").line
+    argv = gdb_argv([f"memdump -o {dump}", f"break {SOURCE}:{found}", "run",
+                     "memdump check-heap", "continue"], [program("redzone_errors"), "slack"])
+    result = run_gdb(argv, dump)
+    assert ("memdump: red zones are off (scripts/memdump.sh --redzones, "
+            "MEMDUMP_REDZONE)") in result.output
