@@ -9,11 +9,13 @@ program (every allocator call, threads, a fork) has none and keeps its exit stat
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
 from memdump_e2e import REPO, analyze_raw, gdb_argv, marker, program, run_gdb
+from test_heap_error_programs import ROWS, Row
 
 pytestmark = pytest.mark.one_recorder
 SCRIPT = REPO / "scripts" / "memdump.sh"
@@ -34,8 +36,8 @@ def run(tmp_path: Path, mode: str, *options: str) -> tuple[subprocess.CompletedP
     return proc, records, json.loads(report.read_text())
 
 
-def first_line(stack: list[dict]) -> int | None:
-    return next((f["line"] for f in stack if f["file"] and f["file"].endswith(SOURCE)), None)
+def first_line(stack: list[dict], source: str = SOURCE) -> int | None:
+    return next((f["line"] for f in stack if f["file"] and f["file"].endswith(source)), None)
 
 
 # mode: the record's KIND BLOCK SIZE OFFSET BYTES FOUND (BLOCK left out), the report's sentence,
@@ -136,3 +138,61 @@ def test_check_heap_without_redzones(tmp_path: Path) -> None:
     result = run_gdb(argv, dump)
     assert ("memdump: red zones are off (scripts/memdump.sh --redzones, "
             "MEMDUMP_REDZONE)") in result.output
+
+
+#: the heap-error programs' modes red zones find (tests/fixtures/heap_errors.tsv): the record's
+#: FOUND; the others are left to guard pages (a read changes nothing) or to the events (frees)
+FOUND_BY_MODE = {
+    ("heap_errors", "past-end-write"): "free", ("heap_errors", "memcpy-overflow"): "free",
+    ("heap_errors", "slack-overflow"): "free", ("heap_errors", "uaf-write"): "exit",
+    ("heap_errors", "uaf-thread"): "exit", ("heap_errors", "stale-reused"): "exit",
+    ("heap_errors_cpp", "new-array-underflow"): "exit",
+}
+_VG_AUX = re.compile(r"(\d+) bytes (after|before|inside) a block of size (\d+) (alloc'd|free'd)")
+KIND_OF = {"after": "overrun", "before": "underrun", "inside": "freed"}
+
+
+@pytest.mark.parametrize("row", [r for r in ROWS if (r.program, r.mode) in FOUND_BY_MODE],
+                         ids=lambda r: f"{r.program}-{r.mode}")
+def test_heap_error_programs_against_valgrind(tmp_path: Path, row: Row) -> None:
+    """valgrind's first error's block and offset, found after the fact with both stacks: the
+    overflow's at the block's marked free, a write after free into a block the quarantine
+    still holds (stale-reused's is no longer handed to the next module) at exit."""
+    dump = tmp_path / "h.memdump"
+    report = tmp_path / "h.json"
+    proc = subprocess.run([str(SCRIPT), "--redzones", "--no-compact", "--json", str(report),
+                           "-o", str(dump), str(program(row.program)), row.mode],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 99, proc.stderr
+    vg = _VG_AUX.fullmatch(row.vg_aux)
+    assert vg is not None
+    offset, relation, size = int(vg.group(1)), vg.group(2), int(vg.group(3))
+    (record,) = [line.split(" ")[3:] for line in dump.read_text(errors="replace").splitlines()
+                 if line.startswith("hc ")]
+    kind, _block, got_size, got_offset, got_bytes, found = record
+    assert (kind, int(got_size), found) == (KIND_OF[relation], size, FOUND_BY_MODE[
+        (row.program, row.mode)])
+    # valgrind names the access's first byte: before the block, the farthest changed one
+    assert (int(got_offset) + int(got_bytes) if kind == "underrun" else int(got_offset)) == offset
+    (error,) = json.loads(report.read_text())["errors"][-1:]
+    assert first_line(error["allocated_at"]["stack"], row.source) == row.site("ALLOC").line
+    if kind == "freed":
+        assert first_line(error["freed_at"]["stack"], row.source) == row.site("FREE").line
+    elif found == "free":
+        assert first_line(error["stack"], row.source) == marker(row.source, row.mode,
+                                                                "FREE").line
+
+
+@pytest.mark.parametrize("name", ["heap_errors", "heap_errors_cpp"])
+@pytest.mark.parametrize("guard", [(), ("--guard", "5%")], ids=["redzones", "with-guard"])
+def test_clean_programs_have_no_corruption(tmp_path: Path, name: str,
+                                           guard: tuple[str, ...]) -> None:
+    """The heavy correct programs (C++ containers, new and delete, threads) run to their end
+    with red zones, and with sampled guard pages placing some of their blocks too."""
+    dump = tmp_path / "c.memdump"
+    proc = subprocess.run([str(SCRIPT), "--redzones", *guard, "--no-compact", "-o", str(dump),
+                           str(program(name)), "clean"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    text = dump.read_text(errors="replace")
+    assert not [line for line in text.splitlines() if line.startswith(("hc ", "ae "))]
