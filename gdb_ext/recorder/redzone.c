@@ -15,7 +15,6 @@
  * started, valloc's and pvalloc's, left to the C library) goes to the C library as it is.
  */
 #define _GNU_SOURCE
-#include <dlfcn.h>
 #include <errno.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -32,7 +31,6 @@
 #define EXPORT __attribute__((visibility("default")))
 
 static struct mdr_alloc_fns libc;
-static size_t (*libc_usable)(void *);
 static size_t tail_min;       /* the tail zone's bytes asked for (at least) */
 static int zoning;
 
@@ -175,9 +173,12 @@ static void retire(void *user)
 
 /* -- the allocator's functions -------------------------------------------------------------- */
 
+/* The tail zone is the N bytes asked for: malloc's rounding slack of the block asked (0 to 15
+ * bytes) lies in it, and its own slack past the zone is left unchecked (filling it to the usable
+ * end cost a malloc_usable_size call and a longer fill at every allocation) */
 static void *wrap(void *raw, size_t offset, size_t size)
 {
-    return raw == NULL ? NULL : mdr_rz_place(raw, offset, size, libc_usable(raw));
+    return raw == NULL ? NULL : mdr_rz_place(raw, offset, size, tail_min);
 }
 
 static int too_big(size_t size, size_t offset)
@@ -385,9 +386,6 @@ void mdr_rz_start(struct mdr_alloc_fns *real)
             return;
         return;
     }
-    libc_usable = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
-    if (libc_usable == NULL)
-        return;
     ring = mdr_map(QCAP * sizeof(void *));
     libc = *real;
     C.rz_tail = tail_min;

@@ -5,11 +5,10 @@
 
 #define WORD(b) (0x0101010101010101ull * (uint64_t)(b))
 
-void *mdr_rz_place(void *raw, size_t offset, size_t size, size_t usable)
+void *mdr_rz_place(void *raw, size_t offset, size_t size, size_t tail)
 {
     char *user = (char *)raw + offset;
     uint64_t *head = (uint64_t *)user;
-    size_t tail = usable - offset - size;
     head[-4] = size;
     head[-3] = (uint64_t)offset | (uint64_t)tail << 32;
     head[-2] = (uint64_t)(uintptr_t)user ^ MDR_RZ_KEY_LIVE;

@@ -12,8 +12,7 @@
  *                                          ^ the pointer the program gets (raw + offset)
  *
  * The header's 32 bytes end at the user block: its size, the offset back to RAW (low 32 bits)
- * and the tail zone's length (high 32 bits: up to the end of the C library's usable block, its
- * rounding slack included), then the tag (the user pointer XOR a key: the block is one of
+ * and the tail zone's length (high 32 bits), then the tag (the user pointer XOR a key: the block is one of
  * ours, live or freed) and the front zone, 8 bytes of pattern. Only the tag and the front zone
  * lie in the 16 bytes before the user block, which any glibc block has (its chunk header): a
  * pointer from before the red zones, or from valloc, is read there safely and is not ours. */
@@ -46,9 +45,9 @@ static inline size_t mdr_rz_tail(const void *user)
     return (size_t)(((const uint64_t *)user)[-3] >> 32);
 }
 
-/* The user block of SIZE at RAW + OFFSET (OFFSET at least MDR_RZ_HEAD, a multiple of 16),
- * RAW's block USABLE bytes long: the header written, the zones filled. */
-void *mdr_rz_place(void *raw, size_t offset, size_t size, size_t usable);
+/* The user block of SIZE at RAW + OFFSET (OFFSET at least MDR_RZ_HEAD, a multiple of 16), a
+ * tail zone of TAIL bytes after it: the header written, the zones filled. */
+void *mdr_rz_place(void *raw, size_t offset, size_t size, size_t tail);
 /* USER (live) marked freed, its bytes filled with MDR_RZ_FREED. */
 void mdr_rz_retire(void *user);
 
