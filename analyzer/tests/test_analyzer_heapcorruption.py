@@ -86,3 +86,21 @@ def test_the_json_error(tmp_path: Path) -> None:
 ])
 def test_sentences(kind: str, offset: int, nbytes: int, sentence: str) -> None:
     assert describe(HeapCorruption(1, 1, kind, 0x10, 24, offset, nbytes, "exit")) == sentence
+
+
+def test_the_sarif_result(tmp_path: Path) -> None:
+    out = tmp_path / "r.sarif"
+    proc = run_cli(str(REDZONE), "--format", "sarif", "-o", str(out))
+    assert proc.returncode == 0, proc.stderr
+    run = json.loads(out.read_text())["runs"][0]
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert rules[-1] == "memdump/heap-block-overrun" and rules.count(rules[-1]) == 1
+    (result,) = [r for r in run["results"] if r["ruleId"] == "memdump/heap-block-overrun"]
+    assert result["ruleIndex"] == len(rules) - 1 and result["level"] == "error"
+    assert result["message"]["text"] == ("heap block overrun: 1 byte after the 20-byte block, "
+                                         "found at its free at event 2")
+    where = result["locations"][0]["physicalLocation"]
+    assert where["artifactLocation"]["uri"].endswith("redzone_errors.c")
+    assert where["region"] == {"startLine": 32}
+    assert result["codeFlows"][0]["threadFlows"][0]["locations"][-1]["location"][
+        "physicalLocation"]["region"] == {"startLine": 29}
