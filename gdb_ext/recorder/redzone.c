@@ -296,9 +296,10 @@ int mdr_rz_usable_size(const void *p, size_t *out)
 /* -- every block ---------------------------------------------------------------------------- */
 
 /* Every live block of ours in the live-block table, and every block in the quarantine,
- * checked; the writer's lock taken (the live-block table changes under it). Returns the
- * records written. */
-static uint64_t check_all(const char *found)
+ * checked; the writer's lock taken (the live-block table changes under it). The quarantine's
+ * lock is waited for at exit only: at a GDB stop (WAIT 0) a stopped thread may hold it, and
+ * then the quarantine is left unchecked. Returns the records written. */
+static uint64_t check_all(const char *found, int wait)
 {
     if (!zoning)
         return 0;
@@ -317,7 +318,10 @@ static uint64_t check_all(const char *found)
             mdr_rz_repair(user);
         }
     }
-    take();
+    if (wait)
+        take();
+    else if (__atomic_exchange_n(&qlock, 1, __ATOMIC_ACQUIRE))
+        goto done;
     for (size_t i = 0; i < count; i++) {
         void *user = ring[(head + i) % QCAP];
         if (mdr_rz_check(user, &d)) {
@@ -326,6 +330,7 @@ static uint64_t check_all(const char *found)
         }
     }
     give();
+done:;
     uint64_t written = C.rz_errors - before;
     mdr_record_unlock();
     return written;
@@ -334,7 +339,7 @@ static uint64_t check_all(const char *found)
 /* GDB's `memdump check-heap` calls it at a stop: the records written (docs/heap-errors.md) */
 EXPORT uint64_t memdump_recorder_check_heap(void)
 {
-    return check_all("check");
+    return check_all("check", 0);
 }
 
 static void at_exit(int status, void *arg)
@@ -342,7 +347,7 @@ static void at_exit(int status, void *arg)
     (void)status;
     (void)arg;
     if (C.pid == (uint64_t)getpid())
-        check_all("exit");
+        check_all("exit", 1);
 }
 
 /* -- turning it on -------------------------------------------------------------------------- */

@@ -53,6 +53,8 @@ CASES = [
      "heap block underrun: 1 byte before the 16-byte block", "heap block underrun"),
     ("freed", "freed 32 8 4 exit",
      "write after free into the 32-byte block", "write after free"),
+    ("evicted", "freed 32 8 4 quarantine",
+     "write after free into the 32-byte block", "write after free"),
 ]
 
 
@@ -67,15 +69,18 @@ def test_corruption_found(tmp_path: Path, mode: str, record: str, sentence: str,
     assert [" ".join(r.split(" ")[:1] + r.split(" ")[2:]) for r in records] == [record]
     (error,) = [e for e in report["errors"] if e["kind"] == kind]
     assert error["allocated_at"]["op"] == "malloc"
-    assert first_line(error["allocated_at"]["stack"]) == marker(SOURCE, mode, "ALLOC").line
+    block = "freed" if mode == "evicted" else mode
+    assert first_line(error["allocated_at"]["stack"]) == marker(SOURCE, block, "ALLOC").line
     assert sentence in error["message"]
     headline = next(line for line in proc.stderr.splitlines()
                     if line.startswith("HEAP CORRUPTION 1 of 1"))
     assert sentence in headline
-    if mode == "freed":
-        assert headline.endswith("(bytes 8 to 11 changed) in thread "
-                                 f"{headline.split(' in thread ')[1].split(',')[0]}, found at exit")
-        assert first_line(error["freed_at"]["stack"]) == marker(SOURCE, mode, "FREE").line
+    if block == "freed":
+        tid = headline.split(" in thread ")[1].split(",")[0]
+        assert headline.endswith(f"(bytes 8 to 11 changed) in thread {tid}, " + (
+            "found at exit" if mode == "freed" else
+            f"found as it left the quarantine, after event {error['seq']}"))
+        assert first_line(error["freed_at"]["stack"]) == marker(SOURCE, block, "FREE").line
         assert error["stack"] == []
     else:
         assert error["op"] == ("realloc" if mode == "realloc" else "free")

@@ -9,6 +9,8 @@
  *   underrun     the byte before a 16-byte block, found at its free
  *   freed        4 bytes written into a 32-byte block after its free; it stays in the
  *                quarantine (a few frees after it), and is found at exit
+ *   evicted      the same write, then 300 KiB of frees: found as it leaves the 256 KiB
+ *                quarantine
  *   heavy        malloc, calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign,
  *                malloc_usable_size used to its end, valloc, strdup, four threads and a fork:
  *                no error
@@ -58,14 +60,14 @@ static int underrun(void)
     return 0;
 }
 
-static int write_after_free(void)
+static int write_after_free(int frees, size_t size)
 {
     int *p = malloc(32);  // ALLOC: freed
     p[0] = 1;
     free(p);  // FREE: freed
     p[2] = 42;  /* bytes 8 to 11 of the freed block */
-    for (int i = 0; i < 4; i++) {  /* a few frees: it stays in the quarantine */
-        sink = malloc(64);
+    for (int i = 0; i < frees; i++) {
+        sink = malloc(size);
         free(sink);
     }
     return 0;
@@ -158,9 +160,11 @@ int main(int argc, char **argv)
     if (strcmp(mode, "underrun") == 0)
         return underrun();
     if (strcmp(mode, "freed") == 0)
-        return write_after_free();
+        return write_after_free(4, 64);  /* a few frees: it stays in the quarantine */
+    if (strcmp(mode, "evicted") == 0)
+        return write_after_free(300, 1024);
     if (strcmp(mode, "heavy") == 0)
         return heavy();
-    fprintf(stderr, "usage: redzone_errors slack|memcpy|realloc|underrun|freed|heavy\n");
+    fprintf(stderr, "usage: redzone_errors slack|memcpy|realloc|underrun|freed|evicted|heavy\n");
     return 2;
 }
