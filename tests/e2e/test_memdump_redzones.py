@@ -201,3 +201,27 @@ def test_clean_programs_have_no_corruption(tmp_path: Path, name: str,
     assert proc.returncode == 0, proc.stderr
     text = dump.read_text(errors="replace")
     assert not [line for line in text.splitlines() if line.startswith(("hc ", "ae "))]
+
+
+def _leak_kinds(tmp_path: Path, *options: str, case: str) -> dict[str, tuple[int, int]]:
+    report = tmp_path / "kinds.json"
+    proc = subprocess.run([str(SCRIPT), *options, "--no-compact", "--json", str(report), "-o",
+                           str(tmp_path / "kinds.memdump"), str(program("reach_kinds")), case],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    kinds = json.loads(report.read_text())["summary"]["leak_kinds"]
+    return {k: (v["blocks"], v["bytes"]) for k, v in kinds.items() if v["blocks"]}
+
+
+@pytest.mark.parametrize(("case", "expected"), [
+    ("global", {"reachable": (1, 100)}),
+    ("list", {"definite": (1, 48), "indirect": (4, 192)}),
+    ("interior", {"possible": (1, 200)}),
+])
+def test_leak_kinds_see_the_program_s_blocks(tmp_path: Path, case: str,
+                                             expected: dict[str, tuple[int, int]]) -> None:
+    """The pointer scan and the leak report have the program's blocks, their addresses and
+    sizes, not the padded ones: the same kinds, blocks and bytes with red zones as without (a
+    pointer into a red-zoned block's middle is still `possible`)."""
+    assert _leak_kinds(tmp_path, case=case) == expected
+    assert _leak_kinds(tmp_path, "--redzones", case=case) == expected
