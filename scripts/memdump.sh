@@ -77,8 +77,8 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      quarantine, all filled with a pattern: a zone or a freed block found
                      changed, at its free or realloc, as it leaves the quarantine or at exit, is
                      an hc record ("heap block overrun", "write after free") and makes the exit
-                     status 99 (docs/heap-errors.md, "Red zones"; MEMDUMP_REDZONE=N[,BYTES] the
-                     same); in-process recorder, not with -p
+                     status 99, or --error-exitcode's N (docs/heap-errors.md, "Red zones";
+                     MEMDUMP_REDZONE=N[,BYTES] the same); in-process recorder, not with -p
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
@@ -710,7 +710,7 @@ if [[ "$children" -eq 1 ]]; then
 fi
 
 # --redzones: a changed red zone or freed block (an hc record, docs/heap-errors.md) is an error
-# of the run: exit status 99, as valgrind's --error-exitcode. The dump is text until compacted
+# of the run: exit status 99, or --error-exitcode's N (0: the program's status), as valgrind's. The dump is text until compacted
 # below, unless GDB compacted a small one already: then its text is decoded.
 redzone_errors() {
     if [[ "$(head -c 7 -- "$1")" == MEMDUMP ]]; then
@@ -720,9 +720,9 @@ redzone_errors() {
             -m memdump_analyzer --text "$1" | LC_ALL=C grep -q -a -m1 '^hc '
     fi
 }
-if [[ "$redzones_set" -eq 1 ]] && redzone_errors "$used"; then
-    echo "${me}: heap corruption found (red zones): exit status 99" >&2
-    status=99
+if [[ "$redzones_set" -eq 1 && "${vg_exitcode:-99}" -ne 0 ]] && redzone_errors "$used"; then
+    status="${vg_exitcode:-99}"
+    echo "${me}: heap corruption found (red zones): exit status ${status}" >&2
 fi
 
 # The reports (the text one, --json's) and the compaction of the dumps (docs/dump-format.md,

@@ -9,6 +9,7 @@ program (every allocator call, threads, a fork) has none and keeps its exit stat
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -225,3 +226,20 @@ def test_leak_kinds_see_the_program_s_blocks(tmp_path: Path, case: str,
     pointer into a red-zoned block's middle is still `possible`)."""
     assert _leak_kinds(tmp_path, case=case) == expected
     assert _leak_kinds(tmp_path, "--redzones", case=case) == expected
+
+
+@pytest.mark.parametrize(("options", "status"), [((), 99), (("--error-exitcode=7",), 7),
+                                                 (("--error-exitcode=0",), 0)])
+def test_exit_status_of_a_compacted_dump(tmp_path: Path, options: tuple[str, ...],
+                                         status: int) -> None:
+    """The exit status as valgrind's --error-exitcode (0: the program's), the dump compacted as
+    memdump.sh leaves it."""
+    dump = tmp_path / "x.memdump"
+    proc = subprocess.run([str(SCRIPT), "--redzones", *options, "--report", "-o", str(dump),
+                           str(program("redzone_errors")), "slack"],
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "MEMDUMP_COMPACT": "1"})
+    assert proc.returncode == status, proc.stderr
+    said = f"memdump.sh: heap corruption found (red zones): exit status {status}"
+    assert (said in proc.stderr) == (status != 0)
+    assert not dump.read_bytes().startswith(b"MEMDUMP")  # compacted
