@@ -710,7 +710,8 @@ if [[ "$children" -eq 1 ]]; then
 fi
 
 # --redzones: a changed red zone or freed block (an hc record, docs/heap-errors.md) is an error
-# of the run: exit status 99, or --error-exitcode's N (0: the program's status), as valgrind's. The dump is text until compacted
+# of the run, in any of its dumps: exit status 99, or --error-exitcode's N (0: the program's
+# status), as valgrind's. The dump is text until compacted
 # below, unless GDB compacted a small one already: then its text is decoded.
 redzone_errors() {
     if [[ "$(head -c 7 -- "$1")" == MEMDUMP ]]; then
@@ -720,9 +721,14 @@ redzone_errors() {
             -m memdump_analyzer --text "$1" | LC_ALL=C grep -q -a -m1 '^hc '
     fi
 }
-if [[ "$redzones_set" -eq 1 && "${vg_exitcode:-99}" -ne 0 ]] && redzone_errors "$used"; then
-    status="${vg_exitcode:-99}"
-    echo "${me}: heap corruption found (red zones): exit status ${status}" >&2
+if [[ "$redzones_set" -eq 1 && "${vg_exitcode:-99}" -ne 0 ]]; then
+    for recorded in "${dumps[@]}"; do  # the program's, and its children's with --children
+        if redzone_errors "$recorded"; then
+            status="${vg_exitcode:-99}"
+            echo "${me}: heap corruption found (red zones) in ${recorded}: exit status ${status}" >&2
+            break
+        fi
+    done
 fi
 
 # The reports (the text one, --json's) and the compaction of the dumps (docs/dump-format.md,

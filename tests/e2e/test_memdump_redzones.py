@@ -65,7 +65,8 @@ def test_corruption_found(tmp_path: Path, mode: str, record: str, sentence: str,
                           kind: str) -> None:
     proc, records, report = run(tmp_path, mode, "--redzones")
     assert proc.returncode == 99, proc.stderr
-    assert "heap corruption found (red zones): exit status 99" in proc.stderr
+    assert (f"memdump.sh: heap corruption found (red zones) in {tmp_path / mode}.memdump: exit "
+            "status 99") in proc.stderr
     # one record, without the block's address: reported once (not again at exit)
     assert [" ".join(r.split(" ")[:1] + r.split(" ")[2:]) for r in records] == [record]
     (error,) = [e for e in report["errors"] if e["kind"] == kind]
@@ -240,6 +241,24 @@ def test_exit_status_of_a_compacted_dump(tmp_path: Path, options: tuple[str, ...
                           capture_output=True, text=True, timeout=TIMEOUT,
                           env={**os.environ, "MEMDUMP_COMPACT": "1"})
     assert proc.returncode == status, proc.stderr
-    said = f"memdump.sh: heap corruption found (red zones): exit status {status}"
+    said = f"memdump.sh: heap corruption found (red zones) in {dump}: exit status {status}"
     assert (said in proc.stderr) == (status != 0)
     assert not dump.read_bytes().startswith(b"MEMDUMP")  # compacted
+
+
+def test_a_child_s_corruption(tmp_path: Path) -> None:
+    """--children: the child inherits the red zones (MEMDUMP_REDZONE) and its own dump has the
+    overrun, found at its free in the child; the run's exit status says it."""
+    dump = tmp_path / "parent.memdump"
+    proc = subprocess.run([str(SCRIPT), "--redzones", "--children", "--no-compact", "-o",
+                           str(dump), str(program("redzone_errors")), "child"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 99, proc.stderr
+    children = sorted(tmp_path.glob("parent.*.memdump"))
+    assert len(children) == 1, proc.stderr
+    assert (f"memdump.sh: heap corruption found (red zones) in {children[0]}: exit status 99"
+            in proc.stderr)
+    records = [line.split(" ")[3:] for line in children[0].read_text(errors="replace")
+               .splitlines() if line.startswith("hc ")]
+    assert [r[:1] + r[2:] for r in records] == [["overrun", "20", "0", "1", "free"]]
+    assert "hc " not in dump.read_text(errors="replace")

@@ -11,6 +11,7 @@
  *                quarantine (a few frees after it), and is found at exit
  *   evicted      the same write, then 300 KiB of frees: found as it leaves the 256 KiB
  *                quarantine
+ *   child        a forked child's slack overflow (the parent's blocks intact)
  *   heavy        malloc, calloc, realloc, reallocarray, posix_memalign, aligned_alloc, memalign,
  *                malloc_usable_size used to its end, valloc, strdup, four threads and a fork:
  *                no error
@@ -165,6 +166,14 @@ int main(int argc, char **argv)
         return write_after_free(300, 1024);
     if (strcmp(mode, "heavy") == 0)
         return heavy();
-    fprintf(stderr, "usage: redzone_errors slack|memcpy|realloc|underrun|freed|evicted|heavy\n");
+    if (strcmp(mode, "child") == 0) {
+        pid_t pid = fork();
+        if (pid == 0)
+            _exit(slack());
+        int status = 0;
+        waitpid(pid, &status, 0);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+    }
+    fprintf(stderr, "usage: redzone_errors slack|memcpy|realloc|underrun|freed|evicted|child|heavy\n");
     return 2;
 }
