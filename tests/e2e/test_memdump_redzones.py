@@ -262,3 +262,15 @@ def test_a_child_s_corruption(tmp_path: Path) -> None:
                .splitlines() if line.startswith("hc ")]
     assert [r[:1] + r[2:] for r in records] == [["overrun", "20", "0", "1", "free"]]
     assert "hc " not in dump.read_text(errors="replace")
+
+
+def test_bad_environment_value_records_without_redzones(tmp_path: Path) -> None:
+    dump = tmp_path / "bad.memdump"
+    proc = subprocess.run([str(SCRIPT), "--no-compact", "-o", str(dump),
+                           str(program("redzone_errors")), "slack"],
+                          capture_output=True, text=True, timeout=TIMEOUT,
+                          env={**os.environ, "MEMDUMP_REDZONE": "16,x"})
+    assert proc.returncode == 0, proc.stderr
+    assert ("memdump: MEMDUMP_REDZONE is N (1 to 4096 bytes) or N,QUARANTINE_BYTES; recording "
+            "without red zones\n") in proc.stderr
+    assert "hc " not in dump.read_text(errors="replace")
