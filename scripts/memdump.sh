@@ -39,7 +39,8 @@ done </proc/$$/environ
 usage() {
     cat <<EOF
 usage: ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
-       ${usage_name//?/ } [--no-compact] [--children] [--guard SPEC] [--] PROGRAM [ARGS...]
+       ${usage_name//?/ } [--no-compact] [--children] [--guard SPEC] [--redzones[=N]]
+       ${usage_name//?/ } [--] PROGRAM [ARGS...]
        ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
        ${usage_name//?/ } [--no-compact] -p PID [--for SECONDS]
 
@@ -71,6 +72,13 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      align16 (blocks 16-aligned as malloc's: overflows into the slack missed),
                      tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME);
                      in-process recorder, not with -p
+  --redzones[=N]     give every block N bytes of red zone after it (default 16, up to 4096; its
+                     malloc rounding slack too) and 8 before, and keep freed blocks in a 256 KiB
+                     quarantine, all filled with a pattern: a zone or a freed block found
+                     changed, at its free or realloc, as it leaves the quarantine or at exit, is
+                     an hc record ("heap block overrun", "write after free") and makes the exit
+                     status 99, or --error-exitcode's N (docs/heap-errors.md, "Red zones";
+                     MEMDUMP_REDZONE=N[,BYTES] the same); in-process recorder, not with -p
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   -h, --help         show this help
@@ -216,6 +224,8 @@ children=0
 compact=1
 guard=""
 guard_set=0
+redzones=""
+redzones_set=0
 [[ "${MEMDUMP_COMPACT:-1}" != 0 ]] || compact=0
 report=0
 json=""
@@ -241,6 +251,8 @@ while [[ $# -gt 0 ]]; do
             shift 2
             ;;
         --guard=*) guard="${1#*=}"; guard_set=1; shift ;;
+        --redzones) redzones=16; redzones_set=1; shift ;;
+        --redzones=*) redzones="${1#*=}"; redzones_set=1; shift ;;
         --json)
             [[ $# -ge 2 ]] || bad_usage "$1 needs a file name (see --help)"
             json="$2"
@@ -281,6 +293,14 @@ if [[ "$guard_set" -eq 1 ]]; then
     [[ -z "$pid" ]] || bad_usage "--guard needs a program to run (a running process's blocks are placed already)"
     [[ "$breakpoints" -eq 0 ]] || bad_usage "--guard needs the in-process recorder (not --breakpoints)"
     start_env+=("MEMDUMP_GUARD=${guard}")
+fi
+if [[ "$redzones_set" -eq 1 ]]; then
+    if [[ ! "$redzones" =~ ^[1-9][0-9]{0,3}$ ]] || (( redzones > 4096 )); then
+        bad_usage "--redzones=${redzones}: N is a number of bytes, 1 to 4096"
+    fi
+    [[ -z "$pid" ]] || bad_usage "--redzones needs a program to run (a running process's blocks are placed already)"
+    [[ "$breakpoints" -eq 0 ]] || bad_usage "--redzones needs the in-process recorder (not --breakpoints)"
+    start_env+=("MEMDUMP_REDZONE=${redzones}")
 fi
 if [[ -n "$depth" && ! "$depth" =~ ^[0-9]+$ ]]; then
     bad_usage "--depth needs a non-negative number, not '${depth}'"
@@ -685,6 +705,28 @@ if [[ "$children" -eq 1 ]]; then
             else
                 dumps+=("$child")
             fi
+        fi
+    done
+fi
+
+# --redzones: a changed red zone or freed block (an hc record, docs/heap-errors.md) is an error
+# of the run, in any of its dumps: exit status 99, or --error-exitcode's N (0: the program's
+# status), as valgrind's. The dump is text until compacted
+# below, unless GDB compacted a small one already: then its text is decoded.
+redzone_errors() {
+    if [[ "$(head -c 7 -- "$1")" == MEMDUMP ]]; then
+        LC_ALL=C grep -q -a -m1 '^hc ' -- "$1"
+    else
+        PYTHONPATH="${analyzer_dir}${PYTHONPATH:+:${PYTHONPATH}}" /usr/bin/python3 -P -S \
+            -m memdump_analyzer --text "$1" | LC_ALL=C grep -q -a -m1 '^hc '
+    fi
+}
+if [[ "$redzones_set" -eq 1 && "${vg_exitcode:-99}" -ne 0 ]]; then
+    for recorded in "${dumps[@]}"; do  # the program's, and its children's with --children
+        if redzone_errors "$recorded"; then
+            status="${vg_exitcode:-99}"
+            echo "${me}: heap corruption found (red zones) in ${recorded}: exit status ${status}" >&2
+            break
         fi
     done
 fi

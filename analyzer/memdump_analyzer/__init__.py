@@ -137,6 +137,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     from .accesserrors import rows as access_rows
     from .aggregation import build_analysis
     from .dumpfile import DumpReader
+    from .heapcorruption import rows as corruption_rows
     from .locks import rows as lock_rows
     from .replay import replay
     from .rescan import heap_records as rescan_events
@@ -160,6 +161,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             analysis = build_analysis(reader, result, addresses)
             analysis.locks = lock_rows(reader, trim_lock_stack)
             analysis.access_errors = access_rows(reader, lambda: rescan_events(path))
+            analysis.heap_corruption = corruption_rows(reader, lambda: rescan_events(path))
             if analysis.locks:
                 _name_locks(analysis, reader, result)
             analysis.partial_records = reader.partial_records

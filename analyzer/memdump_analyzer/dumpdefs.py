@@ -16,6 +16,7 @@ from .accesserrors import read_record as read_access_error
 from .dumperrors import EventErrors
 from .dumpformat import DEC, GRAMMAR, HEX, KIND_BY_CODE, STRING_ID, TEXT, source_path, unescape
 from .dumpio import DumpError, show
+from .heapcorruption import read_record as read_heap_corruption
 from .locks import read_record as read_lock_record
 
 __all__ = ["FI_MAY_FOLLOW", "READ", "TEXT_RECORDS", "Definitions", "Frame", "ScanRecord"]
@@ -325,6 +326,7 @@ READ: dict[bytes, Callable[[Definitions, list[bytes], int], object]] = {
     b"lk": read_lock_record,
     b"lw": read_lock_record,
     b"ae": read_access_error,
+    b"hc": read_heap_corruption,
 }
 #: the records whose last field is the rest of the line (TEXT, VALUE)
 TEXT_RECORDS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.fields[-1].type == TEXT)

@@ -40,6 +40,7 @@ from .dumpformat import (
     unescape,
 )
 from .dumpio import DumpError, DumpFile, show
+from .heapcorruption import HeapCorruption
 
 __all__ = ["DumpError", "DumpReader", "Frame", "LockRecord", "ScanRecord", "unescape"]
 
@@ -86,6 +87,8 @@ class DumpReader(Definitions):
         self.lock_waits: list[LockWait] = []
         #: (2.6) the `ae` records: heap access errors the guard pages caught
         self.access_errors: list[AccessError] = []
+        #: (2.6) the `hc` records: heap corruption the red zones found
+        self.heap_corruption: list[HeapCorruption] = []
         self.kinds: dict[bytes, tuple[str, str | None]] = {}
         #: indirect block's pointer as written -> its clique leader's (format 1.2)
         self.leaders: dict[bytes, bytes] = {}

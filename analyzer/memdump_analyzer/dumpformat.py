@@ -193,6 +193,7 @@ GRAMMAR: tuple[Record, ...] = (
     _row("lw", "ADDR:x STACK:d CONTENDED:d WAIT_NS:d MAX_WAIT_NS:d", STATE, (2, 4)),
     _row("ae", "TID:d ACCESS:w ADDR:x STACK:d BLOCK:x SIZE:d OFFSET:d RELATION:w STATE:w", STATE,
          (2, 6)),
+    _row("hc", "SEQ:d TID:d KIND:w BLOCK:x SIZE:d OFFSET:d BYTES:d FOUND:w", STATE, (2, 6)),
 )
 
 

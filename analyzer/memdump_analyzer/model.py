@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from .accesserrors import AccessRow
 from .dumpfile import Frame, ScanRecord
+from .heapcorruption import CorruptionRow
 from .images import Image
 from .locks import LockRow
 from .wording import plural
@@ -165,6 +166,8 @@ class Analysis:
     locks: list[LockRow] = field(default_factory=list)
     #: the heap access errors guard pages caught (dump format 2.6: `accesserrors.rows`)
     access_errors: list[AccessRow] = field(default_factory=list)
+    #: the heap corruption red zones found (dump format 2.6: `heapcorruption.rows`)
+    heap_corruption: list[CorruptionRow] = field(default_factory=list)
     #: the process images, the program's then each one it executed (images.py)
     images: list[Image] = field(default_factory=list)
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import accesserrors, images, locks
+from . import accesserrors, heapcorruption, images, locks
 from .dumpfile import Frame
 from .leaktext import (
     FILTERED_KINDS,
@@ -233,6 +233,7 @@ def render_text(
             out.extend(stack_text(e.alloc_stack, max_frames, fold))
 
     out.extend(accesserrors.text_section(a.access_errors, max_frames, fold, stack_text))
+    out.extend(heapcorruption.text_section(a.heap_corruption, max_frames, fold, stack_text))
     out.extend(locks.text_section(a.locks, max_frames, stack_text))
     out.append("")
     out.append(paint(_BOLD, "SUMMARY"))
@@ -264,6 +265,9 @@ def render_text(
     if a.access_errors:
         rows.append(("access errors", f"{len(a.access_errors):,} (caught by a guard page: the "
                                       "heap access errors above)"))
+    if a.heap_corruption:
+        rows.append(("heap corruption", f"{len(a.heap_corruption):,} (found by red zones: the "
+                                        "heap corruption above)"))
     if a.untracked_frees:
         rows.append(
             ("untracked", f"{plural(a.untracked_frees, 'free')} of blocks from before recording")
@@ -476,7 +480,7 @@ def render_json(
                    if len(a.images) > 1 else {}),
             }
             for e in a.errors
-        ],
+        ] + heapcorruption.json_errors(a.heap_corruption, max_frames, stack_json),
         "symbolized_frames": a.symbolized_frames,
         "warnings": [clean(w) for w in a.warnings(live=live)],
         **locks.json_section(a.locks, max_frames, stack_json),

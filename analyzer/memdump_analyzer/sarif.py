@@ -15,6 +15,7 @@ from typing import Any
 
 from . import __version__
 from .dumpfile import Frame
+from .heapcorruption import KINDS, describe, found_text
 from .leaktext import KIND_NAMES, split_by_kind
 from .model import Analysis, Group
 from .rules import is_runtime_frame
@@ -63,8 +64,12 @@ def fingerprint(g: Group) -> str:
     """sha256 of the kind and each frame's function and file:line (its module when it has no
     line; module and offset when it has no function either), innermost first: no address, so
     equal across runs."""
-    parts = [_kind(g)]
-    for f in g.stack:
+    return _stack_hash(_kind(g), g.stack)
+
+
+def _stack_hash(kind: str, stack: Sequence[Frame]) -> str:
+    parts = [kind]
+    for f in stack:
         if f.file is not None and f.line:
             where = f"{os.path.basename(f.file)}:{f.line}"
         elif f.function is not None:  # a library's function: its module, not the offset
@@ -136,6 +141,55 @@ def _result(g: Group, error_kinds: frozenset[str], rule_index: dict[str, int],
     return result
 
 
+#: heap corruption's kind (red zones, heapcorruption.py) -> (rule id, name, help)
+CORRUPTION_RULES: dict[str, tuple[str, str, str]] = {
+    "overrun": ("memdump/heap-block-overrun", "HeapBlockOverrun",
+                "Bytes after the block's end were written (its red zone changed): a write past "
+                "the end of the block, found at its free, at exit or by memdump check-heap."),
+    "underrun": ("memdump/heap-block-underrun", "HeapBlockUnderrun",
+                 "Bytes before the block's start were written (its red zone changed)."),
+    "freed": ("memdump/write-after-free", "WriteAfterFree",
+              "The block was written after its free, while it waited in the quarantine."),
+}
+
+
+def _corruption_results(analysis: Analysis, root: str, first_index: int,
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rules of the heap corruption kinds the analysis has (none without any: the log of a
+    dump without red zones is as before) and one error result each, located at the free that
+    found it, else at the block's free, else at its allocation."""
+    kinds = [k for k in CORRUPTION_RULES if any(r.error.kind == k
+                                                for r in analysis.heap_corruption)]
+    index = {k: first_index + i for i, k in enumerate(kinds)}
+    rules = [{"id": CORRUPTION_RULES[k][0], "name": CORRUPTION_RULES[k][1],
+              "shortDescription": {"text": KINDS[k].capitalize()},
+              "fullDescription": {"text": CORRUPTION_RULES[k][2]},
+              "help": {"text": CORRUPTION_RULES[k][2]},
+              "defaultConfiguration": {"level": "error"}} for k in kinds]
+    results = []
+    for row in analysis.heap_corruption:
+        e = row.error
+        event = row.found or row.free or row.alloc
+        top = user_frame(event.stack) if event is not None else None
+        alloc = row.alloc.stack if row.alloc is not None else []
+        result: dict[str, Any] = {
+            "ruleId": CORRUPTION_RULES[e.kind][0], "ruleIndex": index[e.kind], "level": "error",
+            "message": {"text": f"{describe(e)}, {found_text(row)}"},
+            "partialFingerprints": {FINGERPRINT: _stack_hash(e.kind, alloc)},
+            "properties": {"block": f"0x{e.block:x}", "bytes": e.size, "offset": e.offset,
+                           "changed": e.bytes, "found": e.found},
+        }
+        if top is not None:
+            result["locations"] = [_location(top, root)]
+        if alloc:
+            flow = [{"location": _location(f, root), "nestingLevel": depth}
+                    for depth, f in enumerate(reversed(alloc))]
+            result["codeFlows"] = [{"message": {"text": "the block's allocation"},
+                                    "threadFlows": [{"locations": flow}]}]
+        results.append(result)
+    return rules, results
+
+
 def render_sarif(
     analysis: Analysis,
     *,
@@ -167,12 +221,14 @@ def render_sarif(
             for k in order
         ],
     }
+    rules, corruption = _corruption_results(analysis, root, len(order))
+    driver["rules"] += rules
     if information_uri:
         driver["informationUri"] = information_uri
     run: dict[str, Any] = {
         "tool": {"driver": driver},
         "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + root.rstrip("/") + "/"}},
-        "results": [_result(g, error_kinds, rule_index, root) for g in listed],
+        "results": [_result(g, error_kinds, rule_index, root) for g in listed] + corruption,
         "properties": {"dump": analysis.path, "program": analysis.program},
     }
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}

@@ -27,6 +27,7 @@
 
 #include "guard.h"
 #include "recorder.h"
+#include "redzone.h"
 
 #define C (memdump_recorder_control)
 #define EXPORT __attribute__((visibility("default")))
@@ -170,6 +171,9 @@ EXPORT size_t malloc_usable_size(void *p)
 {
     if (mdr_guard_owns(p))
         return mdr_guard_size(p);
+    size_t zoned;
+    if (mdr_rz_usable_size(p, &zoned))  /* a red-zoned block: its user size (redzone.c) */
+        return zoned;
     if (next_usable_size == NULL)  /* dlsym may allocate: found before guarding starts */
         next_usable_size = (size_t (*)(void *))dlsym(RTLD_NEXT, "malloc_usable_size");
     return next_usable_size != NULL ? next_usable_size(p) : 0;

@@ -110,6 +110,7 @@ enum memdump_op {
 #define MEMDUMP_TAG_LK "lk"
 #define MEMDUMP_TAG_LW "lw"
 #define MEMDUMP_TAG_AE "ae"
+#define MEMDUMP_TAG_HC "hc"
 
 /* The process events' WHAT words (`p SEQ WHAT DETAIL`: PROCESS_EVENTS) */
 #define MEMDUMP_PROCESS_EXEC "exec"

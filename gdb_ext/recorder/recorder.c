@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "guard.h"
+#include "redzone.h"
 #include "recorder.h"
 
 #define C (memdump_recorder_control)
@@ -370,13 +371,15 @@ static void atfork_prepare(void)
     mdr_guard_atfork(0);
     if (C.state == MDR_RECORDING)
         lock((uint64_t)syscall(SYS_gettid));
+    mdr_rz_atfork(0);  /* after the writer's lock: a recorded realloc takes it inside that */
 }
-static void atfork_parent(void) { if (C.lock) unlock(); mdr_guard_atfork(1); }
+static void atfork_parent(void) { mdr_rz_atfork(1); if (C.lock) unlock(); mdr_guard_atfork(1); }
 static void forget_recording(void);
 
 static void atfork_child(void)
 {
     /* The child shares the dump's mapping: it must never write to it. */
+    mdr_rz_atfork(1);
     if (C.lock)
         unlock();
     mdr_guard_atfork(1);
@@ -455,6 +458,7 @@ static void configure(void)
             C.clock_base = (uint64_t)time(NULL);
             mdr_clock_start();
             __atomic_store_n(&C.state, MDR_RECORDING, __ATOMIC_RELEASE);
+            mdr_rz_start(&real);  /* red zones first: guard pages pass their other blocks on */
             mdr_guard_start(&real, 0);  /* SPEC from GDB (control block `guard`) */
             if (C.attach)  /* loaded into a running process: nothing calls the hooks yet */
                 memdump_recorder_patch_all();
@@ -475,6 +479,7 @@ __attribute__((constructor)) static void recorder_init(void)
         configure();
     /* here, not in configure(): a call before the C library's own start-up sees no environ */
     if (C.state == MDR_RECORDING) {
+        mdr_rz_start(&real);  /* MEMDUMP_REDZONE: before guard pages, which pass blocks on */
         mdr_guard_start(&real, 1);  /* MEMDUMP_GUARD (memdump.sh, children) */
         forget_environment();
     }

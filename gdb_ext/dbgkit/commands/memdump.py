@@ -117,6 +117,9 @@ def _build_parser() -> base.Parser:
                     help="the dump of an earlier run, for --leak")
     br.add_argument("--delete", action="store_true", help="remove the break")
     sub.add_parser("stop", help="stop recording and close the dump").set_defaults(run=_stop)
+    sub.add_parser("check-heap", help="check every block's red zones and the quarantine now "
+                                      "(in-process recorder with red zones: memdump.sh "
+                                      "--redzones)").set_defaults(run=_check_heap)
     return parser
 
 
@@ -484,6 +487,12 @@ def _stop(args: argparse.Namespace) -> None:
         output.info(CMD, "disarmed: the program's next run is not recorded")
 
 
+def _check_heap(args: argparse.Namespace) -> None:
+    from ..memdump.checkheap import CheckRefused, check_heap
+    try:
+        output.block("\n".join(check_heap()))
+    except CheckRefused as exc:
+        raise base.PreconditionFailed(str(exc)) from None
 
 
 _PARSER = _build_parser()

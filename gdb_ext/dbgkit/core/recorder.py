@@ -24,6 +24,8 @@ __all__ = [
     "CONTROL_FIELDS",
     "CONTROL_SIZE",
     "GUARD_FIELDS",
+    "REDZONE_FIELDS",
+    "REDZONE_OFFSET",
     "GUARD_MAX",
     "GUARD_OFFSET",
     "LIBRARY",
@@ -53,6 +55,9 @@ GUARD_FIELDS = ("guard_pool", "guard_pool_size", "guard_slots", "guard_slot_byte
                 "guard_blocks", "guard_missed", "guard_errors")
 GUARD_OFFSET = PATH_OFFSET + PATH_MAX + 8 * len(GUARD_FIELDS)
 GUARD_MAX = 256
+#: (red zones, docs/heap-errors.md "Red zones") the words after the SPEC
+REDZONE_FIELDS = ("rz_tail", "rz_quarantine", "rz_errors")
+REDZONE_OFFSET = GUARD_OFFSET + GUARD_MAX
 #: the size the fields above need: a recorder's `size` is at least this
 CONTROL_SIZE = GUARD_OFFSET + GUARD_MAX
 _INDEX = {name: i for i, name in enumerate(CONTROL_FIELDS)}

@@ -1,0 +1,91 @@
+"""`memdump check-heap`: the in-process recorder's red zones checked at a stop (docs/heap-errors.md,
+"Red zones").
+
+With red zones on (`scripts/memdump.sh --redzones`, MEMDUMP_REDZONE), the recorder checks a block's
+zones at its free or realloc and every block at exit; at a stop, GDB calls the recorder's
+`memdump_recorder_check_heap` in the selected thread alone (scheduler-locking): it checks every
+live block and every block in the quarantine, writes an `hc` record into the dump for each zone
+found changed (and fills it with its pattern again: it is reported once), and returns how many.
+GDB then reads those records from the dump and says each in one line.
+
+The call needs the writer's lock: a thread stopped inside a record holds it, and the check is
+refused then (the program goes on a little, and the check can be asked again).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import gdb
+
+from ..core.recorder import PATH_MAX, PATH_OFFSET, REDZONE_FIELDS, REDZONE_OFFSET, Control
+from ..inferior_call import call
+from .attach import _Locked
+
+__all__ = ["check_heap", "describe_record"]
+
+KINDS = {"overrun": "heap block overrun", "underrun": "heap block underrun",
+         "freed": "write after free"}
+
+
+class CheckRefused(Exception):
+    """Why the check cannot run now (one line)."""
+
+
+def describe_record(fields: list[str]) -> str:
+    """An `hc` record's fields (after the tag) as one line: the kind, the block, the bytes."""
+    _seq, tid, kind, block, size, offset, nbytes, _found = fields
+    side = {"overrun": "after the end of", "underrun": "before the start of",
+            "freed": "from the start of"}[kind]
+    return (f"{KINDS[kind]}: {nbytes} byte(s) changed, from {offset} bytes {side} the "
+            f"{size}-byte block at {block} (thread {tid})")
+
+
+def _address(expression: str) -> int | None:
+    try:
+        return int(gdb.parse_and_eval(f"(unsigned long)&{expression}"))
+    except gdb.error:
+        return None
+
+
+def check_heap() -> list[str]:
+    """Run the check; the lines that say what it found (CheckRefused when it cannot run)."""
+    inferior = gdb.selected_inferior()
+    if inferior.pid == 0 or gdb.selected_thread() is None:
+        raise CheckRefused("the program is not running")
+    address = _address("memdump_recorder_control")
+    function = _address("memdump_recorder_check_heap")
+    if address is None or function is None:
+        raise CheckRefused("the program has no in-process recorder with red zones (record it "
+                           "with scripts/memdump.sh --redzones, or MEMDUMP_REDZONE set)")
+
+    def read(at: int, size: int) -> bytes:
+        return bytes(inferior.read_memory(at, size))
+
+    control = Control(address, read, lambda at, data: None).load()
+    if control.size < REDZONE_OFFSET + 8 * len(REDZONE_FIELDS):
+        raise CheckRefused("the recorder in the program is older than red zones")
+    tail, _quarantine, _errors = struct.unpack("<3Q", read(address + REDZONE_OFFSET, 24))
+    if tail == 0:
+        raise CheckRefused("red zones are off (scripts/memdump.sh --redzones, MEMDUMP_REDZONE)")
+    if control.state != 1:
+        raise CheckRefused("the recording is not on")
+    if control.lock != 0:
+        raise CheckRefused(f"thread {control.lock} is writing a record: go on a little and "
+                           "check again")
+    path = read(address + PATH_OFFSET, PATH_MAX).split(b"\0", 1)[0]
+    before = control.end
+    with _Locked():
+        found = call(function)
+    after = Control(address, read, lambda at, data: None).load().end
+    lines = [f"memdump check-heap: {found} zone(s) found changed"
+             + (" (hc records in the dump; memdump-analyze reports them with their stacks)"
+                if found else "")]
+    if found:
+        with open(os.fsdecode(path), "rb") as f:
+            f.seek(before)
+            text = f.read(after - before).decode("ascii", "replace")
+        lines += ["  " + describe_record(line.split(" ")[1:])
+                  for line in text.splitlines() if line.startswith("hc ")]
+    return lines
