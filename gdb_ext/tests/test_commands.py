@@ -90,6 +90,41 @@ def test_the_catalogue_is_the_commands_own_help(gdb_path: str, gdb_ext_dir: Path
     assert proc.stdout == catalogue.read_text(), "run scripts/gen-command-catalogue.py"
 
 
+DEFERRED = '''
+from dbgkit.commands import base
+
+class Lazy(base.Command):
+    """lazy-one: a command made at its first use."""
+    NAME = "lazy-one"
+    SUMMARY = __doc__
+    PARSER = base.Parser(prog="lazy-one")
+
+    def run(self, args):
+        print("ran")
+
+    def complete(self, text, word):
+        return ["alpha", "beta"]
+
+def load():
+    print("loaded")
+    return Lazy
+
+base.install_deferred("lazy-one", gdb.COMMAND_DATA, "lazy-one: the catalogue's text", load)
+'''
+
+
+def test_a_deferred_command_loads_once_and_completes_as_its_own(
+        gdb_path: str, gdb_ext_dir: Path, tmp_path: Path) -> None:
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'memdump.py'}",
+                           _script(tmp_path, "import gdb\n" + DEFERRED), "help lazy-one",
+                           "complete lazy-o", "complete lazy-one a", "lazy-one", "lazy-one",
+                           "complete memd"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == [
+        "lazy-one: the catalogue's text", "lazy-one", "loaded", "lazy-one alpha",
+        "lazy-one beta", "ran", "ran", "memdump"]
+
+
 def test_dbgkit_py_after_memdump_py_loads_the_rest(gdb_path: str, gdb_ext_dir: Path) -> None:
     registry = ("python from dbgkit.commands import base; import gdb.printing; "
                 "print(' '.join(sorted(base._installed)), "

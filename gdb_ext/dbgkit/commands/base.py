@@ -258,6 +258,12 @@ class Deferred(gdb.Command):
     def invoke(self, arg: str, from_tty: bool) -> None:
         self.command().invoke(arg, from_tty)
 
+    def complete(self, text: str, word: str) -> object:
+        """The command's own completion of its arguments (its module imported), none if it
+        has no `complete`, as GDB does for a command without one."""
+        command = self.command()
+        return command.complete(text, word) if hasattr(command, "complete") else []
+
 
 def install_deferred(name: str, command_class: int, doc: str,
                      load: Callable[[], type[Command]]) -> None:
