@@ -9,7 +9,8 @@ one, cppcheck on a C file), it runs, one after the other and several times each:
   then `scripts/memdump-analyze DUMP`;
 - `heaptrack PROGRAM` then `heaptrack_print FILE` (the leak report among its views);
 
-and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py`, the analyser's).
+and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py` and
+`gdb_ext/dbgkit.py`, memdump's module imported at its first use, the analyser's).
 Each figure is the median of the runs: wall seconds and CPU seconds (user + system of every
 process of the run). It prints a markdown table that it also writes into docs/benchmarks.md
 between its markers. Python's compiled bytecode is cached (a warm-up run writes it), as in a
@@ -75,6 +76,11 @@ def parts(root: Path) -> dict[str, list[Step]]:
         "GDB's start-up (`gdb -batch -nx`)": [["gdb", "-nx", "-batch"]],
         "`gdb -batch -nx -ex 'source gdb_ext/memdump.py'`": [
             ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'memdump.py'}"]],
+        "`gdb -batch -nx -ex 'source gdb_ext/dbgkit.py'` (every command and printer)": [
+            ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'dbgkit.py'}"]],
+        "`gdb -batch -nx -ex 'source gdb_ext/memdump.py' -ex 'memdump -h'` (its module imported)": [
+            ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'memdump.py'}",
+             "-ex", "memdump -h"]],
         "`memdump-analyze --help`": [[str(root / "scripts" / "memdump-analyze"), "--help"]],
     }
 
