@@ -7,6 +7,7 @@ one, cppcheck on a C file), it runs, one after the other and several times each:
 - `scripts/memdump.sh --report PROGRAM`: records under GDB, then prints the leak report;
 - GDB's one-liner, `gdb -batch -ex 'source gdb_ext/memdump.py' -ex memdump -ex r PROGRAM`,
   then `scripts/memdump-analyze DUMP`;
+- the same with GDB's index cache on (the user's setting `set index-cache enabled on`, warm);
 - `heaptrack PROGRAM` then `heaptrack_print FILE` (the leak report among its views);
 
 and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py` and
@@ -64,6 +65,13 @@ def cases(root: Path, program: Sequence[str], work: Path) -> dict[str, list[Step
         "`gdb -batch ... memdump -ex r` + `memdump-analyze`": [
             ["gdb", "-nx", "-batch", "-ex", source, "-ex", f"memdump -o {dump}", "-ex", "r",
              "--args", *program],
+            [str(root / "scripts" / "memdump-analyze"), dump]],
+        # the same with the user's GDB setting `set index-cache enabled on` (a directory of the
+        # run's own; warm after measure's first run): the debug files' indexes read, not built
+        "the same, GDB's index cache on (warm)": [
+            ["gdb", "-nx", "-batch", "-iex", f"set index-cache directory {work / 'gdb-index'}",
+             "-iex", "set index-cache enabled on", "-ex", source, "-ex", f"memdump -o {dump}",
+             "-ex", "r", "--args", *program],
             [str(root / "scripts" / "memdump-analyze"), dump]],
         "`heaptrack` + `heaptrack_print`": [["heaptrack", "-o", heaptrack, *program],
                                             ["heaptrack_print", heaptrack + ".zst"]],
