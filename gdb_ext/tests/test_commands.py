@@ -66,7 +66,8 @@ def test_a_command_module_is_imported_at_its_first_use(gdb_path: str,
     assert len(lists) == 5, proc.stdout
     sourced, helped, used, all_sourced, other_used = (set(names) for names in lists)
     assert sourced == {"dbgkit.batchmode", "dbgkit.commands", "dbgkit.commands.base",
-                       "dbgkit.commands.catalogue", "dbgkit.settings"}
+                       "dbgkit.commands.catalogue", "dbgkit.core", "dbgkit.core.builtfiles",
+                       "dbgkit.settings"}
     assert helped == sourced
     assert "dbgkit.commands.memdump" in used and "dbgkit.memdump.session" in used
     commands = {f"dbgkit.commands.{name}" for name in ("contention", "ctxswitches", "deadlocks")}
@@ -88,6 +89,16 @@ def test_the_catalogue_is_the_commands_own_help(gdb_path: str, gdb_ext_dir: Path
                            "gdb.write(commands.catalogue_source())"])
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout == catalogue.read_text(), "run scripts/gen-command-catalogue.py"
+    # an installed tree's text, made from the checkout's and the lines that differ, is its own
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'dbgkit.py'}",
+                           "python from dbgkit import commands as c; "
+                           "docs = c._docs(c.INSTALLED_ANALYZE); "
+                           "print(sorted(n for n, (_, doc, patch) in c.COMMANDS.items() "
+                           "if patch is not None and c._patched(doc, *patch) == docs[n][1]), "
+                           "sorted(n for n, (_, doc, patch) in c.COMMANDS.items() "
+                           "if patch is None and doc == docs[n][1]))"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout == "['memdump'] ['contention', 'ctxswitches', 'deadlocks']\n"
 
 
 DEFERRED = '''
