@@ -1,7 +1,8 @@
 """Source this file in GDB to get every dbgkit command: `gdb -ex 'source gdb_ext/dbgkit.py' ...`.
 
-It only puts the toolkit's packages on sys.path and loads them; loading twice, or after
-gdb_ext/memdump.py, is harmless and changes no GDB setting.
+It only puts the toolkit's packages on sys.path and loads them, each command's module imported at
+the command's first use; loading twice, or after gdb_ext/memdump.py, is harmless and changes no
+GDB setting.
 """
 
 import os

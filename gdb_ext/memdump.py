@@ -1,8 +1,8 @@
 """Source this file in GDB to get the `memdump` command: `gdb -ex 'source gdb_ext/memdump.py' ...`.
 
 It only puts the toolkit's packages on sys.path and loads the settings and the memdump command,
-not the other commands nor the printers (gdb_ext/dbgkit.py loads them all); loading twice, or
-before or after gdb_ext/dbgkit.py, is harmless.
+not the other commands nor the printers (gdb_ext/dbgkit.py loads them all); the command's module
+is imported at its first use. Loading twice, or before or after gdb_ext/dbgkit.py, is harmless.
 """
 
 import os

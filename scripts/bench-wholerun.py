@@ -7,9 +7,11 @@ one, cppcheck on a C file), it runs, one after the other and several times each:
 - `scripts/memdump.sh --report PROGRAM`: records under GDB, then prints the leak report;
 - GDB's one-liner, `gdb -batch -ex 'source gdb_ext/memdump.py' -ex memdump -ex r PROGRAM`,
   then `scripts/memdump-analyze DUMP`;
+- the same with GDB's index cache on (the user's setting `set index-cache enabled on`, warm);
 - `heaptrack PROGRAM` then `heaptrack_print FILE` (the leak report among its views);
 
-and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py`, the analyser's).
+and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py` and
+`gdb_ext/dbgkit.py`, memdump's module imported at its first use, the analyser's).
 Each figure is the median of the runs: wall seconds and CPU seconds (user + system of every
 process of the run). It prints a markdown table that it also writes into docs/benchmarks.md
 between its markers. Python's compiled bytecode is cached (a warm-up run writes it), as in a
@@ -64,6 +66,13 @@ def cases(root: Path, program: Sequence[str], work: Path) -> dict[str, list[Step
             ["gdb", "-nx", "-batch", "-ex", source, "-ex", f"memdump -o {dump}", "-ex", "r",
              "--args", *program],
             [str(root / "scripts" / "memdump-analyze"), dump]],
+        # the same with the user's GDB setting `set index-cache enabled on` (a directory of the
+        # run's own; warm after measure's first run): the debug files' indexes read, not built
+        "the same, GDB's index cache on (warm)": [
+            ["gdb", "-nx", "-batch", "-iex", f"set index-cache directory {work / 'gdb-index'}",
+             "-iex", "set index-cache enabled on", "-ex", source, "-ex", f"memdump -o {dump}",
+             "-ex", "r", "--args", *program],
+            [str(root / "scripts" / "memdump-analyze"), dump]],
         "`heaptrack` + `heaptrack_print`": [["heaptrack", "-o", heaptrack, *program],
                                             ["heaptrack_print", heaptrack + ".zst"]],
     }
@@ -75,6 +84,11 @@ def parts(root: Path) -> dict[str, list[Step]]:
         "GDB's start-up (`gdb -batch -nx`)": [["gdb", "-nx", "-batch"]],
         "`gdb -batch -nx -ex 'source gdb_ext/memdump.py'`": [
             ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'memdump.py'}"]],
+        "`gdb -batch -nx -ex 'source gdb_ext/dbgkit.py'` (every command and printer)": [
+            ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'dbgkit.py'}"]],
+        "`gdb -batch -nx -ex 'source gdb_ext/memdump.py' -ex 'memdump -h'` (its module imported)": [
+            ["gdb", "-nx", "-batch", "-ex", f"source {root / 'gdb_ext' / 'memdump.py'}",
+             "-ex", "memdump -h"]],
         "`memdump-analyze --help`": [[str(root / "scripts" / "memdump-analyze"), "--help"]],
     }
 

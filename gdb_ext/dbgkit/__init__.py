@@ -9,7 +9,8 @@ _loaded = False
 def load(command: str | None = None) -> None:
     """Register the settings and every command and the printers with GDB once (later calls do
     nothing); with COMMAND, the settings and that one command alone (gdb_ext/memdump.py: the
-    other commands, the printers and the modules they import are not loaded)."""
+    other commands and the printers are not loaded). A command's module, and what it imports,
+    is imported at the command's first use, not here (commands/__init__.py)."""
     global _loaded
     if _loaded:
         return

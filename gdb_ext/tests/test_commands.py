@@ -38,17 +38,107 @@ def test_loading_twice_by_either_file_is_harmless(gdb_path: str, gdb_ext_dir: Pa
 
 
 
+INSTALLED = ("python from dbgkit.commands import base; "
+             "print(' '.join(sorted(base._installed)))")
+# The modules of the toolkit and the analyser imported so far, by GDB's Python.
+IMPORTED = ("python import sys; print(' '.join(sorted(m for m in sys.modules "
+            "if m.startswith(('dbgkit.', 'memdump_analyzer')))))")
+
+
 def test_dbgkit_py_loads_every_command(gdb_path: str, gdb_ext_dir: Path) -> None:
-    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'dbgkit.py'}",
-                           "python from dbgkit.commands import base; "
-                           "print(' '.join(sorted(base.REGISTRY)))"])
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'dbgkit.py'}", INSTALLED])
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert proc.stdout.split() == ["contention", "ctxswitches", "deadlocks", "memdump"]
 
 
+def test_a_command_module_is_imported_at_its_first_use(gdb_path: str,
+                                                       gdb_ext_dir: Path) -> None:
+    """Sourcing either file imports no command's module, `help` neither; the first use of a
+    command imports its own module and what it needs, nothing of the other commands'."""
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'memdump.py'}", IMPORTED, "help memdump",
+                           IMPORTED, "memdump status", IMPORTED,
+                           f"source {gdb_ext_dir / 'dbgkit.py'}", "help deadlocks", IMPORTED,
+                           "ctxswitches -h", IMPORTED])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == "memdump: nothing recorded yet (start with: memdump, then run)\n"
+    lists = [line.split() for line in proc.stdout.splitlines()
+             if line.startswith("dbgkit.batchmode")]
+    assert len(lists) == 5, proc.stdout
+    sourced, helped, used, all_sourced, other_used = (set(names) for names in lists)
+    assert sourced == {"dbgkit.batchmode", "dbgkit.commands", "dbgkit.commands.base",
+                       "dbgkit.commands.catalogue", "dbgkit.core", "dbgkit.core.builtfiles",
+                       "dbgkit.settings"}
+    assert helped == sourced
+    assert "dbgkit.commands.memdump" in used and "dbgkit.memdump.session" in used
+    commands = {f"dbgkit.commands.{name}" for name in ("contention", "ctxswitches", "deadlocks")}
+    for names in (used, all_sourced):
+        assert not names & commands
+        assert not {n for n in names if n.startswith(("dbgkit.locks", "dbgkit.core.locks."))
+                    and n != "dbgkit.core.locks.glibc"}  # the printers' lock layouts
+        assert "memdump_analyzer.cli" not in names
+    assert other_used - all_sourced >= {"dbgkit.commands.ctxswitches"}
+    assert not (other_used - all_sourced) & (commands - {"dbgkit.commands.ctxswitches"})
+
+
+def test_the_catalogue_is_the_commands_own_help(gdb_path: str, gdb_ext_dir: Path) -> None:
+    """catalogue.py, GDB's help before a module is imported, is what the modules make (else:
+    scripts/gen-command-catalogue.py), and each command's `help` is its class's text."""
+    catalogue = gdb_ext_dir / "dbgkit" / "commands" / "catalogue.py"
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'dbgkit.py'}",
+                           "python from dbgkit import commands; "
+                           "gdb.write(commands.catalogue_source())"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout == catalogue.read_text(), "run scripts/gen-command-catalogue.py"
+    # an installed tree's text, made from the checkout's and the lines that differ, is its own
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'dbgkit.py'}",
+                           "python from dbgkit import commands as c; "
+                           "docs = c._docs(c.INSTALLED_ANALYZE); "
+                           "print(sorted(n for n, (_, doc, patch) in c.COMMANDS.items() "
+                           "if patch is not None and c._patched(doc, *patch) == docs[n][1]), "
+                           "sorted(n for n, (_, doc, patch) in c.COMMANDS.items() "
+                           "if patch is None and doc == docs[n][1]))"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout == "['memdump'] ['contention', 'ctxswitches', 'deadlocks']\n"
+
+
+DEFERRED = '''
+from dbgkit.commands import base
+
+class Lazy(base.Command):
+    """lazy-one: a command made at its first use."""
+    NAME = "lazy-one"
+    SUMMARY = __doc__
+    PARSER = base.Parser(prog="lazy-one")
+
+    def run(self, args):
+        print("ran")
+
+    def complete(self, text, word):
+        return ["alpha", "beta"]
+
+def load():
+    print("loaded")
+    return Lazy
+
+base.install_deferred("lazy-one", gdb.COMMAND_DATA, "lazy-one: the catalogue's text", load)
+'''
+
+
+def test_a_deferred_command_loads_once_and_completes_as_its_own(
+        gdb_path: str, gdb_ext_dir: Path, tmp_path: Path) -> None:
+    proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'memdump.py'}",
+                           _script(tmp_path, "import gdb\n" + DEFERRED), "help lazy-one",
+                           "complete lazy-o", "complete lazy-one a", "lazy-one", "lazy-one",
+                           "complete memd"])
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.splitlines() == [
+        "lazy-one: the catalogue's text", "lazy-one", "loaded", "lazy-one alpha",
+        "lazy-one beta", "ran", "ran", "memdump"]
+
+
 def test_dbgkit_py_after_memdump_py_loads_the_rest(gdb_path: str, gdb_ext_dir: Path) -> None:
     registry = ("python from dbgkit.commands import base; import gdb.printing; "
-                "print(' '.join(sorted(base.REGISTRY)), "
+                "print(' '.join(sorted(base._installed)), "
                 "[p.name for p in gdb.pretty_printers if hasattr(p, 'name')])")
     proc = _gdb(gdb_path, [f"source {gdb_ext_dir / 'memdump.py'}", registry,
                            f"source {gdb_ext_dir / 'dbgkit.py'}", registry, "help contention"])
@@ -70,8 +160,10 @@ import gdb
 from dbgkit import commands
 from dbgkit.commands import base
 
-# Every command module registers one command named after the module.
+# Every command module registers one command named after the module (at its import).
 print("modules", " ".join(commands.command_modules()))
+for name in commands.command_modules():
+    commands.command_class(name)
 print("registered", " ".join(sorted(base.REGISTRY)))
 for name, cls in base.REGISTRY.items():
     assert cls.__module__ == f"dbgkit.commands.{name}", (name, cls.__module__)

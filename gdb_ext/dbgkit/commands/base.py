@@ -1,7 +1,9 @@
 """The framework of every dbgkit command: argparse built once, one registry, preconditions.
 
 A command is a `Command` subclass in its own module (named after it), decorated with `@register`.
-Its parser is built once, at import, so `help NAME` and `NAME -h` print the same text; user errors
+Its parser is built once, at import, so `help NAME` and `NAME -h` print the same text (wrapped to
+78 columns whatever the terminal: the help of a command not yet imported is that text, stored in
+catalogue.py); user errors
 raise gdb.GdbError (GDB prints the one line, no traceback); an unexpected error prints one line
 saying how to see its traceback. A command that must not fail quietly in batch mode (gdb -batch:
 `memdump` that cannot record) names the line said before GDB exits with status 1
@@ -24,8 +26,12 @@ from ..batchmode import batch_mode
 from ..settings import debug_enabled
 
 __all__ = ["REGISTRY", "Command", "Parser", "Precondition", "PreconditionFailed",
-           "RegistryError", "command_parser", "debug_enabled", "install", "needs_live_process",
+           "Deferred", "RegistryError", "command_parser", "debug_enabled", "install",
+           "install_deferred", "needs_live_process",
            "quit_batch", "register"]
+
+
+HELP_WIDTH = 78
 
 
 class ArgumentError(Exception):
@@ -54,6 +60,11 @@ class Parser(argparse.ArgumentParser):
         words = [w for w in argv if not w.startswith("-")]
         names = self.subcommands.choices if self.subcommands is not None else None
         return words[0] if words and names is not None and words[0] in names else None
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        # 78 columns whatever the terminal, as argparse without one: the catalogue's stored help
+        # (printed before the command's module is imported) is the same text.
+        return self.formatter_class(prog=self.prog, width=HELP_WIDTH)
 
     def error(self, message: str) -> None:  # type: ignore[override]
         raise ArgumentError(message)
@@ -125,8 +136,10 @@ class Command(gdb.Command):
             # gdb.Command takes `help NAME` from the class docstring when it is created.
             cls.__doc__ = cls.SUMMARY.strip() + "\n\n" + cls.PARSER.format_help()
 
-    def __init__(self) -> None:
-        super().__init__(self.NAME, self.COMMAND_CLASS)
+    def __init__(self, *, in_gdb: bool = True) -> None:
+        # Deferred (below) holds one created with IN_GDB false: the command GDB has is Deferred.
+        if in_gdb:
+            super().__init__(self.NAME, self.COMMAND_CLASS)
 
     def invoke(self, arg: str, from_tty: bool) -> None:
         argv = gdb.string_to_argv(arg)
@@ -187,7 +200,7 @@ class RegistryError(ValueError):
 
 # Every dbgkit command class by name, in registration order.
 REGISTRY: dict[str, type[Command]] = {}
-_installed: dict[str, Command] = {}
+_installed: dict[str, gdb.Command] = {}
 
 _C = TypeVar("_C", bound=type[Command])
 
@@ -210,11 +223,53 @@ def gdb_has_command(name: str) -> bool:
     return True
 
 
+def _refuse_taken(name: str) -> None:
+    if gdb_has_command(name):
+        raise RegistryError(f"dbgkit: command {name!r} would replace GDB's own")
+
+
 def install() -> None:
     """Create every registered command in GDB once; a name GDB already has is refused."""
     for name, cls in REGISTRY.items():
         if name in _installed:
             continue
-        if gdb_has_command(name):
-            raise RegistryError(f"dbgkit: command {name!r} would replace GDB's own")
+        _refuse_taken(name)
         _installed[name] = cls()
+
+
+class Deferred(gdb.Command):
+    """A command in GDB whose module is imported at its first use: `help NAME` prints DOC (the
+    catalogue's copy of the command's own help), the first call imports the module through LOAD
+    (which returns the command's class) and every call goes to one instance of that class."""
+
+    def __init__(self, name: str, command_class: int, doc: str,
+                 load: Callable[[], type[Command]]) -> None:
+        self.__doc__ = doc  # gdb.Command reads `help NAME` from it when it is created
+        self._load = load
+        self._command: Command | None = None
+        super().__init__(name, command_class)
+
+    def command(self) -> Command:
+        """The command's own instance (its module imported at the first call)."""
+        if self._command is None:
+            self._command = self._load()(in_gdb=False)
+        return self._command
+
+    def invoke(self, arg: str, from_tty: bool) -> None:
+        self.command().invoke(arg, from_tty)
+
+    def complete(self, text: str, word: str) -> object:
+        """The command's own completion of its arguments (its module imported), none if it
+        has no `complete`, as GDB does for a command without one."""
+        command = self.command()
+        return command.complete(text, word) if hasattr(command, "complete") else []
+
+
+def install_deferred(name: str, command_class: int, doc: str,
+                     load: Callable[[], type[Command]]) -> None:
+    """Create the command NAME in GDB once, its module imported at its first use (Deferred); a
+    name GDB already has is refused."""
+    if name in _installed:
+        return
+    _refuse_taken(name)
+    _installed[name] = Deferred(name, command_class, doc, load)
