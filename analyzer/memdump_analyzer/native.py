@@ -108,6 +108,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_nodes": (None, [_P, _P]),
     "mdc_finish": (None, [_P]),
     "mdc_errors": (_P, [_P]),
+    "mdc_alloc_rows": (_U, [_P, _P]),
 }
 
 
@@ -379,6 +380,9 @@ class _Native:
         calls["released"] = r.calls["free"] - k.free_null - k.free_runtime - k.free_errors \
             - k.free_untracked
         r.peak_seq = k.peak_seq or None
+        at = ctypes.c_void_p()
+        n = lib.mdc_alloc_rows(ctx, ctypes.byref(at))
+        r.node_allocs = array("q", _array(ctypes.c_int64, "q", 3 * n, at.value or 0))
         r.peak_node = abs(k.peak_node) if k.peak_seq else None
         # the blocks still live were written as the library reads pointers: as hex numbers
         return rp._finish(self.seq, check_live=False)

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import native
 from .customblocks import CustomBlocks
@@ -115,6 +116,9 @@ class Replay:
     superblock_bytes: int = 0
     #: blocks released by `delete` and `delete[]` (2.1), of `frees`
     delete_frees: int = 0
+    #: the library's replay alone: the allocations by stack node, (node, blocks, bytes) after
+    #: one another, in the order of each node's first (the exports' pass's own figures)
+    node_allocs: Any = None
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:

@@ -75,6 +75,13 @@ struct mdc {
                           direct output (compact.h), and offsets are in that */
     uint64_t read;     /* with `feed`: the compact dump's bytes read */
     uint64_t ahead;    /* with `feed`: the packed events before this offset are prefetched */
+    /* the replay's allocations by stack node (mdc_alloc_rows), the exports' figures without a
+     * second pass: each node's row index + 1, and the rows (node, blocks, bytes) in the order of
+     * each node's first allocation, as figures.c's stacks are made */
+    int32_t *alloc_of;
+    uint64_t cap_alloc_of;
+    int64_t *alloc_rows;
+    uint64_t n_alloc_rows, cap_alloc_rows;
 };
 
 /* bytes.split()'s whitespace */

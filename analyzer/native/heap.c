@@ -1,5 +1,7 @@
 /* @brief libmemdump_core: what each heap event does to the live and freed blocks, the counts,
  * the peak and the errors (replay.py's `_Replayer`, docs/dump-format.md "Heap operations"). */
+#include <stdlib.h>
+
 #include "core.h"
 
 static void error(struct mdc *c, int kind, const struct event *ev, uint64_t ptr,
@@ -85,9 +87,45 @@ static int bad_pointer(struct mdc *c, int kind, const struct event *ev, uint64_t
     return RC_OK;
 }
 
+/* an allocation of `size` bytes at node `id` counted in its row (made at its first); 0 when out
+ * of memory */
+static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
+{
+    if (id >= c->cap_alloc_of) {
+        uint64_t cap = c->cap_alloc_of ? c->cap_alloc_of : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int32_t *of = realloc(c->alloc_of, cap * sizeof *of);
+        if (of == NULL)
+            return 0;
+        memset(of + c->cap_alloc_of, 0, (cap - c->cap_alloc_of) * sizeof *of);
+        c->alloc_of = of;
+        c->cap_alloc_of = cap;
+    }
+    if (c->alloc_of[id] == 0) {
+        if (c->n_alloc_rows == c->cap_alloc_rows) {
+            uint64_t cap = c->cap_alloc_rows ? 2 * c->cap_alloc_rows : 1024;
+            int64_t *rows = cap < INT32_MAX ? realloc(c->alloc_rows, 3 * cap * sizeof *rows) : NULL;
+            if (rows == NULL)
+                return 0;
+            c->alloc_rows = rows;
+            c->cap_alloc_rows = cap;
+        }
+        int64_t *row = &c->alloc_rows[3 * c->n_alloc_rows];
+        row[0] = (int64_t)id;
+        row[1] = row[2] = 0;
+        c->alloc_of[id] = (int32_t)++c->n_alloc_rows;
+    }
+    int64_t *row = &c->alloc_rows[3 * (c->alloc_of[id] - 1)];
+    row[1]++;
+    row[2] += (int64_t)size;
+    return 1;
+}
+
 static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int family)
 {
-    if (size >= MAX_SIZE || c->k.allocated_bytes >= (1ll << 62))
+    if (size >= MAX_SIZE || c->k.allocated_bytes >= (1ll << 62)
+        || !count_alloc(c, abs_id(nid), size))
         return 0;
     int made;
     struct block *b = btab_put(&c->live, p, &made);

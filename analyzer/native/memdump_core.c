@@ -363,6 +363,8 @@ EXPORT void mdc_close(struct mdc *c)
     mdc_finish(c);
     idtab_free(&c->nodes);
     free(c->node_order);
+    free(c->alloc_of);
+    free(c->alloc_rows);
     free(c);
 }
 
@@ -492,6 +494,14 @@ EXPORT uint64_t mdc_nul_runs(const struct mdc *c, const uint64_t **out)
 {
     *out = c->runs;
     return c->n_runs;
+}
+
+/* the replay's allocations by stack node: *out their rows (node, blocks, bytes), in the order
+ * of each node's first allocation; how many (valid until the context is closed) */
+EXPORT uint64_t mdc_alloc_rows(const struct mdc *c, const int64_t **out)
+{
+    *out = c->alloc_rows;
+    return c->n_alloc_rows;
 }
 
 EXPORT const struct mdc_error *mdc_errors(const struct mdc *c)
