@@ -1,0 +1,131 @@
+"""pprof and collapsed read the dump once: the library's replay counts the allocations by stack
+node (heap.c's `count_alloc`, `Replay.node_allocs`) as the exports' pass counts them (figures.c's
+stacks in C, heappass.py's loop in Python: the same nodes, blocks and bytes, in the same order),
+and the exports made from the analysis alone (`profile.from_replay`) are byte for byte those of
+the second pass, on generated dumps (text and compact) with every heap operation, exec, marked
+runtime frees, attached recordings, tags and a cut last line."""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from gendump import Dump, check_generated
+from memdump_analyzer import analyze, cli, heappass, native
+from memdump_analyzer.compactfile import compact_file
+from memdump_analyzer.dumpfile import DumpError
+from memdump_analyzer.exports import export, from_replay
+from memdump_analyzer.exports import profile as profile_mod
+
+#: the exports made from the replay: (format, metric), and collapsed minus a base
+_ONE_READ = [("pprof", "leaked-bytes"), ("collapsed", "leaked-bytes"),
+             ("collapsed", "leaked-blocks"), ("collapsed", "alloc-bytes"),
+             ("collapsed", "alloc-count")]
+
+
+@pytest.fixture(autouse=True)
+def _library_built() -> None:
+    assert native.library() is not None, f"{native.library_path()} missing: run `make build`"
+
+
+def _pass_allocs(path: Path) -> list[tuple[int, int, int]]:
+    """The exports' pass's allocations by node, in its order (the reference)."""
+    got: list[tuple[int, int, int]] = []
+    real = profile_mod.StackProfileOutput._make
+
+    def spy(self: Any) -> None:  # noqa: ANN401
+        got.extend((node, n, nbytes) for node, (n, nbytes) in self.allocs.items())
+        real(self)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(profile_mod.StackProfileOutput, "_make", spy)
+    try:
+        profile_mod.collect(analyze(str(path), symbolize=False), symbolize=False)
+    finally:
+        mp.undo()
+    return got
+
+
+def _outputs(path: Path, base: Path, allocations: bool) -> list[bytes]:
+    analysis = analyze(str(path), symbolize=False, allocations=allocations)
+    old = analyze(str(base), symbolize=False, allocations=allocations)
+    outs = [export(name, analysis, metric=metric, symbolize=False) for name, metric in _ONE_READ]
+    outs.append(export("collapsed", analysis, old, metric="alloc-bytes", symbolize=False))
+    return outs
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_replay_counts_the_allocations_as_the_exports_pass(
+        seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = tmp_path / "base.memdump"
+    base.write_bytes(Dump(random.Random(seed + 500)).build(60))
+
+    def both(path: Path) -> Any:  # noqa: ANN401
+        try:
+            monkeypatch.setenv("MEMDUMP_NATIVE", "1")
+            rows = analyze(str(path), symbolize=False, allocations=True).node_allocs
+            assert rows is not None
+            _, flat = rows
+            it = iter(flat)
+            replayed = list(zip(it, it, it, strict=True))
+            in_c = _pass_allocs(path)
+            passes: list[int] = []
+            monkeypatch.setattr(heappass, "run", _counting(heappass.run, passes))
+            one = _outputs(path, base, True)
+            assert passes == []  # the dump read once, by the analysis
+            two = _outputs(path, base, False)
+            monkeypatch.undo()
+            monkeypatch.setenv("MEMDUMP_NATIVE", "0")
+            in_python = _pass_allocs(path)
+            assert analyze(str(path), allocations=True).node_allocs is None
+        except DumpError as e:
+            return str(e)
+        finally:
+            monkeypatch.undo()
+        assert replayed == in_c
+        assert sorted(replayed) == sorted(in_python)
+        assert one == two
+        assert len(passes) == len(_ONE_READ) + 2  # without: the pass, the base's too
+        return one
+
+    check_generated(seed, tmp_path / "gen.memdump", both)
+    compact = tmp_path / "gen.mdz"
+    text = tmp_path / "gen.memdump"
+    text.write_bytes(Dump(random.Random(seed)).build(400))
+    compact_file(str(text), str(compact))
+    assert both(compact)[1:] == both(text)[1:]  # pprof names its dump's path
+
+
+def _counting(real: Any, calls: list[int]) -> Any:  # noqa: ANN401
+    def run(*args: Any) -> Any:  # noqa: ANN401
+        calls.append(1)
+        return real(*args)
+    return run
+
+
+def test_which_exports_are_made_from_the_replay() -> None:
+    assert from_replay("pprof", None, False)
+    assert not from_replay("pprof", None, True)  # the peak's difference too
+    assert from_replay("collapsed", None, False) and from_replay("collapsed", "alloc-count", True)
+    assert not from_replay("collapsed", "peak-bytes", False)
+    assert not from_replay("massif", None, False) and not from_replay("html", None, False)
+
+
+@pytest.mark.parametrize(("options", "passes"), [
+    (["--format", "pprof"], 0), (["--format", "collapsed"], 0),
+    (["--format", "collapsed", "--metric", "alloc-count"], 0),
+    (["--format", "collapsed", "--metric", "peak-bytes"], 1), (["--format", "massif"], 1),
+    (["--format", "pprof", "--base", "BASE"], 2)])
+def test_the_command_reads_the_dump_once(options: list[str], passes: int, tmp_path: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`memdump-analyze DUMP --format pprof` reads DUMP in the analysis alone (and in the
+    exports' pass again before); peak-bytes, massif and pprof's --base still take the pass."""
+    path = tmp_path / "gen.memdump"
+    path.write_bytes(Dump(random.Random(7)).build(400))
+    options = [str(path) if o == "BASE" else o for o in options]
+    calls: list[int] = []
+    monkeypatch.setattr(heappass, "run", _counting(heappass.run, calls))
+    assert cli.main([str(path), *options, "--no-symbolize", "-o", str(tmp_path / "out")]) == 0
+    assert len(calls) == passes
