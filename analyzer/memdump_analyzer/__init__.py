@@ -161,7 +161,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
                 symbols = symbolize_frames(reader, _printed_nodes(result))
             analysis = build_analysis(reader, result, addresses)
             if allocations and result.node_allocs is not None:
-                analysis.node_allocs = (reader, result.node_allocs)
+                analysis.node_allocs = (reader, result.node_allocs, result.node_peak)
             analysis.locks = lock_rows(reader, trim_lock_stack)
             analysis.access_errors = access_rows(reader, lambda: rescan_events(path))
             if analysis.locks:

@@ -370,8 +370,7 @@ def _run(args: argparse.Namespace) -> int:
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
-    replayed = args.format in _EXPORTS and from_replay(args.format, args.metric,
-                                                      args.base is not None)
+    replayed = args.format in _EXPORTS and from_replay(args.format)
     analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize,
                      replayed)
     if args.suppressions and analysis.suppressed_groups is None:

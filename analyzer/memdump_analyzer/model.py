@@ -168,10 +168,10 @@ class Analysis:
     access_errors: list[AccessRow] = field(default_factory=list)
     #: the process images, the program's then each one it executed (images.py)
     images: list[Image] = field(default_factory=list)
-    #: `analyze(allocations=True)` replayed in the library: its reader (the stacks) and the
-    #: allocations by stack node (`Replay.node_allocs`), which the exports read instead of the
-    #: dump; None otherwise
-    node_allocs: tuple[Any, Any] | None = None
+    #: `analyze(allocations=True)` replayed in the library: its reader (the stacks), the
+    #: allocations by stack node (`Replay.node_allocs`) and the peak's blocks by node
+    #: (`Replay.node_peak`, or None), which the exports read instead of the dump; None otherwise
+    node_allocs: tuple[Any, Any, Any] | None = None
 
     @property
     def cut_by(self) -> str:

@@ -109,6 +109,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_finish": (None, [_P]),
     "mdc_errors": (_P, [_P]),
     "mdc_alloc_rows": (_U, [_P, _P]),
+    "mdc_peak_rows": (ctypes.c_int, [_P, _P, _P]),
 }
 
 
@@ -367,6 +368,7 @@ class _Native:
         r.errors = [self._heap_error(e) for e in errors]
         rp.live = r.live = self._blocks(0, k.n_live)
         rp.custom = self._blocks(1, k.n_custom)
+        self._allocations(r)
         self._finish_reader(k.tid)
         r.calls = dict(zip(_OPS, k.calls, strict=True))
         r.events = sum(k.calls)
@@ -380,12 +382,20 @@ class _Native:
         calls["released"] = r.calls["free"] - k.free_null - k.free_runtime - k.free_errors \
             - k.free_untracked
         r.peak_seq = k.peak_seq or None
-        at = ctypes.c_void_p()
-        n = lib.mdc_alloc_rows(ctx, ctypes.byref(at))
-        r.node_allocs = array("q", _array(ctypes.c_int64, "q", 3 * n, at.value or 0))
         r.peak_node = abs(k.peak_node) if k.peak_seq else None
         # the blocks still live were written as the library reads pointers: as hex numbers
         return rp._finish(self.seq, check_live=False)
+
+    def _allocations(self, r: Any) -> None:  # noqa: ANN401 - replay.Replay
+        """The allocations by node and the blocks live at the peak by node, before the live
+        blocks are freed."""
+        lib, ctx = self.lib, self.ctx
+        at = ctypes.c_void_p()
+        n = lib.mdc_alloc_rows(ctx, ctypes.byref(at))
+        r.node_allocs = array("q", _array(ctypes.c_int64, "q", 3 * n, at.value or 0))
+        blocks, nbytes = array("q", bytes(8 * max(1, n))), array("q", bytes(8 * max(1, n)))
+        if lib.mdc_peak_rows(ctx, blocks.buffer_info()[0], nbytes.buffer_info()[0]):
+            r.node_peak = (blocks[:n], nbytes[:n])
 
     def _finish_reader(self, tid: int) -> None:
         """The library's run is over (its results read): the reader left as the Python

@@ -120,6 +120,9 @@ class Replay:
     #: one another, in the order of each node's first (the exports' pass's own figures); not
     #: compared: the Python replay leaves it None
     node_allocs: Any = field(default=None, compare=False)
+    #: and the blocks and bytes live at the peak of each of these nodes (two arrays in their
+    #: order), None when the library did not keep the changes after the peak
+    node_peak: Any = field(default=None, compare=False)
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:

@@ -82,6 +82,12 @@ struct mdc {
     uint64_t cap_alloc_of;
     int64_t *alloc_rows;
     uint64_t n_alloc_rows, cap_alloc_rows;
+    /* the live blocks' changes since the peak, (node << 1 | released, bytes) each, undone from
+     * the end's live blocks for the peak's by node (mdc_peak_rows); `peak_log_over`: more than
+     * PEAK_LOG of them (or no memory), until the next peak */
+    int64_t *peak_log;
+    uint64_t n_peak_log, cap_peak_log;
+    int peak_log_over;
 };
 
 /* bytes.split()'s whitespace */
@@ -127,6 +133,8 @@ int quick_thread(const char *p, int64_t *tid, const char **next);
 /* heap.c: event `ev` replayed; the size of the block it asks for (0: it overflows) */
 int do_event(struct mdc *c, const struct event *ev);
 int event_size(const struct event *ev, uint64_t *size);
+/* heap.c: an exec drops every live block (noted for the peak's blocks by node) */
+void peak_note_exec(struct mdc *c);
 
 /* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); a line begins (0: out of
  * memory); its memory freed */

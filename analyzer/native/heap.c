@@ -122,6 +122,39 @@ static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
     return 1;
 }
 
+/* at most this many changes of the live blocks after the peak are kept (16 bytes each) */
+#ifndef PEAK_LOG
+#define PEAK_LOG (1u << 22)
+#endif
+
+/* a block of `size` bytes of node `nid` made live or `released` after the peak, noted */
+static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
+{
+    if (c->peak_log_over)
+        return;
+    if (c->n_peak_log == c->cap_peak_log) {
+        uint64_t cap = c->cap_peak_log ? 2 * c->cap_peak_log : 1024;
+        int64_t *log = cap <= PEAK_LOG ? realloc(c->peak_log, 2 * cap * sizeof *log) : NULL;
+        if (log == NULL) {
+            c->peak_log_over = 1;
+            return;
+        }
+        c->peak_log = log;
+        c->cap_peak_log = cap;
+    }
+    c->peak_log[2 * c->n_peak_log] = (int64_t)(abs_id(nid) << 1 | (uint64_t)released);
+    c->peak_log[2 * c->n_peak_log++ + 1] = (int64_t)size;
+}
+
+void peak_note_exec(struct mdc *c)
+{
+    for (uint64_t i = 0; i < c->live.cap && !c->peak_log_over; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr != 0 && b->live)
+            peak_note(c, b->node, b->size, 1);
+    }
+}
+
 static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int family)
 {
     if (size >= MAX_SIZE || c->k.allocated_bytes >= (1ll << 62)
@@ -138,7 +171,9 @@ static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int 
     } else {
         c->k.live_bytes -= (int64_t)b->size;
         c->k.reused_live++;
+        peak_note(c, b->node, b->size, 1);
     }
+    peak_note(c, nid, size, 0);
     b->size = size;
     b->node = (int32_t)nid;
     b->family = (uint8_t)family;
@@ -150,6 +185,8 @@ static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int 
         c->k.peak_blocks = (int64_t)c->live_n;
         c->k.peak_seq = c->io.seq;
         c->k.peak_node = nid;
+        c->n_peak_log = 0;
+        c->peak_log_over = 0;
     }
     return 1;
 }
@@ -159,6 +196,7 @@ static void release(struct mdc *c, struct block *b, const struct event *ev)
 {
     c->k.frees++;
     c->k.live_bytes -= (int64_t)b->size;
+    peak_note(c, b->node, b->size, 1);
     b->live = 0;
     b->node = (int32_t)ev->nid;
     b->order = (uint64_t)c->io.seq; /* for a double free's "freed at" */

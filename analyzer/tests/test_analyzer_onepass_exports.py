@@ -1,8 +1,9 @@
 """pprof and collapsed read the dump once: the library's replay counts the allocations by stack
 node (heap.c's `count_alloc`, `Replay.node_allocs`) as the exports' pass counts them (figures.c's
 stacks in C, heappass.py's loop in Python: the same nodes, blocks and bytes, in the same order),
-and the exports made from the analysis alone (`profile.from_replay`) are byte for byte those of
-the second pass, on generated dumps (text and compact) with every heap operation, exec, marked
+and the blocks live at the peak by node (the end's, the changes since the peak undone:
+`mdc_peak_rows`) as the pass's moment at the peak; the exports made from the analysis alone
+(`profile.from_replay`) are byte for byte those of the second pass, on generated dumps (text and compact) with every heap operation, exec, marked
 runtime frees, attached recordings, tags and a cut last line."""
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from memdump_analyzer.exports import profile as profile_mod
 #: the exports made from the replay: (format, metric), and collapsed minus a base
 _ONE_READ = [("pprof", "leaked-bytes"), ("collapsed", "leaked-bytes"),
              ("collapsed", "leaked-blocks"), ("collapsed", "alloc-bytes"),
-             ("collapsed", "alloc-count")]
+             ("collapsed", "alloc-count"), ("collapsed", "peak-bytes")]
 
 
 @pytest.fixture(autouse=True)
@@ -30,13 +31,16 @@ def _library_built() -> None:
     assert native.library() is not None, f"{native.library_path()} missing: run `make build`"
 
 
-def _pass_allocs(path: Path) -> list[tuple[int, int, int]]:
-    """The exports' pass's allocations by node, in its order (the reference)."""
+def _pass_allocs(path: Path) -> tuple[list[tuple[int, int, int]], dict[int, list[int]]]:
+    """The exports' pass's allocations by node, in its order, and its blocks at the peak by node
+    (the reference)."""
     got: list[tuple[int, int, int]] = []
+    at_peak: dict[int, list[int]] = {}
     real = profile_mod.StackProfileOutput._make
 
     def spy(self: Any) -> None:  # noqa: ANN401
         got.extend((node, n, nbytes) for node, (n, nbytes) in self.allocs.items())
+        at_peak.update(self.at_peak)
         real(self)
 
     mp = pytest.MonkeyPatch()
@@ -45,7 +49,7 @@ def _pass_allocs(path: Path) -> list[tuple[int, int, int]]:
         profile_mod.collect(analyze(str(path), symbolize=False), symbolize=False)
     finally:
         mp.undo()
-    return got
+    return got, at_peak
 
 
 def _outputs(path: Path, base: Path, allocations: bool) -> list[bytes]:
@@ -53,6 +57,8 @@ def _outputs(path: Path, base: Path, allocations: bool) -> list[bytes]:
     old = analyze(str(base), symbolize=False, allocations=allocations)
     outs = [export(name, analysis, metric=metric, symbolize=False) for name, metric in _ONE_READ]
     outs.append(export("collapsed", analysis, old, metric="alloc-bytes", symbolize=False))
+    outs.append(export("collapsed", analysis, old, metric="peak-bytes", symbolize=False))
+    outs.append(export("pprof", analysis, old, symbolize=False))
     return outs
 
 
@@ -67,10 +73,12 @@ def test_replay_counts_the_allocations_as_the_exports_pass(
             monkeypatch.setenv("MEMDUMP_NATIVE", "1")
             rows = analyze(str(path), symbolize=False, allocations=True).node_allocs
             assert rows is not None
-            _, flat = rows
+            _, flat, peak = rows
             it = iter(flat)
             replayed = list(zip(it, it, it, strict=True))
-            in_c = _pass_allocs(path)
+            replayed_peak = {node: [blocks, nbytes] for (node, _, _), blocks, nbytes
+                             in zip(replayed, *peak, strict=True) if blocks}
+            in_c, in_c_peak = _pass_allocs(path)
             passes: list[int] = []
             monkeypatch.setattr(heappass, "run", _counting(heappass.run, passes))
             one = _outputs(path, base, True)
@@ -78,7 +86,7 @@ def test_replay_counts_the_allocations_as_the_exports_pass(
             two = _outputs(path, base, False)
             monkeypatch.undo()
             monkeypatch.setenv("MEMDUMP_NATIVE", "0")
-            in_python = _pass_allocs(path)
+            in_python, in_python_peak = _pass_allocs(path)
             assert analyze(str(path), allocations=True).node_allocs is None
         except DumpError as e:
             return str(e)
@@ -86,8 +94,9 @@ def test_replay_counts_the_allocations_as_the_exports_pass(
             monkeypatch.undo()
         assert replayed == in_c
         assert sorted(replayed) == sorted(in_python)
+        assert replayed_peak == in_c_peak == in_python_peak
         assert one == two
-        assert len(passes) == len(_ONE_READ) + 2  # without: the pass, the base's too
+        assert len(passes) == len(_ONE_READ) + 6  # without: the pass, the bases' too
         return one
 
     check_generated(seed, tmp_path / "gen.memdump", both)
@@ -95,7 +104,7 @@ def test_replay_counts_the_allocations_as_the_exports_pass(
     text = tmp_path / "gen.memdump"
     text.write_bytes(Dump(random.Random(seed)).build(400))
     compact_file(str(text), str(compact))
-    assert both(compact)[1:] == both(text)[1:]  # pprof names its dump's path
+    assert both(compact)[1:-1] == both(text)[1:-1]  # pprof (first, last) names its dump
 
 
 def _counting(real: Any, calls: list[int]) -> Any:  # noqa: ANN401
@@ -106,22 +115,19 @@ def _counting(real: Any, calls: list[int]) -> Any:  # noqa: ANN401
 
 
 def test_which_exports_are_made_from_the_replay() -> None:
-    assert from_replay("pprof", None, False)
-    assert not from_replay("pprof", None, True)  # the peak's difference too
-    assert from_replay("collapsed", None, False) and from_replay("collapsed", "alloc-count", True)
-    assert not from_replay("collapsed", "peak-bytes", False)
-    assert not from_replay("massif", None, False) and not from_replay("html", None, False)
+    assert from_replay("pprof") and from_replay("collapsed")
+    assert not from_replay("massif") and not from_replay("html")  # snapshots over time
 
 
 @pytest.mark.parametrize(("options", "passes"), [
     (["--format", "pprof"], 0), (["--format", "collapsed"], 0),
     (["--format", "collapsed", "--metric", "alloc-count"], 0),
-    (["--format", "collapsed", "--metric", "peak-bytes"], 1), (["--format", "massif"], 1),
-    (["--format", "pprof", "--base", "BASE"], 2)])
+    (["--format", "collapsed", "--metric", "peak-bytes"], 0), (["--format", "massif"], 1),
+    (["--format", "pprof", "--base", "BASE"], 0), (["--format", "html"], 1)])
 def test_the_command_reads_the_dump_once(options: list[str], passes: int, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """`memdump-analyze DUMP --format pprof` reads DUMP in the analysis alone (and in the
-    exports' pass again before); peak-bytes, massif and pprof's --base still take the pass."""
+    exports' pass again before); massif and the HTML page still take the pass."""
     path = tmp_path / "gen.memdump"
     path.write_bytes(Dump(random.Random(7)).build(400))
     options = [str(path) if o == "BASE" else o for o in options]

@@ -116,14 +116,16 @@ def collect(analysis: Analysis, *, symbolize: bool = True, snapshots: int = SNAP
             gc.enable()
 
 
-def from_replay(analysis: Analysis, *, symbolize: bool = True) -> HeapProfile | None:
+def from_replay(analysis: Analysis, *, symbolize: bool = True,
+                peak: bool = False) -> HeapProfile | None:
     """The figures by stack of `analysis`'s dump without reading it again: the allocations by
-    stack node the library's replay counted (`analyze(allocations=True)`) and the leaks, no
-    snapshots and no blocks at the peak (all that pprof and collapsed's metrics but
-    peak-bytes write). None when the analysis has no such allocations (the Python replay)."""
-    if analysis.node_allocs is None:
+    stack node the library's replay counted (`analyze(allocations=True)`), the leaks and, with
+    `peak`, the blocks live at the peak; no snapshots (all that pprof and collapsed write).
+    None when the analysis has no such figures (the Python replay; the peak's when more
+    changes followed it than the library keeps)."""
+    if analysis.node_allocs is None or (peak and analysis.node_allocs[2] is None):
         return None
-    reader, rows = analysis.node_allocs
+    reader, rows, at_peak = analysis.node_allocs
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -133,6 +135,9 @@ def from_replay(analysis: Analysis, *, symbolize: bool = True) -> HeapProfile | 
         it = iter(rows)
         out.allocs = {node: [blocks, nbytes]
                       for node, blocks, nbytes in zip(it, it, it, strict=True)}
+        if peak:
+            out.at_peak = {node: [blocks, nbytes] for node, blocks, nbytes
+                           in zip(out.allocs, *at_peak, strict=True) if blocks}
         out._make()
         return out.profile
     finally:
