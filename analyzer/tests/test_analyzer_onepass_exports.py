@@ -3,8 +3,9 @@ node (heap.c's `count_alloc`, `Replay.node_allocs`) as the exports' pass counts 
 stacks in C, heappass.py's loop in Python: the same nodes, blocks and bytes, in the same order),
 and the blocks live at the peak by node (the end's, the changes since the peak undone:
 `mdc_peak_rows`) as the pass's moment at the peak; the exports made from the analysis alone
-(`profile.from_replay`) are byte for byte those of the second pass, on generated dumps (text and compact) with every heap operation, exec, marked
-runtime frees, attached recordings, tags and a cut last line."""
+(`profile.from_replay`) are byte for byte those of the second pass, on generated dumps (text
+and compact) with every heap operation, exec, marked runtime frees, attached recordings, tags and
+a cut last line."""
 
 from __future__ import annotations
 
