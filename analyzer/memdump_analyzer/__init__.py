@@ -153,7 +153,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
         with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
             if progress is not None and progress.enabled:
                 progress.total = reader.on_read(progress.on_read)
-            result = replay(reader)
+            result = replay(reader, allocations=allocations)
             if scan is not None:
                 scan.apply(reader, result.last_seq)
             symbols = None

@@ -110,6 +110,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_errors": (_P, [_P]),
     "mdc_alloc_rows": (_U, [_P, _P]),
     "mdc_peak_rows": (ctypes.c_int, [_P, _P, _P]),
+    "mdc_keep_allocations": (None, [_P]),
 }
 
 
@@ -327,6 +328,8 @@ class _Native:
 
     def _start(self) -> None:
         """The context is open, before the first line."""
+        if getattr(self.rp, "allocations", False):
+            self.lib.mdc_keep_allocations(self.ctx)
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         """A line the library left to Python (`DumpReader.other`'s), after event `seq`: the SEQ
@@ -390,6 +393,8 @@ class _Native:
         """The allocations by node and the blocks live at the peak by node, before the live
         blocks are freed."""
         lib, ctx = self.lib, self.ctx
+        if not getattr(self.rp, "allocations", False):
+            return
         at = ctypes.c_void_p()
         n = lib.mdc_alloc_rows(ctx, ctypes.byref(at))
         r.node_allocs = array("q", _array(ctypes.c_int64, "q", 3 * n, at.value or 0))

@@ -78,6 +78,7 @@ struct mdc {
     /* the replay's allocations by stack node (mdc_alloc_rows), the exports' figures without a
      * second pass: each node's row index + 1, and the rows (node, blocks, bytes) in the order of
      * each node's first allocation, as figures.c's stacks are made */
+    int keep_allocs; /* set by mdc_keep_allocations: these rows and the peak's log are kept */
     int32_t *alloc_of;
     uint64_t cap_alloc_of;
     int64_t *alloc_rows;

@@ -130,7 +130,7 @@ static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
 /* a block of `size` bytes of node `nid` made live or `released` after the peak, noted */
 static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
 {
-    if (c->peak_log_over)
+    if (c->peak_log_over || !c->keep_allocs)
         return;
     if (c->n_peak_log == c->cap_peak_log) {
         uint64_t cap = c->cap_peak_log ? 2 * c->cap_peak_log : 1024;
@@ -158,7 +158,7 @@ void peak_note_exec(struct mdc *c)
 static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int family)
 {
     if (size >= MAX_SIZE || c->k.allocated_bytes >= (1ll << 62)
-        || !count_alloc(c, abs_id(nid), size))
+        || (c->keep_allocs && !count_alloc(c, abs_id(nid), size)))
         return 0;
     int made;
     struct block *b = btab_put(&c->live, p, &made);

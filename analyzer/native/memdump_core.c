@@ -502,6 +502,13 @@ EXPORT uint64_t mdc_nul_runs(const struct mdc *c, const uint64_t **out)
     return c->n_runs;
 }
 
+/* the replay counts the allocations by stack node and logs the changes after the peak (for
+ * mdc_alloc_rows and mdc_peak_rows), before its first line */
+EXPORT void mdc_keep_allocations(struct mdc *c)
+{
+    c->keep_allocs = 1;
+}
+
 /* the replay's allocations by stack node: *out their rows (node, blocks, bytes), in the order
  * of each node's first allocation; how many (valid until mdc_finish) */
 EXPORT uint64_t mdc_alloc_rows(const struct mdc *c, const int64_t **out)
@@ -515,7 +522,7 @@ EXPORT uint64_t mdc_alloc_rows(const struct mdc *c, const int64_t **out)
  * undone); 0 when not known (no peak, more changes after it than were kept) */
 EXPORT int mdc_peak_rows(const struct mdc *c, int64_t *blocks, int64_t *bytes)
 {
-    if (c->k.peak_seq == 0 || c->peak_log_over || c->live.slots == NULL)
+    if (!c->keep_allocs || c->k.peak_seq == 0 || c->peak_log_over || c->live.slots == NULL)
         return 0;
     memset(blocks, 0, c->n_alloc_rows * sizeof *blocks);
     memset(bytes, 0, c->n_alloc_rows * sizeof *bytes);

@@ -74,6 +74,7 @@ def test_replay_counts_the_allocations_as_the_exports_pass(
             monkeypatch.setenv("MEMDUMP_NATIVE", "1")
             rows = analyze(str(path), symbolize=False, allocations=True).node_allocs
             assert rows is not None
+            assert analyze(str(path), symbolize=False).node_allocs is None  # not asked: not kept
             _, flat, peak = rows
             it = iter(flat)
             replayed = list(zip(it, it, it, strict=True))
