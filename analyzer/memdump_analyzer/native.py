@@ -45,6 +45,9 @@ _KINDS = ("invalid-free", "double-free", "invalid-realloc", "mismatched-free")
 _FAMILIES = ("malloc", "new", "new[]")
 _OPS = tuple(OPERATIONS)
 
+#: the most changes of the live blocks after the peak the replay keeps for the peak's blocks by
+#: node (`Replay.node_peak`; 16 bytes each): past them the exports that need these take their pass
+PEAK_LOG = 1 << 22
 #: why the library's last replay left its dump to Python (None: it did not; for the tests)
 last_fallback: Exception | None = None
 
@@ -110,7 +113,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_errors": (_P, [_P]),
     "mdc_alloc_rows": (_U, [_P, _P]),
     "mdc_peak_rows": (ctypes.c_int, [_P, _P, _P]),
-    "mdc_keep_allocations": (None, [_P]),
+    "mdc_keep_allocations": (None, [_P, _U]),
 }
 
 
@@ -329,7 +332,7 @@ class _Native:
     def _start(self) -> None:
         """The context is open, before the first line."""
         if getattr(self.rp, "allocations", False):
-            self.lib.mdc_keep_allocations(self.ctx)
+            self.lib.mdc_keep_allocations(self.ctx, PEAK_LOG)
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         """A line the library left to Python (`DumpReader.other`'s), after event `seq`: the SEQ

@@ -79,6 +79,7 @@ struct mdc {
      * second pass: each node's row index + 1, and the rows (node, blocks, bytes) in the order of
      * each node's first allocation, as figures.c's stacks are made */
     int keep_allocs; /* set by mdc_keep_allocations: these rows and the peak's log are kept */
+    uint64_t peak_log_limit; /* the most changes the log keeps */
     int32_t *alloc_of;
     uint64_t cap_alloc_of;
     int64_t *alloc_rows;

@@ -122,19 +122,19 @@ static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
     return 1;
 }
 
-/* at most this many changes of the live blocks after the peak are kept (16 bytes each) */
-#ifndef PEAK_LOG
-#define PEAK_LOG (1u << 22)
-#endif
-
 /* a block of `size` bytes of node `nid` made live or `released` after the peak, noted */
 static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
 {
     if (c->peak_log_over || !c->keep_allocs)
         return;
+    if (c->n_peak_log == c->peak_log_limit) {
+        c->peak_log_over = 1;
+        return;
+    }
     if (c->n_peak_log == c->cap_peak_log) {
         uint64_t cap = c->cap_peak_log ? 2 * c->cap_peak_log : 1024;
-        int64_t *log = cap <= PEAK_LOG ? realloc(c->peak_log, 2 * cap * sizeof *log) : NULL;
+        cap = cap < c->peak_log_limit ? cap : c->peak_log_limit;
+        int64_t *log = realloc(c->peak_log, 2 * cap * sizeof *log);
         if (log == NULL) {
             c->peak_log_over = 1;
             return;

@@ -502,11 +502,12 @@ EXPORT uint64_t mdc_nul_runs(const struct mdc *c, const uint64_t **out)
     return c->n_runs;
 }
 
-/* the replay counts the allocations by stack node and logs the changes after the peak (for
- * mdc_alloc_rows and mdc_peak_rows), before its first line */
-EXPORT void mdc_keep_allocations(struct mdc *c)
+/* the replay counts the allocations by stack node and logs the changes after the peak, `limit`
+ * of them at most (for mdc_alloc_rows and mdc_peak_rows), before its first line */
+EXPORT void mdc_keep_allocations(struct mdc *c, uint64_t limit)
 {
     c->keep_allocs = 1;
+    c->peak_log_limit = limit;
 }
 
 /* the replay's allocations by stack node: *out their rows (node, blocks, bytes), in the order

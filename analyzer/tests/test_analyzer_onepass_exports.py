@@ -137,3 +137,30 @@ def test_the_command_reads_the_dump_once(options: list[str], passes: int, tmp_pa
     monkeypatch.setattr(heappass, "run", _counting(heappass.run, calls))
     assert cli.main([str(path), *options, "--no-symbolize", "-o", str(tmp_path / "out")]) == 0
     assert len(calls) == passes
+
+
+@pytest.mark.parametrize("limit", [0, 5, 1000])
+def test_more_changes_after_the_peak_than_kept(limit: int, tmp_path: Path,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """With more changes of the live blocks after the peak than the log keeps, the peak's blocks
+    are not known from the replay (None, never wrong), and the exports that need them take the
+    pass: the same bytes."""
+    path = tmp_path / "gen.memdump"
+    path.write_bytes(Dump(random.Random(3)).build(400))
+    base = tmp_path / "base.memdump"
+    base.write_bytes(Dump(random.Random(4)).build(60))
+    want = _outputs(path, base, False)
+    full = analyze(str(path), symbolize=False, allocations=True).node_allocs
+    assert full is not None and full[2] is not None
+    monkeypatch.setattr(native, "PEAK_LOG", limit)
+    kept = analyze(str(path), symbolize=False, allocations=True).node_allocs
+    assert kept is not None and kept[1] == full[1]
+    passes: list[int] = []
+    monkeypatch.setattr(heappass, "run", _counting(heappass.run, passes))
+    assert _outputs(path, base, True) == want
+    assert (kept[2] is None) == (limit < 100)  # 105 events after the peak
+    if kept[2] is None:
+        assert len(passes) >= 3  # peak-bytes, twice, and pprof's --base took it
+    else:
+        assert [list(a) for a in kept[2]] == [list(a) for a in full[2]]
+        assert passes == []
