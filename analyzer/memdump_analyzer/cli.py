@@ -19,7 +19,7 @@ from . import analyze, vgcompat
 from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
-from .exports import METRICS
+from .exports import METRICS, from_replay
 from .formats import EXPORTS as _EXPORTS
 from .formats import FORMATS, TRANSCODED, format_help
 from .suppfile import SuppressionError
@@ -274,17 +274,19 @@ class _UsageError(Exception):
 
 
 def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
-          symbolize: bool = True) -> Analysis:
+          symbolize: bool = True, allocations: bool = False) -> Analysis:
     """The analysis of a dump, its warnings said; the suppressions applied to the groups of
-    `kinds` (valgrind checks only the loss records it shows or counts as errors)."""
+    `kinds` (valgrind checks only the loss records it shows or counts as errors).
+    `allocations`: for an export that reads no more than the replay (`exports.from_replay`)."""
     from .progress import Progress
 
-    key = (path, kinds, symbolize)
+    key = (path, kinds, symbolize, allocations)
     if _kept is not None and not suppressions and key in _kept:
         return _kept[key]  # read for an earlier report of `several`: its warnings said then
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
     try:
-        analysis = analyze(path, symbolize=symbolize, progress=progress)
+        analysis = analyze(path, symbolize=symbolize, progress=progress,
+                           allocations=allocations)
     finally:
         progress.done()
     for warning in analysis.warnings():
@@ -299,7 +301,7 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
 
 
 #: the analyses made while `several` runs, by (dump, kinds, symbolize): none otherwise
-_kept: dict[tuple[str, frozenset[str], bool], Analysis] | None = None
+_kept: dict[tuple[str, frozenset[str], bool, bool], Analysis] | None = None
 
 
 def several(*argvs: list[str]) -> tuple[int, int]:
@@ -368,7 +370,9 @@ def _run(args: argparse.Namespace) -> int:
     show_kinds = _kind_option(args, "--show-leak-kinds", DEFAULT_SHOW_KINDS)
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
-    analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize)
+    replayed = args.format in _EXPORTS and from_replay(args.format)
+    analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize,
+                     replayed)
     if args.suppressions and analysis.suppressed_groups is None:
         analysis.suppressed_groups = []
     if args.format in vgcompat.FORMATS:  # docs/valgrind-compat.md
@@ -381,7 +385,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.metric is not None and args.format != "collapsed":
         raise _UsageError(f"--metric is an option of --format collapsed, not {args.format}")
     if args.format in _EXPORTS:
-        return _run_export(args, analysis, suppressions, show_kinds | error_kinds)
+        return _run_export(args, analysis, suppressions, show_kinds | error_kinds, replayed)
     if args.base is not None:
         raise _UsageError(f"--base needs --format {', '.join(_EXPORTS)} (the leak report's "
                           "difference is `memdump-analyze diff BASE NEW`)")
@@ -426,7 +430,7 @@ def _transcode(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace, analysis: Analysis,
-                suppressions: list[Suppression], kinds: frozenset[str]) -> int:
+                suppressions: list[Suppression], kinds: frozenset[str], replayed: bool) -> int:
     """--format pprof|collapsed|massif: binary pprof only to a file or a pipe."""
     from .exports import ExportError, export
 
@@ -435,7 +439,7 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
                           "redirect the output")
     base = None
     if args.base is not None:
-        base = _load(args.base, suppressions, kinds, not args.no_symbolize)
+        base = _load(args.base, suppressions, kinds, not args.no_symbolize, replayed)
     try:
         data = export(args.format, analysis, base, metric=args.metric or next(iter(METRICS)),
                       symbolize=not args.no_symbolize)

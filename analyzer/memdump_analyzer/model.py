@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .accesserrors import AccessRow
 from .dumpfile import Frame, ScanRecord
@@ -170,6 +171,10 @@ class Analysis:
     heap_corruption: list[CorruptionRow] = field(default_factory=list)
     #: the process images, the program's then each one it executed (images.py)
     images: list[Image] = field(default_factory=list)
+    #: `analyze(allocations=True)` replayed in the library: its reader (the stacks), the
+    #: allocations by stack node (`Replay.node_allocs`) and the peak's blocks by node
+    #: (`Replay.node_peak`, or None), which the exports read instead of the dump; None otherwise
+    node_allocs: tuple[Any, Any, Any] | None = None
 
     @property
     def cut_by(self) -> str:

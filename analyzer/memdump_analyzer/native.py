@@ -45,6 +45,9 @@ _KINDS = ("invalid-free", "double-free", "invalid-realloc", "mismatched-free")
 _FAMILIES = ("malloc", "new", "new[]")
 _OPS = tuple(OPERATIONS)
 
+#: the most changes of the live blocks after the peak the replay keeps for the peak's blocks by
+#: node (`Replay.node_peak`; 16 bytes each): past them the exports that need these take their pass
+PEAK_LOG = 1 << 22
 #: why the library's last replay left its dump to Python (None: it did not; for the tests)
 last_fallback: Exception | None = None
 
@@ -108,6 +111,9 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_nodes": (None, [_P, _P]),
     "mdc_finish": (None, [_P]),
     "mdc_errors": (_P, [_P]),
+    "mdc_alloc_rows": (_U, [_P, _P]),
+    "mdc_peak_rows": (ctypes.c_int, [_P, _P, _P]),
+    "mdc_keep_allocations": (None, [_P, _U]),
 }
 
 
@@ -325,6 +331,8 @@ class _Native:
 
     def _start(self) -> None:
         """The context is open, before the first line."""
+        if getattr(self.rp, "allocations", False):
+            self.lib.mdc_keep_allocations(self.ctx, PEAK_LOG)
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         """A line the library left to Python (`DumpReader.other`'s), after event `seq`: the SEQ
@@ -366,6 +374,7 @@ class _Native:
         r.errors = [self._heap_error(e) for e in errors]
         rp.live = r.live = self._blocks(0, k.n_live)
         rp.custom = self._blocks(1, k.n_custom)
+        self._allocations(r)
         self._finish_reader(k.tid)
         r.calls = dict(zip(_OPS, k.calls, strict=True))
         r.events = sum(k.calls)
@@ -382,6 +391,19 @@ class _Native:
         r.peak_node = abs(k.peak_node) if k.peak_seq else None
         # the blocks still live were written as the library reads pointers: as hex numbers
         return rp._finish(self.seq, check_live=False)
+
+    def _allocations(self, r: Any) -> None:  # noqa: ANN401 - replay.Replay
+        """The allocations by node and the blocks live at the peak by node, before the live
+        blocks are freed."""
+        lib, ctx = self.lib, self.ctx
+        if not getattr(self.rp, "allocations", False):
+            return
+        at = ctypes.c_void_p()
+        n = lib.mdc_alloc_rows(ctx, ctypes.byref(at))
+        r.node_allocs = array("q", _array(ctypes.c_int64, "q", 3 * n, at.value or 0))
+        blocks, nbytes = array("q", bytes(8 * max(1, n))), array("q", bytes(8 * max(1, n)))
+        if lib.mdc_peak_rows(ctx, blocks.buffer_info()[0], nbytes.buffer_info()[0]):
+            r.node_peak = (blocks[:n], nbytes[:n])
 
     def _finish_reader(self, tid: int) -> None:
         """The library's run is over (its results read): the reader left as the Python

@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 from . import native
 from .customblocks import CustomBlocks
@@ -115,13 +116,22 @@ class Replay:
     superblock_bytes: int = 0
     #: blocks released by `delete` and `delete[]` (2.1), of `frees`
     delete_frees: int = 0
+    #: the library's replay alone: the allocations by stack node, (node, blocks, bytes) after
+    #: one another, in the order of each node's first (the exports' pass's own figures); not
+    #: compared: the Python replay leaves it None
+    node_allocs: Any = field(default=None, compare=False)
+    #: and the blocks and bytes live at the peak of each of these nodes (two arrays in their
+    #: order), None when the library did not keep the changes after the peak
+    node_peak: Any = field(default=None, compare=False)
 
 
-def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS) -> Replay:
+def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS,
+           allocations: bool = False) -> Replay:
     """Read all of `reader`'s lines and replay their events (raises `DumpError`): in C through
     libmemdump_core.so when it loads (native.py), else, or when it leaves the dump to Python,
-    with `_Replayer`, the reference."""
-    result = native.replay(lambda: _Replayer(reader, max_errors))
+    with `_Replayer`, the reference. `allocations`: the library's replay counts the allocations
+    and the peak's blocks by node too (`Replay.node_allocs`, `node_peak`)."""
+    result = native.replay(lambda: _Replayer(reader, max_errors, allocations))
     if result is not None:
         return result
     return _Replayer(reader, max_errors).run()
@@ -132,8 +142,10 @@ def _text(raw: bytes) -> str:
 
 
 class _Replayer(CustomBlocks, FamilyChecks):
-    def __init__(self, reader: DumpReader, max_errors: int) -> None:
+    def __init__(self, reader: DumpReader, max_errors: int, allocations: bool = False) -> None:
         self.reader = reader
+        #: asked of the library's replay (native.py): the allocations by node
+        self.allocations = allocations
         self.max_errors = max_errors
         #: pointer as written -> (size, stack node id; negative when marked)
         self.live: dict[bytes, tuple[int, int]] = {}

@@ -75,6 +75,21 @@ struct mdc {
                           direct output (compact.h), and offsets are in that */
     uint64_t read;     /* with `feed`: the compact dump's bytes read */
     uint64_t ahead;    /* with `feed`: the packed events before this offset are prefetched */
+    /* the replay's allocations by stack node (mdc_alloc_rows), the exports' figures without a
+     * second pass: each node's row index + 1, and the rows (node, blocks, bytes) in the order of
+     * each node's first allocation, as figures.c's stacks are made */
+    int keep_allocs; /* set by mdc_keep_allocations: these rows and the peak's log are kept */
+    uint64_t peak_log_limit; /* the most changes the log keeps */
+    int32_t *alloc_of;
+    uint64_t cap_alloc_of;
+    int64_t *alloc_rows;
+    uint64_t n_alloc_rows, cap_alloc_rows;
+    /* the live blocks' changes since the peak, (node << 1 | released, bytes) each, undone from
+     * the end's live blocks for the peak's by node (mdc_peak_rows); `peak_log_over`: more than
+     * PEAK_LOG of them (or no memory), until the next peak */
+    int64_t *peak_log;
+    uint64_t n_peak_log, cap_peak_log;
+    int peak_log_over;
 };
 
 /* bytes.split()'s whitespace */
@@ -120,6 +135,8 @@ int quick_thread(const char *p, int64_t *tid, const char **next);
 /* heap.c: event `ev` replayed; the size of the block it asks for (0: it overflows) */
 int do_event(struct mdc *c, const struct event *ev);
 int event_size(const struct event *ev, uint64_t *size);
+/* heap.c: an exec drops every live block (noted for the peak's blocks by node) */
+void peak_note_exec(struct mdc *c);
 
 /* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); a line begins (0: out of
  * memory); its memory freed */

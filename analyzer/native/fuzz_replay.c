@@ -31,6 +31,9 @@ void mdc_exec(struct mdc *c);
 void mdc_counts(struct mdc *c, struct mdc_counts *out);
 int mdc_blocks(struct mdc *c, int custom, uint64_t *out, uint64_t n);
 void mdc_close(struct mdc *c);
+void mdc_keep_allocations(struct mdc *c, uint64_t limit);
+uint64_t mdc_alloc_rows(const struct mdc *c, const int64_t **out);
+int mdc_peak_rows(const struct mdc *c, int64_t *blocks, int64_t *bytes);
 int mdc_figures(struct mdc *c, unsigned want, int64_t limit);
 int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss);
 int mdc_fig_record(struct mdc *c, int64_t seq, int is_exec);
@@ -130,6 +133,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mdc_io *io = mdc_io(c);
     io->attached = size > 0 && (data[0] & 1);
     int figures = size > 0 && (data[0] & 2);
+    if (!figures && size > 0 && (data[0] & 4)) /* the exports' counts, a log of 0 to 64 changes */
+        mdc_keep_allocations(c, (uint64_t)(data[0] >> 3 & 7) * 9);
     millis = 0;
     if (figures && (!mdc_figures(c, FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE,
                                  2 * (1 + (data[0] >> 2 & 7)))
@@ -157,6 +162,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct mdc_counts k;
         mdc_counts(c, &k);
         uint64_t *blocks = calloc((size_t)k.n_live * 3 + 3, sizeof *blocks);
+        const int64_t *rows;
+        uint64_t n_rows = mdc_alloc_rows(c, &rows);
+        int64_t *at_peak = calloc(2 * n_rows + 2, sizeof *at_peak);
+        if (at_peak != NULL)
+            mdc_peak_rows(c, at_peak, at_peak + n_rows + 1);
+        free(at_peak);
         if (blocks != NULL)
             mdc_blocks(c, 0, blocks, (uint64_t)k.n_live);
         free(blocks);

@@ -1,5 +1,7 @@
 /* @brief libmemdump_core: what each heap event does to the live and freed blocks, the counts,
  * the peak and the errors (replay.py's `_Replayer`, docs/dump-format.md "Heap operations"). */
+#include <stdlib.h>
+
 #include "core.h"
 
 static void error(struct mdc *c, int kind, const struct event *ev, uint64_t ptr,
@@ -85,9 +87,78 @@ static int bad_pointer(struct mdc *c, int kind, const struct event *ev, uint64_t
     return RC_OK;
 }
 
+/* an allocation of `size` bytes at node `id` counted in its row (made at its first); 0 when out
+ * of memory */
+static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
+{
+    if (id >= c->cap_alloc_of) {
+        uint64_t cap = c->cap_alloc_of ? c->cap_alloc_of : 1024;
+        while (cap <= id)
+            cap *= 2;
+        int32_t *of = realloc(c->alloc_of, cap * sizeof *of);
+        if (of == NULL)
+            return 0;
+        memset(of + c->cap_alloc_of, 0, (cap - c->cap_alloc_of) * sizeof *of);
+        c->alloc_of = of;
+        c->cap_alloc_of = cap;
+    }
+    if (c->alloc_of[id] == 0) {
+        if (c->n_alloc_rows == c->cap_alloc_rows) {
+            uint64_t cap = c->cap_alloc_rows ? 2 * c->cap_alloc_rows : 1024;
+            int64_t *rows = cap < INT32_MAX ? realloc(c->alloc_rows, 3 * cap * sizeof *rows) : NULL;
+            if (rows == NULL)
+                return 0;
+            c->alloc_rows = rows;
+            c->cap_alloc_rows = cap;
+        }
+        int64_t *row = &c->alloc_rows[3 * c->n_alloc_rows];
+        row[0] = (int64_t)id;
+        row[1] = row[2] = 0;
+        c->alloc_of[id] = (int32_t)++c->n_alloc_rows;
+    }
+    int64_t *row = &c->alloc_rows[3 * (c->alloc_of[id] - 1)];
+    row[1]++;
+    row[2] += (int64_t)size;
+    return 1;
+}
+
+/* a block of `size` bytes of node `nid` made live or `released` after the peak, noted */
+static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
+{
+    if (c->peak_log_over || !c->keep_allocs)
+        return;
+    if (c->n_peak_log == c->peak_log_limit) {
+        c->peak_log_over = 1;
+        return;
+    }
+    if (c->n_peak_log == c->cap_peak_log) {
+        uint64_t cap = c->cap_peak_log ? 2 * c->cap_peak_log : 1024;
+        cap = cap < c->peak_log_limit ? cap : c->peak_log_limit;
+        int64_t *log = realloc(c->peak_log, 2 * cap * sizeof *log);
+        if (log == NULL) {
+            c->peak_log_over = 1;
+            return;
+        }
+        c->peak_log = log;
+        c->cap_peak_log = cap;
+    }
+    c->peak_log[2 * c->n_peak_log] = (int64_t)(abs_id(nid) << 1 | (uint64_t)released);
+    c->peak_log[2 * c->n_peak_log++ + 1] = (int64_t)size;
+}
+
+void peak_note_exec(struct mdc *c)
+{
+    for (uint64_t i = 0; i < c->live.cap && !c->peak_log_over; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr != 0 && b->live)
+            peak_note(c, b->node, b->size, 1);
+    }
+}
+
 static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int family)
 {
-    if (size >= MAX_SIZE || c->k.allocated_bytes >= (1ll << 62))
+    if (size >= MAX_SIZE || c->k.allocated_bytes >= (1ll << 62)
+        || (c->keep_allocs && !count_alloc(c, abs_id(nid), size)))
         return 0;
     int made;
     struct block *b = btab_put(&c->live, p, &made);
@@ -100,7 +171,9 @@ static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int 
     } else {
         c->k.live_bytes -= (int64_t)b->size;
         c->k.reused_live++;
+        peak_note(c, b->node, b->size, 1);
     }
+    peak_note(c, nid, size, 0);
     b->size = size;
     b->node = (int32_t)nid;
     b->family = (uint8_t)family;
@@ -112,6 +185,8 @@ static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int 
         c->k.peak_blocks = (int64_t)c->live_n;
         c->k.peak_seq = c->io.seq;
         c->k.peak_node = nid;
+        c->n_peak_log = 0;
+        c->peak_log_over = 0;
     }
     return 1;
 }
@@ -121,6 +196,7 @@ static void release(struct mdc *c, struct block *b, const struct event *ev)
 {
     c->k.frees++;
     c->k.live_bytes -= (int64_t)b->size;
+    peak_note(c, b->node, b->size, 1);
     b->live = 0;
     b->node = (int32_t)ev->nid;
     b->order = (uint64_t)c->io.seq; /* for a double free's "freed at" */

@@ -388,6 +388,7 @@ EXPORT void mdc_runtime(struct mdc *c, uint64_t id, int yes)
 /* `p exec`: the image is gone, and its blocks */
 EXPORT void mdc_exec(struct mdc *c)
 {
+    peak_note_exec(c);
     btab_clear(&c->live);
     btab_clear(&c->custom);
     c->live_n = c->custom_n = 0;
@@ -478,6 +479,13 @@ EXPORT void mdc_finish(struct mdc *c)
     free(c->lines);
     free(c->errors);
     free(c->runs);
+    free(c->alloc_of); /* read by then (mdc_alloc_rows, mdc_peak_rows) */
+    free(c->alloc_rows);
+    free(c->peak_log);
+    c->alloc_of = NULL;
+    c->alloc_rows = NULL;
+    c->peak_log = NULL;
+    c->cap_alloc_of = c->n_alloc_rows = c->cap_alloc_rows = c->n_peak_log = c->cap_peak_log = 0;
     feed_close(c->feed);
     c->feed = NULL;
     c->used = NULL;
@@ -492,6 +500,54 @@ EXPORT uint64_t mdc_nul_runs(const struct mdc *c, const uint64_t **out)
 {
     *out = c->runs;
     return c->n_runs;
+}
+
+/* the replay counts the allocations by stack node and logs the changes after the peak, `limit`
+ * of them at most (for mdc_alloc_rows and mdc_peak_rows), before its first line */
+EXPORT void mdc_keep_allocations(struct mdc *c, uint64_t limit)
+{
+    c->keep_allocs = 1;
+    c->peak_log_limit = limit;
+}
+
+/* the replay's allocations by stack node: *out their rows (node, blocks, bytes), in the order
+ * of each node's first allocation; how many (valid until mdc_finish) */
+EXPORT uint64_t mdc_alloc_rows(const struct mdc *c, const int64_t **out)
+{
+    *out = c->alloc_rows;
+    return c->n_alloc_rows;
+}
+
+/* the blocks live at the peak, by allocating node: for each row of mdc_alloc_rows, its blocks
+ * and bytes into blocks[] and bytes[] (the live blocks at the end, the changes since the peak
+ * undone); 0 when not known (no peak, more changes after it than were kept) */
+EXPORT int mdc_peak_rows(const struct mdc *c, int64_t *blocks, int64_t *bytes)
+{
+    if (!c->keep_allocs || c->k.peak_seq == 0 || c->peak_log_over || c->live.slots == NULL)
+        return 0;
+    memset(blocks, 0, c->n_alloc_rows * sizeof *blocks);
+    memset(bytes, 0, c->n_alloc_rows * sizeof *bytes);
+    for (uint64_t i = 0; i < c->live.cap; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr == 0 || !b->live)
+            continue;
+        uint64_t id = (uint64_t)(b->node < 0 ? -(int64_t)b->node : b->node);
+        int32_t row = id < c->cap_alloc_of ? c->alloc_of[id] - 1 : -1;
+        if (row < 0)
+            return 0;
+        blocks[row]++;
+        bytes[row] += (int64_t)b->size;
+    }
+    for (uint64_t i = c->n_peak_log; i-- > 0;) {
+        uint64_t id = (uint64_t)c->peak_log[2 * i] >> 1;
+        int64_t sign = c->peak_log[2 * i] & 1 ? 1 : -1; /* undone: a release adds back */
+        int32_t row = id < c->cap_alloc_of ? c->alloc_of[id] - 1 : -1;
+        if (row < 0)
+            return 0;
+        blocks[row] += sign;
+        bytes[row] += sign * c->peak_log[2 * i + 1];
+    }
+    return 1;
 }
 
 EXPORT const struct mdc_error *mdc_errors(const struct mdc *c)

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 # Each renderer is imported when its format is asked for: the command line builds its --format
 # choices from formats.FORMATS without loading the HTML page's views and charts.
 
-__all__ = ["METRICS", "RENDERERS", "ExportError", "export"]
+__all__ = ["METRICS", "RENDERERS", "ExportError", "export", "from_replay"]
 
 
 class ExportError(Exception):
@@ -67,12 +67,33 @@ RENDERERS: dict[str, Callable[[HeapProfile, HeapProfile | None, str, bool], byte
 }
 
 
+def from_replay(name: str) -> bool:
+    """Whether export `name` writes only what the analysis's replay counts (the allocations,
+    the leaks and the blocks at the peak by stack): then the dump is read once, by the analysis
+    (`analyze(allocations=True)`), and not again by the exports' pass. Massif and the page take
+    snapshots of the heap over time, at events known only after the replay."""
+    return name in ("pprof", "collapsed")
+
+
+def _needs_peak(name: str, metric: str, base: bool) -> bool:
+    """Whether export `name` writes the blocks at the peak: pprof's --base (a difference of
+    every figure: `nonzero` keeps a stack whose peak alone differs), collapsed's peak-bytes."""
+    return (name == "pprof" and base) or (name == "collapsed" and metric == "peak-bytes")
+
+
 def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
-             maps: bool) -> HeapProfile:
+             maps: bool, replayed: bool = False, peak: bool = False) -> HeapProfile:
     """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps)
-    its series and heap maps too, gathered in the same pass (one read of the dump)."""
+    its series and heap maps too, gathered in the same pass (one read of the dump). `replayed`:
+    the export needs only the replay's figures (`from_replay`; `peak`: the peak's too), taken
+    from the analysis when it kept them."""
     from .html import PageOutputs
-    from .profile import collect
+    from .profile import collect, from_replay
+
+    if replayed:
+        profile = from_replay(analysis, symbolize=symbolize, peak=peak)
+        if profile is not None:
+            return profile
     page = PageOutputs(analysis, symbolize, maps=maps) if name == "html" else None
     profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
                       also=page.outputs if page else ())
@@ -94,8 +115,12 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
-    profile = _collect(name, analysis, symbolize, detailed, maps=True)
-    old = _collect(name, base, symbolize, detailed, maps=False) if base is not None else None
+    replayed = from_replay(name)
+    peak = _needs_peak(name, metric, base is not None)
+    profile = _collect(name, analysis, symbolize, detailed, maps=True, replayed=replayed,
+                       peak=peak)
+    old = _collect(name, base, symbolize, detailed, maps=False, replayed=replayed,
+                   peak=peak) if base is not None else None
     collecting = gc.isenabled()
     gc.disable()  # the renderers make trees of many nodes and no reference cycle: the collector
     try:  # would walk the reader's frames and the stacks again and again

@@ -35,7 +35,7 @@ from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
 __all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "StackProfileOutput", "collect",
-           "difference",
+           "difference", "from_replay",
            "TreeNode", "frame_label", "nonzero"]
 
 #: regular snapshots over a run, and every how many of them one is detailed (massif's defaults,
@@ -110,6 +110,35 @@ def collect(analysis: Analysis, *, symbolize: bool = True, snapshots: int = SNAP
                                 ) from None
             except OSError as e:
                 raise reader.read_error(e) from None
+        return out.profile
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def from_replay(analysis: Analysis, *, symbolize: bool = True,
+                peak: bool = False) -> HeapProfile | None:
+    """The figures by stack of `analysis`'s dump without reading it again: the allocations by
+    stack node the library's replay counted (`analyze(allocations=True)`), the leaks and, with
+    `peak`, the blocks live at the peak; no snapshots (all that pprof and collapsed write).
+    None when the analysis has no such figures (the Python replay; the peak's when more
+    changes followed it than the library keeps)."""
+    if analysis.node_allocs is None or (peak and analysis.node_allocs[2] is None):
+        return None
+    reader, rows, at_peak = analysis.node_allocs
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        out = StackProfileOutput(analysis, SNAPSHOTS, DETAILED_EVERY, symbolize)
+        out.shots = []
+        out.reader = reader
+        it = iter(rows)
+        out.allocs = {node: [blocks, nbytes]
+                      for node, blocks, nbytes in zip(it, it, it, strict=True)}
+        if peak:
+            out.at_peak = {node: [blocks, nbytes] for node, blocks, nbytes
+                           in zip(out.allocs, *at_peak, strict=True) if blocks}
+        out._make()
         return out.profile
     finally:
         if collecting:
@@ -202,6 +231,10 @@ class StackProfileOutput(Accumulator):
                 else:
                     row[0] += st[ALLOCS]
                     row[1] += st[ALLOC_BYTES]
+        self._make()
+
+    def _make(self) -> None:
+        """The profile, of the figures gathered (its stacks symbolised first, if asked)."""
         if self.symbolize:
             _symbolize(self.reader, self._nodes())
         self.profile = self._profile()
