@@ -20,7 +20,7 @@ from . import heappass, native
 from .dumpfile import DumpReader, Frame
 from .dumpformat import unescape
 from .heappass import Accumulator, Figures
-from .passapi import END, MOMENT_BLOCKS, Moment
+from .passapi import AT_PEAK, END, MOMENT_BLOCKS, Moment
 from .rules import trim_stack
 from .symbolize import symbolize as _symbolize
 from .wording import plural
@@ -121,11 +121,16 @@ def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
 
 def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[HeapMap]:
     """`heap_map` at each of `moments`, in one pass over the dump (heappass.py); in two when
-    the peak or a phase is among them and the library (analyzer/native/) reads the dump: the
-    first finds when they are, and the second takes every moment in the library's pass, which
-    keeps no undo log."""
+    a phase is among them and the library (analyzer/native/) reads the dump: the first finds
+    when they are, and the second takes every moment in the library's pass. The peak is a
+    moment of the pass (`passapi.AT_PEAK`): the library keeps the blocks released since the
+    latest peak, at most those live at it."""
     out = HeapMapOutput(moments, symbols=symbols)
-    if not out.declared and native.enabled() and native.library() is not None:
+    if not out.declared and not out.phases and native.enabled() \
+            and native.library() is not None:
+        out = HeapMapOutput(moments, symbols=symbols,
+                            when={i: AT_PEAK for i, at in enumerate(moments) if at == "peak"})
+    elif not out.declared and native.enabled() and native.library() is not None:
         when = _When()
         heappass.run_path(path, [when])
         seqs = when.seqs(moments)
@@ -227,7 +232,7 @@ class HeapMapOutput(Accumulator):
 
     def take(self, index: int, moment: Moment) -> None:
         seq = self._seq(index)
-        self.found[index] = (seq if seq != END else moment.seq, moment.blocks or [])
+        self.found[index] = (seq if seq >= 0 else moment.seq, moment.blocks or [])
 
     def _due(self, seq: int) -> None:
         stops = self.stops
