@@ -10,14 +10,15 @@
 
 #define N_ADDR 3000
 
-static uint64_t rng = 88172645463325252ull;
+static uint64_t rng = 1;
 
+/* splitmix64 */
 static uint64_t next(void)
 {
-    rng ^= rng << 13;
-    rng ^= rng >> 7;
-    rng ^= rng << 17;
-    return rng;
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
 }
 
 static int fail(const char *what, uint64_t addr)
