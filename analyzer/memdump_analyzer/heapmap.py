@@ -15,12 +15,13 @@ knows them: the allocator's own bookkeeping and top chunk beyond the last block 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 
 from . import heappass, native
 from .dumpfile import DumpReader, Frame
 from .dumpformat import unescape
 from .heappass import Accumulator, Figures
-from .passapi import END, MOMENT_BLOCKS, Moment
+from .passapi import AT_PEAK, END, MOMENT_BLOCKS, Moment
 from .rules import trim_stack
 from .symbolize import symbolize as _symbolize
 from .wording import plural
@@ -121,11 +122,16 @@ def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
 
 def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[HeapMap]:
     """`heap_map` at each of `moments`, in one pass over the dump (heappass.py); in two when
-    the peak or a phase is among them and the library (analyzer/native/) reads the dump: the
-    first finds when they are, and the second takes every moment in the library's pass, which
-    keeps no undo log."""
+    a phase is among them and the library (analyzer/native/) reads the dump: the first finds
+    when they are, and the second takes every moment in the library's pass. The peak is a
+    moment of the pass (`passapi.AT_PEAK`): the library keeps the blocks released since the
+    latest peak, at most those live at it."""
     out = HeapMapOutput(moments, symbols=symbols)
-    if not out.declared and native.enabled() and native.library() is not None:
+    if not out.declared and not out.phases and native.enabled() \
+            and native.library() is not None:
+        out = HeapMapOutput(moments, symbols=symbols,
+                            when={i: AT_PEAK for i, at in enumerate(moments) if at == "peak"})
+    elif not out.declared and native.enabled() and native.library() is not None:
         when = _When()
         heappass.run_path(path, [when])
         seqs = when.seqs(moments)
@@ -227,7 +233,7 @@ class HeapMapOutput(Accumulator):
 
     def take(self, index: int, moment: Moment) -> None:
         seq = self._seq(index)
-        self.found[index] = (seq if seq != END else moment.seq, moment.blocks or [])
+        self.found[index] = (seq if seq >= 0 else moment.seq, moment.blocks or [])
 
     def _due(self, seq: int) -> None:
         stops = self.stops
@@ -322,29 +328,32 @@ def _sorted(live: _Live) -> list[tuple[int, int, int, str | None]]:
 
 
 def _regions(blocks: list[tuple[int, int, int, str | None]]) -> list[Region]:
-    chunks = sorted(chunk_of(a, size) for a, size, _, _ in blocks)
+    # chunk_of's, inline: a dump's live blocks are tens of thousands
+    chunks = sorted([(a - 16, a - 16 + (n if (n := (size + 23) & ~15) > 32 else 32))
+                     for a, size, _, _ in blocks])
     regions: list[Region] = []
-    group: list[tuple[int, int]] = []
-    for chunk in chunks:
-        if group and chunk[0] - group[-1][1] > REGION_GAP:
-            regions.append(_region(group))
-            group = []
-        group.append(chunk)
-    if group:
-        regions.append(_region(group))
+    start = 0
+    for i in range(1, len(chunks)):
+        if chunks[i][0] - chunks[i - 1][1] > REGION_GAP:
+            regions.append(_region(chunks[start:i]))
+            start = i
+    if chunks:
+        regions.append(_region(chunks[start:]))
     return regions
 
 
 def _region(chunks: list[tuple[int, int]]) -> Region:
-    lo, hi = chunks[0][0], max(c[1] for c in chunks)
+    lo, hi = chunks[0][0], max(map(itemgetter(1), chunks))
     used = runs = largest = 0
     end = lo
     for c_lo, c_hi in chunks:
         if c_lo > end:
             runs += 1
-            largest = max(largest, c_lo - end)
+            if c_lo - end > largest:
+                largest = c_lo - end
         used += c_hi - c_lo
-        end = max(end, c_hi)
+        if c_hi > end:
+            end = c_hi
     return Region(lo, hi, len(chunks), used, (hi - lo) - used, runs, largest,
                   _cells(chunks, lo, hi))
 
@@ -353,15 +362,16 @@ def _cells(chunks: list[tuple[int, int]], lo: int, hi: int) -> str:
     width = min(MAP_WIDTH, max(1, (hi - lo) // 16))
     used = [0] * width
     span = hi - lo
+    bounds = [lo + cell * span // width for cell in range(width + 1)]  # cell i: [i], [i + 1]
     for c_lo, c_hi in chunks:  # each chunk's bytes into the cells it covers
         first, last = (c_lo - lo) * width // span, (c_hi - 1 - lo) * width // span
         for cell in range(first, last + 1):
-            cell_lo = lo + cell * span // width
-            cell_hi = lo + (cell + 1) * span // width
-            used[cell] += min(c_hi, cell_hi) - max(c_lo, cell_lo)
+            cell_lo, cell_hi = bounds[cell], bounds[cell + 1]
+            used[cell] += (c_hi if c_hi < cell_hi else cell_hi) \
+                - (c_lo if c_lo > cell_lo else cell_lo)
     out = []
     for cell in range(width):
-        size = lo + (cell + 1) * span // width - (lo + cell * span // width)
+        size = bounds[cell + 1] - bounds[cell]
         out.append("#" if used[cell] >= size else "." if used[cell] == 0 else ":")
     return "".join(out)
 

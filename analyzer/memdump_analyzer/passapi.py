@@ -9,9 +9,9 @@ from typing import Any
 
 from .dumpfile import DumpReader
 
-__all__ = ["END", "LIFE_EXACT", "MOMENT_BLOCKS", "MOMENT_BY_NODE", "MOMENT_TOTALS", "NO_LOW",
-           "PARTS", "Accumulator", "Figures", "Moment", "MomentsReference", "bucket", "hooks",
-           "plan"]
+__all__ = ["AT_PEAK", "END", "LIFE_EXACT", "MOMENT_BLOCKS", "MOMENT_BY_NODE", "MOMENT_TOTALS",
+           "NO_LOW", "PARTS", "Accumulator", "Figures", "Moment", "MomentsReference", "bucket",
+           "hooks", "plan"]
 
 #: what the pass can compute besides the peak, the allocations and the live blocks
 PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
@@ -21,6 +21,9 @@ PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
 MOMENT_TOTALS, MOMENT_BY_NODE, MOMENT_BLOCKS = range(3)
 #: a moment's SEQ for the end of the dump, whatever its last event
 END = -1
+#: a moment's SEQ for the peak of the live heap, whenever it is (`Figures.peak_seq`): known at the
+#: end, from the blocks live then and those the pass kept since the latest peak
+AT_PEAK = -2
 
 #: lifetimes below this are kept exactly; above it, to 6 significant bits (within 1/32)
 LIFE_EXACT = 64
@@ -103,9 +106,10 @@ class Accumulator:
 
     def wanted_moments(self) -> list[tuple[int, int]] | None:
         """The moments it wants, known before the pass: (SEQ, a `MOMENT_` kind) each, the live
-        heap after event SEQ (0: before the first; `END`: after the last), handed to `take`
-        before `finish` (a SEQ past the last event is never taken). None: none, or chosen as
-        the pass goes (`first_moment`, `moment`: heappass.py's loop only)."""
+        heap after event SEQ (0: before the first; `END`: after the last; `AT_PEAK`: after the
+        peak's event, `Figures.peak_seq`), handed to `take` before `finish` (a SEQ past the
+        last event is never taken). None: none, or chosen as the pass goes (`first_moment`,
+        `moment`: heappass.py's loop only)."""
         return None
 
     def take(self, index: int, moment: Moment) -> None:
@@ -204,36 +208,70 @@ def plan(accumulators: list[Accumulator]) -> list[tuple[int, int, Accumulator, i
     for acc in accumulators:
         for i, (seq, kind) in enumerate(acc.wanted_moments() or ()):
             wanted.append((seq, kind, acc, i))
-    wanted.sort(key=lambda w: (w[0] == END, w[0]))
+    wanted.sort(key=lambda w: (w[0] < 0, max(w[0], 0)))  # END and AT_PEAK at the end
     return wanted
 
 
 class MomentsReference(Accumulator):
     """The moments of `plan` in heappass.py's loop (the reference for the library's, moments.c):
     taken from the loop's live blocks (pointer as written -> (size, its stack's figures, SEQ
-    allocated, ...)), with each block's tag kept by `alloc` when a moment wants the blocks."""
+    allocated, ...)), with each block's tag kept by `alloc` when a moment wants the blocks; at
+    `AT_PEAK`, from its own live blocks and those released since the latest peak, which it keeps."""
 
     def __init__(self, wanted: list[tuple[int, int, Accumulator, int]]) -> None:
         self.wanted = wanted
         self.at = 0
-        self.events = any(kind == MOMENT_BLOCKS for _, kind, _, _ in wanted)
+        self.peak = any(seq == AT_PEAK for seq, _, _, _ in wanted)
+        self.events = self.peak or any(kind == MOMENT_BLOCKS for _, kind, _, _ in wanted)
         self.tags: dict[bytes, str | None] = {}
         self.reader: DumpReader | None = None
+        #: with a moment at the peak: pointer -> (size, stack node, SEQ allocated, tag), the
+        #: bytes live, allocated and dropped, the totals after the latest peak's event, the
+        #: blocks live then and released since
+        self.live: dict[bytes, tuple[int, int, int, str | None]] = {}
+        self.cur = self.top = self.allocated = self.dropped = 0
+        self.at_peak = Moment(0, 0, 0, 0)
+        self.gone: list[tuple[bytes, tuple[int, int, int, str | None]]] = []
 
     def start(self, reader: DumpReader) -> None:
         self.reader = reader
 
     def alloc(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
               resize: bool) -> None:
-        self.tags[ptr] = self.reader.tag_of(int(tid))  # type: ignore[union-attr]
+        tag = self.tags[ptr] = self.reader.tag_of(int(tid))  # type: ignore[union-attr]
+        if self.peak:
+            old = self.live.get(ptr)
+            if old is not None:  # returned again while live
+                self._gone(ptr, old)
+                self.cur -= old[0]
+                self.dropped += old[0]
+            self.live[ptr] = (size, node, seq, tag)
+            self.cur += size
+            self.allocated += size
+            if self.cur > self.top:
+                self.top = self.cur
+                self.at_peak = Moment(seq, self.cur, self.allocated, self.dropped)
+                self.gone.clear()
+
+    def _gone(self, ptr: bytes, block: tuple[int, int, int, str | None]) -> None:
+        if self.top and block[2] <= self.at_peak.seq:
+            self.gone.append((ptr, block))
 
     def release(self, seq: int, tid: bytes, ptr: bytes, size: int, node: int,
                 made: bytes | None, last: bytes | None) -> None:
         self.tags.pop(ptr, None)
+        old = self.live.pop(ptr, None) if self.peak else None
+        if old is not None:
+            self._gone(ptr, old)
+            self.cur -= old[0]
 
     def record(self, seq: int, rec: list[bytes]) -> None:
         if rec[0] == b"p" and rec[2] == b"exec":
             self.tags.clear()
+            for ptr, block in self.live.items():
+                self._gone(ptr, block)
+            self.live.clear()
+            self.cur = 0
 
     def first_moment(self) -> int:
         return self.moment(0, {}, 0, 0, 0) if self.wanted else 0
@@ -241,7 +279,7 @@ class MomentsReference(Accumulator):
     def finish(self, figures: Figures) -> None:  # the end's (this one's `finish` comes first)
         seq = figures.last_seq
         self.moment(seq, figures.live, figures.cur, figures.allocated, figures.dropped)
-        while self.at < len(self.wanted) and self.wanted[self.at][0] != END:
+        while self.at < len(self.wanted) and self.wanted[self.at][0] >= 0:
             self.at += 1  # past the last event: never taken
         self.moment(seq, figures.live, figures.cur, figures.allocated, figures.dropped, True)
 
@@ -249,20 +287,26 @@ class MomentsReference(Accumulator):
                dropped: int, end: bool = False) -> int:
         wanted = self.wanted
         while self.at < len(wanted) and (0 <= wanted[self.at][0] <= seq
-                                         or end and wanted[self.at][0] == END):
-            _, kind, acc, index = wanted[self.at]
+                                         or end and wanted[self.at][0] < 0):
+            at, kind, acc, index = wanted[self.at]
             self.at += 1
-            m = Moment(seq, cur, allocated, dropped)
+            if at == AT_PEAK:
+                m = Moment(self.at_peak.seq, self.at_peak.cur, self.at_peak.allocated,
+                           self.at_peak.dropped)
+                blocks = [(p, b) for p, b in self.live.items()
+                          if self.top and b[2] <= m.seq] + self.gone
+            else:
+                m = Moment(seq, cur, allocated, dropped)
+                tags = self.tags
+                blocks = [(p, (b[0], b[1][NODE], b[2], tags.get(p))) for p, b in live.items()]
             if kind == MOMENT_BY_NODE:
                 rows: dict[int, list[int]] = {}
-                for block in sorted(live.values(), key=lambda b: b[2]):
-                    row = rows.setdefault(block[1][NODE], [0, 0])
+                for _, block in sorted(blocks, key=lambda pb: pb[1][2]):
+                    row = rows.setdefault(block[1], [0, 0])
                     row[0] += 1
                     row[1] += block[0]
                 m.by_node = [(node, n, nbytes) for node, (n, nbytes) in rows.items()]
             elif kind == MOMENT_BLOCKS:
-                tags = self.tags
-                m.blocks = sorted((int(p, 16), b[0], b[1][NODE], tags.get(p))
-                                  for p, b in live.items())
+                m.blocks = sorted((int(p, 16), b[0], b[1], b[3]) for p, b in blocks)
             acc.take(index, m)
-        return wanted[self.at][0] if self.at < len(wanted) and wanted[self.at][0] != END else 0
+        return wanted[self.at][0] if self.at < len(wanted) and wanted[self.at][0] >= 0 else 0

@@ -199,6 +199,8 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
 {
     int64_t size = (int64_t)b->size;
     struct fig_stack *s = &f->st[b->node];
+    if (f->mom != NULL && !moments_gone(c, b))
+        return 0;
     touch(f, s, seq);
     s->cur -= size;
     s->cur_n--;
@@ -217,7 +219,9 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
         return 0;
     if (f->tv != NULL && !tv_release(c, b, made))
         return 0;
-    b->live = 0;
+    /* the pass keeps no freed block (the replay's errors need them, the views do not): the
+     * table holds the live blocks alone, not every address the heap ever used */
+    btab_del(&c->live, b);
     c->live_n--;
     return 1;
 }
@@ -242,6 +246,8 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
     if (!made && b->live) { /* its free was not recorded: replaced (the replay's reused_live) */
         int64_t old = (int64_t)b->size;
         replaced = &was;
+        if (f->mom != NULL && !moments_gone(c, &was))
+            return 0;
         struct fig_stack *os = &f->st[b->node];
         f->t.cur -= old;
         touch(f, os, seq);
@@ -291,6 +297,8 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         f->t.peak_seq = seq;
         f->t.peak_blocks = (int64_t)c->live_n;
         f->t.peak_ms = f->t.ms;
+        if (f->mom != NULL)
+            moments_peak(c);
     }
     return 1;
 }
@@ -439,6 +447,11 @@ static int exec(struct mdc *c, int64_t seq)
     }
     if (!end_blocks(c, seq))
         return 0;
+    for (uint64_t i = 0; f->mom != NULL && i < c->live.cap; i++) {
+        const struct block *b = &c->live.slots[i];
+        if (b->addr != 0 && b->live && !moments_gone(c, b))
+            return 0;
+    }
     btab_clear(&c->live);
     if (f->tv != NULL)
         tv_exec(c);

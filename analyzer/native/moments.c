@@ -28,6 +28,10 @@ struct moments {
     struct counter index_of; /* tag string id -> its index */
     int64_t *idents;        /* tag index -> its string id (index 0: untagged, -1) */
     uint64_t n_idents, cap_idents;
+    int peak;                  /* a moment is at MOM_PEAK */
+    struct mom_taken at_peak;  /* the totals after the latest peak's event */
+    struct block *gone;        /* the blocks live then and no longer (at most those) */
+    uint64_t n_gone, cap_gone;
 };
 
 static int grow(void **a, uint64_t *cap, uint64_t need, size_t size)
@@ -80,18 +84,20 @@ static int by_addr(const void *a, const void *b)
     return (uint64_t)x[0] < (uint64_t)y[0] ? -1 : (uint64_t)x[0] > (uint64_t)y[0];
 }
 
-/* the live bytes and blocks by stack, the stacks in the order of their first block by SEQ
- * allocated (the order of Python's dict of live blocks) */
-static int by_node(struct mdc *c, struct moments *m)
+/* the live bytes and blocks by stack of the live blocks among `slots` (`n`, at most `live` of
+ * them live), the stacks in the order of their first block by SEQ allocated (the order of
+ * Python's dict of live blocks) */
+static int by_node(struct mdc *c, struct moments *m, const struct block *slots, uint64_t n,
+                   uint64_t live)
 {
     struct fig *f = c->fig;
-    struct seen *all = c->live_n ? malloc(c->live_n * sizeof *all) : NULL;
+    struct seen *all = live ? malloc(live * sizeof *all) : NULL;
     int64_t *row_of = f->n_st ? malloc(f->n_st * sizeof *row_of) : NULL;
-    int ok = (c->live_n == 0 || all != NULL) && (f->n_st == 0 || row_of != NULL);
+    int ok = (live == 0 || all != NULL) && (f->n_st == 0 || row_of != NULL);
     uint64_t k = 0;
-    for (uint64_t i = 0; ok && i < c->live.cap; i++) {
-        const struct block *b = &c->live.slots[i];
-        if (b->addr != 0 && b->live && k < c->live_n)
+    for (uint64_t i = 0; ok && i < n; i++) {
+        const struct block *b = &slots[i];
+        if (b->addr != 0 && b->live && k < live)
             all[k++] = (struct seen){b->order, b->size, b->node};
     }
     if (ok && k > 1)
@@ -117,13 +123,13 @@ static int by_node(struct mdc *c, struct moments *m)
     return ok;
 }
 
-/* the live blocks by address */
-static int blocks(struct mdc *c, struct moments *m)
+/* the live blocks among `slots` (`n`) by address */
+static int blocks(struct mdc *c, struct moments *m, const struct block *slots, uint64_t n_slots)
 {
     struct fig *f = c->fig;
     uint64_t start = m->n_data;
-    for (uint64_t i = 0; i < c->live.cap; i++) {
-        const struct block *b = &c->live.slots[i];
+    for (uint64_t i = 0; i < n_slots; i++) {
+        const struct block *b = &slots[i];
         if (b->addr == 0 || !b->live)
             continue;
         int64_t row[4] = {(int64_t)b->addr, (int64_t)b->size, f->st[b->node].node, tag_of(f, b)};
@@ -137,22 +143,78 @@ static int blocks(struct mdc *c, struct moments *m)
     return 1;
 }
 
+/* the moment asked for at index `i` with totals `t`, of the live blocks among `slots` (`n`, at
+ * most `live` of them live) */
+static int take_of(struct mdc *c, struct moments *m, uint64_t i, struct mom_taken t,
+                   const struct block *slots, uint64_t n, uint64_t live)
+{
+    if (!grow((void **)&m->taken, &m->cap_taken, m->n_taken + 1, sizeof *m->taken))
+        return 0;
+    t.index = (int64_t)i;
+    t.kind = m->kinds[i];
+    t.first = (int64_t)m->n_data;
+    t.n = 0;
+    m->taken[m->n_taken++] = t;
+    switch (m->kinds[i]) {
+    case MOM_BY_NODE:
+        return by_node(c, m, slots, n, live);
+    case MOM_BLOCKS:
+        return blocks(c, m, slots, n);
+    default:
+        return 1;
+    }
+}
+
 /* the moment asked for at index `i`, taken now (after event `seq`) */
 static int take(struct mdc *c, struct moments *m, uint64_t i, int64_t seq)
 {
     const struct fig *f = c->fig;
-    if (!grow((void **)&m->taken, &m->cap_taken, m->n_taken + 1, sizeof *m->taken))
-        return 0;
-    m->taken[m->n_taken++] = (struct mom_taken){(int64_t)i, seq, f->t.cur, f->allocated, f->dropped,
-                                                m->kinds[i], (int64_t)m->n_data, 0};
-    switch (m->kinds[i]) {
-    case MOM_BY_NODE:
-        return by_node(c, m);
-    case MOM_BLOCKS:
-        return blocks(c, m);
-    default:
+    struct mom_taken t = {0, seq, f->t.cur, f->allocated, f->dropped, 0, 0, 0};
+    return take_of(c, m, i, t, c->live.slots, c->live.cap, c->live_n);
+}
+
+void moments_peak(struct mdc *c)
+{
+    struct moments *m = c->fig->mom;
+    if (m == NULL || !m->peak)
+        return;
+    const struct fig *f = c->fig;
+    m->at_peak = (struct mom_taken){0, f->t.peak_seq, f->t.cur, f->allocated, f->dropped, 0, 0, 0};
+    m->n_gone = 0;
+}
+
+int moments_gone(struct mdc *c, const struct block *b)
+{
+    struct moments *m = c->fig->mom;
+    if (m == NULL || !m->peak || c->fig->t.peak == 0 || b->order > (uint64_t)c->fig->t.peak_seq)
         return 1;
+    if (!grow((void **)&m->gone, &m->cap_gone, m->n_gone + 1, sizeof *m->gone))
+        return 0;
+    m->gone[m->n_gone] = *b;
+    m->gone[m->n_gone++].live = 1;
+    return 1;
+}
+
+/* the moment asked for at index `i`, at the peak: the blocks of the end allocated by its event
+ * and those gone since */
+static int take_peak(struct mdc *c, struct moments *m, uint64_t i)
+{
+    uint64_t n = 0, cap = c->live_n + m->n_gone;
+    struct block *all = cap ? malloc(cap * sizeof *all) : NULL;
+    if (cap && all == NULL)
+        return 0;
+    uint64_t peak_seq = (uint64_t)c->fig->t.peak_seq;
+    for (uint64_t j = 0; j < c->live.cap && n < c->live_n; j++) {
+        const struct block *b = &c->live.slots[j];
+        if (b->addr != 0 && b->live && b->order <= peak_seq && c->fig->t.peak != 0)
+            all[n++] = *b;
     }
+    if (m->n_gone)
+        memcpy(all + n, m->gone, m->n_gone * sizeof *all);
+    n += m->n_gone;
+    int ok = take_of(c, m, i, m->at_peak, all, n, n);
+    free(all);
+    return ok;
 }
 
 int moments_due(struct mdc *c, int64_t seq)
@@ -169,9 +231,12 @@ int moments_end(struct mdc *c, int64_t seq)
     struct moments *m = c->fig->mom;
     if (!moments_due(c, seq))
         return 0;
-    for (; m != NULL && m->next < m->n; m->next++) /* past the last event: never taken */
+    for (; m != NULL && m->next < m->n; m->next++) { /* past the last event: never taken */
         if (m->seqs[m->next] == MOM_END && !take(c, m, m->next, seq))
             return 0;
+        if (m->seqs[m->next] == MOM_PEAK && !take_peak(c, m, m->next))
+            return 0;
+    }
     return 1;
 }
 
@@ -195,6 +260,7 @@ void moments_free(struct moments *m)
     free(m->taken);
     free(m->data);
     free(m->idents);
+    free(m->gone);
     counter_free(&m->thread);
     counter_free(&m->index_of);
     free(m);
@@ -202,8 +268,8 @@ void moments_free(struct moments *m)
 
 /* ---- the API nativepass.py calls ------------------------------------------------------- */
 
-/* the pass (mdc_figures first) takes the `n` moments of `seqs` (ascending, then MOM_END's),
- * each of its kind;
+/* the pass (mdc_figures first) takes the `n` moments of `seqs` (ascending, then MOM_END's and
+ * MOM_PEAK's), each of its kind;
  * 0 when out of memory */
 EXPORT int mdc_moments(struct mdc *c, const int64_t *seqs, const int64_t *kinds, uint64_t n)
 {
@@ -219,8 +285,10 @@ EXPORT int mdc_moments(struct mdc *c, const int64_t *seqs, const int64_t *kinds,
     memcpy(m->seqs, seqs, n * sizeof *seqs);
     memcpy(m->kinds, kinds, n * sizeof *kinds);
     m->n = n;
-    for (uint64_t i = 0; i < n; i++)
+    for (uint64_t i = 0; i < n; i++) {
         m->tagged |= kinds[i] == MOM_BLOCKS;
+        m->peak |= seqs[i] == MOM_PEAK;
+    }
     m->idents[0] = -1;
     m->n_idents = m->cap_idents = 1;
     return 1;

@@ -13,6 +13,10 @@
 enum { MOM_TOTALS, MOM_BY_NODE, MOM_BLOCKS };
 /* a moment's SEQ for the dump's end (passapi.END) */
 #define MOM_END (-1)
+/* a moment's SEQ for the peak of the live heap, known at the end (passapi.AT_PEAK): the blocks live
+ * after the peak's event are those of the end allocated by then and those released since, which
+ * the pass keeps from the latest peak on (at most the blocks live at the peak) */
+#define MOM_PEAK (-2)
 
 /* (mirrored) a moment taken: the index of its SEQ among those asked for, after event `seq`, its
  * totals, and its `n` rows from `first` in the
@@ -24,6 +28,7 @@ struct mom_taken {
 };
 
 struct moments;
+struct block;
 /* the moments due after event `seq` (the line before), if any (0: out of memory) */
 int moments_due(struct mdc *c, int64_t seq);
 /* the dump ends after event `seq`: the moments due, and those at MOM_END (0: out of memory) */
@@ -31,6 +36,11 @@ int moments_end(struct mdc *c, int64_t seq);
 /* the tag index of a block allocated by thread `tid` when no series keeps tags (0: out of
  * memory) */
 int moments_tag(struct moments *m, int64_t tid, uint16_t *tag);
+/* the live heap reached a new peak (figures.c's t.peak_seq, the event just applied) */
+void moments_peak(struct mdc *c);
+/* live block `b` stops being live (released, returned again, dropped by an exec): kept when a
+ * moment is at the peak and `b` was live at the latest (0: out of memory) */
+int moments_gone(struct mdc *c, const struct block *b);
 void moments_free(struct moments *m);
 
 #endif

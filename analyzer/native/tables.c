@@ -63,6 +63,22 @@ struct block *btab_put(struct btab *t, uint64_t addr, int *made)
     return b;
 }
 
+void btab_del(struct btab *t, struct block *b)
+{
+    uint64_t mask = t->cap - 1, hole = (uint64_t)(b - t->slots);
+    for (uint64_t j = (hole + 1) & mask; t->slots[j].addr != 0; j = (j + 1) & mask) {
+        uint64_t home = btab_slot(t->slots[j].addr, mask);
+        /* the slot stays where its probe from `home` reaches it without crossing the hole */
+        int stays = hole <= j ? hole < home && home <= j : hole < home || home <= j;
+        if (!stays) {
+            t->slots[hole] = t->slots[j];
+            hole = j;
+        }
+    }
+    memset(&t->slots[hole], 0, sizeof t->slots[hole]);
+    t->n--;
+}
+
 void btab_clear(struct btab *t)
 {
     if (t->slots != NULL)

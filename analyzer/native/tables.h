@@ -42,6 +42,9 @@ static inline void btab_prefetch(const struct btab *t, uint64_t addr)
 struct block *btab_get(const struct btab *t, uint64_t addr);
 /* the slot of `addr`, made when missing (*made set); NULL when out of memory */
 struct block *btab_put(struct btab *t, uint64_t addr, int *made);
+/* slot `b` of table `t` emptied, the slots after it moved back where their probes reach them
+ * (linear probing's deletion: no tombstone); a pointer into the table is stale after it */
+void btab_del(struct btab *t, struct block *b);
 void btab_clear(struct btab *t);
 void btab_free(struct btab *t);
 

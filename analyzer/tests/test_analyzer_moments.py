@@ -22,6 +22,7 @@ from memdump_analyzer.exports import export
 from memdump_analyzer.exports.collapsed import METRICS
 from memdump_analyzer.heapmap import HeapMapError, HeapMapOutput, heap_maps
 from memdump_analyzer.passapi import (
+    AT_PEAK,
     END,
     MOMENT_BLOCKS,
     MOMENT_BY_NODE,
@@ -82,7 +83,8 @@ def _outcome(path: Path, wanted: list[tuple[int, int]], parts: frozenset[str],
 
 
 def _wanted(rng: random.Random, last: int) -> list[tuple[int, int]]:
-    seqs = [0, last, last + 1, END, END] + [rng.randint(0, last + 2) for _ in range(12)]
+    seqs = [0, last, last + 1, END, END, AT_PEAK, AT_PEAK] + [rng.randint(0, last + 2)
+                                                        for _ in range(12)]
     seqs += seqs[:3]  # several at one event
     rng.shuffle(seqs)
     return [(seq, rng.choice((MOMENT_TOTALS, MOMENT_BY_NODE, MOMENT_BLOCKS))) for seq in seqs]
@@ -107,8 +109,9 @@ def test_generated(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 def test_generated_moments_have_everything(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated dumps reach what the test is for: tagged and untagged blocks at a moment,
-    bytes dropped while live, several stacks live at once, a moment past the last event."""
-    seen = dict.fromkeys(("tagged", "untagged", "dropped", "stacks", "past"), 0)
+    bytes dropped while live, several stacks live at once, a moment past the last event, blocks
+    at the peak that the end has not (released since, kept by the pass)."""
+    seen = dict.fromkeys(("tagged", "untagged", "dropped", "stacks", "past", "peak"), 0)
     for seed in range(80):
         rng = random.Random(seed)
         path = tmp_path / "gen.memdump"
@@ -118,7 +121,11 @@ def test_generated_moments_have_everything(tmp_path: Path,
         assert native.last_fallback is None
         seen["past"] += len(got["taken"]) < len(wanted)
         seen["dropped"] += got["dropped"] > 0
-        for m in got["taken"].values():
+        at_end = [set(m["blocks"]) for i, m in got["taken"].items()
+                  if wanted[i] == (END, MOMENT_BLOCKS)]
+        for i, m in got["taken"].items():
+            if wanted[i] == (AT_PEAK, MOMENT_BLOCKS) and at_end:
+                seen["peak"] += bool(set(m["blocks"]) - at_end[0])
             seen["tagged"] += any(b[3] is not None for b in m["blocks"] or ())
             seen["untagged"] += any(b[3] is None for b in m["blocks"] or ())
             seen["stacks"] += len(m["by_node"] or ()) > 1
@@ -147,8 +154,9 @@ def test_a_moment_before_the_first_event_and_at_the_end(tmp_path: Path,
 def test_the_heap_map_at_known_events_is_the_librarys(tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """The heap map at SEQs and at the end (the HTML page's) asks for no event: the library's
-    pass; at the peak or a phase, heappass.py's loop with the events, unless a first pass found
-    their SEQs (`when`: the phase's is the record's before its own)."""
+    pass; at the peak or a phase, heappass.py's loop with the events, unless the peak is the
+    pass's moment (`AT_PEAK`) or a first pass found the phases' SEQs (`when`: the phase's is
+    the record's before its own)."""
     assert not HeapMapOutput(["12", "end"]).events
     assert HeapMapOutput(["12", "end"]).wanted_moments() == [(12, MOMENT_BLOCKS),
                                                              (END, MOMENT_BLOCKS)]
@@ -159,6 +167,9 @@ def test_the_heap_map_at_known_events_is_the_librarys(tmp_path: Path,
     assert not out.events
     assert out.wanted_moments() == [(41, MOMENT_BLOCKS), (END, MOMENT_BLOCKS),
                                     (9, MOMENT_BLOCKS), (7, MOMENT_BLOCKS)]
+    out = HeapMapOutput(["end", "peak"], when={1: AT_PEAK})
+    assert not out.events
+    assert out.wanted_moments() == [(END, MOMENT_BLOCKS), (AT_PEAK, MOMENT_BLOCKS)]
 
 
 def _maps(path: Path, moments: list[str], monkeypatch: pytest.MonkeyPatch,
@@ -174,9 +185,10 @@ def _maps(path: Path, moments: list[str], monkeypatch: pytest.MonkeyPatch,
 def test_the_heap_map_at_the_peak_and_phases_in_two_passes(seed: int, tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch,
                                                            ) -> None:
-    """With the library, the heap map at the peak and at phases is two passes (the first finds
-    their SEQs, the second takes them as known moments): the same maps, errors included (a
-    phase or an event not in the dump), as heappass.py's one pass with its undo log, on
+    """With the library, the heap map at phases is two passes (the first finds their SEQs, the
+    second takes them as known moments), at the peak alone one (the pass's `AT_PEAK` moment):
+    the same maps, errors included (a phase or an event not in the dump), as heappass.py's one
+    pass with its undo log, on
     generated dumps (phases `load` twice, `run`, `-`; execs; blocks replaced while live), whole
     and corrupted."""
     rng = random.Random(seed)
