@@ -68,12 +68,13 @@ RENDERERS: dict[str, Callable[[HeapProfile, HeapProfile | None, str, bool], byte
 
 
 def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
-             maps: bool) -> HeapProfile:
-    """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps)
-    its series and heap maps too, gathered in the same pass (one read of the dump)."""
+             maps: bool, trees: bool = False) -> HeapProfile:
+    """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps,
+    `trees`: with its trees' figures) its series and heap maps too, gathered in the same pass
+    (one read of the dump)."""
     from .html import PageOutputs
     from .profile import collect
-    page = PageOutputs(analysis, symbolize, maps=maps) if name == "html" else None
+    page = PageOutputs(analysis, symbolize, maps=maps, trees=trees) if name == "html" else None
     profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
                       also=page.outputs if page else ())
     profile.page = page
@@ -93,8 +94,10 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
     if metric not in METRICS:
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
-    detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
-    profile = _collect(name, analysis, symbolize, detailed, maps=True)
+    # the page of one run stacks its live heap by stack at every snapshot
+    one_page = base is None and name == "html"
+    detailed = 1 if base is not None and name == "massif" or one_page else DETAILED_EVERY
+    profile = _collect(name, analysis, symbolize, detailed, maps=True, trees=one_page)
     old = _collect(name, base, symbolize, detailed, maps=False) if base is not None else None
     collecting = gc.isenabled()
     gc.disable()  # the renderers make trees of many nodes and no reference cycle: the collector

@@ -27,6 +27,8 @@ from ..passapi import (
     MOMENT_BY_NODE,
     MOMENT_TOTALS,
     NODE,
+    TEMP,
+    TEMP_BYTES,
     Accumulator,
     Figures,
     Moment,
@@ -59,6 +61,10 @@ class StackFigures:
     #: its blocks live at the peak
     peak_blocks: int = 0
     peak_bytes: int = 0
+    #: its temporary allocations (heaptrack's: freed with no other heap operation of the thread
+    #: between), when the pass computed the `temporary` part (the HTML page's), else 0
+    temp_blocks: int = 0
+    temp_bytes: int = 0
 
 
 @dataclass
@@ -125,7 +131,7 @@ class StackProfileOutput(Accumulator):
         self.analysis = analysis
         self.symbolize = symbolize
         self.reader: DumpReader | None = None
-        #: stack node -> [blocks, bytes] allocated there
+        #: stack node -> [blocks, bytes, temporary blocks, their bytes] allocated there
         self.allocs: dict[int, list[int]] = {}
         #: stack node -> [blocks, bytes] live at the peak
         self.at_peak: dict[int, list[int]] = {}
@@ -189,19 +195,22 @@ class StackProfileOutput(Accumulator):
         allocs = self.allocs
         stacks = figures.stacks
         if getattr(stacks, "table", False):  # the library's table: its columns, no rows made
-            # (struct fig_stack's fields 5, 6 and 10: allocations, their bytes, the node; one
-            # row a node)
-            for node, n, nbytes in zip(stacks.column(10), stacks.column(5),  # type: ignore[attr-defined]
-                                       stacks.column(6), strict=True):
-                allocs[node] = [n, nbytes]
+            # (struct fig_stack's fields 5 to 8 and 10: allocations, their bytes, the temporary
+            # ones and theirs, the node; one row a node)
+            column = stacks.column  # type: ignore[attr-defined]
+            for node, n, nbytes, temp, temp_bytes in zip(
+                    column(10), column(5), column(6), column(7), column(8), strict=True):
+                allocs[node] = [n, nbytes, temp, temp_bytes]
         else:
             for st in stacks.values():
                 row = allocs.get(st[NODE])
                 if row is None:
-                    allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
+                    allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES], st[TEMP], st[TEMP_BYTES]]
                 else:
                     row[0] += st[ALLOCS]
                     row[1] += st[ALLOC_BYTES]
+                    row[2] += st[TEMP]
+                    row[3] += st[TEMP_BYTES]
         if self.symbolize:
             _symbolize(self.reader, self._nodes())
         self.profile = self._profile()
@@ -232,10 +241,8 @@ class StackProfileOutput(Accumulator):
         n_front = max(row_of[:len(front)], default=-1) + 1
         figures = [StackFigures(frames) for frames in frames_of[:n_front]]
         stacks.update(zip(keys_of[:n_front], figures, strict=True))
-        for (blocks, nbytes), r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
-            row = figures[r]
-            row.alloc_blocks += blocks
-            row.alloc_bytes += nbytes
+        for alloc, r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
+            _add_allocs(figures[r], alloc)
         for (blocks, nbytes), r in zip(self.at_peak.values(), row_of[n_allocs:len(front)],
                                    strict=True):
             row = figures[r]
@@ -303,10 +310,8 @@ class StackProfileOutput(Accumulator):
                 keys[node] = key
             return key
 
-        for node, (blocks, nbytes) in self.allocs.items():
-            row = stacks[key_of(node)]
-            row.alloc_blocks += blocks
-            row.alloc_bytes += nbytes
+        for node, alloc in self.allocs.items():
+            _add_allocs(stacks[key_of(node)], alloc)
         for node, (blocks, nbytes) in self.at_peak.items():
             row = stacks[key_of(node)]
             row.peak_blocks += blocks
@@ -324,6 +329,15 @@ class StackProfileOutput(Accumulator):
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
                            self.analysis.peak_seq)
+
+
+def _add_allocs(row: StackFigures, alloc: list[int]) -> None:
+    """A node's allocations (`StackProfileOutput.allocs`' row) counted in its stack's row."""
+    blocks, nbytes, temp, temp_bytes = alloc
+    row.alloc_blocks += blocks
+    row.alloc_bytes += nbytes
+    row.temp_blocks += temp
+    row.temp_bytes += temp_bytes
 
 
 def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:
