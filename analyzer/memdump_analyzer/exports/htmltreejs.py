@@ -33,43 +33,73 @@ const FN = data.functions, COLS = data.columns, NC = COLS.length, SHOWN = SHOWN_
 const zero = () => new Array(NC).fill(0);
 const add = (a, v) => { for (let i = 0; i < NC; i++) a[i] += v[i]; };
 const node = (name, id) => ({name, id, v: zero(), kids: new Map(), open: false, all: false});
-// the stacks as a tree by function, the outermost first (top-down) or the innermost (bottom-up)
-function tree(bottomUp) {
-  const root = node("all", -1);
+// the tree of nodes: node i's parent and function
+const parent = [], fnOf = [];
+for (let i = 0; i < data.nodes.length; i += 2) {
+  parent.push(i / 2 - data.nodes[i]);
+  fnOf.push(data.nodes[i + 1]);
+}
+// top-down: the tree of nodes itself, each node's figures its stacks' and its callees'
+function topDown() {
+  const root = node("all", -1), nodes = fnOf.map((f) => node(FN[f], f));
   root.open = true;
-  for (const s of data.stacks) {
-    const v = s.slice(1), frames = bottomUp ? s[0].slice().reverse() : s[0];
-    add(root.v, v);
-    let n = root;
-    for (const f of frames) {
-      let c = n.kids.get(f);
-      if (!c) n.kids.set(f, c = node(FN[f], f));
-      add(c.v, v);
-      n = c;
-    }
+  for (const s of data.stacks) add(s[0] < 0 ? root.v : nodes[s[0]].v, s.slice(1));
+  for (let i = nodes.length - 1; i >= 0; i--) {
+    const up = parent[i] < 0 ? root : nodes[parent[i]];
+    up.kids.set(fnOf[i], nodes[i]);
+    add(up.v, nodes[i].v);
   }
   return [root];
 }
-// each function's figures (each stack counted once), its callers' and its callees'
-const fns = FN.map((name, id) => ({name, id, v: zero(), callers: new Map(),
-                                   callees: new Map()}));
-function count(map, id, v) {
-  if (!map.has(id)) map.set(id, zero());
-  add(map.get(id), v);
-}
-for (const s of data.stacks) {
-  const frames = s[0], v = s.slice(1), seen = new Set(), edges = new Set();
-  frames.forEach((f, j) => {
-    if (!seen.has(f)) { seen.add(f); add(fns[f].v, v); }
-    const c = frames[j - 1], e = c + ">" + f;
-    if (j > 0 && !edges.has(e)) {
-      edges.add(e);
-      count(fns[f].callers, c, v);
-      count(fns[c].callees, f, v);
+// bottom-up: each stack from its innermost function out, a node's children made when they are
+// first asked for (a row shown): a node holds its stacks, (stack, its trie node there) each
+const vals = data.stacks.map((s) => s.slice(1));
+const INNERMOST = -2;  // a stack before its innermost frame (the root's members)
+class Up {
+  constructor(name, id, members) {
+    Object.assign(this, {name, id, v: zero(), open: false, all: false, members, made: null});
+    for (let i = 0; i < members.length; i += 2) add(this.v, vals[members[i]]);
+  }
+  get kids() {
+    if (this.made) return this.made;
+    const by = new Map(), m = this.members;
+    for (let i = 0; i < m.length; i += 2) {
+      const p = m[i + 1] === INNERMOST ? data.stacks[m[i]][0] : parent[m[i + 1]];
+      if (p < 0) continue;
+      let g = by.get(fnOf[p]);
+      if (!g) by.set(fnOf[p], g = []);
+      g.push(m[i], p);
     }
-  });
+    this.made = new Map([...by].map(([f, g]) => [f, new Up(FN[f], f, g)]));
+    return this.made;
+  }
 }
-const flat = (map) => [...map].map(([id, v]) => ({name: FN[id], id, v, kids: null}));
+function bottomUp() {
+  const root = new Up("all", -1, data.stacks.flatMap((s, k) => [k, INNERMOST]));
+  root.open = true;
+  return [root];
+}
+// each function's figures, its callers' and its callees', each stack counted once in each
+const fns = FN.map((name, id) => ({name, id, v: zero(), callers: new Map(),
+                                   callees: new Map(), stamp: -1}));
+function count(map, id, v, stamp) {
+  let e = map.get(id);
+  if (!e) map.set(id, e = {v: zero(), stamp: -1});
+  if (e.stamp !== stamp) { e.stamp = stamp; add(e.v, v); }
+}
+data.stacks.forEach((s, k) => {
+  const v = vals[k];
+  for (let n = s[0]; n >= 0; n = parent[n]) {
+    const f = fns[fnOf[n]];
+    if (f.stamp !== k) { f.stamp = k; add(f.v, v); }
+    if (parent[n] >= 0) {
+      const c = fnOf[parent[n]];
+      count(f.callers, c, v, k);
+      count(fns[c].callees, f.id, v, k);
+    }
+  }
+});
+const flat = (map) => [...map].map(([id, e]) => ({name: FN[id], id, v: e.v, kids: null}));
 const fmt = (n) => n.toLocaleString("en-US");
 
 class Grid {
@@ -220,8 +250,8 @@ class Grid {
   }
 }
 
-new Grid(document.getElementById("topdown"), tree(false), null);
-new Grid(document.getElementById("bottomup"), tree(true), null);
+new Grid(document.getElementById("topdown"), topDown(), null);
+new Grid(document.getElementById("bottomup"), bottomUp(), null);
 const title = (id, text) => { document.getElementById(id).textContent = text; };
 let list = null;
 function show(f) {

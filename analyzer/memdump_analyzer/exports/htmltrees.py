@@ -10,6 +10,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from ..views.sizes import buckets
+from ..wording import plural
 from .charts import OTHER, TAG_COLOURS, Line, human_bytes, xy_chart
 from .collapsed import frame_name
 from .flame import WIDTH
@@ -31,17 +32,21 @@ def _figures(s: StackFigures) -> tuple[int, int, int, int]:
 
 
 def stack_data(profile: HeapProfile) -> dict[str, Any]:
-    """The page's stacks: `functions`, the function names (as the flame graphs name frames), and
-    `stacks`, [[function indices, outermost first], allocations, temporary, peak bytes, leaked
-    bytes] each, the stacks that name the same functions in the same order summed into one, the
-    most allocations first (then by the functions' names); the names numbered as the stacks
-    first use them."""
+    """The page's stacks, as the script reads them (docs/exports.md, "html"): `functions`, the
+    function names (as the flame graphs name frames); `nodes`, the stacks' prefixes by function
+    as a tree, two numbers a node: how many nodes back its parent is (its index + 1 for a
+    node of the root) and its function's index; `stacks`, [node of its innermost frame (-1: no
+    frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
+    functions in the same order are summed into one, the most allocations first (then by the
+    functions' names); names and nodes are numbered as the stacks first use them."""
     merged: dict[tuple[str, ...], list[int]] = {}
+    known: dict[int, str] = {}  # a frame's name by its identity: the stacks share the reader's
     for s in profile.stacks.values():
         figures = _figures(s)
         if not any(figures):
             continue
-        names = tuple(frame_name(f) for f in reversed(s.frames))
+        names = tuple(known.get(id(f)) or known.setdefault(id(f), frame_name(f))
+                      for f in reversed(s.frames))
         row = merged.get(names)
         if row is None:
             merged[names] = list(figures)
@@ -49,11 +54,21 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
             for i, n in enumerate(figures):
                 row[i] += n
     functions: dict[str, int] = {}
+    tree: dict[tuple[int, int], int] = {}  # (parent, function) -> node
+    nodes: list[int] = []
     stacks = []
     for names, row in sorted(merged.items(), key=lambda kv: (-kv[1][0], kv[0])):
-        ids = [functions.setdefault(n, len(functions)) for n in names]
-        stacks.append([ids, *row])
-    return {"columns": list(COLUMNS), "functions": list(functions), "stacks": stacks}
+        at = -1
+        for name in names:
+            step = (at, functions.setdefault(name, len(functions)))
+            node = tree.get(step)
+            if node is None:
+                node = tree[step] = len(tree)
+                nodes += [node - at, step[1]]
+            at = node
+        stacks.append([at, *row])
+    return {"columns": list(COLUMNS), "functions": list(functions), "nodes": nodes,
+            "stacks": stacks}
 
 
 def _embedded(data: dict[str, Any]) -> str:
@@ -108,8 +123,8 @@ def stacks_over_time(profile: HeapProfile) -> str:
     rest = [s.live_bytes - sum((s.tree or {}).get(k, 0) for k in top) for s in shots]
     if any(rest):
         lines.append(Line("other stacks", OTHER, rest, OTHER))
-    titles = [f"event {s.seq:,}: {s.live_bytes:,} bytes live\n" + "\n".join(
-        f"{line.name}: {line.values[i]:,}" for line in lines if line.values[i])
+    titles = ["\n".join([f"event {s.seq:,}: {s.live_bytes:,} bytes live"] + [
+        f"{line.name}: {line.values[i]:,}" for line in lines if line.values[i]])
         for i, s in enumerate(shots)]
     return xy_chart(xs, lines, height=200, x_label="events", y_text=human_bytes,
                     titles=titles, stacked=True)
@@ -144,8 +159,9 @@ def size_histogram(sizes: dict[int, int]) -> str:
         y = h - n / high * (h - 20)
         lo, hi = (0, 0) if b == 0 else (1 << (b - 1), (1 << b) - 1)
         what = f"{lo:,} bytes" if lo == hi else f"{lo:,} to {hi:,} bytes"
-        out.append(f'<g class="bar"><title>{what}: {n:,} blocks ({100 * n / total:.2f}%), '
-                   f'{nbytes:,} bytes</title><rect x="{x + 1:.2f}" y="{y:.2f}" '
+        out.append(f'<g class="bar"><title>{what}: {plural(n, "block")} '
+                   f'({100 * n / total:.2f}%), {nbytes:,} bytes</title>'
+                   f'<rect x="{x + 1:.2f}" y="{y:.2f}" '
                    f'width="{bar_w - 2:.2f}" height="{h - y:.2f}" fill="{TAG_COLOURS[0]}"/>'
                    f'<text x="{x + bar_w / 2:.2f}" y="{h + 14}" text-anchor="middle">'
                    f"{_bounds(b)}</text></g>")
