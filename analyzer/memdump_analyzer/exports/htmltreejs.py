@@ -101,6 +101,8 @@ data.stacks.forEach((s, k) => {
 });
 const flat = (map) => [...map].map(([id, e]) => ({name: FN[id], id, v: e.v, kids: null}));
 const fmt = (n) => n.toLocaleString("en-US");
+// a shown row's identity: its node, or its "more" row's
+const ident = (r) => r.n || r.more.moreRow;
 
 class Grid {
   constructor(table, roots, pick) {
@@ -151,8 +153,10 @@ class Grid {
         out.push({n, level, parent});
         if (n.kids && n.open) walk(n.kids.values(), level + 1, n);
       }
-      if (shown.length < kids.length)
+      if (shown.length < kids.length) {
+        holder.moreRow = holder.moreRow || {};  // the "more" row's identity, kept across renders
         out.push({more: holder, level, parent, count: kids.length - shown.length});
+      }
     };
     walk(this.roots, 1, null);
     return out;
@@ -165,13 +169,13 @@ class Grid {
       else th.removeAttribute("aria-sort");
     });
     this.rows = this.visible();
-    if (!this.rows.some((r) => (r.n || r.more) === this.focused))
-      this.focused = this.rows.length ? this.rows[0].n || this.rows[0].more : null;
+    if (!this.rows.some((r) => ident(r) === this.focused))
+      this.focused = this.rows.length ? ident(this.rows[0]) : null;
     const trs = this.rows.map((r) => {
       const tr = document.createElement("tr");
       tr.setAttribute("role", "row");
       tr.setAttribute("aria-level", r.level);
-      tr.tabIndex = (r.n || r.more) === this.focused ? 0 : -1;
+      tr.tabIndex = ident(r) === this.focused ? 0 : -1;
       const name = tr.insertCell();
       name.className = "fn";
       name.style.paddingLeft = (r.level - 1) * 14 + "px";
@@ -204,31 +208,33 @@ class Grid {
       trs.push(tr);
     }
     this.body.replaceChildren(...trs);
-    if (had) this.focusRow(this.rows.findIndex((r) => (r.n || r.more) === this.focused));
+    if (had) this.focusRow(this.rows.findIndex((r) => ident(r) === this.focused));
   }
   focusRow(i) {
     if (i < 0 || i >= this.rows.length) return;
     const r = this.rows[i];
     for (const tr of this.body.rows) tr.tabIndex = -1;
-    this.focused = r.n || r.more;
+    this.focused = ident(r);
     const tr = this.body.rows[i];
     tr.tabIndex = 0;
     tr.focus();
   }
   act(r, click) {
-    if (r.more) {
+    if (r.more) {  // its rows shown, the first of them focused
+      const at = this.rows.indexOf(r);
       r.more.all = true;
-      this.focused = r.more;
+      this.rows = this.visible();
+      this.focused = ident(this.rows[at]);
     } else {
       this.focused = r.n;
       if (r.n.kids && r.n.kids.size) r.n.open = !r.n.open;
       if (this.pick) { this.picked = r.n; this.pick(r.n); }
     }
     this.render();
-    if (click) this.focusRow(this.rows.findIndex((x) => (x.n || x.more) === this.focused));
+    if (click) this.focusRow(this.rows.findIndex((x) => ident(x) === this.focused));
   }
   key(e) {
-    const at = this.rows.findIndex((r) => (r.n || r.more) === this.focused), r = this.rows[at];
+    const at = this.rows.findIndex((r) => ident(r) === this.focused), r = this.rows[at];
     if (!r) return;
     const n = r.n, has = n && n.kids && n.kids.size > 0;
     switch (e.key) {

@@ -98,6 +98,14 @@ def trees_section(profile: HeapProfile) -> list[str]:
         '<h4 id="callees-title">Callees</h4>', grid.format("callees", "callees")]
 
 
+#: a legend's longest name: a C++ function's full signature would widen the page
+LONGEST = 150
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= LONGEST else name[:LONGEST - 3] + "..."
+
+
 def _detailed(profile: HeapProfile) -> list[Snapshot]:
     """The snapshots with their bytes by stack (and the empty heap before the first event)."""
     return [s for s in profile.snapshots if s.tree is not None or s.live_bytes == 0]
@@ -117,6 +125,7 @@ def stacks_over_time(profile: HeapProfile) -> str:
     label = {k: stack_name(frames[k]) for k in most}
     top = sorted(most, key=lambda k: (-most[k], label[k]))[:TOP_STACKS]
     tell_apart(top, frames, label)  # type: ignore[arg-type]
+    label = {k: _short(name) for k, name in label.items()}
     xs = [s.seq for s in shots]
     lines = [Line(label[k], TAG_COLOURS[i], [(s.tree or {}).get(k, 0) for s in shots],
                   TAG_COLOURS[i]) for i, k in enumerate(top)]
