@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at
-from exports_testlib import chromium, colour_count, console_messages, png_pixels
+from exports_testlib import chromium, colour_count, console_messages, page_screenshot
 from memdump_analyzer.exports.charts import OTHER, TAG_COLOURS
 from memdump_analyzer.exports.htmltreejs import SHOWN
 from memdump_analyzer.exports.htmltrees import TOP_STACKS
@@ -246,13 +246,7 @@ window.addEventListener("load", () => {
 
 def test_the_screenshot_shows_the_trees_the_stacked_heap_and_the_histogram(
         tmp_path: Path) -> None:
-    out = page(tmp_path, _three_stacks(tmp_path))
-    shot = tmp_path / "shot.png"
-    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,4000", f"--screenshot={shot}")
-    assert proc.returncode == 0 and shot.is_file(), proc.stderr
-    messages = console_messages(proc.stderr)
-    assert len(messages) == 1 and messages[0].startswith(READY), messages
-    _, _, rows = png_pixels(shot)
+    _, _, rows = page_screenshot(page(tmp_path, _three_stacks(tmp_path)), tmp_path, 4000)
     # the picked function's row (main's) in the functions
     assert colour_count(rows, "#fdf2d0") > 10_000
     # the stacked heap's four stacks; the histogram's bars in the first colour
