@@ -94,9 +94,11 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
     if metric not in METRICS:
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
-    # the page of one run stacks its live heap by stack at every snapshot
+    detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
     one_page = base is None and name == "html"
-    detailed = 1 if base is not None and name == "massif" or one_page else DETAILED_EVERY
+    if one_page:  # the page of one run stacks its live heap by stack at its snapshots
+        from .htmltrees import by_stack_every
+        detailed = by_stack_every(analysis)
     profile = _collect(name, analysis, symbolize, detailed, maps=True, trees=one_page)
     old = _collect(name, base, symbolize, detailed, maps=False) if base is not None else None
     collecting = gc.isenabled()

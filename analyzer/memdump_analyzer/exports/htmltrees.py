@@ -9,6 +9,7 @@ import json
 from collections.abc import Hashable
 from typing import Any
 
+from ..model import Analysis
 from ..views.sizes import buckets
 from ..wording import plural
 from .charts import OTHER, TAG_COLOURS, Line, human_bytes, xy_chart
@@ -17,14 +18,23 @@ from .flame import WIDTH
 from .mapsvg import stack_name, tell_apart
 from .profile import HeapProfile, Snapshot, StackFigures
 
-__all__ = ["COLUMNS", "TOP_STACKS", "size_histogram", "stack_data", "stacks_over_time",
-           "trees_section"]
+__all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "size_histogram",
+           "stack_data", "stacks_over_time", "trees_section"]
 
 #: the trees' columns, heaptrack_gui's: allocations (calls), temporary allocations (calls),
 #: bytes live at the peak, bytes leaked
 COLUMNS = ("allocations", "temporary", "peak", "leaked")
 #: the stacks drawn apart in the live heap over time (the others summed, grey)
 TOP_STACKS = 10
+#: a dump of at most this many events has its live heap by stack at each of the exports'
+#: snapshots (profile.SNAPSHOTS), a larger one at every other: each costs a sort of the live
+#: blocks (cppcheck's recording: 1.2 s of CPU for 50, 2.5 s for 100)
+BY_STACK_ALL = 100_000
+
+
+def by_stack_every(analysis: Analysis) -> int:
+    """Every how many snapshots the page takes the live heap by stack."""
+    return 1 if analysis.last_seq <= BY_STACK_ALL else 2
 
 
 def _figures(s: StackFigures) -> tuple[int, int, int, int]:
@@ -39,35 +49,37 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
     functions in the same order are summed into one, the most allocations first (then by the
     functions' names); names and nodes are numbered as the stacks first use them."""
-    merged: dict[tuple[str, ...], list[int]] = {}
-    known: dict[int, str] = {}  # a frame's name by its identity: the stacks share the reader's
-    for s in profile.stacks.values():
-        figures = _figures(s)
-        if not any(figures):
-            continue
-        names = tuple(known.get(id(f)) or known.setdefault(id(f), frame_name(f))
-                      for f in reversed(s.frames))
-        row = merged.get(names)
+    rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
+    # each frame's function by the frame's identity: the stacks share the reader's frames
+    frames = {id(f): f for stack, _ in rows for f in stack}
+    known: dict[str, int] = {}
+    function_of = {i: known.setdefault(frame_name(f), len(known)) for i, f in frames.items()}
+    names = list(known)
+    merged: dict[tuple[int, ...], list[int]] = {}
+    for stack, figures in rows:
+        key = tuple(map(function_of.__getitem__, map(id, reversed(stack))))
+        row = merged.get(key)
         if row is None:
-            merged[names] = list(figures)
+            merged[key] = list(figures)
         else:
             for i, n in enumerate(figures):
                 row[i] += n
-    functions: dict[str, int] = {}
+    functions: dict[int, int] = {}  # renumbered as the stacks first use them
     tree: dict[tuple[int, int], int] = {}  # (parent, function) -> node
     nodes: list[int] = []
     stacks = []
-    for names, row in sorted(merged.items(), key=lambda kv: (-kv[1][0], kv[0])):
+    for key, row in sorted(merged.items(),
+                           key=lambda kv: (-kv[1][0], [names[i] for i in kv[0]])):
         at = -1
-        for name in names:
-            step = (at, functions.setdefault(name, len(functions)))
+        for f in key:
+            step = (at, functions.setdefault(f, len(functions)))
             node = tree.get(step)
             if node is None:
                 node = tree[step] = len(tree)
-                nodes += [node - at, step[1]]
+                nodes += (node - at, step[1])
             at = node
         stacks.append([at, *row])
-    return {"columns": list(COLUMNS), "functions": list(functions), "nodes": nodes,
+    return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
             "stacks": stacks}
 
 
@@ -112,9 +124,9 @@ def _detailed(profile: HeapProfile) -> list[Snapshot]:
 
 
 def stacks_over_time(profile: HeapProfile) -> str:
-    """The live heap at each snapshot, stacked by the `TOP_STACKS` stacks with the most bytes
-    live at any of them (named by their innermost frame, and where they differ when they share
-    it), the others summed in grey."""
+    """The live heap at each snapshot with its bytes by stack (`by_stack_every`), stacked by the
+    `TOP_STACKS` stacks with the most bytes live at any of them (named by their innermost frame,
+    and where they differ when they share it), the others summed in grey."""
     shots = _detailed(profile)
     most: dict[Hashable, int] = {}
     for shot in shots:

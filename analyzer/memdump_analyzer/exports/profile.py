@@ -228,10 +228,10 @@ class StackProfileOutput(Accumulator):
         assert reader is not None
         # the nodes in the order the rows are made: allocations, the peak, the snapshots
         front = [*self.allocs, *self.at_peak]
-        trees = [[n for n, nbytes in shot[3].items() if nbytes] for shot in self.shots
-                 if shot[3] is not None]
-        rows = nativegroups.stack_rows(reader, frame_key,
-                                       front + [n for nodes in trees for n in nodes])
+        # the snapshots' nodes, each once (a node live at many snapshots is keyed once)
+        in_trees = list(dict.fromkeys(n for shot in self.shots if shot[3] is not None
+                                      for n, nbytes in shot[3].items() if nbytes))
+        rows = nativegroups.stack_rows(reader, frame_key, front + in_trees)
         if rows is None:
             return self._profile_py()
         row_of, frames_of, keys_of = rows
@@ -253,14 +253,14 @@ class StackProfileOutput(Accumulator):
             if key not in stacks:  # a leak's stack comes first
                 stacks[key] = StackFigures(frames)
         shots = []
-        rowed = iter(row_of[len(front):])
+        key_of = dict(zip(in_trees, map(keys_of.__getitem__, row_of[len(front):]), strict=True))
         for seq, time, cur, by_node, peak in self.shots:
             tree = None
             if by_node is not None:
                 tree = {}
-                for nbytes in by_node.values():
+                for node, nbytes in by_node.items():
                     if nbytes:
-                        k = keys_of[next(rowed)]
+                        k = key_of[node]
                         tree[k] = tree.get(k, 0) + nbytes
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
