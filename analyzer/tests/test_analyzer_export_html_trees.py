@@ -9,7 +9,13 @@ import re
 from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at
-from exports_testlib import chromium, colour_count, console_messages, page_screenshot
+from exports_testlib import (
+    chromium,
+    colour_count,
+    console_messages,
+    doc_block,
+    page_screenshot,
+)
 from memdump_analyzer.exports.charts import OTHER, TAG_COLOURS
 from memdump_analyzer.exports.htmltreejs import SHOWN
 from memdump_analyzer.exports.htmltrees import TOP_STACKS
@@ -68,6 +74,8 @@ def test_the_page_embeds_each_stacks_figures_exactly(tmp_path: Path) -> None:
         # main (root), f_a under main, other under main, f_b under other, helper, f_b under it
         "nodes": [1, 0, 1, 1, 2, 2, 1, 3, 4, 4, 1, 3],
         "stacks": [[1, 3, 2, 40, 40], [3, 2, 0, 300, 324], [5, 1, 0, 200, 0]]}
+    # docs/exports.md's example is this page's
+    assert json.loads(doc_block("The trees are made in the browser from the stacks")) == data
     assert decoded(data) == [(("main", "f_a"), [3, 2, 40, 40]),
                              (("main", "other", "f_b"), [2, 0, 300, 324]),
                              (("main", "helper", "f_b"), [1, 0, 200, 0])]
