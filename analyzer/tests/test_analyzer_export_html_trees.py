@@ -261,3 +261,23 @@ def test_the_screenshot_shows_the_trees_the_stacked_heap_and_the_histogram(
     for colour in TAG_COLOURS[1:4]:
         assert colour_count(rows, colour) > 1_000, colour
     assert colour_count(rows, TAG_COLOURS[0]) > 60_000
+
+
+def test_a_stack_that_could_not_be_read_and_a_name_with_markup(tmp_path: Path) -> None:
+    """A block allocated at stack 0 (none read) counts in `all` alone (node -1); a function
+    named like markup stays text: the JSON's `</` is escaped, the script writes names as text."""
+    d = Dump(header="MEMDUMP 2.1")
+    d.malloc("0x10000", 64)
+    d.malloc("0x20000", 32, [F("x</script><b>y", "/src/a.c", 5), *main_at(20)])
+    d.end()
+    out = page(tmp_path, Path(d.write(tmp_path)))
+    html = out.read_text()
+    assert '"x<\\/script><b>y"' in html and "x</script>" not in html
+    data = embedded(html)
+    assert data["stacks"] == [[-1, 1, 0, 64, 64], [1, 1, 0, 32, 32]]
+    assert decoded(data)[0] == ((), [1, 0, 64, 64])
+    proc = chromium(out.as_uri(), tmp_path, "--dump-dom")
+    assert len(console_messages(proc.stderr)) == 1, proc.stderr
+    top = proc.stdout.split('id="topdown"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<td class="n">([\d,]+)</td>', top)[:4] == ["2", "0", "96", "96"]
+    assert "x&lt;/script&gt;&lt;b&gt;y" in proc.stdout.split('id="functions"', 1)[1]
