@@ -93,6 +93,8 @@ h3 { font-size: 1em; margin: 1em 0 0.2em; } .legend { margin: 0.3em 0; font-size
 height: 12px; margin-right: 4px; vertical-align: -1px; border: 1px solid #999; }
 pre.map { font: 11px monospace; color: #444; } svg.heapmap rect.cell:hover { stroke: #000; }
 svg.sizes g.bar:hover rect { stroke: #000; }
+.legend .key { display: inline-block; max-width: 1000px; overflow: hidden; text-overflow: ellipsis;
+vertical-align: top; }
 """ + TREE_STYLE
 
 
