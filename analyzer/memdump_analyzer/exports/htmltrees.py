@@ -50,11 +50,13 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     functions in the same order are summed into one, the most allocations first (then by the
     functions' names); names and nodes are numbered as the stacks first use them."""
     rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
-    # each frame's function by the frame's identity: the stacks share the reader's frames
+    # each frame's function by the frame's identity (the stacks share the reader's frames), as
+    # its rank among the names: the stacks' keys then sort as their names
     frames = {id(f): f for stack, _ in rows for f in stack}
-    known: dict[str, int] = {}
-    function_of = {i: known.setdefault(frame_name(f), len(known)) for i, f in frames.items()}
-    names = list(known)
+    name_of = {i: frame_name(f) for i, f in frames.items()}
+    names = sorted(set(name_of.values()))
+    rank = {name: r for r, name in enumerate(names)}
+    function_of = {i: rank[name] for i, name in name_of.items()}
     merged: dict[tuple[int, ...], list[int]] = {}
     for stack, figures in rows:
         key = tuple(map(function_of.__getitem__, map(id, reversed(stack))))
@@ -65,18 +67,17 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
             for i, n in enumerate(figures):
                 row[i] += n
     functions: dict[int, int] = {}  # renumbered as the stacks first use them
-    tree: dict[tuple[int, int], int] = {}  # (parent, function) -> node
+    kids: list[dict[int, int]] = [{}]  # node + 1 -> its children by function
     nodes: list[int] = []
     stacks = []
-    for key, row in sorted(merged.items(),
-                           key=lambda kv: (-kv[1][0], [names[i] for i in kv[0]])):
+    for key, row in sorted(merged.items(), key=lambda kv: (-kv[1][0], kv[0])):
         at = -1
         for f in key:
-            step = (at, functions.setdefault(f, len(functions)))
-            node = tree.get(step)
-            if node is None:
-                node = tree[step] = len(tree)
-                nodes += (node - at, step[1])
+            node = kids[at + 1].get(f)
+            if node is None:  # a function's first use makes a node
+                node = kids[at + 1][f] = len(kids) - 1
+                kids.append({})
+                nodes += (node - at, functions.setdefault(f, len(functions)))
             at = node
         stacks.append([at, *row])
     return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
