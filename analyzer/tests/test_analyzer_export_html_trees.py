@@ -281,3 +281,23 @@ def test_a_stack_that_could_not_be_read_and_a_name_with_markup(tmp_path: Path) -
     top = proc.stdout.split('id="topdown"', 1)[1].split("</table>", 1)[0]
     assert re.findall(r'<td class="n">([\d,]+)</td>', top)[:4] == ["2", "0", "96", "96"]
     assert "x&lt;/script&gt;&lt;b&gt;y" in proc.stdout.split('id="functions"', 1)[1]
+
+
+def test_a_dump_without_allocations_has_empty_trees(tmp_path: Path) -> None:
+    """No block: no chart by stack nor histogram (a note each), trees of `all` at zero, no
+    function; chromium runs the script without an error."""
+    d = Dump(header="MEMDUMP 2.1")
+    d.end()
+    out = page(tmp_path, Path(d.write(tmp_path)))
+    html = out.read_text()
+    assert embedded(html)["stacks"] == [] and embedded(html)["functions"] == []
+    assert '<h2>Live heap by stack</h2>\n<p class="note">No block was live at a snapshot.</p>' \
+        in html
+    assert '<h2>Allocation sizes</h2>\n<p class="note">No allocations.</p>' in html
+    proc = chromium(out.as_uri(), tmp_path, "--dump-dom")
+    messages = console_messages(proc.stderr)
+    assert len(messages) == 1 and messages[0].startswith(READY), messages
+    top = proc.stdout.split('id="topdown"', 1)[1].split("</table>", 1)[0]
+    assert re.findall(r'<td class="n">([\d,]+)</td>', top) == ["0", "0", "0", "0"]
+    functions = proc.stdout.split('id="functions"', 1)[1].split("</table>", 1)[0]
+    assert "(none)" in functions

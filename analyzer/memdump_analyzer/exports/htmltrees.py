@@ -145,6 +145,8 @@ def stacks_over_time(profile: HeapProfile) -> str:
     rest = [s.live_bytes - sum((s.tree or {}).get(k, 0) for k in top) for s in shots]
     if any(rest):
         lines.append(Line("other stacks", OTHER, rest, OTHER))
+    if not lines:
+        return '<p class="note">No block was live at a snapshot.</p>'
     titles = ["\n".join([f"event {s.seq:,}: {s.live_bytes:,} bytes live"] + [
         f"{line.name}: {line.values[i]:,}" for line in lines if line.values[i]])
         for i, s in enumerate(shots)]
