@@ -8,7 +8,7 @@ import json
 import re
 from pathlib import Path
 
-from analyzer_testlib import FIXTURES, Dump, F, main_at
+from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
 from exports_testlib import (
     chromium,
     colour_count,
@@ -67,7 +67,8 @@ def _three_stacks(tmp_path: Path) -> Path:
 def test_the_page_embeds_each_stacks_figures_exactly(tmp_path: Path) -> None:
     """The stacks that name the same functions are one (f_a at a.c:5 and a.c:6): allocations,
     temporary allocations, bytes at the peak, bytes leaked; the most allocations first."""
-    data = embedded(page(tmp_path, _three_stacks(tmp_path)).read_text())
+    dump = _three_stacks(tmp_path)
+    data = embedded(page(tmp_path, dump).read_text())
     assert data == {
         "columns": ["allocations", "temporary", "peak", "leaked"],
         "functions": ["main", "f_a", "other", "f_b", "helper"],
@@ -76,6 +77,12 @@ def test_the_page_embeds_each_stacks_figures_exactly(tmp_path: Path) -> None:
         "stacks": [[1, 3, 2, 40, 40], [3, 2, 0, 300, 324], [5, 1, 0, 200, 0]]}
     # docs/exports.md's example is this page's
     assert json.loads(doc_block("The trees are made in the browser from the stacks")) == data
+    # the Python pass's, without the analyser's library, are the same
+    python = tmp_path / "python.html"
+    result = run_cli("--format", "html", "-o", str(python), str(dump),
+                     env={"MEMDUMP_NATIVE": "0"})
+    assert (result.returncode, result.stderr) == (0, "")
+    assert embedded(python.read_text()) == data
     assert decoded(data) == [(("main", "f_a"), [3, 2, 40, 40]),
                              (("main", "other", "f_b"), [2, 0, 300, 324]),
                              (("main", "helper", "f_b"), [1, 0, 200, 0])]
