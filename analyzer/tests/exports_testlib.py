@@ -97,6 +97,18 @@ def console_messages(stderr: str) -> list[str]:
     return re.findall(r":CONSOLE(?:[:(]\d+\)?)?\] (.*)", stderr)
 
 
+def page_screenshot(page: Path, tmp: Path, height: int) -> tuple[int, int, list[bytes]]:
+    """`png_pixels` of an HTML page's screenshot in headless chromium, 1100 pixels wide and
+    `height` high; the page logged its "ready" and nothing else (no error)."""
+    shot = tmp / "shot.png"
+    proc = chromium(page.as_uri(), tmp, f"--window-size=1100,{height}", f"--screenshot={shot}")
+    assert proc.returncode == 0 and shot.is_file(), proc.stderr
+    messages = console_messages(proc.stderr)
+    assert len(messages) == 1 and messages[0].startswith('"memdump report ready", source: '), \
+        messages
+    return png_pixels(shot)
+
+
 def png_pixels(path: Path) -> tuple[int, int, list[bytes]]:
     """(width, height, rows of RGB(A) bytes) of an 8-bit, non-interlaced PNG (what chromium's
     --screenshot writes), decoded with the standard library."""

@@ -9,7 +9,7 @@ import re
 from pathlib import Path
 
 from analyzer_testlib import FIXTURES, Dump, F, main_at, run_cli
-from exports_testlib import chromium, colour_count, console_messages, png_pixels
+from exports_testlib import chromium, colour_count, console_messages, page_screenshot
 from memdump_analyzer.exports.charts import (
     BASE_LINE,
     FRAG_LINE,
@@ -96,12 +96,7 @@ def _game(tmp_path: Path) -> Path:
 
 def test_the_screenshot_shows_the_charts_the_heap_map_and_the_flame_graphs(
         tmp_path: Path) -> None:
-    out = page(tmp_path, _game(tmp_path))
-    shot = tmp_path / "shot.png"
-    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,2600", f"--screenshot={shot}")
-    assert proc.returncode == 0 and shot.is_file(), proc.stderr
-    assert len(console_messages(proc.stderr)) == 1, proc.stderr
-    width, height, rows = png_pixels(shot)
+    width, height, rows = page_screenshot(page(tmp_path, _game(tmp_path)), tmp_path, 2600)
     assert (width, height) == (1100, 2600)
     # the heap's area and line, the RSS line, the fragmentation's line
     assert colour_count(rows, CHART_FILL) > 30_000
@@ -320,12 +315,7 @@ def test_the_base_page_shows_both_runs_and_the_difference(tmp_path: Path) -> Non
 def test_chromium_loads_the_base_page(tmp_path: Path) -> None:
     out = tmp_path / "page.html"
     out.write_text(_base_page(tmp_path))
-    shot = tmp_path / "shot.png"
-    proc = chromium(out.as_uri(), tmp_path, "--window-size=1100,1400", f"--screenshot={shot}")
-    assert proc.returncode == 0 and shot.is_file(), proc.stderr
-    messages = console_messages(proc.stderr)
-    assert len(messages) == 1 and messages[0].startswith(READY), messages
-    _, _, rows = png_pixels(shot)
+    _, _, rows = page_screenshot(out, tmp_path, 1400)
     assert colour_count(rows, GROW) > 20_000  # both graphs: grew
     assert colour_count(rows, SHRINK) > 2_000  # keep shrank
     for line in (CHART_LINE, BASE_LINE):

@@ -82,11 +82,12 @@ def _needs_peak(name: str, metric: str, base: bool) -> bool:
 
 
 def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
-             maps: bool, replayed: bool = False, peak: bool = False) -> HeapProfile:
-    """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps)
-    its series and heap maps too, gathered in the same pass (one read of the dump). `replayed`:
-    the export needs only the replay's figures (`from_replay`; `peak`: the peak's too), taken
-    from the analysis when it kept them."""
+             maps: bool, replayed: bool = False, peak: bool = False,
+             trees: bool = False) -> HeapProfile:
+    """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps,
+    `trees`: with its trees' figures) its series and heap maps too, gathered in the same pass (one
+    read of the dump). `replayed`: the export needs only the replay's figures (`from_replay`;
+    `peak`: the peak's too), taken from the analysis when it kept them."""
     from .html import PageOutputs
     from .profile import collect, from_replay
 
@@ -94,7 +95,7 @@ def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
         profile = from_replay(analysis, symbolize=symbolize, peak=peak)
         if profile is not None:
             return profile
-    page = PageOutputs(analysis, symbolize, maps=maps) if name == "html" else None
+    page = PageOutputs(analysis, symbolize, maps=maps, trees=trees) if name == "html" else None
     profile = collect(analysis, symbolize=symbolize, detailed_every=detailed,
                       also=page.outputs if page else ())
     profile.page = page
@@ -117,8 +118,12 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
     replayed = from_replay(name)
     peak = _needs_peak(name, metric, base is not None)
+    one_page = base is None and name == "html"
+    if one_page:  # the page of one run stacks its live heap by stack at its snapshots
+        from .htmltrees import by_stack_every
+        detailed = by_stack_every(analysis)
     profile = _collect(name, analysis, symbolize, detailed, maps=True, replayed=replayed,
-                       peak=peak)
+                       peak=peak, trees=one_page)
     old = _collect(name, base, symbolize, detailed, maps=False, replayed=replayed,
                    peak=peak) if base is not None else None
     collecting = gc.isenabled()

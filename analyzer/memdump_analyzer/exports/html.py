@@ -19,15 +19,21 @@ from ..views.stream import ProfileOutput
 from .charts import CHART_FILL, CHART_LINE, memory_charts, tag_colours
 from .collapsed import METRICS
 from .flame import WIDTH, flame_svg
+from .htmltreejs import TREE_SCRIPT, TREE_STYLE
+from .htmltrees import size_histogram, stacks_over_time, trees_section
 from .mapsvg import colours_of, legend, map_svg
 from .profile import HeapProfile
 
-__all__ = ["CHART_FILL", "CHART_LINE", "PageOutputs", "errors", "flames", "heap_map_section",
-           "page", "render_html",
-           "row", "stack_text", "timeline_of"]
+#: the parts of the pass (passapi.PARTS) the trees and the histogram read
+TREE_PARTS = frozenset(("temporary", "sizes"))
+
+__all__ = ["CHART_FILL", "CHART_LINE", "TREE_PARTS", "PageOutputs", "errors", "flames",
+           "heap_map_section", "page", "render_html", "row", "sizes_of", "stack_text",
+           "timeline_of"]
 
 #: the page's script: frame labels fitted to their width, and the zoom (click a frame; the
-#: address's #zoom-GRAPH-N opens a graph zoomed, so that a zoomed view can be shared)
+#: address's #zoom-GRAPH-N opens a graph zoomed, so that a zoomed view can be shared); then the
+#: trees of stacks (htmltreejs.py)
 _SCRIPT = """
 "use strict";
 const CHAR = 7, W = WIDTH_PX;
@@ -68,8 +74,8 @@ for (const svg of document.querySelectorAll("svg.flame")) {
 }
 const m = /^#zoom-([a-z]+)-([0-9]+)$/.exec(location.hash);
 if (m && document.getElementById(m[1])) zoom(document.getElementById(m[1]), m[2]);
-console.log("memdump report ready");
-""".replace("WIDTH_PX", str(WIDTH))
+""".replace("WIDTH_PX", str(WIDTH)) + TREE_SCRIPT + """console.log("memdump report ready");
+"""
 
 _STYLE = """
 body { font: 14px sans-serif; margin: 1.5em; color: #222; }
@@ -86,7 +92,10 @@ h3 { font-size: 1em; margin: 1em 0 0.2em; } .legend { margin: 0.3em 0; font-size
 .key { margin-right: 1.2em; white-space: nowrap; } .sw { display: inline-block; width: 12px;
 height: 12px; margin-right: 4px; vertical-align: -1px; border: 1px solid #999; }
 pre.map { font: 11px monospace; color: #444; } svg.heapmap rect.cell:hover { stroke: #000; }
-"""
+svg.sizes g.bar:hover rect { stroke: #000; }
+.legend .key { display: inline-block; max-width: 1000px; overflow: hidden; text-overflow: ellipsis;
+vertical-align: top; }
+""" + TREE_STYLE
 
 
 def stack_text(frames: tuple[Frame, ...]) -> str:
@@ -141,10 +150,12 @@ def errors(found: list[ErrorReport], count: int) -> str:
 
 
 class SeriesOutput(ProfileOutput):
-    """The page's series: the `timeline` view's JSON (docs/views.md), made in the exports' pass."""
+    """The page's series: the `timeline` view's JSON (docs/views.md), made in the exports' pass;
+    with `trees`, the pass computes the stacks' temporary allocations (the trees' column) and the
+    allocation sizes (`profile.sizes`, the histogram) too."""
 
-    def __init__(self) -> None:
-        super().__init__(timeline_view.NEEDS)
+    def __init__(self, trees: bool = False) -> None:
+        super().__init__(timeline_view.NEEDS | (TREE_PARTS if trees else frozenset()))
         self.json: dict[str, Any] = {}
 
     def finish(self, figures: Figures) -> None:
@@ -156,10 +167,12 @@ class SeriesOutput(ProfileOutput):
 class PageOutputs:
     """What the page shows besides the exports' figures, gathered in their pass (heappass.py):
     the series, and (`maps`) the heap map at the analysis's peak (the page's summary says when)
-    and at the end."""
+    and at the end; `trees`: the figures of the trees and the sizes' histogram (the page of one
+    run)."""
 
-    def __init__(self, a: Analysis, symbols: bool, maps: bool = True) -> None:
-        self.series = SeriesOutput()
+    def __init__(self, a: Analysis, symbols: bool, maps: bool = True,
+                 trees: bool = False) -> None:
+        self.series = SeriesOutput(trees)
         self.maps = HeapMapOutput([str(a.peak_seq or 0), "end"], symbols=symbols) if maps \
             else None
         self.outputs: list[Accumulator] = [self.series] + ([self.maps] if self.maps else [])
@@ -215,8 +228,20 @@ def render_html(profile: HeapProfile, *, symbols: bool = True) -> str:
     return page(f"memdump report: {a.program or a.path}", [
         "<h2>Summary</h2>", _summary(a),
         "<h2>Memory over time</h2>", memory_charts(series),
+        "<h2>Live heap by stack</h2>", stacks_over_time(profile),
         "<h2>Heap map</h2>", heap_map_section(profile, series, symbols),
         *flames(flame_svg(profile, METRICS["leaked-bytes"], "leaks", "bytes leaked"),
                 flame_svg(profile, METRICS["peak-bytes"], "peak", "bytes live at the peak")),
+        "<h2>Stacks</h2>", *trees_section(profile),
+        "<h2>Allocation sizes</h2>", size_histogram(sizes_of(profile)),
         "<h2>Leaks</h2>", _leaks(a.leaks), "<h2>Heap errors</h2>",
         errors(a.errors, a.error_count)])
+
+
+def sizes_of(profile: HeapProfile) -> dict[int, int]:
+    """Requested size -> blocks allocated: the pass's, when it gathered them (`trees`), else
+    read again with the `sizes` view's pass."""
+    if profile.page is not None and "sizes" in profile.page.series.parts:
+        return profile.page.series.profile.sizes
+    side, _ = load(profile.analysis.path, symbols=False, compute=frozenset(("sizes",)))
+    return side.profile.sizes

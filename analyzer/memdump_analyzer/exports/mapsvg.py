@@ -18,7 +18,8 @@ from ..tagphases import UNTAGGED
 from .charts import OTHER, TAG_COLOURS, human_bytes
 from .flame import WIDTH
 
-__all__ = ["CELL", "FREE", "PER_ROW", "Colours", "colours_of", "map_svg"]
+__all__ = ["CELL", "FREE", "PER_ROW", "Colours", "colours_of", "map_svg", "stack_name",
+           "tell_apart"]
 
 #: cells per row, their size in pixels, and at most how many cells a region gets
 PER_ROW = 100
@@ -65,7 +66,8 @@ def tag_name(tag: str | None) -> str:
     return UNTAGGED if tag is None else tag or '""'
 
 
-def _frame(frames: tuple[Frame, ...]) -> str:
+def stack_name(frames: tuple[Frame, ...]) -> str:
+    """A stack's name in a legend: its innermost frame, with its file:line."""
     if not frames:
         return "(no stack)"
     f = frames[0]
@@ -91,14 +93,14 @@ def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
             weight[key] = weight.get(key, 0) + b.size
             if key not in label:
                 frames[key] = m.stacks.get(b.node, ())
-                label[key] = _frame(frames[key])
+                label[key] = stack_name(frames[key])
     ranked = sorted(weight, key=lambda k: (-weight[k], label[k]))[:STACK_COLOURS]
     out.colour.update((k, TAG_COLOURS[i]) for i, k in enumerate(ranked))
-    _tell_apart(ranked, frames, label)
+    tell_apart(ranked, frames, label)
     return out
 
 
-def _tell_apart(keys: list[Hashable], frames: dict[Hashable, tuple[Frame, ...]],
+def tell_apart(keys: list[Hashable], frames: dict[Hashable, tuple[Frame, ...]],
                 label: dict[Hashable, str]) -> None:
     """Name the stacks of `keys` that share an innermost frame (a program's own `xmalloc`) by
     their first frame where they differ from the others too: `xmalloc (x.c:9) via parse
@@ -109,7 +111,8 @@ def _tell_apart(keys: list[Hashable], frames: dict[Hashable, tuple[Frame, ...]],
     for same in by_label.values():
         if len(same) < 2:
             continue
-        names = {k: [_frame(frames[k][i:i + 1]) for i in range(len(frames[k]))] for k in same}
+        names = {k: [stack_name(frames[k][i:i + 1]) for i in range(len(frames[k]))]
+                 for k in same}
         for k in same:
             depth = max(_first_difference(names[k], names[o]) for o in same if o is not k)
             there = names[k][depth] if depth < len(names[k]) else "(the stack's end)"
@@ -152,7 +155,7 @@ def _cell_title(start: int, end: int, used: dict[Hashable, int], members: list[B
     lines = [f"0x{start:x}-0x{end:x}: {total:,} of {end - start:,} bytes used"]
     for b in members[:4]:
         what = colours.label.get(colours.key(b, m.stacks)) if colours.by_tag else \
-            _frame(m.stacks.get(b.node, ()))
+            stack_name(m.stacks.get(b.node, ()))
         lines.append(f"0x{b.addr:x}, {b.size:,} bytes, {what}")
     if len(members) > 4:
         lines.append(f"and {len(members) - 4:,} more blocks")

@@ -27,6 +27,8 @@ from ..passapi import (
     MOMENT_BY_NODE,
     MOMENT_TOTALS,
     NODE,
+    TEMP,
+    TEMP_BYTES,
     Accumulator,
     Figures,
     Moment,
@@ -59,6 +61,10 @@ class StackFigures:
     #: its blocks live at the peak
     peak_blocks: int = 0
     peak_bytes: int = 0
+    #: its temporary allocations (heaptrack's: freed with no other heap operation of the thread
+    #: between), when the pass computed the `temporary` part (the HTML page's), else 0
+    temp_blocks: int = 0
+    temp_bytes: int = 0
 
 
 @dataclass
@@ -154,7 +160,7 @@ class StackProfileOutput(Accumulator):
         self.analysis = analysis
         self.symbolize = symbolize
         self.reader: DumpReader | None = None
-        #: stack node -> [blocks, bytes] allocated there
+        #: stack node -> [blocks, bytes, temporary blocks, their bytes] allocated there
         self.allocs: dict[int, list[int]] = {}
         #: stack node -> [blocks, bytes] live at the peak
         self.at_peak: dict[int, list[int]] = {}
@@ -218,19 +224,22 @@ class StackProfileOutput(Accumulator):
         allocs = self.allocs
         stacks = figures.stacks
         if getattr(stacks, "table", False):  # the library's table: its columns, no rows made
-            # (struct fig_stack's fields 5, 6 and 10: allocations, their bytes, the node; one
-            # row a node)
-            for node, n, nbytes in zip(stacks.column(10), stacks.column(5),  # type: ignore[attr-defined]
-                                       stacks.column(6), strict=True):
-                allocs[node] = [n, nbytes]
+            # (struct fig_stack's fields 5 to 8 and 10: allocations, their bytes, the temporary
+            # ones and theirs, the node; one row a node)
+            column = stacks.column  # type: ignore[attr-defined]
+            for node, n, nbytes, temp, temp_bytes in zip(
+                    column(10), column(5), column(6), column(7), column(8), strict=True):
+                allocs[node] = [n, nbytes, temp, temp_bytes]
         else:
             for st in stacks.values():
                 row = allocs.get(st[NODE])
                 if row is None:
-                    allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES]]
+                    allocs[st[NODE]] = [st[ALLOCS], st[ALLOC_BYTES], st[TEMP], st[TEMP_BYTES]]
                 else:
                     row[0] += st[ALLOCS]
                     row[1] += st[ALLOC_BYTES]
+                    row[2] += st[TEMP]
+                    row[3] += st[TEMP_BYTES]
         self._make()
 
     def _make(self) -> None:
@@ -252,10 +261,10 @@ class StackProfileOutput(Accumulator):
         assert reader is not None
         # the nodes in the order the rows are made: allocations, the peak, the snapshots
         front = [*self.allocs, *self.at_peak]
-        trees = [[n for n, nbytes in shot[3].items() if nbytes] for shot in self.shots
-                 if shot[3] is not None]
-        rows = nativegroups.stack_rows(reader, frame_key,
-                                       front + [n for nodes in trees for n in nodes])
+        # the snapshots' nodes, each once (a node live at many snapshots is keyed once)
+        in_trees = list(dict.fromkeys(n for shot in self.shots if shot[3] is not None
+                                      for n, nbytes in shot[3].items() if nbytes))
+        rows = nativegroups.stack_rows(reader, frame_key, front + in_trees)
         if rows is None:
             return self._profile_py()
         row_of, frames_of, keys_of = rows
@@ -265,10 +274,8 @@ class StackProfileOutput(Accumulator):
         n_front = max(row_of[:len(front)], default=-1) + 1
         figures = [StackFigures(frames) for frames in frames_of[:n_front]]
         stacks.update(zip(keys_of[:n_front], figures, strict=True))
-        for (blocks, nbytes), r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
-            row = figures[r]
-            row.alloc_blocks += blocks
-            row.alloc_bytes += nbytes
+        for alloc, r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
+            _add_allocs(figures[r], alloc)
         for (blocks, nbytes), r in zip(self.at_peak.values(), row_of[n_allocs:len(front)],
                                    strict=True):
             row = figures[r]
@@ -279,14 +286,14 @@ class StackProfileOutput(Accumulator):
             if key not in stacks:  # a leak's stack comes first
                 stacks[key] = StackFigures(frames)
         shots = []
-        rowed = iter(row_of[len(front):])
+        key_of = dict(zip(in_trees, map(keys_of.__getitem__, row_of[len(front):]), strict=True))
         for seq, time, cur, by_node, peak in self.shots:
             tree = None
             if by_node is not None:
                 tree = {}
-                for nbytes in by_node.values():
+                for node, nbytes in by_node.items():
                     if nbytes:
-                        k = keys_of[next(rowed)]
+                        k = key_of[node]
                         tree[k] = tree.get(k, 0) + nbytes
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
@@ -336,10 +343,8 @@ class StackProfileOutput(Accumulator):
                 keys[node] = key
             return key
 
-        for node, (blocks, nbytes) in self.allocs.items():
-            row = stacks[key_of(node)]
-            row.alloc_blocks += blocks
-            row.alloc_bytes += nbytes
+        for node, alloc in self.allocs.items():
+            _add_allocs(stacks[key_of(node)], alloc)
         for node, (blocks, nbytes) in self.at_peak.items():
             row = stacks[key_of(node)]
             row.peak_blocks += blocks
@@ -357,6 +362,16 @@ class StackProfileOutput(Accumulator):
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
                            self.analysis.peak_seq)
+
+
+def _add_allocs(row: StackFigures, alloc: list[int]) -> None:
+    """A node's allocations (`StackProfileOutput.allocs`' row) counted in its stack's row; the
+    replay's rows (`from_replay`) have no temporaries: pprof and collapsed write none."""
+    row.alloc_blocks += alloc[0]
+    row.alloc_bytes += alloc[1]
+    if len(alloc) > 2:
+        row.temp_blocks += alloc[2]
+        row.temp_bytes += alloc[3]
 
 
 def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:

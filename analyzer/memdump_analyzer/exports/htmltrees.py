@@ -1,0 +1,197 @@
+"""The HTML page's stacks as heaptrack_gui shows them: the stacks' figures embedded as JSON for the
+page's script (htmltreejs.py) to make the top-down and bottom-up trees and the callers and
+callees of a function, the live heap over time stacked by the stacks that held most of it, and
+the allocation sizes' histogram, as SVG. docs/exports.md, "html"."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Hashable
+from typing import Any
+
+from ..model import Analysis
+from ..views.sizes import buckets
+from ..wording import plural
+from .charts import OTHER, TAG_COLOURS, Line, human_bytes, xy_chart
+from .collapsed import frame_name
+from .flame import WIDTH
+from .mapsvg import stack_name, tell_apart
+from .profile import HeapProfile, Snapshot, StackFigures
+
+__all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "size_histogram",
+           "stack_data", "stacks_over_time", "trees_section"]
+
+#: the trees' columns, heaptrack_gui's: allocations (calls), temporary allocations (calls),
+#: bytes live at the peak, bytes leaked
+COLUMNS = ("allocations", "temporary", "peak", "leaked")
+#: the stacks drawn apart in the live heap over time (the others summed, grey)
+TOP_STACKS = 10
+#: a dump of at most this many events has its live heap by stack at each of the exports'
+#: snapshots (profile.SNAPSHOTS), a larger one at every other: each costs a sort of the live
+#: blocks (cppcheck's recording: 1.2 s of CPU for 50, 2.5 s for 100)
+BY_STACK_ALL = 100_000
+
+
+def by_stack_every(analysis: Analysis) -> int:
+    """Every how many snapshots the page takes the live heap by stack."""
+    return 1 if analysis.last_seq <= BY_STACK_ALL else 2
+
+
+def _figures(s: StackFigures) -> tuple[int, int, int, int]:
+    return s.alloc_blocks, s.temp_blocks, s.peak_bytes, s.leaked_bytes
+
+
+def stack_data(profile: HeapProfile) -> dict[str, Any]:
+    """The page's stacks, as the script reads them (docs/exports.md, "html"): `functions`, the
+    function names (as the flame graphs name frames); `nodes`, the stacks' prefixes by function
+    as a tree, two numbers a node: how many nodes back its parent is (its index + 1 for a
+    node of the root) and its function's index; `stacks`, [node of its innermost frame (-1: no
+    frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
+    functions in the same order are summed into one, the most allocations first (then by the
+    functions' names); names and nodes are numbered as the stacks first use them."""
+    rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
+    # each frame's function by the frame's identity (the stacks share the reader's frames), as
+    # its rank among the names: the stacks' keys then sort as their names
+    frames = {id(f): f for stack, _ in rows for f in stack}
+    name_of = {i: frame_name(f) for i, f in frames.items()}
+    names = sorted(set(name_of.values()))
+    rank = {name: r for r, name in enumerate(names)}
+    function_of = {i: rank[name] for i, name in name_of.items()}
+    merged: dict[tuple[int, ...], list[int]] = {}
+    for stack, figures in rows:
+        key = tuple(map(function_of.__getitem__, map(id, reversed(stack))))
+        row = merged.get(key)
+        if row is None:
+            merged[key] = list(figures)
+        else:
+            for i, n in enumerate(figures):
+                row[i] += n
+    functions: dict[int, int] = {}  # renumbered as the stacks first use them
+    kids: list[dict[int, int]] = [{}]  # node + 1 -> its children by function
+    nodes: list[int] = []
+    stacks = []
+    for key, row in sorted(merged.items(), key=lambda kv: (-kv[1][0], kv[0])):
+        at = -1
+        for f in key:
+            node = kids[at + 1].get(f)
+            if node is None:  # a function's first use makes a node
+                node = kids[at + 1][f] = len(kids) - 1
+                kids.append({})
+                nodes += (node - at, functions.setdefault(f, len(functions)))
+            at = node
+        stacks.append([at, *row])
+    return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
+            "stacks": stacks}
+
+
+def _embedded(data: dict[str, Any]) -> str:
+    """`data` as a JSON script element; `</` escaped so that no name ends the element."""
+    text = json.dumps(data, separators=(",", ":")).replace("</", "<\\/")
+    return f'<script type="application/json" id="stack-data">{text}</script>'
+
+
+def trees_section(profile: HeapProfile) -> list[str]:
+    """The trees' section: the data and the tables the page's script (`TREE_SCRIPT`) fills."""
+    grid = '<table class="tree" id="{}" aria-label="{}"></table>'
+    return [
+        '<p class="note">Allocations and temporary allocations are calls (a temporary one is '
+        "freed with no other heap operation of its thread in between); peak and leaked are "
+        "bytes, live at the peak and leaked. Click a column to sort by it; in a tree, the arrow "
+        "keys move and open (right) or close (left) a row, Enter opens or closes it, and in the "
+        "functions picks the function.</p>",
+        _embedded(stack_data(profile)),
+        "<h3>Top-down (callers first)</h3>", grid.format("topdown", "top-down tree"),
+        "<h3>Bottom-up (allocating functions first)</h3>",
+        grid.format("bottomup", "bottom-up tree"),
+        "<h3>Callers and callees</h3>",
+        '<p class="note">Each function with the figures of the stacks it is on (each stack '
+        "counted once); pick one to see who called it and what it called.</p>",
+        grid.format("functions", "functions"),
+        '<h4 id="callers-title">Callers</h4>', grid.format("callers", "callers"),
+        '<h4 id="callees-title">Callees</h4>', grid.format("callees", "callees")]
+
+
+#: a legend's longest name: a C++ function's full signature would widen the page
+LONGEST = 150
+
+
+def _short(name: str) -> str:
+    return name if len(name) <= LONGEST else name[:LONGEST - 3] + "..."
+
+
+def _detailed(profile: HeapProfile) -> list[Snapshot]:
+    """The snapshots with their bytes by stack (and the empty heap before the first event)."""
+    return [s for s in profile.snapshots if s.tree is not None or s.live_bytes == 0]
+
+
+def stacks_over_time(profile: HeapProfile) -> str:
+    """The live heap at each snapshot with its bytes by stack (`by_stack_every`), stacked by the
+    `TOP_STACKS` stacks with the most bytes live at any of them (named by their innermost frame,
+    and where they differ when they share it), the others summed in grey."""
+    shots = _detailed(profile)
+    most: dict[Hashable, int] = {}
+    for shot in shots:
+        for key, nbytes in (shot.tree or {}).items():
+            if nbytes > most.get(key, 0):
+                most[key] = nbytes
+    frames = {k: profile.stacks[k].frames if k in profile.stacks else () for k in most}
+    label = {k: stack_name(frames[k]) for k in most}
+    top = sorted(most, key=lambda k: (-most[k], label[k]))[:TOP_STACKS]
+    tell_apart(top, frames, label)  # type: ignore[arg-type]
+    label = {k: _short(name) for k, name in label.items()}
+    xs = [s.seq for s in shots]
+    lines = [Line(label[k], TAG_COLOURS[i], [(s.tree or {}).get(k, 0) for s in shots],
+                  TAG_COLOURS[i]) for i, k in enumerate(top)]
+    rest = [s.live_bytes - sum((s.tree or {}).get(k, 0) for k in top) for s in shots]
+    if any(rest):
+        lines.append(Line("other stacks", OTHER, rest, OTHER))
+    if not lines:
+        return '<p class="note">No block was live at a snapshot.</p>'
+    titles = ["\n".join([f"event {s.seq:,}: {s.live_bytes:,} bytes live"] + [
+        f"{line.name}: {line.values[i]:,}" for line in lines if line.values[i]])
+        for i, s in enumerate(shots)]
+    return xy_chart(xs, lines, height=200, x_label="events", y_text=human_bytes,
+                    titles=titles, stacked=True)
+
+
+def _bounds(b: int) -> str:
+    def short(n: int) -> str:
+        for unit, shift in (("G", 30), ("M", 20), ("K", 10)):
+            if n >= 1 << shift:
+                return f"{n >> shift}{unit}"
+        return str(n)
+    return short(0 if b == 0 else 1 << (b - 1))
+
+
+def size_histogram(sizes: dict[int, int]) -> str:
+    """The allocations by requested size, in power-of-two buckets (`memdump-analyze sizes`'):
+    a bar per bucket from the smallest to the largest used, each as high as its blocks, labelled
+    with its lowest size, its title the exact range, blocks and bytes."""
+    rows = buckets(sizes)
+    if not rows:
+        return '<p class="note">No allocations.</p>'
+    order = range(min(rows), max(rows) + 1)
+    total = sum(n for n, _ in rows.values())
+    high = max(n for n, _ in rows.values())
+    h, left, bar_w = 160, 70, (WIDTH - 90) / len(order)
+    out = [f'<svg class="chart sizes" viewBox="0 0 {WIDTH} {h + 40}" width="{WIDTH}" '
+           f'height="{h + 40}">',
+           f'<line x1="{left}" y1="{h}" x2="{WIDTH - 20}" y2="{h}" stroke="#444"/>']
+    for i, b in enumerate(order):
+        n, nbytes = rows.get(b, (0, 0))
+        x = left + i * bar_w
+        y = h - n / high * (h - 20)
+        lo, hi = (0, 0) if b == 0 else (1 << (b - 1), (1 << b) - 1)
+        what = f"{lo:,} bytes" if lo == hi else f"{lo:,} to {hi:,} bytes"
+        out.append(f'<g class="bar"><title>{what}: {plural(n, "block")} '
+                   f'({100 * n / total:.2f}%), {nbytes:,} bytes</title>'
+                   f'<rect x="{x + 1:.2f}" y="{y:.2f}" '
+                   f'width="{bar_w - 2:.2f}" height="{h - y:.2f}" fill="{TAG_COLOURS[0]}"/>'
+                   f'<text x="{x + bar_w / 2:.2f}" y="{h + 14}" text-anchor="middle">'
+                   f"{_bounds(b)}</text></g>")
+    out += [f'<text x="{left - 4}" y="14" text-anchor="end">{high:,}</text>',
+            f'<text x="{left - 4}" y="{h + 4}" text-anchor="end">0</text>',
+            f'<text x="{WIDTH / 2:.0f}" y="{h + 34}" text-anchor="middle">requested size '
+            "(bytes, from)</text>", "</svg>"]
+    return f'<p class="note">{total:,} allocations by requested size; each bar is a power of ' \
+        "two of sizes, as high as its blocks.</p>\n" + "\n".join(out)
