@@ -12,10 +12,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from memdump_e2e import gdb_argv, program, run_gdb
+from memdump_e2e import GDB_TIMEOUT, REPO, Commanded, gdb_argv, program, run_gdb
 from test_heapwalk_types import GROUPS, TEXT, Stopped
 
-pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+pytestmark = [pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed"),
+              pytest.mark.one_recorder]  # nothing is recorded
 
 TITLE = ("memdump leaks: the heap walked (nothing recorded: blocks of unknown origin, grouped by "
          "type)")
@@ -50,6 +51,11 @@ def _gdb(commands: list[str], stopped: Stopped | None = None, core: Path | None 
         assert _state(stopped.proc.pid) == "T"
     return run
 
+def _json(stdout: str) -> dict:
+    """The JSON document GDB printed (then its `detached` line)."""
+    return json.JSONDecoder().raw_decode(stdout, stdout.index("{"))[0]
+
+
 def _report(stdout: str) -> str:
     """memdump leaks' report: from its title to its totals."""
     start = stdout.index("memdump leaks: ")
@@ -65,7 +71,7 @@ def test_leaks_without_a_recording(stopped: Stopped, core: Path, where: str) -> 
 
 def test_leaks_json_and_kinds(stopped: Stopped) -> None:
     run = _gdb(["memdump leaks --json --show-leak-kinds definite,indirect"], stopped=stopped)
-    doc = json.loads(run.stdout[run.stdout.index("{"):])
+    doc = _json(run.stdout)
     assert (doc["format"], doc["version"], doc["source"], doc["origin"]) == \
         ("memdump-heap-leaks", "1.0", "process", "unknown")
     assert (doc["blocks"], doc["bytes"], doc["reachable"], doc["problems"]) == (29, 77944, [], [])
@@ -102,7 +108,7 @@ def _by_type() -> list[list]:
 def test_heap_by_type_size_and_arena(stopped: Stopped, core: Path, where: str) -> None:
     run = _gdb(["memdump heap --json"], **({"stopped": stopped} if where == "process"
                                           else {"core": core}))
-    doc = json.loads(run.stdout[run.stdout.index("{"):])
+    doc = _json(run.stdout)
     assert (doc["format"], doc["source"], doc["blocks"], doc["bytes"], doc["problems"]) == \
         ("memdump-heap", where, 29, 77944, [])
     assert doc["types"] == _by_type()
@@ -153,3 +159,48 @@ def test_bad_cases_are_one_line(tmp_path: Path) -> None:
     assert run.stderr.strip().splitlines()[-1] == (
         "memdump: leaks --older-than needs a recording (memdump, then run); without one the "
         "heap walk knows no stacks or times")
+
+
+def _sh(pid: int, *args: str | Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(REPO / "scripts" / "memdump.sh"), "-p", str(pid), "--heap",
+                           *(str(a) for a in args)], stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True, timeout=GDB_TIMEOUT)
+
+
+def test_memdump_sh_heap_leaves_the_process_running(tmp_path: Path) -> None:
+    """memdump.sh -p PID --heap on a running program, twice with three blocks of 1,000 bytes
+    kept between: the heap on stdout, the leaks on stderr (--report), their JSON in FILE; the
+    second walk finds exactly 3,000 bytes in 3 blocks more; the program answers on, untraced, and
+    ends as it would have."""
+    target = Commanded("alloc_on_command")
+    try:
+        walks = []
+        for n in range(2):
+            json_path = tmp_path / f"leaks{n}.json"
+            proc = _sh(target.proc.pid, "--report", "--json", json_path)
+            assert proc.returncode == 0, proc.stderr
+            assert proc.stdout.startswith("heap of the process: ")
+            assert "\nby type:\n" in proc.stdout and "\nby size (usable bytes):\n" in proc.stdout
+            assert proc.stderr.startswith(TITLE + "\nheap of the process: ")
+            walks.append(json.loads(json_path.read_text()))
+            assert not target.traced()
+            for _ in range(3 if n == 0 else 0):
+                assert target.ask("leak 1000") == "ok"
+        assert (walks[1]["bytes"] - walks[0]["bytes"], walks[1]["blocks"] - walks[0]["blocks"]) \
+            == (3000, 3)
+        assert target.ask("leak 400") == "ok"
+        target.send("exit")
+        out, _ = target.proc.communicate(timeout=GDB_TIMEOUT)
+        assert (target.proc.returncode, out) == (0, b"")
+    finally:
+        target.kill()
+
+
+def test_memdump_sh_heap_bad_use() -> None:
+    for args, line in ((["--heap"], "memdump.sh: --heap needs -p PID (the heap of a running "
+                                    "process)"),
+                       (["--heap", "-p", "1", "--for", "2"], "memdump.sh: --heap records "
+                        "nothing: -o, --for, --depth and --breakpoints do not apply")):
+        proc = subprocess.run([str(REPO / "scripts" / "memdump.sh"), *args],
+                              capture_output=True, text=True, timeout=GDB_TIMEOUT)
+        assert (proc.returncode, proc.stderr) == (2, line + "\n")
