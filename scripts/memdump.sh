@@ -43,6 +43,7 @@ usage: ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoin
        ${usage_name//?/ } [--] PROGRAM [ARGS...]
        ${usage_name} [-o DUMP] [--report] [--json FILE] [--depth N] [--breakpoints]
        ${usage_name//?/ } [--no-compact] -p PID [--for SECONDS]
+       ${usage_name} -p PID --heap [--report] [--json FILE]
 
 Run PROGRAM under GDB with memdump recording every heap operation into a dump, then exit with the
 program's exit status (128+N when signal N killed it). The program's stdin, stdout and stderr pass
@@ -81,6 +82,10 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      MEMDUMP_REDZONE=N[,BYTES] the same); in-process recorder, not with -p
   -p, --pid PID      record the running process PID (blocks allocated before are unknown)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
+  --heap             with -p: record nothing; walk the process's glibc heap now (memdump heap:
+                     blocks by type and size class, each arena's free bytes and fragmentation) on
+                     stdout, with --report its leaks by type on stderr, with --json FILE as JSON
+                     (memdump leaks --json) into FILE; the process runs on as it was
   -h, --help         show this help
 
 valgrind memcheck's options, for the tools that run valgrind (ctest -T memcheck, CI):
@@ -228,6 +233,7 @@ redzones=""
 redzones_set=0
 [[ "${MEMDUMP_COMPACT:-1}" != 0 ]] || compact=0
 report=0
+heap=0
 json=""
 depth=""
 pid=""
@@ -241,6 +247,7 @@ while [[ $# -gt 0 ]]; do
             ;;
         --output=*) dump="${1#*=}"; shift ;;
         --report) report=1; shift ;;
+        --heap) heap=1; shift ;;
         --breakpoints) breakpoints=1; shift ;;
         --children) children=1; shift ;;
         --no-compact) compact=0; shift ;;
@@ -309,6 +316,11 @@ fi
 if [[ -n "$json" && -d "$json" ]]; then
     bad_usage "--json ${json}: is a directory"
 fi
+if [[ "$heap" -eq 1 ]]; then
+    [[ -n "$pid" ]] || bad_usage "--heap needs -p PID (the heap of a running process)"
+    [[ -z "$window" && -z "$dump" && -z "$depth" && "$breakpoints" -eq 0 ]] \
+        || bad_usage "--heap records nothing: -o, --for, --depth and --breakpoints do not apply"
+fi
 if [[ -n "$pid" ]]; then
     [[ "$children" -eq 0 ]] || bad_usage "--children needs a program to run (a running process's children are its own)"
     [[ $# -eq 0 ]] || bad_usage "-p records a running process: no program to run as well ('$1')"
@@ -356,6 +368,35 @@ dump_file="${work}/dump"
 report_out="${work}/report"
 report_status="${work}/report.status"
 commands="${work}/commands.gdb"
+
+# --heap: the walk of glibc's heap in GDB attached for the moment it takes (memdump heap, memdump
+# leaks with nothing recorded: docs/heapwalk.md); GDB detaches at its end and the process runs on.
+if [[ "$heap" -eq 1 ]]; then
+    {
+        echo "set pagination off"
+        echo "set confirm off"
+        echo "set width 0"
+        echo "source ${gdb_dir}/memdump.py"
+        echo "memdump heap -o $(argv_quote "${work}/heap")"
+        [[ "$report" -eq 0 ]] || echo "memdump leaks -o $(argv_quote "${work}/leaks")"
+        [[ -z "$json" ]] || echo "memdump leaks --json -o $(argv_quote "$json")"
+        echo "python import os; open(os.environ['MEMDUMP_SH_STATUS'], 'w').write('0')"
+    } >"$commands"
+    MEMDUMP_SH_STATUS="$status_file" "$gdb_path" -nx -batch -x "$commands" -p "$pid" </dev/null \
+        >"$log" 2>&1 || gdb_rc=$?
+    if [[ ! -s "$status_file" ]]; then
+        why="$(sed -n 's/^ptrace: \(.*\)\.$/\1/p' "$log" | head -n 1)"
+        [[ -z "$why" ]] || cannot "cannot attach to process ${pid}: ${why}"
+        why="$(grep -E '^memdump: ' "$log" | tail -n 1 || true)"
+        [[ -z "$why" ]] || cannot "process ${pid}: ${why}"
+        echo "${me}: the heap walk failed (gdb exited with ${gdb_rc:-0}); GDB said:" >&2
+        sed 's/^/    /' "$log" >&2
+        exit 125
+    fi
+    cat -- "${work}/heap"
+    [[ "$report" -eq 0 ]] || cat -- "${work}/leaks" >&2
+    exit 0
+fi
 # valgrind's options as the analyser's (shreport.py reads them from this file, NUL-ended)
 vg_file=""
 if [[ "$valgrind" -eq 1 ]]; then

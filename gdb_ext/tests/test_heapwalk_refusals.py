@@ -34,6 +34,18 @@ def test_refused_with_one_line(maps: str, message: str) -> None:
     assert str(err.value) == message
 
 
+def test_a_core_whose_c_library_is_not_on_disk() -> None:
+    """A core names its C library by path (NT_FILE); moved to a machine without that file, the
+    walk says so rather than taking the program for a static one."""
+    gone = "/nonexistent/lib/x86_64-linux-gnu/libc.so.6"
+    source = _Source(_EXE + f"7ffff7dd0000-7ffff7df6000 r--p 00000000 08:01 200 {gone}\n")
+    source.kind = "core"
+    with pytest.raises(walk.WalkError) as err:
+        walk.walk(source)
+    assert str(err.value) == (f"{gone}, the C library the core names, cannot be read: the walk "
+                              "needs the very file the process ran (copy it there with the core)")
+
+
 def test_a_process_before_its_first_malloc_has_no_heap() -> None:
     """main_arena as glibc initialises it statically (zeros, `next` naming itself: no malloc
     yet): one arena without heaps, no block, no problem."""

@@ -55,7 +55,8 @@ def _build_parser() -> base.Parser:
     st = sub.add_parser("status", help="print what has been recorded so far")
     st.set_defaults(run=_status)
     st.add_argument("--json", action="store_true", help="print JSON")
-    lk = sub.add_parser("leaks", help="print the blocks live now, grouped by allocation stack")
+    lk = sub.add_parser("leaks", help="print the blocks live now, grouped by allocation stack "
+                                      "(nothing recorded: the heap walked, grouped by type)")
     lk.set_defaults(run=_leaks)
     lk.add_argument("--json", action="store_true", help="print the JSON report")
     lk.add_argument("--show-runtime", action="store_true",
@@ -80,6 +81,13 @@ def _build_parser() -> base.Parser:
                              "leaks, with their deltas")
     lk.add_argument("-o", "--output", dest="report", metavar="FILE",
                     help="write the report to FILE and print a one-line summary")
+    hp = sub.add_parser("heap", help="glibc's heap now (a stopped process or a core, recorded or "
+                                     "not): blocks by type and size class, each arena's free "
+                                     "bytes and fragmentation")
+    hp.set_defaults(run=_heap)
+    hp.add_argument("--json", action="store_true", help="print JSON")
+    hp.add_argument("-o", "--output", dest="report", metavar="FILE",
+                    help="write it to FILE and print a one-line summary")
     wp = sub.add_parser("who-points-at",
                         help="list the roots and live blocks holding a pointer into ADDR "
                              "(valgrind's who_points_at)")
@@ -375,10 +383,20 @@ def _status(args: argparse.Namespace) -> None:
     output.block("\n".join(lines))
 
 
-@needs_recording
+def _heap(args: argparse.Namespace) -> None:
+    from ..memdump import heapcmd
+
+    heapcmd.heap_command(args)
+
+
 def _leaks(args: argparse.Namespace) -> None:
     from ..memdump import live as memdump_live  # with the analyser: imported when first asked for
 
+    if RECORDINGS.queried() is None:  # nothing recorded: the heap walk, blocks by type
+        from ..memdump import heapcmd
+
+        heapcmd.leaks_without_recording(args)
+        return
     session = _need_session()
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")

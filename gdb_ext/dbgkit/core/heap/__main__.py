@@ -14,9 +14,10 @@ _ANALYZER = str(Path(__file__).resolve().parents[4] / "analyzer")
 if _ANALYZER not in sys.path:
     sys.path.append(_ANALYZER)
 
-from . import report  # noqa: E402
+from . import view  # noqa: E402
 from .source import CoreFile, HeapSourceError, LiveProcess  # noqa: E402
-from .walk import WalkError, walk  # noqa: E402
+from .survey import survey  # noqa: E402
+from .walk import WalkError  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,41 +40,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"heapwalk: {exc}", file=sys.stderr)
         return 1
     try:
-        result = walk(source, debug_root=args.debug_root)
-        out = {
-            "source": source.kind, "symbols": result.symbols,
-            "blocks": [list(pair) for pair in zip(result.blocks.starts, result.blocks.sizes,
-                                                  strict=True)],
-            "free": [[c, s, w] for c, (s, w) in sorted(result.free.items())],
-            "internal": [[a, s] for a, s in sorted(result.internal.items())],
-            "mmapped": result.mmapped,
-            "arenas": [{"address": a.address, "main": a.main, "top": a.top,
-                        "system_mem": a.system_mem, "heaps": a.heaps,
-                        "live_blocks": a.live_blocks, "live_bytes": a.live_bytes,
-                        "free_chunks": a.free_chunks, "free_bytes": a.free_bytes}
-                       for a in result.arenas],
-            "problems": result.problems,
-        }
-        if args.kinds or args.types or args.text:
-            from .blocktypes import block_types
-            from .vtables import vtable_table
-
-            labels, codes = block_types(source, result, vtable_table(source.read, source.maps))
-            result.heaps = []  # the heaps' bytes, read for the typing: not kept for the scan
-            if args.types:
-                out["types"] = report.types_json(labels, codes)
-        if args.kinds or args.text:
-            from .kinds import leak_kinds
-
-            out["kinds"] = leak_kinds(source, result)
-            out["kinds"]["groups"] = report.group_by_type(out["kinds"]["blocks"], labels, codes)
+        out = survey(source, kinds=args.kinds or args.text, types=args.types,
+                     debug_root=args.debug_root)
     except WalkError as exc:
         print(f"heapwalk: {exc}", file=sys.stderr)
         return 1
     finally:
         source.close()
     if args.text:
-        sys.stdout.write(report.text_report(out))
+        sys.stdout.write(view.leaks_text(out))
         return 0
     json.dump(out, sys.stdout)
     print()

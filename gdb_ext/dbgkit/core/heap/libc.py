@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from ..elf import ElfError, ElfFile
 from ..procfs import Mapping
 
-__all__ = ["DEBUG_ROOT", "OTHER_ALLOCATORS", "Libc", "find_libc", "other_allocator"]
+__all__ = ["DEBUG_ROOT", "OTHER_ALLOCATORS", "Libc", "find_libc", "mapped_libc", "other_allocator"]
 
 #: where libc6-dbg installs the C library's debug file, by build-id
 DEBUG_ROOT = "/usr/lib/debug"
@@ -87,10 +87,16 @@ def _tls_slots(elf: ElfFile, path: str) -> dict[int, int]:
     return out
 
 
+def mapped_libc(maps: Sequence[Mapping]) -> str | None:
+    """The path of the C library MAPS map (at file offset 0), None when there is none."""
+    return next((m.path for m in maps if m.path and _is_libc(m.path) and m.offset == 0), None)
+
+
 def find_libc(maps: Sequence[Mapping], debug_root: str = DEBUG_ROOT) -> Libc | None:
     """The C library mapped in MAPS, with its symbols when DEBUG_ROOT holds its debug file; None
     when no glibc is mapped (a static program, or none at all)."""
-    first = next((m for m in maps if m.path and _is_libc(m.path) and m.offset == 0), None)
+    path = mapped_libc(maps)
+    first = next((m for m in maps if m.path == path and m.offset == 0), None)
     if first is None:
         return None
     try:

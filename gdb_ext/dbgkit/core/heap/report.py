@@ -1,11 +1,7 @@
-"""The heap walk's answer for the user: the blocks' types in JSON (`types`), the leaks grouped by
-kind and type when no stack is known (`groups`), and the driver's text report (`--text`):
-
-    LEAK 1: 12,800 bytes in 200 blocks of `Connection` (vtable), definitely lost
-
-A group is one kind and one type; the leaks (definitely, indirectly, possibly lost) are numbered
-largest first (bytes, then blocks, then the type's name), the still reachable blocks summed by
-type after them. Bytes are the blocks' usable sizes (the heap does not remember the requests)."""
+"""The heap walk's answer for the user: the blocks' types in JSON (`types`) and the leaks grouped
+by kind and type when no stack is known (`groups`, which view.leaks_text prints: "LEAK 1: 12,800
+bytes in 200 blocks of `Connection` (vtable), definitely lost"). A group is one kind and one type;
+bytes are the blocks' usable sizes (the heap does not remember the requests)."""
 
 from __future__ import annotations
 
@@ -13,7 +9,7 @@ from collections import defaultdict
 
 from .blocktypes import LABEL_OFFSET
 
-__all__ = ["KIND_WORDS", "group_by_type", "text_report", "types_json"]
+__all__ = ["KIND_WORDS", "group_by_type", "plural", "types_json"]
 
 #: valgrind's words for the scan's kinds
 KIND_WORDS = {"definite": "definitely lost", "indirect": "indirectly lost",
@@ -49,26 +45,6 @@ def group_by_type(kind_blocks: list, labels: list[tuple[str, str]], codes) -> di
             for kind, groups in sums.items()}
 
 
-def _plural(n: int) -> str:
+def plural(n: int) -> str:
+    """N blocks, with a thousands separator (1 block)."""
     return f"{n:,} block" + ("" if n == 1 else "s")
-
-
-def text_report(out: dict) -> str:
-    """The driver's --text output from its JSON document OUT (with `kinds` and their `groups`)."""
-    lines = [f"heap of the {out['source']}: {_plural(len(out['blocks']))} in use, "
-             f"{sum(s for _, s in out['blocks']):,} bytes; glibc's layout from "
-             f"{'its debug symbols' if out['symbols'] == 'debug' else 'the table'}"]
-    lines += [f"problem: {p}" for p in out["problems"]]
-    groups = out["kinds"]["groups"]
-    leaks = sorted(((g, kind) for kind in ("definite", "indirect", "possible")
-                    for g in groups.get(kind, [])), key=lambda e: (-e[0][2], -e[0][3], e[0][0]))
-    for number, ((name, how, nbytes, blocks), kind) in enumerate(leaks, 1):
-        lines.append(f"LEAK {number}: {nbytes:,} bytes in {_plural(blocks)} of `{name}` "
-                     f"({how}), {KIND_WORDS[kind]}")
-    for name, how, nbytes, blocks in groups.get("reachable", []):
-        lines.append(f"reachable: {nbytes:,} bytes in {_plural(blocks)} of `{name}` ({how})")
-    totals = out["kinds"]["totals"]
-    lines.append("totals: " + ", ".join(f"{KIND_WORDS[k]} {totals[k][0]:,} bytes in "
-                                        f"{_plural(totals[k][1])}" for k in KIND_WORDS
-                                        if k in totals))
-    return "\n".join(lines) + "\n"

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from .. import ptrace
 from ..procfs import Mapping, ProcessMemory, read_maps
 
-__all__ = ["CoreFile", "HeapSourceError", "LiveProcess", "ThreadState"]
+__all__ = ["CoreFile", "HeapSourceError", "LiveProcess", "ThreadState", "thread_state"]
 
 _EHDR = struct.Struct("<16sHHIQQQIHHHHHH")
 _PHDR = struct.Struct("<IIQQQQQQ")
@@ -51,7 +51,8 @@ _GENERAL = ("rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "rsp", "r8", "r9", 
 _REG_INDEX = {name: i for i, (name, _) in enumerate(ptrace.Regs._fields_)}
 
 
-def _thread(tid: int, words: tuple[int, ...]) -> ThreadState:
+def thread_state(tid: int, words: tuple[int, ...]) -> ThreadState:
+    """Thread TID's state from its user_regs_struct WORDS."""
     return ThreadState(tid, tuple(words[_REG_INDEX[n]] for n in _GENERAL),
                        words[_REG_INDEX["rsp"]], words[_REG_INDEX["fs_base"]])
 
@@ -83,7 +84,7 @@ class LiveProcess:
                 regs = ptrace.get_regs(tid)
                 if regs is None:  # gone (killed) since it was seized
                     continue
-                self.threads.append(_thread(tid, tuple(getattr(regs, n)
+                self.threads.append(thread_state(tid, tuple(getattr(regs, n)
                                                        for n, _ in ptrace.Regs._fields_)))
             self.memory = ProcessMemory(pid)
         except (HeapSourceError, OSError) as exc:
@@ -190,7 +191,7 @@ class CoreFile:
                         files = _file_table(desc)
                     elif ntype == _NT_PRSTATUS and len(desc) >= _PR_REG + 27 * 8:
                         tid = struct.unpack_from("<i", desc, _PR_PID)[0]
-                        self.threads.append(_thread(tid, struct.unpack_from("<27Q", desc,
+                        self.threads.append(thread_state(tid, struct.unpack_from("<27Q", desc,
                                                                             _PR_REG)))
         self.segments.sort()
         self._starts = [s[0] for s in self.segments]

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from ..reach_fast import SortedBlocks
 from .chunks import END_BAD, END_FULL, Chunks, heap_blocks, heap_chunks, sorted_addresses
 from .layout import GLIBC_236, Layout
-from .libc import Libc, find_libc, other_allocator
+from .libc import Libc, find_libc, mapped_libc, other_allocator
 from .lists import arena_bins, fastbin_chunks, mmapped_chunks, tcache_of
 
 __all__ = ["Arena", "HeapWalk", "WalkError", "walk"]
@@ -190,6 +190,10 @@ def walk(source, *, layout: Layout = GLIBC_236, debug_root: str | None = None) -
         raise WalkError(f"{other} is mapped: another allocator replaces glibc's malloc; its heap "
                         "is not walked")
     libc = find_libc(maps, debug_root) if debug_root is not None else find_libc(maps)
+    if libc is None and mapped_libc(maps) is not None:
+        raise WalkError(f"{mapped_libc(maps)}, the C library the {source.kind} names, cannot be "
+                        "read: the walk needs the very file the process ran (copy it there with "
+                        "the core)")
     if libc is None:
         raise WalkError("no glibc C library (libc.so.6) is mapped: a static program or another "
                         "C library; its heap is not walked")
