@@ -106,7 +106,8 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         'memdump: record every heap operation of the program with its call stack, and report leaks.\n'
         '\n'
         'usage: memdump [-h] [-o FILE] [--breakpoints] [--children]\n'
-        '               {status,leaks,who-points-at,block-list,break,stop} ...\n'
+        '               {status,leaks,heap,who-points-at,block-list,break,stop,check-heap}\n'
+        '               ...\n'
         '\n'
         'Record every malloc, calloc, realloc, free (and reallocarray, posix_memalign,\n'
         'aligned_alloc, memalign, valloc, pvalloc) of the program with its call stack\n'
@@ -117,9 +118,13 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         '1.\n'
         '\n'
         'positional arguments:\n'
-        '  {status,leaks,who-points-at,block-list,break,stop}\n'
+        '  {status,leaks,heap,who-points-at,block-list,break,stop,check-heap}\n'
         '    status              print what has been recorded so far\n'
         '    leaks               print the blocks live now, grouped by allocation stack\n'
+        '                        (nothing recorded: the heap walked, grouped by type)\n'
+        "    heap                glibc's heap now (a stopped process or a core,\n"
+        '                        recorded or not): blocks by type and size class, each\n'
+        "                        arena's free bytes and fragmentation\n"
         '    who-points-at       list the roots and live blocks holding a pointer into\n'
         "                        ADDR (valgrind's who_points_at)\n"
         '    block-list          list the blocks of group N of the last memdump leaks,\n'
@@ -127,6 +132,9 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         '    break               stop the program at the heap events that match (both\n'
         '                        recorders); without options: show the break\n'
         '    stop                stop recording and close the dump\n'
+        "    check-heap          check every block's red zones and the quarantine now\n"
+        '                        (in-process recorder with red zones: memdump.sh\n'
+        '                        --redzones)\n'
         '\n'
         'options:\n'
         '  -h, --help            show this help message and exit\n'
@@ -149,7 +157,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         "  scan-time-limit N                time limit in seconds of the pointer scan at the program's exit (default 120)\n"
         '  compact on|off                   compaction of the dump when its recording ends (default on)\n'
     ),
-        (7, 33, (
+        (8, 40, (
         'into a dump file; analyse it with memdump-analyze. Without a subcommand, start\n'
         'recording: at once on a live process, else when it runs; each later run of the\n'
         'program is recorded into a new dump until memdump stop. In batch mode (gdb\n'
