@@ -71,9 +71,10 @@ FAILURES = {
     "missing-value": ("memdump -o", "stdio_echo",
                       "memdump: argument -o/--output: expected one argument"),
     "unknown-subcommand": ("memdump stats", "stdio_echo",
-                           "memdump: argument {{status,leaks,who-points-at,block-list,break,"
-                           "stop}}: invalid choice: 'stats' (choose from 'status', 'leaks', "
-                           "'who-points-at', 'block-list', 'break', 'stop')"),
+                           "memdump: argument {{status,leaks,heap,who-points-at,block-list,"
+                           "break,stop,check-heap}}: invalid choice: 'stats' (choose from "
+                           "'status', 'leaks', 'heap', 'who-points-at', 'block-list', 'break', "
+                           "'stop', 'check-heap')"),
     "no-program": ("memdump", None,
                    "memdump: no program to record: start GDB with one (gdb ./app), use "
                    "'file ./app', or attach to a process (gdb -p PID)"),
