@@ -40,7 +40,7 @@ def _pass_allocs(path: Path) -> tuple[list[tuple[int, int, int]], dict[int, list
     real = profile_mod.StackProfileOutput._make
 
     def spy(self: Any) -> None:  # noqa: ANN401
-        got.extend((node, n, nbytes) for node, (n, nbytes) in self.allocs.items())
+        got.extend((node, row[0], row[1]) for node, row in self.allocs.items())  # + temporaries
         at_peak.update(self.at_peak)
         real(self)
 

@@ -155,7 +155,8 @@ def test_bad_cases_are_one_line(tmp_path: Path) -> None:
     assert run.stderr.strip().splitlines()[-1] == (
         f"memdump: {fake} is mapped: another allocator replaces glibc's malloc; its heap is not "
         "walked")
-    run = _gdb(["memdump leaks --older-than 1"], target=[str(program("heapwalk_types"))])
+    run = _gdb(["break main", "run", "memdump leaks --older-than 1"],
+               target=[str(program("heapwalk_types"))])
     assert run.stderr.strip().splitlines()[-1] == (
         "memdump: leaks --older-than needs a recording (memdump, then run); without one the "
         "heap walk knows no stacks or times")

@@ -395,8 +395,9 @@ def _leaks(args: argparse.Namespace) -> None:
     if RECORDINGS.queried() is None:  # nothing recorded: the heap walk, blocks by type
         from ..memdump import heapcmd
 
-        heapcmd.leaks_without_recording(args)
-        return
+        if heapcmd.walkable():  # else: nothing recorded yet, and no heap to walk
+            heapcmd.leaks_without_recording(args)
+            return
     session = _need_session()
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")

@@ -64,6 +64,12 @@ def _core_path(inferior: gdb.Inferior) -> str | None:
     return found.group(1) if found else None
 
 
+def walkable() -> bool:
+    """Whether the selected inferior has a heap to walk: a live process or a core file."""
+    inferior = gdb.selected_inferior()
+    return bool(inferior.pid) or _core_path(inferior) is not None
+
+
 def open_source(exclude: tuple[int, int] | None = None):
     """The heap walk's source for the selected inferior: its core file, or the live process."""
     inferior = gdb.selected_inferior()
