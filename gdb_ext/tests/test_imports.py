@@ -42,7 +42,7 @@ def _graph() -> dict[str, set[str]]:
 
 def test_no_import_cycle() -> None:
     graph = _graph()
-    assert "dbgkit.memdump.session" in graph and "dbgkit.core.reach" in graph
+    assert "dbgkit.memdump.recording" in graph and "dbgkit.core.reach" in graph
     assert "dbgkit.core.locks.contention" in graph and "dbgkit.locks.sampler" in graph
     done: set[str] = set()
 

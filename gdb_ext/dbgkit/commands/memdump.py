@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import textwrap
@@ -15,11 +16,12 @@ from ..core import builtfiles
 from ..core.breakcond import NO_MAX, ON, PCS, BreakCondition
 from ..core.recorder import LIBRARY, find_library
 from ..memdump import ends
+from ..memdump.bpbackend import BreakpointBackend
 from ..memdump.breaks import function_ranges
 from ..memdump.checks import CMD, NOT_RECORDED, check_program
-from ..memdump.inprocess import InProcessSession
+from ..memdump.inprocess import InProcessBackend
+from ..memdump.recording import Recording, State
 from ..memdump.registry import RECORDINGS
-from ..memdump.session import Session, State
 from . import base
 
 # `memdump status --json` is versioned as the report JSON is (`"format"`, `"version"` MAJOR.MINOR):
@@ -212,7 +214,7 @@ def _arm_for_break() -> None:
                 "disarms)")
 
 
-def _active() -> Session | None:
+def _active() -> Recording | None:
     return RECORDINGS.active()
 
 
@@ -278,7 +280,7 @@ def _start(args: argparse.Namespace, note: str | None = None) -> None:
 
 def _new_session(out_path: str | None, series: str | None = None,
                  breakpoints: bool = False, again: bool = False,
-                 children: bool = False) -> Session:
+                 children: bool = False) -> Recording:
     """A session that reads the settings when its recording starts and, when the program ends,
     arms the next one: each run of the program in this GDB gets its own dump. The in-process
     recorder records unless BREAKPOINTS or the library is not built (on a live process it is
@@ -289,15 +291,14 @@ def _new_session(out_path: str | None, series: str | None = None,
         if library is None:
             output.info(CMD, f"the in-process recorder ({LIBRARY}) is not built (make build): "
                              "recording with breakpoints")
-    kind = Session if library is None else InProcessSession
-    extra = {} if library is None else {"library": library}
-    session = kind(
+    session = Recording(
         out_path,
         depth=int(settings.get("depth")),
         unwinder=str(settings.get("unwinder")),
         return_sites=int(settings.get("return-sites")),
+        backend=BreakpointBackend if library is None else
+        functools.partial(InProcessBackend, library=library),
         scan_time_limit=int(settings.get("scan-time-limit")),
-        **extra,
     )
     session.series = series
     session.children = children or bool(settings.get("children"))
@@ -312,12 +313,12 @@ def _new_session(out_path: str | None, series: str | None = None,
     return session
 
 
-def _rearm(ended: Session) -> None:
+def _rearm(ended: Recording) -> None:
     """The recorded program ended (exit, killed, detach): record its next run too."""
     if RECORDINGS.current is not ended:
         return
     session = _new_session(None, series=ended.series or ended.out_path,
-                           breakpoints=not isinstance(ended, InProcessSession), again=True,
+                           breakpoints=ended.chosen == BreakpointBackend.mode, again=True,
                            children=ended.children)
     session.previous = ended
     session.arm(again=True)
@@ -329,7 +330,7 @@ needs_recording = base.Precondition("nothing recorded yet", "start with: memdump
                                     lambda: RECORDINGS.current is not None)
 
 
-def _need_session() -> Session:
+def _need_session() -> Recording:
     """The recording queries report on: the last one when the next is only armed by itself."""
     session = RECORDINGS.queried()
     if session is None:
@@ -337,7 +338,7 @@ def _need_session() -> Session:
     return session
 
 
-# What each counter of `memdump status` means (Session.counts).
+# What each counter of `memdump status` means (Recording.counts).
 COUNTER_LEGEND = {
     "nested": "allocator calls made by the allocator itself (realloc(NULL, n) calling malloc): "
               "part of the outer operation, not recorded again",

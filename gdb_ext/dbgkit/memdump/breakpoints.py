@@ -2,8 +2,8 @@
 progress, kept in a bounded LRU.
 
 GDB glue only. install_hooks puts them where a module exports the allocator's functions. Each
-stop() hands its event to the recorder and says whether the program stops;
-the recorder is anything with the methods and attributes of `Recorder` (session.Session).
+stop() hands its event to the recorder and says whether the program stops; the recorder is
+anything with the methods and attributes of `Recorder` (bpbackend.BreakpointBackend).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ attribute `COMPACT_PENDING` on the file), or, where the file system keeps no suc
 analyser's compactor now (`compact`: memdump_analyzer's compactfile, which gdb_ext/memdump.py puts
 on the path), in C when its library is built. The compact file is written beside the dump and
 renamed over it only when complete: a failure leaves the text dump and says why in one line. No
-GDB API: the session (session.py) calls it."""
+GDB API: the recording (recording.py) calls it."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ kinds"); and a `kill` from GDB is told from a detach.
 
 GDB has no event before a detach: a `hook-detach` defined here ends the recording while the
 process is stopped (the in-process recorder's calls in progress drained first, attach.py),
-before it runs on its own. GDB glue only; both recorders' sessions (session.py) use it.
+before it runs on its own. GDB glue only; both backends' recordings (recording.py) use it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from .checks import CMD
 __all__ = ["before_detach", "define_detach_hook", "end_reason", "gone", "scan_before_end"]
 
 
-def scan_before_end(session: Any, why: str) -> None:  # noqa: ANN401 - a session.Session
+def scan_before_end(session: Any, why: str) -> None:  # noqa: ANN401 - a recording.Recording
     """The pointer scan of the stopped process SESSION records, written into its dump as the
     exit's is, before the recording ends (WHY: "stop", "detach"). None when the scan ran
     already (exit, a fatal signal), is turned off, or a thread is inside an allocator call: the
@@ -56,7 +56,7 @@ _hook_defined = False
 _session: Any = None
 
 
-def define_detach_hook(session: Any) -> None:  # noqa: ANN401 - a session.Session
+def define_detach_hook(session: Any) -> None:  # noqa: ANN401 - a recording.Recording
     """Make `detach` end SESSION's recording first. Defined once per GDB, without asking (a
     hook-detach of the user's is replaced); call it where GDB runs a command, not from an event."""
     global _hook_defined, _session

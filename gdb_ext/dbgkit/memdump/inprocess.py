@@ -1,7 +1,8 @@
-"""A memdump recording made by the in-process recorder (docs/recorder.md): GDB preloads
-libmemdump_recorder.so into the program, configures it at its first call, reads its state at
-stops, scans at exit, and appends what only GDB knows (symbols, the scan, the end) when the
-recorder is quiet.
+"""The in-process backend of a recording (docs/recorder.md): GDB preloads libmemdump_recorder.so
+into the program, configures it at its first call, reads its state at stops, scans at exit, and
+appends what only GDB knows (symbols, the scan, the end) when the recorder is quiet. An image the
+recorder cannot be loaded into (attach refused, an exec'd image without it: a static program, a
+raw execve system call) is recorded by the breakpoint backend, which it hands the recording to.
 
 GDB glue only: the control block, the live-block table, the dump's tail are core.recorder's."""
 
@@ -9,6 +10,8 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import gdb
 from memdump_analyzer.dumpformat import NO_RESULT, checked_blocks
@@ -20,7 +23,6 @@ from ..core.locktable import LockCounts
 from ..core.reach import ScanResult
 from ..core.recorder import (
     DISABLED,
-    FAILURES,
     LIBRARY,
     Control,
     InFlight,
@@ -33,55 +35,61 @@ from ..core.recorder import (
     read_tail,
 )
 from . import attach
-from .breakpoints import format_call_args, install_hooks
-from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint, Breaks
+from .bpbackend import BreakpointBackend
+from .breakpoints import EntryBreakpoint, ExitBreakpoint, format_call_args, install_hooks
+from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
 from .checks import CMD
 from .preload import Preload
 from .scan import pointer_scan
-from .session import Session, State
-from .signals import FATAL_SIGNALS, dies_of
+from .status import State
 from .symbols import from_debug_files
+
+if TYPE_CHECKING:
+    from .recording import Recording
 
 
 class ConfigureBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on memdump_recorder_configure: the recorder asks for its settings."""
 
-    def __init__(self, session: InProcessSession, address: int) -> None:
+    def __init__(self, backend: InProcessBackend, address: int) -> None:
         super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
+        self.backend = backend
 
     def stop(self) -> bool:
-        self.session.on_configure()
+        self.backend.on_configure()
         return False
 
 
 class UnloadingBreakpoint(gdb.Breakpoint):
     """Internal breakpoint on memdump_recorder_unloading: a module is about to be unloaded."""
 
-    def __init__(self, session: InProcessSession, address: int) -> None:
+    def __init__(self, backend: InProcessBackend, address: int) -> None:
         super().__init__(f"*{address:#x}", gdb.BP_BREAKPOINT, internal=True)
-        self.session = session
+        self.backend = backend
 
     def stop(self) -> bool:
-        self.session.on_unloading()
+        self.backend.on_unloading()
         return False
 
 
-class InProcessSession(Session):
-    """One recording by the in-process recorder; `Session` is the breakpoint design it falls back
-    to for an image the recorder could not be loaded into (attach refused, an exec'd image without
-    it: a static program, a raw execve system call)."""
+
+
+class InProcessBackend:
+    """The in-process recorder records RECORDING's events; LIBRARY is its build."""
 
     mode = "in-process"
 
-    def __init__(self, *args: object, library: str, **kwargs: object) -> None:
-        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+    def __init__(self, recording: Recording, library: str) -> None:
+        self.rec = recording
         self.library = library
-        self.breaks = Breaks(self.inferior, library)  # its break stops in the recorder's library
+        recording.breaks.library = library  # its break stops in the recorder's library
+        #: none: the recorder follows the calls in progress itself
+        self.pending: dict = {}
         self.control: Control | None = None
-        self.inprocess = True
         self._preload = Preload(library)
-        self._configure_hooks: dict[int, ConfigureBreakpoint] = {}
+        self._hooks: dict[int, EntryBreakpoint] = {}  # none: the recorder hooks the allocator
+        self._exit_hooks: dict[int, ExitBreakpoint] = {}
+        self._configure_hooks: dict[int, gdb.Breakpoint] = {}
         #: frame id -> pc of the recorder's frames, and their symbols once resolved
         self._frames: dict[int, int] = {}
         self._symbols: dict[int, object] = {}
@@ -104,180 +112,169 @@ class InProcessSession(Session):
         self._frames_read = 1
 
     # -- launch ------------------------------------------------------------------------------
-    def arm(self, again: bool = False, note: str | None = None) -> None:
+    def arm(self, arm: Callable[[], None], note: str | None) -> None:
+        """The recorder goes into LD_PRELOAD while the recording arms (a run GDB starts)."""
+        rec = self.rec
         self._preload.set()
         try:
-            super().arm(again, note)
+            arm()
         except gdb.GdbError:
             self._preload.restore()
             raise
-        if self.state == State.ARMED and not again and not self.attached and note is None:
+        if rec.state == State.ARMED and not rec.again and not rec.attached and note is None:
             output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
                              "(memdump --breakpoints records without loading anything)")
 
-    def _begin(self) -> None:
-        super()._begin()
+    def start(self) -> None:
         self._preload.restore()
-        self._known_end = self.writer.bytes_written
-        self._tail = TailState(seq=self.writer.seq)
+        self._known_end = self.rec.writer.bytes_written
+        self._tail = TailState(seq=self.rec.writer.seq)
 
-    def _install_hooks(self) -> None:
-        if not self.inprocess:
-            super()._install_hooks()
-            return
-        install_hooks(self, self._modules, self._scanned, self.hooks, self.exit_hooks, ops=(),
-                      api=False, flags=self.api_flags)
-        if self.state == State.RECORDING:
-            self._api_flags_on()
-        for module in self._modules.modules():
+    def start_clock(self) -> None:
+        """The recorder writes the samples; GDB adds one at exit."""
+
+    def install_hooks(self) -> None:
+        rec = self.rec
+        install_hooks(self, rec.modules, rec.scanned, self._hooks, self._exit_hooks, ops=(),
+                      api=False, flags=rec.api_flags)
+        if rec.state == State.RECORDING:
+            rec.api_flags_on()
+        for module in rec.modules.modules():
             if os.path.basename(module.path) != LIBRARY or module.elf is None:
                 continue
             symbols = module.elf.dynamic_symbols()
             for name, kind, target in (("memdump_recorder_configure", ConfigureBreakpoint, self),
                                        ("memdump_recorder_unloading", UnloadingBreakpoint, self),
-                                       (BREAK_FUNCTION, BreakBreakpoint, self.breaks)):
+                                       (BREAK_FUNCTION, BreakBreakpoint, rec.breaks)):
                 value = symbols.get(name)
                 if value and module.bias + value not in self._configure_hooks:
                     address = module.bias + value
                     self._configure_hooks[address] = kind(target, address)
-            if not self.breaks.recorder_at:
+            if not rec.breaks.recorder_at:
                 found = module.elf.symtab_functions(frozenset({BREAK_AT}), (STT_OBJECT,))
                 at = found.get(BREAK_AT)
-                self.breaks.recorder_at = module.bias + at if at else 0
+                rec.breaks.recorder_at = module.bias + at if at else 0
         if self._awaiting_recorder and self._image_without_recorder():
             return
-        wanted = self.breaks.condition
+        wanted = rec.breaks.condition
         if self.control is not None and wanted is not None and wanted.frames and \
                 len(wanted.pcs) != len(wanted.frames):  # --leak: a module its stack needs came
-            self.breaks.write(self._modules)
-        if self.attached and not self._attach_tried:
+            rec.breaks.write(rec.modules)
+        if rec.attached and not self._attach_tried:
             self._attach_tried = True
             self._attach()
 
-    def _recording_something(self) -> bool:
-        return self.control is not None if self.inprocess else bool(self.hooks)
+    def recording_something(self) -> bool:
+        return self.control is not None
 
     def _image_without_recorder(self) -> bool:
         """An exec'd image whose C library came without the recorder (a static program has no C
         library: nothing to record): record it with breakpoints. True when it did."""
-        names = {os.path.basename(m.path) for m in self._modules.modules()}
+        rec = self.rec
+        names = {os.path.basename(m.path) for m in rec.modules.modules()}
         if LIBRARY in names:
             return False
         if not any(m.elf is not None and m.elf.dynamic_symbols().get("malloc")
-                   for m in self._modules.modules()):
+                   for m in rec.modules.modules()):
             return False  # the loader has not mapped the libraries yet
         self._awaiting_recorder = False
-        output.info(CMD, f"{self.inferior.progspace.filename or '?'} was executed without the "
+        output.info(CMD, f"{rec.inferior.progspace.filename or '?'} was executed without the "
                          "in-process recorder (a raw execve system call?): recording it with "
                          "breakpoints")
-        self._use_breakpoints()
-        self._scanned.clear()
-        Session._install_hooks(self)
-        return True
-
-    def _use_breakpoints(self) -> None:
-        """The breakpoint design from now on, said in the dump (`i recorder`)."""
         self.control = None
-        self.inprocess = False
-        self.mode = "breakpoints"
-        self.live = {}  # a dictionary again, which the breakpoints keep
-        self.writer.info("recorder", self.mode)
+        rec.live = {}  # a dictionary again, which the breakpoints keep
+        rec.use(BreakpointBackend(rec))  # said in the dump (`i recorder`)
+        rec.writer.info("recorder", rec.mode)
         # GDB's clock samples go on from the recorder's start (both CLOCK_MONOTONIC)
-        self.writer.sample_clock(self._clock_start / 1000 if self._clock_start else self.started,
-                                 lambda: procfs.resident_bytes(self.pid))
+        rec.writer.sample_clock(self._clock_start / 1000 if self._clock_start else rec.started,
+                                lambda: procfs.resident_bytes(rec.pid))
+        rec.scanned.clear()
+        rec.backend.install_hooks()
+        return True
 
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
+        rec = self.rec
         try:
-            process = attach.Process(self.inferior, self._modules, self._memory.read,
+            process = attach.Process(rec.inferior, rec.modules, rec.memory.read,
                                      lambda: self.control)
             slots, modules = attach.load(process, self.library)
         except attach.AttachError as exc:
             self._fall_back(str(exc))
             return
-        what = ("allocator and lock" if self.settings is not None and self.settings("locks")
+        what = ("allocator and lock" if rec.settings is not None and rec.settings("locks")
                 else "allocator")
-        output.info(CMD, f"in-process recorder: loaded into process {self.pid}, {slots} "
+        output.info(CMD, f"in-process recorder: loaded into process {rec.pid}, {slots} "
                          f"{what} call sites redirected in {modules} modules (memdump "
                          "--breakpoints records without loading anything)")
 
     def _fall_back(self, reason: str) -> None:
         """Record with breakpoints: the dump starts again, its header saying so."""
+        rec = self.rec
         output.info(CMD, f"{reason}: recording with breakpoints")
-        for bp in self._configure_hooks.values():
-            if bp.is_valid():
-                bp.delete()
-        self._configure_hooks.clear()
         if self.control is not None:
             try:
                 self.control.set(state=DISABLED)
             except OSError:
                 pass
         self.control = None
-        self.inprocess = False
-        self.mode = "breakpoints"
-        for bp in self.exit_hooks.values():
-            if bp.is_valid():
-                bp.delete()
-        self.exit_hooks.clear()
-        self._scanned.clear()
-        os.ftruncate(self.fd, 0)
-        os.lseek(self.fd, 0, os.SEEK_SET)
-        self._memory.close()
-        Session._begin(self)
-        Session._install_hooks(self)
+        rec.use(BreakpointBackend(rec))
+        rec.scanned.clear()
+        rec.restart()
 
-    def _remove_breakpoints(self) -> None:
-        for bp in self._configure_hooks.values():
+    def remove_breakpoints(self) -> None:
+        for bp in (*self._configure_hooks.values(), *self._exit_hooks.values()):
             if bp.is_valid():
                 bp.delete()
         self._configure_hooks.clear()
-        super()._remove_breakpoints()
+        self._exit_hooks.clear()
 
     def on_configure(self) -> None:
         """The recorder's first call: tell it where to write and how."""
+        rec = self.rec
         try:
-            if self.state != State.RECORDING or self.inferior.pid != self.pid:
+            if rec.state != State.RECORDING or rec.inferior.pid != rec.pid:
                 return  # a child that inherited the recorder: it stays unconfigured
             regs = ptrace.get_regs(gdb.selected_thread().ptid[1])
             if regs is None or self.control is not None:
                 return
-            control = Control(regs.rdi, self._read, self._memory.write).load()
-            w = self.writer
+            control = Control(regs.rdi, rec.read, rec.memory.write).load()
+            w = rec.writer
             if self._awaiting_recorder:  # an exec'd image: its events are the recorder's again
                 self._awaiting_recorder = False
                 w.info("recorder", self.mode)
             w.flush()
             # the dump's end: the header, or (after an exec) the earlier images' records
-            end = os.lseek(self.fd, 0, os.SEEK_CUR)
+            end = os.lseek(rec.fd, 0, os.SEEK_CUR)
             self._known_end = end
-            control.set(depth=self.depth, end=end, seq=w.seq,
+            control.set(depth=rec.depth, end=end, seq=w.seq,
                         next_string=w.next_string, next_frame=w.next_frame,
-                        next_node=w.next_node, inherit=int(self.children and not self.attached),
-                        attach=int(self.attached and not self._execs),
+                        next_node=w.next_node, inherit=int(rec.children and not rec.attached),
+                        attach=int(rec.attached and not self._execs),
                         # an exec'd image's samples go on from the recording's start
-                        clock_start=(self._clock_start or int(self.started * 1000))
+                        clock_start=(self._clock_start or int(rec.started * 1000))
                         if self._execs else 0)
-            control.set_path(os.path.abspath(self.path))
-            lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
-                                  self._memory.write)
+            control.set_path(os.path.abspath(rec.path))
+            lock_counts.configure(rec.settings is not None and bool(rec.settings("locks")),
+                                  rec.memory.write)
             self.control = control
-            self.breaks.write(self._modules)
+            rec.breaks.write(rec.modules)
         except Exception as exc:  # noqa: BLE001
-            self._hot_path_error(exc)
+            rec.hot_path_error(exc)
 
     def on_unloading(self) -> None:
         """dlclose: symbolise the frames recorded so far while the module's symbols are there."""
         try:
-            if self.state == State.RECORDING and self._load() is not None:
+            if self.rec.state == State.RECORDING and self._load() is not None:
                 self._resolve_frames()
         except Exception as exc:  # noqa: BLE001
-            self._hot_path_error(exc)
+            self.rec.hot_path_error(exc)
 
     # -- the recorder's state ----------------------------------------------------------------
     def _load(self) -> Control | None:
         """The control block now, when the process is there to read it."""
-        if self.control is None or not self.inferior.pid or self.inferior.pid != self.pid:
+        rec = self.rec
+        if self.control is None or not rec.inferior.pid or rec.inferior.pid != rec.pid:
             return None
         try:
             control = self.control.load()
@@ -293,7 +290,7 @@ class InProcessSession(Session):
         t.next_frame = max(t.next_frame, control.next_frame)
         t.next_node = max(t.next_node, control.next_node)
         try:
-            pcs = frame_pcs(self._read, control.frame_pcs, control.next_frame)
+            pcs = frame_pcs(rec.read, control.frame_pcs, control.next_frame)
         except OSError:
             pcs = [0]
         for fid in range(self._frames_read, len(pcs)):
@@ -303,7 +300,7 @@ class InProcessSession(Session):
         for key, value in (("nested", control.unrecorded),
                            ("partial-stacks", control.partial_stacks)):
             if value:
-                self.counts[key] = value
+                rec.counts[key] = value
         return control
 
     def _resolve_frames(self) -> None:
@@ -312,38 +309,35 @@ class InProcessSession(Session):
         for fid, pc in self._frames.items():
             if fid not in self._symbols:
                 try:
-                    new[fid] = self._resolve(pc)
+                    new[fid] = self.rec.resolve(pc)
                 except Exception:  # noqa: BLE001 - a frame GDB cannot resolve stays raw
                     self._symbols[fid] = None
         self._symbols.update(from_debug_files(new))
 
-    def status(self) -> dict[str, object]:
-        status = super().status()
-        if not self.inprocess:
-            return status
-        control = self._load() if self.state == State.RECORDING else None
+    def update_status(self, status: dict[str, object]) -> None:
+        rec = self.rec
+        control = self._load() if rec.state == State.RECORDING else None
         if control is not None:
-            events = control.events + self.writer.events  # those of the images before an exec
+            events = control.events + rec.writer.events  # those of the images before an exec
             status.update(events=events, live_blocks=control.live_count, dump_bytes=control.end)
-            running = self.running_time()
+            running = rec.running_time()
             status["events_per_s"] = round(events / running, 1) if running > 0 else 0.0
             if control.failure:
                 status["counts"]["recorder-failure"] = control.failure
         elif self._live_count is not None:  # ended: the blocks live when it was last read
             status["live_blocks"] = self._live_count
         status["pending_calls"] = 0
-        return status
 
     def before_detach(self) -> None:
         """`detach` comes: the allocator calls in progress finish and are recorded first."""
-        if self.inprocess:
-            attach.drain(attach.Process(self.inferior, self._modules, self._memory.read,
-                                        lambda: self.control))
+        rec = self.rec
+        attach.drain(attach.Process(rec.inferior, rec.modules, rec.memory.read,
+                                    lambda: self.control))
 
     def sync_dump(self) -> None:
         """At a stop, before the dump is read (memdump leaks): write the symbols of the frames
         the recorder defined, when no thread is in the middle of a record."""
-        if not self.inprocess or self.state != State.RECORDING:
+        if self.rec.state != State.RECORDING:
             return
         control = self._load()
         if control is None or control.lock:
@@ -352,151 +346,133 @@ class InProcessSession(Session):
         self._append_at(control.end, control, frames_only=True)
 
     # -- events ------------------------------------------------------------------------------
-    def _stop_event(self, event: gdb.StopEvent) -> None:
-        if not self.inprocess:
-            super()._stop_event(event)
+    def fatal_stop(self, signal: str) -> None:
+        """The calls in progress, the signal and the frames' symbols, for the end of the dump."""
+        rec = self.rec
+        if rec.inferior.pid != rec.pid:
             return
-        if self.state == State.RECORDING:
-            self._clock.stopped()
-        if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
-            return
-        if self.inferior.pid == self.pid and (event.stop_signal in FATAL_SIGNALS
-                                              or dies_of(self.pid, event.stop_signal)):
-            control = self._load()
-            if control is not None:
-                try:
-                    self._interrupted = in_flight(self._read, control.slots, control.slot_count)
-                except OSError:
-                    self._interrupted = []
-            self._signal = event.stop_signal
-            self._resolve_frames()
-            if not procfs.caught(self.pid, event.stop_signal):
-                self.scan_once(at_function_entry=False)
+        control = self._load()
+        if control is not None:
+            try:
+                self._interrupted = in_flight(rec.read, control.slots, control.slot_count)
+            except OSError:
+                self._interrupted = []
+        self._signal = signal
+        self._resolve_frames()
 
     def on_exit_call(self) -> None:
+        self.rec.on_exit_call()
+
+    def exit_call(self) -> None:
+        """The recorder's last counts, before the scan."""
         if self.control is not None:
             self._load()
             self._lock_counts = lock_counts.at_end()
-        if self.inprocess and self.control is None:
+        else:
             output.warn(CMD, "the in-process recorder was not loaded into the program (it ignored "
                              "LD_PRELOAD, e.g. set-user-ID, or cleared its environment): nothing "
                              "was recorded; use memdump --breakpoints")
-        super().on_exit_call()
 
     def scan_now(self, at_function_entry: bool) -> tuple[str, ScanResult | None, int]:
-        if not self.inprocess:
-            return super().scan_now(at_function_entry)
+        rec = self.rec
         control = self._load()
         if control is None:
             return "threads", None, 0
         began = time.monotonic()  # reading the recorder's live blocks is part of the scan
-        fast = live_arrays(self._read, control.live_table, control.live_capacity)
+        fast = live_arrays(rec.read, control.live_table, control.live_capacity)
         if fast is not None and not fast[1]:
-            self.live, self.custom = fast  # type: ignore[assignment] - read only until an exec
+            rec.live, rec.custom = fast  # type: ignore[assignment] - read only until an exec
         else:
-            self.custom = {}
-            self.live = live_blocks(self._read, control.live_table, control.live_capacity,
-                                    self.custom)
+            rec.custom = {}
+            rec.live = live_blocks(rec.read, control.live_table, control.live_capacity,
+                                   rec.custom)
         return pointer_scan(
-            self.inferior, self.pid, self._read_some, checked_blocks(self.live, self.custom),
-            self.scan_time_limit,
+            rec.inferior, rec.pid, rec.read_some, checked_blocks(rec.live, rec.custom),
+            rec.scan_time_limit,
             at_function_entry, exclude=(control.region, control.region + control.region_size),
-            attached=self.attached, began=began)
+            attached=rec.attached, began=began)
 
     def live_blocks(self) -> dict[int, int]:
-        control = self._load() if self.inprocess else None
+        rec = self.rec
+        control = self._load()
         if control is None:
-            return super().live_blocks()
-        self.custom = {}
-        self.live = live_blocks(self._read, control.live_table, control.live_capacity,
-                                self.custom)
-        return checked_blocks(self.live, self.custom)
+            return checked_blocks(rec.live, rec.custom)
+        rec.custom = {}
+        rec.live = live_blocks(rec.read, control.live_table, control.live_capacity, rec.custom)
+        return checked_blocks(rec.live, rec.custom)
 
     def block_ages(self) -> dict[int, float]:
-        control = self._load() if self.inprocess else None
+        control = self._load()
         if control is None:
-            return super().block_ages()
+            return {addr: 0.0 for addr in self.rec.live}
         times: dict[int, int] = {}
-        live_blocks(self._read, control.live_table, control.live_capacity, None, times)
+        live_blocks(self.rec.read, control.live_table, control.live_capacity, None, times)
         now = time.time()
         return {addr: now - (control.clock_base + seconds) for addr, seconds in times.items()}
 
     def recorder_memory(self) -> tuple[int, int] | None:
-        control = self._load() if self.inprocess else None
+        control = self._load()
         return None if control is None else (control.region, control.region + control.region_size)
 
     def calls_in_progress(self) -> list[tuple[int, str]]:
-        if not self.inprocess:
-            return super().calls_in_progress()
         control = self._load()
         if control is None:
             return []
-        calls = [(c.tid, c.op) for c in in_flight(self._read, control.slots, control.slot_count)]
+        calls = [(c.tid, c.op) for c in in_flight(self.rec.read, control.slots,
+                                                  control.slot_count)]
         if control.lock and all(tid != control.lock for tid, _ in calls):
             calls.append((control.lock, "the recorder"))
         return sorted(calls)
 
-    def _scan(self, at_function_entry: bool) -> None:
-        if not self.inprocess:
-            super()._scan(at_function_entry)
-            return
+    def scan(self, at_function_entry: bool) -> None:
+        rec = self.rec
         if self._load() is None:
             return
         self._resolve_frames()
         if self._clock_start:  # the recorder's clock, and the resident set at the end
             self._exit_clock = (max(0, int(time.monotonic() * 1000) - self._clock_start),
-                                procfs.resident_bytes(self.pid))
+                                procfs.resident_bytes(rec.pid))
         status, result, millis = self.scan_now(at_function_entry)
-        self.scan_status = status
-        self._scan_record = self.final_scan = (status, result, millis)
-        self.counts["scan-ms"] = millis
+        rec.scan_status = status
+        self._scan_record = rec.final_scan = (status, result, millis)
+        rec.counts["scan-ms"] = millis
 
-    def _start_clock(self) -> None:
-        if not self.inprocess:  # the recorder writes the samples; GDB adds one at exit
-            super()._start_clock()
-
-    def _clear_objfiles(self) -> None:
-        if not self.inprocess:
-            super()._clear_objfiles()
-            return
-        if self.state != State.RECORDING or not self.inferior.pid:
-            return
+    def exec(self) -> None:
         # An exec: the recorder went with the old image. The exec hooks (recorder/exec.c) put it
         # in the new image's LD_PRELOAD, and GDB configures it there as at the start, writing
         # after the old image's records; an image without it is recorded with breakpoints.
+        rec = self.rec
         self._append_tail(frames_only=True)
         for fid in self._frames:  # symbolised at the exec hook's stop, or by the analyser from
             self._symbols.setdefault(fid, None)  # their modules: never with the new image's
-        self.writer.events += self._tail.events
+        rec.writer.events += self._tail.events
         self._tail.events = 0
         self.control = None
-        self.breaks.recorder_at = 0
+        rec.breaks.recorder_at = 0
         self._execs += 1
         self._awaiting_recorder = True
-        self.live = {}
-        self.writer.forget_stacks()
-        super()._clear_objfiles()
+        rec.live = {}
+        rec.writer.forget_stacks()
 
-    def finish(self, reason: str, detail: str = "-") -> None:
-        if self.state == State.ENDED:
-            return
+    def before_finish(self) -> None:
+        rec = self.rec
         self._preload.restore()
-        if self.inprocess and self.writer is not None and not self._failed:
-            if self.control is None and self.state == State.RECORDING and self._awaiting_recorder:
-                output.warn(CMD, f"{self.inferior.progspace.filename or 'the executed program'} "
-                                 "exports no allocator to hook (statically linked?): its events "
-                                 "are not recorded")
-            elif self.control is None and self.state == State.RECORDING:
-                output.warn(CMD, "the in-process recorder never started in the program: the dump "
-                                 "holds no events (use memdump --breakpoints)")
-            if not self._lock_counts and self.control is not None and self.inferior.pid:
-                self._lock_counts = lock_counts.at_end()  # detach, memdump stop: counts so far
-            try:
-                self._append_tail(frames_only=False)
-            except OSError as exc:
-                output.warn(CMD, f"could not finish {self.path}: {exc.strerror}")
-            self.writer.events += self._tail.events  # the recorder's, for the closing line
-        super().finish(reason, detail)
+        if rec.writer is None or rec.failed:
+            return
+        if self.control is None and rec.state == State.RECORDING and self._awaiting_recorder:
+            output.warn(CMD, f"{rec.inferior.progspace.filename or 'the executed program'} "
+                             "exports no allocator to hook (statically linked?): its events "
+                             "are not recorded")
+        elif self.control is None and rec.state == State.RECORDING:
+            output.warn(CMD, "the in-process recorder never started in the program: the dump "
+                             "holds no events (use memdump --breakpoints)")
+        if not self._lock_counts and self.control is not None and rec.inferior.pid:
+            self._lock_counts = lock_counts.at_end()  # detach, memdump stop: counts so far
+        try:
+            self._append_tail(frames_only=False)
+        except OSError as exc:
+            output.warn(CMD, f"could not finish {rec.path}: {exc.strerror}")
+        rec.writer.events += self._tail.events  # the recorder's, for the closing line
 
     # -- appending after the recorder --------------------------------------------------------
     def _append_tail(self, frames_only: bool) -> None:
@@ -509,10 +485,10 @@ class InProcessSession(Session):
                 self.control.set(state=DISABLED)
             self._append_at(control.end, control, frames_only)
             if not frames_only:  # disabled, nothing more to come: the recorder's NULs go
-                os.ftruncate(self.fd, self._known_end)
+                os.ftruncate(self.rec.fd, self._known_end)
             return
         # The process is gone (or a thread of it is inside the recorder): find the end on disk.
-        rfd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        rfd = os.open(self.rec.path, os.O_RDONLY | os.O_CLOEXEC)
         try:
             end = data_end(rfd)
             read_tail(rfd, self._known_end, end, self._tail)
@@ -525,11 +501,11 @@ class InProcessSession(Session):
                 self.control.set(state=DISABLED)
             end = max(end, control.end) + (1 << 20)
         else:
-            os.ftruncate(self.fd, end)
+            os.ftruncate(self.rec.fd, end)
         self._append_at(end, None, frames_only)
 
     def _append_at(self, end: int, control: Control | None, frames_only: bool) -> None:
-        w = self.writer
+        w = self.rec.writer
         t = self._tail
         if control is not None:
             t.seq = control.seq
@@ -538,7 +514,7 @@ class InProcessSession(Session):
         w.next_frame = max(w.next_frame, t.next_frame)
         w.next_node = max(w.next_node, t.next_node)
         w.forget_stacks()
-        os.lseek(self.fd, end, os.SEEK_SET)
+        os.lseek(self.rec.fd, end, os.SEEK_SET)
         before = w.bytes_written
         if not frames_only:
             for call in self._interrupted:
@@ -575,9 +551,3 @@ class InProcessSession(Session):
         if control is not None:
             self.control.set(end=new_end, seq=w.seq, next_string=w.next_string,
                              next_frame=w.next_frame, next_node=w.next_node)
-
-    def failure(self) -> str | None:
-        control = self._load()
-        if control is None or not control.failure:
-            return None
-        return FAILURES.get(control.failure, f"failure {control.failure}")

@@ -1,7 +1,7 @@
 """Leak checks on the live process, at any stop: `memdump leaks` (the pointer scan now, as
 valgrind's `monitor leak_check`), `memdump who-points-at ADDR [LEN]` and `memdump block-list N`.
 
-GDB glue: the session gives the live blocks and the scan (Session.scan_now); the report is the
+GDB glue: the session gives the live blocks and the scan (Recording.scan_now); the report is the
 analyser's, given this scan in place of the dump's (memdump_analyzer.LiveScan).
 """
 
@@ -19,12 +19,12 @@ from memdump_analyzer.diff import stack_key
 from .. import output
 from ..core import procfs, ptrace, reach
 from .checks import CMD
-from .session import Session, State
+from .recording import Recording, State
 
 __all__ = ["Pointer", "compare", "live_scan", "older_than", "points_at", "snapshot"]
 
 
-def live_scan(session: Session) -> LiveScan | None:
+def live_scan(session: Recording) -> LiveScan | None:
     """The pointer scan of the stopped process, or None when the program is not running (the
     dump's own scan at exit, if any, is then the one reported). A thread inside an allocator
     call is changing the heap: no scan then, and memdump says why."""
@@ -137,7 +137,7 @@ class Pointer:
     glibc: bool = False
 
 
-def points_at(session: Session, start: int, length: int) -> list[Pointer]:
+def points_at(session: Recording, start: int, length: int) -> list[Pointer]:
     """Every root word and every live block's word holding an address in [START, START+LENGTH)
     (LENGTH 0 or 1: START itself), valgrind's `who_points_at`: the roots the scan would read
     (threads' stacks from their stack pointers, data segments, the registers) and the live
@@ -262,6 +262,6 @@ def _data_symbol(addr: int) -> tuple[str, int] | None:
     return None if m is None else (m.group(1), int(m.group(2) or 0))
 
 
-def check_stopped(session: Session) -> None:
+def check_stopped(session: Recording) -> None:
     if session.state != State.RECORDING or not session.inferior.pid:
         raise gdb.GdbError(f"{CMD}: the program is not running")

@@ -17,7 +17,7 @@ What is kept, and what clears it (GDB's events; `connect()` hooks them once):
   another `progspace.filename`).
 
 GDB glue only: a recording's start and end (exit, kill, detach: GDB's events, which the session
-follows) come back here through `Session.on_start`/`Session.on_program_end`, where the command
+follows) come back here through `Recording.on_start`/`Recording.on_program_end`, where the command
 arms the next run.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import gdb
 
 from ..core.breakcond import BreakCondition
-from .session import Session, State
+from .recording import Recording, State
 
 __all__ = ["RECORDINGS", "InferiorRecordings", "Recordings"]
 
@@ -39,7 +39,7 @@ class InferiorRecordings:
     """What `memdump` keeps for one inferior between commands."""
 
     #: the last recording started or armed in this inferior; None before the first `memdump`
-    current: Session | None = None
+    current: Recording | None = None
     #: the groups the last `memdump leaks` of the current run listed, in its order (block-list N)
     last_groups: list[Any] = field(default_factory=list)
     #: what the previous `memdump leaks` found (`--increased`, `--changed`), None before one
@@ -63,16 +63,16 @@ class Recordings:
         return self._inferiors.setdefault(gdb.selected_inferior().num, InferiorRecordings())
 
     @property
-    def current(self) -> Session | None:
+    def current(self) -> Recording | None:
         """The selected inferior's last recording started or armed."""
         slot = self._inferiors.get(gdb.selected_inferior().num)
         return slot.current if slot is not None else None
 
     @current.setter
-    def current(self, session: Session | None) -> None:
+    def current(self, session: Recording | None) -> None:
         self.here().current = session
 
-    def active(self) -> Session | None:
+    def active(self) -> Recording | None:
         """The recording that is armed or recording, None when there is none or it ended."""
         current = self.current
         return current if current is not None and current.state != State.ENDED else None
@@ -82,7 +82,7 @@ class Recordings:
         current = self.current
         return current is not None and current.again and current.state == State.ARMED
 
-    def queried(self) -> Session | None:
+    def queried(self) -> Recording | None:
         """The recording the queries report on: the last one when the next is only armed by
         itself; None before the first `memdump`."""
         current = self.current
@@ -104,7 +104,7 @@ class Recordings:
         gdb.events.clear_objfiles.connect(self._program_changed)
         self._connected = True
 
-    def run_started(self, session: Session) -> None:
+    def run_started(self, session: Recording) -> None:
         """SESSION's dump opened (a run, an attach): the group numbers of the previous run name
         nothing any more."""
         slot = self._inferiors.get(session.inferior.num)

@@ -1,13 +1,22 @@
-"""`memdump status`: what a recording has done so far, as the breakpoint design counts it (the
-in-process session adds the recorder's own counts)."""
+"""Where a recording is, and `memdump status`: what it has done so far, as GDB counts it (each
+backend adds its own counts: the breakpoints' hooks, the in-process recorder's events)."""
 
 from __future__ import annotations
 
+import enum
 import time
 from typing import Any
 
 
-def status_of(session: Any) -> dict[str, object]:  # noqa: ANN401 - a session.Session
+class State(enum.Enum):
+    """Where a recording is: armed (no process yet), recording, ended (for good)."""
+
+    ARMED = "armed"
+    RECORDING = "recording"
+    ENDED = "ended"
+
+
+def status_of(session: Any) -> dict[str, object]:  # noqa: ANN401 - a recording.Recording
     """The fields of `memdump status --json` (docs/memdump.md)."""
     elapsed = time.monotonic() - session.started
     running = session.running_time()
@@ -23,10 +32,10 @@ def status_of(session: Any) -> dict[str, object]:  # noqa: ANN401 - a session.Se
         "running_s": round(running, 3),
         "events_per_s": round(events / running, 1) if running > 0 else 0.0,
         "pending_calls": len(session.pending),
-        "hooks": len(session.hooks),
+        "hooks": 0,
         "live_blocks": len(session.live),
         "scan": session.scan_status,
-        "return_sites": len(session.sites),
+        "return_sites": 0,
         "dump_bytes": writer.bytes_written if writer else 0,
         "interned": writer.counts if writer else {},
         "counts": dict(session.counts),

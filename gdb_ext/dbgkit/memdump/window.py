@@ -5,7 +5,7 @@ A watcher thread waits for the end of the window (SECONDS, a byte on the stop pi
 last writer going away) and has GDB's main loop (gdb.post_event) send the program one SIGINT, which
 GDB intercepts (`handle SIGINT stop nopass`) and never passes on; a SIGINT that someone else sends
 during the window is passed on. An allocator call in progress at that stop is let finish
-(Session.stop_when_idle), so that no operation is cut in half; a second request, or GIVE_UP_AFTER
+(Recording.stop_when_idle), so that no operation is cut in half; a second request, or GIVE_UP_AFTER
 seconds, stops without it. Then `detach` ends the recording (`end SEQ detach -`) and the program
 goes on by itself. A program that exits during the window ends the recording as usual.
 """
@@ -22,15 +22,15 @@ import gdb
 
 from .. import output
 from .checks import CMD
+from .recording import Recording, State
 from .registry import RECORDINGS
-from .session import Session, State
 
 # Seconds the allocator calls in progress at the stop may take to return.
 GIVE_UP_AFTER = 10.0
 
 
 class _Window:
-    def __init__(self, session: Session, stop_path: str, seconds: float | None,
+    def __init__(self, session: Recording, stop_path: str, seconds: float | None,
                  notify_fd: int | None) -> None:
         self.session = session
         self.inferior = session.inferior
