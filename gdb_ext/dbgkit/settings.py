@@ -43,6 +43,8 @@ class Setting:
         """What the value looks like: `N`, `on|off` or the choices, `auto|gdb`."""
         if self.enum:
             return "|".join(self.enum)
+        if isinstance(self.default, str):
+            return "SPEC"
         return "on|off" if isinstance(self.default, bool) else "N"
 
     @property
@@ -105,6 +107,16 @@ SETTINGS: tuple[Setting, ...] = (
         "acquisitions and wait times (read with contention; docs/contention.md); it adds about "
         "15 to 25 ns to every acquisition, a 3 to 4 times slower uncontended lock; off: the lock "
         "calls pass straight through.",
+    ),
+    Setting(
+        "guard",
+        gdb.PARAM_STRING,
+        "",
+        "guard pages' SPEC of the in-process recorder",
+        "Blocks placed against an inaccessible page, freed ones kept inaccessible "
+        "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, comma-separated; "
+        "a faulting access stops GDB at the instruction and memdump reports it (memdump --guard "
+        "SPEC for one recording); empty: none.",
     ),
     Setting(
         "scan-time-limit",

@@ -114,6 +114,10 @@ class Control:
             raise ValueError(f"dump path longer than {PATH_MAX - 1} bytes")
         self._write(self.address + PATH_OFFSET, data + b"\0")
 
+    def write_raw(self, offset: int, data: bytes) -> None:
+        """DATA at byte OFFSET of the block (the guard SPEC after the path)."""
+        self._write(self.address + offset, data)
+
 
 def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,
                 custom: dict[int, int] | None = None,

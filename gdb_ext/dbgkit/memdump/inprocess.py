@@ -32,7 +32,7 @@ from ..core.recorder import (
     live_blocks,
     read_tail,
 )
-from . import attach
+from . import accessfault, attach
 from .breakpoints import format_call_args, install_hooks
 from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint, Breaks
 from .checks import CMD
@@ -259,6 +259,7 @@ class InProcessSession(Session):
                         clock_start=(self._clock_start or int(self.started * 1000))
                         if self._execs else 0)
             control.set_path(os.path.abspath(self.path))
+            accessfault.write_spec(control, getattr(self, "guard", ""))
             lock_counts.configure(self.settings is not None and bool(self.settings("locks")),
                                   self._memory.write)
             self.control = control
