@@ -621,8 +621,9 @@ EOF
         emit <<'EOF'
 python
 import gdb
+from dbgkit.memdump import accessfault
 while gdb.selected_inferior().pid:
-    gdb.execute("continue")
+    accessfault.resume()  # continue; past a guard page's fault, the access let through once
 end
 EOF
         write_dump_path
@@ -646,7 +647,7 @@ used=""
 if [[ -s "$dump_file" ]]; then
     used="${dump:-$(<"$dump_file")}"
 fi
-grep -E '^memdump: .*(warning|error)' "$log" >&2 || true
+grep -E '^memdump: [^ ].*(warning|error)' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
     if [[ -n "$pid" ]]; then
         why="$(sed -n 's/^ptrace: \(.*\)\.$/\1/p' "$log" | head -n 1)"

@@ -71,6 +71,9 @@ struct mdr_control {
     uint64_t guard_missed;       /* 549: chosen blocks that found no free slot */
     uint64_t guard_errors;       /* 550: `ae` records written */
     char guard[MDR_GUARD_MAX];   /* 551: SPEC, NUL-terminated (GDB); empty: MEMDUMP_GUARD */
+    uint64_t guard_let_through;  /* 583: GDB (batch): 1 = after its record the fault handler
+                                  *     makes the faulting page accessible and returns, the
+                                  *     access completes, and GDB protects the page again */
 };
 
 /* An in-flight call: the slot of a thread inside a hooked call (GDB reads them at a fatal

@@ -1,6 +1,7 @@
 /* @brief Guard pages at run time (docs/heap-errors.md): the allocator's functions that place
  * the blocks SPEC chooses in the guarded pool (guard.c), and the SIGSEGV/SIGBUS handler that
- * writes an `ae` record for a fault in the pool, then lets the signal kill the process.
+ * writes an `ae` record for a fault in the pool, then lets the signal kill the process (or, when
+ * GDB in batch mode asks, lets the access through once: the control block's guard_let_through).
  *
  * The hooks (recorder.c, cxx.c) call the allocator through one table of function pointers; with
  * guarding on, mdr_guard_start points it at these functions, so every path (a recorded call,
@@ -21,6 +22,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -279,9 +281,14 @@ static void on_fault(int sig, siginfo_t *si, void *context)
     struct mdr_guard_hit hit;
     if (si->si_code > 0 && mdr_guard_classify(addr, &hit)) {
         write_error((const ucontext_t *)context, addr, &hit);
-        /* the access repeats when the handler returns, and the signal kills the process as it
-         * would have: its core and GDB's stop at the instruction */
-        signal(sig, SIG_DFL);
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        if (!C.guard_let_through ||
+            mprotect((void *)(addr & ~(uintptr_t)(page - 1)), page, PROT_READ | PROT_WRITE) != 0)
+            /* the access repeats when the handler returns, and the signal kills the process as
+             * it would have: its core and GDB's stop at the instruction */
+            signal(sig, SIG_DFL);
+        /* else (GDB in batch, docs/heap-errors.md) the access completes, and GDB, stopped
+         * after the instruction, makes the page inaccessible again */
     } else if (before->sa_flags & SA_SIGINFO) {
         before->sa_sigaction(sig, si, context);
     } else if (before->sa_handler != SIG_DFL && before->sa_handler != SIG_IGN) {

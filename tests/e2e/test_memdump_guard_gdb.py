@@ -5,9 +5,12 @@ at the instruction (the frame's file:line is the marked one). A bad SPEC is one 
 
 from __future__ import annotations
 
+import re
+import subprocess
 from pathlib import Path
 
 import pytest
+from memdump_analyzer.dumpfile import DumpReader
 from memdump_e2e import REPO, gdb_argv, marker, program, run_gdb
 
 pytestmark = pytest.mark.one_recorder
@@ -42,3 +45,68 @@ def test_a_bad_spec_is_one_line(tmp_path: Path, spec: str, message: str) -> None
     assert run.returncode == 1
     assert run.stderr.splitlines()[0] == message, run.describe()
     assert not (tmp_path / "g.memdump").exists()
+
+
+def _report(tmp_path: Path, mode: str) -> list[str]:
+    dump = tmp_path / "g.memdump"
+    run = run_gdb(gdb_argv([f"memdump --guard all -o {dump}", "run"],
+                           [program("guard_faults"), mode]), dump)
+    return [re.sub(r"thread \d+", "thread T", re.sub(r"0x[0-9a-f]+", "0x?", line))
+            for line in run.memdump_lines()
+            if line.startswith(("memdump: Inv", "memdump:  ", "memdump:    "))
+            and not re.search(r"libc|clone3|pthread_create|\?\?\?", line)]
+
+
+def _at(kind: str, mode: str) -> str:
+    site = marker(SOURCE, mode, kind)
+    return f"{Path(site.file).name}:{site.line}"
+
+
+def test_an_overflow_is_reported_as_valgrind_does(tmp_path: Path) -> None:
+    assert _report(tmp_path, "past-end")[:6] == [
+        "memdump: Invalid write of size 4 at 0x? in thread T",
+        f"memdump:    at 0x?: past_end ({_at('ERROR', 'past-end')})",
+        f"memdump:    by 0x?: main ({_at('CALL', 'past-end')})",
+        "memdump:  Address 0x? is 0 bytes after a block of size 40 alloc'd",
+        f"memdump:    at 0x?: past_end ({_at('ALLOC', 'past-end')})",
+        f"memdump:    by 0x?: main ({_at('CALL', 'past-end')})",
+    ]
+
+
+def test_a_read_past_the_end_in_a_loop(tmp_path: Path) -> None:
+    assert _report(tmp_path, "read-loop")[:6] == [
+        "memdump: Invalid read of size 1 at 0x? in thread T",
+        f"memdump:    at 0x?: read_loop ({_at('ERROR', 'read-loop')})",
+        f"memdump:    by 0x?: main ({_at('CALL', 'read-loop')})",
+        "memdump:  Address 0x? is 0 bytes after a block of size 24 alloc'd",
+        f"memdump:    at 0x?: read_loop ({_at('ALLOC', 'read-loop')})",
+        f"memdump:    by 0x?: main ({_at('CALL', 'read-loop')})",
+    ]
+
+
+def test_a_use_after_free_in_a_second_thread(tmp_path: Path) -> None:
+    assert _report(tmp_path, "uaf-thread") == [
+        "memdump: Invalid read of size 4 at 0x? in thread T",
+        f"memdump:    at 0x?: late_reader ({_at('ERROR', 'uaf-thread')})",
+        "memdump:  Address 0x? is 12 bytes inside a block of size 32 free'd",
+        f"memdump:    at 0x?: use_after_free_in_thread ({_at('FREE', 'uaf-thread')})",
+        f"memdump:    by 0x?: main ({_at('CALL', 'uaf-thread')})",
+        "memdump:  Block was alloc'd",
+        f"memdump:    at 0x?: use_after_free_in_thread ({_at('ALLOC', 'uaf-thread')})",
+        f"memdump:    by 0x?: main ({_at('CALL', 'uaf-thread')})",
+    ]
+
+
+def test_in_batch_every_error_is_reported_once_and_the_program_runs_on(tmp_path: Path) -> None:
+    """scripts/memdump.sh (gdb -batch): each faulting access reported and let through once, the
+    program to its end, an `ae` record for each in the dump."""
+    dump = tmp_path / "all.memdump"
+    proc = subprocess.run([str(REPO / "scripts" / "memdump.sh"), "--guard", "all", "--no-compact",
+                           "-o", str(dump), str(program("guard_faults")), "all"],
+                          capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
+    with DumpReader(str(dump)) as reader:
+        list(reader.records())
+        errors = [(e.access, e.offset, e.relation, e.size, e.state) for e in reader.access_errors]
+    assert errors == [("write", 0, "after", 40, "allocated"), ("read", 0, "after", 24, "allocated"),
+                      ("read", 1, "after", 24, "allocated"), ("read", 12, "inside", 32, "freed")]

@@ -4,7 +4,7 @@
  *
  *   guard_faults all       one byte past a malloc, a read past the end in a loop, a use after
  *                          free in a second thread (each once)
- *   guard_faults past-end  the first only
+ *   guard_faults MODE      past-end, read-loop or uaf-thread: that one only
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -52,11 +52,13 @@ static void __attribute__((noinline)) use_after_free_in_thread(void)
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "all";
-    past_end();
-    if (strcmp(mode, "all") == 0) {
-        sink = (char)read_loop(26);
-        use_after_free_in_thread();
-    }
+    int all = strcmp(mode, "all") == 0;
+    if (all || strcmp(mode, "past-end") == 0)
+        past_end();  // CALL: past-end
+    if (all || strcmp(mode, "read-loop") == 0)
+        sink = (char)read_loop(26);  // CALL: read-loop
+    if (all || strcmp(mode, "uaf-thread") == 0)
+        use_after_free_in_thread();  // CALL: uaf-thread
     puts("done");
     return 0;
 }

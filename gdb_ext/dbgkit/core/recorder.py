@@ -53,8 +53,10 @@ GUARD_FIELDS = ("guard_pool", "guard_pool_size", "guard_slots", "guard_slot_byte
                 "guard_blocks", "guard_missed", "guard_errors")
 GUARD_OFFSET = PATH_OFFSET + PATH_MAX + 8 * len(GUARD_FIELDS)
 GUARD_MAX = 256
+#: (guard pages) after the SPEC: GDB's 1 = the fault handler lets the access through once
+LET_THROUGH_OFFSET = GUARD_OFFSET + GUARD_MAX
 #: the size the fields above need: a recorder's `size` is at least this
-CONTROL_SIZE = GUARD_OFFSET + GUARD_MAX
+CONTROL_SIZE = LET_THROUGH_OFFSET + 8
 _INDEX = {name: i for i, name in enumerate(CONTROL_FIELDS)}
 
 UNCONFIGURED, RECORDING, DISABLED, DRAINING = 0, 1, 2, 3

@@ -361,6 +361,8 @@ class InProcessSession(Session):
             self._clock.stopped()
         if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
             return
+        if self.inferior.pid == self.pid and accessfault.at_fault(self, event):
+            return  # a guarded block's access, reported; in batch it goes on (accessfault.resume)
         if self.inferior.pid == self.pid and (event.stop_signal in FATAL_SIGNALS
                                               or dies_of(self.pid, event.stop_signal)):
             control = self._load()
