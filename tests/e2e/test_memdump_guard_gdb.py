@@ -5,6 +5,7 @@ at the instruction (the frame's file:line is the marked one). A bad SPEC is one 
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 from pathlib import Path
@@ -101,12 +102,42 @@ def test_in_batch_every_error_is_reported_once_and_the_program_runs_on(tmp_path:
     """scripts/memdump.sh (gdb -batch): each faulting access reported and let through once, the
     program to its end, an `ae` record for each in the dump."""
     dump = tmp_path / "all.memdump"
+    report = tmp_path / "r.json"
     proc = subprocess.run([str(REPO / "scripts" / "memdump.sh"), "--guard", "all", "--no-compact",
-                           "-o", str(dump), str(program("guard_faults")), "all"],
-                          capture_output=True, text=True, timeout=300)
+                           "-o", str(dump), "--json", str(report), str(program("guard_faults")),
+                           "all"], capture_output=True, text=True, timeout=300)
     assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
     with DumpReader(str(dump)) as reader:
         list(reader.records())
         errors = [(e.access, e.offset, e.relation, e.size, e.state) for e in reader.access_errors]
     assert errors == [("write", 0, "after", 40, "allocated"), ("read", 0, "after", 24, "allocated"),
                       ("read", 1, "after", 24, "allocated"), ("read", 12, "inside", 32, "freed")]
+    # the JSON report's errors: the access's line, the block's allocation and free lines
+    rows = [(e["kind"], e["block"]["bytes"], e["block"]["offset"], e["block"]["relation"],
+             _line(e["stack"]), _line(e["allocated_at"]["stack"]),
+             e["freed_at"] and _line(e["freed_at"]["stack"]))
+            for e in json.loads(report.read_text())["errors"]]
+    assert rows == [
+        ("invalid-write", 40, 0, "after", _at("ERROR", "past-end"), _at("ALLOC", "past-end"), None),
+        ("invalid-read", 24, 0, "after", _at("ERROR", "read-loop"), _at("ALLOC", "read-loop"),
+         None),
+        ("invalid-read", 24, 1, "after", _at("ERROR", "read-loop"), _at("ALLOC", "read-loop"),
+         None),
+        ("invalid-read", 32, 12, "inside", _at("ERROR", "uaf-thread"), _at("ALLOC", "uaf-thread"),
+         _at("FREE", "uaf-thread")),
+    ]
+
+
+def _line(stack: list[dict]) -> str:
+    return f"{Path(stack[0]['file']).name}:{stack[0]['line']}"
+
+
+def test_error_exitcode_counts_the_access_errors(tmp_path: Path) -> None:
+    """valgrind's --error-exitcode: the four access errors make the status; without them
+    (past-end guarded out by its size) the program's own."""
+    def status(spec: str) -> int:
+        return subprocess.run([str(REPO / "scripts" / "memdump.sh"), "--guard", spec,
+                               "--error-exitcode=7", "-o", str(tmp_path / f"{spec}.memdump"),
+                               str(program("guard_faults")), "uaf-thread"],
+                              capture_output=True, text=True, timeout=300).returncode
+    assert (status("all"), status("1000-2000")) == (7, 0)
