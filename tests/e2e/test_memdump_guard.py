@@ -118,8 +118,8 @@ def test_a_bad_spec_is_refused_before_the_run(tmp_path: Path) -> None:
                            str(program("heap_errors")), "clean"],
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert (proc.returncode, proc.stderr) == (
-        2, "memdump.sh: --guard all,7: '7' is not all, N%, MIN-MAX, under, over, align16 or "
-           "tag:NAME\n")
+        2, "memdump.sh: --guard all,7: '7' is not all, N%, MIN-MAX, under, over, align16, "
+           "tag:NAME or fn:NAME\n")
     assert not (tmp_path / "d.memdump").exists()
 
 
@@ -130,9 +130,8 @@ def test_a_bad_environment_spec_is_said_and_the_recording_goes_on(tmp_path: Path
                            str(program("heap_errors")), "past-end-write"],
                           capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert proc.returncode == 0
-    assert ("memdump: bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16 or "
-            "tag:NAME (a stack's function is not supported yet); recording without guard pages\n"
-            in proc.stderr)
+    assert ("memdump: bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16, "
+            "tag:NAME or fn:NAME; recording without guard pages\n" in proc.stderr)
     assert read_dump(dump).end == ("exit", "0")
 
 

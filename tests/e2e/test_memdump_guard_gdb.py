@@ -34,7 +34,9 @@ def test_the_overflow_stops_gdb_at_its_line(tmp_path: Path, how: str) -> None:
 
 @pytest.mark.parametrize(("spec", "message"), [
     ("all,bogus", "memdump: --guard all,bogus: 'bogus' is not all, N%, MIN-MAX, under, over, "
-                  "align16 or tag:NAME"),
+                  "align16, tag:NAME or fn:NAME"),
+    ("fn:a,fn:b", "memdump: --guard fn:a,fn:b: 'fn:b': a second function"),
+    ("fn:", "memdump: --guard fn:: 'fn:': fn:NAME needs a function's name"),
     ("5%,all", "memdump: --guard 5%,all: 'all': a second share (all or N%)"),
     ("all,,under", "memdump: --guard all,,under: an empty term"),
     ("0%", "memdump: --guard 0%: '0%': a share is 1% to 100%"),
@@ -141,3 +143,29 @@ def test_error_exitcode_counts_the_access_errors(tmp_path: Path) -> None:
                                str(program("guard_faults")), "uaf-thread"],
                               capture_output=True, text=True, timeout=300).returncode
     assert (status("all"), status("1000-2000")) == (7, 0)
+
+
+@pytest.mark.parametrize(("spec", "errors"), [
+    ("fn:read_loop", [("read", 0), ("read", 1)]),   # a static function: GDB finds its code
+    ("fn:past_end", []),                            # not on the stack: read_loop's not guarded
+    ("fn:read_loop,1000-2000", []),                 # its 24 bytes out of the size range
+])
+def test_fn_guards_the_blocks_allocated_under_a_function(
+        tmp_path: Path, spec: str, errors: list[tuple[str, int]]) -> None:
+    dump = tmp_path / "fn.memdump"
+    proc = subprocess.run([str(REPO / "scripts" / "memdump.sh"), "--guard", spec, "--no-compact",
+                           "-o", str(dump), str(program("guard_faults")), "read-loop"],
+                          capture_output=True, text=True, timeout=300)
+    assert (proc.returncode, proc.stdout) == (0, "done\n"), proc.stderr
+    with DumpReader(str(dump)) as reader:
+        list(reader.records())
+        assert [(e.access, e.offset) for e in reader.access_errors] == errors
+
+
+def test_fn_names_a_function_that_exists(tmp_path: Path) -> None:
+    dump = tmp_path / "fn.memdump"
+    proc = subprocess.run([str(REPO / "scripts" / "memdump.sh"), "--guard", "fn:no_such_fn",
+                           "-o", str(dump), str(program("guard_faults")), "read-loop"],
+                          capture_output=True, text=True, timeout=300)
+    assert "memdump: guard pages: fn:no_such_fn: no such function (without GDB, only an " \
+           "exported one is found); recording without guard pages" in proc.stderr.splitlines()

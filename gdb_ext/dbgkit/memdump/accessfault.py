@@ -34,7 +34,7 @@ __all__ = ["at_fault", "check_spec", "check_spec_setting", "describe_access", "r
            "write_spec"]
 
 _SIZES = re.compile(r"(\d{1,18})-(\d{1,18})")
-_TERMS = "all, N%, MIN-MAX, under, over, align16 or tag:NAME"
+_TERMS = "all, N%, MIN-MAX, under, over, align16, tag:NAME or fn:NAME"
 
 
 def check_spec(spec: str) -> str:
@@ -51,7 +51,11 @@ def check_spec(spec: str) -> str:
         if not term:
             raise gdb.GdbError(f"{CMD}: --guard {spec}: an empty term")
         sizes = _SIZES.fullmatch(term)
-        if term == "all" or term.endswith("%"):
+        if term.startswith("fn:"):
+            kind, what = "fn", "a second function"
+            if len(term) == 3 or "@" in term:
+                raise bad(term, "fn:NAME needs a function's name")
+        elif term == "all" or term.endswith("%"):
             kind, what = "share", "a second share (all or N%)"
             if term != "all" and not (term[:-1].isdigit() and 1 <= int(term[:-1]) <= 100):
                 raise bad(term, "a share is 1% to 100%")
@@ -79,10 +83,27 @@ def check_spec_setting() -> str:
     return check_spec(spec) if spec else ""
 
 
+def _with_code(term: str) -> str:
+    """`fn:NAME` as `fn:NAME@LO-HI`, NAME's code as GDB finds it (a static function too), for
+    the recorder (guardrun.c); any other term as it is."""
+    if not term.startswith("fn:"):
+        return term
+    name = term[3:]
+    symbol = gdb.lookup_global_symbol(name) or gdb.lookup_static_symbol(name)
+    if symbol is None or symbol.addr_class != gdb.SYMBOL_LOC_BLOCK:
+        return term
+    block = symbol.value().address and gdb.block_for_pc(int(symbol.value().address))
+    while block is not None and block.function is None:
+        block = block.superblock
+    return f"{term}@{block.start:x}-{block.end:x}" if block is not None else term
+
+
 def write_spec(control: Control, spec: str) -> None:
     """SPEC into the control block's `guard` (the recorder reads it when it starts recording);
     an empty SPEC leaves it empty (MEMDUMP_GUARD, when set, then chooses)."""
-    data = spec.encode()
+    data = ",".join(_with_code(term) for term in spec.split(",")).encode() if spec else b""
+    if len(data) >= GUARD_MAX:
+        data = spec.encode()  # the recorder then finds an exported function by itself
     if data:
         control.write_raw(GUARD_OFFSET, data + b"\0")
     # in batch mode the program goes on after each report, the access let through once (also
