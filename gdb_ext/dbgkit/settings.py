@@ -36,7 +36,7 @@ class Setting:
         """The default as GDB shows it (`on`/`off` for a boolean)."""
         if isinstance(self.default, bool):
             return "on" if self.default else "off"
-        return str(self.default)
+        return str(self.default) or "none"
 
     @property
     def syntax(self) -> str:
@@ -112,11 +112,11 @@ SETTINGS: tuple[Setting, ...] = (
         "guard",
         gdb.PARAM_STRING,
         "",
-        "guard pages' SPEC of the in-process recorder",
+        "SPEC of the in-process recorder's guard pages",
         "Blocks placed against an inaccessible page, freed ones kept inaccessible "
-        "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, comma-separated; "
-        "a faulting access stops GDB at the instruction and memdump reports it (memdump --guard "
-        "SPEC for one recording); empty: none.",
+        "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, fn:NAME, "
+        "comma-separated; a faulting access stops GDB at the instruction and memdump reports it "
+        "(memdump --guard SPEC for one recording); empty: none.",
     ),
     Setting(
         "scan-time-limit",
@@ -222,7 +222,7 @@ def _make(setting: Setting) -> gdb.Parameter:
             self.value = setting.default
 
         def get_show_string(self, svalue: str) -> str:
-            return f"The {setting.subject} is {svalue}."
+            return f"The {setting.subject} is {svalue or 'none'}."
 
     return _Param()
 

@@ -15,6 +15,7 @@ from dbgkit.core.recorder import (
     CONTROL_SIZE,
     GUARD_FIELDS,
     GUARD_OFFSET,
+    LET_THROUGH_OFFSET,
     Control,
     TailState,
     data_end,
@@ -57,8 +58,9 @@ def test_field_list_matches_control_h() -> None:
         if line:
             names.append(line.split()[-1].split("[")[0])
     assert names[:len(CONTROL_FIELDS)] == list(CONTROL_FIELDS)
-    assert names[len(CONTROL_FIELDS):] == ["path", *GUARD_FIELDS, "guard"]
-    assert (GUARD_OFFSET, CONTROL_SIZE) == (32 * 8 + 4096 + 7 * 8, 32 * 8 + 4096 + 7 * 8 + 256)
+    assert names[len(CONTROL_FIELDS):] == ["path", *GUARD_FIELDS, "guard", "guard_let_through"]
+    assert (GUARD_OFFSET, LET_THROUGH_OFFSET, CONTROL_SIZE) == (
+        32 * 8 + 4096 + 7 * 8, 32 * 8 + 4096 + 7 * 8 + 256, 32 * 8 + 4096 + 7 * 8 + 256 + 8)
 
 
 def test_control_reads_and_writes_fields() -> None:

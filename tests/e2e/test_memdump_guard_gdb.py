@@ -50,10 +50,11 @@ def test_a_bad_spec_is_one_line(tmp_path: Path, spec: str, message: str) -> None
     assert not (tmp_path / "g.memdump").exists()
 
 
-def _report(tmp_path: Path, mode: str) -> list[str]:
+def _report(tmp_path: Path, mode: str, name: str = "guard_faults", spec: str = "all",
+            ) -> list[str]:
     dump = tmp_path / "g.memdump"
-    run = run_gdb(gdb_argv([f"memdump --guard all -o {dump}", "run"],
-                           [program("guard_faults"), mode]), dump)
+    run = run_gdb(gdb_argv([f"memdump --guard {spec} -o {dump}", "run"],
+                           [program(name), mode]), dump)
     return [re.sub(r"thread \d+", "thread T", re.sub(r"0x[0-9a-f]+", "0x?", line))
             for line in run.memdump_lines()
             if line.startswith(("memdump: Inv", "memdump:  ", "memdump:    "))
@@ -73,6 +74,19 @@ def test_an_overflow_is_reported_as_valgrind_does(tmp_path: Path) -> None:
         "memdump:  Address 0x? is 0 bytes after a block of size 40 alloc'd",
         f"memdump:    at 0x?: past_end ({_at('ALLOC', 'past-end')})",
         f"memdump:    by 0x?: main ({_at('CALL', 'past-end')})",
+    ]
+
+
+def test_an_underflow_before_a_new_array(tmp_path: Path) -> None:
+    site = {kind: marker("heap_errors_cpp.cpp", "new-array-underflow", kind).line
+            for kind in ("ERROR", "ALLOC")}
+    fn = "(anonymous namespace)::new_array_underflow()"
+    assert _report(tmp_path, "new-array-underflow", "heap_errors_cpp", "all,under")[:5] == [
+        "memdump: Invalid write of size 4 at 0x? in thread T",
+        f"memdump:    at 0x?: {fn} (heap_errors_cpp.cpp:{site['ERROR']})",
+        "memdump:    by 0x?: main(int, char**) (heap_errors_cpp.cpp:108)",
+        "memdump:  Address 0x? is 4 bytes before a block of size 32 alloc'd",
+        f"memdump:    at 0x?: {fn} (heap_errors_cpp.cpp:{site['ALLOC']})",
     ]
 
 
