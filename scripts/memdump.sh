@@ -71,7 +71,9 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      pool of 4096 slots lasts) or N% (a sampled share), MIN-MAX (sizes in
                      bytes), over (the guard page after the block: default) or under (before),
                      align16 (blocks 16-aligned as malloc's: overflows into the slack missed),
-                     tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME);
+                     tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME),
+                     fn:NAME (blocks allocated while the function NAME is on the stack);
+                     each faulting access is reported and let through once;
                      in-process recorder, not with -p
   --redzones[=N]     give every block N bytes of red zone after it (default 16, up to 4096; its
                      malloc rounding slack too) and 8 before, and keep freed blocks in a 256 KiB
@@ -114,7 +116,7 @@ bad_usage() {
 
 # --guard's SPEC checked as the recorder parses it (gdb_ext/recorder/guard.c), term by term.
 guard_spec() {
-    local term shares=0 sizes=0 sides=0 tags=0 terms
+    local term shares=0 sizes=0 sides=0 tags=0 fns=0 terms
     [[ -n "$1" ]] || bad_usage "--guard needs a SPEC, not an empty one (see --help)"
     IFS=, read -r -a terms <<<"$1,"
     [[ "$1" != *, && "$1" != *,,* && "$1" != ,* ]] || bad_usage "--guard ${1}: an empty term"
@@ -132,8 +134,12 @@ guard_spec() {
             (( ++sides == 1 )) || bad_usage "--guard ${1}: '${term}': a second side (under or over)"
         elif [[ "$term" == tag:?* ]]; then
             (( ++tags == 1 )) || bad_usage "--guard ${1}: '${term}': a second tag"
+        elif [[ "$term" == fn:* ]]; then
+            [[ "$term" == fn:?* && "$term" != *@* ]] \
+                || bad_usage "--guard ${1}: '${term}': fn:NAME needs a function's name"
+            (( ++fns == 1 )) || bad_usage "--guard ${1}: '${term}': a second function"
         elif [[ "$term" != align16 ]]; then
-            bad_usage "--guard ${1}: '${term}' is not all, N%, MIN-MAX, under, over, align16 or tag:NAME"
+            bad_usage "--guard ${1}: '${term}' is not all, N%, MIN-MAX, under, over, align16, tag:NAME or fn:NAME"
         fi
     done
 }
@@ -449,6 +455,9 @@ memdump_start() {
     local mode=""
     [[ "$breakpoints" -eq 0 ]] || mode=" --breakpoints"
     [[ "$children" -eq 0 ]] || mode="${mode} --children"
+    # GDB writes the SPEC into the recorder (a fn:NAME's code found by GDB); the environment's
+    # is the children's
+    [[ "$guard_set" -eq 0 ]] || mode="${mode} --guard $(argv_quote "$guard")"
     if [[ -n "$dump" ]]; then
         echo "memdump${mode} -o $(argv_quote "$dump")"
     else
@@ -682,8 +691,9 @@ EOF
         emit <<'EOF'
 python
 import gdb
+from dbgkit.memdump import accessfault
 while gdb.selected_inferior().pid:
-    gdb.execute("continue")
+    accessfault.resume()  # continue; past a guard page's fault, the access let through once
 end
 EOF
         write_dump_path
@@ -707,7 +717,7 @@ used=""
 if [[ -s "$dump_file" ]]; then
     used="${dump:-$(<"$dump_file")}"
 fi
-grep -E '^memdump: .*(warning|error)' "$log" >&2 || true
+grep -E '^memdump: [^ ].*(warning|error)' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
     if [[ -n "$pid" ]]; then
         why="$(sed -n 's/^ptrace: \(.*\)\.$/\1/p' "$log" | head -n 1)"

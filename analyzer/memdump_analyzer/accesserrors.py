@@ -21,8 +21,8 @@ DumpReader = Any
 Frame = Any
 StackText = Callable[..., list[str]]
 
-__all__ = ["AccessError", "AccessRow", "BlockEvent", "describe", "read_record", "rows",
-           "text_section"]
+__all__ = ["AccessError", "AccessRow", "BlockEvent", "describe", "json_rows", "read_record",
+           "rows", "text_section"]
 
 
 @dataclass(frozen=True)
@@ -139,3 +139,29 @@ def text_section(access: Sequence[AccessRow], max_frames: int | None, fold: bool
             out.append(f"  Block was alloc'd by {then.op} at event {then.seq:,}:")
             out.extend(stack_text(then.stack, max_frames, fold))
     return out
+
+
+def json_rows(access: Sequence[AccessRow], max_frames: int | None,
+              stack_json: Callable[..., Any]) -> list[dict[str, Any]]:
+    """(report 1.8) The JSON report's `errors` entries of the access errors, after the frees':
+    `kind` "invalid-read" or "invalid-write", `stack` the faulting access's, `pointer` its
+    address, `allocated_at` and `freed_at` the block's events, `block` what was hit."""
+    def at(found: BlockEvent | None, size: int | None = None) -> dict[str, Any] | None:
+        if found is None:
+            return None
+        return {"op": found.op, "seq": found.seq, **({"bytes": size} if size is not None else {}),
+                "stack": stack_json(found.stack, max_frames)}
+
+    return [{
+        "kind": f"invalid-{row.error.access}",
+        "op": None,
+        "seq": None,
+        "tid": row.error.tid,
+        "pointer": f"0x{row.error.address:x}",
+        "stack": stack_json(row.stack, max_frames),
+        "block": {"address": f"0x{row.error.block:x}", "bytes": row.error.size,
+                  "offset": row.error.offset, "relation": row.error.relation,
+                  "state": row.error.state},
+        "allocated_at": at(row.alloc, row.error.size),
+        "freed_at": {k: v for k, v in (at(row.free) or {}).items() if k != "op"} or None,
+    } for row in access]

@@ -191,7 +191,7 @@ def json_errors(corruption: Sequence[CorruptionRow], max_frames: int | None,
 
     return [
         {
-            "kind": KINDS[r.error.kind],
+            "kind": KINDS[r.error.kind].replace(" ", "-"),  # as "invalid-free"
             "op": r.found.op if r.found is not None else None,
             "seq": r.error.seq,
             "tid": r.error.tid,

@@ -25,7 +25,7 @@ from .wording import plural
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.7"
+REPORT_VERSION = "1.8"
 
 #: `--gen-suppressions`: the suppression text of a listed leak group and its number in the list
 SuppressionOf = Callable[[Group, int], str]
@@ -480,7 +480,8 @@ def render_json(
                    if len(a.images) > 1 else {}),
             }
             for e in a.errors
-        ] + heapcorruption.json_errors(a.heap_corruption, max_frames, stack_json),
+        ] + accesserrors.json_rows(a.access_errors, max_frames, stack_json)
+        + heapcorruption.json_errors(a.heap_corruption, max_frames, stack_json),
         "symbolized_frames": a.symbolized_frames,
         "warnings": [clean(w) for w in a.warnings(live=live)],
         **locks.json_section(a.locks, max_frames, stack_json),

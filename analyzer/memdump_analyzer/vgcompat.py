@@ -153,9 +153,9 @@ def _leak_errors(analysis: Analysis, opts: VgOptions) -> list[Group]:
 
 
 def error_count(analysis: Analysis, opts: VgOptions) -> tuple[int, int]:
-    """valgrind's ERROR SUMMARY: (errors, contexts): every heap error, each loss record of
-    --errors-for-leak-kinds (with --leak-check=full)."""
-    leaks = len(_leak_errors(analysis, opts))
+    """valgrind's ERROR SUMMARY: (errors, contexts): every heap error, each heap access error
+    guard pages caught, each loss record of --errors-for-leak-kinds (with --leak-check=full)."""
+    leaks = len(_leak_errors(analysis, opts)) + len(analysis.access_errors)  # one context each
     return analysis.error_count + leaks, len(_contexts(analysis.errors)) + leaks
 
 

@@ -68,7 +68,7 @@ def test_the_json_error(tmp_path: Path) -> None:
     (error,) = json.loads(out.read_text())["errors"]
     assert {k: error[k] for k in ("kind", "op", "seq", "tid", "pointer", "offset", "bytes",
                                   "found", "freed_at", "message")} == {
-        "kind": "heap block overrun", "op": "free", "seq": 2, "tid": 2184,
+        "kind": "heap-block-overrun", "op": "free", "seq": 2, "tid": 2184,
         "pointer": "0x555555559c80", "offset": 0, "bytes": 1, "found": "free", "freed_at": None,
         "message": "heap block overrun: 1 byte after the 20-byte block"}
     assert [(f["function"], f["line"]) for f in error["stack"][:2]] == [("slack", 32),

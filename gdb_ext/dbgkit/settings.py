@@ -36,13 +36,15 @@ class Setting:
         """The default as GDB shows it (`on`/`off` for a boolean)."""
         if isinstance(self.default, bool):
             return "on" if self.default else "off"
-        return str(self.default)
+        return str(self.default) or "none"
 
     @property
     def syntax(self) -> str:
         """What the value looks like: `N`, `on|off` or the choices, `auto|gdb`."""
         if self.enum:
             return "|".join(self.enum)
+        if isinstance(self.default, str):
+            return "SPEC"
         return "on|off" if isinstance(self.default, bool) else "N"
 
     @property
@@ -105,6 +107,16 @@ SETTINGS: tuple[Setting, ...] = (
         "acquisitions and wait times (read with contention; docs/contention.md); it adds about "
         "15 to 25 ns to every acquisition, a 3 to 4 times slower uncontended lock; off: the lock "
         "calls pass straight through.",
+    ),
+    Setting(
+        "guard",
+        gdb.PARAM_STRING,
+        "",
+        "SPEC of the in-process recorder's guard pages",
+        "Blocks placed against an inaccessible page, freed ones kept inaccessible "
+        "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, fn:NAME, "
+        "comma-separated; a faulting access stops GDB at the instruction and memdump reports it "
+        "(memdump --guard SPEC for one recording); empty: none.",
     ),
     Setting(
         "scan-time-limit",
@@ -210,7 +222,7 @@ def _make(setting: Setting) -> gdb.Parameter:
             self.value = setting.default
 
         def get_show_string(self, svalue: str) -> str:
-            return f"The {setting.subject} is {svalue}."
+            return f"The {setting.subject} is {svalue or 'none'}."
 
     return _Param()
 

@@ -71,10 +71,13 @@ struct mdr_control {
     uint64_t guard_missed;       /* 549: chosen blocks that found no free slot */
     uint64_t guard_errors;       /* 550: `ae` records written */
     char guard[MDR_GUARD_MAX];   /* 551: SPEC, NUL-terminated (GDB); empty: MEMDUMP_GUARD */
+    uint64_t guard_let_through;  /* 583: GDB (batch): 1 = after its record the fault handler
+                                  *     makes the faulting page accessible and returns, the
+                                  *     access completes, and GDB protects the page again */
     /* red zones (redzone.c, docs/heap-errors.md "Red zones") */
-    uint64_t rz_tail;            /* 583: the tail zone's bytes asked for; 0: red zones off */
-    uint64_t rz_quarantine;      /* 584: the quarantine's bound, in user bytes */
-    uint64_t rz_errors;          /* 585: `hc` records written */
+    uint64_t rz_tail;            /* 584: the tail zone's bytes asked for; 0: red zones off */
+    uint64_t rz_quarantine;      /* 585: the quarantine's bound, in user bytes */
+    uint64_t rz_errors;          /* 586: `hc` records written */
 };
 
 /* An in-flight call: the slot of a thread inside a hooked call (GDB reads them at a fatal

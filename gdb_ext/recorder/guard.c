@@ -79,7 +79,7 @@ static int bad(char *err, size_t len, const char *term, size_t n, const char *wh
 int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, size_t len)
 {
     struct mdr_guard_spec s = {.percent = 100, .size_max = UINT64_MAX};
-    int sampled = 0, sized = 0, sided = 0, tagged = 0;
+    int sampled = 0, sized = 0, sided = 0, tagged = 0, fns = 0;
     if (spec == NULL || *spec == '\0') {
         snprintf(err, len, "empty guard SPEC");
         return -1;
@@ -90,7 +90,16 @@ int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, siz
         uint64_t a, b;
         if (n == 0)
             return bad(err, len, t, n, "empty term");
-        if (n == 3 && memcmp(t, "all", 3) == 0) {
+        if (n >= 3 && memcmp(t, "fn:", 3) == 0) {
+            if (fns++)
+                return bad(err, len, t, n, "a second function");
+            if (n == 3)
+                return bad(err, len, t, n, "fn:NAME needs a name");
+            if (n - 3 >= sizeof s.fn)
+                return bad(err, len, t, n, "the function's name is too long");
+            memcpy(s.fn, t + 3, n - 3);
+            s.fn[n - 3] = '\0';
+        } else if (n == 3 && memcmp(t, "all", 3) == 0) {
             if (sampled++)
                 return bad(err, len, t, n, "a second share (all or N%)");
             s.all = 1;
@@ -127,8 +136,7 @@ int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, siz
             s.tag = h;
         } else {
             return bad(err, len, t, n,
-                       "not all, N%, MIN-MAX, under, over, align16 or tag:NAME (a stack's "
-                       "function is not supported yet)");
+                       "not all, N%, MIN-MAX, under, over, align16, tag:NAME or fn:NAME");
         }
         t += n;
         if (*t == ',') {
@@ -140,6 +148,16 @@ int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, siz
     if (!sampled)
         s.all = 1;  /* `under`, `16-256` alone: every such block */
     *out = s;
+    return 0;
+}
+
+int mdr_guard_fn_on_stack(const struct mdr_guard_spec *spec, const uintptr_t *pcs, int n)
+{
+    if (spec->fn[0] == '\0')
+        return 1;
+    for (int i = 0; i < n; i++)
+        if (pcs[i] - 1 >= spec->fn_lo && pcs[i] - 1 < spec->fn_hi)
+            return 1;
     return 0;
 }
 

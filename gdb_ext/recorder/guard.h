@@ -30,7 +30,14 @@ struct mdr_guard_spec {
     int align16;           /* `align16`: blocks start 16-aligned (slack overflows missed) */
     uint64_t tag;          /* `tag:NAME`: only blocks allocated while the thread's innermost
                             * memdump_api.h tag is NAME (FNV-1a of the name); 0: any */
+    char fn[128];          /* `fn:NAME`: only blocks allocated while the function NAME is on
+                            * the stack; "": any */
+    uintptr_t fn_lo, fn_hi; /* NAME's code, [fn_lo, fn_hi) (mdr_guard_start finds it) */
 };
+
+/* Whether one of the return addresses PCS[0..N) lies in SPEC's `fn:NAME` (a return address is
+ * one past its call: PC - 1 is tested); 1 without a `fn:` term. Pure: the unit test calls it. */
+int mdr_guard_fn_on_stack(const struct mdr_guard_spec *spec, const uintptr_t *pcs, int n);
 
 /* SPEC (comma-separated terms) into OUT; 0 on success, else -1 with a message in ERR (its
  * first LEN bytes). Pure: the unit test calls it. */

@@ -1,6 +1,7 @@
 /* @brief Guard pages at run time (docs/heap-errors.md): the allocator's functions that place
  * the blocks SPEC chooses in the guarded pool (guard.c), and the SIGSEGV/SIGBUS handler that
- * writes an `ae` record for a fault in the pool, then lets the signal kill the process.
+ * writes an `ae` record for a fault in the pool, then lets the signal kill the process (or, when
+ * GDB in batch mode asks, lets the access through once: the control block's guard_let_through).
  *
  * The hooks (recorder.c, cxx.c) call the allocator through one table of function pointers; with
  * guarding on, mdr_guard_start points it at these functions, so every path (a recorded call,
@@ -15,12 +16,14 @@
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <link.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
@@ -54,16 +57,57 @@ static void say(const char *a, const char *b, const char *c)
 
 /* -- which blocks --------------------------------------------------------------------------- */
 
+#define FN_DEPTH 64
+
+/* `fn:NAME`: whether NAME is on the calling thread's stack, walked as the hooks walk theirs
+ * (from this function's caller: its frame's return address, stack and frame pointers) */
+static __attribute__((noinline)) int fn_on_stack(void)
+{
+    const uintptr_t *f = __builtin_frame_address(0);
+    struct mdr_stack_bounds bounds;
+    uintptr_t pcs[FN_DEPTH];
+    int partial = 0;
+    if (!mdr_thread_bounds(&bounds))
+        return 0;
+    int n = mdr_unwind(pcs, FN_DEPTH, f[1], (uintptr_t)(f + 2), f[0], &bounds, NULL, &partial);
+    return mdr_guard_fn_on_stack(&spec, pcs, n);
+}
+
 static int chosen(size_t size)
 {
     if (size < spec.size_min || size > spec.size_max)
         return 0;
     if (spec.tag != 0 && mdr_thread_tag() != spec.tag)
         return 0;
+    if (spec.fn[0] != '\0' && !fn_on_stack())  /* the costly test last: a walk of the stack */
+        return 0;
     if (spec.percent >= 100)
         return 1;
     uint64_t n = __atomic_fetch_add(&sample_counter, 1, __ATOMIC_RELAXED);
     return ((n * 0x9e3779b97f4a7c15ull) >> 32) % 100 < spec.percent;
+}
+
+/* `fn:NAME`'s code: [LO, HI) written by GDB after the name (`fn:NAME@LO-HI`, hex: it finds any
+ * function, static ones too), else the dynamic symbol NAME's (an exported function) */
+static int find_function(void)
+{
+    char *at = strchr(spec.fn, '@');
+    if (at != NULL) {
+        char *end;
+        *at = '\0';
+        spec.fn_lo = (uintptr_t)strtoull(at + 1, &end, 16);
+        spec.fn_hi = *end == '-' ? (uintptr_t)strtoull(end + 1, NULL, 16) : 0;
+        return spec.fn_lo < spec.fn_hi;
+    }
+    void *p = dlsym(RTLD_DEFAULT, spec.fn);
+    Dl_info info;
+    const ElfW(Sym) *sym = NULL;
+    if (p == NULL || !dladdr1(p, &info, (void **)&sym, RTLD_DL_SYMENT) || sym == NULL ||
+        sym->st_size == 0)
+        return 0;
+    spec.fn_lo = (uintptr_t)p;
+    spec.fn_hi = (uintptr_t)p + sym->st_size;
+    return 1;
 }
 
 static void *place(size_t size, size_t align)
@@ -283,9 +327,14 @@ static void on_fault(int sig, siginfo_t *si, void *context)
     struct mdr_guard_hit hit;
     if (si->si_code > 0 && mdr_guard_classify(addr, &hit)) {
         write_error((const ucontext_t *)context, addr, &hit);
-        /* the access repeats when the handler returns, and the signal kills the process as it
-         * would have: its core and GDB's stop at the instruction */
-        signal(sig, SIG_DFL);
+        size_t page = (size_t)sysconf(_SC_PAGESIZE);
+        if (!C.guard_let_through ||
+            mprotect((void *)(addr & ~(uintptr_t)(page - 1)), page, PROT_READ | PROT_WRITE) != 0)
+            /* the access repeats when the handler returns, and the signal kills the process as
+             * it would have: its core and GDB's stop at the instruction */
+            signal(sig, SIG_DFL);
+        /* else (GDB in batch, docs/heap-errors.md) the access completes, and GDB, stopped
+         * after the instruction, makes the page inaccessible again */
     } else if (before->sa_flags & SA_SIGINFO) {
         before->sa_sigaction(sig, si, context);
     } else if (before->sa_handler != SIG_DFL && before->sa_handler != SIG_IGN) {
@@ -314,6 +363,11 @@ void mdr_guard_start(struct mdr_alloc_fns *real, int environment)
     char err[160];
     if (mdr_guard_parse(copy, &spec, err, sizeof err) != 0) {
         say(err, "; recording without guard pages", NULL);
+        return;
+    }
+    if (spec.fn[0] != '\0' && !find_function()) {
+        say("guard pages: fn:", spec.fn, ": no such function (without GDB, only an exported one "
+            "is found); recording without guard pages");
         return;
     }
     size_t page = (size_t)sysconf(_SC_PAGESIZE);

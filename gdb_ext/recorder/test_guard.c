@@ -89,8 +89,28 @@ int main(void)
     parses("16-256", 100, 1, 16, 256, 0, 0);
     parses("over,100%,align16", 100, 0, 0, UINT64_MAX, 0, 1);
     refuses("", "empty guard SPEC");
-    refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16 or "
-                    "tag:NAME (a stack's function is not supported yet)");
+    refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16, "
+                    "tag:NAME or fn:NAME");
+    refuses("fn:", "bad guard SPEC term 'fn:': fn:NAME needs a name");
+    refuses("fn:a,fn:b", "bad guard SPEC term 'fn:b': a second function");
+    {
+        struct mdr_guard_spec s;
+        char err[160] = "";
+        CHECK(mdr_guard_parse("fn:parse_row,under", &s, err, sizeof err) == 0, "%s", err);
+        CHECK(strcmp(s.fn, "parse_row") == 0 && s.under && s.all, "fn '%s'", s.fn);
+        CHECK(mdr_guard_parse("5%,fn:a-b%", &s, err, sizeof err) == 0, "%s", err);
+        CHECK(strcmp(s.fn, "a-b%") == 0 && s.percent == 5, "fn '%s' %u%%", s.fn, s.percent);
+        /* NAME's code at [0x1000, 0x1040): a return address one past a call inside it */
+        s.fn_lo = 0x1000;
+        s.fn_hi = 0x1040;
+        uintptr_t inside[] = {0x5000, 0x1040, 0x9000};  /* the call's last byte: 0x103f */
+        uintptr_t outside[] = {0x5000, 0x1000, 0x1041};  /* 0xfff before, 0x1040 after it */
+        CHECK(mdr_guard_fn_on_stack(&s, inside, 3), "0x1040 returns into [0x1000, 0x1040)");
+        CHECK(!mdr_guard_fn_on_stack(&s, outside, 3), "none of 0x1000, 0x1041 returns into it");
+        CHECK(!mdr_guard_fn_on_stack(&s, inside, 1), "one frame: only 0x5000");
+        s.fn[0] = '\0';
+        CHECK(mdr_guard_fn_on_stack(&s, outside, 0), "no fn: term: every block");
+    }
     refuses("tag:", "bad guard SPEC term 'tag:': tag:NAME needs a name");
     refuses("tag:a,tag:b", "bad guard SPEC term 'tag:b': a second tag");
     {

@@ -15,7 +15,9 @@ from dbgkit.core.recorder import (
     CONTROL_SIZE,
     GUARD_FIELDS,
     GUARD_OFFSET,
+    LET_THROUGH_OFFSET,
     REDZONE_FIELDS,
+    REDZONE_OFFSET,
     Control,
     TailState,
     data_end,
@@ -58,8 +60,11 @@ def test_field_list_matches_control_h() -> None:
         if line:
             names.append(line.split()[-1].split("[")[0])
     assert names[:len(CONTROL_FIELDS)] == list(CONTROL_FIELDS)
-    assert names[len(CONTROL_FIELDS):] == ["path", *GUARD_FIELDS, "guard", *REDZONE_FIELDS]
-    assert (GUARD_OFFSET, CONTROL_SIZE) == (32 * 8 + 4096 + 7 * 8, 32 * 8 + 4096 + 7 * 8 + 256)
+    assert names[len(CONTROL_FIELDS):] == ["path", *GUARD_FIELDS, "guard", "guard_let_through",
+                                           *REDZONE_FIELDS]
+    assert (GUARD_OFFSET, LET_THROUGH_OFFSET, CONTROL_SIZE, REDZONE_OFFSET) == (
+        32 * 8 + 4096 + 7 * 8, 32 * 8 + 4096 + 7 * 8 + 256, 32 * 8 + 4096 + 7 * 8 + 256 + 8,
+        32 * 8 + 4096 + 7 * 8 + 256 + 8)
 
 
 def test_control_reads_and_writes_fields() -> None:

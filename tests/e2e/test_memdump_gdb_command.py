@@ -38,6 +38,11 @@ SETTINGS = [
      "wait times (read with contention; docs/contention.md); it adds about 15 to 25 ns to every "
      "acquisition, a 3 to 4 times slower uncontended lock; off: the lock calls pass straight "
      "through."),
+    ("guard", "SPEC", "none", "SPEC of the in-process recorder's guard pages",
+     "Blocks placed against an inaccessible page, freed ones kept inaccessible "
+     "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, fn:NAME, "
+     "comma-separated; a faulting access stops GDB at the instruction and memdump reports it "
+     "(memdump --guard SPEC for one recording); empty: none."),
     ("scan-time-limit", "N", "120",
      "time limit in seconds of the pointer scan at the program's exit",
      "Past it the dump says timeout and the leak kinds are unknown; 0 turns the scan off."),

@@ -1,6 +1,7 @@
 """Guard pages (`scripts/memdump.sh --guard SPEC`, docs/heap-errors.md) on the heap-error programs:
-the recorder's fault handler writes one `ae` record for the first overflow, underflow or use
-after free of a guarded block, and the program dies of the SIGSEGV; each is held to valgrind's
+the recorder's fault handler writes an `ae` record for each overflow, underflow or use after free
+of a guarded block, GDB (batch) lets the access through once and the program runs to its end;
+the first error is held to valgrind's
 first error in tests/fixtures/heap_errors.tsv (the access, the side, the offset and the block's
 size, the faulting line, the lines that allocated and freed the block) but for the access's size,
 which a fault does not tell. The slack overflow is caught with the exact placement (`all`) and
@@ -11,7 +12,6 @@ heavy correct programs run to the end with every block guarded.
 from __future__ import annotations
 
 import re
-import signal
 import subprocess
 from pathlib import Path
 
@@ -25,7 +25,6 @@ from test_heap_error_programs import ROWS, SOURCES, Row
 pytestmark = pytest.mark.one_recorder
 SCRIPT = REPO / "scripts" / "memdump.sh"
 TIMEOUT = 300
-SEGV_STATUS = 128 + signal.SIGSEGV
 BY_MODE = {(row.program, row.mode): row for row in ROWS}
 #: valgrind's auxwhat: "0 bytes after a block of size 40 alloc'd"
 _AUX = re.compile(r"(\d+) bytes (after|before|inside) a block of size (\d+) (alloc'd|free'd)")
@@ -59,6 +58,10 @@ def block_events(facts: DumpFacts, block: int) -> tuple[list[str] | None, list[s
     return made, freed
 
 
+#: the errors a run finds, each access let through once after its report (valgrind's too): the
+#: slack overflow's strlen reads the terminator written past the end; the stale pointer writes
+#: twice into the freed block
+EXPECTED_ERRORS = {"slack-overflow": 2, "stale-reused": 2}
 CAUGHT = [("heap_errors", "past-end-write", "all"), ("heap_errors", "read-loop", "all"),
           ("heap_errors", "memcpy-overflow", "all"), ("heap_errors", "slack-overflow", "all"),
           ("heap_errors", "uaf-read", "all"), ("heap_errors", "uaf-write", "all"),
@@ -70,10 +73,10 @@ CAUGHT = [("heap_errors", "past-end-write", "all"), ("heap_errors", "read-loop",
 def test_the_first_error_is_valgrind_s(tmp_path: Path, name: str, mode: str, spec: str) -> None:
     row: Row = BY_MODE[(name, mode)]
     proc, facts, errors = guarded(tmp_path, spec, name, mode)
-    assert proc.returncode == SEGV_STATUS, proc.stderr
-    assert facts.process == [("signal", "SIGSEGV")]
-    assert len(errors) == 1, errors
-    (e,) = errors
+    # GDB in batch lets each faulting access through once: the program runs to its end
+    assert (proc.returncode, facts.process) == (0, []), proc.stderr
+    assert len(errors) == EXPECTED_ERRORS.get(mode, 1), errors
+    e = errors[0]
     offset, relation, size, state = _AUX.fullmatch(row.vg_aux).groups()
     assert (e.access, e.offset, e.relation, e.size, e.state) == (
         "write" if row.vg_kind == "InvalidWrite" else "read", int(offset), relation, int(size),
@@ -115,8 +118,8 @@ def test_a_bad_spec_is_refused_before_the_run(tmp_path: Path) -> None:
                            str(program("heap_errors")), "clean"],
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert (proc.returncode, proc.stderr) == (
-        2, "memdump.sh: --guard all,7: '7' is not all, N%, MIN-MAX, under, over, align16 or "
-           "tag:NAME\n")
+        2, "memdump.sh: --guard all,7: '7' is not all, N%, MIN-MAX, under, over, align16, "
+           "tag:NAME or fn:NAME\n")
     assert not (tmp_path / "d.memdump").exists()
 
 
@@ -127,9 +130,8 @@ def test_a_bad_environment_spec_is_said_and_the_recording_goes_on(tmp_path: Path
                            str(program("heap_errors")), "past-end-write"],
                           capture_output=True, text=True, timeout=TIMEOUT, env=env)
     assert proc.returncode == 0
-    assert ("memdump: bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16 or "
-            "tag:NAME (a stack's function is not supported yet); recording without guard pages\n"
-            in proc.stderr)
+    assert ("memdump: bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16, "
+            "tag:NAME or fn:NAME; recording without guard pages\n" in proc.stderr)
     assert read_dump(dump).end == ("exit", "0")
 
 

@@ -45,17 +45,17 @@ def first_line(stack: list[dict], source: str = SOURCE) -> int | None:
 # the JSON kind
 CASES = [
     ("slack", "overrun 20 0 1 free",
-     "heap block overrun: 1 byte after the 20-byte block", "heap block overrun"),
+     "heap block overrun: 1 byte after the 20-byte block", "heap-block-overrun"),
     ("memcpy", "overrun 24 0 8 free",
-     "heap block overrun: 8 bytes after the 24-byte block", "heap block overrun"),
+     "heap block overrun: 8 bytes after the 24-byte block", "heap-block-overrun"),
     ("realloc", "overrun 10 0 2 free",
-     "heap block overrun: 2 bytes after the 10-byte block", "heap block overrun"),
+     "heap block overrun: 2 bytes after the 10-byte block", "heap-block-overrun"),
     ("underrun", "underrun 16 0 1 free",
-     "heap block underrun: 1 byte before the 16-byte block", "heap block underrun"),
+     "heap block underrun: 1 byte before the 16-byte block", "heap-block-underrun"),
     ("freed", "freed 32 8 4 exit",
-     "write after free into the 32-byte block", "write after free"),
+     "write after free into the 32-byte block", "write-after-free"),
     ("evicted", "freed 32 8 4 quarantine",
-     "write after free into the 32-byte block", "write after free"),
+     "write after free into the 32-byte block", "write-after-free"),
 ]
 
 
@@ -95,9 +95,9 @@ def test_heavy_correct_program(tmp_path: Path) -> None:
     proc, records, report = run(tmp_path, "heavy", "--redzones")
     assert proc.returncode == 0, proc.stderr
     assert records == []
-    assert not [e for e in report["errors"] if e["kind"] in ("heap block overrun",
-                                                             "heap block underrun",
-                                                             "write after free")]
+    assert not [e for e in report["errors"] if e["kind"] in ("heap-block-overrun",
+                                                             "heap-block-underrun",
+                                                             "write-after-free")]
     assert "heavy: usable 13" in proc.stdout  # malloc_usable_size: the user block's size
 
 

@@ -16,6 +16,7 @@ from ..core import builtfiles
 from ..core.breakcond import NO_MAX, ON, PCS, BreakCondition
 from ..core.recorder import LIBRARY, find_library
 from ..memdump import ends
+from ..memdump.accessfault import check_spec, check_spec_setting
 from ..memdump.bpbackend import BreakpointBackend
 from ..memdump.breaks import function_ranges
 from ..memdump.checks import CMD, NOT_RECORDED, check_program
@@ -52,6 +53,10 @@ def _build_parser() -> base.Parser:
     parser.add_argument("--children", action="store_true",
                         help="also record the processes the program forks and the programs "
                              "they execute, each into its own dump (in-process recorder only)")
+    parser.add_argument("--guard", metavar="SPEC",
+                        help="guard pages (docs/heap-errors.md): place the blocks SPEC chooses "
+                             "against an inaccessible page; a faulting access stops GDB at the "
+                             "instruction (in-process recorder only)")
     parser.set_defaults(run=_start)
     sub = parser.add_subparsers(parser_class=base.Parser)
     st = sub.add_parser("status", help="print what has been recorded so far")
@@ -272,7 +277,12 @@ def _start(args: argparse.Namespace, note: str | None = None) -> None:
             f"{CMD}: cannot write the dump in the current directory {os.getcwd()}: "
             "permission denied (use memdump -o FILE)"
         )
+    guard = getattr(args, "guard", None)
+    guard = check_spec(guard) if guard is not None else check_spec_setting()
     session = _new_session(args.output, breakpoints=args.breakpoints, children=args.children)
+    if guard and session.chosen == BreakpointBackend.mode:
+        raise gdb.GdbError(f"{CMD}: --guard needs the in-process recorder (not --breakpoints)")
+    session.guard = guard
     session.arm(note=note)
     session.again = note is not None  # armed by memdump break: a `memdump` replaces it
     RECORDINGS.current = session
@@ -321,6 +331,7 @@ def _rearm(ended: Recording) -> None:
                            breakpoints=ended.chosen == BreakpointBackend.mode, again=True,
                            children=ended.children)
     session.previous = ended
+    session.guard = ended.guard
     session.arm(again=True)
     RECORDINGS.current = session
 

@@ -55,11 +55,13 @@ GUARD_FIELDS = ("guard_pool", "guard_pool_size", "guard_slots", "guard_slot_byte
                 "guard_blocks", "guard_missed", "guard_errors")
 GUARD_OFFSET = PATH_OFFSET + PATH_MAX + 8 * len(GUARD_FIELDS)
 GUARD_MAX = 256
-#: (red zones, docs/heap-errors.md "Red zones") the words after the SPEC
+#: (guard pages) after the SPEC: GDB's 1 = the fault handler lets the access through once
+LET_THROUGH_OFFSET = GUARD_OFFSET + GUARD_MAX
+#: (red zones, docs/heap-errors.md "Red zones") the words after it
 REDZONE_FIELDS = ("rz_tail", "rz_quarantine", "rz_errors")
-REDZONE_OFFSET = GUARD_OFFSET + GUARD_MAX
+REDZONE_OFFSET = LET_THROUGH_OFFSET + 8
 #: the size the fields above need: a recorder's `size` is at least this
-CONTROL_SIZE = GUARD_OFFSET + GUARD_MAX
+CONTROL_SIZE = LET_THROUGH_OFFSET + 8
 _INDEX = {name: i for i, name in enumerate(CONTROL_FIELDS)}
 
 UNCONFIGURED, RECORDING, DISABLED, DRAINING = 0, 1, 2, 3
@@ -118,6 +120,10 @@ class Control:
         if len(data) >= PATH_MAX:
             raise ValueError(f"dump path longer than {PATH_MAX - 1} bytes")
         self._write(self.address + PATH_OFFSET, data + b"\0")
+
+    def write_raw(self, offset: int, data: bytes) -> None:
+        """DATA at byte OFFSET of the block (the guard SPEC after the path)."""
+        self._write(self.address + offset, data)
 
 
 def live_blocks(read: Callable[[int, int], bytes], table: int, capacity: int,

@@ -108,6 +108,10 @@ class BreakpointBackend:
         if self._stacks is not None:
             self._stacks.forget()
 
+    def signal_stop(self, event: gdb.SignalEvent) -> bool:
+        """No stop of its own: guard pages need the in-process recorder."""
+        return False
+
     def fatal_stop(self, signal: str) -> None:
         """Allocator calls a fatal signal caught inside (glibc aborts in realloc on a bad pointer)
         are written with RESULT 0x0: they never return, and the call is the evidence."""

@@ -34,7 +34,7 @@ from ..core.recorder import (
     live_blocks,
     read_tail,
 )
-from . import attach
+from . import accessfault, attach
 from .bpbackend import BreakpointBackend
 from .breakpoints import EntryBreakpoint, ExitBreakpoint, format_call_args, install_hooks
 from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
@@ -255,6 +255,7 @@ class InProcessBackend:
                         clock_start=(self._clock_start or int(rec.started * 1000))
                         if self._execs else 0)
             control.set_path(os.path.abspath(rec.path))
+            accessfault.write_spec(control, rec.guard)
             lock_counts.configure(rec.settings is not None and bool(rec.settings("locks")),
                                   rec.memory.write)
             self.control = control
@@ -359,6 +360,11 @@ class InProcessBackend:
                 self._interrupted = []
         self._signal = signal
         self._resolve_frames()
+
+    def signal_stop(self, event: gdb.SignalEvent) -> bool:
+        """A guard page's fault: reported (accessfault.py); True when the program goes on (batch:
+        the access let through once), False when the stop is left to the fatal signal's path."""
+        return accessfault.at_fault(self, event)
 
     def on_exit_call(self) -> None:
         self.rec.on_exit_call()

@@ -71,6 +71,10 @@ class Backend(Protocol):
         """The program stopped at SIGNAL, which ends it when it goes on: what the dump needs
         (calls cut short, the signal) before the last scan."""
 
+    def signal_stop(self, event: gdb.SignalEvent) -> bool:
+        """A signal stop the backend handles itself (a guard page's fault): True when it did and
+        the program goes on, False to treat the stop as any other."""
+
     def exec(self) -> None:
         """The process executed a new image: the old one's state goes."""
 
@@ -171,6 +175,8 @@ class Recording:
         #: set while a recording is wound up (scripts/memdump.sh -p): the return that completes
         #: the last allocator call in progress stops the program, so that no call is cut in half
         self.stop_when_idle = False
+        #: `memdump --guard`'s SPEC, which the in-process backend hands its recorder at start
+        self.guard = ""
         self.backend: Backend = backend(self)
         #: the backend made for it, whatever it fell back to: the next run's (`mode`)
         self.chosen = self.backend.mode
@@ -408,6 +414,8 @@ class Recording:
         if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
             return
         ours = self.inferior.pid == self.pid
+        if ours and self.backend.signal_stop(event):
+            return  # the backend's own stop: a guard page's fault, reported, the program goes on
         if event.stop_signal in FATAL_SIGNALS or (ours and dies_of(self.pid, event.stop_signal)):
             self.backend.fatal_stop(event.stop_signal)
             # A signal the program does not catch ends it when it goes on: this stop is the last
