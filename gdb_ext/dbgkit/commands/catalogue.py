@@ -105,7 +105,7 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         (
         'memdump: record every heap operation of the program with its call stack, and report leaks.\n'
         '\n'
-        'usage: memdump [-h] [-o FILE] [--breakpoints] [--children]\n'
+        'usage: memdump [-h] [-o FILE] [--breakpoints] [--children] [--guard SPEC]\n'
         '               {status,leaks,heap,who-points-at,block-list,break,stop,check-heap}\n'
         '               ...\n'
         '\n'
@@ -146,6 +146,10 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         '  --children            also record the processes the program forks and the\n'
         '                        programs they execute, each into its own dump (in-\n'
         '                        process recorder only)\n'
+        '  --guard SPEC          guard pages (docs/heap-errors.md): place the blocks\n'
+        '                        SPEC chooses against an inaccessible page; a faulting\n'
+        '                        access stops GDB at the instruction (in-process\n'
+        '                        recorder only)\n'
         '\n'
         'settings (set memdump NAME VALUE; show memdump lists them):\n'
         '  recorder in-process|breakpoints  way memdump records heap operations (default in-process)\n'
@@ -154,10 +158,11 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         '  return-sites N                   number of return-address breakpoints memdump keeps inserted (default 64)\n'
         '  children on|off                  recording of the processes the program starts (default off)\n'
         '  locks on|off                     counting of pthread mutex and rwlock calls by the in-process recorder (default off)\n'
+        "  guard SPEC                       SPEC of the in-process recorder's guard pages (default none)\n"
         "  scan-time-limit N                time limit in seconds of the pointer scan at the program's exit (default 120)\n"
         '  compact on|off                   compaction of the dump when its recording ends (default on)\n'
     ),
-        (8, 40, (
+        (8, 45, (
         'into a dump file; analyse it with memdump-analyze. Without a subcommand, start\n'
         'recording: at once on a live process, else when it runs; each later run of the\n'
         'program is recorded into a new dump until memdump stop. In batch mode (gdb\n'
