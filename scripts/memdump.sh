@@ -717,7 +717,7 @@ used=""
 if [[ -s "$dump_file" ]]; then
     used="${dump:-$(<"$dump_file")}"
 fi
-grep -E '^memdump: [^ ].*(warning|error)' "$log" >&2 || true
+grep -E '^memdump: (warning|error|[^ ].*(warning|error))' "$log" >&2 || true
 if [[ ! -s "$status_file" ]]; then
     if [[ -n "$pid" ]]; then
         why="$(sed -n 's/^ptrace: \(.*\)\.$/\1/p' "$log" | head -n 1)"

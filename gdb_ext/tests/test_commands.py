@@ -69,7 +69,7 @@ def test_a_command_module_is_imported_at_its_first_use(gdb_path: str,
                        "dbgkit.commands.catalogue", "dbgkit.core", "dbgkit.core.builtfiles",
                        "dbgkit.settings"}
     assert helped == sourced
-    assert "dbgkit.commands.memdump" in used and "dbgkit.memdump.session" in used
+    assert "dbgkit.commands.memdump" in used and "dbgkit.memdump.recording" in used
     commands = {f"dbgkit.commands.{name}" for name in ("contention", "ctxswitches", "deadlocks")}
     for names in (used, all_sourced):
         assert not names & commands
