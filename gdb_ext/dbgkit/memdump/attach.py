@@ -28,7 +28,7 @@ from ..core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, Control, in_
 from ..inferior_call import call
 from .checks import CMD
 
-__all__ = ["drain", "load"]
+__all__ = ["OneThreadCall", "drain", "load"]
 
 RTLD_NOW = 2
 #: functions a thread must not be inside when the recorder is loaded (their locks)
@@ -160,8 +160,9 @@ def _continue_to(addresses: set[int]) -> None:
                 bp.delete()
 
 
-class _Locked:
-    """scheduler-locking on (only the calling thread runs) and unwindonsignal on, for a call."""
+class OneThreadCall:
+    """scheduler-locking on (only the calling thread runs) and unwindonsignal on, for a call
+    into the program (the recorder's load, its heap check)."""
 
     def __enter__(self) -> None:
         self.saved = (gdb.parameter("scheduler-locking"), gdb.parameter("unwindonsignal"))
@@ -210,7 +211,7 @@ def load(process: Process, library: str) -> tuple[int, int]:
     selected = gdb.selected_thread()
     try:
         _safe_point(inferior, modules)
-        with _Locked():
+        with OneThreadCall():
             if loaded:
                 reattach = _find(loaded, LIBRARY, "memdump_recorder_reattach")
                 if reattach is None:

@@ -21,7 +21,7 @@ import gdb
 
 from ..core.recorder import PATH_MAX, PATH_OFFSET, REDZONE_FIELDS, REDZONE_OFFSET, Control
 from ..inferior_call import call
-from .attach import _Locked
+from .attach import OneThreadCall
 
 __all__ = ["check_heap", "describe_record"]
 
@@ -76,7 +76,7 @@ def check_heap() -> list[str]:
                            "check again")
     path = read(address + PATH_OFFSET, PATH_MAX).split(b"\0", 1)[0]
     before = control.end
-    with _Locked():
+    with OneThreadCall():
         found = call(function)
     after = Control(address, read, lambda at, data: None).load().end
     lines = [f"memdump check-heap: {found} zone(s) found changed"
