@@ -12,6 +12,8 @@ import re
 import shutil
 import struct
 import tempfile
+from collections.abc import Callable
+from typing import Protocol
 
 import gdb
 from memdump_analyzer.dumpfile import DumpReader
@@ -160,10 +162,28 @@ def describe_access(asm: str) -> tuple[str, int]:
     return access, 0
 
 
-def _guard_words(session: object) -> dict[str, int] | None:
+class _Recording(Protocol):
+    path: str | None
+    read: Callable[[int, int], bytes] | None
+
+
+class Faulted(Protocol):
+    """What a fault's report reads of the in-process backend (inprocess.InProcessBackend)."""
+
+    rec: _Recording
+    control: Control | None
+
+    def _load(self) -> Control | None: ...
+
+    def _resolve_frames(self) -> None: ...
+
+
+def _guard_words(session: Faulted) -> dict[str, int] | None:
+    read, control = session.rec.read, session.control
+    if read is None or control is None:
+        return None
     try:
-        raw = session.rec.read(session.control.address + PATH_OFFSET + PATH_MAX,  # type: ignore[attr-defined]
-                            8 * len(GUARD_FIELDS))
+        raw = read(control.address + PATH_OFFSET + PATH_MAX, 8 * len(GUARD_FIELDS))
     except OSError:
         return None
     return dict(zip(GUARD_FIELDS, struct.unpack(f"<{len(GUARD_FIELDS)}Q", raw), strict=False))
@@ -228,12 +248,12 @@ def _block_events(path: str, end: int, lo: int, hi: int, addr: int) -> tuple | N
         shutil.rmtree(work, ignore_errors=True)
 
 
-def at_fault(session: object, event: gdb.StopEvent) -> bool:  # the in-process backend
+def at_fault(session: Faulted, event: gdb.StopEvent) -> bool:
     """A SIGSEGV or SIGBUS stop on an address of the guarded pool: memdump's report of it (True);
     False for any other stop. The program stays stopped at the instruction."""
     if not isinstance(event, gdb.SignalEvent) or event.stop_signal not in ("SIGSEGV", "SIGBUS"):
         return False
-    control = session._load()  # type: ignore[attr-defined]
+    control = session._load()
     words = _guard_words(session) if control is not None else None
     if not words or not words["guard_pool"]:
         return False
@@ -254,7 +274,7 @@ def at_fault(session: object, event: gdb.StopEvent) -> bool:  # the in-process b
     stride = words["guard_slot_bytes"] + page
     index = max(addr - pool - page, 0) // stride
     lo = pool + page + max(index - 1, 0) * stride
-    found = _block_events(session.rec.path, control.end, lo, lo + 3 * stride, addr)  # type: ignore[attr-defined]
+    found = _block_events(session.rec.path or "", control.end, lo, lo + 3 * stride, addr)
     tid = gdb.selected_thread().ptid[1]
     of = f" of size {width}" if width else ""
     lines = [f"Invalid {access}{of} at 0x{addr:x} in thread {tid}"]
@@ -283,7 +303,7 @@ def at_fault(session: object, event: gdb.StopEvent) -> bool:  # the in-process b
         lines += _where(made)
     for line in lines:
         output.info(CMD, line)
-    session._resolve_frames()  # type: ignore[attr-defined] - its stacks' symbols, while GDB has them
+    session._resolve_frames()  # its stacks' symbols, while GDB has them
     if not batch_mode():
         return False  # the program stays here; going on, it dies of the signal
     _LET_THROUGH.append((gdb.selected_thread(), pc + frame.architecture().disassemble(pc)[0][
