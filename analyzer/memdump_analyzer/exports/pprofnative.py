@@ -13,8 +13,7 @@ from itertools import chain
 
 from .. import native
 from ..dumpfile import Frame
-from ..nativegroups import address as _address
-from ..nativegroups import typed
+from ..nativegroups import address, typed
 from .profile import StackFigures
 
 __all__ = ["samples"]
@@ -56,8 +55,8 @@ def samples(rows: Sequence[StackFigures], modules: Callable[[list[Frame]], None]
     for i in range(1, len(off)):  # the rows' ends
         off[i] += off[i - 1]
     ix, first = _zeros("i", n), _zeros("q", n)
-    n_frames = lib.mdc_pprof_frames(_address(ids or array("q", [0])), n, _address(ix),
-                                    _address(first))
+    n_frames = lib.mdc_pprof_frames(address(ids or array("q", [0])), n, address(ix),
+                                    address(first))
     if n_frames < 0:
         return None
     del ids
@@ -73,9 +72,9 @@ def samples(rows: Sequence[StackFigures], modules: Callable[[list[Frame]], None]
     inlined = bytearray(f.inlined for f in frames) or bytearray(1)
     runs, run_off = _zeros("i", n), _zeros("q", len(rows) + 1)
     run_frames, run_at = _zeros("i", n), _zeros("q", n + 1)
-    n_runs = lib.mdc_pprof_runs(_address(ix), _address(off), len(rows), _address(inlined),
-                                _address(runs), _address(run_off), _address(run_frames),
-                                _address(run_at))
+    n_runs = lib.mdc_pprof_runs(address(ix), address(off), len(rows), address(inlined),
+                                address(runs), address(run_off), address(run_frames),
+                                address(run_at))
     if n_runs < 0:
         return None
     at, pick = run_at.tolist(), run_frames.tolist()
@@ -84,7 +83,7 @@ def samples(rows: Sequence[StackFigures], modules: Callable[[list[Frame]], None]
     values = array("q", chain.from_iterable(
         (row.alloc_blocks, row.alloc_bytes, row.leaked_blocks, row.leaked_bytes) for row in rows))
     out = bytearray(80 * len(rows) + 10 * run_off[len(rows)] + 1)
-    size = lib.mdc_pprof_samples(_address(runs), _address(run_off), len(rows),
-                                 _address(loc or array("q", [0])),
-                                 _address(values or array("q", [0])), _address(out))
+    size = lib.mdc_pprof_samples(address(runs), address(run_off), len(rows),
+                                 address(loc or array("q", [0])),
+                                 address(values or array("q", [0])), address(out))
     return bytes(out[:size])

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Hashable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -285,19 +285,8 @@ class StackProfileOutput(Accumulator):
         for key, frames in zip(keys_of[n_front:], frames_of[n_front:], strict=True):
             if key not in stacks:  # a leak's stack comes first
                 stacks[key] = StackFigures(frames)
-        shots = []
         key_of = dict(zip(in_trees, map(keys_of.__getitem__, row_of[len(front):]), strict=True))
-        for seq, time, cur, by_node, peak in self.shots:
-            tree = None
-            if by_node is not None:
-                tree = {}
-                for node, nbytes in by_node.items():
-                    if nbytes:
-                        k = key_of[node]
-                        tree[k] = tree.get(k, 0) + nbytes
-            shots.append(Snapshot(seq, time, cur, tree, peak))
-        return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
-                           self.analysis.peak_seq)
+        return self._with_snapshots(stacks, key_of.__getitem__)
 
     def _add_leaks(self, stacks: dict[StackKey, StackFigures]) -> None:
         """The analysis's leaked blocks, by stack."""
@@ -350,6 +339,12 @@ class StackProfileOutput(Accumulator):
             row.peak_blocks += blocks
             row.peak_bytes += nbytes
         self._add_leaks(stacks)
+        return self._with_snapshots(stacks, key_of)
+
+    def _with_snapshots(self, stacks: dict[StackKey, StackFigures],
+                        key_of: Callable[[int], StackKey]) -> HeapProfile:
+        """The profile of STACKS, with the snapshots' live bytes summed by stack (KEY_OF: a
+        node's stack)."""
         shots = []
         for seq, time, cur, by_node, peak in self.shots:
             tree = None

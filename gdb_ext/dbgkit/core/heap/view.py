@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from .report import KIND_WORDS
-from .report import plural as _plural
+from .report import KIND_WORDS, plural
 
 __all__ = ["HEAP_FORMAT", "LEAKS_FORMAT", "VERSION", "heap_json", "heap_text", "leaks_json",
            "leaks_text", "size_class"]
@@ -67,7 +66,7 @@ def heap_json(doc: dict) -> dict:
 
 
 def _head(doc: dict, blocks: int, nbytes: int) -> list[str]:
-    return [f"heap of the {doc['source']}: {_plural(blocks)} in use, {nbytes:,} bytes; glibc's "
+    return [f"heap of the {doc['source']}: {plural(blocks)} in use, {nbytes:,} bytes; glibc's "
             f"layout from {'its debug symbols' if doc['symbols'] == 'debug' else 'the table'}"] \
         + [f"problem: {p}" for p in doc["problems"]]
 
@@ -79,17 +78,17 @@ def heap_text(view: dict) -> str:
         lines.append(
             f"arena {a['address']:#x} ({'main' if a['main'] else 'thread'}): "
             f"{a['heaps']} heap{'' if a['heaps'] == 1 else 's'}, {a['system_mem']:,} bytes from "
-            f"the system; {a['live_bytes']:,} bytes in {_plural(a['live_blocks'])} in use; "
+            f"the system; {a['live_bytes']:,} bytes in {plural(a['live_blocks'])} in use; "
             f"{a['free_bytes']:,} bytes free in {a['free_chunks']:,} "
             f"chunk{'' if a['free_chunks'] == 1 else 's'} ({a['top_bytes']:,} in the top chunk); "
             f"fragmentation {a['fragmentation']:.1%}")
-    lines.append(f"mmapped: {_plural(view['mmapped'])}; glibc's own: "
-                 f"{view['internal'][1]:,} bytes in {_plural(view['internal'][0])} (tcache)")
+    lines.append(f"mmapped: {plural(view['mmapped'])}; glibc's own: "
+                 f"{view['internal'][1]:,} bytes in {plural(view['internal'][0])} (tcache)")
     lines.append("by type:")
-    lines += [f"  {b:,} bytes in {_plural(n)} of `{name}` ({how})"
+    lines += [f"  {b:,} bytes in {plural(n)} of `{name}` ({how})"
               for name, how, b, n in view["types"]]
     lines.append("by size (usable bytes):")
-    lines += [f"  {lo:,}-{hi:,}: {b:,} bytes in {_plural(n)}" for lo, hi, b, n in view["sizes"]]
+    lines += [f"  {lo:,}-{hi:,}: {b:,} bytes in {plural(n)}" for lo, hi, b, n in view["sizes"]]
     return "\n".join(lines) + "\n"
 
 
@@ -130,12 +129,12 @@ def leaks_text(doc: dict, kinds: frozenset[str] | None = None, top: int | None =
     numbered, reachable = _leaks(doc, kinds, top)
     lines = [title] if title else []
     lines += _head(doc, len(doc["blocks"]), sum(s for _, s in doc["blocks"]))
-    lines += [f"LEAK {n}: {b:,} bytes in {_plural(c)} of `{t}` ({h}), {KIND_WORDS[k]}"
+    lines += [f"LEAK {n}: {b:,} bytes in {plural(c)} of `{t}` ({h}), {KIND_WORDS[k]}"
               for n, k, t, h, b, c in numbered]
-    lines += [f"reachable: {b:,} bytes in {_plural(c)} of `{t}` ({h})"
+    lines += [f"reachable: {b:,} bytes in {plural(c)} of `{t}` ({h})"
               for _, t, h, b, c in reachable]
     totals = doc["kinds"]["totals"]
     lines.append("totals: " + ", ".join(f"{KIND_WORDS[k]} {totals[k][0]:,} bytes in "
-                                        f"{_plural(totals[k][1])}" for k in KIND_WORDS
+                                        f"{plural(totals[k][1])}" for k in KIND_WORDS
                                         if k in totals))
     return "\n".join(lines) + "\n"
