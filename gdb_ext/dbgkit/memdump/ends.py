@@ -4,23 +4,45 @@ kinds"); and a `kill` from GDB is told from a detach.
 
 GDB has no event before a detach: a `hook-detach` defined here ends the recording while the
 process is stopped (the in-process recorder's calls in progress drained first, attach.py),
-before it runs on its own. GDB glue only; both backends' recordings (recording.py) use it.
+before it runs on its own; it ends the selected inferior's recording, which the registry
+(registry.py) holds. GDB glue only; both backends' recordings (recording.py) use it, through
+`Ending`, what it needs of one.
 """
 
 from __future__ import annotations
 
 import signal
-from typing import Any
+from typing import Protocol
 
 import gdb
 
 from .. import output, settings
 from .checks import CMD
+from .status import State
 
-__all__ = ["before_detach", "define_detach_hook", "end_reason", "gone", "scan_before_end"]
+__all__ = ["Ending", "before_detach", "define_detach_hook", "end_reason", "gone",
+           "scan_before_end"]
 
 
-def scan_before_end(session: Any, why: str) -> None:  # noqa: ANN401 - a recording.Recording
+class Ending(Protocol):
+    """What ending a recording here reads and calls of it (a recording.Recording)."""
+
+    inferior: gdb.Inferior
+    #: the recorded process, 0 before it starts
+    pid: int
+    state: State
+    #: set once the pointer scan ran (or could not); None before
+    scan_status: str | None
+    #: seconds the scan may take; 0 turns it off
+    scan_time_limit: int
+
+    def calls_in_progress(self) -> list[tuple[int, str]]: ...
+    def scan_once(self, at_function_entry: bool) -> None: ...
+    def before_detach(self) -> None: ...
+    def finish(self, reason: str, detail: str = "-") -> None: ...
+
+
+def scan_before_end(session: Ending, why: str) -> None:
     """The pointer scan of the stopped process SESSION records, written into its dump as the
     exit's is, before the recording ends (WHY: "stop", "detach"). None when the scan ran
     already (exit, a fatal signal), is turned off, or a thread is inside an allocator call: the
@@ -44,23 +66,22 @@ def scan_before_end(session: Any, why: str) -> None:  # noqa: ANN401 - a recordi
                          "stay unknown (set dbgkit debug on to raise it)")
 
 
+# The registry is imported when the hook runs: it imports recording.py, which imports this.
 _HOOK = """define hook-detach
 python
-from dbgkit.memdump import ends as _memdump_ends
-_memdump_ends.before_detach()
+from dbgkit.memdump import ends as _memdump_ends, registry as _memdump_registry
+_memdump_ends.before_detach(_memdump_registry.RECORDINGS.active())
 end
 end"""
 
 _hook_defined = False
-#: the recording the hook ends (the last one armed)
-_session: Any = None
 
 
-def define_detach_hook(session: Any) -> None:  # noqa: ANN401 - a recording.Recording
-    """Make `detach` end SESSION's recording first. Defined once per GDB, without asking (a
-    hook-detach of the user's is replaced); call it where GDB runs a command, not from an event."""
-    global _hook_defined, _session
-    _session = session
+def define_detach_hook() -> None:
+    """Make `detach` end the selected inferior's recording first. Defined once per GDB, without
+    asking (a hook-detach of the user's is replaced); call it where GDB runs a command, not from
+    an event."""
+    global _hook_defined
     if _hook_defined:
         return
     confirm = gdb.parameter("confirm")
@@ -72,10 +93,9 @@ def define_detach_hook(session: Any) -> None:  # noqa: ANN401 - a recording.Reco
     _hook_defined = True
 
 
-def before_detach() -> None:
-    """`detach` is about to let the process go: end the recording of it, scanned."""
-    session = _session
-    if session is None or session.state.value != "recording":
+def before_detach(session: Ending | None) -> None:
+    """`detach` is about to let the process go: end SESSION, its recording, scanned."""
+    if session is None or session.state != State.RECORDING:
         return
     if not session.inferior.pid or session.inferior.pid != session.pid:
         return

@@ -214,7 +214,7 @@ class Recording:
                 raise gdb.GdbError(f"{CMD}: {exc}") from None
             self.path = self.out_path
         self._connect()
-        ends.define_detach_hook(self)  # `detach` ends this recording, scanned
+        ends.define_detach_hook()  # `detach` ends the recording, scanned
         # AGAIN is armed from the exited event, while the ended process still has its pid.
         if self.inferior.pid and not again:
             self.attached = True
