@@ -15,7 +15,7 @@ import re
 from typing import TYPE_CHECKING
 
 from .vgframes import NUM_CALLERS
-from .vgmodel import VgOptions, error_count
+from .vgmodel import VgOptions, counted_errors
 
 if TYPE_CHECKING:
     from .model import Analysis
@@ -86,4 +86,4 @@ def report(args, analysis: Analysis, show_kinds: frozenset[str],  # noqa: ANN001
         from .vgtext import render_text
 
         text = render_text(analysis, opts)
-    return path, text, error_count(analysis, opts)[0] > 0
+    return path, text, counted_errors(analysis, opts) > 0

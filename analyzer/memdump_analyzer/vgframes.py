@@ -19,8 +19,8 @@ if TYPE_CHECKING:
     from .model import Analysis, Group
     from .suppressions import ViewFrame
 
-__all__ = ["NUM_CALLERS", "PRELOAD", "GroupStacks", "VgFrame", "alloc_frames", "callees",
-           "frames", "free_frames", "short_name"]
+__all__ = ["NUM_CALLERS", "PRELOAD", "GroupStacks", "VgFrame", "access_frames", "alloc_frames",
+           "callees", "frames", "free_frames", "short_name"]
 
 #: where valgrind 3.19 has its replacement allocators on Debian and Ubuntu (its stacks' `obj`)
 PRELOAD = "/usr/libexec/valgrind/vgpreload_memcheck-amd64-linux.so"
@@ -146,6 +146,18 @@ def free_frames(stack: Sequence[Frame], op: str, limit: int,
         name = top if top.startswith("operator delete") else _FREE_SLOT.get(op, op)
     slot = VgFrame(stack[0].pc if stack else 0, name, PRELOAD)
     return [slot, *frames(view, stack, None, limit - 1)]
+
+
+def access_frames(stack: Sequence[Frame], limit: int) -> list[VgFrame]:
+    """A faulting access's stack as valgrind shows it: the faulting instruction's own address
+    first (the dump's innermost frame is that address plus one, as if a return address), then
+    the program's frames down to `main` (or the thread's outermost frame)."""
+    from .suppressions import valgrind_view
+
+    out = frames(valgrind_view(stack)[1:], stack, None, limit)
+    if out and stack:
+        out[0].ip = stack[0].pc - 1
+    return out
 
 
 def alloc_frames(stack: Sequence[Frame], op: str | None, limit: int) -> list[VgFrame]:

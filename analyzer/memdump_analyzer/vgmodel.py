@@ -14,13 +14,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from .vgframes import NUM_CALLERS, VgFrame, alloc_frames, callees, free_frames
+from .vgframes import NUM_CALLERS, VgFrame, access_frames, alloc_frames, callees, free_frames
 
 if TYPE_CHECKING:
+    from .accesserrors import AccessRow, BlockEvent
+    from .heapcorruption import CorruptionRow
     from .model import Analysis, ErrorReport, Group
 
-__all__ = ["KIND_WORDS", "PREAMBLE", "VgError", "VgOptions", "error_count", "errors",
-           "frees", "in_use", "kind_of", "kind_totals", "loss_records", "shown",
+__all__ = ["KIND_WORDS", "PREAMBLE", "VgError", "VgOptions", "counted_errors", "error_count",
+           "errors", "frees", "in_use", "kind_of", "kind_totals", "loss_records", "shown",
            "suppressed_errors", "thousands"]
 
 KIND_ORDER = {"definite": 0, "indirect": 1, "possible": 2, "reachable": 3}
@@ -123,10 +125,92 @@ def _free_errors(analysis: Analysis, limit: int) -> list[VgError]:
     return out
 
 
+def _block_stacks(what: str, free: BlockEvent | None, alloc: BlockEvent | None, limit: int,
+                  called: dict[tuple[str, int], str]) -> list[tuple[str, list[VgFrame]]]:
+    """valgrind's sentences of a block and their stacks: `Address ... free'd` with the free's
+    stack, then `Block was alloc'd at` and the allocation's; `... alloc'd` and the allocation's
+    for a live block."""
+    alloc_stack = alloc_frames(alloc.stack, alloc.op, limit) if alloc is not None else []
+    if free is None:
+        return [(what, alloc_stack)]
+    return [(what, free_frames(free.stack, free.op, limit, called)),
+            ("Block was alloc'd at", alloc_stack)]
+
+
+def _access_errors(analysis: Analysis, rows: Sequence[AccessRow], limit: int) -> list[VgError]:
+    """The access errors guard pages caught, as valgrind's `Invalid read of size N` (the size
+    from the faulting instruction, read with objdump; left out when it cannot be read), one per
+    kind and stack, counting the others (a loop reading two bytes past the end: two errors)."""
+    from .faultinsn import access_sizes
+
+    arch = analysis.info.get("arch")
+    sizes = access_sizes([(r.stack[0].module, r.stack[0].offset - 1) for r in rows
+                          if r.stack and r.stack[0].module], arch=arch)
+    called = callees(analysis, [r.free.stack for r in rows if r.free is not None])
+    found: dict[tuple[object, ...], VgError] = {}
+    for row in rows:
+        e = row.error
+        top = row.stack[0] if row.stack else None
+        size = sizes.get((top.module or "", top.offset - 1)) if top is not None else None
+        what = f"Invalid {e.access}" + (f" of size {thousands(size)}" if size else "")
+        stack = access_frames(row.stack, limit)
+        key = (what, e.tid, tuple(f.ip for f in stack))
+        if key in found:
+            found[key].count += 1
+            continue
+        where = (f"Address 0x{e.address:x} is {thousands(e.offset)} bytes {e.relation} a block "
+                 f"of size {thousands(e.size)} {'free' if e.state == 'freed' else 'alloc'}'d")
+        kind = "InvalidWrite" if e.access == "write" else "InvalidRead"
+        found[key] = VgError(kind, what, _thread(analysis, e.tid), stack,
+                             _block_stacks(where, row.free, row.alloc, limit, called))
+    return list(found.values())
+
+
+def _corruption_errors(analysis: Analysis, rows: Sequence[CorruptionRow],
+                       limit: int) -> list[VgError]:
+    """The red zones' findings, which valgrind has no words for (it sees the write itself): an
+    `InvalidWrite` whose sentence says what changed and where it was found, its stack that of
+    the free that found it (else the block's free, else its allocation), then valgrind's
+    sentences of the block at the first changed byte."""
+    from .heapcorruption import describe, found_text
+
+    called = callees(analysis, [ev.stack for r in rows for ev in (r.found, r.free)
+                                if ev is not None])
+    out = []
+    for row in rows:
+        e = row.error
+        if e.kind == "overrun":
+            address, where = e.block + e.size + e.offset, f"{thousands(e.offset)} bytes after"
+        elif e.kind == "underrun":
+            address, where = e.block - e.offset - 1, f"{thousands(e.offset + 1)} bytes before"
+        else:
+            address, where = e.block + e.offset, f"{thousands(e.offset)} bytes inside"
+        state = "free'd" if row.free is not None else "alloc'd"
+        what = f"Invalid write ({describe(e)}), {found_text(row)}"
+        aux = _block_stacks(f"Address 0x{address:x} is {where} a block of size "
+                            f"{thousands(e.size)} {state}", row.free, row.alloc, limit, called)
+        if row.found is not None:
+            stack = free_frames(row.found.stack, row.found.op, limit, called)
+        else:  # the block's first stack is the error's
+            stack, aux = aux[0][1], [(aux[0][0], []), *aux[1:]]
+        out.append(VgError("InvalidWrite", what, _thread(analysis, e.tid), stack, aux))
+    return out
+
+
+def _thread(analysis: Analysis, tid: int) -> int:
+    """valgrind's number of a thread: 1 for the main one; the kernel's id for the others (the
+    dump does not say in which order they were made)."""
+    return 1 if tid == analysis.pid else tid
+
+
 def errors(analysis: Analysis, opts: VgOptions) -> list[VgError]:
     """The errors valgrind prints before the HEAP SUMMARY, in its order: the heap errors (the
-    first of each kind and stack)."""
-    return _free_errors(analysis, opts.num_callers)
+    first of each kind and stack), the access errors guard pages caught, the heap corruption
+    red zones found."""
+    limit = opts.num_callers
+    return [*_free_errors(analysis, limit),
+            *_access_errors(analysis, analysis.access_errors, limit),
+            *_corruption_errors(analysis, analysis.heap_corruption, limit)]
 
 
 def _leak_errors(analysis: Analysis, opts: VgOptions) -> list[Group]:
@@ -135,11 +219,19 @@ def _leak_errors(analysis: Analysis, opts: VgOptions) -> list[Group]:
     return [g for g in analysis.leaks if kind_of(g) in opts.error_kinds]
 
 
-def error_count(analysis: Analysis, opts: VgOptions) -> tuple[int, int]:
-    """valgrind's ERROR SUMMARY: (errors, contexts): every heap error, each heap access error
-    guard pages caught, each loss record of --errors-for-leak-kinds (with --leak-check=full)."""
-    leaks = len(_leak_errors(analysis, opts)) + len(analysis.access_errors)  # one context each
-    return analysis.error_count + leaks, len(_contexts(analysis.errors)) + leaks
+def counted_errors(analysis: Analysis, opts: VgOptions) -> int:
+    """The ERROR SUMMARY's errors: every heap error, access error guard pages caught and
+    corruption red zones found, and each loss record of --errors-for-leak-kinds (with
+    --leak-check=full)."""
+    return (analysis.error_count + len(analysis.access_errors) + len(analysis.heap_corruption)
+            + len(_leak_errors(analysis, opts)))
+
+
+def error_count(analysis: Analysis, opts: VgOptions,
+                listed: Sequence[VgError]) -> tuple[int, int]:
+    """valgrind's ERROR SUMMARY: (errors, contexts), `listed` being the run's `errors`: one
+    context each, and one per loss record counted."""
+    return counted_errors(analysis, opts), len(listed) + len(_leak_errors(analysis, opts))
 
 
 def suppressed_errors(analysis: Analysis, opts: VgOptions) -> int:

@@ -74,7 +74,12 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
     if not opts.quiet:
         lines += [*PREAMBLE, f"Command: {' '.join(opts.command or [analysis.program or '?'])}",
                   ""]
-    for error in errors(analysis, opts):
+    listed = errors(analysis, opts)
+    thread = 1
+    for error in listed:
+        if error.tid != thread:  # valgrind names the thread when it changes
+            lines.append(f"Thread {error.tid}:")
+            thread = error.tid
         lines += [*error_lines(error), ""]
     if not opts.quiet:
         lines += ["", "HEAP SUMMARY:",
@@ -91,7 +96,7 @@ def render_text(analysis: Analysis, opts: VgOptions) -> str:
         if supp is not None:
             lines.append(supp(group))
     if not opts.quiet:
-        lines += _summary(analysis, opts)
+        lines += _summary(analysis, opts, listed)
     prefix = f"=={analysis.pid or 0}== "
     out = []
     for line in lines:
@@ -112,7 +117,7 @@ def _suppression_of(analysis: Analysis, opts: VgOptions) -> Callable[[Group], st
     return lambda group: suppression_text(group, "<insert_a_suppression_name_here>", names)
 
 
-def _summary(analysis: Analysis, opts: VgOptions) -> list[str]:
+def _summary(analysis: Analysis, opts: VgOptions, listed: Sequence[VgError]) -> list[str]:
     lines: list[str] = []
     if opts.leak_check != "no":
         if not analysis.leaks and not analysis.suppressed_groups:
@@ -133,7 +138,7 @@ def _summary(analysis: Analysis, opts: VgOptions) -> list[str]:
                              "shown.")
                 lines.append("To see them, rerun with: --leak-check=full --show-leak-kinds=all")
             lines.append("")
-    count, contexts = error_count(analysis, opts)
+    count, contexts = error_count(analysis, opts, listed)
     lines.append("For lists of detected and suppressed errors, rerun with: -s")
     hidden = _n(suppressed_errors(analysis, opts))
     lines.append(f"ERROR SUMMARY: {_n(count)} errors from {_n(contexts)} contexts "

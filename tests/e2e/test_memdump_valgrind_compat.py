@@ -234,3 +234,59 @@ def test_ctest_memcheck_counts_what_it_counts_with_valgrind(where: str, tmp_path
     assert any(line.startswith("1/2 MemCheck: #1: leaky") and line.endswith(" 2")
                for line in ours[0]), ours[0]
     assert any("definitely lost in loss record 2 of 2" in line for line in ours[1])
+
+
+def _errors(xml: Path) -> list[tuple[object, ...]]:
+    """(kind, what, auxwhats, each stack's (function, file, line)) of each error of an XML, the
+    addresses blanked."""
+    out = []
+    for error in ET.parse(xml).getroot().iter("error"):
+        stacks = tuple(tuple((f.findtext("fn"), f.findtext("file"), f.findtext("line"))
+                             for f in stack.iter("frame")) for stack in error.findall("stack"))
+        out.append((error.findtext("kind"), error.findtext("what"),
+                    tuple(re.sub(r"0x[0-9a-f]+", "0xADDR", a.text or "")
+                          for a in error.findall("auxwhat")), stacks))
+    return out
+
+
+@pytest.mark.one_recorder
+@pytest.mark.parametrize("mode", ["past-end", "read-loop"])
+def test_guard_page_errors_are_valgrinds(mode: str, tmp_path: Path) -> None:
+    """`memdump --guard all` and valgrind on guard_faults: the same text from `Command:` on
+    (`Invalid write of size 4` with the access's size read from the faulting instruction,
+    `Address ... is 0 bytes after a block of size 40 alloc'd`, the stacks, the summaries: a loop
+    reading two bytes past the end is 2 errors from 1 context) and the same XML errors."""
+    argv = [str(program("guard_faults")), mode]
+    flags = ["--leak-check=full"]
+    valgrind = _normal(_run(["valgrind", *flags, *argv], tmp_path).stderr)
+    memdump = _run([str(MEMDUMP_SH), "--guard", "all", *flags, *argv], tmp_path)
+    assert memdump.returncode == 0, memdump.stderr
+    assert _normal(memdump.stderr) == valgrind
+    what, errors = {"past-end": ("Invalid write of size 4", "1 errors from 1 contexts"),
+                    "read-loop": ("Invalid read of size 1", "2 errors from 1 contexts")}[mode]
+    assert f"==PID== {what}" in valgrind
+    assert f"==PID== ERROR SUMMARY: {errors} (suppressed: 0 from 0)" in valgrind
+    _run(["valgrind", *flags, "--xml=yes", "--xml-file=vg.xml", *argv], tmp_path)
+    _run([str(MEMDUMP_SH), "--guard", "all", *flags, "--xml=yes", "--xml-file=md.xml", *argv],
+         tmp_path)
+    assert _errors(tmp_path / "md.xml") == _errors(tmp_path / "vg.xml")
+
+
+@pytest.mark.one_recorder
+def test_use_after_free_in_a_thread_is_valgrinds(tmp_path: Path) -> None:
+    """A read inside a freed block in a second thread: valgrind's words and stacks (the free's,
+    then `Block was alloc'd at`), but for what memdump cannot know as valgrind does: valgrind
+    numbers threads (`Thread 2:`, memdump says the kernel's id) and runs the program with glibc's
+    `clone` where it has `clone3`."""
+    argv = [str(program("guard_faults")), "uaf-thread"]
+    valgrind = _normal(_run(["valgrind", "--leak-check=full", *argv], tmp_path).stderr)
+    memdump = _normal(_run([str(MEMDUMP_SH), "--guard", "all", "--leak-check=full", *argv],
+                           tmp_path).stderr)
+
+    def same(lines: list[str]) -> list[str]:
+        return [re.sub(r"\(clone3?\.S:\d+\)", "(clone.S)", re.sub(r"Thread \d+:", "Thread N:",
+                                                                   line)) for line in lines]
+    assert same(memdump) == same(valgrind)
+    assert "==PID== Thread 2:" in valgrind
+    assert "==PID==  Address 0xADDR is 12 bytes inside a block of size 32 free'd" in memdump
+    assert "==PID==  Block was alloc'd at" in memdump
