@@ -273,12 +273,14 @@ def test_guard_page_errors_are_valgrinds(mode: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.one_recorder
-def test_use_after_free_in_a_thread_is_valgrinds(tmp_path: Path) -> None:
-    """A read inside a freed block in a second thread: valgrind's words and stacks (the free's,
-    then `Block was alloc'd at`), but for what memdump cannot know as valgrind does: valgrind
-    numbers threads (`Thread 2:`, memdump says the kernel's id) and runs the program with glibc's
-    `clone` where it has `clone3`."""
-    argv = [str(program("guard_faults")), "uaf-thread"]
+@pytest.mark.parametrize(("mode", "errors"), [("uaf-thread", "1 errors from 1 contexts"),
+                                              ("all", "4 errors from 3 contexts")])
+def test_use_after_free_in_a_thread_is_valgrinds(mode: str, errors: str, tmp_path: Path) -> None:
+    """A read inside a freed block in a second thread (alone, and after the main thread's
+    errors): valgrind's words and stacks (the free's, then `Block was alloc'd at`), but for what
+    memdump cannot know as valgrind does: valgrind numbers threads (`Thread 2:`, memdump says the
+    kernel's id) and runs the program with glibc's `clone` where it has `clone3`."""
+    argv = [str(program("guard_faults")), mode]
     valgrind = _normal(_run(["valgrind", "--leak-check=full", *argv], tmp_path).stderr)
     memdump = _normal(_run([str(MEMDUMP_SH), "--guard", "all", "--leak-check=full", *argv],
                            tmp_path).stderr)
@@ -290,3 +292,36 @@ def test_use_after_free_in_a_thread_is_valgrinds(tmp_path: Path) -> None:
     assert "==PID== Thread 2:" in valgrind
     assert "==PID==  Address 0xADDR is 12 bytes inside a block of size 32 free'd" in memdump
     assert "==PID==  Block was alloc'd at" in memdump
+    assert memdump[-1] == f"==PID== ERROR SUMMARY: {errors} (suppressed: 0 from 0)"
+
+
+@pytest.mark.one_recorder
+@pytest.mark.parametrize(("mode", "address"), [
+    ("slack", "0 bytes after a block of size 20 alloc'd"),
+    ("underrun", "1 bytes before a block of size 16 alloc'd"),
+])
+def test_red_zone_findings_are_written_as_valgrinds_nearest_error(mode: str, address: str,
+                                                                  tmp_path: Path) -> None:
+    """`memdump --redzones`: a red zone's finding is an error of valgrind's output, at the free
+    that found it (valgrind has the write itself: its stack differs, documented), with valgrind's
+    own `Address` sentence and allocation stack, and the same ERROR SUMMARY; --error-exitcode
+    counts it."""
+    argv = [str(program("redzone_errors")), mode]
+    valgrind = _normal(_run(["valgrind", "--leak-check=full", *argv], tmp_path).stderr)
+    run = _run([str(MEMDUMP_SH), "--redzones", "--leak-check=full", "--error-exitcode=5", *argv],
+               tmp_path)
+    assert run.returncode == 5, run.stderr
+    memdump = _normal(run.stderr)
+    found = memdump_e2e.marker("redzone_errors.c", mode, "FOUND")
+    alloc = memdump_e2e.marker("redzone_errors.c", mode, "ALLOC")
+    start = next(i for i, line in enumerate(memdump) if "Invalid write (heap block" in line)
+    assert memdump[start + 1:start + 3] == [
+        "==PID==    at 0xADDR: free (in /usr/libexec/valgrind/vgpreload_memcheck-amd64-linux.so)",
+        f"==PID==    by 0xADDR: {mode} ({found.file}:{found.line})"]
+    block = memdump[start + 4:start + 8]
+    assert block[0] == f"==PID==  Address 0xADDR is {address}"
+    assert f"==PID==    by 0xADDR: {mode} ({alloc.file}:{alloc.line})" in block
+    vg = valgrind.index(block[0])
+    assert valgrind[vg:vg + 4] == block
+    assert valgrind[-1] == memdump[-1] == \
+        "==PID== ERROR SUMMARY: 1 errors from 1 contexts (suppressed: 0 from 0)"
