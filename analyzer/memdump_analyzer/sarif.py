@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
+from .accesserrors import BlockEvent
 from .accesserrors import describe as describe_access
 from .dumpfile import Frame
 from .heapcorruption import KINDS, describe, found_text
@@ -212,6 +213,43 @@ ACCESS_RULES: dict[str, tuple[str, str, str]] = {
 }
 
 
+def _error_result(rule: tuple[str, int], message: str, kind: str, stack: Sequence[Frame],
+                  properties: dict[str, Any], events: Sequence[tuple[str, Sequence[Frame]]],
+                  root: str, flow_text: str) -> dict[str, Any]:
+    """A heap error's result: located at `stack`'s top frame of the program's code, each of
+    `events` (text, stack: the block's free, allocation...) a related location, every stack a
+    code flow; its fingerprint the kind and `stack` (no address)."""
+    result: dict[str, Any] = {
+        "ruleId": rule[0], "ruleIndex": rule[1], "level": "error",
+        "message": {"text": message},
+        "partialFingerprints": {FINGERPRINT: _stack_hash(kind, stack)},
+        "properties": properties,
+    }
+    top = user_frame(stack)
+    if top is not None:
+        result["locations"] = [_location(top, root)]
+    flows = [_code_flow(stack, root, flow_text)] if stack else []
+    related = []
+    for text, event in events:
+        if not event:
+            continue
+        flows.append(_code_flow(event, root, text))
+        frame = user_frame(event)
+        if frame is not None:
+            related.append({"id": len(related), **_location(frame, root, text.split(" (")[0])})
+    if related:
+        result["relatedLocations"] = related
+    if flows:
+        result["codeFlows"] = flows
+    return result
+
+
+def _at(text: str, event: BlockEvent | None) -> tuple[str, Sequence[Frame]]:
+    if event is None:
+        return text, []
+    return f"{text} ({event.op}, event {event.seq})", event.stack
+
+
 def _access_results(analysis: Analysis, root: str, first_index: int,
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The rules of the access kinds the analysis has (none without any) and one error result
@@ -224,31 +262,49 @@ def _access_results(analysis: Analysis, root: str, first_index: int,
     for row in analysis.access_errors:
         e = row.error
         what, where = describe_access(e)
-        result: dict[str, Any] = {
-            "ruleId": ACCESS_RULES[e.access][0], "ruleIndex": index[e.access], "level": "error",
-            "message": {"text": f"{what}: {where}"},
-            "partialFingerprints": {FINGERPRINT: _stack_hash(f"invalid-{e.access}", row.stack)},
-            "properties": {"address": f"0x{e.address:x}", "block": f"0x{e.block:x}",
-                           "bytes": e.size, "offset": e.offset, "relation": e.relation,
-                           "state": e.state, "tid": e.tid},
-        }
-        top = user_frame(row.stack)
-        if top is not None:
-            result["locations"] = [_location(top, root)]
-        flows = [_code_flow(row.stack, root, "the faulting access's stack")] if row.stack else []
-        related = []
-        for event, text in ((row.free, "the block's free"), (row.alloc, "the block's allocation")):
-            if event is None or not event.stack:
-                continue
-            flows.append(_code_flow(event.stack, root, f"{text} ({event.op}, event {event.seq})"))
-            frame = user_frame(event.stack)
-            if frame is not None:
-                related.append({"id": len(related), **_location(frame, root, text)})
-        if related:
-            result["relatedLocations"] = related
-        if flows:
-            result["codeFlows"] = flows
-        results.append(result)
+        results.append(_error_result(
+            (ACCESS_RULES[e.access][0], index[e.access]), f"{what}: {where}",
+            f"invalid-{e.access}", row.stack,
+            {"address": f"0x{e.address:x}", "block": f"0x{e.block:x}", "bytes": e.size,
+             "offset": e.offset, "relation": e.relation, "state": e.state, "tid": e.tid},
+            [_at("the block's free", row.free), _at("the block's allocation", row.alloc)],
+            root, "the faulting access's stack"))
+    return rules, results
+
+
+#: a heap error's kind (the replay's invalid, double and mismatched frees) -> (rule id, name, help)
+FREE_RULES: dict[str, tuple[str, str, str]] = {
+    "invalid-free": ("memdump/invalid-free", "InvalidFree",
+                     "The program freed a pointer that is no block it allocated."),
+    "double-free": ("memdump/double-free", "DoubleFree",
+                    "The program freed a block it had freed already."),
+    "invalid-realloc": ("memdump/invalid-realloc", "InvalidRealloc",
+                        "The program reallocated a pointer that is no live block."),
+    "mismatched-free": ("memdump/mismatched-free", "MismatchedFree",
+                        "The program released a block with a deallocation of another family "
+                        "than its allocation's (free of a new, delete of a new[] or malloc...)."),
+}
+
+
+def _free_results(analysis: Analysis, root: str, first_index: int,
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rules of the heap errors' kinds the analysis lists (none without any) and one error
+    result each, located at the call that freed, the block's earlier free (a double free) and
+    allocation (a mismatched one) its related locations."""
+    from .report import error_title
+
+    kinds = [k for k in FREE_RULES if any(e.kind == k for e in analysis.errors)]
+    index = {k: first_index + i for i, k in enumerate(kinds)}
+    rules = _rules(FREE_RULES, kinds, {k: k.replace("-", " ").capitalize() for k in kinds})
+    results = []
+    for e in analysis.errors:
+        events = [(f"the block's free (event {e.freed_seq})", e.freed_stack or []),
+                  (f"the block's allocation ({e.alloc_op}, event {e.alloc_seq})",
+                   e.alloc_stack or [])]
+        results.append(_error_result(
+            (FREE_RULES[e.kind][0], index[e.kind]), error_title(e), e.kind, e.stack,
+            {"pointer": f"0x{e.pointer:x}", "op": e.op, "seq": e.seq, "tid": e.tid}, events,
+            root, f"the {e.op}'s stack"))
     return rules, results
 
 
@@ -283,15 +339,17 @@ def render_sarif(
             for k in order
         ],
     }
-    access_rules, access = _access_results(analysis, root, len(order))
-    rules, corruption = _corruption_results(analysis, root, len(order) + len(access_rules))
-    driver["rules"] += access_rules + rules
+    free_rules, frees = _free_results(analysis, root, len(order))
+    access_rules, access = _access_results(analysis, root, len(order) + len(free_rules))
+    rules, corruption = _corruption_results(analysis, root, len(order) + len(free_rules)
+                                            + len(access_rules))
+    driver["rules"] += free_rules + access_rules + rules
     if information_uri:
         driver["informationUri"] = information_uri
     run: dict[str, Any] = {
         "tool": {"driver": driver},
         "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + root.rstrip("/") + "/"}},
-        "results": [_result(g, error_kinds, rule_index, root) for g in listed] + access
+        "results": [_result(g, error_kinds, rule_index, root) for g in listed] + frees + access
         + corruption,
         "properties": {"dump": analysis.path, "program": analysis.program},
     }

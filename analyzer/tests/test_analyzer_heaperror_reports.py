@@ -242,3 +242,25 @@ def test_fail_on_error_without_errors(tmp_path: Path) -> None:
 ])
 def test_the_faulting_instruction(asm: str, access: tuple[str, int]) -> None:
     assert describe_access(asm) == access
+
+
+def test_free_errors_in_sarif() -> None:
+    """mixed.memdump's double free: an error result under memdump/double-free, at the second
+    free (app.cc:24), the first free its related location, the report's sentence its message."""
+    proc = run_cli("--format", "sarif", MIXED)
+    log = json.loads(proc.stdout)
+    _valid(log)
+    run = log["runs"][0]
+    rules = [r["id"] for r in run["tool"]["driver"]["rules"]]
+    assert rules[5:] == ["memdump/double-free"]
+    [error] = [r for r in run["results"] if r["ruleId"] == "memdump/double-free"]
+    assert (rules[error["ruleIndex"]], error["level"], error["message"]["text"]) == (
+        "memdump/double-free", "error",
+        "double free of 0x5555555592a0 (event 6, thread 777): the block was already freed")
+    assert error["locations"][0]["physicalLocation"]["region"]["startLine"] == 24
+    assert [(r["message"]["text"], r["physicalLocation"]["region"]["startLine"])
+            for r in error["relatedLocations"]] == [("the block's free", 23)]
+    assert [f["message"]["text"] for f in error["codeFlows"]] == [
+        "the free's stack", "the block's free (event 5)"]
+    assert error["properties"] == {"pointer": "0x5555555592a0", "op": "free", "seq": 6,
+                                   "tid": 777}
