@@ -148,17 +148,19 @@ def test_xml_leak_records_are_valgrinds(case: list[str], tmp_path: Path) -> None
 
 
 @pytest.mark.one_recorder
-@pytest.mark.parametrize("case", [["reach_kinds", "tree"], ["mismatched_free"], ["leak_new"]],
-                         ids=" ".join)
+@pytest.mark.parametrize("case", [["reach_kinds", "tree"], ["mismatched_free"], ["leak_new"],
+                                  ["guard_faults", "all"]], ids=" ".join)
 def test_valgrind_ci_says_of_our_xml_what_it_says_of_valgrinds(case: list[str],
                                                                tmp_path: Path) -> None:
-    """valgrind-ci (PyPI's ValgrindCI, requirements-dev.txt): its summary and error count."""
+    """valgrind-ci (PyPI's ValgrindCI, requirements-dev.txt): its summary and error count; the
+    guard pages' access errors (`--guard all`) as valgrind's InvalidRead and InvalidWrite."""
     if importlib.util.find_spec("ValgrindCI") is None:
         pytest.fail("ValgrindCI is missing: scripts/setup.sh installs it into .venv", pytrace=False)
     argv = [str(program(case[0])), *case[1:]]
     flags = ["--leak-check=full", "--xml=yes"]
+    guard = ["--guard", "all"] if case[0] == "guard_faults" else []
     _run(["valgrind", *flags, "--xml-file=vg.xml", *argv], tmp_path)
-    _run([str(MEMDUMP_SH), *flags, "--xml-file=md.xml", *argv], tmp_path)
+    _run([str(MEMDUMP_SH), *guard, *flags, "--xml-file=md.xml", *argv], tmp_path)
     said = []
     for xml in ("vg.xml", "md.xml"):
         proc = subprocess.run([sys.executable, "-m", "ValgrindCI", "--summary",
