@@ -13,11 +13,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from .dumpfile import DumpError, Frame
+from .faultinsn import disassemble
 from .model import Group
 from .rescan import alloc_ops
 from .symbolize import TOOL as ADDR2LINE
@@ -26,8 +26,6 @@ from .symbolize import AddrLineError, addr2line
 __all__ = ["TOOL", "StackNames", "called_functions", "linkage_names", "stack_names"]
 
 TOOL = "objdump"
-#: seconds one objdump process may take
-TIMEOUT = 30
 #: x86-64's call instructions: `e8 rel32` (5 bytes), `ff 15 disp32` (6 bytes, through the GOT)
 _CALL_LENGTHS = (5, 6)
 _CALL = re.compile(r"^\s*([0-9a-f]+):\s+call\w*\s.*<([^<>]+)>\s*$")
@@ -43,16 +41,10 @@ def _call_before(program: str, module: str, offset: int) -> str | None:
         start = offset - length
         if start < 0:
             continue
-        try:
-            run = subprocess.run(
-                [program, "-d", "--no-show-raw-insn", f"--start-address=0x{start:x}",
-                 f"--stop-address=0x{offset:x}", module],
-                capture_output=True, text=True, errors="replace", timeout=TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired):
+        lines = disassemble(program, module, start, offset)
+        if lines is None:
             return None
-        if run.returncode != 0:
-            return None
-        for line in run.stdout.splitlines():
+        for line in lines:
             match = _CALL.match(line)
             if match and int(match.group(1), 16) == start:
                 return _name(match.group(2))

@@ -3,8 +3,11 @@
 Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked blocks of
 the `--errors-for-leak-kinds` (alias `--leak-kinds`; default definite,possible, as valgrind's; every
 leaked block when the dump has no pointer scan); 2 the dump or the command line is bad (one line
-on stderr: `memdump-analyze: <problem>`); 3 with `--fail-on-leak` when nothing leaked but a dump
-has no end record (the recording was cut, perhaps before its first event): no verdict, not a pass.
+on stderr: `memdump-analyze: <problem>`); 3 with `--fail-on-leak` or `--fail-on-error` when
+neither found what it counts but a dump has no end record (the recording was cut, perhaps before
+its first event): no verdict, not a pass; 4 with `--fail-on-error` when the dump holds heap errors
+(invalid, double or mismatched frees, access errors guard pages caught, heap corruption red zones
+found), before 1 when both options are given and both fail.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from .exports import METRICS, from_replay
 from .formats import EXPORTS as _EXPORTS
 from .formats import FORMATS, TRANSCODED, format_help
 from .suppfile import SuppressionError
-from .wording import plural
+from .verdicts import EXIT_BAD_INPUT, EXIT_OK, failing_blocks, verdict
 
 if TYPE_CHECKING:
     from .model import Analysis, Group
@@ -34,10 +37,6 @@ if TYPE_CHECKING:
 # function that makes it: the leak report loads neither the views nor the exports' renderers.
 
 PROG = "memdump-analyze"
-EXIT_OK = 0
-EXIT_LEAK = 1
-EXIT_BAD_INPUT = 2
-EXIT_CUT = 3
 #: the views' subcommands (views.VIEWS' keys, which a test holds them to): named here, so that
 #: a leak report does not import the views to tell that its dump is not one of them
 VIEW_NAMES = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
@@ -76,33 +75,6 @@ def parse_kinds(text: str) -> frozenset[str]:
     return frozenset(kinds)
 
 
-def failing_blocks(analysis: Analysis, kinds: frozenset[str]) -> int:
-    """The leaked blocks that --fail-on-leak counts: those of `kinds`, and every leaked block
-    whose kind is unknown (no scan, or allocated after it)."""
-    if analysis.leak_kinds is None:
-        return analysis.leaked_blocks
-    return sum(n for kind, (_, n) in analysis.leak_kinds.items()
-               if kind in kinds or kind == "unknown")
-
-
-def verdict(fail_on_leak: bool, failing: bool, *analyses: Analysis) -> int:
-    """The exit status of a report or diff: `EXIT_LEAK` when --fail-on-leak found what it
-    counts; `EXIT_CUT` when it found nothing but a dump was cut (no end record: the program ran
-    on, unseen), said in one line; `EXIT_OK` otherwise."""
-    if not fail_on_leak:
-        return EXIT_OK
-    if failing:
-        return EXIT_LEAK
-    for analysis in analyses:
-        if not analysis.complete:
-            what = ("before its first event" if analysis.events == 0
-                    else f"after {plural(analysis.events, 'event')}")
-            _say(f"{analysis.path}: the recording was cut {what} (no end record): "
-                 f"--fail-on-leak has no verdict (exit status {EXIT_CUT})")
-            return EXIT_CUT
-    return EXIT_OK
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -112,8 +84,9 @@ def build_parser() -> argparse.ArgumentParser:
         "a view of a dump (docs/views.md; VIEW --help). A subcommand is one only as the first "
         "argument: a dump named diff is ./diff. "
         "Exit status: 0 report written; 1 leaks found with --fail-on-leak; "
-        "2 bad dump, suppression file or usage; 3 with --fail-on-leak, no leak found but the "
-        "recording was cut (the dump has no end record: perhaps not one event). "
+        "2 bad dump, suppression file or usage; 3 with --fail-on-leak or --fail-on-error, "
+        "nothing found but the recording was cut (the dump has no end record: perhaps not one "
+        "event); 4 heap errors found with --fail-on-error (before 1 when both fail). "
         "MEMDUMP_DEBUG=1 shows the traceback of an internal error.",
     )
     parser.add_argument(
@@ -138,6 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--fail-on-leak", action="store_true",
         help="exit with 1 when the program leaked; with 3 when it did not but the recording was "
         "cut (no end record)"
+    )
+    parser.add_argument(
+        "--fail-on-error", action="store_true",
+        help="exit with 4 when the dump holds heap errors: invalid, double or mismatched frees, "
+        "access errors guard pages caught, heap corruption red zones found (4 before "
+        "--fail-on-leak's 1 when both fail); with 3 when it holds none but the recording was "
+        "cut"
     )
     parser.add_argument(
         "--show-leak-kinds",
@@ -377,7 +357,8 @@ def _run(args: argparse.Namespace) -> int:
         analysis.suppressed_groups = []
     if args.format in vgcompat.FORMATS:  # docs/valgrind-compat.md
         path, text, failing = vgcompat.report(args, analysis, show_kinds, error_kinds)
-        return _write(path, text, verdict(args.fail_on_leak, failing, analysis))
+        return _write(path, text, verdict(args.fail_on_leak, failing, analysis,
+                                          fail_on_error=args.fail_on_error, say=_say))
     if (args.fail_on_leak and analysis.leak_kinds is None
             and args.errors_for_leak_kinds is not None and error_kinds != set(_ALL_KINDS)):
         _say("warning: the dump has no pointer scan: --fail-on-leak counts every leaked block, "
@@ -412,7 +393,8 @@ def _run(args: argparse.Namespace) -> int:
             show_runtime_frames=args.show_runtime_frames,
             suppression_of=gen,
         )
-    code = verdict(args.fail_on_leak, failing_blocks(analysis, error_kinds) > 0, analysis)
+    code = verdict(args.fail_on_leak, failing_blocks(analysis, error_kinds) > 0, analysis,
+                   fail_on_error=args.fail_on_error, say=_say)
     return _write(args.output, text, code)
 
 
@@ -447,7 +429,8 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
         raise _UsageError(str(e)) from None
     failing = failing_blocks(analysis, _kind_option(args, "--errors-for-leak-kinds",
                                                     DEFAULT_ERROR_KINDS)) > 0
-    return _write(args.output, data, verdict(args.fail_on_leak, failing, analysis))
+    return _write(args.output, data, verdict(args.fail_on_leak, failing, analysis,
+                                             fail_on_error=args.fail_on_error, say=_say))
 
 
 def _run_diff(args: argparse.Namespace) -> int:
@@ -465,7 +448,7 @@ def _run_diff(args: argparse.Namespace) -> int:
         text = dumps_json(render_diff_json(result, args.max_frames))
     else:
         text = render_diff_text(result, args.max_frames)
-    code = verdict(args.fail_on_leak, bool(result.failing(error_kinds)), base, new)
+    code = verdict(args.fail_on_leak, bool(result.failing(error_kinds)), base, new, say=_say)
     return _write(args.output, text, code)
 
 

@@ -114,7 +114,9 @@ def _site(stack: Sequence[Frame]) -> str:
     return frame_text(stack[0]) if stack else "an unknown stack"
 
 
-def _error_title(e: ErrorReport) -> str:
+def error_title(e: ErrorReport) -> str:
+    """A heap error's sentence: `double free of 0x... (event 3, thread 7): the block was
+    already freed` (the text report's ERROR heading; SARIF's message)."""
     where = f"(event {e.seq:,}, thread {e.tid})"
     if e.kind == "double-free":
         return f"double free of 0x{e.pointer:x} {where}: the block was already freed"
@@ -220,7 +222,7 @@ def render_text(
 
     for i, e in enumerate(a.errors, 1):
         out.append("")
-        out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {_error_title(e)}"
+        out.append(paint(_RED, f"ERROR {i:,} of {a.error_count:,}: {error_title(e)}"
                                 f"{images.text_tag(a.images, e.seq, clean)}"))
         out.extend(stack_text(e.stack, max_frames, fold))
         if e.freed_stack is not None and e.freed_seq is not None:

@@ -1,9 +1,12 @@
-"""`--format sarif`: the leak groups as SARIF 2.1.0 (OASIS), for code scanning (GitHub).
+"""`--format sarif`: the leak groups and heap errors as SARIF 2.1.0 (OASIS), for code scanning
+(GitHub).
 
 One result per leak group the report lists, one rule per leak kind; the result's location is the
 top frame of the program's own code (not the allocator's, trimmed already, nor the runtime's, rule
 `runtime-frame`), the whole stack a code flow, and `partialFingerprints` a hash of the stack's
-functions and file:line (no address), equal for two runs of the same program.
+functions and file:line (no address), equal for two runs of the same program. The access errors
+guard pages caught and the heap corruption red zones found follow, one error result each, under
+rules of their own listed only when the dump has any.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from . import __version__
+from .accesserrors import BlockEvent
+from .accesserrors import describe as describe_access
 from .dumpfile import Frame
 from .heapcorruption import KINDS, describe, found_text
 from .leaktext import KIND_NAMES, split_by_kind
@@ -133,12 +138,26 @@ def _result(g: Group, error_kinds: frozenset[str], rule_index: dict[str, int],
     if top is not None:
         result["locations"] = [_location(top, root)]
     if g.stack:
-        # the code flow runs as the program did: the outermost frame first, the allocation last
-        flow = [{"location": _location(f, root), "nestingLevel": depth}
-                for depth, f in enumerate(reversed(g.stack))]
-        result["codeFlows"] = [{"message": {"text": "the allocation's stack"},
-                                "threadFlows": [{"locations": flow}]}]
+        result["codeFlows"] = [_code_flow(g.stack, root, "the allocation's stack")]
     return result
+
+
+def _code_flow(stack: Sequence[Frame], root: str, text: str) -> dict[str, Any]:
+    """A stack as a code flow, run as the program did: the outermost frame first, the innermost
+    (the allocation, the free, the faulting access) last."""
+    flow = [{"location": _location(f, root), "nestingLevel": depth}
+            for depth, f in enumerate(reversed(stack))]
+    return {"message": {"text": text}, "threadFlows": [{"locations": flow}]}
+
+
+def _rules(table: dict[str, tuple[str, str, str]], kinds: Sequence[str],
+           words: dict[str, str]) -> list[dict[str, Any]]:
+    """The error rules of `kinds` (their rows of `table`), `words` their short descriptions."""
+    return [{"id": table[k][0], "name": table[k][1],
+             "shortDescription": {"text": words[k]},
+             "fullDescription": {"text": table[k][2]},
+             "help": {"text": table[k][2]},
+             "defaultConfiguration": {"level": "error"}} for k in kinds]
 
 
 #: heap corruption's kind (red zones, heapcorruption.py) -> (rule id, name, help)
@@ -161,11 +180,7 @@ def _corruption_results(analysis: Analysis, root: str, first_index: int,
     kinds = [k for k in CORRUPTION_RULES if any(r.error.kind == k
                                                 for r in analysis.heap_corruption)]
     index = {k: first_index + i for i, k in enumerate(kinds)}
-    rules = [{"id": CORRUPTION_RULES[k][0], "name": CORRUPTION_RULES[k][1],
-              "shortDescription": {"text": KINDS[k].capitalize()},
-              "fullDescription": {"text": CORRUPTION_RULES[k][2]},
-              "help": {"text": CORRUPTION_RULES[k][2]},
-              "defaultConfiguration": {"level": "error"}} for k in kinds]
+    rules = _rules(CORRUPTION_RULES, kinds, {k: KINDS[k].capitalize() for k in kinds})
     results = []
     for row in analysis.heap_corruption:
         e = row.error
@@ -182,11 +197,114 @@ def _corruption_results(analysis: Analysis, root: str, first_index: int,
         if top is not None:
             result["locations"] = [_location(top, root)]
         if alloc:
-            flow = [{"location": _location(f, root), "nestingLevel": depth}
-                    for depth, f in enumerate(reversed(alloc))]
-            result["codeFlows"] = [{"message": {"text": "the block's allocation"},
-                                    "threadFlows": [{"locations": flow}]}]
+            result["codeFlows"] = [_code_flow(alloc, root, "the block's allocation")]
         results.append(result)
+    return rules, results
+
+
+#: an access error's access (guard pages, accesserrors.py) -> (rule id, name, help)
+ACCESS_RULES: dict[str, tuple[str, str, str]] = {
+    "read": ("memdump/invalid-read", "InvalidRead",
+             "The program read memory outside a heap block, or inside a freed one: a guard page "
+             "caught the access as it happened."),
+    "write": ("memdump/invalid-write", "InvalidWrite",
+              "The program wrote memory outside a heap block, or inside a freed one: a guard "
+              "page caught the access as it happened."),
+}
+
+
+def _error_result(rule: tuple[str, int], message: str, kind: str, stack: Sequence[Frame],
+                  properties: dict[str, Any], events: Sequence[tuple[str, Sequence[Frame]]],
+                  root: str, flow_text: str) -> dict[str, Any]:
+    """A heap error's result: located at `stack`'s top frame of the program's code, each of
+    `events` (text, stack: the block's free, allocation...) a related location, every stack a
+    code flow; its fingerprint the kind and `stack` (no address)."""
+    result: dict[str, Any] = {
+        "ruleId": rule[0], "ruleIndex": rule[1], "level": "error",
+        "message": {"text": message},
+        "partialFingerprints": {FINGERPRINT: _stack_hash(kind, stack)},
+        "properties": properties,
+    }
+    top = user_frame(stack)
+    if top is not None:
+        result["locations"] = [_location(top, root)]
+    flows = [_code_flow(stack, root, flow_text)] if stack else []
+    related = []
+    for text, event in events:
+        if not event:
+            continue
+        flows.append(_code_flow(event, root, text))
+        frame = user_frame(event)
+        if frame is not None:
+            related.append({"id": len(related), **_location(frame, root, text.split(" (")[0])})
+    if related:
+        result["relatedLocations"] = related
+    if flows:
+        result["codeFlows"] = flows
+    return result
+
+
+def _at(text: str, event: BlockEvent | None) -> tuple[str, Sequence[Frame]]:
+    if event is None:
+        return text, []
+    return f"{text} ({event.op}, event {event.seq})", event.stack
+
+
+def _access_results(analysis: Analysis, root: str, first_index: int,
+                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rules of the access kinds the analysis has (none without any) and one error result
+    each: located at the faulting access (its top frame of the program's code), the block's
+    free and allocation its related locations, the three stacks its code flows."""
+    kinds = [k for k in ACCESS_RULES if any(r.error.access == k for r in analysis.access_errors)]
+    index = {k: first_index + i for i, k in enumerate(kinds)}
+    rules = _rules(ACCESS_RULES, kinds, {"read": "Invalid read", "write": "Invalid write"})
+    results = []
+    for row in analysis.access_errors:
+        e = row.error
+        what, where = describe_access(e)
+        results.append(_error_result(
+            (ACCESS_RULES[e.access][0], index[e.access]), f"{what}: {where}",
+            f"invalid-{e.access}", row.stack,
+            {"address": f"0x{e.address:x}", "block": f"0x{e.block:x}", "bytes": e.size,
+             "offset": e.offset, "relation": e.relation, "state": e.state, "tid": e.tid},
+            [_at("the block's free", row.free), _at("the block's allocation", row.alloc)],
+            root, "the faulting access's stack"))
+    return rules, results
+
+
+#: a heap error's kind (the replay's invalid, double and mismatched frees) -> (rule id, name, help)
+FREE_RULES: dict[str, tuple[str, str, str]] = {
+    "invalid-free": ("memdump/invalid-free", "InvalidFree",
+                     "The program freed a pointer that is no block it allocated."),
+    "double-free": ("memdump/double-free", "DoubleFree",
+                    "The program freed a block it had freed already."),
+    "invalid-realloc": ("memdump/invalid-realloc", "InvalidRealloc",
+                        "The program reallocated a pointer that is no live block."),
+    "mismatched-free": ("memdump/mismatched-free", "MismatchedFree",
+                        "The program released a block with a deallocation of another family "
+                        "than its allocation's (free of a new, delete of a new[] or malloc...)."),
+}
+
+
+def _free_results(analysis: Analysis, root: str, first_index: int,
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The rules of the heap errors' kinds the analysis lists (none without any) and one error
+    result each, located at the call that freed, the block's earlier free (a double free) and
+    allocation (a mismatched one) its related locations."""
+    from .report import error_title
+
+    kinds = [k for k in FREE_RULES if any(e.kind == k for e in analysis.errors)]
+    index = {k: first_index + i for i, k in enumerate(kinds)}
+    rules = _rules(FREE_RULES, kinds, {k: k.replace("-", " ").capitalize() for k in kinds})
+    results = []
+    for e in analysis.errors:
+        events = [(f"the block's free (event {e.freed_seq})", e.freed_stack or []),
+                  (f"the block's allocation ({e.alloc_op}, event {e.alloc_seq})",
+                   e.alloc_stack or [])]
+        results.append(_error_result(
+            (FREE_RULES[e.kind][0], index[e.kind]), error_title(e), e.kind, e.stack,
+            {"pointer": f"0x{e.pointer:x}", "op": e.op, "seq": e.seq, "tid": e.tid}, events,
+            root, f"the {e.op}'s stack"))
     return rules, results
 
 
@@ -221,14 +339,18 @@ def render_sarif(
             for k in order
         ],
     }
-    rules, corruption = _corruption_results(analysis, root, len(order))
-    driver["rules"] += rules
+    free_rules, frees = _free_results(analysis, root, len(order))
+    access_rules, access = _access_results(analysis, root, len(order) + len(free_rules))
+    rules, corruption = _corruption_results(analysis, root, len(order) + len(free_rules)
+                                            + len(access_rules))
+    driver["rules"] += free_rules + access_rules + rules
     if information_uri:
         driver["informationUri"] = information_uri
     run: dict[str, Any] = {
         "tool": {"driver": driver},
         "originalUriBaseIds": {"%SRCROOT%": {"uri": "file://" + root.rstrip("/") + "/"}},
-        "results": [_result(g, error_kinds, rule_index, root) for g in listed] + corruption,
+        "results": [_result(g, error_kinds, rule_index, root) for g in listed] + frees + access
+        + corruption,
         "properties": {"dump": analysis.path, "program": analysis.program},
     }
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, run_cli
-from memdump_analyzer.vgcompat import expand_path, short_name
+from memdump_analyzer.vgcompat import expand_path
+from memdump_analyzer.vgframes import GroupStacks, short_name
 
 MIXED = str(FIXTURES / "mixed.memdump")
 FULL = ("--leak-check=full", "--show-leak-kinds=all")
@@ -112,15 +113,15 @@ def test_inlined_functions_are_named_by_their_dwarf_name(name: str, short: str) 
 def test_the_dump_is_read_again_only_for_unread_call_sites(monkeypatch: pytest.MonkeyPatch) -> None:
     """The operations recorded at the stacks (a second reading of the dump) are looked up only
     for the loss records whose call site could not be read, never without loss records."""
-    from memdump_analyzer import analyze, rescan, vgcompat
+    from memdump_analyzer import analyze, rescan
     from memdump_analyzer.suppressions import call_site
 
     analysis = analyze(MIXED)
     asked: list[set[int]] = []
     monkeypatch.setattr(rescan, "alloc_ops", lambda path, nodes: asked.append(nodes) or {})
-    vgcompat._Stacks(analysis, [], 12)
+    GroupStacks(analysis, [], 12)
     assert asked == []
-    vgcompat._Stacks(analysis, analysis.leaks, 12)
+    GroupStacks(analysis, analysis.leaks, 12)
     app = {g.node for g in analysis.leaks
            if (g.raw or g.stack)[call_site(g.raw or g.stack)].module == "/src/app"}
     assert app  # /src/app is not on this machine: its call sites cannot be read

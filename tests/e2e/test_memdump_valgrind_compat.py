@@ -148,17 +148,19 @@ def test_xml_leak_records_are_valgrinds(case: list[str], tmp_path: Path) -> None
 
 
 @pytest.mark.one_recorder
-@pytest.mark.parametrize("case", [["reach_kinds", "tree"], ["mismatched_free"], ["leak_new"]],
-                         ids=" ".join)
+@pytest.mark.parametrize("case", [["reach_kinds", "tree"], ["mismatched_free"], ["leak_new"],
+                                  ["guard_faults", "all"]], ids=" ".join)
 def test_valgrind_ci_says_of_our_xml_what_it_says_of_valgrinds(case: list[str],
                                                                tmp_path: Path) -> None:
-    """valgrind-ci (PyPI's ValgrindCI, requirements-dev.txt): its summary and error count."""
+    """valgrind-ci (PyPI's ValgrindCI, requirements-dev.txt): its summary and error count; the
+    guard pages' access errors (`--guard all`) as valgrind's InvalidRead and InvalidWrite."""
     if importlib.util.find_spec("ValgrindCI") is None:
         pytest.fail("ValgrindCI is missing: scripts/setup.sh installs it into .venv", pytrace=False)
     argv = [str(program(case[0])), *case[1:]]
     flags = ["--leak-check=full", "--xml=yes"]
+    guard = ["--guard", "all"] if case[0] == "guard_faults" else []
     _run(["valgrind", *flags, "--xml-file=vg.xml", *argv], tmp_path)
-    _run([str(MEMDUMP_SH), *flags, "--xml-file=md.xml", *argv], tmp_path)
+    _run([str(MEMDUMP_SH), *guard, *flags, "--xml-file=md.xml", *argv], tmp_path)
     said = []
     for xml in ("vg.xml", "md.xml"):
         proc = subprocess.run([sys.executable, "-m", "ValgrindCI", "--summary",
@@ -234,3 +236,94 @@ def test_ctest_memcheck_counts_what_it_counts_with_valgrind(where: str, tmp_path
     assert any(line.startswith("1/2 MemCheck: #1: leaky") and line.endswith(" 2")
                for line in ours[0]), ours[0]
     assert any("definitely lost in loss record 2 of 2" in line for line in ours[1])
+
+
+def _errors(xml: Path) -> list[tuple[object, ...]]:
+    """(kind, what, auxwhats, each stack's (function, file, line)) of each error of an XML, the
+    addresses blanked."""
+    out = []
+    for error in ET.parse(xml).getroot().iter("error"):
+        stacks = tuple(tuple((f.findtext("fn"), f.findtext("file"), f.findtext("line"))
+                             for f in stack.iter("frame")) for stack in error.findall("stack"))
+        out.append((error.findtext("kind"), error.findtext("what"),
+                    tuple(re.sub(r"0x[0-9a-f]+", "0xADDR", a.text or "")
+                          for a in error.findall("auxwhat")), stacks))
+    return out
+
+
+@pytest.mark.one_recorder
+@pytest.mark.parametrize("mode", ["past-end", "read-loop"])
+def test_guard_page_errors_are_valgrinds(mode: str, tmp_path: Path) -> None:
+    """`memdump --guard all` and valgrind on guard_faults: the same text from `Command:` on
+    (`Invalid write of size 4` with the access's size read from the faulting instruction,
+    `Address ... is 0 bytes after a block of size 40 alloc'd`, the stacks, the summaries: a loop
+    reading two bytes past the end is 2 errors from 1 context) and the same XML errors."""
+    argv = [str(program("guard_faults")), mode]
+    flags = ["--leak-check=full"]
+    valgrind = _normal(_run(["valgrind", *flags, *argv], tmp_path).stderr)
+    memdump = _run([str(MEMDUMP_SH), "--guard", "all", *flags, *argv], tmp_path)
+    assert memdump.returncode == 0, memdump.stderr
+    assert _normal(memdump.stderr) == valgrind
+    what, errors = {"past-end": ("Invalid write of size 4", "1 errors from 1 contexts"),
+                    "read-loop": ("Invalid read of size 1", "2 errors from 1 contexts")}[mode]
+    assert f"==PID== {what}" in valgrind
+    assert f"==PID== ERROR SUMMARY: {errors} (suppressed: 0 from 0)" in valgrind
+    _run(["valgrind", *flags, "--xml=yes", "--xml-file=vg.xml", *argv], tmp_path)
+    _run([str(MEMDUMP_SH), "--guard", "all", *flags, "--xml=yes", "--xml-file=md.xml", *argv],
+         tmp_path)
+    assert _errors(tmp_path / "md.xml") == _errors(tmp_path / "vg.xml")
+
+
+@pytest.mark.one_recorder
+@pytest.mark.parametrize(("mode", "errors"), [("uaf-thread", "1 errors from 1 contexts"),
+                                              ("all", "4 errors from 3 contexts")])
+def test_use_after_free_in_a_thread_is_valgrinds(mode: str, errors: str, tmp_path: Path) -> None:
+    """A read inside a freed block in a second thread (alone, and after the main thread's
+    errors): valgrind's words and stacks (the free's, then `Block was alloc'd at`), but for what
+    memdump cannot know as valgrind does: valgrind numbers threads (`Thread 2:`, memdump says the
+    kernel's id) and runs the program with glibc's `clone` where it has `clone3`."""
+    argv = [str(program("guard_faults")), mode]
+    valgrind = _normal(_run(["valgrind", "--leak-check=full", *argv], tmp_path).stderr)
+    memdump = _normal(_run([str(MEMDUMP_SH), "--guard", "all", "--leak-check=full", *argv],
+                           tmp_path).stderr)
+
+    def same(lines: list[str]) -> list[str]:
+        return [re.sub(r"\(clone3?\.S:\d+\)", "(clone.S)", re.sub(r"Thread \d+:", "Thread N:",
+                                                                   line)) for line in lines]
+    assert same(memdump) == same(valgrind)
+    assert "==PID== Thread 2:" in valgrind
+    assert "==PID==  Address 0xADDR is 12 bytes inside a block of size 32 free'd" in memdump
+    assert "==PID==  Block was alloc'd at" in memdump
+    assert memdump[-1] == f"==PID== ERROR SUMMARY: {errors} (suppressed: 0 from 0)"
+
+
+@pytest.mark.one_recorder
+@pytest.mark.parametrize(("mode", "address"), [
+    ("slack", "0 bytes after a block of size 20 alloc'd"),
+    ("underrun", "1 bytes before a block of size 16 alloc'd"),
+])
+def test_red_zone_findings_are_written_as_valgrinds_nearest_error(mode: str, address: str,
+                                                                  tmp_path: Path) -> None:
+    """`memdump --redzones`: a red zone's finding is an error of valgrind's output, at the free
+    that found it (valgrind has the write itself: its stack differs, documented), with valgrind's
+    own `Address` sentence and allocation stack, and the same ERROR SUMMARY; --error-exitcode
+    counts it."""
+    argv = [str(program("redzone_errors")), mode]
+    valgrind = _normal(_run(["valgrind", "--leak-check=full", *argv], tmp_path).stderr)
+    run = _run([str(MEMDUMP_SH), "--redzones", "--leak-check=full", "--error-exitcode=5", *argv],
+               tmp_path)
+    assert run.returncode == 5, run.stderr
+    memdump = _normal(run.stderr)
+    found = memdump_e2e.marker("redzone_errors.c", mode, "FOUND")
+    alloc = memdump_e2e.marker("redzone_errors.c", mode, "ALLOC")
+    start = next(i for i, line in enumerate(memdump) if "Invalid write (heap block" in line)
+    assert memdump[start + 1:start + 3] == [
+        "==PID==    at 0xADDR: free (in /usr/libexec/valgrind/vgpreload_memcheck-amd64-linux.so)",
+        f"==PID==    by 0xADDR: {mode} ({found.file}:{found.line})"]
+    block = memdump[start + 4:start + 8]
+    assert block[0] == f"==PID==  Address 0xADDR is {address}"
+    assert f"==PID==    by 0xADDR: {mode} ({alloc.file}:{alloc.line})" in block
+    vg = valgrind.index(block[0])
+    assert valgrind[vg:vg + 4] == block
+    assert valgrind[-1] == memdump[-1] == \
+        "==PID== ERROR SUMMARY: 1 errors from 1 contexts (suppressed: 0 from 0)"

@@ -17,6 +17,7 @@ from typing import Protocol
 
 import gdb
 from memdump_analyzer.dumpfile import DumpReader
+from memdump_analyzer.faultinsn import describe_access
 
 from .. import output, settings
 from ..batchmode import batch_mode
@@ -114,53 +115,6 @@ def write_spec(control: Control, spec: str) -> None:
 
 
 # -- the faulting access -------------------------------------------------------------------------
-
-#: AT&T operand size suffixes and register widths
-_SUFFIX = {"b": 1, "w": 2, "l": 4, "q": 8}
-_REG = re.compile(r"%([a-z0-9]+)")
-_WIDE = {"xmm": 16, "ymm": 32, "zmm": 64}
-_MEMORY = re.compile(r"(?:-?0x[0-9a-f]+|-?\d+)?\(%[a-z0-9]+(?:,%[a-z0-9]+)?(?:,\d)?\)")
-
-
-def _reg_size(name: str) -> int:
-    for prefix, size in _WIDE.items():
-        if name.startswith(prefix):
-            return size
-    if name.startswith("r") and name[1:].isdigit():
-        return 8
-    if name.endswith(("d",)) and name[:-1].lstrip("r").isdigit():
-        return 4
-    if name.endswith("w") and name[1:-1].isdigit():
-        return 2
-    if name.endswith("b") and name[1:-1].isdigit() or name in ("al", "bl", "cl", "dl", "sil",
-                                                               "dil", "ah", "bh", "ch", "dh"):
-        return 1
-    if name.startswith("r"):
-        return 8
-    if name.startswith("e"):
-        return 4
-    return 2
-
-
-def describe_access(asm: str) -> tuple[str, int]:
-    """("read" or "write", size in bytes; 0 unknown) of the x86-64 instruction ASM (GDB's AT&T
-    disassembly): the memory operand last is a write (a read-modify-write is read first, as
-    valgrind says), elsewhere a read; the size from the mnemonic's suffix or a register."""
-    asm = asm.split("#")[0].strip()
-    mnemonic, _, rest = asm.partition(" ")
-    operands = [o.strip() for o in re.split(r",(?![^(]*\))", rest.strip()) if o.strip()]
-    memory = [i for i, o in enumerate(operands) if _MEMORY.search(o)]
-    access = "write" if memory and memory[-1] == len(operands) - 1 and len(operands) > 1 \
-        and mnemonic.startswith(("mov", "vmov", "stos", "set")) else "read"
-    regs = [o for i, o in enumerate(operands) if i not in memory and o.startswith("%")]
-    if mnemonic.startswith(("movz", "movs")) and len(mnemonic) >= 6 and mnemonic[4] in _SUFFIX:
-        return access, _SUFFIX[mnemonic[4]]  # movzbl: a byte read
-    if regs:
-        return access, _reg_size(regs[0][1:])
-    if mnemonic[-1] in _SUFFIX and mnemonic not in ("movsb", "movsw"):
-        return access, _SUFFIX[mnemonic[-1]]
-    return access, 0
-
 
 class _Recording(Protocol):
     path: str | None
