@@ -43,7 +43,7 @@ struct in {
     const unsigned char *p, *end;
 };
 
-static int get(struct in *s, uint64_t *v)
+static int get_long(struct in *s, uint64_t *v)
 {
     uint64_t x = 0;
     for (int shift = 0; shift <= 63; shift += 7) {
@@ -59,6 +59,17 @@ static int get(struct in *s, uint64_t *v)
         }
     }
     return -1;
+}
+
+/* a varint of `s` into *v: 0, or -1 when cut short or over 64 bits. Most are one byte (a stack
+ * predicted, a small delta or size): read here, inline; the others by get_long */
+static inline int get(struct in *s, uint64_t *v)
+{
+    if (s->p < s->end && *s->p < 0x80) {
+        *v = *s->p++;
+        return 0;
+    }
+    return get_long(s, v);
 }
 
 static int valid_op(unsigned char op)
@@ -175,9 +186,13 @@ static int sink_text(struct sink *k, const void *p, size_t n, int ends_line)
 
 /* a heap record: its text (`line`, `n` bytes), or its packed event (compact.h); 0, -1 out of
  * memory, 1 the direct output cannot hold it (what the text path would leave to Python: a
- * STACK of 32 bits or more, a decimal field of more than 18 digits) */
-static int sink_event(struct sink *k, const char *tag, int op, const uint64_t *v, int nv, int hexes,
-                      const char *line, int n)
+ * STACK of 32 bits or more, a decimal field of more than 18 digits). `v` holds 5 values for an
+ * allocation, 4 for a release, whatever `nv` says: the arguments are copied 24 bytes at once
+ * (those past NARGS are overwritten by the next event or lie past the output's end). Inline:
+ * it runs for every heap record. */
+static inline __attribute__((always_inline)) int
+sink_event(struct sink *k, const char *tag, int op, const uint64_t *v, int nv, int hexes,
+           const char *line, int n)
 {
     if (!k->direct)
         return sink_text(k, line, (size_t)n, 1);
@@ -199,7 +214,7 @@ static int sink_event(struct sink *k, const char *tag, int op, const uint64_t *v
     p[3] = 0;
     memcpy(p + 4, &stack, 4);
     memcpy(p + 8, &result, 8);
-    memcpy(p + 16, alloc ? v + 2 : v + 1, 8 * (size_t)nargs);
+    memcpy(p + 16, alloc ? v + 2 : v + 1, 24); /* reserved: 16 + 24 bytes */
     k->out->n += 8 * (size_t)(2 + nargs);
     k->tail = 0;
     k->bol = 1;
@@ -342,7 +357,7 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 stack = predicted;
             else if (get(&s[FSTK], &stack))
                 BAD("a block's streams are cut short or corrupt");
-            uint64_t v[2] = {stack, ptr};
+            uint64_t v[4] = {stack, ptr}; /* sink_event copies 3 arguments */
             if (!k->direct)
                 n = record(line, tag_of[kind], v, 2, 2);
             int rs = sink_event(k, tag_of[kind], op_of[kind], v, 2, 2, line, n);

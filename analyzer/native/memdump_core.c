@@ -107,7 +107,9 @@ static uint64_t packed_event(const struct mdc *c, const char *p, struct event *e
     ev->nid = id != 0 && (c->nodes.flags[id] & MARKED) ? -(int64_t)id : (int64_t)id;
     ev->tid = c->tid;
     memcpy(&ev->result, p + 8, 8);
-    memcpy(ev->args, p + 16, 8 * nargs);
+    /* all three at once (arguments past NARGS are read by no operation): past the event, the
+     * next one's bytes or the buffer's SLACK */
+    memcpy(ev->args, p + 16, sizeof ev->args);
     return 16 + 8 * nargs;
 }
 
