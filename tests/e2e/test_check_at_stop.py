@@ -82,3 +82,24 @@ def test_without_redzones_the_stops_say_nothing(tmp_path: Path) -> None:
     assert records == []
     assert "memdump check-heap" not in result.output
     assert "heap not checked" not in result.output
+
+
+def test_a_stop_inside_the_recorder_is_skipped_and_said_once(tmp_path: Path) -> None:
+    """`break` on the recorder's own allocation (a user stepping into malloc would stop there):
+    each stop inside it is skipped, said at the first; the breakpoint gone, the next stop
+    finds the overrun."""
+    dump = tmp_path / "inside.memdump"
+    commands = ["set environment MEMDUMP_REDZONE 16", "set breakpoint pending on",
+                f"memdump -o {dump}", "break rz_malloc",
+                f"break {marker(SOURCE, 'first', 'BREAK')}", "run", "continue", "delete 1",
+                "continue", "continue"]
+    result = run_gdb(gdb_argv(commands, [program("redzone_stops"), "overrun"]), dump)
+    assert "exited normally" in result.output, result.describe()
+    inside = between(result.output, "rz_malloc (", "Breakpoint 2, first ()")
+    assert inside.count("rz_malloc (") == 2, inside
+    assert result.output.count("memdump: heap not checked at this stop: ") == 1
+    assert ("memdump: heap not checked at this stop: thread 1 stopped inside the recorder (an "
+            "allocator call) (said once; memdump check-heap asks again)") in inside
+    first = between(result.output, "Breakpoint 2, first ()", "exited normally")
+    assert first.splitlines()[2] == HEADER
+    assert result.output.count("heap block overrun") == 1
