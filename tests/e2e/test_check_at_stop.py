@@ -1,9 +1,10 @@
 """The red zones checked at every stop GDB shows (`set memdump check-at-stop`, docs/heap-errors.md
 "Red zones") on tests/programs/redzone_stops.c: an overrun made before a breakpoint is said at
 that stop, in memdump check-heap's words, once (the next stop is silent, and the block's free
-finds nothing more); with the setting off no stop says anything and the free finds it; a stop
-inside a signal handler is skipped, said once, and the next stop finds it; a recording without
-red zones says nothing at its stops.
+finds nothing more); one the block's free found before the stop is said at it, once; with the
+setting off no stop says anything and the free finds it; a stop inside a signal handler or the
+recorder is skipped, said once, and the next stop finds it; a recording without red zones says
+nothing at its stops.
 """
 
 from __future__ import annotations
@@ -56,6 +57,20 @@ def test_the_overrun_is_said_at_the_next_stop_once(tmp_path: Path) -> None:
     assert first.splitlines()[2:] == [HEADER, finding(records[0]), ""]
     assert result.output.count("memdump check-heap") == 1
     assert result.output.count("heap block overrun") == 1
+
+
+def test_what_a_free_found_is_said_at_the_next_stop_once(tmp_path: Path) -> None:
+    """The overrun found by the recorder at the block's free, before any stop: said at the next
+    stop, with where it was found; the stop after it silent."""
+    result, records = stops(tmp_path, "freed", ["first", "second"])
+    assert records == [[records[0][0], "overrun", records[0][2], "20", "0", "1", "free"]]
+    first = between(result.output, "Breakpoint 1, first ()", "Breakpoint 2, second ()")
+    assert first.splitlines()[2:] == [
+        "memdump: 1 zone(s) found changed since the last stop (hc records in the dump; "
+        "memdump-analyze reports them with their stacks)",
+        finding(records[0]) + ", found at its free", ""]
+    assert result.output.count("heap block overrun") == 1
+    assert "memdump check-heap" not in result.output
 
 
 def test_the_setting_off_leaves_it_to_the_free(tmp_path: Path) -> None:

@@ -3,6 +3,8 @@
  *
  *   overrun      one byte past a 20-byte block, then two stops (BREAK: first, BREAK: second)
  *                before the block's free
+ *   freed        the same overrun, then the block's free (FREE: freed, where the recorder finds
+ *                it), then a stop (BREAK: first) and another (BREAK: second)
  *   handler      the same overrun, then a stop inside a SIGUSR1 handler (BREAK: handler), then
  *                one after it (BREAK: second)
  *   many N       N live blocks of 32 bytes, then 20 stops at BREAK: many (the cost of a stop's
@@ -59,10 +61,17 @@ int main(int argc, char **argv)
     const char *mode = argc > 1 ? argv[1] : "";
     if (strcmp(mode, "many") == 0)
         return many(argc > 2 ? atol(argv[2]) : 100000);
-    if (strcmp(mode, "overrun") != 0 && strcmp(mode, "handler") != 0)
+    if (strcmp(mode, "overrun") != 0 && strcmp(mode, "handler") != 0 &&
+        strcmp(mode, "freed") != 0)
         return 2;
     char *p = overrun();
     sink = p;
+    if (strcmp(mode, "freed") == 0) {
+        free(p);  // FREE: freed
+        first();
+        second();
+        return 0;
+    }
     if (strcmp(mode, "handler") == 0) {
         signal(SIGUSR1, on_usr1);
         raise(SIGUSR1);

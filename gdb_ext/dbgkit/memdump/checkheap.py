@@ -24,8 +24,8 @@ from ..core.recorder import PATH_MAX, PATH_OFFSET, REDZONE_FIELDS, REDZONE_OFFSE
 from ..inferior_call import call
 from .attach import OneThreadCall
 
-__all__ = ["CheckRefused", "NoRedZones", "Target", "check_heap", "describe_record", "prepare",
-           "run"]
+__all__ = ["CheckRefused", "NoRedZones", "Target", "check_heap", "counters", "describe_record",
+           "hc_records", "prepare", "run"]
 
 KINDS = {"overrun": "heap block overrun", "underrun": "heap block underrun",
          "freed": "write after free"}
@@ -93,27 +93,38 @@ def prepare() -> Target:
     return Target(address, function, read(address + PATH_OFFSET, PATH_MAX).split(b"\0", 1)[0])
 
 
-def run(target: Target) -> tuple[int, list[str]]:
-    """Call the check in the selected thread alone: how many zones it found changed, and the
-    lines that say it."""
+def counters(target: Target) -> tuple[int, int]:
+    """The recorder's count of red-zone records written so far, and the dump's end."""
     inferior = gdb.selected_inferior()
 
     def read(at: int, size: int) -> bytes:
         return bytes(inferior.read_memory(at, size))
 
-    before = Control(target.control, read, lambda at, data: None).load().end
+    end = Control(target.control, read, lambda at, data: None).load().end
+    _tail, _quarantine, errors = struct.unpack("<3Q", read(target.control + REDZONE_OFFSET, 24))
+    return errors, end
+
+
+def hc_records(target: Target, start: int, end: int) -> list[list[str]]:
+    """The `hc` records of the dump between offsets START and END (their fields after the tag)."""
+    with open(os.fsdecode(target.path), "rb") as f:
+        f.seek(start)
+        text = f.read(end - start).decode("ascii", "replace")
+    return [line.split(" ")[1:] for line in text.splitlines() if line.startswith("hc ")]
+
+
+def run(target: Target) -> tuple[int, list[str]]:
+    """Call the check in the selected thread alone: how many zones it found changed, and the
+    lines that say it."""
+    _errors, before = counters(target)
     with OneThreadCall():
         found = call(target.function)
-    after = Control(target.control, read, lambda at, data: None).load().end
+    _errors, after = counters(target)
     lines = [f"memdump check-heap: {found} zone(s) found changed"
              + (" (hc records in the dump; memdump-analyze reports them with their stacks)"
                 if found else "")]
     if found:
-        with open(os.fsdecode(target.path), "rb") as f:
-            f.seek(before)
-            text = f.read(after - before).decode("ascii", "replace")
-        lines += ["  " + describe_record(line.split(" ")[1:])
-                  for line in text.splitlines() if line.startswith("hc ")]
+        lines += ["  " + describe_record(fields) for fields in hc_records(target, before, after)]
     return found, lines
 
 

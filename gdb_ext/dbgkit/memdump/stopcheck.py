@@ -5,7 +5,9 @@ When the program stops in GDB (a breakpoint, a signal, a step, Ctrl-C) while a r
 zones is on, the check `memdump check-heap` makes runs by itself (checkheap.py: one call into the
 recorder in the stopped thread alone, scheduler-locking on, no other thread resumed), and what it
 finds is said before the prompt in the same words. The recorder fills a changed zone with its
-pattern again once it wrote its record, so each finding is said at one stop only.
+pattern again once it wrote its record, so each finding is said at one stop only. What the
+recorder found by itself since the previous stop (at a free, or as a block left the quarantine)
+is read from the dump and said first, once.
 
 A stop where the call is unsafe is skipped: a thread holds the recorder's lock or stopped inside
 the recorder (an allocator call half done), the stopped thread runs a signal handler (the code it
@@ -18,7 +20,16 @@ from __future__ import annotations
 import gdb
 
 from .. import output, settings
-from .checkheap import CheckRefused, NoRedZones, Target, prepare, run
+from .checkheap import (
+    CheckRefused,
+    NoRedZones,
+    Target,
+    counters,
+    describe_record,
+    hc_records,
+    prepare,
+    run,
+)
 from .checks import CMD
 
 __all__ = ["StopCheck"]
@@ -90,22 +101,33 @@ def _safe_target() -> Target | None:
     return target
 
 
+#: where a zone the recorder found changed by itself was found (an `hc` record's FOUND)
+FOUND_AT = {"free": "found at its free", "quarantine": "found as it left the quarantine"}
+
+
 class StopCheck:
-    """One recording's check at its stops: the reasons it was skipped, said once each."""
+    """One recording's check at its stops: the reasons it was skipped, said once each, and
+    where the previous stop left the dump and the recorder's count of red-zone records."""
 
     def __init__(self) -> None:
         self.said: set[str] = set()
+        self.path = b""
+        self.errors = 0
+        self.end = 0
 
     def at_stop(self) -> None:
-        """Check the heap at this stop, when the setting is on and a call is safe; say what was
-        found (nothing when nothing was)."""
+        """Check the heap at this stop, when the setting is on and a call is safe; say what the
+        recorder found by itself since the last stop, then what the check found (nothing when
+        nothing was)."""
         if not settings.get("check-at-stop"):
             return
         try:
             target = _safe_target()
             if target is None:
                 return
-            found, lines = run(target)
+            lines = self._found_since(target)
+            found, checked = run(target)
+            self.errors, self.end = counters(target)
         except Unsafe as exc:
             self._skip(exc.kind, str(exc))
             return
@@ -113,7 +135,25 @@ class StopCheck:
             self._skip("call", f"the call into the recorder failed ({exc})")
             return
         if found:
+            lines += checked
+        if lines:
             output.block("\n".join(lines))
+
+    def _found_since(self, target: Target) -> list[str]:
+        """The zones the recorder found changed at a free or as a block left the quarantine
+        since the last stop (in the dump; said here once)."""
+        if target.path != self.path:  # a new dump: from its start
+            self.path, self.errors, self.end = target.path, 0, 0
+        errors, end = counters(target)
+        if errors == self.errors:
+            return []
+        records = [fields for fields in hc_records(target, self.end, end)
+                   if fields[-1] in FOUND_AT]
+        if not records:
+            return []
+        return ([f"memdump: {len(records)} zone(s) found changed since the last stop (hc "
+                 "records in the dump; memdump-analyze reports them with their stacks)"]
+                + [f"  {describe_record(fields)}, {FOUND_AT[fields[-1]]}" for fields in records])
 
     def _skip(self, kind: str, why: str) -> None:
         if kind in self.said:
