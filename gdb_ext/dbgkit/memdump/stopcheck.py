@@ -10,8 +10,10 @@ recorder found by itself since the previous stop (at a free, or as a block left 
 is read from the dump and said first, once.
 
 A stop where the call is unsafe is skipped: a thread holds the recorder's lock or stopped inside
-the recorder (an allocator call half done), the stopped thread runs a signal handler (the code it
-interrupted may be the allocator's), or it has exited; why is said once per recording and reason.
+the recorder (an allocator call half done: any thread's newest frame, or one of the stopped
+thread's newest frames, in the recorder's library), the stopped thread runs a signal handler
+(the code it interrupted may be the allocator's), or it has exited; why is said once per
+recording and reason.
 A program without red zones, or a core file, is skipped without a word.
 """
 
@@ -34,7 +36,7 @@ from .checks import CMD
 
 __all__ = ["StopCheck"]
 
-#: frames of the stopped thread looked at for a signal handler's trampoline
+#: frames of the stopped thread looked at for a signal handler's trampoline or the recorder
 SIGNAL_FRAMES = 256
 
 
@@ -46,23 +48,26 @@ class Unsafe(Exception):
         self.kind = kind
 
 
-def _in_signal_handler() -> bool:
+def _stopped_in(library: str | None) -> str | None:
+    """What the stopped thread's newest frames (SIGNAL_FRAMES of them) are inside: "signal" (a
+    handler's trampoline), "recorder" (a frame in LIBRARY, an allocator call half done), None."""
     frame: gdb.Frame | None = gdb.newest_frame()
     for _ in range(SIGNAL_FRAMES):
         if frame is None:
-            return False
+            return None
         if frame.type() == gdb.SIGTRAMP_FRAME:
-            return True
+            return "signal"
+        if library is not None and gdb.solib_name(frame.pc()) == library:
+            return "recorder"
         try:
             frame = frame.older()
         except gdb.error:
-            return False
-    return False
+            return None
+    return None
 
 
-def _inside_recorder(target: Target, stopped: gdb.InferiorThread) -> int | None:
-    """The global number of a thread whose newest frame is in the recorder's library, if any."""
-    library = gdb.solib_name(target.function)
+def _inside_recorder(library: str | None, stopped: gdb.InferiorThread) -> int | None:
+    """The global number of a thread whose newest frame is in the recorder's LIBRARY, if any."""
     if library is None:
         return None
     try:
@@ -92,9 +97,11 @@ def _safe_target() -> Target | None:
         return None
     except CheckRefused as exc:
         raise Unsafe("lock", str(exc).split(":", 1)[0]) from None
-    if _in_signal_handler():
+    library = gdb.solib_name(target.function)
+    inside_of = _stopped_in(library)
+    if inside_of == "signal":
         raise Unsafe("signal", f"thread {thread.num} stopped in a signal handler")
-    inside = _inside_recorder(target, thread)
+    inside = thread.num if inside_of == "recorder" else _inside_recorder(library, thread)
     if inside is not None:
         raise Unsafe("recorder", f"thread {inside} stopped inside the recorder (an allocator "
                                  "call)")
