@@ -119,6 +119,15 @@ SETTINGS: tuple[Setting, ...] = (
         "(memdump --guard SPEC for one recording); empty: none.",
     ),
     Setting(
+        "check-at-stop",
+        gdb.PARAM_BOOLEAN,
+        True,
+        "check of the red zones at every stop",
+        "on: with red zones (MEMDUMP_REDZONE, memdump.sh --redzones), each stop GDB shows runs "
+        "memdump check-heap's check in the stopped thread alone and says what it found before "
+        "the prompt (docs/heap-errors.md); off: only memdump check-heap checks.",
+    ),
+    Setting(
         "scan-time-limit",
         gdb.PARAM_ZUINTEGER,
         120,

@@ -43,6 +43,10 @@ SETTINGS = [
      "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, fn:NAME, "
      "comma-separated; a faulting access stops GDB at the instruction and memdump reports it "
      "(memdump --guard SPEC for one recording); empty: none."),
+    ("check-at-stop", "on|off", "on", "check of the red zones at every stop",
+     "on: with red zones (MEMDUMP_REDZONE, memdump.sh --redzones), each stop GDB shows runs "
+     "memdump check-heap's check in the stopped thread alone and says what it found before the "
+     "prompt (docs/heap-errors.md); off: only memdump check-heap checks."),
     ("scan-time-limit", "N", "120",
      "time limit in seconds of the pointer scan at the program's exit",
      "Past it the dump says timeout and the leak kinds are unknown; 0 turns the scan off."),

@@ -159,10 +159,11 @@ COMMANDS: dict[str, tuple[str, str, tuple[int, int, str] | None]] = {
         '  children on|off                  recording of the processes the program starts (default off)\n'
         '  locks on|off                     counting of pthread mutex and rwlock calls by the in-process recorder (default off)\n'
         "  guard SPEC                       SPEC of the in-process recorder's guard pages (default none)\n"
+        '  check-at-stop on|off             check of the red zones at every stop (default on)\n'
         "  scan-time-limit N                time limit in seconds of the pointer scan at the program's exit (default 120)\n"
         '  compact on|off                   compaction of the dump when its recording ends (default on)\n'
     ),
-        (8, 45, (
+        (8, 46, (
         'into a dump file; analyse it with memdump-analyze. Without a subcommand, start\n'
         'recording: at once on a live process, else when it runs; each later run of the\n'
         'program is recorded into a new dump until memdump stop. In batch mode (gdb\n'

@@ -34,6 +34,7 @@ from .breaks import Breaks
 from .checks import CMD, cannot_record, guarded
 from .signals import FATAL_SIGNALS, dies_of
 from .status import State, status_of
+from .stopcheck import StopCheck
 from .tags import set_flags
 
 __all__ = ["Backend", "Recording", "State"]
@@ -177,6 +178,8 @@ class Recording:
         self.stop_when_idle = False
         #: `memdump --guard`'s SPEC, which the in-process backend hands its recorder at start
         self.guard = ""
+        #: the red zones checked at the stops GDB shows (`set memdump check-at-stop`)
+        self.stop_check = StopCheck()
         self.backend: Backend = backend(self)
         #: the backend made for it, whatever it fell back to: the next run's (`mode`)
         self.chosen = self.backend.mode
@@ -411,11 +414,16 @@ class Recording:
     def _stop_event(self, event: gdb.StopEvent) -> None:
         if self.state == State.RECORDING:
             self.clock.stopped()
-        if self.state != State.RECORDING or not isinstance(event, gdb.SignalEvent):
+        if self.state != State.RECORDING:
             return
         ours = self.inferior.pid == self.pid
-        if ours and self.backend.signal_stop(event):
+        if ours and isinstance(event, gdb.SignalEvent) and self.backend.signal_stop(event):
             return  # the backend's own stop: a guard page's fault, reported, the program goes on
+        if (ours and not self.stop_when_idle
+                and gdb.selected_inferior().num == self.inferior.num):
+            self.stop_check.at_stop()  # a stop the user sees: the red zones checked
+        if not isinstance(event, gdb.SignalEvent):
+            return
         if event.stop_signal in FATAL_SIGNALS or (ours and dies_of(self.pid, event.stop_signal)):
             self.backend.fatal_stop(event.stop_signal)
             # A signal the program does not catch ends it when it goes on: this stop is the last
