@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 import pytest
-from memdump_e2e import GDB_TIMEOUT, Commanded, build_dir, gdb_argv, marker
+from memdump_e2e import GDB_TIMEOUT, Commanded, analyze, build_dir, gdb_argv, marker
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -161,7 +161,8 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
     """The recorded blocks keep their stacks and kinds, the older ones found by the walk are
     grouped by type, of unknown origin: both sets valgrind's, block for block, the scan having
     seen the new blocks an old one holds (reachable, indirectly lost)."""
-    prog, out = _record(tmp_path / "attach.memdump", ["memdump leaks", "memdump leaks --json"])
+    dump = tmp_path / "attach.memdump"
+    prog, out = _record(dump, ["memdump leaks", "memdump leaks --json"])
     try:
         prog.send("exit")  # it ran on, untraced, and ends as it would have
         assert prog.proc.wait(timeout=GDB_TIMEOUT) == 0
@@ -178,6 +179,9 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
                      (marker(SRC, "new-connection").line, "definite"): (112, 2),
                      (marker(SRC, "latest").line, "reachable"): (64, 1),
                      (marker(SRC, "held").line, "indirect"): (48, 1)}
+    # the dump's own scan, at the detach, scanned the older blocks too (left out of the dump)
+    ended = analyze(dump).summary["leak_kinds"]
+    assert {k: (v["bytes"], v["blocks"]) for k, v in ended.items()} == {**after, "unknown": (0, 0)}
     old = doc["before_recording"]
     assert (old["origin"], old["source"], old["problems"]) == ("unknown", "process", [])
     totals = {k: tuple(v) for k, v in old["totals"].items()}

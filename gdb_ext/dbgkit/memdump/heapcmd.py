@@ -15,54 +15,22 @@ from typing import TYPE_CHECKING
 import gdb
 
 from .. import output
-from ..core import procfs, ptrace
 from ..core.heap import view
 from ..core.heap.merge import split_records, unknown_kinds, unrecorded
-from ..core.heap.source import CoreFile, HeapSourceError, ThreadState, thread_state
+from ..core.heap.source import CoreFile, HeapSourceError
 from ..core.heap.survey import survey
 from ..core.heap.walk import WalkError
 from .checks import CMD
+from .heapsource import GdbProcess
 from .scan import pointer_scan
 
 if TYPE_CHECKING:
     from .recording import Recording
 
-__all__ = ["BeforeRecording", "GdbProcess", "before_recording", "heap_command",
-           "leaks_without_recording", "open_source"]
+__all__ = ["BeforeRecording", "before_recording", "heap_command", "leaks_without_recording",
+           "open_source"]
 
 _CORE_FILE = re.compile(r"^\s*`(.*)', file type", re.MULTILINE)
-
-
-class GdbProcess:
-    """The process GDB has attached or started, stopped: GDB is its tracer, so its threads'
-    registers are read with PTRACE_GETREGS and its memory through /proc/PID/mem (the heap walk's
-    interface: source.LiveProcess's, without attaching again). EXCLUDE: (start, end) of memory
-    that is not the program's (the in-process recorder's) and holds no root."""
-
-    kind = "process"
-
-    def __init__(self, inferior: gdb.Inferior, exclude: tuple[int, int] | None = None) -> None:
-        self.pid = inferior.pid
-        if any(t.is_running() for t in inferior.threads()):
-            raise HeapSourceError(f"process {self.pid} is running: interrupt it first (Ctrl-C)")
-        maps = procfs.read_maps(self.pid)
-        if exclude is not None:
-            maps = [m for m in maps if m.end <= exclude[0] or m.start >= exclude[1]]
-        self.maps = maps
-        self.threads: list[ThreadState] = []
-        for thread in inferior.threads():
-            regs = ptrace.get_regs(thread.ptid[1])
-            if regs is not None:
-                self.threads.append(thread_state(thread.ptid[1], tuple(
-                    getattr(regs, n) for n, _ in ptrace.Regs._fields_)))
-        try:
-            self.memory = procfs.ProcessMemory(self.pid)
-        except OSError as exc:
-            raise HeapSourceError(f"process {self.pid}: {exc.strerror or exc}") from None
-        self.read = self.memory.read
-
-    def close(self) -> None:
-        self.memory.close()
 
 
 def _core_path(inferior: gdb.Inferior) -> str | None:
@@ -190,7 +158,7 @@ def before_recording(session: Recording) -> BeforeRecording | None:
     chunk, type from its contents), and one pointer scan over both sets. None where the
     recording's own scan stands: not attached, after the exit's scan, the scan turned off, a
     thread inside an allocator call (the heap is being changed), or a heap that cannot be
-    walked (memdump says so)."""
+    walked (the recording's scan says so)."""
     if not session.attached or session.final_scan is not None or session.scan_time_limit == 0 \
             or not session.inferior.pid or session.calls_in_progress():
         return None
@@ -199,8 +167,7 @@ def before_recording(session: Recording) -> BeforeRecording | None:
     exclude = session.recorder_memory()
     try:
         walk_doc = walked(kinds=False, exclude=exclude)
-    except gdb.GdbError as exc:
-        output.warn(CMD, f"{exc}; the blocks allocated before the recording are left out")
+    except gdb.GdbError:  # the recording's own scan tries the walk again, and says why
         return None
     recorded = session.live_blocks()
     unknown = unrecorded(walk_doc["blocks"], recorded)
@@ -218,3 +185,4 @@ def before_recording(session: Recording) -> BeforeRecording | None:
     doc["kinds"] = unknown_kinds(old, unknown, label_of, result.engine)
     return BeforeRecording(LiveScan(status, result.root_bytes, result.block_bytes, millis, mine),
                            doc)
+
