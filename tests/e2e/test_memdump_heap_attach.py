@@ -6,6 +6,7 @@ of the same program run from the start."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import queue
@@ -16,9 +17,10 @@ import subprocess
 import threading
 import time
 from pathlib import Path
+from typing import IO
 
 import pytest
-from memdump_e2e import GDB_TIMEOUT, Commanded, analyze, build_dir, gdb_argv, marker
+from memdump_e2e import GDB_TIMEOUT, REPO, Commanded, analyze, build_dir, gdb_argv, marker
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -32,15 +34,15 @@ class Lines:
     """GDB's output lines, read by a thread so that waiting for one never blocks past its
     deadline (a readline on GDB's pipe would wait for ever if GDB said nothing)."""
 
-    def __init__(self, proc: subprocess.Popen[str]) -> None:
+    def __init__(self, stream: IO[str] | None) -> None:
         self.seen: list[str] = []
         self._queue: queue.Queue[str | None] = queue.Queue()
-        self._thread = threading.Thread(target=self._read, args=(proc,), daemon=True)
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
         self._thread.start()
 
-    def _read(self, proc: subprocess.Popen[str]) -> None:
-        assert proc.stdout is not None
-        for line in proc.stdout:
+    def _read(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
             self._queue.put(line)
         self._queue.put(None)
 
@@ -86,7 +88,7 @@ def _record(dump: Path, commands: list[str]) -> tuple[Commanded, str]:
     gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     try:
-        lines = Lines(gdb)
+        lines = Lines(gdb.stdout)
         lines.wait_for(STARTED)
         assert prog.ask("more") == "ok"
         _wait_for_read(prog.proc.pid)
@@ -122,11 +124,12 @@ def _number(text: str) -> int:
     return int(text.replace(",", ""))
 
 
+@functools.cache
 def valgrind_sets() -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
     """valgrind's leak check of heapwalk_attach run from the start, after `more`: kind ->
     (bytes, blocks) of the blocks `more` allocated (its loss records whose stack passes through
     more(): requested bytes, as the recording counts them) and of the others (allocated before:
-    usable bytes, as the heap walk counts them)."""
+    usable bytes, as the heap walk counts them). Run once for the module's tests."""
     exe = build_dir() / "tests" / "programs" / "heapwalk_attach_valgrind"
     if not exe.exists() or shutil.which("valgrind") is None:
         pytest.skip("valgrind or its memcheck.h is not installed")
@@ -215,3 +218,32 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
         assert [line.replace("LEAK 6", "LEAK 5").replace("LEAK 7", "LEAK 6")
                 .replace("LEAK 8", "LEAK 7") for line in text.splitlines()
                 if "`Connection`" in line or "`graph::Node`" in line] == program_leaks
+
+
+def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
+    """memdump.sh -p PID records a window of the running program; its end (the detach) scans the
+    older blocks with the recorded ones: the dump's kinds are valgrind's, the program runs on."""
+    dump = tmp_path / "window.memdump"
+    prog = Commanded("heapwalk_attach")
+    mode = ["--breakpoints"] if memdump_mode == "breakpoints" else []
+    script = subprocess.Popen([str(REPO / "scripts" / "memdump.sh"), *mode, "-o", str(dump), "-p",
+                               str(prog.proc.pid)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        Lines(script.stderr).wait_for((f"memdump.sh: recording process {prog.proc.pid}",))
+        assert prog.ask("more") == "ok"
+        _wait_for_read(prog.proc.pid)
+        script.send_signal(signal.SIGINT)
+        script.wait(timeout=GDB_TIMEOUT)
+        assert script.returncode == 0
+        assert prog.ask("hello") == "?"  # untraced, it answers on
+        prog.send("exit")
+        assert prog.proc.wait(timeout=GDB_TIMEOUT) == 0
+    finally:
+        prog.kill()
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+    after, _ = valgrind_sets()
+    kinds = analyze(dump).summary["leak_kinds"]
+    assert {k: (v["bytes"], v["blocks"]) for k, v in kinds.items()} == {**after, "unknown": (0, 0)}
