@@ -5,7 +5,9 @@
  * bytes each, C++ objects with a vtable: definitely lost), a leaked cycle of two `graph::Node`s
  * (16 bytes each: one definitely, one indirectly lost), a `Registry` the global `registry` points
  * at (32 bytes, still reachable) holding a 100-byte block (reachable), and a 200-byte scratch block
- * (reachable until freed). It says "ready" and answers each line on its stdin with one line:
+ * (reachable until freed); first a thread with an arena of its own allocates 300 bytes its stack
+ * holds (reachable) and leaks two blocks of 40, then waits for ever. It says "ready" and answers
+ * each line on its stdin with one line:
  *   more  after the attach: frees the scratch block, allocates 200 bytes again (glibc gives back
  *         the same chunk: a recorded block) and leaks it, leaks two new `Connection`s, stores a new
  *         64-byte block in the old Registry (reachable through an old block only), and a new
@@ -14,9 +16,11 @@
  *   exit  exits 0
  * Every figure is the program's own: valgrind run from the start (VALGRIND_DO_LEAK_CHECK at "more"'s
  * end in heapwalk_attach_valgrind) gives the same kinds. */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #ifdef HEAPWALK_VALGRIND
 #include <valgrind/memcheck.h>
 #endif
@@ -46,6 +50,31 @@ struct Registry {
 Registry *registry;            /* the program's one root into the heap */
 static char *scratch;
 static Connection *first_lost; /* forgotten before the attach: cleared below */
+
+static int idle[2]; /* the worker waits on it for ever */
+static pthread_mutex_t ready_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t ready_cond = PTHREAD_COND_INITIALIZER;
+static int ready;
+
+static void __attribute__((noinline)) worker_leaks(void) {
+    for (int i = 0; i < 2; i++)
+        memset(malloc(40), 0x55, 40);              /* leaked in the thread's arena */
+}
+
+/* A thread with an arena of its own: a block its stack holds, two leaked; then it waits. */
+static void *worker(void *) {
+    char *kept = static_cast<char *>(malloc(300)); /* reachable from its stack */
+    memset(kept, 0x06, 300);
+    worker_leaks();
+    pthread_mutex_lock(&ready_lock);
+    ready = 1;
+    pthread_cond_signal(&ready_cond);
+    pthread_mutex_unlock(&ready_lock);
+    char c;
+    while (read(idle[0], &c, 1) < 0) {
+    }
+    return kept;
+}
 
 static void __attribute__((noinline)) before(void) {
     for (int i = 0; i < 5; i++) {
@@ -78,6 +107,13 @@ static void __attribute__((noinline)) more(void) {
 }
 
 int main(void) {
+    pthread_t thread;
+    if (pipe(idle) != 0 || pthread_create(&thread, nullptr, worker, nullptr) != 0)
+        return 1;
+    pthread_mutex_lock(&ready_lock);
+    while (!ready)
+        pthread_cond_wait(&ready_cond, &ready_lock);
+    pthread_mutex_unlock(&ready_lock);
     before();
     first_lost = static_cast<Connection *>(
         reinterpret_cast<void *>(reinterpret_cast<unsigned long>(first_lost) ^ 0x5a5a5a5a5a5aUL));
