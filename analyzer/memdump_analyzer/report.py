@@ -25,7 +25,7 @@ from .wording import plural
 __all__ = ["REPORT_FORMAT", "REPORT_VERSION", "dumps_json", "render_json", "render_text"]
 
 REPORT_FORMAT = "memdump-report"
-REPORT_VERSION = "1.8"
+REPORT_VERSION = "1.9"
 
 #: `--gen-suppressions`: the suppression text of a listed leak group and its number in the list
 SuppressionOf = Callable[[Group, int], str]

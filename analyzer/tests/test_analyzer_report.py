@@ -64,7 +64,7 @@ def test_json_keys() -> None:
         "symbolized_frames",
         "suppressed",
     }
-    assert (report["format"], report["version"]) == ("memdump-report", "1.8")
+    assert (report["format"], report["version"]) == ("memdump-report", "1.9")
     assert report["suppressed"] is None
     assert report["not_shown"] == {"groups": 0, "bytes": 0, "blocks": 0}
     assert report["end"] == {"reason": "exit", "detail": 0, "seq": 7}

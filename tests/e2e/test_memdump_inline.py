@@ -87,7 +87,7 @@ def test_inlined_frames_in_the_dump_and_the_report(build: str, unwinder: str,
     run = record(build, dump=dump, before=[f"set memdump unwinder {unwinder}"])
     report = analyze(dump)
     what = f"{build}, unwinder {unwinder}\n{report.dumps()}\n{run.describe()}"
-    assert report.data["version"] == "1.8"
+    assert report.data["version"] == "1.9"
     stacks = _groups_by_size(report.data)
     assert _json_frames(stacks[32]) == _user_frames("session"), what
     _check_reserve(_json_frames(stacks[128]), what)

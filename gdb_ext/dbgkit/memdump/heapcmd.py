@@ -1,58 +1,36 @@
 """`memdump heap` and `memdump leaks` without a recording: glibc's heap of the process GDB is
 attached to (stopped), or of the core file GDB opened, walked by core.heap (docs/heapwalk.md):
 the blocks by type and size class with each arena's free bytes and fragmentation; valgrind's leak
-kinds for every block, grouped by type since no stack is known."""
+kinds for every block, grouped by type since no stack is known. After a late attach with a
+recording, `memdump leaks` scans the recorded blocks together with the walked blocks the
+recording does not know (allocated before it began), grouped by type (`BeforeRecording`)."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import gdb
 
 from .. import output
-from ..core import procfs, ptrace
 from ..core.heap import view
-from ..core.heap.source import CoreFile, HeapSourceError, ThreadState, thread_state
+from ..core.heap.merge import split_records, unknown_kinds, unrecorded
+from ..core.heap.source import CoreFile, HeapSourceError
 from ..core.heap.survey import survey
 from ..core.heap.walk import WalkError
 from .checks import CMD
+from .heapsource import GdbProcess
+from .scan import pointer_scan
 
-__all__ = ["GdbProcess", "heap_command", "leaks_without_recording", "open_source"]
+if TYPE_CHECKING:
+    from .recording import Recording
+
+__all__ = ["BeforeRecording", "before_recording", "heap_command", "leaks_without_recording",
+           "open_source"]
 
 _CORE_FILE = re.compile(r"^\s*`(.*)', file type", re.MULTILINE)
-
-
-class GdbProcess:
-    """The process GDB has attached or started, stopped: GDB is its tracer, so its threads'
-    registers are read with PTRACE_GETREGS and its memory through /proc/PID/mem (the heap walk's
-    interface: source.LiveProcess's, without attaching again). EXCLUDE: (start, end) of memory
-    that is not the program's (the in-process recorder's) and holds no root."""
-
-    kind = "process"
-
-    def __init__(self, inferior: gdb.Inferior, exclude: tuple[int, int] | None = None) -> None:
-        self.pid = inferior.pid
-        if any(t.is_running() for t in inferior.threads()):
-            raise HeapSourceError(f"process {self.pid} is running: interrupt it first (Ctrl-C)")
-        maps = procfs.read_maps(self.pid)
-        if exclude is not None:
-            maps = [m for m in maps if m.end <= exclude[0] or m.start >= exclude[1]]
-        self.maps = maps
-        self.threads: list[ThreadState] = []
-        for thread in inferior.threads():
-            regs = ptrace.get_regs(thread.ptid[1])
-            if regs is not None:
-                self.threads.append(thread_state(thread.ptid[1], tuple(
-                    getattr(regs, n) for n, _ in ptrace.Regs._fields_)))
-        try:
-            self.memory = procfs.ProcessMemory(self.pid)
-        except OSError as exc:
-            raise HeapSourceError(f"process {self.pid}: {exc.strerror or exc}") from None
-        self.read = self.memory.read
-
-    def close(self) -> None:
-        self.memory.close()
 
 
 def _core_path(inferior: gdb.Inferior) -> str | None:
@@ -140,3 +118,71 @@ def leaks_without_recording(args) -> None:
     lost = sum(totals[k][0] for k in ("definite", "indirect", "possible"))
     blocks = sum(totals[k][1] for k in ("definite", "indirect", "possible"))
     _emit(text, args.report, f"{lost:,} bytes in {blocks:,} blocks lost")
+
+
+#: the end of a leak line of a block allocated before the recording began
+ORIGIN = ", allocated before the recording began"
+
+
+@dataclass(frozen=True)
+class BeforeRecording:
+    """`memdump leaks` at a stop of a recording that began with an attach: SCAN, the pointer
+    scan's records of the recorded blocks (a memdump_analyzer.LiveScan, the recording's report
+    takes it as its own scan), and DOC, the survey's document (core.heap.survey) of the blocks
+    it does not know, with their kinds (`kinds`); None when the scan gave no kinds."""
+
+    scan: object
+    doc: dict | None
+
+    def text(self, kinds: frozenset[str] | None, top: int | None, first: int) -> str:
+        """The blocks of unknown origin after the recording's report, its leaks numbered on
+        from FIRST."""
+        if self.doc is None:
+            return ""
+        title = ("allocated before the recording began (the heap walked: blocks of unknown "
+                 "origin, grouped by type)")
+        return view.leaks_text(self.doc, kinds, top, title=title, first=first, origin=ORIGIN)
+
+    def json(self, kinds: frozenset[str] | None, top: int | None, first: int) -> dict | None:
+        """The report's `before_recording` (docs/report-format.md)."""
+        if self.doc is None:
+            return None
+        doc = view.leaks_json(self.doc, kinds, top, first)
+        del doc["format"], doc["version"]
+        return doc
+
+
+def before_recording(session: Recording) -> BeforeRecording | None:
+    """At a stop of SESSION, a recording that began on a running process: the heap walked, every
+    block in use that the recording does not know taken as allocated before it (size from its
+    chunk, type from its contents), and one pointer scan over both sets. None where the
+    recording's own scan stands: not attached, after the exit's scan, the scan turned off, a
+    thread inside an allocator call (the heap is being changed), or a heap that cannot be
+    walked (the recording's scan says so)."""
+    if not session.attached or session.final_scan is not None or session.scan_time_limit == 0 \
+            or not session.inferior.pid or session.calls_in_progress():
+        return None
+    from memdump_analyzer import LiveScan
+
+    exclude = session.recorder_memory()
+    try:
+        walk_doc = walked(kinds=False, exclude=exclude)
+    except gdb.GdbError:  # the recording's own scan tries the walk again, and says why
+        return None
+    recorded = session.live_blocks()
+    unknown = unrecorded(walk_doc["blocks"], recorded)
+    labels, codes = walk_doc["types"]["labels"], walk_doc["types"]["codes"]
+    label_of = {a: tuple(labels[c]) for (a, _), c in zip(walk_doc["blocks"], codes, strict=True)
+                if a in unknown}
+    status, result, millis = pointer_scan(session.inferior, session.pid, session.read_some,
+                                          {**recorded, **unknown}, session.scan_time_limit,
+                                          False, exclude=exclude)
+    if result is None:
+        return BeforeRecording(LiveScan(status, millis=millis), None)
+    mine, old = split_records(result.records(), unknown)
+    doc = {key: walk_doc[key] for key in ("source", "symbols", "problems")}
+    doc["blocks"] = [[a, unknown[a]] for a in sorted(unknown)]
+    doc["kinds"] = unknown_kinds(old, unknown, label_of, result.engine)
+    return BeforeRecording(LiveScan(status, result.root_bytes, result.block_bytes, millis, mine),
+                           doc)
+

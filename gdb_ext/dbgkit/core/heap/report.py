@@ -6,10 +6,11 @@ bytes are the blocks' usable sizes (the heap does not remember the requests)."""
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
 from .blocktypes import LABEL_OFFSET
 
-__all__ = ["KIND_WORDS", "group_by_type", "plural", "types_json"]
+__all__ = ["KIND_WORDS", "group_by_type", "group_labelled", "plural", "types_json"]
 
 #: valgrind's words for the scan's kinds
 KIND_WORDS = {"definite": "definitely lost", "indirect": "indirectly lost",
@@ -34,10 +35,15 @@ def types_json(labels: list[tuple[str, str]], codes) -> dict:
 def group_by_type(kind_blocks: list, labels: list[tuple[str, str]], codes) -> dict:
     """kind -> [[type, how, bytes, blocks], ...] largest first, from the scan's blocks
     ([address, size, kind, extra], in the walk's block order) and their type codes."""
+    return group_labelled(kind_blocks, (labels[code + LABEL_OFFSET] for code in codes))
+
+
+def group_labelled(kind_blocks: list, block_labels: Iterable[tuple[str, str]]) -> dict:
+    """group_by_type's groups from each block's (type, how) label, in KIND_BLOCKS' order."""
     sums: dict[str, dict[tuple[str, str], list[int]]] = defaultdict(lambda: defaultdict(
         lambda: [0, 0]))
-    for (_, size, kind, _), code in zip(kind_blocks, codes, strict=True):
-        entry = sums[kind][labels[code + LABEL_OFFSET]]
+    for (_, size, kind, _), label in zip(kind_blocks, block_labels, strict=True):
+        entry = sums[kind][tuple(label)]
         entry[0] += size
         entry[1] += 1
     return {kind: sorted(([name, how, b, n] for (name, how), (b, n) in groups.items()),

@@ -92,14 +92,15 @@ def heap_text(view: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _leaks(doc: dict, kinds: frozenset[str] | None, top: int | None) -> tuple[list, list]:
+def _leaks(doc: dict, kinds: frozenset[str] | None, top: int | None,
+           first: int = 1) -> tuple[list, list]:
     """The numbered leak groups ([number, kind, type, how, bytes, blocks]) and the reachable
     ones, as the driver's text report orders them, those of KINDS only (None: all), the TOP
-    largest leaks only."""
+    largest leaks only, numbered from FIRST."""
     groups = doc["kinds"]["groups"]
     leaks = sorted(((g, kind) for kind in _LEAK_KINDS for g in groups.get(kind, [])),
                    key=lambda e: (-e[0][2], -e[0][3], e[0][0]))
-    numbered = [[n, kind, *g] for n, (g, kind) in enumerate(leaks, 1)
+    numbered = [[n, kind, *g] for n, (g, kind) in enumerate(leaks, first)
                 if kinds is None or kind in kinds]
     reachable = [["reachable", *g] for g in groups.get("reachable", [])
                  if kinds is None or "reachable" in kinds]
@@ -108,9 +109,11 @@ def _leaks(doc: dict, kinds: frozenset[str] | None, top: int | None) -> tuple[li
     return numbered, reachable
 
 
-def leaks_json(doc: dict, kinds: frozenset[str] | None = None, top: int | None = None) -> dict:
-    """`memdump leaks --json` without a recording: the leaks by kind and type, the totals."""
-    numbered, reachable = _leaks(doc, kinds, top)
+def leaks_json(doc: dict, kinds: frozenset[str] | None = None, top: int | None = None,
+               first: int = 1) -> dict:
+    """`memdump leaks --json` without a recording: the leaks by kind and type, the totals (the
+    leaks numbered from FIRST)."""
+    numbered, reachable = _leaks(doc, kinds, top, first)
     return {"format": LEAKS_FORMAT, "version": VERSION, "source": doc["source"],
             "symbols": doc["symbols"], "blocks": len(doc["blocks"]),
             "bytes": sum(s for _, s in doc["blocks"]), "engine": doc["kinds"]["engine"],
@@ -123,13 +126,14 @@ def leaks_json(doc: dict, kinds: frozenset[str] | None = None, top: int | None =
 
 
 def leaks_text(doc: dict, kinds: frozenset[str] | None = None, top: int | None = None,
-               title: str | None = None) -> str:
+               title: str | None = None, first: int = 1, origin: str = "") -> str:
     """`memdump leaks` without a recording, the driver's --text report's lines (all kinds, no
-    TOP, no TITLE: the same text)."""
-    numbered, reachable = _leaks(doc, kinds, top)
+    TOP, no TITLE: the same text); the leaks numbered from FIRST, each line ending in ORIGIN
+    (", allocated before the recording began")."""
+    numbered, reachable = _leaks(doc, kinds, top, first)
     lines = [title] if title else []
     lines += _head(doc, len(doc["blocks"]), sum(s for _, s in doc["blocks"]))
-    lines += [f"LEAK {n}: {b:,} bytes in {plural(c)} of `{t}` ({h}), {KIND_WORDS[k]}"
+    lines += [f"LEAK {n}: {b:,} bytes in {plural(c)} of `{t}` ({h}), {KIND_WORDS[k]}{origin}"
               for n, k, t, h, b, c in numbered]
     lines += [f"reachable: {b:,} bytes in {plural(c)} of `{t}` ({h})"
               for _, t, h, b, c in reachable]

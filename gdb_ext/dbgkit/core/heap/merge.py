@@ -1,0 +1,56 @@
+"""A late attach's recording and the heap walk together (docs/heapwalk.md, "After a late
+attach"): the walk's blocks that hold no block the recording knows were allocated before it
+began, their origin unknown; one pointer scan over both sets, so that an old block pointing at a
+new one makes it reachable and the other way round; the kinds of the old blocks grouped by type,
+as without a recording."""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Iterable
+
+from .. import reach
+from .report import group_labelled
+
+__all__ = ["split_records", "unknown_kinds", "unrecorded"]
+
+
+def unrecorded(blocks: Iterable[tuple[int, int]], recorded: dict[int, int]) -> dict[int, int]:
+    """The walk's BLOCKS ((address, usable size) in address order) that hold no block of
+    RECORDED (address -> size): address -> usable size. A chunk the recorder saw freed and
+    allocated again is in RECORDED (the recording's); one freed since the attach is free in the
+    walk, so in neither; a recorded block inside a walked one (an aligned allocation's) makes it
+    the recording's."""
+    known = sorted(recorded)
+    out = {}
+    for start, size in blocks:
+        k = bisect.bisect_left(known, start)
+        if k < len(known) and known[k] < start + size:
+            continue
+        out[start] = size
+    return out
+
+
+def split_records(records: Iterable[tuple[int, str, str | None]], unknown: dict[int, int],
+                  ) -> tuple[list[tuple[int, str, str | None]], list[tuple[int, str, str | None]]]:
+    """The scan's (address, kind, extra) records of every block: (the recorded blocks', the
+    UNKNOWN blocks'), each in address order."""
+    recorded, old = [], []
+    for record in records:
+        (old if record[0] in unknown else recorded).append(record)
+    return recorded, old
+
+
+def unknown_kinds(old: list[tuple[int, str, str | None]], unknown: dict[int, int],
+                  label_of: dict[int, tuple[str, str]], engine: str) -> dict:
+    """The `kinds` of the survey's document (survey.py) for the blocks of unknown origin: OLD
+    their scan records, UNKNOWN their sizes, LABEL_OF their (type, how) by address."""
+    totals = {k: [0, 0] for k in reach.KINDS}
+    blocks = []
+    for addr, kind, extra in old:
+        size = unknown[addr]
+        totals[kind][0] += size
+        totals[kind][1] += 1
+        blocks.append([addr, size, kind, extra])
+    groups = group_labelled(blocks, (label_of.get(b[0], ("?", "unknown")) for b in blocks))
+    return {"engine": engine, "totals": totals, "blocks": blocks, "groups": groups}

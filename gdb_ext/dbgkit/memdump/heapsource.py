@@ -1,0 +1,69 @@
+"""The process GDB is attached to as the heap walk's source (core.heap.source's interface, GDB
+being its tracer already), and the blocks of its heap that a recording begun with an attach does
+not know: allocated before it (docs/heapwalk.md, "After a late attach")."""
+
+from __future__ import annotations
+
+import gdb
+
+from .. import output
+from ..core import procfs, ptrace
+from ..core.heap.merge import unrecorded
+from ..core.heap.source import HeapSourceError, ThreadState, thread_state
+from ..core.heap.walk import WalkError, walk
+from .checks import CMD
+
+__all__ = ["GdbProcess", "older_blocks"]
+
+
+class GdbProcess:
+    """The process GDB has attached or started, stopped: GDB is its tracer, so its threads'
+    registers are read with PTRACE_GETREGS and its memory through /proc/PID/mem (the heap walk's
+    interface: source.LiveProcess's, without attaching again). EXCLUDE: (start, end) of memory
+    that is not the program's (the in-process recorder's) and holds no root."""
+
+    kind = "process"
+
+    def __init__(self, inferior: gdb.Inferior, exclude: tuple[int, int] | None = None) -> None:
+        self.pid = inferior.pid
+        if any(t.is_running() for t in inferior.threads()):
+            raise HeapSourceError(f"process {self.pid} is running: interrupt it first (Ctrl-C)")
+        maps = procfs.read_maps(self.pid)
+        if exclude is not None:
+            maps = [m for m in maps if m.end <= exclude[0] or m.start >= exclude[1]]
+        self.maps = maps
+        self.threads: list[ThreadState] = []
+        for thread in inferior.threads():
+            regs = ptrace.get_regs(thread.ptid[1])
+            if regs is not None:
+                self.threads.append(thread_state(thread.ptid[1], tuple(
+                    getattr(regs, n) for n, _ in ptrace.Regs._fields_)))
+        try:
+            self.memory = procfs.ProcessMemory(self.pid)
+        except OSError as exc:
+            raise HeapSourceError(f"process {self.pid}: {exc.strerror or exc}") from None
+        self.read = self.memory.read
+
+    def close(self) -> None:
+        self.memory.close()
+
+
+def older_blocks(inferior: gdb.Inferior, recorded: dict[int, int],
+                 exclude: tuple[int, int] | None) -> dict[int, int] | None:
+    """The blocks of INFERIOR's heap (every thread stopped) that hold none of RECORDED, the
+    blocks a recording that began with an attach knows: address -> usable size, for the scan of
+    the recording's end (scan.pointer_scan). None when the heap cannot be walked (memdump says
+    why): the scan then takes the heap around the recorded blocks for a root, as before."""
+    try:
+        source = GdbProcess(inferior, exclude)
+    except HeapSourceError as exc:
+        output.warn(CMD, f"blocks allocated before the recording not walked: {exc}")
+        return None
+    try:
+        result = walk(source)
+    except WalkError as exc:
+        output.warn(CMD, f"blocks allocated before the recording not walked: {exc}")
+        return None
+    finally:
+        source.close()
+    return unrecorded(zip(result.blocks.starts, result.blocks.sizes, strict=True), recorded)

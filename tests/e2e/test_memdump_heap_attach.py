@@ -1,0 +1,256 @@
+"""`memdump leaks` after a late attach with a recording (gdb -p PID, memdump, continue, stop): the
+recorded blocks by stack, the blocks allocated before the attach found by the heap walk, of unknown
+origin, grouped by type, all scanned together (heapcmd.before_recording), on
+tests/programs/heapwalk_attach.cpp; the kinds and blocks of both sets equal valgrind's leak check
+of the same program run from the start."""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+from typing import IO
+
+import pytest
+from memdump_e2e import GDB_TIMEOUT, REPO, Commanded, analyze, build_dir, gdb_argv, marker
+
+pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
+
+SRC = "heapwalk_attach.cpp"
+#: GDB's line once the process records
+STARTED = ("memdump: in-process recorder: loaded", "recording with breakpoints",
+           "memdump: recording process")
+
+
+class Lines:
+    """GDB's output lines, read by a thread so that waiting for one never blocks past its
+    deadline (a readline on GDB's pipe would wait for ever if GDB said nothing)."""
+
+    def __init__(self, stream: IO[str] | None) -> None:
+        self.seen: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        self._thread = threading.Thread(target=self._read, args=(stream,), daemon=True)
+        self._thread.start()
+
+    def _read(self, stream: IO[str] | None) -> None:
+        assert stream is not None
+        for line in stream:
+            self._queue.put(line)
+        self._queue.put(None)
+
+    def wait_for(self, what: tuple[str, ...], seconds: float = GDB_TIMEOUT) -> None:
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                line = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"GDB said none of {what} within {seconds} s:\n" + "".join(self.seen))
+            if line is None:
+                pytest.fail(f"GDB ended before {what}:\n" + "".join(self.seen))
+            self.seen.append(line)
+            if any(w in line for w in what):
+                return
+
+    def rest(self, seconds: float = GDB_TIMEOUT) -> str:
+        self._thread.join(seconds)
+        if self._thread.is_alive():
+            pytest.fail(f"GDB's output did not end within {seconds} s:\n" + "".join(self.seen))
+        while (line := self._queue.get_nowait()) is not None:
+            self.seen.append(line)
+        return "".join(self.seen)
+
+
+def _wait_for_read(pid: int, seconds: float = GDB_TIMEOUT) -> None:
+    """Until process PID waits in read(0, ...) for its next command: stopped as it writes its
+    answer, its registers would still hold what `more` left in them (a stale copy of a lost
+    block's address in r9, memset's), which valgrind's check inside `more` never sees."""
+    deadline = time.monotonic() + seconds
+    while Path(f"/proc/{pid}/syscall").read_text().split()[:2] != ["0", "0x0"]:
+        if time.monotonic() > deadline:
+            pytest.fail(f"process {pid} did not come back to read its stdin within {seconds} s")
+        time.sleep(0.01)
+
+
+def _record(dump: Path, commands: list[str]) -> tuple[Commanded, str]:
+    """heapwalk_attach started, attached late: memdump, continue, `more` answered while
+    recorded, stopped by SIGINT; COMMANDS at that stop, then detach. (the program, GDB's output)"""
+    prog = Commanded("heapwalk_attach")
+    argv = gdb_argv([f"memdump -o {dump}", "continue", *commands, "detach"],
+                    attach=prog.proc.pid)
+    gdb = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = Lines(gdb.stdout)
+        lines.wait_for(STARTED)
+        assert prog.ask("more") == "ok"
+        _wait_for_read(prog.proc.pid)
+        os.kill(prog.proc.pid, signal.SIGINT)  # GDB stops it there (keeps the signal)
+        gdb.wait(timeout=GDB_TIMEOUT)
+        out = lines.rest()
+    except BaseException:
+        prog.kill()
+        raise
+    finally:
+        if gdb.poll() is None:
+            gdb.kill()
+            gdb.wait()
+    assert gdb.returncode == 0, out
+    assert "Traceback" not in out, out
+    return prog, out
+
+
+#: valgrind's words for the kinds
+_VALGRIND_KINDS = {"definitely lost": "definite", "indirectly lost": "indirect",
+                   "possibly lost": "possible", "still reachable": "reachable"}
+_LOSS = re.compile(r"^==\d+== ([\d,]+)(?: \(([\d,]+) direct, [\d,]+ indirect\))? bytes in "
+                   r"([\d,]+) blocks are (definitely lost|indirectly lost|possibly lost|"
+                   r"still reachable) in loss record")
+
+
+def usable(request: int) -> int:
+    """malloc_usable_size() of a block of REQUEST bytes from glibc's heap (x86-64)."""
+    return max(32, (request + 8 + 15) & ~15) - 8
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+@functools.cache
+def valgrind_sets() -> tuple[dict[str, tuple[int, int]], dict[str, tuple[int, int]]]:
+    """valgrind's leak check of heapwalk_attach run from the start, after `more`: kind ->
+    (bytes, blocks) of the blocks `more` allocated (its loss records whose stack passes through
+    more(): requested bytes, as the recording counts them) and of the others (allocated before:
+    usable bytes, as the heap walk counts them). Run once for the module's tests."""
+    exe = build_dir() / "tests" / "programs" / "heapwalk_attach_valgrind"
+    if not exe.exists() or shutil.which("valgrind") is None:
+        pytest.skip("valgrind or its memcheck.h is not installed")
+    run = subprocess.run(["valgrind", "--leak-check=full", "--show-leak-kinds=all", str(exe)],
+                         input="more\nexit\n", capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    head = run.stderr.index("LEAK SUMMARY")  # the check at `more`'s end, not the one at exit
+    records = re.split(r"\n==\d+== \n", run.stderr[:head])
+    after = {k: (0, 0) for k in _VALGRIND_KINDS.values()}
+    before = dict(after)
+    for record in records:
+        found = _LOSS.search(record.strip())
+        if found is None:
+            continue
+        total, direct, blocks, words = found.groups()
+        nbytes, count = _number(direct or total), _number(blocks)
+        kind = _VALGRIND_KINDS[words]
+        if "more()" in record:
+            after[kind] = (after[kind][0] + nbytes, after[kind][1] + count)
+        else:
+            assert nbytes % count == 0, record  # one size a record here: its usable size
+            before[kind] = (before[kind][0] + usable(nbytes // count) * count,
+                            before[kind][1] + count)
+    return after, before
+
+
+def _json(out: str) -> dict:
+    return json.JSONDecoder().raw_decode(out, out.index("\n{") + 1)[0]
+
+
+def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
+    """The recorded blocks keep their stacks and kinds, the older ones found by the walk are
+    grouped by type, of unknown origin: both sets valgrind's, block for block, the scan having
+    seen the new blocks an old one holds (reachable, indirectly lost)."""
+    dump = tmp_path / "attach.memdump"
+    prog, out = _record(dump, ["memdump leaks", "memdump leaks --json"])
+    try:
+        prog.send("exit")  # it ran on, untraced, and ends as it would have
+        assert prog.proc.wait(timeout=GDB_TIMEOUT) == 0
+    finally:
+        prog.kill()
+    after, before = valgrind_sets()
+    doc = _json(out)
+    assert doc["version"] == "1.9"
+    recorded = {k: (v["bytes"], v["blocks"]) for k, v in doc["summary"]["leak_kinds"].items()}
+    assert recorded == {**after, "unknown": (0, 0)}
+    sites = {(g["stack"][0]["line"], g["leak_kind"]): (g["bytes"], g["blocks"])
+             for g in doc["leaks"]}
+    assert sites == {(marker(SRC, "reused").line, "definite"): (200, 1),
+                     (marker(SRC, "new-connection").line, "definite"): (112, 2),
+                     (marker(SRC, "latest").line, "reachable"): (64, 1),
+                     (marker(SRC, "held").line, "indirect"): (48, 1)}
+    # the dump's own scan, at the detach, scanned the older blocks too (left out of the dump)
+    ended = analyze(dump).summary["leak_kinds"]
+    assert {k: (v["bytes"], v["blocks"]) for k, v in ended.items()} == {**after, "unknown": (0, 0)}
+    old = doc["before_recording"]
+    assert (old["origin"], old["source"], old["problems"]) == ("unknown", "process", [])
+    totals = {k: tuple(v) for k, v in old["totals"].items()}
+    origin = ", allocated before the recording began"
+    program_leaks = [  # the program's own, numbered on from the 4 recorded groups
+        f"280 bytes in 5 blocks of `Connection` (vtable), definitely lost{origin}",
+        f"80 bytes in 2 blocks of `?` (unknown), definitely lost{origin}",  # the thread's
+        f"24 bytes in 1 block of `graph::Node` (vtable), definitely lost{origin}",
+        f"24 bytes in 1 block of `graph::Node` (vtable), indirectly lost{origin}"]
+    text = out[out.index("allocated before the recording began (the heap walked"):]
+    if memdump_mode == "breakpoints":
+        assert totals == before
+        assert (old["blocks"], old["bytes"]) == (sum(n for _, n in before.values()),
+                                               sum(b for b, _ in before.values()))
+        assert text.splitlines()[:9] == [  # docs/heapwalk.md's example, "After a late attach"
+            "allocated before the recording began (the heap walked: blocks of unknown origin, "
+            "grouped by type)",
+            "heap of the process: 16 blocks in use, 82,080 bytes; glibc's layout from its debug "
+            "symbols",
+            # the worker thread's DTV, which its TCB points into, as valgrind says
+            f"LEAK 5: 296 bytes in 1 block of `?` (unknown), possibly lost{origin}",
+            *(f"LEAK {n}: {line}" for n, line in enumerate(program_leaks, 6)),
+            "reachable: 81,376 bytes in 6 blocks of `?` (unknown)",
+            "totals: definitely lost 384 bytes in 8 blocks, indirectly lost 24 bytes in 1 block, "
+            "possibly lost 296 bytes in 1 block, still reachable 81,376 bytes in 6 blocks"]
+    else:
+        # loading the recorder into the process (dlopen) made blocks of the dynamic linker's
+        # before the recording began: its link map, the library's name, ... (docs/heapwalk.md)
+        assert {k: totals[k] for k in ("definite", "indirect")} == \
+            {k: before[k] for k in ("definite", "indirect")}
+        # 7 blocks: 6 reachable from ld.so's data, a 2,312-byte segment of _dl_find_object's
+        # table possibly lost (glibc 2.36); the names' lengths depend on the build's path
+        assert (totals["possible"][0] - before["possible"][0], totals["possible"][1]) == \
+            (2312, before["possible"][1] + 1)
+        assert totals["reachable"][1] == before["reachable"][1] + 6
+        loader = [g for g in old["reachable"] if g["type"] == "char[]"]
+        assert loader and all(g["how"] == "string" for g in loader)
+        assert [line.split(": ", 1)[1] for line in text.splitlines() if line.startswith("LEAK ")
+                and ("`Connection`" in line or "`graph::Node`" in line or "80 bytes" in line)] \
+            == program_leaks
+
+
+def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
+    """memdump.sh -p PID records a window of the running program; its end (the detach) scans the
+    older blocks with the recorded ones: the dump's kinds are valgrind's, the program runs on."""
+    dump = tmp_path / "window.memdump"
+    prog = Commanded("heapwalk_attach")
+    mode = ["--breakpoints"] if memdump_mode == "breakpoints" else []
+    script = subprocess.Popen([str(REPO / "scripts" / "memdump.sh"), *mode, "-o", str(dump), "-p",
+                               str(prog.proc.pid)], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        Lines(script.stderr).wait_for((f"memdump.sh: recording process {prog.proc.pid}",))
+        assert prog.ask("more") == "ok"
+        _wait_for_read(prog.proc.pid)
+        script.send_signal(signal.SIGINT)
+        script.wait(timeout=GDB_TIMEOUT)
+        assert script.returncode == 0
+        assert prog.ask("hello") == "?"  # untraced, it answers on
+        prog.send("exit")
+        assert prog.proc.wait(timeout=GDB_TIMEOUT) == 0
+    finally:
+        prog.kill()
+        if script.poll() is None:
+            script.kill()
+            script.wait()
+    after, _ = valgrind_sets()
+    kinds = analyze(dump).summary["leak_kinds"]
+    assert {k: (v["bytes"], v["blocks"]) for k, v in kinds.items()} == {**after, "unknown": (0, 0)}
