@@ -8,6 +8,7 @@ from pathlib import Path
 
 from analyzer_testlib import FIXTURES, LIBC, LIBSTDCXX, REPO, Dump, F, main_at, run_cli
 from memdump_analyzer import analyze, dumps_json, render_json, render_text
+from memdump_analyzer.report import REPORT_VERSION
 
 FRAME_KEYS = {"function", "file", "line", "module", "pc", "offset", "inlined"}
 
@@ -19,6 +20,11 @@ def doc_block(marker: str, lang: str = "") -> str:
     m = re.search(rf"```{lang}\n(.*?)```", section, re.S)
     assert m is not None
     return m.group(1)
+
+
+def test_the_pages_title_names_the_reports_version() -> None:
+    title = (REPO / "docs" / "report-format.md").read_text().splitlines()[0]
+    assert title == f"# memdump reports, version {REPORT_VERSION}"
 
 
 def test_json_worked_example_is_the_fixture_and_the_output() -> None:
