@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
-import tempfile
 from collections.abc import Callable
 from typing import Protocol
 
 import gdb
-from memdump_analyzer.dumpfile import DumpReader
 
 from .. import output, settings
 from ..batchmode import batch_mode
@@ -216,6 +213,12 @@ def _size(fl: list[bytes]) -> int:
 def _block_events(path: str, end: int, lo: int, hi: int, addr: int) -> tuple | None:
     """The block of the pool slot around ADDR (the last made in [LO, HI)) from the dump's first
     END bytes: (block, size, alloc frames, free frames or None)."""
+    # only at a guarded block's fault: not imported for every recording (GDB's start-up)
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from memdump_analyzer.dumpfile import DumpReader  # noqa: PLC0415
+
     work = tempfile.mkdtemp(prefix="memdump-fault-")
     try:
         copy = os.path.join(work, "prefix.memdump")
