@@ -132,3 +132,17 @@ def test_symbolize_bad_input(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"memdump-symbolize: {missing}: "), proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_prompt_after_the_end_reads_the_debug_files(tmp_path: Path) -> None:
+    """Not in batch mode: at the prompt after the program ended, GDB has the debug files that
+    a run without memdump reads (commands from a pipe: GDB still shows its prompt)."""
+    dump = tmp_path / "prompt.memdump"
+    proc = subprocess.run(
+        ["gdb", "-nx", "-q", "-ex", f"source {ROOT / 'gdb_ext' / 'memdump.py'}",
+         "-ex", f"memdump -o {dump}", "-ex", "run", str(program("leak_strdup"))],
+        capture_output=True, text=True, timeout=GDB_TIMEOUT, input=_READ + "\n",
+        env={**os.environ, "MEMDUMP_SYMBOLIZE": str(SYMBOLIZE)})
+    assert dump.is_file(), proc.stdout + proc.stderr
+    assert ("(gdb) ['/lib/x86_64-linux-gnu/libc.so.6', '/lib64/ld-linux-x86-64.so.2']"
+            in proc.stdout.splitlines()), proc.stdout

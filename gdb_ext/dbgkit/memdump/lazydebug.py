@@ -80,15 +80,15 @@ class DebugDeferral:
 
     def _on_stop(self, _event: gdb.StopEvent) -> None:
         read = self.finish(read=True)
-        try:
-            frame = gdb.newest_frame()
-            where = gdb.solib_name(frame.pc())
-        except (RuntimeError, gdb.error):
+        if not read:
             return
-        if where is not None and where in read:
-            # GDB printed the stop's location before any Python ran, from the library's symbol
-            # table alone: again, with its source line now
-            gdb.execute("frame")
+        try:
+            if gdb.solib_name(gdb.newest_frame().pc()) in read:
+                # GDB printed the stop's location before any Python ran, from the library's
+                # symbol table alone: again, with its source line now
+                gdb.execute("frame")
+        except (RuntimeError, gdb.error):
+            pass
 
     def _on_breakpoint(self, breakpoint: gdb.Breakpoint) -> None:
         if breakpoint.visible:  # the user's: its locations from the debug information
