@@ -24,9 +24,12 @@ import os
 import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from .dumpfile import DumpReader
 from .wording import plural
+
+if TYPE_CHECKING:  # the reader is the caller's: GDB's recording imports this module without it
+    from .dumpfile import DumpReader
 
 __all__ = [
     "TOOL", "AddrLineError", "Symbolized", "addr2line", "frames_without_symbols", "sized_symbols",

@@ -4,7 +4,9 @@
 reading and indexing glibc's (libc6-dbg) is most of GDB's time on a small program. memdump then
 reads the lines of the frames the dump holds from those files with memdump-symbolize (libdw,
 gdb_ext/symbolize/). The frames must come out as GDB names them when it reads the files itself:
-function, file, line and inlined calls, frame by frame.
+function, file, line and inlined calls, frame by frame. GDB's one-liner (`memdump` then `run`)
+does the same for the run (gdb_ext/dbgkit/memdump/lazydebug.py), the user's setting put back
+and the files read at the first stop the user sees.
 """
 
 from __future__ import annotations
@@ -27,16 +29,24 @@ pytestmark = [
 ]
 
 
-def _record(tmp_path: Path, name: str, *, read_debug: bool, symbolizer: str) -> Path:
-    dump = tmp_path / f"{name}-{read_debug}-{bool(symbolizer)}.memdump"
+def _gdb(tmp_path: Path, name: str, *, read_debug: bool, symbolizer: str,
+         after: tuple[str, ...] = (), record: bool = True) -> tuple[Path, str]:
+    """GDB's one-liner on NAME (with memdump when RECORD), then the commands AFTER: the dump and
+    GDB's output."""
+    dump = tmp_path / f"{name}-{read_debug}-{Path(symbolizer).name}.memdump"
     early = [] if read_debug else ["-iex", "set debug-file-directory"]
     env = {**os.environ, "MEMDUMP_SYMBOLIZE": symbolizer}
+    memdump = ["-ex", f"memdump -o {dump}"] if record else []
     proc = subprocess.run(
         ["gdb", "-nx", "-batch", *early, "-ex", f"source {ROOT / 'gdb_ext' / 'memdump.py'}",
-         "-ex", f"memdump -o {dump}", "-ex", "run", str(program(name))],
+         *memdump, "-ex", "run", *(a for c in after for a in ("-ex", c)), str(program(name))],
         capture_output=True, text=True, timeout=GDB_TIMEOUT, env=env, stdin=subprocess.DEVNULL)
-    assert dump.is_file(), proc.stdout + proc.stderr
-    return dump
+    assert dump.is_file() or not record, proc.stdout + proc.stderr
+    return dump, proc.stdout
+
+
+def _record(tmp_path: Path, name: str, *, read_debug: bool, symbolizer: str) -> Path:
+    return _gdb(tmp_path, name, read_debug=read_debug, symbolizer=symbolizer)[0]
 
 
 def _frames(dump: Path) -> dict[tuple[str | None, int], tuple]:
@@ -57,13 +67,47 @@ def test_frames_from_debug_files_equal_gdbs(tmp_path: Path, name: str) -> None:
     """Every frame is what GDB says with glibc's debug file read (a thread's clone3, from the
     assembler, named from the symbol tables as GDB does); without memdump-symbolize,
     glibc's frames would have no file and line (GDB's symbol tables only)."""
-    gdb_read = _frames(_record(tmp_path, name, read_debug=True, symbolizer=""))
+    # without memdump-symbolize, GDB reads the debug files (memdump defers nothing)
+    gdb_read = _frames(_record(tmp_path, name, read_debug=True, symbolizer="/nonexistent"))
     late = _frames(_record(tmp_path, name, read_debug=False, symbolizer=str(SYMBOLIZE)))
-    bare = _frames(_record(tmp_path, name, read_debug=False, symbolizer="/nonexistent"))
+    bare = _frames(_record(tmp_path, name, read_debug=False, symbolizer="/nonexistent/x"))
     libc = _libc(gdb_read)
     assert len(libc) >= 2 and all(v[1] for v in libc.values()), libc
     assert late == gdb_read
     assert not any(v[1] for v in _libc(bare).values())
+
+
+_READ = "python print(sorted(o.owner.filename for o in gdb.objfiles() if o.owner))"
+
+
+def test_one_liner_defers_the_debug_files(tmp_path: Path) -> None:
+    """GDB's one-liner reads no separate debug file for a program that just ends, the frames the
+    same as GDB's, and the user's `debug-file-directory` as it was after the run."""
+    gdb_read = _frames(_record(tmp_path, "leak_strdup", read_debug=True, symbolizer="/nonexistent"))
+    dump, out = _gdb(tmp_path, "leak_strdup", read_debug=True, symbolizer=str(SYMBOLIZE),
+                     after=("show debug-file-directory", _READ))
+    assert _frames(dump) == gdb_read
+    lines = out.splitlines()
+    assert lines[-2:] == ['The directory where separate debug symbols are searched for is '
+                          '"/usr/lib/debug".', "[]"], out
+
+
+def test_stop_reads_the_debug_files(tmp_path: Path) -> None:
+    """A stop inside glibc (abort's SIGABRT) during the recording: the debug files read at the
+    stop, the frame printed again with its source line, `bt` as without memdump."""
+    _, plain = _gdb(tmp_path, "crash_abort", read_debug=True, symbolizer=str(SYMBOLIZE),
+                    after=("bt 1", _READ), record=False)
+    _, out = _gdb(tmp_path, "crash_abort", read_debug=True, symbolizer=str(SYMBOLIZE),
+                  after=("bt 1", "show debug-file-directory", _READ))
+    frame = next(line for line in plain.splitlines() if line.startswith("#0  "))
+    assert " at " in frame, plain
+    lines = out.splitlines()
+    assert lines.count(frame) == 2, out  # `frame` at the stop, then `bt 1`
+    shown = lines.index('The directory where separate debug symbols are searched for is '
+                        '"/usr/lib/debug".')
+    read = next(line for line in plain.splitlines() if line.startswith("['"))
+    assert lines[shown + 1] == read == ("['/lib/x86_64-linux-gnu/libc.so.6', "
+                                        "'/lib64/ld-linux-x86-64.so.2']"), (out, plain)
 
 
 def test_memdump_sh_reads_no_debug_file(tmp_path: Path) -> None:
@@ -88,3 +132,17 @@ def test_symbolize_bad_input(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"memdump-symbolize: {missing}: "), proc.stderr
     assert len(proc.stderr.splitlines()) == 1
+
+
+def test_prompt_after_the_end_reads_the_debug_files(tmp_path: Path) -> None:
+    """Not in batch mode: at the prompt after the program ended, GDB has the debug files that
+    a run without memdump reads (commands from a pipe: GDB still shows its prompt)."""
+    dump = tmp_path / "prompt.memdump"
+    proc = subprocess.run(
+        ["gdb", "-nx", "-q", "-ex", f"source {ROOT / 'gdb_ext' / 'memdump.py'}",
+         "-ex", f"memdump -o {dump}", "-ex", "run", str(program("leak_strdup"))],
+        capture_output=True, text=True, timeout=GDB_TIMEOUT, input=_READ + "\n",
+        env={**os.environ, "MEMDUMP_SYMBOLIZE": str(SYMBOLIZE)})
+    assert dump.is_file(), proc.stdout + proc.stderr
+    assert ("(gdb) ['/lib/x86_64-linux-gnu/libc.so.6', '/lib64/ld-linux-x86-64.so.2']"
+            in proc.stdout.splitlines()), proc.stdout

@@ -9,15 +9,11 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import struct
-import tempfile
 from collections.abc import Callable
 from typing import Protocol
 
 import gdb
-from memdump_analyzer.dumpfile import DumpReader
-from memdump_analyzer.faultinsn import describe_access
 
 from .. import output, settings
 from ..batchmode import batch_mode
@@ -33,7 +29,7 @@ from ..core.recorder import (
 from ..inferior_call import call
 from .checks import CMD
 
-__all__ = ["at_fault", "check_spec", "check_spec_setting", "describe_access", "resume",
+__all__ = ["at_fault", "check_spec", "check_spec_setting", "resume",
            "write_spec"]
 
 _SIZES = re.compile(r"(\d{1,18})-(\d{1,18})")
@@ -170,6 +166,12 @@ def _size(fl: list[bytes]) -> int:
 def _block_events(path: str, end: int, lo: int, hi: int, addr: int) -> tuple | None:
     """The block of the pool slot around ADDR (the last made in [LO, HI)) from the dump's first
     END bytes: (block, size, alloc frames, free frames or None)."""
+    # only at a guarded block's fault: not imported for every recording (GDB's start-up)
+    import shutil  # noqa: PLC0415
+    import tempfile  # noqa: PLC0415
+
+    from memdump_analyzer.dumpfile import DumpReader  # noqa: PLC0415
+
     work = tempfile.mkdtemp(prefix="memdump-fault-")
     try:
         copy = os.path.join(work, "prefix.memdump")
@@ -223,6 +225,7 @@ def at_fault(session: Faulted, event: gdb.StopEvent) -> bool:
     frame = gdb.newest_frame()
     pc = frame.pc()
     asm = frame.architecture().disassemble(pc)[0]["asm"]
+    from memdump_analyzer.faultinsn import describe_access  # noqa: PLC0415 - at a fault only
     access, width = describe_access(asm)
     page = 4096
     stride = words["guard_slot_bytes"] + page

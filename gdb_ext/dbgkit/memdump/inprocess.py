@@ -39,6 +39,7 @@ from .bpbackend import BreakpointBackend
 from .breakpoints import EntryBreakpoint, ExitBreakpoint, format_call_args, install_hooks
 from .breaks import BREAK_AT, BREAK_FUNCTION, BreakBreakpoint
 from .checks import CMD
+from .lazydebug import DebugDeferral
 from .preload import Preload
 from .scan import pointer_scan
 from .status import State
@@ -87,6 +88,7 @@ class InProcessBackend:
         self.pending: dict = {}
         self.control: Control | None = None
         self._preload = Preload(library)
+        self._debug = DebugDeferral()
         self._hooks: dict[int, EntryBreakpoint] = {}  # none: the recorder hooks the allocator
         self._exit_hooks: dict[int, ExitBreakpoint] = {}
         self._configure_hooks: dict[int, gdb.Breakpoint] = {}
@@ -121,6 +123,8 @@ class InProcessBackend:
         except gdb.GdbError:
             self._preload.restore()
             raise
+        if rec.state == State.ARMED and not rec.again and not rec.attached:
+            self._debug.start(rec.guard)
         if rec.state == State.ARMED and not rec.again and not rec.attached and note is None:
             output.info(CMD, f"in-process recorder: {self.library} is preloaded into the program "
                              "(memdump --breakpoints records without loading anything)")
@@ -463,6 +467,8 @@ class InProcessBackend:
     def before_finish(self) -> None:
         rec = self.rec
         self._preload.restore()
+        if rec.state == State.ARMED:  # disarmed before the program ran
+            self._debug.finish(read=True)
         if rec.writer is None or rec.failed:
             return
         if self.control is None and rec.state == State.RECORDING and self._awaiting_recorder:

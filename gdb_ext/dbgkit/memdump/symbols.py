@@ -17,8 +17,8 @@ from ..core.dumpwriter import FrameInfo, InlinedInto
 from ..core.procmaps import ModuleMap
 
 __all__ = [
-    "MIN_PC", "call_site", "demangle", "from_debug_files", "gdb_backtrace", "minimal_symbol",
-    "resolve", "symbolizer",
+    "MIN_PC", "call_site", "debug_file", "demangle", "from_debug_files", "gdb_backtrace",
+    "minimal_symbol", "resolve", "symbolizer",
 ]
 
 # Below this, a "program counter" is a null or small integer read from a corrupt or foreign frame.
@@ -125,17 +125,21 @@ def resolve(pc: int, modules: ModuleMap) -> FrameInfo:
 DEBUG_ROOT = "/usr/lib/debug"
 
 
-def _debug_file(objfile: gdb.Objfile) -> str | None:
-    """The separate debug file of OBJFILE's module that GDB did not read, when it exists by
-    build id (`.build-id/xx/rest.debug`, as libc6-dbg installs them) or beside its path."""
+def debug_file(objfile: gdb.Objfile, roots: tuple[str, ...] = (DEBUG_ROOT,)) -> str | None:
+    """The separate debug file of OBJFILE's module under one of ROOTS (GDB's
+    `debug-file-directory`), by build id (`.build-id/xx/rest.debug`, as libc6-dbg installs
+    them) or by its path (ROOT + the module's real path); None when there is none."""
     build_id = getattr(objfile, "build_id", None)
-    if build_id and len(build_id) > 2:
-        path = os.path.join(DEBUG_ROOT, ".build-id", build_id[:2], build_id[2:] + ".debug")
-        if os.path.isfile(path):
-            return path
     name = objfile.filename or ""
-    path = DEBUG_ROOT + os.path.realpath(name) if name.startswith("/") else ""
-    return path if path and os.path.isfile(path) else None
+    for root in roots:
+        if build_id and len(build_id) > 2:
+            path = os.path.join(root, ".build-id", build_id[:2], build_id[2:] + ".debug")
+            if os.path.isfile(path):
+                return path
+        real = os.path.realpath(name) if name.startswith("/") else ""
+        if real and os.path.isfile(root + real) and os.path.realpath(root + real) != real:
+            return root + real
+    return None
 
 
 def symbolizer() -> str | None:
@@ -170,7 +174,7 @@ def from_debug_files(frames: dict[int, FrameInfo]) -> dict[int, FrameInfo]:
              if o.owner is None and o.filename and o.filename.startswith("/")}
     for module, fids in by_module.items():
         objfile = debug.get(os.path.realpath(module))
-        if objfile is None or _has_debug_info(objfile) or _debug_file(objfile) is None:
+        if objfile is None or _has_debug_info(objfile) or debug_file(objfile) is None:
             continue
         from memdump_analyzer import symbolize  # noqa: PLC0415 - only when a module needs it
 
