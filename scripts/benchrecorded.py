@@ -36,8 +36,9 @@ CPPCHECK_SOURCES = ("recorder.c", "unwind.c", "intern.c")
 VIEWS = ("peak", "hotspots", "temporary", "lifetimes", "timeline", "sizes")
 #: the report's views by tag, phase and growth, and the heap map at the peak (two passes)
 TAG_VIEWS = (("--by-tag",), ("--phases",), ("--growth",), ("--heap-map", "--at", "peak"))
-#: the exports (docs/exports.md) and the SARIF report, each written to a file
-EXPORTS = ("pprof", "collapsed", "massif", "html", "sarif")
+#: the exports (docs/exports.md), the SARIF report and heaptrack's data file, each written to a
+#: file
+EXPORTS = ("pprof", "collapsed", "massif", "html", "sarif", "heaptrack")
 
 
 class BenchError(Exception):

@@ -49,8 +49,15 @@ __all__ = ["HEAPTRACK_VERSION", "function_name", "machine", "write"]
 #: what the `v` line says: heaptrack 1.4.0, file format 3 (sized strings)
 HEAPTRACK_VERSION = (0x10400, 3)
 
-#: the operations heaptrack does not see (memdump_api.h's custom blocks)
-_SKIPPED = frozenset((b"custom_alloc", b"custom_free"))
+#: how the pass reads each operation: the frees and the plain allocations (most of a dump's
+#: events) without `dumpformat.effect`, whose answer for them they write out; the operations
+#: heaptrack does not see (memdump_api.h's custom blocks) skipped; the others through `effect`
+_RELEASE, _MAKE, _SKIP, _OTHER = range(4)
+_KINDS = {
+    **dict.fromkeys((b"free", b"delete", b"delete[]"), _RELEASE),
+    **dict.fromkeys((b"malloc", b"new", b"new[]"), _MAKE),
+    **dict.fromkeys((b"custom_alloc", b"custom_free"), _SKIP),
+}
 
 
 class _Events:
@@ -101,30 +108,48 @@ class _Events:
     def run(self) -> None:
         write = self.out.write
         live = self.live
+        infos = self.infos
+        trace_of = self.trace_of
         reader = self.reader
         for seq, fl, _ in decode(reader, state=True):
             tag = fl[0]
             if tag == b"e":
                 op = fl[3]
-                if op in _SKIPPED:
+                kind = _KINDS.get(op, _OTHER)
+                if kind == _RELEASE:  # free, delete, delete[]: what effect() says of them
+                    released = int(fl[6], 0)
+                    if released:
+                        info = live.pop(released, None)
+                        if info is not None:
+                            write(b"- %x\n" % info)
                     continue
-                result = 0 if fl[5] == b"-" else int(fl[5], 16)
-                released, made, size = effect(op.decode(), result,
-                                              tuple(int(a, 0) for a in fl[6:]))
-                if released is not None:
-                    info = live.pop(released, None)
-                    if info is not None:
-                        write(b"- %x\n" % info)
-                if made is not None:
-                    node = int(fl[4])
-                    key = (size, self.trace(node))
-                    info = self.infos.get(key)
-                    if info is None:
-                        info = self.infos[key] = len(self.infos)
-                        self.nodes.append(node)
-                        write(b"a %x %x\n" % key)
-                    live[made] = info
-                    write(b"+ %x\n" % info)
+                if kind == _MAKE:  # malloc, new, new[]
+                    size = int(fl[6], 0)
+                    made = 0 if fl[5] == b"-" else int(fl[5], 16)
+                    if not made:
+                        continue
+                elif kind == _SKIP:
+                    continue
+                else:
+                    result = 0 if fl[5] == b"-" else int(fl[5], 16)
+                    released, made, size = effect(op.decode(), result,
+                                                  tuple(int(a, 0) for a in fl[6:]))
+                    if released is not None:
+                        info = live.pop(released, None)
+                        if info is not None:
+                            write(b"- %x\n" % info)
+                    if made is None:
+                        continue
+                node = int(fl[4])
+                trace = trace_of.get(node)
+                key = (size, trace if trace is not None else self.trace(node))
+                info = infos.get(key)
+                if info is None:
+                    info = infos[key] = len(infos)
+                    self.nodes.append(node)
+                    write(b"a %x %x\n" % key)
+                live[made] = info
+                write(b"+ %x\n" % info)
             elif tag == b"c":
                 millis, rss = reader.clock_sample(fl, seq)
                 write(b"c %x\n" % millis)
@@ -240,7 +265,12 @@ def write(dump: str, path: str, *, symbolize: bool = True) -> None:
     page_size, pages = machine()
     with DumpReader(dump) as reader, tempfile.TemporaryFile() as events:
         run = _Events(reader, events, page_size)
-        run.run()
+        try:
+            run.run()
+        except (ValueError, IndexError, KeyError):  # a field the pass cannot read: the
+            from .heappass import diagnose  # replay's exact `PATH:LINE: message`
+
+            raise diagnose(dump) from None
         if symbolize:
             from .symbolize import symbolize as symbolize_frames
 

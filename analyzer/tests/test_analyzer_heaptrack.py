@@ -4,6 +4,7 @@ example of docs/exports.md ("heaptrack") and read back by heaptrack_print."""
 from __future__ import annotations
 
 import gzip
+import random
 import shutil
 import stat
 import subprocess
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 from analyzer_testlib import FIXTURES, run_cli
 from exports_testlib import doc_block
+from gendump import Dump, corrupt
 from memdump_analyzer import heaptrackfile
 from memdump_analyzer.cli import main
 from memdump_analyzer.heaptrackfile import function_name
@@ -93,8 +95,58 @@ def test_mistakes_are_one_line(tmp_path: Path) -> None:
     assert not (tmp_path / "x").exists()
 
 
+@pytest.mark.parametrize(("line", "message"), [
+    (b"+ 5 0x555555570010 zz", "36: malformed SIZE 'zz' (expected a number)"),
+    (b"+ 5 0x555555570010", "36: '+' record has 2 fields, expected 3 (STACK RESULT SIZE)"),
+    (b"e 3 4242 malloc 3 0x555555560010", "27: 'malloc' event has 0 arguments, expected 1 (SIZE)"),
+])
+def test_a_field_it_cannot_read_is_one_line(tmp_path: Path, line: bytes, message: str) -> None:
+    """A heap event's field the pass cannot read is the replay's `PATH:LINE: message` (it was
+    Python's traceback)."""
+    lines = DUMP.read_bytes().split(b"\n")
+    number = int(message.split(":")[0])
+    lines[number - 1] = line
+    dump = tmp_path / "bad.memdump"
+    dump.write_bytes(b"\n".join(lines))
+    run = run_cli("--format", "heaptrack", "-o", str(tmp_path / "x"), str(dump))
+    assert (run.returncode, run.stderr) == (2, f"memdump-analyze: {dump}:{message}\n")
+    assert not (tmp_path / "x").exists()
+
+
 @pytest.mark.parametrize(("name", "expected"), [
     ("main", "main"), ("main()", "main"), ("main(int, char**)", "main"),
     ("S::f(int) const", "S::f(int) const"), ("mainly(int)", "mainly(int)"), (None, None)])
 def test_main_is_named_as_heaptrack_names_it(name: str | None, expected: str | None) -> None:
     assert function_name(name) == expected
+
+
+def _written(dump: Path, out: Path) -> bytes | tuple[str, str]:
+    """The heaptrack file of DUMP, or the error's type and text."""
+    try:
+        heaptrackfile.write(str(dump), str(out), symbolize=False)
+    except Exception as e:  # noqa: BLE001 (both ways must fail alike, whatever the error)
+        return type(e).__name__, str(e)
+    return out.read_bytes()
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_quick_operations_are_what_effect_says(seed: int, tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pass reads free, delete, delete[], malloc, new and new[] without dumpformat.effect:
+    on generated dumps (every operation, realloc's edge cases, custom blocks, double and invalid
+    frees, exec, clock samples, attached recordings, a cut last line), and on each corrupted, its
+    file (or its error) is byte for byte the one made with every operation through effect."""
+    rng = random.Random(seed)
+    text = Dump(rng).build(rng.choice([60, 400]))
+    for i, data in enumerate((text, corrupt(rng, text), corrupt(rng, text))):
+        dump = tmp_path / f"{i}.memdump"
+        dump.write_bytes(data)
+        quick = _written(dump, tmp_path / "quick")
+        with monkeypatch.context() as m:  # the reference: only the custom blocks skipped
+            m.setattr(heaptrackfile, "_KINDS", {op: kind for op, kind in
+                                                heaptrackfile._KINDS.items()
+                                                if kind == heaptrackfile._SKIP})
+            reference = _written(dump, tmp_path / "reference")
+        assert quick == reference
+        if i == 0 and b" exec " not in text:  # (an exec empties the file before it)
+            assert isinstance(quick, bytes) and b"\n+ " in quick and b"\n- " in quick
