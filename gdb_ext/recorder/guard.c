@@ -254,12 +254,13 @@ void *mdr_guard_alloc(size_t size, size_t align)
     struct slot *s = &P.slots[i];
     char *data = slot_data(i);
     if (s->state == SLOT_NEVER) {
-        /* the slot's guard pages flagged apart from its data (a flag no PROT_NONE page uses),
-         * so the kernel never merges them: each mprotect then changes one mapping's protection
-         * instead of splitting the pool's mapping and merging it back (2.2 against 5.2 us a
-         * guarded pair). Failing (vm.max_map_count), the mprotects split and merge as before. */
-        madvise(data - P.page, P.page, MADV_NOHUGEPAGE);
-        madvise(data + P.data, P.page, MADV_NOHUGEPAGE);
+        /* the slot's guard pages flagged apart from its data (left out of a core dump: they
+         * hold nothing; every kernel has the flag), so the kernel never merges them: each
+         * mprotect then changes one mapping's protection instead of splitting the pool's
+         * mapping and merging it back (2.2 against 5.2 us a guarded pair). Failing
+         * (vm.max_map_count), the mprotects split and merge as before. */
+        madvise(data - P.page, P.page, MADV_DONTDUMP);
+        madvise(data + P.data, P.page, MADV_DONTDUMP);
     }
     if (mprotect(data, P.data, PROT_READ | PROT_WRITE) != 0) {  /* vm.max_map_count: ENOMEM */
         take();
