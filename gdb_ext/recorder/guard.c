@@ -13,12 +13,18 @@
  * 16 as malloc does, and then the 1 to 15 bytes of slack between a block whose size is no
  * multiple of 16 and its guard page are not checked (GWP-ASan's default).
  *
- * A released block's pages go back to PROT_NONE and are given back to the kernel (MADV_DONTNEED:
- * a reused slot is zero), and its slot goes to the end of a FIFO of free slots: it is reused
+ * A released block's pages go back to PROT_NONE. A one-page slot keeps its page (resident, at
+ * most a page per slot: 16 MiB for 4,096) and is zeroed when it is reused: a memset of 4 KiB
+ * costs less than the madvise(MADV_DONTNEED) at the free plus the zero-fill fault at the reuse
+ * (5.2 against 8.2 us a guarded pair, docs/heap-errors.md "Cost"). A slot of more pages (a
+ * `MIN-MAX` SPEC) gives them back to the kernel at the free (MADV_DONTNEED: zero when reused),
+ * which bounds the pool's memory by its live blocks. Either way a reused slot reads zero. The
+ * freed slot goes to the end of a FIFO of free slots: it is reused
  * only once every other free slot was, so a use after free faults for as long as possible. The
  * pool holds at most SLOTS live blocks; an allocation that finds no free slot goes to the C
- * library (mdr_guard_alloc returns NULL). Each live slot costs two memory mappings (the kernel
- * splits the PROT_NONE mapping around it): 2 * SLOTS + 1 at most, against vm.max_map_count.
+ * library (mdr_guard_alloc returns NULL). A slot once used costs two memory mappings (its data,
+ * and its guard page kept apart from the neighbouring free slots': mdr_guard_alloc): 2 * SLOTS + 1
+ * at most, against vm.max_map_count.
  *
  * The free-slot queue is under a spin lock; the system calls (mprotect, madvise) are made
  * outside it, on a slot its thread owns.
@@ -247,12 +253,23 @@ void *mdr_guard_alloc(size_t size, size_t align)
     give();
     struct slot *s = &P.slots[i];
     char *data = slot_data(i);
+    if (s->state == SLOT_NEVER) {
+        /* the slot's guard pages flagged apart from its data (left out of a core dump: they
+         * hold nothing; every kernel has the flag), so the kernel never merges them: each
+         * mprotect then changes one mapping's protection instead of splitting the pool's
+         * mapping and merging it back (2.2 against 5.2 us a guarded pair). Failing
+         * (vm.max_map_count), the mprotects split and merge as before. */
+        madvise(data - P.page, P.page, MADV_DONTDUMP);
+        madvise(data + P.data, P.page, MADV_DONTDUMP);
+    }
     if (mprotect(data, P.data, PROT_READ | PROT_WRITE) != 0) {  /* vm.max_map_count: ENOMEM */
         take();
         P.queue[P.tail++ % P.count] = (uint32_t)i;
         give();
         return NULL;
     }
+    if (P.data == P.page && s->state == SLOT_FREED)
+        memset(data, 0, P.data);  /* its page kept at the free (mdr_guard_release) */
     uintptr_t at;
     if (P.under) {
         at = (uintptr_t)data;
@@ -299,7 +316,8 @@ int mdr_guard_release(void *p)
         return 0;
     char *data = slot_data(i);
     mprotect(data, P.data, PROT_NONE);
-    madvise(data, P.data, MADV_DONTNEED);
+    if (P.data > P.page)  /* a one-page slot keeps its page, zeroed when reused */
+        madvise(data, P.data, MADV_DONTNEED);
     __atomic_store_n(&s->state, SLOT_FREED, __ATOMIC_RELEASE);
     take();
     P.queue[P.tail++ % P.count] = (uint32_t)i;

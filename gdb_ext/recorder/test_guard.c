@@ -80,6 +80,28 @@ static void hit_is(uintptr_t addr, uintptr_t block, uint64_t size, uint64_t offs
               (unsigned long long)h.size, (unsigned long long)h.offset, h.relation, h.state);
 }
 
+/* the number of the process's memory mappings (lines of /proc/self/maps) */
+static int map_count(void)
+{
+    FILE *f = fopen("/proc/self/maps", "r");
+    int n = 0, c;
+    if (f == NULL)
+        return -1;
+    while ((c = fgetc(f)) != EOF)
+        n += c == '\n';
+    fclose(f);
+    return n;
+}
+
+/* the LEN bytes at P are all zero */
+static int zero_page(const char *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (p[i] != 0)
+            return 0;
+    return 1;
+}
+
 int main(void)
 {
     parses("all", 100, 1, 0, UINT64_MAX, 0, 0);
@@ -156,6 +178,7 @@ int main(void)
     CHECK(mdr_guard_alloc(page + 1, 0) == NULL, "a block larger than a slot");
     char *last = mdr_guard_alloc(8, 0);
     CHECK(last != NULL && mdr_guard_alloc(8, 0) == NULL, "four slots, then the pool is full");
+    memset(a + 40 - page, 0x5a, page);  /* the whole slot dirtied: its reuse must read zero */
     /* free: the pages inaccessible, a second free refused, the slot reused last */
     CHECK(mdr_guard_release(a) == 1 && faults(a + 8), "use after free");
     hit_is((uintptr_t)a + 8, (uintptr_t)a, 40, 8, "inside", "freed");
@@ -164,7 +187,30 @@ int main(void)
     char *again = mdr_guard_alloc(16, 0);
     CHECK(again != NULL && ((uintptr_t)again & ~(page - 1)) == ((uintptr_t)a & ~(page - 1)),
           "the first slot freed is the first reused");
-    CHECK(again != NULL && again[0] == 0 && again[15] == 0, "a reused slot is zero");
+    CHECK(again != NULL && zero_page(again + 16 - page, page), "a reused slot is zero");
+    /* a slot of two pages gives them back at the free (MADV_DONTNEED), zero when reused too */
+    CHECK(mdr_guard_pool_init(&over, 1, 2), "no pool");
+    char *big = mdr_guard_alloc(2 * page, 0);
+    CHECK(big != NULL, "two pages");
+    if (big != NULL) {
+        memset(big, 0x5a, 2 * page);
+        CHECK(mdr_guard_release(big) == 1 && faults(big), "two pages: use after free");
+        char *big2 = mdr_guard_alloc(2 * page, 0);
+        CHECK(big2 == big && zero_page(big2, 2 * page), "two pages: reused, zero");
+    }
+
+    /* a slot's mappings are kept apart once used: its free and its reuse change one mapping's
+     * protection, neither merging it back into the pool's nor splitting it again */
+    CHECK(mdr_guard_pool_init(&over, 3, 1), "no pool");
+    char *m1 = mdr_guard_alloc(8, 0);
+    int live = map_count();
+    CHECK(m1 != NULL && mdr_guard_release(m1) == 1 && map_count() == live,
+          "the map count after the free: %d, live: %d", map_count(), live);
+    for (int k = 0; k < 6; k++)  /* every slot used, twice */
+        CHECK(mdr_guard_release(mdr_guard_alloc(8, 0)) == 1, "cycle %d", k);
+    /* the pool's 2 * 3 + 1 mappings, 4 of them (guard, data, guard, the rest) with one slot */
+    CHECK(map_count() == live + 3, "three slots used: %d entries, one slot: %d", map_count(),
+          live);
 
     /* underflow placement, and 16-byte alignment's slack */
     struct mdr_guard_spec under = {.percent = 100, .all = 1, .size_max = UINT64_MAX, .under = 1};
