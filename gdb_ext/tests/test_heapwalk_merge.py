@@ -21,6 +21,12 @@ def test_unrecorded() -> None:
     assert unrecorded([], recorded) == {}
     # a recorded block just past a walked one's end leaves it unknown
     assert unrecorded([(0x1010, 24)], {0x1028: 8}) == {0x1010: 24}
+    # loaded into the process when 0x1010 to 0x1140 were in use (0x1070 since freed, taken
+    # again and recorded): 0x11B0, allocated since and not recorded (the dynamic linker's), is
+    # not from before the recording
+    at_load = [0x1010, 0x1030, 0x1070, 0x1140]
+    assert unrecorded(WALKED, recorded, at_load) == {0x1010: 24, 0x1030: 56}
+    assert unrecorded(WALKED, {}, []) == {}
 
 
 def test_split_and_group() -> None:

@@ -8,7 +8,8 @@ during the call (scheduler-locking). The recorder's constructor asks GDB for its
 (ConfigureBreakpoint, as at a launch); `attach` in the control block makes it redirect the
 modules' GOT entries to its hooks (gdb_ext/recorder/got.c). A process the recorder is already
 loaded into (an earlier recording, disabled since) is configured again by
-memdump_recorder_reattach().
+memdump_recorder_reattach(). The heap is walked right before (Process.heap_at_load): what the
+load and the dynamic linker allocate later is not recorded, and not from before the recording.
 
 Before GDB detaches, the recording ends (ends.py's `hook-detach`, which calls drain() here):
 the recorder is disabled, never unloaded, and the process goes on.
@@ -17,6 +18,7 @@ the recorder is disabled, never unloaded, and the process goes on.
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,6 +29,7 @@ from ..core.procmaps import Module, ModuleMap
 from ..core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, Control, in_flight
 from ..inferior_call import call
 from .checks import CMD
+from .heapsource import in_use
 
 __all__ = ["OneThreadCall", "drain", "load"]
 
@@ -111,7 +114,7 @@ def _unsafe_threads(inferior: gdb.Inferior, ranges: list[tuple[int, int]],
     return returns
 
 
-@dataclass(frozen=True)
+@dataclass
 class Process:
     """The stopped process load() and drain() work on, as the in-process recording gives it."""
 
@@ -120,6 +123,8 @@ class Process:
     read: Callable[[int, int], bytes]
     #: the recorder's control block, once it asked for its settings (None before)
     control: Callable[[], Control | None]
+    #: (set by load()) the addresses of the heap's blocks in use right before the load
+    heap_at_load: array | None = None
 
 
 def _safe_point(inferior: gdb.Inferior, modules: list[Module]) -> None:
@@ -211,6 +216,7 @@ def load(process: Process, library: str) -> tuple[int, int]:
     selected = gdb.selected_thread()
     try:
         _safe_point(inferior, modules)
+        process.heap_at_load = in_use(inferior)
         with OneThreadCall():
             if loaded:
                 reattach = _find(loaded, LIBRARY, "memdump_recorder_reattach")

@@ -170,7 +170,7 @@ def before_recording(session: Recording) -> BeforeRecording | None:
     except gdb.GdbError:  # the recording's own scan tries the walk again, and says why
         return None
     recorded = session.live_blocks()
-    unknown = unrecorded(walk_doc["blocks"], recorded)
+    unknown = unrecorded(walk_doc["blocks"], recorded, session.heap_at_load)
     labels, codes = walk_doc["types"]["labels"], walk_doc["types"]["codes"]
     label_of = {a: tuple(labels[c]) for (a, _), c in zip(walk_doc["blocks"], codes, strict=True)
                 if a in unknown}

@@ -1,8 +1,12 @@
 """The process GDB is attached to as the heap walk's source (core.heap.source's interface, GDB
 being its tracer already), and the blocks of its heap that a recording begun with an attach does
-not know: allocated before it (docs/heapwalk.md, "After a late attach")."""
+not know: allocated before it (docs/heapwalk.md, "After a late attach"), and the blocks in use
+before the in-process recorder is loaded (`in_use`)."""
 
 from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable
 
 import gdb
 
@@ -10,10 +14,10 @@ from .. import output
 from ..core import procfs, ptrace
 from ..core.heap.merge import unrecorded
 from ..core.heap.source import HeapSourceError, ThreadState, thread_state
-from ..core.heap.walk import WalkError, walk
+from ..core.heap.walk import HeapWalk, WalkError, walk
 from .checks import CMD
 
-__all__ = ["GdbProcess", "older_blocks"]
+__all__ = ["GdbProcess", "in_use", "older_blocks"]
 
 
 class GdbProcess:
@@ -48,22 +52,37 @@ class GdbProcess:
         self.memory.close()
 
 
-def older_blocks(inferior: gdb.Inferior, recorded: dict[int, int],
-                 exclude: tuple[int, int] | None) -> dict[int, int] | None:
-    """The blocks of INFERIOR's heap (every thread stopped) that hold none of RECORDED, the
-    blocks a recording that began with an attach knows: address -> usable size, for the scan of
-    the recording's end (scan.pointer_scan). None when the heap cannot be walked (memdump says
-    why): the scan then takes the heap around the recorded blocks for a root, as before."""
+def _walk(inferior: gdb.Inferior, exclude: tuple[int, int] | None) -> HeapWalk:
+    """INFERIOR's heap walked (HeapSourceError, WalkError)."""
+    source = GdbProcess(inferior, exclude)
     try:
-        source = GdbProcess(inferior, exclude)
-    except HeapSourceError as exc:
-        output.warn(CMD, f"blocks allocated before the recording not walked: {exc}")
-        return None
-    try:
-        result = walk(source)
-    except WalkError as exc:
-        output.warn(CMD, f"blocks allocated before the recording not walked: {exc}")
-        return None
+        return walk(source)
     finally:
         source.close()
-    return unrecorded(zip(result.blocks.starts, result.blocks.sizes, strict=True), recorded)
+
+
+def in_use(inferior: gdb.Inferior) -> array | None:
+    """The addresses of the blocks in use in INFERIOR's heap (every thread stopped, none inside
+    the allocator): taken right before the in-process recorder is loaded. None when the heap
+    cannot be walked (the walks of the recording's end say why)."""
+    try:
+        return _walk(inferior, None).blocks.starts
+    except (HeapSourceError, WalkError, OSError):
+        return None
+
+
+def older_blocks(inferior: gdb.Inferior, recorded: dict[int, int],
+                 exclude: tuple[int, int] | None,
+                 at_load: Iterable[int] | None = None) -> dict[int, int] | None:
+    """The blocks of INFERIOR's heap (every thread stopped) that hold none of RECORDED, the
+    blocks a recording that began with an attach knows, and were in use at AT_LOAD (`in_use`,
+    when the recorder was loaded): address -> usable size, for the scan of the recording's end
+    (scan.pointer_scan). None when the heap cannot be walked (memdump says why): the scan then
+    takes the heap around the recorded blocks for a root, as before."""
+    try:
+        result = _walk(inferior, exclude)
+    except (HeapSourceError, WalkError) as exc:
+        output.warn(CMD, f"blocks allocated before the recording not walked: {exc}")
+        return None
+    return unrecorded(zip(result.blocks.starts, result.blocks.sizes, strict=True), recorded,
+                      at_load)

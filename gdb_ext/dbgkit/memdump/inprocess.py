@@ -199,13 +199,15 @@ class InProcessBackend:
     def _attach(self) -> None:
         """A running process: load the recorder into it, or say why not and use breakpoints."""
         rec = self.rec
+        process = attach.Process(rec.inferior, rec.modules, rec.memory.read,
+                                 lambda: self.control)
         try:
-            process = attach.Process(rec.inferior, rec.modules, rec.memory.read,
-                                     lambda: self.control)
             slots, modules = attach.load(process, self.library)
         except attach.AttachError as exc:
             self._fall_back(str(exc))
             return
+        finally:
+            rec.heap_at_load = process.heap_at_load
         what = ("allocator and lock" if rec.settings is not None and rec.settings("locks")
                 else "allocator")
         output.info(CMD, f"in-process recorder: loaded into process {rec.pid}, {slots} "
@@ -400,7 +402,7 @@ class InProcessBackend:
             rec.inferior, rec.pid, rec.read_some, checked_blocks(rec.live, rec.custom),
             rec.scan_time_limit,
             at_function_entry, exclude=(control.region, control.region + control.region_size),
-            attached=rec.attached, began=began)
+            attached=rec.attached, began=began, at_load=rec.heap_at_load)
 
     def live_blocks(self) -> dict[int, int]:
         rec = self.rec
@@ -462,6 +464,7 @@ class InProcessBackend:
         self._execs += 1
         self._awaiting_recorder = True
         rec.live = {}
+        rec.heap_at_load = ()  # the new image's blocks: none from before the recording
         rec.writer.forget_stacks()
 
     def before_finish(self) -> None:

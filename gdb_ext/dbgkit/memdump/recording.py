@@ -16,7 +16,7 @@ import errno
 import os
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import gdb
@@ -142,6 +142,8 @@ class Recording:
         self.live: dict[int, int] = {}
         #: the live custom blocks (memdump_api.h), apart from the malloc'd ones
         self.custom: dict[int, int] = {}
+        #: the heap's blocks in use when the in-process recorder was loaded (attach.py)
+        self.heap_at_load: Iterable[int] | None = None
         #: the scan at exit or at a fatal signal, once made: (status, result, millis)
         self.final_scan: tuple[str, ScanResult | None, int] | None = None
         self.scan_status: str | None = None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 
 import gdb
@@ -74,7 +74,8 @@ def _exit_caller() -> tuple[int, tuple[int, ...]] | None:
 def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int], bytes],
                  live: dict[int, int], time_limit: int, at_function_entry: bool,
                  exclude: tuple[int, int] | None = None, attached: bool = False,
-                 began: float | None = None) -> tuple[str, reach.ScanResult | None, int]:
+                 began: float | None = None, at_load: Iterable[int] | None = None,
+                 ) -> tuple[str, reach.ScanResult | None, int]:
     """Scan process PID (INFERIOR's) for pointers to the LIVE blocks, within TIME_LIMIT seconds:
     (status, result, milliseconds). Status `ok` with a result; `threads` (a thread is running:
     its stack would pass for a dead thread's) or `timeout` without. AT_FUNCTION_ENTRY: the
@@ -84,7 +85,9 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
     glibc's heap (heapsource.older_blocks), are scanned with LIVE and left out of the result (at
     _exit, or when the heap cannot be walked, they are unknown: the heap around the known blocks
     is then a root, their pointers count). BEGAN: when the caller
-    began to gather the blocks (time.monotonic()), where the milliseconds count from."""
+    began to gather the blocks (time.monotonic()), where the milliseconds count from. AT_LOAD:
+    the heap's blocks in use when the in-process recorder was loaded (heapsource.in_use); the
+    walked blocks not among them, allocated since and not recorded, are in neither set."""
     began = time.monotonic() if began is None else began
     threads: list[reach.Thread] = []
     unreadable = []
@@ -134,7 +137,7 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
 
         older = None
         if attached and not exiting:
-            older = older_blocks(inferior, live, exclude)
+            older = older_blocks(inferior, live, exclude, at_load)
         try:  # the C scan's own descriptor; without one, reach_fast scans in Python
             memory: procfs.ProcessMemory | None = procfs.ProcessMemory(pid)
         except OSError:

@@ -2,7 +2,9 @@
 attach"): the walk's blocks that hold no block the recording knows were allocated before it
 began, their origin unknown; one pointer scan over both sets, so that an old block pointing at a
 new one makes it reachable and the other way round; the kinds of the old blocks grouped by type,
-as without a recording."""
+as without a recording. After the in-process recorder was loaded into the process, a block not in
+use at the load and not recorded was allocated since by what the recorder does not see (the
+dynamic linker, for the load itself among others): not before the recording, in neither set."""
 
 from __future__ import annotations
 
@@ -15,12 +17,14 @@ from .report import group_labelled
 __all__ = ["split_records", "unknown_kinds", "unrecorded"]
 
 
-def unrecorded(blocks: Iterable[tuple[int, int]], recorded: dict[int, int]) -> dict[int, int]:
+def unrecorded(blocks: Iterable[tuple[int, int]], recorded: dict[int, int],
+               at_load: Iterable[int] | None = None) -> dict[int, int]:
     """The walk's BLOCKS ((address, usable size) in address order) that hold no block of
-    RECORDED (address -> size): address -> usable size. A chunk the recorder saw freed and
-    allocated again is in RECORDED (the recording's); one freed since the attach is free in the
-    walk, so in neither; a recorded block inside a walked one (an aligned allocation's) makes it
-    the recording's."""
+    RECORDED (address -> size), and, given AT_LOAD (the addresses in use when the recorder was
+    loaded), were in use then: address -> usable size. A chunk the recorder saw freed
+    and allocated again is in RECORDED (the recording's); one freed since the attach is free in
+    the walk, so in neither; a recorded block inside a walked one (an aligned allocation's) makes
+    it the recording's."""
     known = sorted(recorded)
     out = {}
     for start, size in blocks:
@@ -28,6 +32,9 @@ def unrecorded(blocks: Iterable[tuple[int, int]], recorded: dict[int, int]) -> d
         if k < len(known) and known[k] < start + size:
             continue
         out[start] = size
+    if at_load is not None:
+        for start in set(out).difference(at_load):  # the few allocated since, unseen
+            del out[start]
     return out
 
 
