@@ -106,7 +106,7 @@ def test_align16_misses_the_slack_overflow(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["heap_errors", "heap_errors_cpp"])
-@pytest.mark.parametrize("spec", ["all", "all,under", "5%"])
+@pytest.mark.parametrize("spec", ["all", "all,under", "5%", "0.02%"])
 def test_the_clean_programs_run_guarded(tmp_path: Path, name: str, spec: str) -> None:
     proc, facts, errors = guarded(tmp_path, spec, name, "clean")
     assert (proc.returncode, errors, facts.process) == (0, [], []), proc.stderr
