@@ -147,6 +147,7 @@ int main(void)
     parses("0.0001%", 1, 0, 0, UINT64_MAX, 0, 0);
     parses("2.5%", 25000, 0, 0, UINT64_MAX, 0, 0);
     parses("100.0000%", 1000000, 0, 0, UINT64_MAX, 0, 0);
+    parses("100.0%", 1000000, 0, 0, UINT64_MAX, 0, 0);
     refuses("", "empty guard SPEC");
     refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16, "
                     "tag:NAME or fn:NAME");

@@ -194,6 +194,23 @@ def test_a_tag_chooses_the_blocks(tmp_path: Path) -> None:
                     3001: {False}}
 
 
+@pytest.mark.parametrize(("spec", "accepted"), [
+    ("0.02%", True), ("0.0001%", True), ("100.0%", True), ("0.00001%", False), ("100.01%", False),
+    ("5.%", False), (".5%", False), ("1.2.3%", False),
+])
+def test_a_share_takes_four_decimals(tmp_path: Path, spec: str, accepted: bool) -> None:
+    """memdump.sh's check says what guard.c's parser says (test_guard.c: the same terms)."""
+    proc = subprocess.run([str(SCRIPT), "--guard", spec, "-o", str(tmp_path / "d.memdump"),
+                           str(program("heap_errors")), "clean"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    if accepted:
+        assert proc.returncode == 0 and "bad guard SPEC" not in proc.stderr, proc.stderr
+    else:
+        assert (proc.returncode, proc.stderr) == (
+            2, f"memdump.sh: --guard {spec}: '{spec}': a share is 0.0001% to 100%, at most 4 "
+               "decimals\n")
+
+
 @pytest.mark.parametrize(("options", "message"), [
     (["-p", "1"], "--guard needs a program to run (a running process's blocks are placed "
                   "already)"),
