@@ -16,6 +16,11 @@ Each figure is the median of the runs: wall seconds and CPU seconds (user + syst
 process of the run). It prints a markdown table that it also writes into docs/benchmarks.md
 between its markers. Python's compiled bytecode is cached (a warm-up run writes it), as in a
 checkout that has run once or an installed package.
+
+`--guard` measures the guard pages instead (docs/heap-errors.md, "Cost"): alloc_bench, live_churn
+(many live blocks) and, with --big, cppcheck, each natively, as an ASan build, under valgrind
+memcheck, recorded by `memdump.sh --no-compact`, and recorded with `--guard` at each of
+--guard-rates and `all`; its table goes between the markers bench-guard.
 """
 
 from __future__ import annotations
@@ -93,6 +98,97 @@ def parts(root: Path) -> dict[str, list[Step]]:
     }
 
 
+def guard_cases(root: Path, program: Sequence[str], work: Path, rates: Sequence[str],
+                asan: Path | None, valgrind: bool) -> dict[str, list[Step]]:
+    """The runs the guard table compares on PROGRAM, by label."""
+    record = [str(root / "scripts" / "memdump.sh"), "--no-compact", "-o", str(work / "g.memdump")]
+    runs: dict[str, list[Step]] = {"native (no GDB)": [list(program)]}
+    if asan is not None:
+        # no leak check at the exit, as valgrind's --leak-check=no (alloc_bench leaks on purpose)
+        runs["an ASan build (`gcc -O2 -g -fsanitize=address`, no GDB)"] = [
+            ["env", "ASAN_OPTIONS=detect_leaks=0", str(asan), *program[1:]]]
+    if valgrind:
+        runs["valgrind memcheck (`--leak-check=no`, no GDB)"] = [
+            ["valgrind", "-q", "--leak-check=no", *program]]
+    runs["recorded, no guard pages"] = [[*record, *program]]
+    for rate in [*rates, "all"]:
+        runs[f"`--guard {rate}`"] = [[*record, "--guard", rate, *program]]
+    return runs
+
+
+def interleaved(runs_of: dict[str, list[Step]], runs: int, work: Path,
+                ) -> dict[str, tuple[float, float]]:
+    """Median (wall, CPU) seconds of each of RUNS_OF, a warm-up run each, then RUNS rounds that
+    run every variant once, so that the machine's drift weighs on every variant alike."""
+    for steps in runs_of.values():
+        timed(steps, work)
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in runs_of}
+    for _ in range(runs):
+        for label, steps in runs_of.items():
+            samples[label].append(timed(steps, work))
+    medians = {label: (statistics.median(s[0] for s in out), statistics.median(s[1] for s in out))
+               for label, out in samples.items()}
+    for label, (wall, cpu) in medians.items():
+        print(f"  {label}: {wall:.2f} {cpu:.2f}", file=sys.stderr)
+    return medians
+
+
+def asan_build(source: Path, work: Path) -> Path:
+    """SOURCE built with AddressSanitizer into WORK, as the project builds it (-O2)."""
+    out = work / f"{source.stem}.asan"
+    subprocess.run(["gcc", "-O2", "-g", "-fsanitize=address", "-o", str(out), str(source)],
+                   check=True)
+    return out
+
+
+def guard_main(args: argparse.Namespace) -> int:
+    """--guard: the guard pages' table (bench-guard)."""
+    build = Path(args.build_dir).resolve() / "tests" / "programs"
+    rates = [r for r in args.guard_rates.split(",") if r]
+    programs: list[tuple[str, list[str], str | None, int, bool]] = [
+        ("alloc_bench 2000000 (1M malloc/free pairs, 16 to 527 bytes, 11 frames deep)",
+         [str(build / "alloc_bench"), "2000000"], "alloc_bench.c", args.runs, True),
+        ("live_churn 50000 1000000 (50,000 live blocks, one replaced at random 1M times)",
+         [str(build / "live_churn"), "50000", "1000000"], "live_churn.c", args.runs, True)]
+    if args.big:
+        if shutil.which("cppcheck") is None or not Path(args.big).is_file():
+            sys.exit(f"bench-wholerun: --big needs cppcheck and {args.big}")
+        programs.append((f"cppcheck --quiet --enable=all {Path(args.big).name} "
+                         f"({_lines(args.big):,} lines, about 8M heap events)",
+                         ["cppcheck", "--quiet", "--enable=all", str(Path(args.big).resolve())],
+                         None, args.big_runs, args.guard_valgrind_big))
+    for program in programs:
+        if not Path(program[1][0]).is_file() and program[2] is not None:
+            sys.exit(f"bench-wholerun: {program[1][0]} is not built (make build)")
+    load_before = os.getloadavg()[0]
+    out: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="bench-guard.") as tmp:
+        work = Path(tmp)
+        for title, program, source, runs, valgrind in programs:
+            print(title, file=sys.stderr)
+            asan = asan_build(ROOT / "tests" / "programs" / source, work) if source else None
+            runs_of = guard_cases(ROOT, program, work, rates, asan,
+                                  valgrind and shutil.which("valgrind") is not None)
+            cells = interleaved(runs_of, runs, work)
+            recorded = cells["recorded, no guard pages"][1]
+            out += [f"{title}, median of {runs} interleaved runs:", "",
+                    "| run | wall (s) | CPU (s) | CPU against the recording |",
+                    "| --- | ---: | ---: | ---: |"]
+            for label, (wall, cpu) in cells.items():
+                ratio = f"{cpu / recorded:.2f}x" if recorded > 0 else "—"
+                out.append(f"| {label} | {wall:.2f} | {cpu:.2f} | {ratio} |")
+            out.append("")
+    big = f" --big FILE --big-runs {args.big_runs}" if args.big else ""
+    table = (f"{machine()}; load average (1 min) {load_before:.2f} before, "
+             f"{os.getloadavg()[0]:.2f} after (shared with other jobs: the CPU seconds, user + "
+             "system of every process of the run, are the steadier figure). Each variant's runs "
+             "interleaved with the others', after one warm-up run each.\n\n" + "\n".join(out)
+             + "\nReproduce: `make build && python3 scripts/bench-wholerun.py --guard "
+             f"--guard-rates {args.guard_rates} --runs {args.runs}{big}`")
+    publish("bench-guard", table, not args.no_write)
+    return 0
+
+
 def _lines(path: str) -> int:
     with open(path, "rb") as fh:
         return sum(1 for _ in fh)
@@ -128,8 +224,16 @@ def main() -> int:
                         help="a C file for cppcheck --enable=all to check, the real program "
                         "(without it: the small program alone)")
     parser.add_argument("--big-runs", type=int, default=3, help="runs on cppcheck (median)")
+    parser.add_argument("--guard", action="store_true",
+                        help="the guard pages' table instead (docs/heap-errors.md, \"Cost\")")
+    parser.add_argument("--guard-rates", default="0.02%,0.1%,1%,5%", metavar="RATES",
+                        help="with --guard: the --guard N%% shares measured beside `all`")
+    parser.add_argument("--guard-valgrind-big", action="store_true",
+                        help="with --guard --big: cppcheck under valgrind too (minutes a run)")
     parser.add_argument("--no-write", action="store_true", help="do not update docs/benchmarks.md")
     args = parser.parse_args()
+    if args.guard:
+        return guard_main(args)
 
     roots = [ROOT] + ([Path(args.before).resolve()] if args.before else [])
     small = Path(args.build_dir).resolve() / "tests" / "programs" / "churn_leak"

@@ -116,14 +116,18 @@ bad_usage() {
 
 # --guard's SPEC checked as the recorder parses it (gdb_ext/recorder/guard.c), term by term.
 guard_spec() {
-    local term shares=0 sizes=0 sides=0 tags=0 fns=0 terms
+    local term shares=0 sizes=0 sides=0 tags=0 fns=0 terms ppm
     [[ -n "$1" ]] || bad_usage "--guard needs a SPEC, not an empty one (see --help)"
     IFS=, read -r -a terms <<<"$1,"
     [[ "$1" != *, && "$1" != *,,* && "$1" != ,* ]] || bad_usage "--guard ${1}: an empty term"
     for term in "${terms[@]}"; do
-        if [[ "$term" == all || "$term" =~ ^[0-9]+%$ ]]; then
-            if [[ "$term" != all ]] && ! (( 10#${term%\%} >= 1 && 10#${term%\%} <= 100 )); then
-                bad_usage "--guard ${1}: '${term}': a share is 1% to 100%"
+        if [[ "$term" == all || "$term" == *% ]]; then
+            # N%: N with at most 4 decimals, 0.0001 to 100 (parts per million: 1 to 1,000,000)
+            if [[ "$term" != all ]] && ! { [[ "$term" =~ ^([0-9]{1,18})(\.([0-9]{1,4}))?%$ ]] &&
+                    (( 10#${BASH_REMATCH[1]} <= 100 )) && ppm=$(( 10#${BASH_REMATCH[1]} * 10000
+                    + 10#$(printf '%-4s' "${BASH_REMATCH[3]}" | tr ' ' 0) )) &&
+                    (( ppm >= 1 && ppm <= 1000000 )); }; then
+                bad_usage "--guard ${1}: '${term}': a share is 0.0001% to 100%, at most 4 decimals"
             fi
             (( ++shares == 1 )) || bad_usage "--guard ${1}: '${term}': a second share (all or N%)"
         elif [[ "$term" =~ ^([0-9]{1,18})-([0-9]{1,18})$ ]]; then

@@ -76,6 +76,21 @@ static int parse_u64(const char *s, size_t n, uint64_t *out)
     return 1;
 }
 
+/* `N%` (N with at most 4 decimals: `5%`, `0.02%`) in parts per million; 0 when it is not one */
+static uint32_t parse_share(const char *s, size_t n)
+{
+    const char *dot = memchr(s, '.', n);
+    size_t whole = dot != NULL ? (size_t)(dot - s) : n, decimals = dot != NULL ? n - whole - 1 : 0;
+    uint64_t a, f = 0;
+    if (!parse_u64(s, whole, &a))
+        return 0;
+    if (dot != NULL && (decimals > 4 || !parse_u64(dot + 1, decimals, &f)))
+        return 0;
+    for (size_t i = decimals; i < 4; i++)
+        f *= 10;
+    return a > 100 || a * 10000 + f > 1000000 ? 0 : (uint32_t)(a * 10000 + f);
+}
+
 static int bad(char *err, size_t len, const char *term, size_t n, const char *why)
 {
     snprintf(err, len, "bad guard SPEC term '%.*s': %s", (int)n, term, why);
@@ -84,7 +99,7 @@ static int bad(char *err, size_t len, const char *term, size_t n, const char *wh
 
 int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, size_t len)
 {
-    struct mdr_guard_spec s = {.percent = 100, .size_max = UINT64_MAX};
+    struct mdr_guard_spec s = {.ppm = 1000000, .size_max = UINT64_MAX};
     int sampled = 0, sized = 0, sided = 0, tagged = 0, fns = 0;
     if (spec == NULL || *spec == '\0') {
         snprintf(err, len, "empty guard SPEC");
@@ -112,9 +127,8 @@ int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, siz
         } else if (t[n - 1] == '%') {
             if (sampled++)
                 return bad(err, len, t, n, "a second share (all or N%)");
-            if (!parse_u64(t, n - 1, &a) || a < 1 || a > 100)
-                return bad(err, len, t, n, "a share is 1% to 100%");
-            s.percent = (unsigned)a;
+            if ((s.ppm = parse_share(t, n - 1)) == 0)
+                return bad(err, len, t, n, "a share is 0.0001% to 100%, at most 4 decimals");
         } else if (dash != NULL && !(n >= 4 && memcmp(t, "tag:", 4) == 0)) {
             if (sized++)
                 return bad(err, len, t, n, "a second size range");
@@ -165,6 +179,27 @@ int mdr_guard_fn_on_stack(const struct mdr_guard_spec *spec, const uintptr_t *pc
         if (pcs[i] - 1 >= spec->fn_lo && pcs[i] - 1 < spec->fn_hi)
             return 1;
     return 0;
+}
+
+/* splitmix64's finaliser: a well-mixed seed from a poor one */
+static uint64_t mix(uint64_t z)
+{
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+int mdr_guard_sample(struct mdr_guard_sampler *s, uint32_t ppm, uint64_t seed)
+{
+    uint64_t x = s->x;
+    if (x == 0)
+        x = mix(seed ^ (uintptr_t)s) | 1;  /* xorshift64's state is never 0 */
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    s->x = x;
+    /* the draw's top 32 bits scaled to [0, 1,000,000): exact to 1 ppm, no division */
+    return ((x >> 32) * 1000000u >> 32) < ppm;
 }
 
 /* -- the pool ------------------------------------------------------------------------------ */

@@ -23,7 +23,8 @@ struct mdr_alloc_fns {
 
 /* A parsed SPEC: which blocks go to the pool, and how they are placed. */
 struct mdr_guard_spec {
-    unsigned percent;      /* sampled share, 1 to 100 (`all`: 100) */
+    uint32_t ppm;          /* sampled share in parts per million, 1 (`0.0001%`) to 1,000,000
+                            * (`100%`, `all`) */
     int all;               /* `all`: every block while the pool lasts */
     uint64_t size_min, size_max;  /* `MIN-MAX` bytes; 0 and UINT64_MAX by default */
     int under;             /* `under`: the guard page before the block; `over` (default) after */
@@ -42,6 +43,15 @@ int mdr_guard_fn_on_stack(const struct mdr_guard_spec *spec, const uintptr_t *pc
 /* SPEC (comma-separated terms) into OUT; 0 on success, else -1 with a message in ERR (its
  * first LEN bytes). Pure: the unit test calls it. */
 int mdr_guard_parse(const char *spec, struct mdr_guard_spec *out, char *err, size_t len);
+
+/* A thread's sampling state (recorder.c keeps one in each thread's state: no allocation, no
+ * shared cache line): an xorshift64 generator, 0 until its first draw seeds it. */
+struct mdr_guard_sampler {
+    uint64_t x;
+};
+/* Whether the next block is chosen, at PPM parts per million (a draw of S, seeded from SEED and
+ * S's address when S is 0): lock-free, syscall-free. Pure: the unit test calls it. */
+int mdr_guard_sample(struct mdr_guard_sampler *s, uint32_t ppm, uint64_t seed);
 
 /* The pool, for the unit test: SLOTS slots of PAGES data pages each; 0 when it cannot be made. */
 int mdr_guard_pool_init(const struct mdr_guard_spec *spec, size_t slots, size_t pages);

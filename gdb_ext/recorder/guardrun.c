@@ -25,6 +25,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <ucontext.h>
 #include <unistd.h>
 
@@ -38,7 +39,8 @@
 static struct mdr_alloc_fns libc;  /* the C library's, saved before the table is changed */
 static struct mdr_guard_spec spec;
 static int guarding;
-static uint64_t sample_counter;
+static uint64_t sample_counter;  /* a thread without its state's sampler (no memory) */
+static uint64_t sample_seed;     /* the process's, new in a forked child */
 static int exhausted_said;
 static struct sigaction previous[2];  /* SIGSEGV's, SIGBUS's */
 
@@ -81,10 +83,25 @@ static int chosen(size_t size)
         return 0;
     if (spec.fn[0] != '\0' && !fn_on_stack())  /* the costly test last: a walk of the stack */
         return 0;
-    if (spec.percent >= 100)
+    if (spec.ppm >= 1000000)
         return 1;
+    /* each thread draws from its own generator, in its recorder state: no shared cache line
+     * written at every allocation (a shared atomic counter was one) */
+    struct mdr_guard_sampler *own = mdr_thread_sampler();
+    if (own != NULL)
+        return mdr_guard_sample(own, spec.ppm, sample_seed);
     uint64_t n = __atomic_fetch_add(&sample_counter, 1, __ATOMIC_RELAXED);
-    return ((n * 0x9e3779b97f4a7c15ull) >> 32) % 100 < spec.percent;
+    return ((n * 0x9e3779b97f4a7c15ull) >> 32) % 1000000 < spec.ppm;
+}
+
+void mdr_guard_forked(void)
+{
+    if (!guarding || spec.ppm >= 1000000)
+        return;
+    sample_seed ^= (uint64_t)getpid() << 32;
+    struct mdr_guard_sampler *own = mdr_thread_sampler();  /* the forking thread's copy */
+    if (own != NULL)
+        own->x = 0;
 }
 
 /* `fn:NAME`'s code: [LO, HI) written by GDB after the name (`fn:NAME@LO-HI`, hex: it finds any
@@ -394,6 +411,10 @@ void mdr_guard_start(struct mdr_alloc_fns *real, int environment)
     sigemptyset(&sa.sa_mask);
     sigaction(SIGSEGV, &sa, &previous[0]);
     sigaction(SIGBUS, &sa, &previous[1]);
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);  /* a seed per run: each run samples other blocks */
+    sample_seed = ((uint64_t)now.tv_sec * 1000000000u + (uint64_t)now.tv_nsec) ^
+                  (uint64_t)getpid() << 32;
     libc = *real;
     malloc_usable_size(NULL);  /* the C library's found now, not inside a realloc's lock */
     struct mdr_alloc_fns g = {

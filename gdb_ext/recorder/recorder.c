@@ -154,6 +154,7 @@ struct mdr_thread {
     int tid_len;
     char tid_text[24];
     struct mdr_stack_bounds bounds;
+    struct mdr_guard_sampler sampler;  /* guard pages' `N%` (guardrun.c) */
     uint8_t walk_mru[WALK_SETS];  /* the way of each set used last */
     struct walk walks[2 * WALK_SETS];
 };
@@ -383,6 +384,7 @@ static void atfork_child(void)
     if (C.lock)
         unlock();
     mdr_guard_atfork(1);
+    mdr_guard_forked();
     if (C.inherit && C.state == MDR_RECORDING) {  /* children asked for: its own dump */
         forget_recording();
         forked_child = 1;
@@ -1175,6 +1177,12 @@ EXPORT void memdump_api_free(void *ptr)
         return;
     HOOK_BEGIN(MDR_CUSTOM_FREE, ptr, 0, 0);
     HOOK_END(0, 0);
+}
+
+MDR_HIDDEN struct mdr_guard_sampler *mdr_thread_sampler(void)
+{
+    struct mdr_thread *t = current();
+    return t != NULL ? &t->sampler : NULL;
 }
 
 MDR_HIDDEN uint64_t mdr_thread_tag(void)

@@ -342,6 +342,11 @@ MDR_HIDDEN int mdr_record_lock(uint64_t tid);
 MDR_HIDDEN void mdr_record_unlock(void);
 /* The FNV-1a hash of this thread's innermost memdump_api.h tag; 0 without one (guardrun.c) */
 MDR_HIDDEN uint64_t mdr_thread_tag(void);
+/* This thread's guard sampler, in its state (no allocation); NULL when it has none (guardrun.c) */
+struct mdr_guard_sampler;
+MDR_HIDDEN struct mdr_guard_sampler *mdr_thread_sampler(void);
+/* guardrun.c: a forked child's samplers reseeded (its draws not its parent's), from atfork */
+MDR_HIDDEN void mdr_guard_forked(void);
 
 /* -- children.c: a process GDB does not record, when children are asked for -- */
 /* Configure a recording of this process alone (FORKED: it inherited its parent's blocks) into

@@ -22,7 +22,7 @@ static int failures;
         }                                                                      \
     } while (0)
 
-static void parses(const char *text, unsigned percent, int all, uint64_t lo, uint64_t hi,
+static void parses(const char *text, uint32_t ppm, int all, uint64_t lo, uint64_t hi,
                    int under, int align16)
 {
     struct mdr_guard_spec s;
@@ -30,9 +30,9 @@ static void parses(const char *text, unsigned percent, int all, uint64_t lo, uin
     int rc = mdr_guard_parse(text, &s, err, sizeof err);
     CHECK(rc == 0, "'%s': %s", text, err);
     if (rc == 0)
-        CHECK(s.percent == percent && s.all == all && s.size_min == lo && s.size_max == hi &&
+        CHECK(s.ppm == ppm && s.all == all && s.size_min == lo && s.size_max == hi &&
               s.under == under && s.align16 == align16,
-              "'%s': %u%% all=%d %llu-%llu under=%d align16=%d", text, s.percent, s.all,
+              "'%s': %u ppm all=%d %llu-%llu under=%d align16=%d", text, s.ppm, s.all,
               (unsigned long long)s.size_min, (unsigned long long)s.size_max, s.under,
               s.align16);
 }
@@ -102,14 +102,52 @@ static int zero_page(const char *p, size_t len)
     return 1;
 }
 
+/* The sampler draws at its rate (within 5 standard deviations of 10M draws), a seeded stream
+ * per state: two states of one seed draw apart, a reset one again from the start */
+static void samples_at_its_rate(void)
+{
+    static const uint32_t rates[] = {1, 200, 10000, 50000, 500000, 999999};
+    for (size_t r = 0; r < sizeof rates / sizeof *rates; r++) {
+        struct mdr_guard_sampler s = {0};
+        const double n = 10e6, p = rates[r] / 1e6;
+        double hits = 0;
+        for (long i = 0; i < (long)n; i++)
+            hits += mdr_guard_sample(&s, rates[r], 42);
+        double off = hits - n * p;  /* within 5 standard deviations: off^2 <= 25 n p (1 - p) */
+        CHECK(off * off <= 25 * n * p * (1 - p) + 1,
+              "%u ppm: %.0f of 10M draws chosen, not %.0f", rates[r], hits, n * p);
+    }
+    struct mdr_guard_sampler a = {0}, b = {0};
+    uint64_t first = 0, other = 0, again = 0;
+    for (int i = 0; i < 64; i++) {
+        first = first << 1 | (uint64_t)mdr_guard_sample(&a, 500000, 7);
+        other = other << 1 | (uint64_t)mdr_guard_sample(&b, 500000, 7);
+    }
+    a.x = 0;
+    for (int i = 0; i < 64; i++)
+        again = again << 1 | (uint64_t)mdr_guard_sample(&a, 500000, 7);
+    CHECK(first != other && first == again, "streams %llx %llx %llx", (unsigned long long)first,
+          (unsigned long long)other, (unsigned long long)again);
+    struct mdr_guard_sampler z = {0};
+    int none = 1;
+    for (int i = 0; i < 100000; i++)
+        none &= !mdr_guard_sample(&z, 0, 1);
+    CHECK(none, "0 ppm chose a block");
+}
+
 int main(void)
 {
-    parses("all", 100, 1, 0, UINT64_MAX, 0, 0);
-    parses("5%", 5, 0, 0, UINT64_MAX, 0, 0);
-    parses("all,under", 100, 1, 0, UINT64_MAX, 1, 0);
-    parses("5%,16-256", 5, 0, 16, 256, 0, 0);
-    parses("16-256", 100, 1, 16, 256, 0, 0);
-    parses("over,100%,align16", 100, 0, 0, UINT64_MAX, 0, 1);
+    parses("all", 1000000, 1, 0, UINT64_MAX, 0, 0);
+    parses("5%", 50000, 0, 0, UINT64_MAX, 0, 0);
+    parses("all,under", 1000000, 1, 0, UINT64_MAX, 1, 0);
+    parses("5%,16-256", 50000, 0, 16, 256, 0, 0);
+    parses("16-256", 1000000, 1, 16, 256, 0, 0);
+    parses("over,100%,align16", 1000000, 0, 0, UINT64_MAX, 0, 1);
+    parses("0.02%", 200, 0, 0, UINT64_MAX, 0, 0);    /* GWP-ASan's default, 1 in 5,000 */
+    parses("0.0001%", 1, 0, 0, UINT64_MAX, 0, 0);
+    parses("2.5%", 25000, 0, 0, UINT64_MAX, 0, 0);
+    parses("100.0000%", 1000000, 0, 0, UINT64_MAX, 0, 0);
+    parses("100.0%", 1000000, 0, 0, UINT64_MAX, 0, 0);
     refuses("", "empty guard SPEC");
     refuses("most", "bad guard SPEC term 'most': not all, N%, MIN-MAX, under, over, align16, "
                     "tag:NAME or fn:NAME");
@@ -121,7 +159,7 @@ int main(void)
         CHECK(mdr_guard_parse("fn:parse_row,under", &s, err, sizeof err) == 0, "%s", err);
         CHECK(strcmp(s.fn, "parse_row") == 0 && s.under && s.all, "fn '%s'", s.fn);
         CHECK(mdr_guard_parse("5%,fn:a-b%", &s, err, sizeof err) == 0, "%s", err);
-        CHECK(strcmp(s.fn, "a-b%") == 0 && s.percent == 5, "fn '%s' %u%%", s.fn, s.percent);
+        CHECK(strcmp(s.fn, "a-b%") == 0 && s.ppm == 50000, "fn '%s' %u ppm", s.fn, s.ppm);
         /* NAME's code at [0x1000, 0x1040): a return address one past a call inside it */
         s.fn_lo = 0x1000;
         s.fn_hi = 0x1040;
@@ -139,19 +177,27 @@ int main(void)
         struct mdr_guard_spec t;
         char err[160] = "";
         /* FNV-1a of "a-b": a tag's name may hold a dash */
-        CHECK(mdr_guard_parse("5%,tag:a-b", &t, err, sizeof err) == 0 && t.percent == 5 &&
+        CHECK(mdr_guard_parse("5%,tag:a-b", &t, err, sizeof err) == 0 && t.ppm == 50000 &&
               t.tag == ((((0xcbf29ce484222325ull ^ 'a') * 0x100000001b3ull ^ '-') *
                          0x100000001b3ull ^ 'b') * 0x100000001b3ull) && t.size_max == UINT64_MAX,
               "tag:a-b: %s", err);
     }
-    refuses("0%", "bad guard SPEC term '0%': a share is 1% to 100%");
-    refuses("101%", "bad guard SPEC term '101%': a share is 1% to 100%");
+    refuses("0%", "bad guard SPEC term '0%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses("101%", "bad guard SPEC term '101%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses("0.00001%", "bad guard SPEC term '0.00001%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses("100.0001%", "bad guard SPEC term '100.0001%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses(".5%", "bad guard SPEC term '.5%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses("5.%", "bad guard SPEC term '5.%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses("1.2.3%", "bad guard SPEC term '1.2.3%': a share is 0.0001% to 100%, at most 4 decimals");
+    refuses("0.0000%", "bad guard SPEC term '0.0000%': a share is 0.0001% to 100%, at most 4 decimals");
     refuses("all,5%", "bad guard SPEC term '5%': a second share (all or N%)");
     refuses("256-16", "bad guard SPEC term '256-16': MIN is larger than MAX");
     refuses("16-", "bad guard SPEC term '16-': a size range is MIN-MAX, in bytes");
     refuses("under,over", "bad guard SPEC term 'over': a second side (under or over)");
     refuses("all,", "bad guard SPEC term '': empty term");
     refuses("all,,under", "bad guard SPEC term '': empty term");
+
+    samples_at_its_rate();
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -160,7 +206,7 @@ int main(void)
     sigaction(SIGSEGV, &sa, NULL);
 
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
-    struct mdr_guard_spec over = {.percent = 100, .all = 1, .size_max = UINT64_MAX};
+    struct mdr_guard_spec over = {.ppm = 1000000, .all = 1, .size_max = UINT64_MAX};
     CHECK(mdr_guard_pool_init(&over, 4, 1), "no pool");
     /* exact placement: the end on the guard page, the start aligned to the size's lowest bit */
     char *a = mdr_guard_alloc(40, 0);
@@ -213,12 +259,12 @@ int main(void)
           live);
 
     /* underflow placement, and 16-byte alignment's slack */
-    struct mdr_guard_spec under = {.percent = 100, .all = 1, .size_max = UINT64_MAX, .under = 1};
+    struct mdr_guard_spec under = {.ppm = 1000000, .all = 1, .size_max = UINT64_MAX, .under = 1};
     CHECK(mdr_guard_pool_init(&under, 2, 1), "no pool");
     char *u = mdr_guard_alloc(32, 0);
     CHECK(u != NULL && (uintptr_t)u % page == 0 && faults(u - 4) && !faults(u), "underflow");
     hit_is((uintptr_t)u - 4, (uintptr_t)u, 32, 4, "before", "allocated");
-    struct mdr_guard_spec a16 = {.percent = 100, .all = 1, .size_max = UINT64_MAX, .align16 = 1};
+    struct mdr_guard_spec a16 = {.ppm = 1000000, .all = 1, .size_max = UINT64_MAX, .align16 = 1};
     CHECK(mdr_guard_pool_init(&a16, 2, 1), "no pool");
     char *s = mdr_guard_alloc(20, 0);
     CHECK(s != NULL && (uintptr_t)s % 16 == 0 && ((uintptr_t)s + 32) % page == 0, "align16");

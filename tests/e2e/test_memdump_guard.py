@@ -106,7 +106,7 @@ def test_align16_misses_the_slack_overflow(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("name", ["heap_errors", "heap_errors_cpp"])
-@pytest.mark.parametrize("spec", ["all", "all,under", "5%"])
+@pytest.mark.parametrize("spec", ["all", "all,under", "5%", "0.02%"])
 def test_the_clean_programs_run_guarded(tmp_path: Path, name: str, spec: str) -> None:
     proc, facts, errors = guarded(tmp_path, spec, name, "clean")
     assert (proc.returncode, errors, facts.process) == (0, [], []), proc.stderr
@@ -192,6 +192,23 @@ def test_a_tag_chooses_the_blocks(tmp_path: Path) -> None:
             ends.setdefault(int(e[-1]), set()).add((int(e[5], 16) + int(e[-1])) % 4096 == 0)
     assert ends == {11: {False}, 12: {False}, 1001: {True}, 1002: {False}, 2001: {False},
                     3001: {False}}
+
+
+@pytest.mark.parametrize(("spec", "accepted"), [
+    ("0.02%", True), ("0.0001%", True), ("100.0%", True), ("0.00001%", False), ("100.01%", False),
+    ("5.%", False), (".5%", False), ("1.2.3%", False),
+])
+def test_a_share_takes_four_decimals(tmp_path: Path, spec: str, accepted: bool) -> None:
+    """memdump.sh's check says what guard.c's parser says (test_guard.c: the same terms)."""
+    proc = subprocess.run([str(SCRIPT), "--guard", spec, "-o", str(tmp_path / "d.memdump"),
+                           str(program("heap_errors")), "clean"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    if accepted:
+        assert proc.returncode == 0 and "bad guard SPEC" not in proc.stderr, proc.stderr
+    else:
+        assert (proc.returncode, proc.stderr) == (
+            2, f"memdump.sh: --guard {spec}: '{spec}': a share is 0.0001% to 100%, at most 4 "
+               "decimals\n")
 
 
 @pytest.mark.parametrize(("options", "message"), [

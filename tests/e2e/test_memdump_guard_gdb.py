@@ -39,7 +39,11 @@ def test_the_overflow_stops_gdb_at_its_line(tmp_path: Path, how: str) -> None:
     ("fn:", "memdump: --guard fn:: 'fn:': fn:NAME needs a function's name"),
     ("5%,all", "memdump: --guard 5%,all: 'all': a second share (all or N%)"),
     ("all,,under", "memdump: --guard all,,under: an empty term"),
-    ("0%", "memdump: --guard 0%: '0%': a share is 1% to 100%"),
+    ("0%", "memdump: --guard 0%: '0%': a share is 0.0001% to 100%, at most 4 decimals"),
+    ("0.00001%", "memdump: --guard 0.00001%: '0.00001%': a share is 0.0001% to 100%, at most 4 "
+                 "decimals"),
+    ("100.01%", "memdump: --guard 100.01%: '100.01%': a share is 0.0001% to 100%, at most 4 "
+                "decimals"),
     ("9-3", "memdump: --guard 9-3: '9-3': MIN is larger than MAX"),
 ])
 def test_a_bad_spec_is_one_line(tmp_path: Path, spec: str, message: str) -> None:

@@ -33,6 +33,8 @@ __all__ = ["at_fault", "check_spec", "check_spec_setting", "resume",
            "write_spec"]
 
 _SIZES = re.compile(r"(\d{1,18})-(\d{1,18})")
+# `N%`: N with at most 4 decimals, 0.0001 to 100 (guard.c's parse_share: parts per million)
+_SHARE = re.compile(r"(\d{1,18})(?:\.(\d{1,4}))?%")
 _TERMS = "all, N%, MIN-MAX, under, over, align16, tag:NAME or fn:NAME"
 
 
@@ -56,8 +58,10 @@ def check_spec(spec: str) -> str:
                 raise bad(term, "fn:NAME needs a function's name")
         elif term == "all" or term.endswith("%"):
             kind, what = "share", "a second share (all or N%)"
-            if term != "all" and not (term[:-1].isdigit() and 1 <= int(term[:-1]) <= 100):
-                raise bad(term, "a share is 1% to 100%")
+            share = _SHARE.fullmatch(term)
+            if term != "all" and not (share is not None and int(share[1]) <= 100 and 1 <= int(
+                    share[1]) * 10000 + int((share[2] or "").ljust(4, "0")) <= 1_000_000):
+                raise bad(term, "a share is 0.0001% to 100%, at most 4 decimals")
         elif sizes is not None:
             kind, what = "size", "a second size range"
             if int(sizes[1]) > int(sizes[2]):
