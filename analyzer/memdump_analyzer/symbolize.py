@@ -22,6 +22,7 @@ from __future__ import annotations
 import bisect
 import os
 import shutil
+import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,6 +45,8 @@ NM = "nm"
 TIMEOUT = 300
 #: (ELF class, data encoding, machine) -> binutils' name of its target; other ELF files get the
 #: generic `elf64-little` and the like
+#: ELF section types: the symbol table, the dynamic symbol table
+_SHT_SYMTAB, _SHT_DYNSYM = 2, 11
 _TARGETS = {(2, 1, 62): "elf64-x86-64", (1, 1, 62): "elf32-x86-64", (1, 1, 3): "elf32-i386"}
 
 #: one level of a frame's symbols: (function, file, line), None when unknown
@@ -204,7 +207,7 @@ def sized_symbols(module: str, types: str, *, demangle: bool = True,
         return []
     import subprocess  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
 
-    for dynamic in ([], ["-D"]):
+    for dynamic in symbol_tables(module):
         try:
             run = subprocess.run([program, *bfd_target(module), "-S",
                                   *(["-C"] if demangle else []), "--defined-only", *dynamic,
@@ -224,6 +227,40 @@ def sized_symbols(module: str, types: str, *, demangle: bool = True,
         if symbols:
             return sorted(symbols)
     return []
+
+
+def symbol_tables(module: str) -> list[list[str]]:
+    """The nm options that read each symbol table `module` has, in the order `sized_symbols`
+    tries them: `[]` its symbol table, `["-D"]` its dynamic one. Both unless its ELF section
+    headers say which it has: a stripped module's symbol table is absent, and asking nm for it
+    is a process started for nothing (four of the twelve a view ran on cppcheck's dump)."""
+    both = [[], ["-D"]]
+    try:
+        with open(module, "rb") as f:
+            head = f.read(64)
+            if len(head) < 52 or head[:4] != b"\x7fELF" or head[4] not in (1, 2) \
+                    or head[5] not in (1, 2):
+                return both
+            end = "<" if head[5] == 1 else ">"
+            if head[4] == 2:
+                if len(head) < 64:
+                    return both
+                shoff, = struct.unpack_from(end + "Q", head, 0x28)
+                entsize, count = struct.unpack_from(end + "HH", head, 0x3A)
+            else:
+                shoff, = struct.unpack_from(end + "I", head, 0x20)
+                entsize, count = struct.unpack_from(end + "HH", head, 0x2E)
+            if shoff == 0 or count == 0 or entsize < 8:  # none, or more than 0xff00 of them
+                return both
+            f.seek(shoff)
+            table = f.read(entsize * count)
+    except OSError:
+        return both
+    if len(table) < entsize * count:
+        return both
+    types = {struct.unpack_from(end + "I", table, i * entsize + 4)[0] for i in range(count)}
+    return [option for option, kind in (([], _SHT_SYMTAB),
+                                        (["-D"], _SHT_DYNSYM)) if kind in types]
 
 
 def bfd_target(module: str) -> list[str]:

@@ -7,13 +7,21 @@ import json
 import os
 import re
 import shutil
+import struct
 import subprocess
 from pathlib import Path
 
 import pytest
 from analyzer_testlib import run_cli
 from memdump_analyzer import analyze, render_json, render_text
-from memdump_analyzer.symbolize import Level, _parse, addr2line, bfd_target, sized_symbols
+from memdump_analyzer.symbolize import (
+    Level,
+    _parse,
+    addr2line,
+    bfd_target,
+    sized_symbols,
+    symbol_tables,
+)
 
 # the line numbers below are the tests' expectations: keep them in step with the sources
 MAKE_BLOCK = """\
@@ -289,14 +297,75 @@ def test_binutils_are_told_the_object_format(tmp_path: Path, head: bytes,
     assert bfd_target(str(tmp_path / "missing")) == []
 
 
+def _elf_with_sections(cls: int, data: int, types: list[int]) -> bytes:
+    """An ELF header of class `cls` and byte order `data` and a section header of each type."""
+    end = "<" if data == 1 else ">"
+    size, entsize = (64, 64) if cls == 2 else (52, 40)
+    head = bytearray(_elf_header(cls, data, 62).ljust(size, b"\0"))
+    if cls == 2:
+        struct.pack_into(end + "Q", head, 0x28, size)
+        struct.pack_into(end + "HH", head, 0x3A, entsize, len(types))
+    else:
+        struct.pack_into(end + "I", head, 0x20, size)
+        struct.pack_into(end + "HH", head, 0x2E, entsize, len(types))
+    table = bytearray(entsize * len(types))
+    for i, kind in enumerate(types):
+        struct.pack_into(end + "I", table, i * entsize + 4, kind)
+    return bytes(head + table)
+
+
+@pytest.mark.parametrize(
+    ("content", "expected"),
+    [
+        (_elf_with_sections(2, 1, [0, 11, 3, 2, 3]), [[], ["-D"]]),
+        (_elf_with_sections(2, 1, [0, 11, 3]), [["-D"]]),  # stripped
+        (_elf_with_sections(2, 2, [0, 2]), [[]]),  # a static executable, big-endian
+        (_elf_with_sections(1, 1, [0, 11, 3]), [["-D"]]),
+        (_elf_with_sections(1, 2, [0, 3]), []),  # no symbols at all
+        (_elf_with_sections(2, 1, [0, 11])[:-8], [[], ["-D"]]),  # cut short
+        (_elf_with_sections(2, 1, []), [[], ["-D"]]),  # no section headers
+        (b"#!/bin/sh\n", [[], ["-D"]]),
+    ],
+)
+def test_nm_reads_the_symbol_tables_a_module_has(tmp_path: Path, content: bytes,
+                                                 expected: list[list[str]]) -> None:
+    """nm is asked for the tables the module's section headers name (SHT_SYMTAB 2, SHT_DYNSYM
+    11), both when they cannot be read."""
+    module = tmp_path / "module"
+    module.write_bytes(content)
+    assert symbol_tables(str(module)) == expected
+    assert symbol_tables(str(tmp_path / "missing")) == [[], ["-D"]]
+
+
+def _dynamic_functions(module: str) -> set[str]:
+    """The sized functions of `module`'s dynamic symbols, as nm gives them of itself."""
+    plain = subprocess.run(["nm", "-S", "-D", "--defined-only", module], capture_output=True,
+                           check=True, text=True).stdout
+    return {line.split()[3] for line in plain.splitlines()
+            if len(line.split()) == 4 and line.split()[2] in "TtWwi"}
+
+
+def test_a_stripped_module_is_read_from_its_dynamic_symbols(tmp_path: Path) -> None:
+    """A library compiled here: its symbol table while it has one, its dynamic one once stripped
+    (nm not asked for the table it no longer has), the same symbols nm -D gives."""
+    src = tmp_path / "hidden.c"
+    src.write_text(HIDDEN)
+    lib = tmp_path / "libhidden.so"
+    subprocess.run([_tool("gcc"), "-O0", "-fPIC", "-shared", "-o", str(lib), str(src)],
+                   check=True)
+    assert symbol_tables(str(lib)) == [[], ["-D"]]
+    assert "hidden_alloc" in {name for _, _, name in sized_symbols(str(lib), "TtWwi")}
+    subprocess.run([_tool("strip"), "--strip-all", str(lib)], check=True)
+    assert symbol_tables(str(lib)) == [["-D"]]
+    names = {name for _, _, name in sized_symbols(str(lib), "TtWwi")}
+    assert names == _dynamic_functions(str(lib)) == {"entry", "exported"}
+
+
 def test_nm_reads_a_module_as_its_format() -> None:
     """The sized function symbols of the C library, as nm gives them with its format named."""
     libc = next(p for p in ("/lib/x86_64-linux-gnu/libc.so.6",
                             "/usr/lib/x86_64-linux-gnu/libc.so.6") if Path(p).exists())
-    plain = subprocess.run(["nm", "-S", "-D", "--defined-only", libc], capture_output=True,
-                           check=True, text=True).stdout
-    names = {line.split()[3] for line in plain.splitlines()
-             if len(line.split()) == 4 and line.split()[2] in "TtWwi"}
+    names = _dynamic_functions(libc)
     assert {name for _, _, name in sized_symbols(libc, "TtWwi", demangle=False)} == names
 
 
