@@ -89,7 +89,7 @@ NOT_FOR_THE_REPORT = {
     "exports.pprof", "exports.profile", "gensupp", "heappass", "leanpass", "nativepass",
     "growth", "heapmap", "sarif", "suppressions", "symcache", "tagphases", "views", "views.cli",
     "views.common", "views.hotspots", "views.lifetimes", "views.peak", "views.series",
-    "views.sizes", "views.stream", "views.temporary", "views.timeline",
+    "views.sizes", "views.stream", "views.temporary", "views.timeline", "vgframes", "vgmodel",
 }
 
 _LOADED = """
