@@ -10,7 +10,9 @@ one, cppcheck on a C file), it runs, one after the other and several times each:
 - the same with GDB's index cache on (the user's setting `set index-cache enabled on`, warm);
 - `heaptrack PROGRAM` then `heaptrack_print FILE` (the leak report among its views);
 
-and the parts of memdump's start-up alone (GDB's, `source gdb_ext/memdump.py` and
+memdump's on the small program also with its symbol cache cold (emptied before each run; warm
+otherwise: the runs' own XDG_CACHE_HOME, filled by the warm-up run), and the parts of memdump's
+start-up alone (GDB's, `source gdb_ext/memdump.py` and
 `gdb_ext/dbgkit.py`, memdump's module imported at its first use, the analyser's).
 Each figure is the median of the runs: wall seconds and CPU seconds (user + system of every
 process of the run). It prints a markdown table that it also writes into docs/benchmarks.md
@@ -60,17 +62,24 @@ def timed(steps: Sequence[Step], cwd: Path) -> tuple[float, float]:
     return wall, cpu
 
 
-def cases(root: Path, program: Sequence[str], work: Path) -> dict[str, list[Step]]:
-    """The runs compared on PROGRAM, by label, with their files under WORK."""
+def cases(root: Path, program: Sequence[str], work: Path, cold: bool,
+          ) -> dict[str, list[Step]]:
+    """The runs compared on PROGRAM, by label, with their files under WORK; COLD: memdump's
+    also with the symbol cache emptied before each run."""
     dump, heaptrack = str(work / "run.memdump"), str(work / "run.heaptrack")
     source = f"source {root / 'gdb_ext' / 'memdump.py'}"
+    script = [[str(root / "scripts" / "memdump.sh"), "--report", "-o", dump, *program]]
+    one_liner = [["gdb", "-nx", "-batch", "-ex", source, "-ex", f"memdump -o {dump}", "-ex", "r",
+                  "--args", *program],
+                 [str(root / "scripts" / "memdump-analyze"), dump]]
+    # the symbol cache (XDG_CACHE_HOME, set by main) is warm after measure's warm-up run; cold,
+    # it is removed first (`rm -rf`, counted: 1 ms)
+    empty = [["rm", "-rf", os.path.join(os.environ["XDG_CACHE_HOME"], "dbgkit")]]
     return {
-        "`memdump.sh --report`": [[str(root / "scripts" / "memdump.sh"), "--report", "-o", dump,
-                                   *program]],
-        "`gdb -batch ... memdump -ex r` + `memdump-analyze`": [
-            ["gdb", "-nx", "-batch", "-ex", source, "-ex", f"memdump -o {dump}", "-ex", "r",
-             "--args", *program],
-            [str(root / "scripts" / "memdump-analyze"), dump]],
+        "`memdump.sh --report`": script,
+        **({"`memdump.sh --report`, symbol cache cold": empty + script} if cold else {}),
+        "`gdb -batch ... memdump -ex r` + `memdump-analyze`": one_liner,
+        **({"the same, symbol cache cold": empty + one_liner} if cold else {}),
         # the same with the user's GDB setting `set index-cache enabled on` (a directory of the
         # run's own; warm after measure's first run): the debug files' indexes read, not built
         "the same, GDB's index cache on (warm)": [
@@ -243,13 +252,13 @@ def main() -> int:
         if shutil.which(tool) is None:
             sys.exit(f"bench-wholerun: {tool} is not installed")
     programs = [("small program: `churn_leak 300` (300 allocations, one leak)",
-                 [str(small), "300"], args.runs)]
+                 [str(small), "300"], args.runs, True)]
     if args.big:
         if shutil.which("cppcheck") is None or not Path(args.big).is_file():
             sys.exit(f"bench-wholerun: --big needs cppcheck and {args.big}")
         programs.append((f"cppcheck: `cppcheck --quiet --enable=all {Path(args.big).name}`",
                          ["cppcheck", "--quiet", "--enable=all", str(Path(args.big).resolve())],
-                         args.big_runs))
+                         args.big_runs, False))
     # as a user's shell: Python writes its bytecode cache (a test runner may turn it off)
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
@@ -260,9 +269,10 @@ def main() -> int:
     rows = [head, "| --- | --- |" + " ---: |" * (2 * len(roots))]
     with tempfile.TemporaryDirectory(prefix="bench-wholerun.") as tmp:
         work = Path(tmp)
-        for title, program, runs in programs:
+        os.environ["XDG_CACHE_HOME"] = str(work / "cache")  # the runs' own symbol cache
+        for title, program, runs, cold in programs:
             print(title, file=sys.stderr)
-            variants = [cases(root, program, work) for root in roots]
+            variants = [cases(root, program, work, cold) for root in roots]
             for label in variants[0]:
                 cells = measure(label, [v[label] for v in variants], runs, work)
                 rows.append(f"| {title.split(':')[0]} | {label} | {cells} |")

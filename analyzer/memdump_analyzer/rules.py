@@ -8,6 +8,7 @@ internal aliases, which GDB sometimes shows), module names by their basename.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Iterable, Sequence
@@ -253,19 +254,18 @@ def _matcher(patterns: Iterable[str]) -> re.Pattern[str]:
     return re.compile("|".join(f"(?:{translate(p)})" for p in patterns))
 
 
-_WRAPPER = _matcher(_rule("allocator-frame").patterns)
-_LOCK_WRAPPER = _matcher(_rule("lock-wrapper-frame").patterns)
-_LOADER = _matcher(_rule("dynamic-loader").patterns)
-_RUNTIME_FUNCTION = _matcher(_rule("runtime-function").patterns)
-_RUNTIME_MODULE = _matcher(_rule("runtime-module").patterns)
+@functools.cache
+def _rule_matcher(name: str) -> re.Pattern[str]:
+    """Rule `name`'s patterns as one regex, compiled the first time a stack asks for it (a report
+    whose frames need no rule compiles none: 10 ms of a small program's analysis)."""
+    patterns = _rule(name).patterns
+    if name == "runtime-frame":  # its parenthesised patterns are the modules', not functions'
+        patterns = tuple(p for p in patterns if not p.startswith("("))
+    return _matcher(patterns)
 
-_RUNTIME_FRAME_FUNCTION = _matcher(
-    p for p in _rule("runtime-frame").patterns if not p.startswith("(")
-)
 
 #: functions that make a free the runtime's own (`DumpReader(mark_functions=...)`)
 RUNTIME_FREE_FUNCTIONS = frozenset(_rule("runtime-free").patterns)
-_MAIN = _matcher(_rule("below-main").patterns)
 
 
 def _function(frame: Frame) -> str | None:
@@ -273,11 +273,13 @@ def _function(frame: Frame) -> str | None:
 
 
 def is_dynamic_loader(module: str | None) -> bool:
-    return module is not None and _LOADER.match(os.path.basename(module)) is not None
+    return (module is not None
+            and _rule_matcher("dynamic-loader").match(os.path.basename(module)) is not None)
 
 
 def is_runtime_module(module: str | None) -> bool:
-    return module is not None and _RUNTIME_MODULE.match(os.path.basename(module)) is not None
+    return (module is not None
+            and _rule_matcher("runtime-module").match(os.path.basename(module)) is not None)
 
 
 def is_runtime_only(stack: Sequence[Frame]) -> bool:
@@ -290,7 +292,7 @@ def is_runtime_frame(frame: Frame) -> bool:
     if is_runtime_module(frame.module):
         return True
     name = _function(frame)
-    return name is not None and _RUNTIME_FRAME_FUNCTION.match(name) is not None
+    return name is not None and _rule_matcher("runtime-frame").match(name) is not None
 
 
 def outer_runtime_frames(stack: Sequence[Frame]) -> int:
@@ -307,34 +309,36 @@ def outer_runtime_frames(stack: Sequence[Frame]) -> int:
 def is_lock_wrapper(function: str | None) -> bool:
     """Rule `lock-wrapper-frame`: a lock function or the C++ library's wrapper of one."""
     name = public_name(function)
-    return name is not None and _LOCK_WRAPPER.match(name) is not None
+    return name is not None and _rule_matcher("lock-wrapper-frame").match(name) is not None
 
 
 def trim_lock_stack(frames: Sequence[Frame]) -> tuple[Frame, ...]:
     """A lock's waiting stack as reports show it: lock wrapper frames and below-main removed."""
-    return trim_stack(frames, _LOCK_WRAPPER)
+    return trim_stack(frames, _rule_matcher("lock-wrapper-frame"))
 
 
 def is_allocator_frame(frame: Frame) -> bool:
     """Rule `allocator-frame`: a frame `trim_stack` removes from the inner end of a stack."""
     name = _function(frame)
-    return name is not None and _WRAPPER.match(name) is not None
+    return name is not None and _rule_matcher("allocator-frame").match(name) is not None
 
 
 def is_main_frame(frame: Frame) -> bool:
     """Rule `below-main`: a frame `trim_stack` keeps as a stack's outermost when it is the
     outermost of its kind (its callers are dropped)."""
     name = _function(frame)
-    return name is not None and _MAIN.match(name) is not None
+    return name is not None and _rule_matcher("below-main").match(name) is not None
 
 
-def trim_stack(frames: Sequence[Frame], wrapper: re.Pattern[str] = _WRAPPER
+def trim_stack(frames: Sequence[Frame], wrapper: re.Pattern[str] | None = None
                ) -> tuple[Frame, ...]:
     """The stack as reports show it (innermost first): allocator frames (or `wrapper`'s) and
     below-main removed.
 
     A stack that would be left empty is kept whole.
     """
+    if wrapper is None:
+        wrapper = _rule_matcher("allocator-frame")
     start = 0
     n = len(frames)
     while start < n:
@@ -347,7 +351,7 @@ def trim_stack(frames: Sequence[Frame], wrapper: re.Pattern[str] = _WRAPPER
     end = n
     for i in range(n - 1, start - 1, -1):
         name = _function(frames[i])
-        if name is not None and _MAIN.match(name) is not None:
+        if name is not None and _rule_matcher("below-main").match(name) is not None:
             end = i + 1
             break
     return tuple(frames[start:end])
@@ -364,7 +368,7 @@ def classify_stack(frames: Sequence[Frame]) -> str:
         if is_dynamic_loader(frame.module):
             return "runtime"
         name = _function(frame)
-        if name is not None and _RUNTIME_FUNCTION.match(name) is not None:
+        if name is not None and _rule_matcher("runtime-function").match(name) is not None:
             return "runtime"
         if not is_runtime_module(frame.module):
             return "leak"

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import bisect
 import os
-import shutil
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -150,6 +149,8 @@ def symbolize(reader: DumpReader, nodes: Iterable[int], *, tool: str = TOOL) -> 
         module = reader.frames[ident].module
         assert module is not None
         by_module.setdefault(module, []).append(ident)
+    import shutil  # noqa: PLC0415 - GDB's recording imports this module for addr2line alone
+
     program = shutil.which(tool)
     if program is None:
         result.tool_missing = f"{tool} (binutils) is not installed"
@@ -202,10 +203,12 @@ def sized_symbols(module: str, types: str, *, demangle: bool = True,
     `types` (`TtWwi` functions, `BbDdVvGgSs` data), sorted; from the symbol table, else the
     dynamic one; [] when nm is missing or fails. `demangle=False`: the linkage names (nm does
     not demangle them, for a caller that reads the spans alone)."""
+    import shutil  # noqa: PLC0415 - GDB's recording imports this module for addr2line alone
+    import subprocess  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
+
     program = shutil.which(NM)
     if program is None:
         return []
-    import subprocess  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
 
     for dynamic in symbol_tables(module):
         try:
@@ -305,7 +308,27 @@ def addr2line(
 ) -> dict[int, list[Level]]:
     """offset -> its symbols, innermost first (`-i`: the inlined functions, then the function
     they were inlined into), for each of `offsets` in `module`; `demangle=False`: the functions'
-    linkage names (`_ZL11make_widgetv`), as valgrind's suppressions name them."""
+    linkage names (`_ZL11make_widgetv`), as valgrind's suppressions name them. The answers of
+    a module with a build id are kept in the symbol cache (symcache.py), and `program` runs on
+    the offsets it does not hold only."""
+    from . import symcache  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
+
+    cache = symcache.entry(program, module, demangle=demangle)
+    if cache is None:
+        return _run(program, module, offsets, demangle)
+    found = {o: cache.frames[o] for o in offsets if o in cache.frames}
+    missing = [o for o in offsets if o not in found]
+    if not missing:
+        cache.used()
+        return found
+    fresh = _run(program, module, missing, demangle)
+    cache.save(fresh)
+    return {o: found[o] if o in found else fresh[o] for o in offsets}
+
+
+def _run(program: str, module: str, offsets: list[int], demangle: bool,
+         ) -> dict[int, list[Level]]:
+    """`program`'s answers for `offsets` of `module` (addr2line above, without the cache)."""
     import subprocess  # noqa: PLC0415 - a report whose frames all have symbols runs no tool
 
     text = "".join(f"0x{o:x}\n" for o in offsets)

@@ -14,11 +14,9 @@ import os
 import re
 from typing import TYPE_CHECKING
 
-from .vgframes import NUM_CALLERS
-from .vgmodel import VgOptions, counted_errors
-
 if TYPE_CHECKING:
     from .model import Analysis
+    from .vgmodel import VgOptions
 
 __all__ = ["FORMATS", "add_options", "expand_path", "options", "report"]
 
@@ -42,7 +40,11 @@ def add_options(parser) -> None:  # noqa: ANN001 - argparse.ArgumentParser, impo
 
 
 def options(args, show_kinds: frozenset[str], error_kinds: frozenset[str]) -> VgOptions:  # noqa: ANN001
-    """The VgOptions of a parsed command line (cli.py's argparse.Namespace)."""
+    """The VgOptions of a parsed command line (cli.py's argparse.Namespace). (The models are
+    imported here: the leak report's command line loads none of them.)"""
+    from .vgframes import NUM_CALLERS
+    from .vgmodel import VgOptions
+
     level = {"yes": "full"}.get(args.leak_check, args.leak_check)
     return VgOptions(level, show_kinds, error_kinds, args.max_frames or NUM_CALLERS, args.quiet,
                      args.gen_suppressions, list(args.command), list(args.tool_arg))
@@ -71,6 +73,7 @@ def report(args, analysis: Analysis, show_kinds: frozenset[str],  # noqa: ANN001
     and `%q{VAR}` expanded; the text; whether the ERROR SUMMARY counts errors, which
     --fail-on-leak turns into exit status 1)."""
     from .dumpfile import DumpError
+    from .vgmodel import counted_errors
 
     opts = options(args, show_kinds, error_kinds)
     try:

@@ -15,7 +15,7 @@ import pytest
 from analyzer_testlib import ANALYZER, FIXTURES, LIBC, Dump, F, main_at, run_cli
 from exports_testlib import doc_block, golden, ms_print, ms_print_peak, pprof
 from memdump_analyzer import analyze
-from memdump_analyzer.exports.buildid import build_id, recorded_build_id
+from memdump_analyzer.buildid import build_id, recorded_build_id
 from memdump_analyzer.exports.pprof import _varint
 
 EXAMPLE = FIXTURES / "exports.memdump"

@@ -84,12 +84,12 @@ def test_modules_stay_small() -> None:
 # What `memdump-analyze DUMP` (the text report) must not load: the views, the exports'
 # renderers and the other outputs' modules (each imported by the function that makes its output).
 NOT_FOR_THE_REPORT = {
-    "callsites", "diff", "exports.buildid", "exports.charts", "exports.collapsed",
+    "buildid", "callsites", "diff", "exports.charts", "exports.collapsed",
     "exports.flame", "exports.html", "exports.htmldiff", "exports.mapsvg", "exports.massif",
     "exports.pprof", "exports.profile", "gensupp", "heappass", "leanpass", "nativepass",
-    "growth", "heapmap", "sarif", "suppressions", "tagphases", "views", "views.cli",
+    "growth", "heapmap", "sarif", "suppressions", "symcache", "tagphases", "views", "views.cli",
     "views.common", "views.hotspots", "views.lifetimes", "views.peak", "views.series",
-    "views.sizes", "views.stream", "views.temporary", "views.timeline",
+    "views.sizes", "views.stream", "views.temporary", "views.timeline", "vgframes", "vgmodel",
 }
 
 _LOADED = """

@@ -109,3 +109,11 @@ def gdb_path() -> str:
 def gdb_ext_dir() -> Path:
     """The directory that holds the dbgkit package."""
     return GDB_EXT_DIR
+
+
+@pytest.fixture(autouse=True)
+def _own_symbol_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                      ) -> None:
+    """Each test's runs symbolise with a cache of their own (memdump_analyzer/symcache.py)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("MEMDUMP_NO_CACHE", raising=False)

@@ -45,6 +45,14 @@ def _text_dumps() -> None:
     os.environ["MEMDUMP_COMPACT"] = "0"
 
 
+@pytest.fixture(autouse=True)
+def _own_symbol_cache(monkeypatch: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory,
+                      ) -> None:
+    """Each test's runs symbolise with a cache of their own (memdump_analyzer/symcache.py)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("xdg-cache")))
+    monkeypatch.delenv("MEMDUMP_NO_CACHE", raising=False)
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _tools() -> None:
     if shutil.which("gdb") is None:

@@ -16,6 +16,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from memdump_analyzer.buildid import build_id
 from memdump_analyzer.dumpfile import DumpReader
 from memdump_e2e import GDB_TIMEOUT, build_dir, program
 
@@ -75,6 +76,36 @@ def test_frames_from_debug_files_equal_gdbs(tmp_path: Path, name: str) -> None:
     assert len(libc) >= 2 and all(v[1] for v in libc.values()), libc
     assert late == gdb_read
     assert not any(v[1] for v in _libc(bare).values())
+
+
+def test_frames_from_the_symbol_cache_equal_gdbs(tmp_path: Path) -> None:
+    """The second recording of a program takes glibc's frames from the symbol cache
+    (memdump_analyzer/symcache.py): memdump-symbolize is asked nothing, and the frames are
+    GDB's, as they are with the cache off."""
+    log = tmp_path / "asked.log"
+    counting = tmp_path / "counting-symbolize"
+    counting.write_text(f'#!/bin/sh\ntee -a "{log}" | exec "{SYMBOLIZE}" "$@"\n')
+    counting.chmod(0o755)
+    gdb_read = _frames(_record(tmp_path, "leak_threads", read_debug=True,
+                               symbolizer="/nonexistent"))
+    runs = []
+    for off in ("", "", "1"):
+        os.environ["MEMDUMP_NO_CACHE"] = off  # the test's own XDG_CACHE_HOME (conftest.py)
+        try:
+            (tmp_path / f"run{len(runs)}").mkdir()
+            dump = _record(tmp_path / f"run{len(runs)}", "leak_threads", read_debug=False,
+                           symbolizer=str(counting))
+        finally:
+            del os.environ["MEMDUMP_NO_CACHE"]
+        runs.append((_frames(dump), log.read_text().split() if log.exists() else []))
+    asked = runs[0][1]
+    assert len(asked) >= 2 and len(_libc(gdb_read)) >= 2
+    assert [r[0] for r in runs] == [gdb_read] * 3
+    assert [len(r[1]) for r in runs] == [len(asked), len(asked), 2 * len(asked)]
+    cache = Path(os.environ["XDG_CACHE_HOME"]) / "dbgkit" / "symbols"
+    libc = {build_id(module) for module, _ in _libc(gdb_read)}
+    assert {f"{ident}-counting-symbolize-C.json" for ident in libc} <= {
+        p.name for p in cache.iterdir()}
 
 
 _READ = "python print(sorted(o.owner.filename for o in gdb.objfiles() if o.owner))"

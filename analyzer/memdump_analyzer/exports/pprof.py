@@ -13,9 +13,9 @@ import gzip
 from collections.abc import Sequence
 from datetime import datetime
 
+from ..buildid import recorded_build_id
 from ..dumpfile import Frame
 from . import pprofnative
-from .buildid import recorded_build_id
 from .profile import HeapProfile, StackFigures, frame_label, nonzero
 
 __all__ = ["SAMPLE_TYPES", "encode_profile", "render_pprof"]

@@ -83,7 +83,7 @@ def _docs(analyze: str) -> dict[str, tuple[str, str]]:
             sys.modules.pop(f"{__name__}.{name}", None)
             base.REGISTRY.pop(name, None)
             cls = command_class(name)
-            docs[name] = (classes[cls.COMMAND_CLASS], cls.__doc__ or "")
+            docs[name] = (classes[cls.COMMAND_CLASS], cls.help_text())
     finally:
         builtfiles.ANALYZE = kept
     return docs

@@ -1,4 +1,5 @@
-"""The GNU build id of an ELF file (its `NT_GNU_BUILD_ID` note), read from its program headers.
+"""The GNU build id of an ELF file (its `NT_GNU_BUILD_ID` note), read from its program headers: the
+symbol cache's key (symcache.py) and pprof's mappings (exports/pprof.py).
 
 A dump names each module by path and has no build ids (docs/dump-format.md), so an export reads
 the module as it is on disk now, and only when the file is not newer than the recording: a file
@@ -9,7 +10,6 @@ from __future__ import annotations
 
 import os
 import struct
-from datetime import datetime
 
 __all__ = ["build_id", "recorded_build_id"]
 
@@ -72,6 +72,8 @@ def recorded_build_id(path: str, start: str | None) -> str | None:
     ran."""
     if start is None:
         return None
+    from datetime import datetime  # noqa: PLC0415 - the symbol cache reads build ids alone
+
     try:
         started = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
         if os.stat(path).st_mtime > started:
