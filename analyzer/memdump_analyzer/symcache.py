@@ -60,13 +60,14 @@ def _warn(message: str) -> None:
 
 
 def directory() -> str | None:
-    """Where the cache files are; None when the cache is off or there is no home directory."""
+    """Where the cache files are; None when the cache is off, or without XDG_CACHE_HOME when the
+    home directory is not one (a daemon's `/nonexistent`: a cache never makes a home)."""
     if os.environ.get(ENV_OFF, "") not in ("", "0"):
         return None
     base = os.environ.get("XDG_CACHE_HOME", "")
     if not os.path.isabs(base):  # the XDG rule: a relative path is ignored
         home = os.path.expanduser("~")
-        if not os.path.isabs(home):
+        if not os.path.isabs(home) or not os.path.isdir(home):  # never made: HOME=/nonexistent
             return None
         base = os.path.join(home, ".cache")
     return os.path.join(base, "dbgkit", "symbols")

@@ -227,3 +227,21 @@ def test_the_directory_is_bounded(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     addr2line(program, str(binaries[2]), offsets)
     kept = {p.name.split("-")[0] for p in _files(cache)}
     assert kept == {build_id(str(binaries[0])), build_id(str(binaries[2]))}
+
+
+def test_a_missing_home_is_never_made(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A daemon's HOME (`/nonexistent`) without XDG_CACHE_HOME: no cache, and no home made for
+    one; a home that exists gets its `.cache`."""
+    home = tmp_path / "nonexistent"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(home))
+    assert symcache.directory() is None
+    program, log = _counting_addr2line(tmp_path)
+    binary = _program(tmp_path)
+    offsets = _offsets(binary)[:3]
+    addr2line(program, str(binary), offsets)
+    assert _asked(log) == offsets and not home.exists()
+    home.mkdir()
+    assert symcache.directory() == str(home / ".cache" / "dbgkit" / "symbols")
+    addr2line(program, str(binary), offsets)
+    assert len(_files(home / ".cache")) == 1

@@ -142,14 +142,19 @@ def debug_file(objfile: gdb.Objfile, roots: tuple[str, ...] = (DEBUG_ROOT,)) -> 
     return None
 
 
+def _executable(path: str) -> bool:
+    """A file this process may run (a directory is searchable, not runnable)."""
+    return os.path.isfile(path) and os.access(path, os.X_OK)
+
+
 def symbolizer() -> str | None:
     """memdump-symbolize (gdb_ext/symbolize/): $MEMDUMP_SYMBOLIZE, else where builtfiles.py
     looks (the build tree, the installed lib/dbgkit/); None when it was not built (no libdw)."""
     explicit = os.environ.get("MEMDUMP_SYMBOLIZE")
     if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
+        return explicit if _executable(explicit) else None
     for path in builtfiles.candidates("gdb_ext/symbolize", "memdump-symbolize"):
-        if os.access(path, os.X_OK):
+        if _executable(str(path)):
             return str(path)
     return None
 
