@@ -10,11 +10,26 @@ from __future__ import annotations
 
 import bisect
 from collections.abc import Iterable
+from dataclasses import replace
 
 from .. import reach
 from .report import group_labelled
 
-__all__ = ["split_records", "unknown_kinds", "unrecorded"]
+__all__ = ["attached_scan", "split_records", "unknown_kinds", "unrecorded"]
+
+
+def attached_scan(result: reach.ScanResult, older: dict[int, int],
+                  label_of: dict[int, tuple[str, str]]) -> reach.ScanResult:
+    """RESULT, a scan of the recorded blocks and the OLDER ones (address -> usable size), split:
+    its kinds the recorded blocks' (an indirect block keeps its leader, old or not), its `older`
+    the older blocks with their kinds and LABEL_OF's (type, how) (`?`, `unknown` without)."""
+    kinds = result.kinds
+    old = tuple((a, older[a], kinds[a], *reversed(label_of.get(a, ("?", "unknown"))))
+                for a in sorted(older) if a in kinds)
+    return replace(result, kinds={a: k for a, k in kinds.items() if a not in older},
+                   heuristics={a: h for a, h in result.heuristics.items() if a not in older},
+                   leaders={a: g for a, g in result.leaders.items() if a not in older},
+                   older=old)
 
 
 def unrecorded(blocks: Iterable[tuple[int, int]], recorded: dict[int, int],
