@@ -21,7 +21,16 @@ from typing import IO
 
 import pytest
 from memdump_analyzer import DumpReader
-from memdump_e2e import GDB_TIMEOUT, REPO, Commanded, analyze, build_dir, gdb_argv, marker
+from memdump_e2e import (
+    GDB_TIMEOUT,
+    REPO,
+    Commanded,
+    analyze,
+    analyze_raw,
+    build_dir,
+    gdb_argv,
+    marker,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -205,9 +214,13 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
                      (marker(SRC, "held").line, "indirect"): (48, 1)}
     # the dump's own scan, at the detach, scanned the older blocks too: the recorded blocks' kinds
     # are valgrind's, and the older blocks are the dump's `ob` records, as `memdump leaks` said
-    ended = analyze(dump).summary["leak_kinds"]
+    report = analyze(dump)
+    ended = report.summary["leak_kinds"]
     assert {k: (v["bytes"], v["blocks"]) for k, v in ended.items()} == {**after, "unknown": (0, 0)}
     old = doc["before_recording"]
+    offline = report.data["before_recording"]  # the offline report's, from the `ob` records
+    for key in ("source", "origin", "blocks", "bytes", "leaks", "reachable", "totals"):
+        assert offline[key] == old[key], key
     in_dump = older_in_dump(dump)
     assert in_dump == {**{(g["kind"], g["type"], g["how"]): (g["bytes"], g["blocks"])
                           for g in old["leaks"]},
@@ -239,6 +252,13 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
         "reachable: 81,376 bytes in 6 blocks of `?` (unknown)",
         "totals: definitely lost 384 bytes in 8 blocks, indirectly lost 24 bytes in 1 block, "
         "possibly lost 296 bytes in 1 block, still reachable 81,376 bytes in 6 blocks"]
+    # the offline text report says the same, in the same words (its second line is its own)
+    printed = analyze_raw(dump, "--show-leak-kinds", "all")
+    assert printed.returncode == 0, printed.stderr
+    offline_text = printed.stdout[printed.stdout.index("allocated before the recording began ("):]
+    assert offline_text.splitlines()[2:] == text.splitlines()[2:9]
+    assert offline_text.splitlines()[1] == "blocks from before the recording: 16 blocks, 82,080 " \
+        "bytes"
 
 
 def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
