@@ -286,6 +286,9 @@ def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
             script.kill()
             script.wait()
     after, before = valgrind_sets()
-    kinds = analyze(dump).summary["leak_kinds"]
+    report = analyze(dump)
+    kinds = report.summary["leak_kinds"]
     assert {k: (v["bytes"], v["blocks"]) for k, v in kinds.items()} == {**after, "unknown": (0, 0)}
     assert _kind_totals(older_in_dump(dump)) == before  # the older blocks, in the dump
+    listed = {k: tuple(v) for k, v in report.data["before_recording"]["totals"].items()}
+    assert listed == before  # and in its report
