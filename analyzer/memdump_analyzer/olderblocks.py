@@ -65,13 +65,16 @@ def _totals(older: Sequence[OlderBlock]) -> dict[str, list[int]]:
 
 
 def older_text(older: Sequence[OlderBlock], kinds: frozenset[str] | None, top: int | None,
-               first: int) -> list[str]:
-    """The report's lines for OLDER (none without them): GDB's `memdump leaks` lines."""
-    if not older:
-        return []
+               first: int, *, title: str = TITLE, head: Sequence[str] | None = None,
+               ) -> list[str]:
+    """The lines of OLDER's blocks: TITLE, HEAD (GDB's: the walk's figures and problems; by
+    default their count and bytes), the leaks of KINDS numbered from FIRST, the reachable
+    groups, the totals of all."""
     numbered, reachable = _listed(older, kinds, top, first)
-    lines = [TITLE, f"blocks from before the recording: {_blocks(len(older))}, "
-                    f"{sum(b.size for b in older):,} bytes"]
+    if head is None:
+        head = [f"blocks from before the recording: {_blocks(len(older))}, "
+                f"{sum(b.size for b in older):,} bytes"]
+    lines = [title, *head]
     lines += [f"LEAK {n}: {b:,} bytes in {_blocks(c)} of `{t}` ({h}), {KIND_WORDS[k]}{ORIGIN}"
               for n, k, t, h, b, c in numbered]
     lines += [f"reachable: {b:,} bytes in {_blocks(c)} of `{t}` ({h})"
@@ -83,11 +86,10 @@ def older_text(older: Sequence[OlderBlock], kinds: frozenset[str] | None, top: i
 
 
 def older_json(older: Sequence[OlderBlock], kinds: frozenset[str] | None, top: int | None,
-               first: int) -> dict[str, Any] | None:
-    """`before_recording` (report format 1.9) for OLDER, None without them: GDB's keys, with
-    `symbols` and `engine` null and `problems` empty (the dump does not keep the walk's)."""
-    if not older:
-        return None
+               first: int) -> dict[str, Any]:
+    """`before_recording` (report format 1.9) for OLDER: GDB's keys, with `symbols` and
+    `engine` null and `problems` empty, which GDB's walk at a stop fills in (the dump does not
+    keep them)."""
     numbered, reachable = _listed(older, kinds, top, first)
     return {"source": "process", "symbols": None, "blocks": len(older),
             "bytes": sum(b.size for b in older), "engine": None, "origin": "unknown",
@@ -102,5 +104,4 @@ def json_section(older: Sequence[OlderBlock], kinds: frozenset[str] | None, top:
                  first: int) -> dict[str, Any]:
     """The report's `before_recording` key, left out without older blocks (so that the report
     of any other dump is what it was)."""
-    doc = older_json(older, kinds, top, first)
-    return {} if doc is None else {"before_recording": doc}
+    return {"before_recording": older_json(older, kinds, top, first)} if older else {}

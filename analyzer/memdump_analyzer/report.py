@@ -296,8 +296,9 @@ def render_text(
         out.append(f"used_suppression: {count:6d} {clean(name)} {clean(path)}:{line} "
                    f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
     # after a late attach, the blocks from before it, as GDB's `memdump leaks` shows them
-    out += olderblocks.older_text(a.older, show_leak_kinds, top,
-                                  len(numbered_leaks(a, show_leak_kinds)) + 1)
+    if a.older:
+        out += olderblocks.older_text(a.older, show_leak_kinds, top,
+                                      len(numbered_leaks(a, show_leak_kinds)) + 1)
     return "\n".join(out) + "\n"
 
 
