@@ -86,6 +86,7 @@ class LiveScan:
                                  self.millis, 0)
         reader.kinds = {}
         reader.leaders = {}
+        reader.older = []  # the blocks from before the recording are the caller's to scan
         for addr, kind, extra in self.records:
             key = b"%#x" % addr
             if kind == "indirect" and extra is not None:

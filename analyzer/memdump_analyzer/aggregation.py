@@ -128,6 +128,7 @@ def build_analysis(reader: DumpReader, r: Replay, addresses: bool = False) -> An
         delete_frees=r.delete_frees,
         images=images_of(reader.info, reader.image_info, r.execs,
                          r.end.seq - 1 if r.end is not None else r.last_seq),
+        older=list(reader.older),
     )
 
 

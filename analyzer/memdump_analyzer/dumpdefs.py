@@ -19,7 +19,8 @@ from .dumpio import DumpError, show
 from .heapcorruption import read_record as read_heap_corruption
 from .locks import read_record as read_lock_record
 
-__all__ = ["FI_MAY_FOLLOW", "READ", "TEXT_RECORDS", "Definitions", "Frame", "ScanRecord"]
+__all__ = ["FI_MAY_FOLLOW", "READ", "TEXT_RECORDS", "Definitions", "Frame", "OlderBlock",
+           "ScanRecord"]
 
 _TAG = re.compile(rb"[A-Za-z][A-Za-z0-9_.-]*")
 #: tag -> (type, name) of each of its fields, as `fields()` decodes them
@@ -62,6 +63,20 @@ class ScanRecord:
     line: int
 
 
+@dataclass(frozen=True, slots=True)
+class OlderBlock:
+    """(2.7) An `ob` record: a block in use at the last `scan` that the recording, begun with an
+    attach, does not know (allocated before it), found by walking glibc's heap: its address, its
+    chunk's usable size, its leak kind (`definite` ...), its type and how that was found (the
+    heap walk's labels, docs/heapwalk.md: `Connection` by `vtable`, `?` `unknown`)."""
+
+    addr: int
+    size: int
+    kind: str
+    how: str
+    type: str
+
+
 class Definitions(EventErrors):
     """The reading of definitions, tags, clock samples, the scan and locks: a part of
     `DumpReader`, which provides the attributes declared here."""
@@ -76,6 +91,7 @@ class Definitions(EventErrors):
     scan: ScanRecord | None
     kinds: dict[bytes, tuple[str, str | None]]
     leaders: dict[bytes, bytes]
+    older: list[OlderBlock]
     symbolized: dict[int, int]
     tags: dict[int, list[int]]
     clock: tuple[int, int]
@@ -281,6 +297,7 @@ class Definitions(EventErrors):
                                root_bytes, block_bytes, millis, self._here(seq))
         self.kinds.clear()
         self.leaders.clear()
+        self.older.clear()
 
     def _kind(self, fl: list[bytes], seq: int) -> None:
         self.check_fields(fl, seq)
@@ -300,6 +317,21 @@ class Definitions(EventErrors):
             else:
                 heuristic = fl[3].decode("utf-8", "surrogateescape")
         self.kinds[fl[1]] = (kind, heuristic)
+
+    def _older(self, fl: list[bytes], seq: int) -> None:
+        """(2.7) `ob ADDR SIZE KIND HOW TYPE`: a block from before the recording, at the last
+        scan."""
+        self.check_fields(fl, seq)
+        if self.scan is None:
+            raise DumpError(self.path, self._here(seq), "'ob' record before any 'scan' record")
+        addr, size = self._hexnum(fl[1], "ADDR", seq), self._num(fl[2], "SIZE", seq)
+        kind = KIND_BY_CODE.get(fl[3])
+        if kind is None:
+            raise DumpError(
+                self.path, self._here(seq), f"unknown leak kind '{show(fl[3])}' (D, I, P or R)"
+            )
+        self.older.append(OlderBlock(addr, size, kind, fl[4].decode("utf-8", "surrogateescape"),
+                                     unescape(fl[5])))
 
     def _unknown(self, tag: bytes, seq: int) -> None:
         if _TAG.fullmatch(tag) is None:
@@ -327,6 +359,7 @@ READ: dict[bytes, Callable[[Definitions, list[bytes], int], object]] = {
     b"lw": read_lock_record,
     b"ae": read_access_error,
     b"hc": read_heap_corruption,
+    b"ob": Definitions._older,
 }
 #: the records whose last field is the rest of the line (TEXT, VALUE)
 TEXT_RECORDS = frozenset(rec.tag.encode() for rec in GRAMMAR if rec.fields[-1].type == TEXT)

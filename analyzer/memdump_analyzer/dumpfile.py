@@ -27,7 +27,15 @@ from dataclasses import replace
 
 from .accesserrors import AccessError
 from .dumpdecode import SHORT_ROWS, decode
-from .dumpdefs import FI_MAY_FOLLOW, READ, TEXT_RECORDS, Definitions, Frame, ScanRecord
+from .dumpdefs import (
+    FI_MAY_FOLLOW,
+    READ,
+    TEXT_RECORDS,
+    Definitions,
+    Frame,
+    OlderBlock,
+    ScanRecord,
+)
 from .dumpformat import (
     GRAMMAR,
     HEADER,
@@ -92,6 +100,8 @@ class DumpReader(Definitions):
         self.kinds: dict[bytes, tuple[str, str | None]] = {}
         #: indirect block's pointer as written -> its clique leader's (format 1.2)
         self.leaders: dict[bytes, bytes] = {}
+        #: (2.7) the `ob` records: the blocks from before a late attach's recording, at the scan
+        self.older: list[OlderBlock] = []
         self._mark_functions = mark_functions
         self._marked_frames: set[int] = set()
         self._other = 0  # lines after the first that are not sequenced records, read so far

@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 #: the version this toolkit writes, and the newest whose records it all reads
-VERSION: tuple[int, int] = (2, 6)
+VERSION: tuple[int, int] = (2, 7)
 #: the first line of a dump
 FORMAT_LINE = f"MEMDUMP {VERSION[0]}.{VERSION[1]}\n"
 #: the major version readers understand (and every older one); a dump of a newer major version is
@@ -194,6 +194,7 @@ GRAMMAR: tuple[Record, ...] = (
     _row("ae", "TID:d ACCESS:w ADDR:x STACK:d BLOCK:x SIZE:d OFFSET:d RELATION:w STATE:w", STATE,
          (2, 6)),
     _row("hc", "SEQ:d TID:d KIND:w BLOCK:x SIZE:d OFFSET:d BYTES:d FOUND:w", STATE, (2, 6)),
+    _row("ob", "ADDR:x SIZE:d KIND:w HOW:w TYPE:t", STATE, (2, 7)),
 )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .accesserrors import AccessRow
+from .dumpdefs import OlderBlock
 from .dumpfile import Frame, ScanRecord
 from .heapcorruption import CorruptionRow
 from .images import Image
@@ -171,6 +172,9 @@ class Analysis:
     heap_corruption: list[CorruptionRow] = field(default_factory=list)
     #: the process images, the program's then each one it executed (images.py)
     images: list[Image] = field(default_factory=list)
+    #: (dump format 2.7) the blocks from before a late attach's recording, with their kinds and
+    #: types, from its end's scan (`ob` records; olderblocks.py shows them)
+    older: list[OlderBlock] = field(default_factory=list)
     #: `analyze(allocations=True)` replayed in the library: its reader (the stacks), the
     #: allocations by stack node (`Replay.node_allocs`) and the peak's blocks by node
     #: (`Replay.node_peak`, or None), which the exports read instead of the dump; None otherwise

@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from . import accesserrors, heapcorruption, images, locks
+from . import accesserrors, heapcorruption, images, locks, olderblocks
 from .dumpfile import Frame
 from .leaktext import (
     FILTERED_KINDS,
@@ -14,6 +14,7 @@ from .leaktext import (
     clean,
     clean_or_none,
     frame_text,
+    numbered_leaks,
     sections,
     stack_json,
     stack_text,
@@ -294,6 +295,10 @@ def render_text(
         # valgrind -v's line, word for word ("1 blocks" too: tools compare the two)
         out.append(f"used_suppression: {count:6d} {clean(name)} {clean(path)}:{line} "
                    f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
+    # after a late attach, the blocks from before it, as GDB's `memdump leaks` shows them
+    if a.older:
+        out += olderblocks.older_text(a.older, show_leak_kinds, top,
+                                      len(numbered_leaks(a, show_leak_kinds)) + 1)
     return "\n".join(out) + "\n"
 
 
@@ -488,6 +493,8 @@ def render_json(
         "warnings": [clean(w) for w in a.warnings(live=live)],
         **locks.json_section(a.locks, max_frames, stack_json),
         **images.json_section(a.images),
+        **olderblocks.json_section(a.older, show_leak_kinds, top,
+                                   len(numbered_leaks(a, show_leak_kinds)) + 1),
     }
 
 

@@ -209,3 +209,23 @@ def analyser_before(version: tuple[int, int], tmp_path: Path) -> Path:
         capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
     return out / "analyzer"
+
+
+def run_analyser_before(version: tuple[int, int], dump: Path, tmp_path: Path,
+                        tag: str, first: str) -> subprocess.CompletedProcess[str]:
+    """`memdump-analyze DUMP` run by the analyser that came before dump format VERSION
+    (analyser_before), in TMP_PATH: checks that it is the version before, and that it read the
+    dump with one warning, for the records of TAG it does not know (the first the line FIRST)."""
+    old = analyser_before(version, tmp_path)
+    before = (version[0], version[1] - 1)
+    assert f"VERSION: tuple[int, int] = {before}" in (
+        old / "memdump_analyzer" / "dumpformat.py").read_text()
+    result = subprocess.run([sys.executable, "-m", "memdump_analyzer", str(dump)], cwd=tmp_path,
+                            env={"PYTHONPATH": str(old)}, capture_output=True, text=True,
+                            check=False)
+    line = dump.read_text().splitlines().index(first) + 1
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == (f"memdump-analyze: warning: skipped records with unknown tag "
+                             f"'{tag}' (first at line {line}): the dump was written by a newer "
+                             "memdump\n")
+    return result

@@ -15,7 +15,7 @@ from memdump_analyzer.dumpformat import FORMAT_LINE, RECORDS, VERSION
 
 
 def test_the_version_and_the_record() -> None:
-    assert (VERSION, FORMAT_LINE, RECORDS["c"]) == ((2, 6), "MEMDUMP 2.6\n", "MILLIS RSS")
+    assert (VERSION, FORMAT_LINE, RECORDS["c"]) == ((2, 7), "MEMDUMP 2.7\n", "MILLIS RSS")
 
 
 def _clocked(tmp_path: Path, *clock_lines: str) -> str:

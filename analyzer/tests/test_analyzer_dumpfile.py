@@ -23,7 +23,8 @@ def error_of(path: str) -> str:
 
 @pytest.mark.parametrize(
     ("heading", "fixture"),
-    [("### Recorded with breakpoints", "example"), ("### Recorded in-process", "inprocess")],
+    [("### Recorded with breakpoints", "example"), ("### Recorded in-process", "inprocess"),
+     ("### Recorded after a late attach", "attach")],
 )
 def test_the_spec_worked_examples_are_the_fixtures_byte_for_byte(
     heading: str, fixture: str
@@ -41,7 +42,7 @@ def test_the_spec_worked_examples_are_the_fixtures_byte_for_byte(
 def test_example_reads_its_tables() -> None:
     with DumpReader(str(FIXTURES / "example.memdump")) as reader:
         records = list(reader.records())
-        assert reader.version == (2, 6)
+        assert reader.version == (2, 7)
         assert reader.info["program"] == "/src/leak"
         assert reader.info["gdb"] == "13.1"
         assert reader.strings[6] == "/src/leak.c"

@@ -34,9 +34,9 @@ def test_the_header_follows_the_tables(monkeypatch: pytest.MonkeyPatch) -> None:
         (op, len(op), short.get(op, ""), len(short.get(op, ""))) for op in OPERATIONS]
     assert '#define MEMDUMP_TAG_SHORT_NEW_ARRAY "+a"' in text
     assert "#define MEMDUMP_TAG_END \"end\"" in text
-    monkeypatch.setattr(formatheader, "VERSION", (2, 7))  # a new version: a new header
+    monkeypatch.setattr(formatheader, "VERSION", (2, 8))  # a new version: a new header
     assert c_header() != text
-    assert '"MEMDUMP 2.7\\n"' in c_header()
+    assert '"MEMDUMP 2.8\\n"' in c_header()
 
 
 def test_the_generator_checks_the_committed_header() -> None:

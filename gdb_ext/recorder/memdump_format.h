@@ -6,8 +6,8 @@
 
 /* The first line of a dump */
 #define MEMDUMP_FORMAT_MAJOR 2
-#define MEMDUMP_FORMAT_MINOR 6
-#define MEMDUMP_FORMAT_LINE "MEMDUMP 2.6\n"
+#define MEMDUMP_FORMAT_MINOR 7
+#define MEMDUMP_FORMAT_LINE "MEMDUMP 2.7\n"
 
 /* The `i recorder` value of the in-process recorder's dumps (format 1.3) */
 #define MEMDUMP_RECORDER_IN_PROCESS "in-process"
@@ -111,6 +111,7 @@ enum memdump_op {
 #define MEMDUMP_TAG_LW "lw"
 #define MEMDUMP_TAG_AE "ae"
 #define MEMDUMP_TAG_HC "hc"
+#define MEMDUMP_TAG_OB "ob"
 
 /* The process events' WHAT words (`p SEQ WHAT DETAIL`: PROCESS_EVENTS) */
 #define MEMDUMP_PROCESS_EXEC "exec"

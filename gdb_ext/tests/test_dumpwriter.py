@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "gdb_ext"))
 
 from dbgkit.core.dumpwriter import DumpWriter, FrameInfo, InlinedInto, escape  # noqa: E402
+from dbgkit.core.heap.merge import attached_scan  # noqa: E402
 from dbgkit.core.reach import ScanResult  # noqa: E402
 
 LIBC = "/lib/x86_64-linux-gnu/libc.so.6"
@@ -26,6 +27,7 @@ FRAMES = {
     0x55555555519C: FrameInfo("/src/leak", 0x119C, "main", "/src/leak.c", 8),
     0x5555555551AE: FrameInfo("/src/leak", 0x11AE, "main", "/src/leak.c", 9),
     0x5555555551C0: FrameInfo("/src/leak", 0x11C0, "main", "/src/leak.c", 10),
+    0x55555555521E: FrameInfo("/src/server", 0x121E, "main", "/src/server.cpp", 21),
 }
 
 
@@ -175,3 +177,41 @@ def test_clock_samples_after_events_at_most_one_per_10_ms(tmp_path: Path,
         "c 1013 16384",
         "c 3 5",
     ]
+
+
+def _attach_example(w: DumpWriter) -> None:
+    """The late attach's worked example: one block recorded, five from before the recording
+    found by the heap walk and scanned with it (merge.attached_scan), in `ob` records (2.7)."""
+    for key, value in (("program", "/src/server"), ("pid", 5150), ("arch", "x86_64"),
+                       ("depth", 32), ("attached", 1), ("start", "2026-11-28T21:30:00Z"),
+                       ("gdb", "13.1")):
+        w.info(key, value)
+    w.event(5150, "malloc", w.stack((0x55555555521E, OUTER)), 0x55555556B2C0, ("64",))
+    older = {0x55555556A2A0: 56, 0x55555556A2E0: 56, 0x55555556A320: 24, 0x55555556A340: 24,
+             0x55555556A360: 40}
+    labels = {0x55555556A2A0: ("Connection", "vtable"), 0x55555556A2E0: ("Connection", "vtable"),
+              0x55555556A320: ("graph::Node", "vtable"), 0x55555556A340: ("graph::Node", "vtable"),
+              0x55555556A360: ("char[]", "string")}
+    scanned = ScanResult(
+        kinds={0x55555556A2A0: "definite", 0x55555556A2E0: "definite",
+               0x55555556A320: "definite", 0x55555556A340: "indirect",
+               0x55555556A360: "reachable", 0x55555556B2C0: "definite"},
+        leaders={0x55555556A340: 0x55555556A320}, root_bytes=151552, block_bytes=264)
+    w.scan_outcome("ok", attached_scan(scanned, older, labels), 3)
+    w.end("detach")
+
+
+def test_late_attach_worked_example_is_what_the_writer_writes(tmp_path: Path) -> None:
+    """docs/dump-format.md's "Recorded after a late attach" is the fixture attach.memdump, and
+    what the writer writes from a scan of both sets: the recorded block's `r` record, the older
+    blocks' `ob` records with their sizes, kinds and types."""
+    fixture = ROOT / "analyzer" / "tests" / "fixtures" / "attach.memdump"
+    assert _written(tmp_path, _attach_example) == fixture.read_text()
+
+
+def test_older_block_types_are_escaped(tmp_path: Path) -> None:
+    def body(w: DumpWriter) -> None:
+        scanned = ScanResult(kinds={0x10: "possible"})
+        w.scan_outcome("ok", attached_scan(scanned, {0x10: 24}, {0x10: ("a\\b\nc", "rtti")}), 0)
+
+    assert _written(tmp_path, body).splitlines()[-1] == "ob 0x10 24 P rtti a\\\\b\\nc"

@@ -1,10 +1,11 @@
 """A late attach's recording and the heap walk (core/heap/merge.py): which walked blocks are of
-unknown origin, the scan's records split between the two sets, the older blocks' kinds grouped by
-type."""
+unknown origin, the scan's records split between the two sets, the older blocks' with their
+types."""
 
 from __future__ import annotations
 
-from dbgkit.core.heap.merge import split_records, unknown_kinds, unrecorded
+from dbgkit.core.heap.merge import attached_scan, unrecorded
+from dbgkit.core.reach import ScanResult
 
 #: the walk: (address, usable size) in address order
 WALKED = [(0x1010, 24), (0x1030, 56), (0x1070, 200), (0x1140, 104), (0x11B0, 4104)]
@@ -29,23 +30,21 @@ def test_unrecorded() -> None:
     assert unrecorded(WALKED, {}, []) == {}
 
 
-def test_split_and_group() -> None:
+def test_attached_scan_splits_the_kinds() -> None:
+    """The recorded blocks keep their kinds, heuristics and leaders (an old leader included);
+    the older blocks go to `older` with their sizes and types, in address order."""
     unknown = {0x1010: 24, 0x1030: 56, 0x11B0: 4104}
-    records = [(0x1010, "indirect", "0x1030"), (0x1030, "definite", None),
-               (0x1070, "indirect", "0x1030"), (0x11B0, "reachable", None),
-               (0x9000, "reachable", "stdstring")]
-    mine, old = split_records(records, unknown)
-    assert mine == [(0x1070, "indirect", "0x1030"), (0x9000, "reachable", "stdstring")]
-    assert old == [(0x1010, "indirect", "0x1030"), (0x1030, "definite", None),
-                   (0x11B0, "reachable", None)]
+    scanned = ScanResult(
+        kinds={0x1010: "indirect", 0x1030: "definite", 0x1070: "indirect", 0x11B0: "reachable",
+               0x9000: "reachable"},
+        heuristics={0x9000: "stdstring"}, leaders={0x1010: 0x1030, 0x1070: 0x1030},
+        root_bytes=4096, block_bytes=4456, engine="c")
     labels = {0x1010: ("graph::Node", "vtable"), 0x1030: ("Connection", "vtable")}
-    kinds = unknown_kinds(old, unknown, labels, "c")
-    assert kinds == {
-        "engine": "c",
-        "totals": {"definite": [56, 1], "indirect": [24, 1], "possible": [0, 0],
-                   "reachable": [4104, 1]},
-        "blocks": [[0x1010, 24, "indirect", "0x1030"], [0x1030, 56, "definite", None],
-                   [0x11B0, 4104, "reachable", None]],
-        "groups": {"indirect": [["graph::Node", "vtable", 24, 1]],
-                   "definite": [["Connection", "vtable", 56, 1]],
-                   "reachable": [["?", "unknown", 4104, 1]]}}
+    split = attached_scan(scanned, unknown, labels)
+    assert list(split.records()) == [(0x1070, "indirect", "0x1030"),
+                                     (0x9000, "reachable", "stdstring")]
+    assert split.older == ((0x1010, 24, "indirect", "vtable", "graph::Node"),
+                           (0x1030, 56, "definite", "vtable", "Connection"),
+                           (0x11B0, 4104, "reachable", "unknown", "?"))
+    assert (split.root_bytes, split.block_bytes, split.engine) == (4096, 4456, "c")
+    assert scanned.older == ()  # a scan of its own is not changed

@@ -63,7 +63,7 @@ def test_monte_carlo_pi_mutex_counts_every_hit_atomic_no_lock(tmp_path: Path) ->
     # the dump's tail has the same counts, as a 2.3 `lk` record
     with DumpReader(str(tmp_path / "run.memdump")) as reader:
         list(reader.records())
-        assert reader.version == (2, 6)
+        assert reader.version == (2, 7)
         (record,) = reader.locks
     assert (record.address, record.kind, record.locked, record.owner_changes,
             record.contended, record.wait_ns) == (lock["address"], "mutex", lock["locked"],
@@ -180,7 +180,7 @@ def test_waiting_stacks_exact_by_call_site(tmp_path: Path) -> None:
     dump = str(tmp_path / "run.memdump")
     with DumpReader(dump) as reader:
         list(reader.records())
-        assert reader.version == (2, 6) and reader.unknown_tags == {}
+        assert reader.version == (2, 7) and reader.unknown_tags == {}
         (record,) = reader.locks
         waits = [(w.address, w.contended, w.wait_ns, w.max_wait_ns,
                   [(f.function, f.line) for f in reader.stack(w.stack)[:2]])

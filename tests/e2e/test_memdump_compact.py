@@ -35,7 +35,7 @@ def test_gdb_leaves_the_compaction_to_the_first_report(dump: Path, tmp_path: Pat
     monkeypatch.setattr(memdump_e2e, "COMPACT", True)
     run = record("leak_malloc", dump=dump)
     text = dump.read_bytes()
-    assert text.startswith(b"MEMDUMP 2.6\n"), run.describe()
+    assert text.startswith(b"MEMDUMP 2.7\n"), run.describe()
     assert os.getxattr(dump, "user.memdump.compact") == b"1"
     assert (f"memdump: {dump}: compacted by its first report (or now: scripts/memdump-analyze "
             f"--compact {dump})\n") in run.output, run.describe()
@@ -58,7 +58,7 @@ def test_gdb_leaves_the_compaction_to_the_first_report(dump: Path, tmp_path: Pat
 
 def test_gdb_keeps_text_when_asked(dump: Path) -> None:
     run = record("leak_malloc", dump=dump, before=["set memdump compact off"])
-    assert dump.read_bytes().startswith(b"MEMDUMP 2.6\n"), run.describe()
+    assert dump.read_bytes().startswith(b"MEMDUMP 2.7\n"), run.describe()
     assert "compacted" not in run.output
 
 
@@ -91,5 +91,5 @@ def test_memdump_sh_compacts_every_dump_after_the_report(tmp_path: Path, dump: P
 def test_memdump_sh_no_compact(tmp_path: Path, dump: Path) -> None:
     run = _memdump_sh("-o", dump, "--no-compact", "--", program("leak_malloc"), cwd=tmp_path)
     assert run.returncode == 0, run.stderr
-    assert dump.read_bytes().startswith(b"MEMDUMP 2.6\n")
+    assert dump.read_bytes().startswith(b"MEMDUMP 2.7\n")
     assert "compacted" not in run.stderr

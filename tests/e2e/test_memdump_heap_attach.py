@@ -20,7 +20,17 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-from memdump_e2e import GDB_TIMEOUT, REPO, Commanded, analyze, build_dir, gdb_argv, marker
+from memdump_analyzer import DumpReader
+from memdump_e2e import (
+    GDB_TIMEOUT,
+    REPO,
+    Commanded,
+    analyze,
+    analyze_raw,
+    build_dir,
+    gdb_argv,
+    marker,
+)
 
 pytestmark = pytest.mark.skipif(shutil.which("gdb") is None, reason="gdb is not installed")
 
@@ -160,6 +170,26 @@ def _json(out: str) -> dict:
     return json.JSONDecoder().raw_decode(out, out.index("\n{") + 1)[0]
 
 
+def older_in_dump(dump: Path) -> dict[tuple[str, str, str], tuple[int, int]]:
+    """The dump's `ob` records (2.7), the blocks from before the recording at its end's scan:
+    (kind, type, how) -> (usable bytes, blocks)."""
+    groups: dict[tuple[str, str, str], tuple[int, int]] = {}
+    with DumpReader(str(dump)) as reader:
+        list(reader.records())
+        assert reader.unknown_tags == {}
+        for b in reader.older:
+            n, c = groups.get((b.kind, b.type, b.how), (0, 0))
+            groups[b.kind, b.type, b.how] = (n + b.size, c + 1)
+    return groups
+
+
+def _kind_totals(groups: dict[tuple[str, str, str], tuple[int, int]]) -> dict[str, tuple[int, int]]:
+    out = {k: (0, 0) for k in _VALGRIND_KINDS.values()}
+    for (kind, _, _), (n, c) in groups.items():
+        out[kind] = (out[kind][0] + n, out[kind][1] + c)
+    return out
+
+
 def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
     """The recorded blocks keep their stacks and kinds, the older ones found by the walk are
     grouped by type, of unknown origin: both sets valgrind's, block for block, the scan having
@@ -182,10 +212,21 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
                      (marker(SRC, "new-connection").line, "definite"): (112, 2),
                      (marker(SRC, "latest").line, "reachable"): (64, 1),
                      (marker(SRC, "held").line, "indirect"): (48, 1)}
-    # the dump's own scan, at the detach, scanned the older blocks too (left out of the dump)
-    ended = analyze(dump).summary["leak_kinds"]
+    # the dump's own scan, at the detach, scanned the older blocks too: the recorded blocks' kinds
+    # are valgrind's, and the older blocks are the dump's `ob` records, as `memdump leaks` said
+    report = analyze(dump)
+    ended = report.summary["leak_kinds"]
     assert {k: (v["bytes"], v["blocks"]) for k, v in ended.items()} == {**after, "unknown": (0, 0)}
     old = doc["before_recording"]
+    offline = report.data["before_recording"]  # the offline report's, from the `ob` records
+    for key in ("source", "origin", "blocks", "bytes", "leaks", "reachable", "totals"):
+        assert offline[key] == old[key], key
+    in_dump = older_in_dump(dump)
+    assert in_dump == {**{(g["kind"], g["type"], g["how"]): (g["bytes"], g["blocks"])
+                          for g in old["leaks"]},
+                       **{("reachable", g["type"], g["how"]): (g["bytes"], g["blocks"])
+                          for g in old["reachable"]}}
+    assert _kind_totals(in_dump) == before
     assert (old["origin"], old["source"], old["problems"]) == ("unknown", "process", [])
     totals = {k: tuple(v) for k, v in old["totals"].items()}
     origin = ", allocated before the recording began"
@@ -211,6 +252,13 @@ def test_late_attach_merged(tmp_path: Path, memdump_mode: str) -> None:
         "reachable: 81,376 bytes in 6 blocks of `?` (unknown)",
         "totals: definitely lost 384 bytes in 8 blocks, indirectly lost 24 bytes in 1 block, "
         "possibly lost 296 bytes in 1 block, still reachable 81,376 bytes in 6 blocks"]
+    # the offline text report says the same, in the same words (its second line is its own)
+    printed = analyze_raw(dump, "--show-leak-kinds", "all")
+    assert printed.returncode == 0, printed.stderr
+    offline_text = printed.stdout[printed.stdout.index("allocated before the recording began ("):]
+    assert offline_text.splitlines()[2:] == text.splitlines()[2:9]
+    assert offline_text.splitlines()[1] == "blocks from before the recording: 16 blocks, 82,080 " \
+        "bytes"
 
 
 def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
@@ -237,6 +285,10 @@ def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
         if script.poll() is None:
             script.kill()
             script.wait()
-    after, _ = valgrind_sets()
-    kinds = analyze(dump).summary["leak_kinds"]
+    after, before = valgrind_sets()
+    report = analyze(dump)
+    kinds = report.summary["leak_kinds"]
     assert {k: (v["bytes"], v["blocks"]) for k, v in kinds.items()} == {**after, "unknown": (0, 0)}
+    assert _kind_totals(older_in_dump(dump)) == before  # the older blocks, in the dump
+    listed = {k: tuple(v) for k, v in report.data["before_recording"]["totals"].items()}
+    assert listed == before  # and in its report

@@ -95,7 +95,7 @@ def test_inlined_frames_in_the_dump_and_the_report(build: str, unwinder: str,
 
     # The dump's own records: `f` then `fi` records, under the allocator's frames.
     facts = read_dump(dump)
-    assert facts.version == "2.6"
+    assert facts.version == "2.7"
     for size, check in ((32, "session"), (128, "reserve")):
         [event] = [e for e in facts.events if e[3] == "new" and e[-1] == str(size)]
         frames = facts.stack(int(event[4]))

@@ -23,6 +23,8 @@ class ScanOutcome(Protocol):
 
     root_bytes: int
     block_bytes: int
+    #: (2.7) the blocks from before a late attach's recording (the `ob` records)
+    older: tuple[tuple[int, int, str, str, str], ...]
 
     def records(self) -> Iterable[tuple[int, str, str | None]]: ...
 
@@ -231,7 +233,8 @@ class DumpWriter:
         if result is None:
             self.scan(status, 0, 0, millis)
         else:
-            self.scan(status, result.root_bytes, result.block_bytes, millis, result.records())
+            self.scan(status, result.root_bytes, result.block_bytes, millis, result.records(),
+                      result.older)
 
     def scan(
         self,
@@ -240,10 +243,12 @@ class DumpWriter:
         block_bytes: int,
         millis: int,
         kinds: Iterable[tuple[int, str, str | None]] = (),
+        older: Iterable[tuple[int, int, str, str, str]] = (),
     ) -> None:
         """The pointer scan at exit: its `scan` record, then one `r` record per live block
         (address, kind, extra or None: a reachable block's heuristic, an indirect block's
-        clique leader as hex), all with one write."""
+        clique leader as hex), then (2.7) one `ob` record per block from before a late attach
+        (address, usable size, kind, how its type was found, type), all with one write."""
         self._pending.append(f"scan {self.seq} {status} {root_bytes} {block_bytes} {millis}\n")
         codes = KIND_CODES
         self._pending.extend(
@@ -251,6 +256,8 @@ class DumpWriter:
             else f"r {addr:#x} {codes[kind]} {heur}\n"
             for addr, kind, heur in kinds
         )
+        self._pending.extend(f"ob {addr:#x} {size} {codes[kind]} {how} {escape(name)}\n"
+                             for addr, size, kind, how, name in older)
         self.flush()
 
     def lock_counts(self, locks: Iterable[LockCounts]) -> None:

@@ -141,6 +141,10 @@ class ScanResult:
     seconds: float = 0.0
     #: which implementation decided: "python" (this module) or "c" (libmemdump_scan, reach_fast)
     engine: str = "python"
+    #: after a late attach, the blocks from before the recording scanned with its own, their kinds
+    #: apart from `kinds`: (address, usable size, kind, how its type was found, type), in address
+    #: order (core.heap.merge.attached_scan; the dump's `ob` records)
+    older: tuple[tuple[int, int, str, str, str], ...] = ()
 
     def records(self) -> Iterable[tuple[int, str, str | None]]:
         """(address, kind, extra) per block, as the dump's `r` records have them: extra is the

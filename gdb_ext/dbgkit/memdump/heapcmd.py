@@ -16,7 +16,7 @@ import gdb
 
 from .. import output
 from ..core.heap import view
-from ..core.heap.merge import split_records, unknown_kinds, unrecorded
+from ..core.heap.merge import attached_scan, unrecorded
 from ..core.heap.source import CoreFile, HeapSourceError
 from ..core.heap.survey import survey
 from ..core.heap.walk import WalkError
@@ -120,36 +120,42 @@ def leaks_without_recording(args) -> None:
     _emit(text, args.report, f"{lost:,} bytes in {blocks:,} blocks lost")
 
 
-#: the end of a leak line of a block allocated before the recording began
-ORIGIN = ", allocated before the recording began"
-
-
 @dataclass(frozen=True)
 class BeforeRecording:
     """`memdump leaks` at a stop of a recording that began with an attach: SCAN, the pointer
     scan's records of the recorded blocks (a memdump_analyzer.LiveScan, the recording's report
-    takes it as its own scan), and DOC, the survey's document (core.heap.survey) of the blocks
-    it does not know, with their kinds (`kinds`); None when the scan gave no kinds."""
+    takes it as its own scan), OLDER the blocks it does not know, with their kinds and types
+    (memdump_analyzer.dumpdefs.OlderBlock, as the dump's `ob` records have them), and WALK the
+    survey's `source`, `symbols`, `problems` and the scan's `engine`; None when the scan gave no
+    kinds. Shown by the analyser's olderblocks, as the offline report shows the dump's."""
 
     scan: object
-    doc: dict | None
+    older: list | None
+    walk: dict | None = None
 
     def text(self, kinds: frozenset[str] | None, top: int | None, first: int) -> str:
         """The blocks of unknown origin after the recording's report, its leaks numbered on
         from FIRST."""
-        if self.doc is None:
+        if self.older is None or self.walk is None:
             return ""
-        title = ("allocated before the recording began (the heap walked: blocks of unknown "
-                 "origin, grouped by type)")
-        return view.leaks_text(self.doc, kinds, top, title=title, first=first, origin=ORIGIN)
+        from memdump_analyzer.olderblocks import older_text
+
+        head = view.walk_head(self.walk, len(self.older), sum(b.size for b in self.older))
+        lines = older_text(self.older, kinds, top, first, title=TITLE, head=head)
+        return "\n".join(lines) + "\n"
 
     def json(self, kinds: frozenset[str] | None, top: int | None, first: int) -> dict | None:
         """The report's `before_recording` (docs/report-format.md)."""
-        if self.doc is None:
+        if self.older is None or self.walk is None:
             return None
-        doc = view.leaks_json(self.doc, kinds, top, first)
-        del doc["format"], doc["version"]
-        return doc
+        from memdump_analyzer.olderblocks import older_json
+
+        return {**older_json(self.older, kinds, top, first), **self.walk}
+
+
+#: the title of the blocks of unknown origin after the recording's report, at a stop
+TITLE = ("allocated before the recording began (the heap walked: blocks of unknown origin, "
+         "grouped by type)")
 
 
 def before_recording(session: Recording) -> BeforeRecording | None:
@@ -163,6 +169,7 @@ def before_recording(session: Recording) -> BeforeRecording | None:
             or not session.inferior.pid or session.calls_in_progress():
         return None
     from memdump_analyzer import LiveScan
+    from memdump_analyzer.dumpdefs import OlderBlock
 
     exclude = session.recorder_memory()
     try:
@@ -179,10 +186,9 @@ def before_recording(session: Recording) -> BeforeRecording | None:
                                           False, exclude=exclude)
     if result is None:
         return BeforeRecording(LiveScan(status, millis=millis), None)
-    mine, old = split_records(result.records(), unknown)
-    doc = {key: walk_doc[key] for key in ("source", "symbols", "problems")}
-    doc["blocks"] = [[a, unknown[a]] for a in sorted(unknown)]
-    doc["kinds"] = unknown_kinds(old, unknown, label_of, result.engine)
-    return BeforeRecording(LiveScan(status, result.root_bytes, result.block_bytes, millis, mine),
-                           doc)
-
+    result = attached_scan(result, unknown, label_of)
+    walk = {key: walk_doc[key] for key in ("source", "symbols", "problems")}
+    walk["engine"] = result.engine
+    return BeforeRecording(
+        LiveScan(status, result.root_bytes, result.block_bytes, millis, list(result.records())),
+        [OlderBlock(*b) for b in result.older], walk)

@@ -12,8 +12,10 @@ import gdb
 
 from .. import output
 from ..core import procfs, ptrace
+from ..core.heap.blocktypes import LABEL_OFFSET, block_types
 from ..core.heap.merge import unrecorded
 from ..core.heap.source import HeapSourceError, ThreadState, thread_state
+from ..core.heap.vtables import vtable_table
 from ..core.heap.walk import HeapWalk, WalkError, walk
 from .checks import CMD
 
@@ -73,16 +75,26 @@ def in_use(inferior: gdb.Inferior) -> array | None:
 
 def older_blocks(inferior: gdb.Inferior, recorded: dict[int, int],
                  exclude: tuple[int, int] | None,
-                 at_load: Iterable[int] | None = None) -> dict[int, int] | None:
+                 at_load: Iterable[int] | None = None,
+                 ) -> tuple[dict[int, int], dict[int, tuple[str, str]]] | None:
     """The blocks of INFERIOR's heap (every thread stopped) that hold none of RECORDED, the
     blocks a recording that began with an attach knows, and were in use at AT_LOAD (`in_use`,
-    when the recorder was loaded): address -> usable size, for the scan of the recording's end
-    (scan.pointer_scan). None when the heap cannot be walked (memdump says why): the scan then
-    takes the heap around the recorded blocks for a root, as before."""
+    when the recorder was loaded): (address -> usable size, address -> (type, how)), for the
+    scan of the recording's end (scan.pointer_scan), which writes them in the dump. None when
+    the heap cannot be walked (memdump says why): the scan then takes the heap around the
+    recorded blocks for a root, as before."""
     try:
-        result = _walk(inferior, exclude)
+        source = GdbProcess(inferior, exclude)
+        try:
+            result = walk(source)
+            older = unrecorded(zip(result.blocks.starts, result.blocks.sizes, strict=True),
+                               recorded, at_load)
+            labels, codes = block_types(source, result, vtable_table(source.read, source.maps))
+        finally:
+            source.close()
     except (HeapSourceError, WalkError) as exc:
         output.warn(CMD, f"blocks allocated before the recording not walked: {exc}")
         return None
-    return unrecorded(zip(result.blocks.starts, result.blocks.sizes, strict=True), recorded,
-                      at_load)
+    label_of = {a: labels[c + LABEL_OFFSET] for a, c in zip(result.blocks.starts, codes,
+                                                             strict=True) if a in older}
+    return older, label_of

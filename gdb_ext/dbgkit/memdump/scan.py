@@ -12,12 +12,12 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import replace
 
 import gdb
 
 from .. import output
 from ..core import procfs, ptrace, reach, reach_fast
+from ..core.heap.merge import attached_scan
 from .checks import CMD
 from .heapsource import older_blocks
 
@@ -82,10 +82,11 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
     selected thread stands on a function's first instruction (_exit). EXCLUDE: the range of
     the in-process recorder's own memory (its tables point at every block: not a root).
     ATTACHED: the recording began on a running process: the blocks from before, walked in
-    glibc's heap (heapsource.older_blocks), are scanned with LIVE and left out of the result (at
-    _exit, or when the heap cannot be walked, they are unknown: the heap around the known blocks
-    is then a root, their pointers count). BEGAN: when the caller
-    began to gather the blocks (time.monotonic()), where the milliseconds count from. AT_LOAD:
+    glibc's heap (heapsource.older_blocks), are scanned with LIVE and returned apart, with
+    their types (the result's `older`, merge.attached_scan: the dump's `ob` records; at _exit,
+    or when the heap cannot be walked, they are unknown: the heap around the known blocks is
+    then a root, their pointers count). BEGAN: when the caller began to gather the blocks
+    (time.monotonic()), where the milliseconds count from. AT_LOAD:
     the heap's blocks in use when the in-process recorder was loaded (heapsource.in_use); the
     walked blocks not among them, allocated since and not recorded, are in neither set."""
     began = time.monotonic() if began is None else began
@@ -135,9 +136,11 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
                 output.progress(CMD, f"pointer scan: {nbytes / 2**20:,.0f} MiB scanned, "
                                      f"{pending:,} blocks to go")
 
-        older = None
+        older, label_of = None, {}
         if attached and not exiting:
-            older = older_blocks(inferior, live, exclude, at_load)
+            walked = older_blocks(inferior, live, exclude, at_load)
+            if walked is not None:
+                older, label_of = walked
         try:  # the C scan's own descriptor; without one, reach_fast scans in Python
             memory: procfs.ProcessMemory | None = procfs.ProcessMemory(pid)
         except OSError:
@@ -149,7 +152,7 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
                                      deadline=began + time_limit, progress=progress,
                                      attached=attached and older is None)
             if older:
-                result = _without(result, older)
+                result = attached_scan(result, older, label_of)
         except reach.ScanTimeout:
             status = "timeout"
             output.warn(CMD, f"pointer scan stopped after {time_limit} s "
@@ -163,13 +166,6 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
                          "make build makes it, 20x faster)")
     millis = int((time.monotonic() - began) * 1000)
     return status, result, millis
-
-
-def _without(result: reach.ScanResult, older: dict[int, int]) -> reach.ScanResult:
-    """RESULT without the OLDER blocks' kinds (an indirect block keeps its leader, old or not)."""
-    return replace(result, kinds={a: k for a, k in result.kinds.items() if a not in older},
-                   heuristics={a: h for a, h in result.heuristics.items() if a not in older},
-                   leaders={a: g for a, g in result.leaders.items() if a not in older})
 
 
 #: memdump says once per GDB session that the scan ran without its C library

@@ -10,7 +10,7 @@ from collections import defaultdict
 from .report import KIND_WORDS, plural
 
 __all__ = ["HEAP_FORMAT", "LEAKS_FORMAT", "VERSION", "heap_json", "heap_text", "leaks_json",
-           "leaks_text", "size_class"]
+           "leaks_text", "size_class", "walk_head"]
 
 HEAP_FORMAT = "memdump-heap"
 LEAKS_FORMAT = "memdump-heap-leaks"
@@ -65,7 +65,9 @@ def heap_json(doc: dict) -> dict:
             "problems": doc["problems"]}
 
 
-def _head(doc: dict, blocks: int, nbytes: int) -> list[str]:
+def walk_head(doc: dict, blocks: int, nbytes: int) -> list[str]:
+    """The first lines of what is said of a walk (DOC's `source`, `symbols`, `problems`): BLOCKS
+    in use of NBYTES, glibc's layout from where, each problem."""
     return [f"heap of the {doc['source']}: {plural(blocks)} in use, {nbytes:,} bytes; glibc's "
             f"layout from {'its debug symbols' if doc['symbols'] == 'debug' else 'the table'}"] \
         + [f"problem: {p}" for p in doc["problems"]]
@@ -73,7 +75,7 @@ def _head(doc: dict, blocks: int, nbytes: int) -> list[str]:
 
 def heap_text(view: dict) -> str:
     """`memdump heap`: the JSON above for people."""
-    lines = _head(view, view["blocks"], view["bytes"])
+    lines = walk_head(view, view["blocks"], view["bytes"])
     for a in view["arenas"]:
         lines.append(
             f"arena {a['address']:#x} ({'main' if a['main'] else 'thread'}): "
@@ -92,15 +94,14 @@ def heap_text(view: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _leaks(doc: dict, kinds: frozenset[str] | None, top: int | None,
-           first: int = 1) -> tuple[list, list]:
+def _leaks(doc: dict, kinds: frozenset[str] | None, top: int | None) -> tuple[list, list]:
     """The numbered leak groups ([number, kind, type, how, bytes, blocks]) and the reachable
     ones, as the driver's text report orders them, those of KINDS only (None: all), the TOP
-    largest leaks only, numbered from FIRST."""
+    largest leaks only."""
     groups = doc["kinds"]["groups"]
     leaks = sorted(((g, kind) for kind in _LEAK_KINDS for g in groups.get(kind, [])),
                    key=lambda e: (-e[0][2], -e[0][3], e[0][0]))
-    numbered = [[n, kind, *g] for n, (g, kind) in enumerate(leaks, first)
+    numbered = [[n, kind, *g] for n, (g, kind) in enumerate(leaks, 1)
                 if kinds is None or kind in kinds]
     reachable = [["reachable", *g] for g in groups.get("reachable", [])
                  if kinds is None or "reachable" in kinds]
@@ -109,11 +110,9 @@ def _leaks(doc: dict, kinds: frozenset[str] | None, top: int | None,
     return numbered, reachable
 
 
-def leaks_json(doc: dict, kinds: frozenset[str] | None = None, top: int | None = None,
-               first: int = 1) -> dict:
-    """`memdump leaks --json` without a recording: the leaks by kind and type, the totals (the
-    leaks numbered from FIRST)."""
-    numbered, reachable = _leaks(doc, kinds, top, first)
+def leaks_json(doc: dict, kinds: frozenset[str] | None = None, top: int | None = None) -> dict:
+    """`memdump leaks --json` without a recording: the leaks by kind and type, the totals."""
+    numbered, reachable = _leaks(doc, kinds, top)
     return {"format": LEAKS_FORMAT, "version": VERSION, "source": doc["source"],
             "symbols": doc["symbols"], "blocks": len(doc["blocks"]),
             "bytes": sum(s for _, s in doc["blocks"]), "engine": doc["kinds"]["engine"],
@@ -126,14 +125,14 @@ def leaks_json(doc: dict, kinds: frozenset[str] | None = None, top: int | None =
 
 
 def leaks_text(doc: dict, kinds: frozenset[str] | None = None, top: int | None = None,
-               title: str | None = None, first: int = 1, origin: str = "") -> str:
+               title: str | None = None) -> str:
     """`memdump leaks` without a recording, the driver's --text report's lines (all kinds, no
-    TOP, no TITLE: the same text); the leaks numbered from FIRST, each line ending in ORIGIN
-    (", allocated before the recording began")."""
-    numbered, reachable = _leaks(doc, kinds, top, first)
+    TOP, no TITLE: the same text). After a late attach, `memdump leaks` shows the blocks from
+    before the recording with the analyser's olderblocks, as the offline report does."""
+    numbered, reachable = _leaks(doc, kinds, top)
     lines = [title] if title else []
-    lines += _head(doc, len(doc["blocks"]), sum(s for _, s in doc["blocks"]))
-    lines += [f"LEAK {n}: {b:,} bytes in {plural(c)} of `{t}` ({h}), {KIND_WORDS[k]}{origin}"
+    lines += walk_head(doc, len(doc["blocks"]), sum(s for _, s in doc["blocks"]))
+    lines += [f"LEAK {n}: {b:,} bytes in {plural(c)} of `{t}` ({h}), {KIND_WORDS[k]}"
               for n, k, t, h, b, c in numbered]
     lines += [f"reachable: {b:,} bytes in {plural(c)} of `{t}` ({h})"
               for _, t, h, b, c in reachable]
