@@ -82,7 +82,8 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      an hc record ("heap block overrun", "write after free") and makes the exit
                      status 99, or --error-exitcode's N (docs/heap-errors.md, "Red zones";
                      MEMDUMP_REDZONE=N[,BYTES] the same); in-process recorder, not with -p
-  -p, --pid PID      record the running process PID (blocks allocated before are unknown)
+  -p, --pid PID      record the running process PID (the blocks allocated before: walked at
+                     the end, their kinds and types listed after the report)
   --for SECONDS      with -p: stop recording after SECONDS (default: at SIGINT or SIGTERM)
   --heap             with -p: record nothing; walk the process's glibc heap now (memdump heap:
                      blocks by type and size class, each arena's free bytes and fragmentation) on

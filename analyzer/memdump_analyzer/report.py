@@ -219,7 +219,9 @@ def render_text(
         if a.deltas is not None:
             out.append("No group of the program changed since the previous memdump leaks.")
         else:
-            out.append("No live blocks of the program." if live else "No leaks.")
+            out.append("No live blocks of the program." if live
+                       else "No leaks among the blocks recorded (the blocks from before the "
+                       "recording follow the summary)." if a.older else "No leaks.")
 
     for i, e in enumerate(a.errors, 1):
         out.append("")

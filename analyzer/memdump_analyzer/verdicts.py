@@ -23,12 +23,14 @@ EXIT_HEAP_ERROR = 4
 
 
 def failing_blocks(analysis: Analysis, kinds: frozenset[str]) -> int:
-    """The leaked blocks that --fail-on-leak counts: those of `kinds`, and every leaked block
-    whose kind is unknown (no scan, or allocated after it)."""
+    """The leaked blocks that --fail-on-leak counts: those of `kinds`, every leaked block whose
+    kind is unknown (no scan, or allocated after it), and the blocks of `kinds` allocated before
+    a late attach's recording began (the `ob` records: found by the walk at its end)."""
+    older = sum(1 for b in analysis.older if b.kind in kinds)
     if analysis.leak_kinds is None:
-        return analysis.leaked_blocks
-    return sum(n for kind, (_, n) in analysis.leak_kinds.items()
-               if kind in kinds or kind == "unknown")
+        return analysis.leaked_blocks + older
+    return older + sum(n for kind, (_, n) in analysis.leak_kinds.items()
+                       if kind in kinds or kind == "unknown")
 
 
 def heap_errors(analysis: Analysis) -> int:

@@ -156,3 +156,31 @@ def test_the_json_report_has_before_recording(tmp_path: Path) -> None:
     other = json.loads(run_cli("--format", "json", str(FIXTURES / "example.memdump"),
                                cwd=tmp_path).stdout)
     assert "before_recording" not in other  # a dump without `ob` records: as it was
+
+
+def _freed_then(tmp_path: Path, older: str, name: str) -> str:
+    """A late attach's dump whose one recorded block was freed, then the scan and OLDER."""
+    d = Dump(attached=True, header="MEMDUMP 2.7")
+    d.malloc("0x1000", 16)
+    d.free("0x1000")
+    d.raw("scan 2 ok 10 10 0")
+    d.raw(older)
+    d.end("detach", "-")
+    return d.write(tmp_path, name)
+
+
+def test_fail_on_leak_counts_them_and_no_leaks_says_of_which_blocks(tmp_path: Path) -> None:
+    """A late attach whose recorded blocks leak nothing but whose older blocks do: the report
+    does not open with a bare "No leaks.", and --fail-on-leak fails on the older blocks of the
+    kinds it counts (valgrind's default: definitely and possibly lost) and on those alone."""
+    lost = _freed_then(tmp_path, "ob 0x2000 24 D vtable Connection", name="lost.memdump")
+    run = run_cli("--fail-on-leak", lost, cwd=tmp_path)
+    assert run.returncode == 1, run.stderr
+    assert ("\nNo leaks among the blocks recorded (the blocks from before the recording follow "
+            "the summary).\n") in run.stdout
+    assert f"LEAK 1: 24 bytes in 1 block of `Connection` (vtable), definitely lost{ORIGIN}" \
+        in run.stdout
+    held = _freed_then(tmp_path, "ob 0x2000 40 R string char[]", name="held.memdump")
+    assert run_cli("--fail-on-leak", held, cwd=tmp_path).returncode == 0
+    assert run_cli("--fail-on-leak", "--errors-for-leak-kinds", "all", held,
+                   cwd=tmp_path).returncode == 1
