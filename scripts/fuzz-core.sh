@@ -86,6 +86,8 @@ else
         tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
         # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass
         { echo "#"; tail -n +2 "$dump"; } > "$work/corpus/views-$(basename "$dump")"
+        # and after a line `h` (bit 3 set, bits 1 and 2 clear): for heaptrack's events
+        { echo "h"; tail -n +2 "$dump"; } > "$work/corpus/heaptrack-$(basename "$dump")"
     done
     fuzzer="$work/fuzz_replay"
     max_len=4096
