@@ -110,3 +110,26 @@ def test_python_when_the_library_is_off(tmp_path: Path,
     monkeypatch.setattr(heaptracknative, "_Export", lambda *a: called.append(a))
     _file(FIXTURES / "heaptrack.memdump", tmp_path / "out", "0", monkeypatch)
     assert called == []
+
+
+@pytest.mark.parametrize(("line", "size", "made"), [
+    (b"+c 5 0x555555570200 4294967296 4294967297", 0x10000000100000000, True),  # over 64 bits
+    (b"+c 5 0x555555570200 65536 65536", 0x100000000, True),
+    (b"e 14 4242 posix_memalign 4 0x555555570300 16 100 12", 100, False),  # failed: no block
+    (b"e 14 4242 reallocarray 4 0x555555570320 0x0 3 5", 15, True),
+])
+def test_sizes_and_operations_the_quick_paths_skip(line: bytes, size: int, made: bool,
+                                                   tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """A calloc whose size does not fit 64 bits (left to Python, whose integers do not
+    overflow), and operations without a short record: the same file both ways, the block's
+    `a` line there or not."""
+    lines = (FIXTURES / "heaptrack.memdump").read_bytes().split(b"\n")
+    at = lines.index(b"+ 4 0x555555570170 40")  # event 14, before `end 15`
+    lines[at] = line
+    dump = tmp_path / "edge.memdump"
+    dump.write_bytes(b"\n".join(lines))
+    out, fell_back = both(dump, tmp_path, monkeypatch)
+    assert isinstance(out, bytes)
+    assert (b"\na %x " % size in out) == made
+    assert fell_back == (size >= 1 << 64)
