@@ -1,6 +1,7 @@
 /* @brief libmemdump_core's insides, shared by its files: memdump_core.c (the loop over the lines,
  * the API Python calls), records.c (reading the records), heap.c (what an event does to the
- * blocks), figures.c (the views' figures, in place of heap.c's replay). */
+ * blocks), figures.c (the views' figures, in place of heap.c's replay), htexport.c (heaptrack's
+ * events, in place of either). */
 #ifndef MEMDUMP_CORE_INTERNAL_H
 #define MEMDUMP_CORE_INTERNAL_H
 

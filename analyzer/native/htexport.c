@@ -2,7 +2,8 @@
  * reference and the fallback, whose bytes this keeps): in place of the replay, each heap event
  * read by the library's decoding becomes heaptrack's `a`, `+` and `-` lines, written to a file
  * (heaptrackfile.py's temporary file of the events). Its own tables: the live blocks (address ->
- * allocation info, in the order Python's dict has them), the allocation infos by (size, trace),
+ * allocation info, in the order Python's dict has them; in the replay's table of blocks, which the
+ * replay does not use then), the allocation infos by (size, trace),
  * each stack node's trace index and the traces (frame, parent trace) in the order they were made;
  * the lines the library leaves to Python (`c`, `p exec`, `end`) are Python's, which writes the
  * clock's lines through `mdc_ht_put`, between the events. Memory: the live blocks, the infos, the
