@@ -30,7 +30,8 @@ setup(
             sources=[f"analyzer/native/{name}.c" for name in ("memdump_core", "records", "heap",
                                                                "tables", "figures", "series",
                                                                "tagviews", "moments", "groups", "compact",
-                                                               "compactdec", "compactfeed", "pprof")],
+                                                               "compactdec", "compactfeed", "pprof",
+                                                               "htexport")],
             libraries=["z", "lzma"],  # the compact encoding (compact.c): zlib's crc32, xz
             define_macros=[("_GNU_SOURCE", None)],
             extra_compile_args=["-std=c11", "-O2", "-fvisibility=hidden", "-Wall", "-Wextra"],

@@ -79,12 +79,15 @@ else
     clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
         "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c "$native"/tagviews.c \
-        "$native"/moments.c "$native"/compact.c "$native"/compactdec.c "$native"/compactfeed.c -lz -llzma \
+        "$native"/moments.c "$native"/htexport.c "$native"/compact.c "$native"/compactdec.c "$native"/compactfeed.c \
+        -lz -llzma \
         -o "$work/fuzz_replay"
     for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
         tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
         # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass
         { echo "#"; tail -n +2 "$dump"; } > "$work/corpus/views-$(basename "$dump")"
+        # and after a line `h` (bit 3 set, bits 1 and 2 clear): for heaptrack's events
+        { echo "h"; tail -n +2 "$dump"; } > "$work/corpus/heaptrack-$(basename "$dump")"
     done
     fuzzer="$work/fuzz_replay"
     max_len=4096

@@ -28,6 +28,8 @@ not have live. A program started through an exec (a wrapper script) is exported 
 image, as heaptrack records one program. `c` records become `c` and `R` lines (RSS in pages).
 The definitions come before the events in the file; the events are written to a temporary file
 first (one pass over the dump, memory bounded by the live blocks and the stacks), then copied.
+The pass runs in C when the analyser's library loads (heaptracknative.py, htexport.c; this loop
+is the reference and the fallback, MEMDUMP_NATIVE=0 chooses it).
 """
 
 from __future__ import annotations
@@ -38,8 +40,10 @@ import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable
 from typing import BinaryIO
 
+from . import heaptracknative
 from .dumpdecode import decode
 from .dumpfile import DumpError, DumpReader
 from .dumpformat import effect
@@ -170,11 +174,17 @@ class _Events:
             return
         from .rules import is_dynamic_loader
 
+        self.out.seek(0, os.SEEK_END)  # after the events (the library's too)
         stack = self.reader.stack
+        freed: dict[int, bool] = {}  # info -> whether its blocks are the pool (one walk each)
         for info in list(self.live.values()):
-            frames = stack(self.nodes[info])
-            if (frames and os.path.basename(frames[0].module or "").startswith("libstdc++")
-                    and any(is_dynamic_loader(f.module) for f in frames)):
+            pool = freed.get(info)
+            if pool is None:
+                frames = stack(self.nodes[info])
+                pool = freed[info] = bool(
+                    frames and os.path.basename(frames[0].module or "").startswith("libstdc++")
+                    and any(is_dynamic_loader(f.module) for f in frames))
+            if pool:
                 self.out.write(b"- %x\n" % info)
 
 
@@ -196,6 +206,8 @@ class _Definitions:
         self.out = out
         self.strings: dict[str, int] = {}
         self.ips: dict[int, int] = {}
+        #: the lines not written yet, in order (written a few thousand at a time)
+        self.lines: list[bytes] = []
 
     def string(self, text: str | None) -> int:
         if not text:
@@ -203,7 +215,7 @@ class _Definitions:
         index = self.strings.get(text)
         if index is None:
             data = text.encode(errors="replace").replace(b"\n", b" ")
-            self.out.write(b"s %x %s\n" % (len(data), data))
+            self.lines.append(b"s %x %s\n" % (len(data), data))
             index = self.strings[text] = len(self.strings) + 1
         return index
 
@@ -225,13 +237,21 @@ class _Definitions:
                 for outer in frames[1:]:
                     words.append(b"%x %x %x" % (self.string(function_name(outer.function)),
                                                 self.string(outer.file), outer.line or 0))
-        self.out.write(b" ".join(words) + b"\n")
+        self.lines.append(b" ".join(words) + b"\n")
         index = self.ips[frame_id] = len(self.ips) + 1
         return index
 
-    def traces(self, traces: list[tuple[int, int]]) -> None:
+    def traces(self, traces: Iterable[tuple[int, int]]) -> None:
+        ips, lines, write = self.ips, self.lines, self.out.write
         for frame_id, parent in traces:
-            self.out.write(b"t %x %x\n" % (self.ip(frame_id), parent))
+            index = ips.get(frame_id)
+            lines.append(b"t %x %x\n" % (index if index is not None else self.ip(frame_id),
+                                         parent))
+            if len(lines) >= 4096:
+                write(b"".join(lines))
+                lines.clear()
+        write(b"".join(lines))
+        lines.clear()
 
 
 def _open_output(path: str) -> tuple[BinaryIO, subprocess.Popen[bytes] | None]:
@@ -265,12 +285,14 @@ def write(dump: str, path: str, *, symbolize: bool = True) -> None:
     page_size, pages = machine()
     with DumpReader(dump) as reader, tempfile.TemporaryFile() as events:
         run = _Events(reader, events, page_size)
-        try:
-            run.run()
-        except (ValueError, IndexError, KeyError):  # a field the pass cannot read: the
-            from .heappass import diagnose  # replay's exact `PATH:LINE: message`
+        if not heaptracknative.events(run, events.fileno()):
+            events.truncate(0)  # what the library wrote before it left the dump to Python
+            try:
+                run.run()
+            except (ValueError, IndexError, KeyError):  # a field the pass cannot read: the
+                from .heappass import diagnose  # replay's exact `PATH:LINE: message`
 
-            raise diagnose(dump) from None
+                raise diagnose(dump) from None
         if symbolize:
             from .symbolize import symbolize as symbolize_frames
 

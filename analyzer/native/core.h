@@ -1,6 +1,7 @@
 /* @brief libmemdump_core's insides, shared by its files: memdump_core.c (the loop over the lines,
  * the API Python calls), records.c (reading the records), heap.c (what an event does to the
- * blocks), figures.c (the views' figures, in place of heap.c's replay). */
+ * blocks), figures.c (the views' figures, in place of heap.c's replay), htexport.c (heaptrack's
+ * events, in place of either). */
 #ifndef MEMDUMP_CORE_INTERNAL_H
 #define MEMDUMP_CORE_INTERNAL_H
 
@@ -71,6 +72,7 @@ struct mdc {
     struct mdc_error *errors;
     int64_t tid;
     struct fig *fig; /* the views' pass (figures.c) instead of the replay, or NULL */
+    struct htx *ht;  /* `--format heaptrack`'s events (htexport.c) instead of both, or NULL */
     struct feed *feed; /* a compact dump's decoder (mdc_open_compact), or NULL: `buf` holds its
                           direct output (compact.h), and offsets are in that */
     uint64_t read;     /* with `feed`: the compact dump's bytes read */
@@ -143,5 +145,9 @@ void peak_note_exec(struct mdc *c);
 int fig_event(struct mdc *c, const struct event *ev);
 int fig_line(struct mdc *c);
 void fig_free(struct mdc *c);
+
+/* htexport.c: event `ev` as heaptrack's lines (RC_OK or RC_FALLBACK); its memory freed */
+int ht_event(struct mdc *c, const struct event *ev);
+void ht_free(struct mdc *c);
 
 #endif

@@ -1,6 +1,7 @@
 /* @brief A libFuzzer target for libmemdump_core's reader, its replay (docs/report-format.md,
  * "Replay") and its views' pass (figures.c, series.c, tagviews.c: when the first byte has bit 1
- * set, with every part, --by-tag's, --phases' and --growth's figures, and few timeline points):
+ * set, with every part, --by-tag's, --phases' and --growth's figures, and few timeline points),
+ * and `--format heaptrack`'s events (htexport.c: when bits 1 and 2 are clear and bit 3 is set):
  * every input is a dump's bytes after its version line, read as memdump-analyze reads it. The driver plays native.py's and nativepass.py's part
  * between runs, as far as the library can see it: the frames the `f` records define, the SEQ
  * that `p` and `end` records take, `p exec`, clock samples, tags, and the answer to each
@@ -49,8 +50,13 @@ int mdc_tv_phase(struct mdc *c, int64_t seq, int64_t name);
 int mdc_tv_end(struct mdc *c);
 uint64_t mdc_tv_table(const struct mdc *c, int which, const void **out);
 int fig_line(struct mdc *c);
+int mdc_ht_start(struct mdc *c, int fd);
+int mdc_ht_put(struct mdc *c, const char *text, uint64_t n);
+int mdc_ht_exec(struct mdc *c);
+int mdc_ht_end(struct mdc *c, uint64_t *out);
+int mdc_ht_live(struct mdc *c, uint64_t *out, uint64_t n);
 
-static int fd = -1;
+static int fd = -1, ht_fd = -1; /* the dump; heaptrack's events */
 static int64_t millis; /* the clock samples' ms: they never go back */
 
 /* the number after the line's tag, or 0 */
@@ -84,7 +90,7 @@ static int figures_line(struct mdc *c, struct mdc_io *io, const char *line, uint
 /* What native.py does with one line handed back: `f ID ...` defines frame ID (marked when its
  * id is odd, so that both kinds of frame are exercised); `p SEQ` and `end SEQ` take a SEQ. */
 static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint64_t len,
-                        int figures)
+                        int figures, int heaptrack)
 {
     if (len > 2 && line[0] == 'f' && line[1] == ' ') {
         uint64_t id = 0;
@@ -98,9 +104,39 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
         if (figures && mdc_fig_record(c, io->seq, is_exec)
             && memmem(line, len, " phase ", 7) != NULL) /* its name: one of 4 */
             mdc_tv_phase(c, io->seq, (int64_t)(len & 3));
-        else if (is_exec)
+        else if (is_exec && !heaptrack) /* heaptrack's: heaptrack_line */
             mdc_exec(c);
     }
+}
+
+/* What heaptracknative.py does with a line handed back: a clock sample's line between the
+ * events, the file started again at `p exec`; 0 when the library gave up */
+static int heaptrack_line(struct mdc *c, const char *line, uint64_t len)
+{
+    if (len > 2 && line[0] == 'c' && line[1] == ' ')
+        return mdc_ht_put(c, line, len);
+    if (len > 7 && line[0] == 'p' && memmem(line, len, " exec ", 6) != NULL)
+        return mdc_ht_exec(c);
+    return 1;
+}
+
+/* heaptrack's tables at the end, read as heaptracknative.py reads them */
+static void heaptrack_end(struct mdc *c)
+{
+    uint64_t out[5];
+    if (mdc_ht_end(c, out) != 0)
+        return;
+    const int64_t *traces = (const int64_t *)(uintptr_t)out[0];
+    const int32_t *infos = (const int32_t *)(uintptr_t)out[2];
+    static volatile int64_t sink; /* every row read, for the address sanitizer */
+    for (uint64_t i = 3; i < 3 * (out[1] + 1); i++)
+        sink = traces[i];
+    for (uint64_t i = 0; i < out[3]; i++)
+        sink = infos[i];
+    uint64_t *live = calloc(out[4] + 1, sizeof *live);
+    if (live != NULL)
+        mdc_ht_live(c, live, out[4]);
+    free(live);
 }
 
 /* the views' figures at the end, read as nativepass.py reads them */
@@ -125,7 +161,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (fd < 0)
         fd = memfd_create("fuzz-dump", MFD_CLOEXEC);
-    if (fd < 0 || ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
+    if (ht_fd < 0)
+        ht_fd = memfd_create("fuzz-heaptrack", MFD_CLOEXEC);
+    if (fd < 0 || ht_fd < 0 || ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
     struct mdc *c = mdc_open(fd, 0, size, 8);
     if (c == NULL)
@@ -133,6 +171,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mdc_io *io = mdc_io(c);
     io->attached = size > 0 && (data[0] & 1);
     int figures = size > 0 && (data[0] & 2);
+    int heaptrack = size > 0 && (data[0] & 14) == 8;
+    if (heaptrack && !mdc_ht_start(c, ht_fd)) {
+        mdc_close(c);
+        return 0;
+    }
     if (!figures && size > 0 && (data[0] & 4)) /* the exports' counts, a log of 0 to 64 changes */
         mdc_keep_allocations(c, (uint64_t)(data[0] >> 3 & 7) * 9);
     millis = 0;
@@ -153,11 +196,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const char *line = (const char *)(uintptr_t)pairs[2 * i];
             if (figures && !figures_line(c, io, line, pairs[2 * i + 1]))
                 break;
-            python_line(c, io, line, pairs[2 * i + 1], figures);
+            if (heaptrack && !heaptrack_line(c, line, pairs[2 * i + 1]))
+                break;
+            python_line(c, io, line, pairs[2 * i + 1], figures, heaptrack);
         }
     }
     if (status == MDC_DONE && figures) {
         figures_end(c, io);
+    } else if (status == MDC_DONE && heaptrack) {
+        heaptrack_end(c);
     } else if (status == MDC_DONE) {
         struct mdc_counts k;
         mdc_counts(c, &k);

@@ -326,6 +326,8 @@ int do_event(struct mdc *c, const struct event *ev)
     c->io.seq++;
     if (c->fig != NULL)
         return fig_event(c, ev);
+    if (c->ht != NULL)
+        return ht_event(c, ev);
     int r = apply(c, ev);
     if (r == RC_ASK) { /* nothing else was done: the line is read again after the answer */
         c->io.seq--;

@@ -475,6 +475,7 @@ EXPORT void mdc_finish(struct mdc *c)
     btab_free(&c->live);
     btab_free(&c->custom);
     fig_free(c);
+    ht_free(c);
     idtab_free(&c->frames);
     free(c->used);
     free(c->buf);

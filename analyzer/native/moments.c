@@ -34,24 +34,9 @@ struct moments {
     uint64_t n_gone, cap_gone;
 };
 
-static int grow(void **a, uint64_t *cap, uint64_t need, size_t size)
-{
-    if (need <= *cap)
-        return 1;
-    uint64_t cap2 = *cap ? *cap : 256;
-    while (cap2 < need)
-        cap2 *= 2;
-    void *p = realloc(*a, cap2 * size);
-    if (p == NULL)
-        return 0;
-    *a = p;
-    *cap = cap2;
-    return 1;
-}
-
 static int put(struct moments *m, const int64_t *row, int width)
 {
-    if (!grow((void **)&m->data, &m->cap_data, m->n_data + (uint64_t)width, sizeof *m->data))
+    if (!grow_array((void **)&m->data, &m->cap_data, m->n_data + (uint64_t)width, sizeof *m->data))
         return 0;
     memcpy(m->data + m->n_data, row, (size_t)width * sizeof *row);
     m->n_data += (uint64_t)width;
@@ -148,7 +133,7 @@ static int blocks(struct mdc *c, struct moments *m, const struct block *slots, u
 static int take_of(struct mdc *c, struct moments *m, uint64_t i, struct mom_taken t,
                    const struct block *slots, uint64_t n, uint64_t live)
 {
-    if (!grow((void **)&m->taken, &m->cap_taken, m->n_taken + 1, sizeof *m->taken))
+    if (!grow_array((void **)&m->taken, &m->cap_taken, m->n_taken + 1, sizeof *m->taken))
         return 0;
     t.index = (int64_t)i;
     t.kind = m->kinds[i];
@@ -188,7 +173,7 @@ int moments_gone(struct mdc *c, const struct block *b)
     struct moments *m = c->fig->mom;
     if (m == NULL || !m->peak || c->fig->t.peak == 0 || b->order > (uint64_t)c->fig->t.peak_seq)
         return 1;
-    if (!grow((void **)&m->gone, &m->cap_gone, m->n_gone + 1, sizeof *m->gone))
+    if (!grow_array((void **)&m->gone, &m->cap_gone, m->n_gone + 1, sizeof *m->gone))
         return 0;
     m->gone[m->n_gone] = *b;
     m->gone[m->n_gone++].live = 1;
@@ -306,7 +291,8 @@ EXPORT int mdc_mom_thread_tag(struct mdc *c, int64_t tid, int64_t ident)
             return 0;
         if (*at == 0) {
             if (m->n_idents > UINT16_MAX
-                || !grow((void **)&m->idents, &m->cap_idents, m->n_idents + 1, sizeof *m->idents))
+                || !grow_array((void **)&m->idents, &m->cap_idents, m->n_idents + 1,
+                               sizeof *m->idents))
                 return 0;
             m->idents[m->n_idents] = ident;
             *at = (int64_t)m->n_idents++;

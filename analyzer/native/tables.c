@@ -126,6 +126,21 @@ void idtab_free(struct idtab *t)
     memset(t, 0, sizeof *t);
 }
 
+int grow_array(void **a, uint64_t *cap, uint64_t need, size_t size)
+{
+    if (need <= *cap)
+        return 1;
+    uint64_t cap2 = *cap ? *cap : 256;
+    while (cap2 < need)
+        cap2 *= 2;
+    void *p = realloc(*a, cap2 * size);
+    if (p == NULL)
+        return 0;
+    *a = p;
+    *cap = cap2;
+    return 1;
+}
+
 int push_pair(uint64_t **a, uint64_t *n, uint64_t *cap, uint64_t x, uint64_t y)
 {
     if (*n == *cap) {

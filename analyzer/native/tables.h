@@ -3,6 +3,7 @@
 #ifndef MEMDUMP_CORE_TABLES_H
 #define MEMDUMP_CORE_TABLES_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* a block, live or freed (one look-up finds either): `order` keeps the order in which Python's
@@ -48,6 +49,9 @@ void btab_del(struct btab *t, struct block *b);
 void btab_clear(struct btab *t);
 void btab_free(struct btab *t);
 
+/* the growable array *a of items of `size` bytes (room for *cap, doubled from 256) made room for
+`need`; 0 when out of memory */
+int grow_array(void **a, uint64_t *cap, uint64_t need, size_t size);
 /* (x, y) appended to the *n pairs of the growable array *a (room for *cap pairs); 0 when out of
  * memory */
 int push_pair(uint64_t **a, uint64_t *n, uint64_t *cap, uint64_t x, uint64_t y);
