@@ -219,9 +219,9 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
         return 0;
     if (f->tv != NULL && !tv_release(c, b, made))
         return 0;
-    /* the pass keeps no freed block (the replay's errors need them, the views do not): the
-     * table holds the live blocks alone, not every address the heap ever used */
-    btab_del(&c->live, b);
+    /* the slot stays, marked free (as in the replay): the next block at the address takes it
+     * back, and a deletion's shifting of the probe chain costs more than the slots it frees */
+    b->live = 0;
     c->live_n--;
     return 1;
 }
