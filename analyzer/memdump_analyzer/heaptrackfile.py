@@ -260,7 +260,9 @@ def _open_output(path: str) -> tuple[BinaryIO, subprocess.Popen[bytes] | None]:
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     raw = os.fdopen(fd, "wb")
     if path.endswith(".gz"):
-        return gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=6), None  # type: ignore[return-value]
+        # no name and mtime 0 in its header: the same dump gives the same bytes, as pprof's
+        return gzip.GzipFile(filename="", fileobj=raw, mode="wb", compresslevel=6,  # type: ignore[return-value]
+                             mtime=0), None
     if path.endswith(".zst"):
         zstd = shutil.which("zstd")
         if zstd is None:

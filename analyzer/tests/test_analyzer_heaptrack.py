@@ -8,6 +8,7 @@ import random
 import shutil
 import stat
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,9 @@ def test_the_file_is_private_and_compressed_as_its_name_says(tmp_path: Path) -> 
     packed = _export(tmp_path, "out.heaptrack.gz")
     assert stat.S_IMODE(packed.stat().st_mode) == 0o600
     assert gzip.decompress(packed.read_bytes()) == plain
+    first = packed.read_bytes()  # no time nor name in the header: the same bytes every time
+    time.sleep(1.1)
+    assert _export(tmp_path, "again.heaptrack.gz").read_bytes() == first
     if shutil.which("zstd"):
         zst = _export(tmp_path, "out.heaptrack.zst")
         assert subprocess.run(["zstd", "-dc", str(zst)], capture_output=True,
