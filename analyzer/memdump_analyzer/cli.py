@@ -2,7 +2,8 @@
 
 Exit status: 0 the report was written; 1 with `--fail-on-leak` when the program leaked blocks of
 the `--errors-for-leak-kinds` (alias `--leak-kinds`; default definite,possible, as valgrind's; every
-leaked block when the dump has no pointer scan); 2 the dump or the command line is bad (one line
+leaked block when the dump has no pointer scan; after a late attach, the blocks from before it
+too); 2 the dump or the command line is bad (one line
 on stderr: `memdump-analyze: <problem>`); 3 with `--fail-on-leak` or `--fail-on-error` when
 neither found what it counts but a dump has no end record (the recording was cut, perhaps before
 its first event): no verdict, not a pass; 4 with `--fail-on-error` when the dump holds heap errors
