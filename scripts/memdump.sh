@@ -68,8 +68,9 @@ this script gets SIGINT (Ctrl-C) or SIGTERM, then detach: the process goes on by
                      inaccessible for a while: the first overflow, underflow or use after free
                      of one is reported (an ae record) and kills the program with SIGSEGV
                      (docs/heap-errors.md). SPEC, comma-separated: all (every block while the
-                     pool of 4096 slots lasts) or N% (a sampled share), MIN-MAX (sizes in
-                     bytes), over (the guard page after the block: default) or under (before),
+                     pool of 4096 slots lasts) or N% (a sampled share of the blocks, 0.0001% to
+                     100% with at most 4 decimals: 5%, 0.02%), MIN-MAX (sizes in bytes), over
+                     (the guard page after the block: default) or under (before),
                      align16 (blocks 16-aligned as malloc's: overflows into the slack missed),
                      tag:NAME (blocks allocated under memdump_api.h's innermost tag NAME),
                      fn:NAME (blocks allocated while the function NAME is on the stack);

@@ -33,7 +33,7 @@ def _library() -> ctypes.CDLL | None:
     if not enabled():
         return None
     try:
-        lib = ctypes.CDLL(str(library_path()))
+        lib = ctypes.CDLL(library_path())
         enc, dec = lib.mdz_encode, lib.mdz_decode
     except (OSError, AttributeError):
         return None

@@ -27,7 +27,6 @@ import weakref
 from array import array
 from collections import abc
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, Protocol
 
 from .dumpdecode import fields
@@ -123,9 +122,9 @@ def library() -> ctypes.CDLL | None:
 
 
 @functools.cache
-def _load(path: Path) -> ctypes.CDLL | None:
+def _load(path: str) -> ctypes.CDLL | None:
     try:
-        lib = ctypes.CDLL(str(path))
+        lib = ctypes.CDLL(path)
         for name, (restype, argtypes) in _SIGNATURES.items():
             getattr(lib, name).restype = restype
             getattr(lib, name).argtypes = argtypes

@@ -191,10 +191,10 @@ def test_the_library_is_found_where_the_build_puts_it(monkeypatch: pytest.Monkey
     built.parent.mkdir(parents=True)
     built.write_bytes(b"")
     monkeypatch.setenv("MEMDUMP_BUILD_DIR", str(tmp_path))
-    assert reach_fast.library_path() == built
+    assert reach_fast.library_path() == str(built)
     monkeypatch.delenv("MEMDUMP_BUILD_DIR")
     repo = Path(reach_fast.__file__).resolve().parents[3]
-    assert reach_fast.library_path() == repo / "build/gdb_ext/scan/libmemdump_scan.so"
+    assert reach_fast.library_path() == str(repo / "build/gdb_ext/scan/libmemdump_scan.so")
 
 
 def test_progress_is_reported_and_the_deadline_stops_the_library() -> None:

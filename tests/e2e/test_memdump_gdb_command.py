@@ -40,7 +40,8 @@ SETTINGS = [
      "through."),
     ("guard", "SPEC", "none", "SPEC of the in-process recorder's guard pages",
      "Blocks placed against an inaccessible page, freed ones kept inaccessible "
-     "(docs/heap-errors.md): all, N%, MIN-MAX, under, over, align16, tag:NAME, fn:NAME, "
+     "(docs/heap-errors.md): all, N% (a sampled share of the blocks, 0.0001% to 100% with "
+     "at most 4 decimals: 5%, 0.02%), MIN-MAX, under, over, align16, tag:NAME, fn:NAME, "
      "comma-separated; a faulting access stops GDB at the instruction and memdump reports it "
      "(memdump --guard SPEC for one recording); empty: none."),
     ("check-at-stop", "on|off", "on", "check of the red zones at every stop",

@@ -16,37 +16,41 @@ file (MEMDUMP_RECORDER, MEMDUMP_SCAN_LIB, MEMDUMP_SYMBOLIZE), which wins over th
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 __all__ = ["ANALYZE", "candidates", "installed_dir"]
 
+# Paths are strings (os.path): `pathlib` costs GDB 9 ms of CPU to import (it brings `urllib.parse`
+# and `ipaddress`), at every recording, for a few joins.
+
 #: gdb_ext/dbgkit/core/builtfiles.py -> gdb_ext/ (a checkout) or P/share/dbgkit/gdb (installed)
-_GDB_DIR = Path(__file__).resolve().parents[2]
+_GDB_DIR = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))
 
 
-def installed_dir(gdb_dir: Path = _GDB_DIR) -> Path | None:
+def installed_dir(gdb_dir: str = _GDB_DIR) -> str | None:
     """P/lib/dbgkit when GDB_DIR is an installed tree's P/share/dbgkit/gdb, else None."""
-    share = gdb_dir.parent
-    if gdb_dir.name != "gdb" or share.name != "dbgkit" or share.parent.name != "share":
+    share = os.path.dirname(gdb_dir)
+    prefix_share = os.path.dirname(share)
+    if (os.path.basename(gdb_dir) != "gdb" or os.path.basename(share) != "dbgkit"
+            or os.path.basename(prefix_share) != "share"):
         return None
-    lib = share.parent.parent / "lib" / "dbgkit"
-    return lib if lib.is_dir() else None
+    lib = os.path.join(os.path.dirname(prefix_share), "lib", "dbgkit")
+    return lib if os.path.isdir(lib) else None
 
 
-def candidates(build_subdir: str, name: str, gdb_dir: Path = _GDB_DIR) -> list[Path]:
+def candidates(build_subdir: str, name: str, gdb_dir: str = _GDB_DIR) -> list[str]:
     """Where built file NAME may be, in the order to try: `$MEMDUMP_BUILD_DIR/BUILD_SUBDIR/NAME`,
     then the installed tree's `lib/dbgkit/NAME`, then the checkout's build/ and build-demo/.
     BUILD_SUBDIR is the file's folder in a build tree (`gdb_ext/recorder`)."""
-    found: list[Path] = []
+    found: list[str] = []
     build = os.environ.get("MEMDUMP_BUILD_DIR")
     if build:
-        found.append(Path(build) / build_subdir / name)
+        found.append(os.path.join(build, build_subdir, name))
     lib = installed_dir(gdb_dir)
     if lib is not None:
-        found.append(lib / name)
+        found.append(os.path.join(lib, name))
     else:
-        root = gdb_dir.parent
-        found += [root / "build" / build_subdir / name, root / "build-demo" / build_subdir / name]
+        root = os.path.dirname(gdb_dir)
+        found += [os.path.join(root, tree, build_subdir, name) for tree in ("build", "build-demo")]
     return found
 
 

@@ -22,7 +22,6 @@ from array import array
 from collections import abc
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
 from . import builtfiles, reach
 from .reach import DEFAULT_HEURISTICS, HEURISTICS, Mapping, ScanResult, ScanTimeout, Thread
@@ -94,16 +93,16 @@ def snapshot_budget(meminfo: str = "/proc/meminfo") -> int:
     return 0
 
 
-def library_path() -> Path:
+def library_path() -> str:
     """Where the library is looked for (the first rule that applies; it may not exist)."""
     explicit = os.environ.get("MEMDUMP_SCAN_LIB")
     if explicit:
-        return Path(explicit)
+        return explicit
     tried = builtfiles.candidates("gdb_ext/scan", _LIB_NAME)
-    return next((path for path in tried if path.is_file()), tried[0])
+    return next((path for path in tried if os.path.isfile(path)), tried[0])
 
 
-_loaded: dict[Path, ctypes.CDLL | None] = {}
+_loaded: dict[str, ctypes.CDLL | None] = {}
 
 
 def library() -> ctypes.CDLL | None:
@@ -112,7 +111,7 @@ def library() -> ctypes.CDLL | None:
     if path not in _loaded:
         lib = None
         try:
-            candidate = ctypes.CDLL(str(path))
+            candidate = ctypes.CDLL(path)
             candidate.mds_abi.restype = ctypes.c_uint64
             candidate.mds_scan.argtypes = [ctypes.POINTER(_Args)]
             candidate.mds_scan.restype = ctypes.c_int

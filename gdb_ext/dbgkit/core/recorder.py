@@ -83,8 +83,8 @@ def find_library() -> str | None:
     if explicit:
         return explicit if os.path.isfile(explicit) else None
     for path in builtfiles.candidates("gdb_ext/recorder", LIBRARY):
-        if path.is_file():
-            return str(path)
+        if os.path.isfile(path):
+            return path
     return None
 
 

@@ -154,8 +154,8 @@ def symbolizer() -> str | None:
     if explicit:
         return explicit if _executable(explicit) else None
     for path in builtfiles.candidates("gdb_ext/symbolize", "memdump-symbolize"):
-        if _executable(str(path)):
-            return str(path)
+        if _executable(path):
+            return path
     return None
 
 
