@@ -67,9 +67,13 @@ def test_thread_per_client_switches_per_request_epoll_few_threads(
                                                     for i in range(1, CLIENTS + 1)]
         assert not threads.pop("tpc-accept")["delta"]["new"]
         for name, t in threads.items():
-            # a worker blocks in poll for (nearly) every request of its client
+            # a worker blocks in poll for (nearly) every request of its client; on a loaded
+            # machine the request may be there before it polls, and the core taken from it
+            # instead: its switches, of either kind, still follow its requests
             assert t["delta"]["new"], name
-            assert ROUNDS // 2 <= t["delta"]["voluntary"] <= 4 * ROUNDS + 10, (name, t)
+            switches = t["delta"]["voluntary"] + t["delta"]["involuntary"]
+            assert ROUNDS // 2 <= switches and t["delta"]["voluntary"] <= 4 * ROUNDS + 10, \
+                (name, t)
         assert sum(t["delta"]["voluntary"] for t in threads.values()) >= requests // 2
     else:
         assert sorted(threads) == ["reactor"]
