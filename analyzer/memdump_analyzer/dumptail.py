@@ -3,14 +3,15 @@
 whose snapshots fall every `last_seq // N` events (massif, the HTML page) need the last SEQ before
 their pass; only a dump whose last record is a whole `end` line tells it: after a crash, a SIGKILL,
 a cut last line, records after the `end` or anything else doubtful, the answer is None (and the
-caller reads the dump first, as without this module). A compact dump answers None too: its `end`
-line sits among its last block's literals, which only the decoder reads."""
+caller reads the dump first, as without this module). A compact dump's `end` line is a literal of
+its last block, which the C library decodes alone (`compactfile.last_line`)."""
 
 from __future__ import annotations
 
 import os
 
 from .compact import is_compact
+from .compactfile import last_line
 
 __all__ = ["end_seq"]
 
@@ -20,13 +21,14 @@ LIMIT = 1 << 20
 
 
 def end_seq(path: str) -> int | None:
-    """The SEQ of the text dump `path`'s `end` record when it is the dump's last record, whole;
+    """The SEQ of the dump `path`'s `end` record when it is the dump's last record, whole;
     None when it is not, or cannot be told from the tail (the file's faults included)."""
     try:
         with open(path, "rb") as f:
             size = os.fstat(f.fileno()).st_size
             if is_compact(f.read(16)):
-                return None
+                line = last_line(f.fileno())
+                return None if line is None else _seq(line.rsplit(b"\0", 1)[-1])
             tail = b""
             pos = size
             while pos > 0 and len(tail) < LIMIT:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 from gendump import Dump, corrupt
-from memdump_analyzer import analyze, dumptail
+from memdump_analyzer import analyze, dumptail, native
+from memdump_analyzer.compact import BLOCK_TEXT, encode
 from memdump_analyzer.compactfile import compact_file
 from memdump_analyzer.dumpfile import DumpError
 
@@ -62,10 +63,25 @@ def test_a_long_tail_is_read_in_steps(tmp_path: Path) -> None:
     assert dumptail.end_seq(_write(tmp_path, b"end 5 exit 0\n")) == 5  # the file's first line
 
 
-def test_no_file_and_compact_dumps_answer_none(tmp_path: Path) -> None:
+def test_no_file_answers_none(tmp_path: Path) -> None:
     assert dumptail.end_seq(str(tmp_path / "missing")) is None
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_a_compact_dump_answers_as_its_text(seed: int, tmp_path: Path) -> None:
+    """A compact dump's last block alone (compactdec.c's `mdz_last_line`) tells its `end` as the
+    text's tail does, whole, cut and padded; in small blocks, padding may fill the last block
+    (None: the two reads), never another SEQ."""
+    assert native.library() is not None, f"{native.library_path()} missing: run `make build`"
+    rng = random.Random(seed)
     text = tmp_path / "gen.memdump"
-    text.write_bytes(Dump(random.Random(1)).build(60))
     compact = tmp_path / "gen.mdz"
-    compact_file(str(text), str(compact))
-    assert dumptail.end_seq(str(compact)) is None
+    data = Dump(rng).build(rng.choice([5, 60, 400]))
+    for tail in (b"", b"+ 1 0x10 8", b"\0" * 300, b"c 10 0\n"):
+        text.write_bytes(data + tail)
+        with text.open("rb") as src, compact.open("wb") as dst:
+            encode(src, dst, block=(block := rng.choice([64, 1000, BLOCK_TEXT])))
+        got = dumptail.end_seq(str(compact))
+        assert got == dumptail.end_seq(str(text)) or (got is None and block < BLOCK_TEXT)
+        compact_file(str(text), str(compact))  # the C encoder
+        assert dumptail.end_seq(str(compact)) == dumptail.end_seq(str(text))
