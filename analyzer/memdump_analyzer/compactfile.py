@@ -19,8 +19,8 @@ from .compact import BLOCK_TEXT, LEVEL, CompactError, decode, encode, is_compact
 from .dumpformat import COMPACT_MAGIC
 from .libpath import enabled, library_path
 
-__all__ = ["PENDING", "CompactError", "compact_file", "compacting", "decoded", "info", "pending",
-           "print_text", "text_file"]
+__all__ = ["PENDING", "CompactError", "compact_file", "compacting", "decoded", "info", "last_line",
+           "pending", "print_text", "text_file"]
 
 #: the extended attribute by which GDB's memdump leaves a finished text dump to be compacted by its
 #: first report (gdb_ext/dbgkit/memdump/compact.py sets it; dumpnames.py clears it on a dump
@@ -44,6 +44,10 @@ def _library() -> ctypes.CDLL | None:
     lib.mdz_info.restype = ctypes.c_int
     lib.mdz_info.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
                              ctypes.c_char_p, ctypes.c_size_t]
+    lib.mdz_last_line.restype = ctypes.c_int
+    lib.mdz_last_line.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                                  ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
+                                  ctypes.c_size_t]
     return lib
 
 
@@ -65,6 +69,21 @@ def info(fd: int) -> tuple[bytes, int, int, bool] | None:
     if lib.mdz_info(fd, first, _FIRST, out, err, len(err)) != 0 or not 0 < out[0] <= _FIRST:
         return None
     return first.raw[: out[0]], out[1], out[2], bool(out[3])
+
+
+def last_line(fd: int) -> bytes | None:
+    """The last record of the compact dump open as `fd` when it is a whole line (of at most 256
+    bytes) with nothing but NUL bytes after it, read from its last block without decoding the
+    others (the C library's `mdz_last_line`); None when it is not, or cannot be told."""
+    lib = _library()
+    if lib is None:
+        return None
+    line = ctypes.create_string_buffer(_FIRST)
+    n = ctypes.c_uint64()
+    err = ctypes.create_string_buffer(256)
+    if lib.mdz_last_line(fd, line, _FIRST, ctypes.byref(n), err, len(err)) != 0 or n.value > _FIRST:
+        return None
+    return line.raw[: n.value]
 
 
 def _run(convert: str, src: BinaryIO, dst: BinaryIO, path: str,

@@ -13,6 +13,7 @@ int mdz_decode(int in, int out, char *err, size_t elen);
 int mdz_decode_bytes(const unsigned char *p, size_t n, char *err, size_t elen);
 int mdz_decode_payload(const unsigned char *p, size_t n, int direct, char *err, size_t elen);
 int mdz_info(int fd, char *first, size_t cap, uint64_t out[4], char *err, size_t elen);
+int mdz_last_line(int fd, char *line, size_t cap, uint64_t *len, char *err, size_t elen);
 
 /* The direct output: the text of the dump's records, but for the heap records (`+`, `-`, `+n`,
  * ..., `+m`), each of which is a packed event at the start of a line: 8 bytes MDZ_EVENT, the

@@ -696,6 +696,38 @@ static int first_line(struct mdz_dec *d, const unsigned char head[16], char *fir
     return 0;
 }
 
+/* The blocks' headers of the compact dump open as `d` from `fd`: out[0] and out[1] as mdz_info
+ * says, the last block's header into `last_head` and its offset into *last_at (-1: none). 0; 1
+ * when it takes decoding the whole dump to say; -1 when the file cannot be read (err). */
+static int walk_blocks(struct mdz_dec *d, int fd, char *first, size_t cap, uint64_t out[4],
+                       unsigned char last_head[16], off_t *last_at, char *err, size_t elen)
+{
+    uint64_t text = 0;
+    off_t pos = 10;
+    *last_at = -1;
+    memset(out, 0, 4 * sizeof *out);
+    for (;;) {
+        unsigned char head[16];
+        ssize_t got = pread(fd, head, 16, pos);
+        if (got < 0)
+            return fail(err, elen, "cannot read the file (%s)", strerror(errno));
+        if (got < 16)
+            return 1;
+        uint32_t tlen = get32(head), clen = get32(head + 12) & ~XZ_BLOCK;
+        if (tlen == 0)
+            break;
+        if (pos == 10 && (first_line(d, head, first, cap, &out[0]) || out[0] > tlen))
+            return 1; /* the first block's first record is not the version line */
+        text += tlen;
+        *last_at = pos;
+        memcpy(last_head, head, 16);
+        pos += 16 + (off_t)clen;
+        d->src.pos = (size_t)pos;
+    }
+    out[1] = text;
+    return 0;
+}
+
 /* The first line of the compact dump open as `fd` (up to `cap` bytes into `first`) and the
  * lengths of its text: out[0] the first line's (0: the first block has no line end), out[1] the
  * text's, out[2] up to its last line end, out[3] 1 when what follows that is more than NUL
@@ -707,47 +739,87 @@ EXPORT int mdz_info(int fd, char *first, size_t cap, uint64_t out[4], char *err,
     struct mdz_dec *d = dec_open((struct src){fd, NULL, 0, 0}, 0, err, elen);
     if (!d)
         return 1;
-    int rc = 1;
-    uint64_t text = 0;
     unsigned char last_head[16];
-    off_t pos = 10, last_at = -1;
-    memset(out, 0, 4 * sizeof *out);
-    for (;;) {
-        unsigned char head[16];
-        ssize_t got = pread(fd, head, 16, pos);
-        if (got < 0) {
-            rc = fail(err, elen, "cannot read the file (%s)", strerror(errno));
-            goto done;
-        }
-        if (got < 16)
-            goto done;
-        uint32_t tlen = get32(head), clen = get32(head + 12) & ~XZ_BLOCK;
-        if (tlen == 0)
-            break;
-        if (pos == 10 && (first_line(d, head, first, cap, &out[0]) || out[0] > tlen))
-            goto done; /* the first block's first record is not the version line */
-        text += tlen;
-        last_at = pos;
-        memcpy(last_head, head, 16);
-        pos += 16 + (off_t)clen;
-        d->src.pos = (size_t)pos;
-    }
-    out[1] = text;
-    if (last_at < 0) {
-        rc = 0;
+    off_t last_at;
+    int rc = walk_blocks(d, fd, first, cap, out, last_head, &last_at, err, elen);
+    if (rc != 0 || last_at < 0)
         goto done;
-    }
+    rc = 1;
     d->src.pos = (size_t)last_at;
     if (block_payload(d, last_head))
         goto done;
     uint64_t tail;
     int written;
-    if (block_tail(d->payload.p, d->payload.n, &tail, &written) || tail > text)
+    if (block_tail(d->payload.p, d->payload.n, &tail, &written) || tail > out[1])
         goto done;
-    out[2] = text - tail;
+    out[2] = out[1] - tail;
     out[3] = (uint64_t)written;
     rc = 0;
 done:
+    dec_free(d);
+    return rc;
+}
+
+/* ---- the dump's last record, before it is read (dumptail.py) ----------------------------- */
+
+/* The last record of the block whose payload is `pl` when it is a literal line with nothing but
+ * NUL bytes after it: its text at *line, its length (without the line end) in *n; 0, or 1 when
+ * the block ends otherwise or is malformed */
+static int block_last_line(const unsigned char *pl, size_t plen, const unsigned char **line,
+                           uint64_t *n)
+{
+    struct in hdr = {pl, pl + plen}, lits;
+    uint64_t records, len[N_STREAMS], a;
+    if (get(&hdr, &records))
+        return 1;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (get(&hdr, &len[i]) || len[i] > (uint64_t)(hdr.end - hdr.p))
+            return 1;
+    const unsigned char *ops = hdr.p, *ops_end = hdr.p + len[OPS];
+    if (len[LITS] > (uint64_t)(hdr.end - ops_end))
+        return 1;
+    lits = (struct in){ops_end, ops_end + len[LITS]};
+    int found = 0;
+    for (const unsigned char *o = ops; o < ops_end; o++) {
+        int kind = *o & 0x0f;
+        if (kind != LIT && kind != RAW) {
+            found = 0;
+            continue;
+        }
+        if (get(&lits, &a) || a > (uint64_t)(lits.end - lits.p))
+            return 1;
+        if (kind == LIT)
+            found = 1, *line = lits.p, *n = a;
+        for (uint64_t i = 0; kind == RAW && i < a; i++)
+            if (lits.p[i] != 0)
+                found = 0;
+        lits.p += a;
+    }
+    return !found;
+}
+
+/* The last record of the compact dump open as `fd` when it is a whole line with nothing but NUL
+ * bytes after it (up to `cap` bytes into `line`, its length without the line end into *len);
+ * 0, or 1 when it is not, or it takes decoding the whole dump to say (err: the fault, if any).
+ * Reads the blocks' headers, and decodes the first block and the last one. */
+EXPORT int mdz_last_line(int fd, char *line, size_t cap, uint64_t *len, char *err, size_t elen)
+{
+    struct mdz_dec *d = dec_open((struct src){fd, NULL, 0, 0}, 0, err, elen);
+    if (!d)
+        return 1;
+    char first[64];
+    uint64_t out[4];
+    unsigned char last_head[16];
+    off_t last_at;
+    const unsigned char *p;
+    int rc = walk_blocks(d, fd, first, sizeof first, out, last_head, &last_at, err, elen) != 0
+             || last_at < 0;
+    if (rc == 0) {
+        d->src.pos = (size_t)last_at;
+        rc = block_payload(d, last_head) || block_last_line(d->payload.p, d->payload.n, &p, len);
+    }
+    if (rc == 0)
+        memcpy(line, p, *len < cap ? *len : cap);
     dec_free(d);
     return rc;
 }
