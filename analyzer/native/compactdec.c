@@ -616,23 +616,35 @@ void mdz_dec_close(struct mdz_dec *d)
 
 /* ---- what a reader needs before the records (dumpio.DumpFile) ---------------------------- */
 
+/* The operations and the literals of the block whose payload is `pl` (the streams follow each
+ * other: LITS is the second), its count of records into *records; 0, or 1 when the block's
+ * header is malformed */
+static int block_streams(const unsigned char *pl, size_t plen, struct in *ops, struct in *lits,
+                         uint64_t *records)
+{
+    struct in hdr = {pl, pl + plen};
+    uint64_t len[N_STREAMS];
+    if (get(&hdr, records))
+        return 1;
+    for (int i = 0; i < N_STREAMS; i++)
+        if (get(&hdr, &len[i]) || len[i] > (uint64_t)(hdr.end - hdr.p))
+            return 1;
+    *ops = (struct in){hdr.p, hdr.p + len[OPS]};
+    if (len[LITS] > (uint64_t)(hdr.end - ops->end))
+        return 1;
+    *lits = (struct in){ops->end, ops->end + len[LITS]};
+    return 0;
+}
+
 /* The trailing literal bytes of the block whose payload is `pl`: their length into *tail and
  * whether one is not NUL into *written; 0, or 1 when the block is all literals without a line end
  * (the tail may begin in an earlier block) or malformed (the decoder will say how). */
 static int block_tail(const unsigned char *pl, size_t plen, uint64_t *tail, int *written)
 {
-    struct in hdr = {pl, pl + plen}, ops, lits;
-    uint64_t records, len[N_STREAMS], a;
-    if (get(&hdr, &records))
+    struct in ops, lits;
+    uint64_t a, records;
+    if (block_streams(pl, plen, &ops, &lits, &records))
         return 1;
-    for (int i = 0; i < N_STREAMS; i++)
-        if (get(&hdr, &len[i]) || len[i] > (uint64_t)(hdr.end - hdr.p))
-            return 1;
-    ops = (struct in){hdr.p, hdr.p + len[OPS]};
-    lits.p = ops.end; /* the streams follow each other: LITS is the second */
-    if (len[LITS] > (uint64_t)(hdr.end - lits.p))
-        return 1;
-    lits.end = lits.p + len[LITS];
     int ended = 0;
     *tail = 0;
     *written = 0;
@@ -673,20 +685,11 @@ static int block_payload(struct mdz_dec *d, const unsigned char head[16])
 static int first_line(struct mdz_dec *d, const unsigned char head[16], char *first, size_t cap,
                       uint64_t *len)
 {
-    struct in hdr;
-    uint64_t records, slen[N_STREAMS], n;
-    if (block_payload(d, head))
+    struct in ops, lits;
+    uint64_t records, n;
+    if (block_payload(d, head) || block_streams(d->payload.p, d->payload.n, &ops, &lits, &records)
+        || records == 0 || ops.p == ops.end || *ops.p != LIT)
         return 1;
-    hdr = (struct in){d->payload.p, d->payload.p + d->payload.n};
-    if (get(&hdr, &records))
-        return 1;
-    for (int i = 0; i < N_STREAMS; i++)
-        if (get(&hdr, &slen[i]) || slen[i] > (uint64_t)(hdr.end - hdr.p))
-            return 1;
-    if (records == 0 || slen[OPS] == 0 || *hdr.p != LIT || slen[LITS] > (uint64_t)(hdr.end - hdr.p)
-        || slen[OPS] > (uint64_t)(hdr.end - hdr.p) - slen[LITS])
-        return 1;
-    struct in lits = {hdr.p + slen[OPS], hdr.p + slen[OPS] + slen[LITS]};
     if (get(&lits, &n) || n > (uint64_t)(lits.end - lits.p) || memchr(lits.p, '\n', n))
         return 1;
     memcpy(first, lits.p, n < cap ? n : cap);
@@ -768,19 +771,12 @@ done:
 static int block_last_line(const unsigned char *pl, size_t plen, const unsigned char **line,
                            uint64_t *n)
 {
-    struct in hdr = {pl, pl + plen}, lits;
-    uint64_t records, len[N_STREAMS], a;
-    if (get(&hdr, &records))
+    struct in ops, lits;
+    uint64_t a, records;
+    if (block_streams(pl, plen, &ops, &lits, &records))
         return 1;
-    for (int i = 0; i < N_STREAMS; i++)
-        if (get(&hdr, &len[i]) || len[i] > (uint64_t)(hdr.end - hdr.p))
-            return 1;
-    const unsigned char *ops = hdr.p, *ops_end = hdr.p + len[OPS];
-    if (len[LITS] > (uint64_t)(hdr.end - ops_end))
-        return 1;
-    lits = (struct in){ops_end, ops_end + len[LITS]};
     int found = 0;
-    for (const unsigned char *o = ops; o < ops_end; o++) {
+    for (const unsigned char *o = ops.p; o < ops.end; o++) {
         int kind = *o & 0x0f;
         if (kind != LIT && kind != RAW) {
             found = 0;

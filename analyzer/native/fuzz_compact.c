@@ -1,7 +1,8 @@
 /* @brief A libFuzzer target for the compact encoding's decoder (compactdec.c; docs/dump-format.md,
  * "Compact encoding"): a compact dump is a file users send each other. An input whose first byte
  * is odd is a whole compact file after that byte (signature, blocks, zlib streams or version 1.0's
- * xz, checksums), decoded, and read by mdz_info as a reader opens it; an even one is a block's
+ * xz, checksums), decoded, and read by mdz_info as a reader opens it and by mdz_last_line as
+ * the exports ask for its last SEQ; an even one is a block's
  * payload after that byte, decoded by the model with no compressor and no checksum in the way, so
  * that the mutations reach the streams and the predictions, into text (bit 1 clear) or into the
  * replay's direct output (bit 1 set). Any input must end in text or in one error sentence: what
@@ -37,6 +38,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             && mdz_info(fd, first, sizeof first, out, err, sizeof err) == 0
             && (out[2] > out[1] || out[0] > out[1]))
             __builtin_trap(); /* the lengths it gives are the text's */
+        char line[64];
+        uint64_t len = 0;
+        (void)mdz_last_line(fd, line, sizeof line, &len, err, sizeof err);
         close(fd);
     }
     return 0;
