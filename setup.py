@@ -29,7 +29,8 @@ setup(
             "memdump_analyzer.libmemdump_core",
             sources=[f"analyzer/native/{name}.c" for name in ("memdump_core", "records", "heap",
                                                                "tables", "figures", "series",
-                                                               "tagviews", "moments", "groups", "compact",
+                                                               "tagviews", "moments", "snapshots", "groups",
+                                                               "compact",
                                                                "compactdec", "compactfeed", "pprof",
                                                                "htexport")],
             libraries=["z", "lzma"],  # the compact encoding (compact.c): zlib's crc32, xz

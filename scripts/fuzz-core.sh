@@ -79,7 +79,7 @@ else
     clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
         "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c "$native"/tagviews.c \
-        "$native"/moments.c "$native"/htexport.c "$native"/compact.c "$native"/compactdec.c "$native"/compactfeed.c \
+        "$native"/moments.c "$native"/snapshots.c "$native"/htexport.c "$native"/compact.c "$native"/compactdec.c "$native"/compactfeed.c \
         -lz -llzma \
         -o "$work/fuzz_replay"
     for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do

@@ -125,7 +125,8 @@ def _name_locks(analysis: Analysis, reader: DumpReader, result: Replay) -> None:
 
 def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             addresses: bool = False, progress: Progress | None = None,
-            allocations: bool = False) -> Analysis:
+            allocations: bool = False,
+            snapshots: tuple[list[int], list[int]] | None = None) -> Analysis:
     """Read and replay the dump at `path` in one pass; group and classify its live blocks.
 
     `symbolize`: the frames the report uses that the dump left without symbols (no `fs` record:
@@ -134,7 +135,9 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     kinds replace those of the dump's last `scan` record, if any. `addresses`: each group keeps
     its blocks' addresses and sizes (`Group.addresses`). `progress`: a progress bar to draw
     while the dump is read. `allocations`: the analysis keeps the library's allocations by stack
-    node and the reader (`Analysis.node_allocs`), for the exports that need no other figure.
+    node and the reader (`Analysis.node_allocs`), for the exports that need no other figure;
+    `snapshots`: with it, the live heap at these SEQs, each of its kind (massif's snapshots:
+    `Analysis.node_snapshots`).
     Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
     """
     from .accesserrors import rows as access_rows
@@ -155,7 +158,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
         with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
             if progress is not None and progress.enabled:
                 progress.total = reader.on_read(progress.on_read)
-            result = replay(reader, allocations=allocations)
+            result = replay(reader, allocations=allocations, snapshots=snapshots)
             if scan is not None:
                 scan.apply(reader, result.last_seq)
             symbols = None
@@ -164,6 +167,7 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             analysis = build_analysis(reader, result, addresses)
             if allocations and result.node_allocs is not None:
                 analysis.node_allocs = (reader, result.node_allocs, result.node_peak)
+                analysis.node_snapshots = result.node_snapshots
             analysis.locks = lock_rows(reader, trim_lock_stack)
             analysis.access_errors = access_rows(reader, lambda: rescan_events(path))
             analysis.heap_corruption = corruption_rows(reader, lambda: rescan_events(path))

@@ -23,13 +23,14 @@ from . import analyze, vgcompat
 from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
-from .exports import METRICS, from_replay
+from .exports import METRICS, from_replay, replay_snapshots
 from .formats import EXPORTS as _EXPORTS
 from .formats import FORMATS, TRANSCODED, format_help
 from .suppfile import SuppressionError
 from .verdicts import EXIT_BAD_INPUT, EXIT_OK, failing_blocks, verdict
 
 if TYPE_CHECKING:
+    from .exports.profile import Plan
     from .model import Analysis, Group
     from .report import SuppressionOf
     from .suppressions import Suppression
@@ -255,19 +256,21 @@ class _UsageError(Exception):
 
 
 def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
-          symbolize: bool = True, allocations: bool = False) -> Analysis:
+          symbolize: bool = True, allocations: bool = False,
+          snapshots: Plan | None = None) -> Analysis:
     """The analysis of a dump, its warnings said; the suppressions applied to the groups of
     `kinds` (valgrind checks only the loss records it shows or counts as errors).
-    `allocations`: for an export that reads no more than the replay (`exports.from_replay`)."""
+    `allocations`: for an export that reads no more than the replay (`exports.from_replay`);
+    `snapshots`: the moments it asks of the replay too (`exports.replay_snapshots`)."""
     from .progress import Progress
 
-    key = (path, kinds, symbolize, allocations)
+    key = (path, kinds, symbolize, allocations, snapshots)
     if _kept is not None and not suppressions and key in _kept:
         return _kept[key]  # read for an earlier report of `several`: its warnings said then
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
     try:
         analysis = analyze(path, symbolize=symbolize, progress=progress,
-                           allocations=allocations)
+                           allocations=allocations, snapshots=snapshots)
     finally:
         progress.done()
     for warning in analysis.warnings():
@@ -282,7 +285,7 @@ def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
 
 
 #: the analyses made while `several` runs, by (dump, kinds, symbolize): none otherwise
-_kept: dict[tuple[str, frozenset[str], bool, bool], Analysis] | None = None
+_kept: dict[tuple[str, frozenset[str], bool, bool, Plan | None], Analysis] | None = None
 
 
 def several(*argvs: list[str]) -> tuple[int, int]:
@@ -352,8 +355,10 @@ def _run(args: argparse.Namespace) -> int:
     error_kinds = _kind_option(args, "--errors-for-leak-kinds", DEFAULT_ERROR_KINDS)
     suppressions = _suppressions(args)
     replayed = args.format in _EXPORTS and from_replay(args.format)
+    # massif's snapshots taken by the analysis's replay when its SEQs can be known before it
+    snapshots = replay_snapshots(args.format, args.dump) if args.base is None else None
     analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize,
-                     replayed)
+                     replayed or snapshots is not None, snapshots)
     if args.suppressions and analysis.suppressed_groups is None:
         analysis.suppressed_groups = []
     if args.format in vgcompat.FORMATS:  # docs/valgrind-compat.md
@@ -367,7 +372,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.metric is not None and args.format != "collapsed":
         raise _UsageError(f"--metric is an option of --format collapsed, not {args.format}")
     if args.format in _EXPORTS:
-        return _run_export(args, analysis, suppressions, show_kinds | error_kinds, replayed)
+        return _run_export(args, analysis, suppressions, show_kinds | error_kinds, replayed,
+                           snapshots)
     if args.base is not None:
         raise _UsageError(f"--base needs --format {', '.join(_EXPORTS)} (the leak report's "
                           "difference is `memdump-analyze diff BASE NEW`)")
@@ -412,8 +418,8 @@ def _transcode(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_export(args: argparse.Namespace, analysis: Analysis,
-                suppressions: list[Suppression], kinds: frozenset[str], replayed: bool) -> int:
+def _run_export(args: argparse.Namespace, analysis: Analysis, suppressions: list[Suppression],
+                kinds: frozenset[str], replayed: bool, snapshots: Plan | None) -> int:
     """--format pprof|collapsed|massif: binary pprof only to a file or a pipe."""
     from .exports import ExportError, export
 
@@ -425,7 +431,7 @@ def _run_export(args: argparse.Namespace, analysis: Analysis,
         base = _load(args.base, suppressions, kinds, not args.no_symbolize, replayed)
     try:
         data = export(args.format, analysis, base, metric=args.metric or next(iter(METRICS)),
-                      symbolize=not args.no_symbolize)
+                      symbolize=not args.no_symbolize, snapshots=snapshots)
     except ExportError as e:
         raise _UsageError(str(e)) from None
     failing = failing_blocks(analysis, _kind_option(args, "--errors-for-leak-kinds",

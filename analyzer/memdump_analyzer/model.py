@@ -179,6 +179,9 @@ class Analysis:
     #: allocations by stack node (`Replay.node_allocs`) and the peak's blocks by node
     #: (`Replay.node_peak`, or None), which the exports read instead of the dump; None otherwise
     node_allocs: tuple[Any, Any, Any] | None = None
+    #: `analyze(snapshots=...)` replayed in the library: the snapshots it took
+    #: (`Replay.node_snapshots`), or None
+    node_snapshots: list[tuple[int, Any]] | None = None
 
     @property
     def cut_by(self) -> str:

@@ -45,7 +45,7 @@ _FAMILIES = ("malloc", "new", "new[]")
 _OPS = tuple(OPERATIONS)
 
 #: the most changes of the live blocks after the peak the replay keeps for the peak's blocks by
-#: node (`Replay.node_peak`; 16 bytes each): past them the exports that need these take their pass
+#: node (`Replay.node_peak`; 24 bytes each): past them the exports that need these take their pass
 PEAK_LOG = 1 << 22
 #: why the library's last replay left its dump to Python (None: it did not; for the tests)
 last_fallback: Exception | None = None
@@ -113,6 +113,10 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_alloc_rows": (_U, [_P, _P]),
     "mdc_peak_rows": (ctypes.c_int, [_P, _P, _P]),
     "mdc_keep_allocations": (None, [_P, _U]),
+    "mdc_snapshots": (ctypes.c_int, [_P, _P, _P, _U, ctypes.c_int]),
+    "mdc_snap_due": (ctypes.c_int, [_P]),
+    "mdc_snap_end": (ctypes.c_int, [_P]),
+    "mdc_snap_taken": (_U, [_P, _P, _P]),
 }
 
 
@@ -163,6 +167,34 @@ def attempt(reader: DumpReader, run: Callable[[bool], Any]) -> Any:
         last_fallback = None
         return result
     return None
+
+
+#: struct mom_taken (moments.h): a moment the library took, its rows in its data after `first`
+TAKEN = _struct("TAKEN", "index seq cur allocated dropped kind first n")
+_ADDRESS = (1 << 64) - 1  # an address, read as int64
+
+
+def taken_moments(n: int, taken: int, data: int,
+                  strings: abc.Mapping[int, str] | None = None) -> list[tuple[int, Any]]:
+    """The `n` moments the library took (struct mom_taken at address `taken`, their rows in
+    `data`: moments.c's, snapshots.c's) as passapi's `Moment`s, each with its index among those
+    asked for; a moment's blocks' tags are string ids in `strings`."""
+    from .passapi import MOMENT_BLOCKS, MOMENT_BY_NODE, Moment
+
+    out = []
+    for t in (TAKEN * n).from_address(taken) if n else ():
+        m = Moment(t.seq, t.cur, t.allocated, t.dropped)
+        width = 3 if t.kind == MOMENT_BY_NODE else 4
+        rows = (ctypes.c_int64 * (width * t.n)).from_address(data + 8 * t.first)[:] if t.n \
+            else []
+        if t.kind == MOMENT_BY_NODE:
+            m.by_node = list(zip(rows[0::3], rows[1::3], rows[2::3], strict=True))
+        elif t.kind == MOMENT_BLOCKS and strings is not None:
+            m.blocks = [(rows[i] & _ADDRESS, rows[i + 1], rows[i + 2],
+                         None if rows[i + 3] < 0 else strings.get(rows[i + 3], ""))
+                        for i in range(0, len(rows), 4)]
+        out.append((t.index, m))
+    return out
 
 
 class _Fallback(Exception):
@@ -268,6 +300,11 @@ class _Native:
         self.n_frames = 0
         self.marked: set[int] = set()
         self.nodes: _Nodes
+        #: the snapshots asked of the replay (`Replay.node_snapshots`): their SEQs, and the next
+        #: one's index, for those due after the lines read here
+        plan = getattr(replayer, "snapshots", None)
+        self.snap_seqs: list[int] = plan[0] if plan is not None else []
+        self.snap_i = 0
 
     def run(self) -> Any:
         f = self.reader._file
@@ -332,16 +369,31 @@ class _Native:
         """The context is open, before the first line."""
         if getattr(self.rp, "allocations", False):
             self.lib.mdc_keep_allocations(self.ctx, PEAK_LOG)
+        plan = getattr(self.rp, "snapshots", None)
+        if plan is not None:
+            seqs, kinds = array("q", plan[0]), array("q", plan[1])
+            if not self.lib.mdc_snapshots(self.ctx, seqs.buffer_info()[0],
+                                          kinds.buffer_info()[0], len(seqs), 1):
+                self.snap_seqs = []  # out of memory: none (the export reads the dump again)
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
         """A line the library left to Python (`DumpReader.other`'s), after event `seq`: the SEQ
         after it."""
+        if self.snap_i < len(self.snap_seqs) and self.snap_seqs[self.snap_i] <= seq:
+            self._snapshots_due(seq)
         rec = self.reader.other(line, fl, seq)
         if rec is not None:
             seq += 1
             if self.rp._process(rec):  # exec: the image is gone, and its blocks
                 self.lib.mdc_exec(self.ctx)
         return seq
+
+    def _snapshots_due(self, seq: int) -> None:
+        """The snapshots due at this line's start, after the records before it (SEQ `seq`)."""
+        if not self.lib.mdc_snap_due(self.ctx):
+            raise _Fallback
+        while self.snap_i < len(self.snap_seqs) and self.snap_seqs[self.snap_i] <= seq:
+            self.snap_i += 1
 
     def _sync_frames(self) -> None:
         """The frames `other` defined, and those it marked, told to the library."""
@@ -403,6 +455,10 @@ class _Native:
         blocks, nbytes = array("q", bytes(8 * max(1, n))), array("q", bytes(8 * max(1, n)))
         if lib.mdc_peak_rows(ctx, blocks.buffer_info()[0], nbytes.buffer_info()[0]):
             r.node_peak = (blocks[:n], nbytes[:n])
+        if getattr(self.rp, "snapshots", None) is not None and lib.mdc_snap_end(ctx):
+            out, data = ctypes.c_void_p(), ctypes.c_void_p()
+            n = lib.mdc_snap_taken(ctx, ctypes.byref(out), ctypes.byref(data))
+            r.node_snapshots = taken_moments(n, out.value or 0, data.value or 0)
 
     def _finish_reader(self, tid: int) -> None:
         """The library's run is over (its results read): the reader left as the Python

@@ -30,7 +30,7 @@ from typing import Any
 from . import native
 from .dumpfile import DumpReader
 from .dumpformat import unescape
-from .passapi import MOMENT_BLOCKS, MOMENT_BY_NODE, Accumulator, Figures, Moment
+from .passapi import MOMENT_BLOCKS, Accumulator, Figures, Moment
 
 __all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "StackTable", "figures"]
 
@@ -52,10 +52,7 @@ _POINT = native._struct("_POINT", "seq bytes ms rss n_tags *tags")
 _SPAN = type("_SPAN", (ctypes.Structure,), {"_fields_": [("index", ctypes.c_int64),
                                                          ("high", _POINT), ("low", _POINT)]})
 _ROW = native._struct("_ROW", "live changed at_high index at_low ident")
-#: struct mom_taken (moments.h)
-_TAKEN = native._struct("_TAKEN", "index seq cur allocated dropped kind first n")
 
-_ADDRESS = (1 << 64) - 1  # an address, read as int64
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
 _SIGNATURES = {  # name: (restype, argtypes)
@@ -273,22 +270,7 @@ class _Pass(native._Native):
         index in `wanted`."""
         out, data = ctypes.c_void_p(), ctypes.c_void_p()
         n = self.lib.mdc_mom_taken(self.ctx, ctypes.byref(out), ctypes.byref(data))
-        taken = (_TAKEN * n).from_address(out.value) if n else ()
-        strings = self.reader.strings
-        moments = []
-        for t in taken:
-            m = Moment(t.seq, t.cur, t.allocated, t.dropped)
-            width = 3 if t.kind == MOMENT_BY_NODE else 4
-            rows = (ctypes.c_int64 * (width * t.n)).from_address(
-                data.value + 8 * t.first)[:] if t.n else []
-            if t.kind == MOMENT_BY_NODE:
-                m.by_node = list(zip(rows[0::3], rows[1::3], rows[2::3], strict=True))
-            elif t.kind == MOMENT_BLOCKS:
-                m.blocks = [(rows[i] & _ADDRESS, rows[i + 1], rows[i + 2],
-                             None if rows[i + 3] < 0 else strings.get(rows[i + 3], ""))
-                            for i in range(0, len(rows), 4)]
-            moments.append((t.index, m))
-        return moments
+        return native.taken_moments(n, out.value or 0, data.value or 0, self.reader.strings)
 
     def _fill_series(self) -> tuple[dict[int, list[int]], list[list[int]]]:
         """The library's spans and samples into the `Timeline` and `FragSamples`; the tags'

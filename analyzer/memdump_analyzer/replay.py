@@ -123,15 +123,22 @@ class Replay:
     #: and the blocks and bytes live at the peak of each of these nodes (two arrays in their
     #: order), None when the library did not keep the changes after the peak
     node_peak: Any = field(default=None, compare=False)
+    #: the snapshots asked for (`replay(snapshots=...)`), as (index, passapi.Moment) each, the
+    #: peak's index after theirs; None when the library could not take them (the Python replay,
+    #: a block returned again while live, more changes after the peak than it keeps)
+    node_snapshots: Any = field(default=None, compare=False)
 
 
-def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS,
-           allocations: bool = False) -> Replay:
+def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS, allocations: bool = False,
+           snapshots: tuple[list[int], list[int]] | None = None) -> Replay:
     """Read all of `reader`'s lines and replay their events (raises `DumpError`): in C through
     libmemdump_core.so when it loads (native.py), else, or when it leaves the dump to Python,
     with `_Replayer`, the reference. `allocations`: the library's replay counts the allocations
-    and the peak's blocks by node too (`Replay.node_allocs`, `node_peak`)."""
-    result = native.replay(lambda: _Replayer(reader, max_errors, allocations))
+    and the peak's blocks by node too (`Replay.node_allocs`, `node_peak`). `snapshots`: with
+    `allocations`, the library's replay takes these moments of the live heap too (their SEQs
+    ascending, and each one's `passapi.MOMENT_` kind: massif's snapshots) and the peak's by node
+    (`Replay.node_snapshots`)."""
+    result = native.replay(lambda: _Replayer(reader, max_errors, allocations, snapshots))
     if result is not None:
         return result
     return _Replayer(reader, max_errors).run()
@@ -142,10 +149,12 @@ def _text(raw: bytes) -> str:
 
 
 class _Replayer(CustomBlocks, FamilyChecks):
-    def __init__(self, reader: DumpReader, max_errors: int, allocations: bool = False) -> None:
+    def __init__(self, reader: DumpReader, max_errors: int, allocations: bool = False,
+                 snapshots: tuple[list[int], list[int]] | None = None) -> None:
         self.reader = reader
-        #: asked of the library's replay (native.py): the allocations by node
+        #: asked of the library's replay (native.py): the allocations by node, the snapshots
         self.allocations = allocations
+        self.snapshots = snapshots
         self.max_errors = max_errors
         #: pointer as written -> (size, stack node id; negative when marked)
         self.live: dict[bytes, tuple[int, int]] = {}

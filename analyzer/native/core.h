@@ -86,13 +86,21 @@ struct mdc {
     uint64_t cap_alloc_of;
     int64_t *alloc_rows;
     uint64_t n_alloc_rows, cap_alloc_rows;
-    /* the live blocks' changes since the peak, (node << 1 | released, bytes) each, undone from
+    /* the live blocks' changes since the peak, (node << 1 | released, bytes, the block's order)
+     * each (PEAK_NOTE values), undone from
      * the end's live blocks for the peak's by node (mdc_peak_rows); `peak_log_over`: more than
      * PEAK_LOG of them (or no memory), until the next peak */
     int64_t *peak_log;
     uint64_t n_peak_log, cap_peak_log;
     int peak_log_over;
+    uint64_t peak_order;     /* `order` after the peak's event: the blocks made live by then */
+    int64_t peak_allocated;  /* the bytes allocated by then */
+    struct snaps *snaps;     /* massif's snapshots taken by the replay (snapshots.c), or NULL */
+    int64_t snap_next;       /* the SEQ of the next one (INT64_MAX: none) */
 };
+
+/* the values of a change in mdc.peak_log */
+#define PEAK_NOTE 3
 
 /* bytes.split()'s whitespace */
 static inline int is_ws(unsigned char c)
@@ -139,6 +147,13 @@ int do_event(struct mdc *c, const struct event *ev);
 int event_size(const struct event *ev, uint64_t *size);
 /* heap.c: an exec drops every live block (noted for the peak's blocks by node) */
 void peak_note_exec(struct mdc *c);
+
+/* snapshots.c: the snapshots due before the next event, taken (0: out of memory); a block was
+ * returned again while live (the snapshots are not the views' pass's: see mdc_snap_end); the
+ * memory freed */
+int snaps_due(struct mdc *c);
+void snaps_reused(struct mdc *c);
+void snaps_free(struct mdc *c);
 
 /* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); a line begins (0: out of
  * memory); its memory freed */

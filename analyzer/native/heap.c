@@ -122,8 +122,9 @@ static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
     return 1;
 }
 
-/* a block of `size` bytes of node `nid` made live or `released` after the peak, noted */
-static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
+/* a block of `size` bytes of node `nid`, made live `order`th, made live or `released` after the
+ * peak, noted */
+static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released, uint64_t order)
 {
     if (c->peak_log_over || !c->keep_allocs)
         return;
@@ -134,7 +135,7 @@ static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
     if (c->n_peak_log == c->cap_peak_log) {
         uint64_t cap = c->cap_peak_log ? 2 * c->cap_peak_log : 1024;
         cap = cap < c->peak_log_limit ? cap : c->peak_log_limit;
-        int64_t *log = realloc(c->peak_log, 2 * cap * sizeof *log);
+        int64_t *log = realloc(c->peak_log, PEAK_NOTE * cap * sizeof *log);
         if (log == NULL) {
             c->peak_log_over = 1;
             return;
@@ -142,8 +143,10 @@ static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released)
         c->peak_log = log;
         c->cap_peak_log = cap;
     }
-    c->peak_log[2 * c->n_peak_log] = (int64_t)(abs_id(nid) << 1 | (uint64_t)released);
-    c->peak_log[2 * c->n_peak_log++ + 1] = (int64_t)size;
+    int64_t *note = &c->peak_log[PEAK_NOTE * c->n_peak_log++];
+    note[0] = (int64_t)(abs_id(nid) << 1 | (uint64_t)released);
+    note[1] = (int64_t)size;
+    note[2] = (int64_t)order;
 }
 
 void peak_note_exec(struct mdc *c)
@@ -151,7 +154,7 @@ void peak_note_exec(struct mdc *c)
     for (uint64_t i = 0; i < c->live.cap && !c->peak_log_over; i++) {
         const struct block *b = &c->live.slots[i];
         if (b->addr != 0 && b->live)
-            peak_note(c, b->node, b->size, 1);
+            peak_note(c, b->node, b->size, 1, b->order);
     }
 }
 
@@ -171,9 +174,10 @@ static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int 
     } else {
         c->k.live_bytes -= (int64_t)b->size;
         c->k.reused_live++;
-        peak_note(c, b->node, b->size, 1);
+        peak_note(c, b->node, b->size, 1, b->order);
+        snaps_reused(c);
     }
-    peak_note(c, nid, size, 0);
+    peak_note(c, nid, size, 0, b->order);
     b->size = size;
     b->node = (int32_t)nid;
     b->family = (uint8_t)family;
@@ -185,6 +189,8 @@ static int make_live(struct mdc *c, uint64_t p, uint64_t size, int64_t nid, int 
         c->k.peak_blocks = (int64_t)c->live_n;
         c->k.peak_seq = c->io.seq;
         c->k.peak_node = nid;
+        c->peak_order = c->order;
+        c->peak_allocated = c->k.allocated_bytes;
         c->n_peak_log = 0;
         c->peak_log_over = 0;
     }
@@ -196,7 +202,7 @@ static void release(struct mdc *c, struct block *b, const struct event *ev)
 {
     c->k.frees++;
     c->k.live_bytes -= (int64_t)b->size;
-    peak_note(c, b->node, b->size, 1);
+    peak_note(c, b->node, b->size, 1, b->order);
     b->live = 0;
     b->node = (int32_t)ev->nid;
     b->order = (uint64_t)c->io.seq; /* for a double free's "freed at" */
@@ -323,6 +329,8 @@ int event_size(const struct event *ev, uint64_t *size)
 /* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
 int do_event(struct mdc *c, const struct event *ev)
 {
+    if (c->io.seq >= c->snap_next && !snaps_due(c)) /* after the records before this one */
+        return RC_FALLBACK;
     c->io.seq++;
     if (c->fig != NULL)
         return fig_event(c, ev);

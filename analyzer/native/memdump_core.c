@@ -321,6 +321,7 @@ EXPORT struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, uint64_t max_e
     c->pos = c->buf_off = c->reported = start;
     c->end = end;
     c->tid = -1;
+    c->snap_next = INT64_MAX;
     c->max_errors = max_errors;
     c->buf_cap = BUFFER;
     c->buf = calloc(1, c->buf_cap + SLACK); /* empty, for quick_short */
@@ -485,6 +486,7 @@ EXPORT void mdc_finish(struct mdc *c)
     free(c->alloc_of); /* read by then (mdc_alloc_rows, mdc_peak_rows) */
     free(c->alloc_rows);
     free(c->peak_log);
+    snaps_free(c);
     c->alloc_of = NULL;
     c->alloc_rows = NULL;
     c->peak_log = NULL;
@@ -542,13 +544,14 @@ EXPORT int mdc_peak_rows(const struct mdc *c, int64_t *blocks, int64_t *bytes)
         bytes[row] += (int64_t)b->size;
     }
     for (uint64_t i = c->n_peak_log; i-- > 0;) {
-        uint64_t id = (uint64_t)c->peak_log[2 * i] >> 1;
-        int64_t sign = c->peak_log[2 * i] & 1 ? 1 : -1; /* undone: a release adds back */
+        const int64_t *note = &c->peak_log[PEAK_NOTE * i];
+        uint64_t id = (uint64_t)note[0] >> 1;
+        int64_t sign = note[0] & 1 ? 1 : -1; /* undone: a release adds back */
         int32_t row = id < c->cap_alloc_of ? c->alloc_of[id] - 1 : -1;
         if (row < 0)
             return 0;
         blocks[row] += sign;
-        bytes[row] += sign * c->peak_log[2 * i + 1];
+        bytes[row] += sign * note[1];
     }
     return 1;
 }

@@ -14,8 +14,9 @@ from typing import Any
 
 from analyzer_testlib import LIBC, LIBSTDCXX
 from memdump_analyzer import native
+from memdump_analyzer.compactfile import compact_file
 
-__all__ = ["Dump", "check_generated", "corrupt"]
+__all__ = ["Dump", "check_generated", "corrupt", "generated_pair"]
 
 _MODULES = {1: "/src/app", 2: LIBC, 3: LIBSTDCXX}
 _FUNCTIONS = {4: "main", 5: "work", 6: "tcache_thread_shutdown", 7: "__libc_free", 8: "grow"}
@@ -268,3 +269,11 @@ def check_generated(seed: int, path: Path, both: Callable[[Path], Any]) -> None:
     assert native.last_fallback is None  # the library read it, not Python
     path.write_bytes(corrupt(rng, text))
     both(path)
+
+
+def generated_pair(seed: int, directory: Path) -> tuple[Path, Path]:
+    """Dump `seed` of 400 events written to `directory` as text, and compacted beside it."""
+    text, compact = directory / "gen.memdump", directory / "gen.mdz"
+    text.write_bytes(Dump(random.Random(seed)).build(400))
+    compact_file(str(text), str(compact))
+    return text, compact

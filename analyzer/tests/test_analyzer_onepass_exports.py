@@ -14,9 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from gendump import Dump, check_generated
+from gendump import Dump, check_generated, generated_pair
 from memdump_analyzer import analyze, cli, heappass, native
-from memdump_analyzer.compactfile import compact_file
 from memdump_analyzer.dumpfile import DumpError
 from memdump_analyzer.exports import export, from_replay
 from memdump_analyzer.exports import profile as profile_mod
@@ -102,10 +101,7 @@ def test_replay_counts_the_allocations_as_the_exports_pass(
         return one
 
     check_generated(seed, tmp_path / "gen.memdump", both)
-    compact = tmp_path / "gen.mdz"
-    text = tmp_path / "gen.memdump"
-    text.write_bytes(Dump(random.Random(seed)).build(400))
-    compact_file(str(text), str(compact))
+    text, compact = generated_pair(seed, tmp_path)
     assert both(compact)[1:-1] == both(text)[1:-1]  # pprof (first, last) names its dump
 
 
@@ -129,7 +125,8 @@ def test_which_exports_are_made_from_the_replay() -> None:
 def test_the_command_reads_the_dump_once(options: list[str], passes: int, tmp_path: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """`memdump-analyze DUMP --format pprof` reads DUMP in the analysis alone (and in the
-    exports' pass again before); massif and the HTML page still take the pass."""
+    exports' pass again before); the HTML page still takes the pass, and massif on this dump
+    (it returns blocks again while live: test_analyzer_onepass_massif.py has the one read)."""
     path = tmp_path / "gen.memdump"
     path.write_bytes(Dump(random.Random(7)).build(400))
     options = [str(path) if o == "BASE" else o for o in options]

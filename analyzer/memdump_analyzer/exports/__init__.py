@@ -14,12 +14,12 @@ from .metrics import METRICS
 
 if TYPE_CHECKING:
     from ..model import Analysis
-    from .profile import HeapProfile
+    from .profile import HeapProfile, Plan
 
 # Each renderer is imported when its format is asked for: the command line builds its --format
 # choices from formats.FORMATS without loading the HTML page's views and charts.
 
-__all__ = ["METRICS", "RENDERERS", "ExportError", "export", "from_replay"]
+__all__ = ["METRICS", "RENDERERS", "ExportError", "export", "from_replay", "replay_snapshots"]
 
 
 class ExportError(Exception):
@@ -75,6 +75,20 @@ def from_replay(name: str) -> bool:
     return name in ("pprof", "collapsed")
 
 
+def replay_snapshots(name: str, path: str) -> Plan | None:
+    """The snapshots export `name` (without --base) asks of the analysis's replay of the dump at
+    `path`, so that the dump is read once: massif's, when the dump's last SEQ is known before it
+    is read (`dumptail.end_seq`: its `end` record is its last); None otherwise (the exports' pass
+    then reads the dump again, after the analysis)."""
+    if name != "massif":
+        return None
+    from ..dumptail import end_seq
+    from .profile import snapshot_plan
+
+    last = end_seq(path)
+    return None if last is None else snapshot_plan(last)
+
+
 def _needs_peak(name: str, metric: str, base: bool) -> bool:
     """Whether export `name` writes the blocks at the peak: pprof's --base (a difference of
     every figure: `nonzero` keeps a stack whose peak alone differs), collapsed's peak-bytes."""
@@ -83,16 +97,17 @@ def _needs_peak(name: str, metric: str, base: bool) -> bool:
 
 def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
              maps: bool, replayed: bool = False, peak: bool = False,
-             trees: bool = False) -> HeapProfile:
+             trees: bool = False, snapshots: Plan | None = None) -> HeapProfile:
     """The figures of `analysis`'s dump by stack; for the HTML page (`maps`: with the heap maps,
     `trees`: with its trees' figures) its series and heap maps too, gathered in the same pass (one
     read of the dump). `replayed`: the export needs only the replay's figures (`from_replay`;
-    `peak`: the peak's too), taken from the analysis when it kept them."""
+    `peak`: the peak's too; `snapshots`: the moments it was asked for), taken from the analysis
+    when it kept them."""
     from .html import PageOutputs
     from .profile import collect, from_replay
 
     if replayed:
-        profile = from_replay(analysis, symbolize=symbolize, peak=peak)
+        profile = from_replay(analysis, symbolize=symbolize, peak=peak, snapshots=snapshots)
         if profile is not None:
             return profile
     page = PageOutputs(analysis, symbolize, maps=maps, trees=trees) if name == "html" else None
@@ -103,9 +118,11 @@ def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
 
 
 def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
-           metric: str = "leaked-bytes", symbolize: bool = True) -> bytes:
-    """The bytes of export `name` of `analysis` (minus `base`'s, when given). Raises
-    ExportError, or DumpError when a dump cannot be read."""
+           metric: str = "leaked-bytes", symbolize: bool = True,
+           snapshots: Plan | None = None) -> bytes:
+    """The bytes of export `name` of `analysis` (minus `base`'s, when given). `snapshots`: the
+    moments `analysis` was asked for (`replay_snapshots`). Raises ExportError, or DumpError when
+    a dump cannot be read."""
     from .profile import DETAILED_EVERY
 
     fmt = FORMATS[name]
@@ -116,15 +133,16 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
         raise ExportError(f"unknown metric '{metric}' ({', '.join(METRICS)})")
     # massif's --base compares every snapshot of the two runs: all of them with their stacks
     detailed = 1 if base is not None and name == "massif" else DETAILED_EVERY
-    replayed = from_replay(name)
+    snapshots = snapshots if base is None else None
+    replayed = from_replay(name) or snapshots is not None
     peak = _needs_peak(name, metric, base is not None)
     one_page = base is None and name == "html"
     if one_page:  # the page of one run stacks its live heap by stack at its snapshots
         from .htmltrees import by_stack_every
         detailed = by_stack_every(analysis)
     profile = _collect(name, analysis, symbolize, detailed, maps=True, replayed=replayed,
-                       peak=peak, trees=one_page)
-    old = _collect(name, base, symbolize, detailed, maps=False, replayed=replayed,
+                       peak=peak, trees=one_page, snapshots=snapshots)
+    old = _collect(name, base, symbolize, detailed, maps=False, replayed=from_replay(name),
                    peak=peak) if base is not None else None
     collecting = gc.isenabled()
     gc.disable()  # the renderers make trees of many nodes and no reference cycle: the collector

@@ -36,8 +36,8 @@ from ..passapi import (
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
-__all__ = ["SNAPSHOTS", "HeapProfile", "Snapshot", "StackFigures", "StackProfileOutput", "collect",
-           "difference", "from_replay",
+__all__ = ["SNAPSHOTS", "HeapProfile", "Plan", "Snapshot", "StackFigures", "StackProfileOutput",
+           "collect", "difference", "from_replay", "snapshot_plan",
            "TreeNode", "frame_label", "nonzero"]
 
 #: regular snapshots over a run, and every how many of them one is detailed (massif's defaults,
@@ -46,6 +46,8 @@ SNAPSHOTS = 100
 DETAILED_EVERY = 10
 
 StackKey = tuple[tuple[str, ...], ...]
+#: the moments asked of the analysis's replay (`analyze(snapshots=...)`): SEQs, and their kinds
+Plan = tuple[tuple[int, ...], tuple[int, ...]]
 
 
 @dataclass
@@ -122,21 +124,50 @@ def collect(analysis: Analysis, *, symbolize: bool = True, snapshots: int = SNAP
             gc.enable()
 
 
-def from_replay(analysis: Analysis, *, symbolize: bool = True,
-                peak: bool = False) -> HeapProfile | None:
+def snapshot_plan(last_seq: int, snapshots: int = SNAPSHOTS,
+                  detailed_every: int = DETAILED_EVERY) -> Plan:
+    """The moments the analysis's replay takes for `collect`'s snapshots of a dump whose last
+    SEQ is `last_seq`, before its peak is known: every `last_seq // snapshots` events and the
+    last, by node where a snapshot may be detailed. The peak's place among them moves the count
+    of the detailed ones by one at most (`StackProfileOutput.wanted_moments` leaves it out): the
+    `m`th is detailed when `m % detailed_every` is 0 or 1, and the last."""
+    if last_seq <= 0:
+        return ((), ())
+    every = max(1, last_seq // max(1, snapshots))
+    seqs = list(range(every, last_seq + 1, every))
+    kinds = [MOMENT_BY_NODE if m % detailed_every in (0, 1) else MOMENT_TOTALS
+             for m in range(1, len(seqs) + 1)]
+    if seqs[-1] == last_seq:
+        kinds[-1] = MOMENT_BY_NODE
+    else:
+        seqs.append(last_seq)
+        kinds.append(MOMENT_BY_NODE)
+    return tuple(seqs), tuple(kinds)
+
+
+def from_replay(analysis: Analysis, *, symbolize: bool = True, peak: bool = False,
+                snapshots: Plan | None = None) -> HeapProfile | None:
     """The figures by stack of `analysis`'s dump without reading it again: the allocations by
     stack node the library's replay counted (`analyze(allocations=True)`), the leaks and, with
-    `peak`, the blocks live at the peak; no snapshots (all that pprof and collapsed write).
-    None when the analysis has no such figures (the Python replay; the peak's when more
-    changes followed it than the library keeps)."""
+    `peak`, the blocks live at the peak; with `snapshots` (the `snapshot_plan` the analysis was
+    asked for), `collect`'s snapshots from the moments the replay took, else none (all that
+    pprof and collapsed write). None when the analysis has no such figures (the Python replay;
+    the peak's when more changes followed it than the library keeps; a plan that is not the
+    dump's, whose last SEQ was not the one its tail said)."""
     if analysis.node_allocs is None or (peak and analysis.node_allocs[2] is None):
+        return None
+    if snapshots is not None and (analysis.node_snapshots is None
+                                  or snapshots != snapshot_plan(analysis.last_seq)):
         return None
     reader, rows, at_peak = analysis.node_allocs
     collecting = gc.isenabled()
     gc.disable()
     try:
         out = StackProfileOutput(analysis, SNAPSHOTS, DETAILED_EVERY, symbolize)
-        out.shots = []
+        if snapshots is None:
+            out.shots = []
+        elif not out.take_planned(snapshots[0], analysis.node_snapshots or []):
+            return None
         out.reader = reader
         it = iter(rows)
         out.allocs = {node: [blocks, nbytes]
@@ -197,6 +228,19 @@ class StackProfileOutput(Accumulator):
             out.append((seq, MOMENT_TOTALS if self.roles[-1] is False else MOMENT_BY_NODE))
             seq = self._next(seq)
         return out
+
+    def take_planned(self, seqs: Sequence[int], taken: list[tuple[int, Moment]]) -> bool:
+        """The snapshots from the moments the replay took at `seqs` (`snapshot_plan`'s) and at
+        the peak (the index after them), each in the role `wanted_moments` gives it; False when
+        one is missing."""
+        regular = {seqs[index]: m for index, m in taken if index < len(seqs)}
+        at_peak = next((m for index, m in taken if index == len(seqs)), None)
+        for index, (seq, _) in enumerate(self.wanted_moments()):
+            moment = at_peak if self.roles[index] is None else regular.get(seq)
+            if moment is None or (self.roles[index] and moment.by_node is None):
+                return False
+            self.take(index, moment)
+        return True
 
     def take(self, index: int, moment: Moment) -> None:
         # massif's time with --time-unit=B: bytes allocated and freed (an exec frees its blocks;
