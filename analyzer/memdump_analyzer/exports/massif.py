@@ -11,6 +11,8 @@ one `in N places, all below massif's threshold (1.00%)` line, as massif's defaul
 from __future__ import annotations
 
 import os
+from collections.abc import Hashable
+from typing import Any
 
 from ..dumpfile import Frame
 from .profile import (
@@ -19,7 +21,6 @@ from .profile import (
     HeapProfile,
     Snapshot,
     StackKey,
-    TreeNode,
     difference,
 )
 
@@ -48,27 +49,46 @@ def _one_line(text: str) -> str:
     return text.replace("\n", " ").replace("\r", " ")
 
 
-def _tree(profile: HeapProfile, tree: dict[StackKey, int]) -> TreeNode:
-    """The heap tree: the root, then each stack's frames, innermost first."""
-    root = TreeNode(None)
+#: a stack in a heap tree: its keys and frames from the root down (one None each without
+#: frames: the stack could not be read), and its live bytes
+_Stack = tuple[tuple[Any, ...], tuple[Any, ...], int]
+
+
+def _stacks(profile: HeapProfile, tree: dict[StackKey, int]) -> list[_Stack]:
+    """The heap tree's stacks: the root, then each stack's frames, innermost first."""
+    out = []
     for key, nbytes in tree.items():
         frames = profile.frames_of(key)
-        root.add(zip(key, frames, strict=True) if frames else [(None, None)], nbytes)
-    return root
+        out.append((key, frames, nbytes) if frames else ((None,), (None,), nbytes))
+    return out
 
 
-def _lines(node: TreeNode, depth: int, total: int, out: list[str], text: str) -> None:
-    kids = sorted(node.children.values(), key=lambda c: -c.value)  # stable: first seen first
-    shown = [c for c in kids if total and c.value * 100 / total >= THRESHOLD]
+def _lines(stacks: list[_Stack], depth: int, value: int, total: int, out: list[str],
+           text: str) -> None:
+    """The node `depth` frames deep that `stacks` pass through (`value` bytes): its line, then
+    its children's, largest first (first seen first among equals), those under the threshold
+    folded into one line. Only the children shown are grouped further: the many small stacks
+    are counted once each, not made a node a frame."""
+    groups: dict[Hashable, list[Any]] = {}  # key of the next frame -> [bytes, frame, stacks]
+    for stack in stacks:
+        keys, frames, nbytes = stack
+        if depth < len(keys):
+            group = groups.get(keys[depth])
+            if group is None:
+                group = groups[keys[depth]] = [0, frames[depth], []]
+            group[0] += nbytes
+            group[2].append(stack)
+    kids = sorted(groups.values(), key=lambda g: -g[0])  # stable: first seen first
+    shown = [g for g in kids if total and g[0] * 100 / total >= THRESHOLD]
     below = kids[len(shown):]  # the children are largest first: those shown are a prefix
     count = len(shown) + (1 if below else 0)
-    out.append(f"{' ' * depth}n{count}: {node.value} {text}")
-    for child in shown:
-        frame = child.label if isinstance(child.label, Frame) else None
-        _lines(child, depth + 1, total, out, _frame_text(frame))
+    out.append(f"{' ' * depth}n{count}: {value} {text}")
+    for nbytes, frame, inner in shown:
+        _lines(inner, depth + 1, nbytes, total, out,
+               _frame_text(frame if isinstance(frame, Frame) else None))
     if below:
         places = "1 place," if len(below) == 1 else f"{len(below)} places, all"
-        out.append(f"{' ' * (depth + 1)}n0: {sum(c.value for c in below)} in {places} "
+        out.append(f"{' ' * (depth + 1)}n0: {sum(g[0] for g in below)} in {places} "
                    f"below massif's threshold ({THRESHOLD:.2f}%)")
 
 
@@ -84,7 +104,8 @@ def render_massif(profile: HeapProfile, desc: str | None = None) -> str:
         out += [_SEP, f"snapshot={n}", _SEP, f"time={shot.time}", f"mem_heap_B={shot.live_bytes}",
                 "mem_heap_extra_B=0", "mem_stacks_B=0", f"heap_tree={kind}"]
         if shot.tree is not None:
-            _lines(_tree(profile, shot.tree), 0, shot.live_bytes, out, ROOT)
+            stacks = _stacks(profile, shot.tree)
+            _lines(stacks, 0, sum(n for _, _, n in stacks), shot.live_bytes, out, ROOT)
     return "\n".join(out) + "\n"
 
 
