@@ -5,6 +5,7 @@ the allocation sizes' histogram, as SVG. docs/exports.md, "html"."""
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Hashable
 from typing import Any
@@ -51,15 +52,21 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     functions' names); names and nodes are numbered as the stacks first use them."""
     rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
     # each frame's function by the frame's identity (the stacks share the reader's frames), as
-    # its rank among the names: the stacks' keys then sort as their names
-    frames = {id(f): f for stack, _ in rows for f in stack}
+    # its rank among the names: the stacks' keys then sort as their names. The stacks' frames
+    # in one list, each stack a slice of it: the work per frame is done by map and slicing.
+    flat = list(itertools.chain.from_iterable(stack for stack, _ in rows))
+    ids = list(map(id, flat))
+    frames = dict(zip(ids, flat, strict=True))
     name_of = {i: frame_name(f) for i, f in frames.items()}
     names = sorted(set(name_of.values()))
     rank = {name: r for r, name in enumerate(names)}
     function_of = {i: rank[name] for i, name in name_of.items()}
+    functions_flat = list(map(function_of.__getitem__, ids))
     merged: dict[tuple[int, ...], list[int]] = {}
+    end = 0
     for stack, figures in rows:
-        key = tuple(map(function_of.__getitem__, map(id, reversed(stack))))
+        start, end = end, end + len(stack)
+        key = tuple(reversed(functions_flat[start:end]))
         row = merged.get(key)
         if row is None:
             merged[key] = list(figures)
