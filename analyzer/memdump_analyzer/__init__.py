@@ -126,7 +126,8 @@ def _name_locks(analysis: Analysis, reader: DumpReader, result: Replay) -> None:
 def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             addresses: bool = False, progress: Progress | None = None,
             allocations: bool = False,
-            snapshots: tuple[list[int], list[int]] | None = None) -> Analysis:
+            snapshots: tuple[list[int], list[int]] | None = None,
+            also: list[Any] | None = None) -> Analysis:
     """Read and replay the dump at `path` in one pass; group and classify its live blocks.
 
     `symbolize`: the frames the report uses that the dump left without symbols (no `fs` record:
@@ -137,7 +138,9 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
     while the dump is read. `allocations`: the analysis keeps the library's allocations by stack
     node and the reader (`Analysis.node_allocs`), for the exports that need no other figure;
     `snapshots`: with it, the live heap at these SEQs, each of its kind (massif's snapshots:
-    `Analysis.node_snapshots`).
+    `Analysis.node_snapshots`). `also`: accumulators of the one pass (heappass.py) whose
+    figures the library computes in the replay's run when it can (`Analysis.pass_figures`: the
+    caller hands them over; else it runs the pass).
     Raises `DumpError` (str: `PATH:LINE: message`) when the dump cannot be read.
     """
     from .accesserrors import rows as access_rows
@@ -158,7 +161,15 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
         with DumpReader(path, mark_functions=RUNTIME_FREE_FUNCTIONS) as reader:
             if progress is not None and progress.enabled:
                 progress.total = reader.on_read(progress.on_read)
-            result = replay(reader, allocations=allocations, snapshots=snapshots)
+            request = None
+            if also:
+                from .heappass import native_request
+
+                for acc in also:
+                    acc.start(reader)
+                request = native_request(also)
+            result = replay(reader, allocations=allocations, snapshots=snapshots,
+                            request=request)
             if scan is not None:
                 scan.apply(reader, result.last_seq)
             symbols = None
@@ -168,6 +179,8 @@ def analyze(path: str, *, symbolize: bool = True, scan: LiveScan | None = None,
             if allocations and result.node_allocs is not None:
                 analysis.node_allocs = (reader, result.node_allocs, result.node_peak)
                 analysis.node_snapshots = result.node_snapshots
+            if result.pass_figures is not None:
+                analysis.pass_figures = (request, result.pass_figures)
             analysis.locks = lock_rows(reader, trim_lock_stack)
             analysis.access_errors = access_rows(reader, lambda: rescan_events(path))
             analysis.heap_corruption = corruption_rows(reader, lambda: rescan_events(path))

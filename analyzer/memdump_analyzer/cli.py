@@ -23,13 +23,14 @@ from . import analyze, vgcompat
 from .colour import colour_wanted
 from .dumpfile import DumpError
 from .dumpformat import KINDS as _ALL_KINDS
-from .exports import METRICS, from_replay, replay_snapshots
+from .exports import METRICS, from_replay, page_pass, replay_snapshots
 from .formats import EXPORTS as _EXPORTS
 from .formats import FORMATS, TRANSCODED, format_help
 from .suppfile import SuppressionError
 from .verdicts import EXIT_BAD_INPUT, EXIT_OK, failing_blocks, verdict
 
 if TYPE_CHECKING:
+    from .exports import PagePass
     from .exports.profile import Plan
     from .model import Analysis, Group
     from .report import SuppressionOf
@@ -257,20 +258,22 @@ class _UsageError(Exception):
 
 def _load(path: str, suppressions: list[Suppression], kinds: frozenset[str],
           symbolize: bool = True, allocations: bool = False,
-          snapshots: Plan | None = None) -> Analysis:
+          snapshots: Plan | None = None, page: PagePass | None = None) -> Analysis:
     """The analysis of a dump, its warnings said; the suppressions applied to the groups of
     `kinds` (valgrind checks only the loss records it shows or counts as errors).
     `allocations`: for an export that reads no more than the replay (`exports.from_replay`);
-    `snapshots`: the moments it asks of the replay too (`exports.replay_snapshots`)."""
+    `snapshots`: the moments it asks of the replay too (`exports.replay_snapshots`); `page`: the
+    accumulators run in the replay's run (`exports.page_pass`)."""
     from .progress import Progress
 
     key = (path, kinds, symbolize, allocations, snapshots)
-    if _kept is not None and not suppressions and key in _kept:
+    if _kept is not None and not suppressions and page is None and key in _kept:
         return _kept[key]  # read for an earlier report of `several`: its warnings said then
     progress = Progress(sys.stderr, f"{PROG}: reading {path}")
     try:
         analysis = analyze(path, symbolize=symbolize, progress=progress,
-                           allocations=allocations, snapshots=snapshots)
+                           allocations=allocations, snapshots=snapshots,
+                           also=page.accumulators if page is not None else None)
     finally:
         progress.done()
     for warning in analysis.warnings():
@@ -357,8 +360,11 @@ def _run(args: argparse.Namespace) -> int:
     replayed = args.format in _EXPORTS and from_replay(args.format)
     # massif's snapshots taken by the analysis's replay when its SEQs can be known before it
     snapshots = replay_snapshots(args.format, args.dump) if args.base is None else None
+    # and the page's accumulators run in the analysis's replay, when they can be made before it
+    page = page_pass(args.format, args.dump, not args.no_symbolize) if args.base is None \
+        else None
     analysis = _load(args.dump, suppressions, show_kinds | error_kinds, not args.no_symbolize,
-                     replayed or snapshots is not None, snapshots)
+                     replayed or snapshots is not None, snapshots, page)
     if args.suppressions and analysis.suppressed_groups is None:
         analysis.suppressed_groups = []
     if args.format in vgcompat.FORMATS:  # docs/valgrind-compat.md
@@ -373,7 +379,7 @@ def _run(args: argparse.Namespace) -> int:
         raise _UsageError(f"--metric is an option of --format collapsed, not {args.format}")
     if args.format in _EXPORTS:
         return _run_export(args, analysis, suppressions, show_kinds | error_kinds, replayed,
-                           snapshots)
+                           snapshots, page)
     if args.base is not None:
         raise _UsageError(f"--base needs --format {', '.join(_EXPORTS)} (the leak report's "
                           "difference is `memdump-analyze diff BASE NEW`)")
@@ -419,7 +425,8 @@ def _transcode(args: argparse.Namespace) -> int:
 
 
 def _run_export(args: argparse.Namespace, analysis: Analysis, suppressions: list[Suppression],
-                kinds: frozenset[str], replayed: bool, snapshots: Plan | None) -> int:
+                kinds: frozenset[str], replayed: bool, snapshots: Plan | None,
+                page: PagePass | None) -> int:
     """--format pprof|collapsed|massif: binary pprof only to a file or a pipe."""
     from .exports import ExportError, export
 
@@ -431,7 +438,7 @@ def _run_export(args: argparse.Namespace, analysis: Analysis, suppressions: list
         base = _load(args.base, suppressions, kinds, not args.no_symbolize, replayed)
     try:
         data = export(args.format, analysis, base, metric=args.metric or next(iter(METRICS)),
-                      symbolize=not args.no_symbolize, snapshots=snapshots)
+                      symbolize=not args.no_symbolize, snapshots=snapshots, page=page)
     except ExportError as e:
         raise _UsageError(str(e)) from None
     failing = failing_blocks(analysis, _kind_option(args, "--errors-for-leak-kinds",

@@ -51,6 +51,7 @@ from .passapi import (
     Accumulator,
     Figures,
     MomentsReference,
+    NativeRequest,
     _count,
     bucket,
     hooks,
@@ -60,7 +61,8 @@ from .passapi import (
 from .replay import replay
 from .rules import RUNTIME_FREE_FUNCTIONS
 
-__all__ = ["PARTS", "Accumulator", "Figures", "bucket", "diagnose", "run", "run_path"]
+__all__ = ["PARTS", "Accumulator", "Figures", "bucket", "diagnose",
+           "native_request", "run", "run_path"]
 
 #: the operations whose allocation replaces the block they release (`Accumulator.alloc`)
 _RESIZES = frozenset((b"realloc", b"reallocarray"))
@@ -90,41 +92,45 @@ def _stops(accumulators: list[Accumulator], frag: object, want_timeline: bool): 
     return stops, min(d[0] for d in due)
 
 
+def native_request(accumulators: list[Accumulator]) -> NativeRequest | None:
+    """What the library's pass computes for `accumulators` (started), or None when one of them
+    needs this module's loop (a part the library does not compute, events of its own, moments
+    chosen as the pass goes)."""
+    compute = frozenset().union(*(acc.parts for acc in accumulators))
+    series = next((acc.series for acc in accumulators if acc.series is not None), None)
+    if "timeline" in compute and series is None:
+        raise ValueError("the timeline part without its series")
+    if not compute <= NATIVE_PARTS or any(
+            (acc.events and not acc.native)
+            or (acc.wanted_moments() is None and acc.first_moment())
+            for acc in accumulators):
+        return None
+    views = frozenset().union(*(acc.native for acc in accumulators))
+    return NativeRequest(accumulators, compute, series, views, plan(accumulators))
+
+
 def run(reader: DumpReader, accumulators: list[Accumulator]) -> Figures:
     """Read all of `reader`'s lines (its header checked) once, applying each heap event's
     effect and feeding `accumulators`; each one's `finish` is called at the end, in order.
     Raises `DumpError` (whose line may be wrong: the pass does not count the `t` records), or
     ValueError/IndexError/KeyError/TypeError for a malformed event: the caller finds the line
     with the replay's checks (`diagnose`)."""
+    for acc in accumulators:
+        acc.start(reader)
+    request = native_request(accumulators)
+    if request is not None:
+        figures = nativepass.figures(reader, *request.args)
+        if figures is not None:
+            request.deliver(figures)
+            return figures
     compute = frozenset().union(*(acc.parts for acc in accumulators))
     want_temporary = "temporary" in compute
     want_lifetimes = "lifetimes" in compute
     want_sizes = "sizes" in compute
     want_timeline = "timeline" in compute
-    for acc in accumulators:
-        acc.start(reader)
-    views = frozenset().union(*(acc.native for acc in accumulators))
     series = next((acc.series for acc in accumulators if acc.series is not None), None)
-    if want_timeline and series is None:
-        raise ValueError("the timeline part without its series")
+    views = frozenset().union(*(acc.native for acc in accumulators))
     wanted = plan(accumulators)
-    if compute <= NATIVE_PARTS and not any(
-            (acc.events and not acc.native)
-            or (acc.wanted_moments() is None and acc.first_moment())
-            for acc in accumulators):
-        # None: this loop's (the native accumulators' events called)
-        recorders = [acc.record for acc in accumulators if acc.records and not acc.events]
-        figures = nativepass.figures(reader, compute, series, views, wanted, bool(recorders))
-        if figures is not None:
-            for seq, rec in figures.records:
-                for hook in recorders:
-                    hook(seq, rec)
-            for i, moment in figures.taken:
-                acc, index = wanted[i][2:]
-                acc.take(index, moment)
-            for acc in accumulators:
-                acc.finish(figures)
-            return figures
     if wanted:  # taken by this loop
         reference = MomentsReference(wanted)
         reference.start(reader)

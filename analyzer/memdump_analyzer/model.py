@@ -182,6 +182,10 @@ class Analysis:
     #: `analyze(snapshots=...)` replayed in the library: the snapshots it took
     #: (`Replay.node_snapshots`), or None
     node_snapshots: list[tuple[int, Any]] | None = None
+    #: `analyze(also=...)`: the accumulators' request (`heappass.NativeRequest`) and the figures
+    #: of the library's pass run beside the replay, to hand them (`deliver`); None when the pass
+    #: did not run with the replay
+    pass_figures: tuple[Any, Any] | None = None
 
     @property
     def cut_by(self) -> str:

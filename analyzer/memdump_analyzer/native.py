@@ -117,6 +117,8 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_snap_due": (ctypes.c_int, [_P]),
     "mdc_snap_end": (ctypes.c_int, [_P]),
     "mdc_snap_taken": (_U, [_P, _P, _P]),
+    "mdc_fig_with_replay": (None, [_P]),
+    "mdc_fig_done": (None, [_P]),
 }
 
 

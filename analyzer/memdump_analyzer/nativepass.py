@@ -32,7 +32,7 @@ from .dumpfile import DumpReader
 from .dumpformat import unescape
 from .passapi import MOMENT_BLOCKS, Accumulator, Figures, Moment
 
-__all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "StackTable", "figures"]
+__all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "StackTable", "figures", "typed_library"]
 
 #: the parts of `PARTS` the library computes
 NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
@@ -85,7 +85,7 @@ _TV_FIELDS = (7, 8, 4, 3, 4, 8)
 
 
 @functools.cache
-def _library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
+def typed_library(lib: ctypes.CDLL) -> ctypes.CDLL | None:
     """`lib` with the views' pass's functions typed, or None when it has not got them (a
     library built before them)."""
     try:
@@ -109,7 +109,7 @@ def figures(reader: DumpReader, computed: frozenset[str], series: tuple[Any, Any
     moments to take (passapi.plan), into `Figures.taken`. `records`: the `p` and `end` records
     too, into `Figures.records`."""
     lib = native.library() if native.enabled() else None
-    lib = _library(lib) if lib is not None else None
+    lib = typed_library(lib) if lib is not None else None
     if lib is None or not computed <= NATIVE_PARTS or not views <= NATIVE_VIEWS:
         return None
     return native.attempt(reader, lambda direct: _Pass(reader, lib, computed, series, views,
@@ -162,11 +162,15 @@ class _Pass(native._Native):
                 raise native._Fallback("out of memory")
 
     def _line(self, line: bytes, fl: list[bytes], seq: int) -> int:
-        lib, ctx, tag = self.lib, self.ctx, fl[0]
-        if (self.series is not None or self.wanted) and not lib.fig_line(ctx):  # a sample, a
-            # moment, if due
+        if (self.series is not None or self.wanted) and not self.lib.fig_line(self.ctx):  # a
+            # sample, a moment, if due
             raise native._Fallback("out of memory")
-        rec = self.reader.other(line, fl, seq)
+        return self._read(fl, seq, self.reader.other(line, fl, seq))
+
+    def _read(self, fl: list[bytes], seq: int, rec: list[bytes] | None) -> int:
+        """What the pass takes of a line the reader read (`rec`: its `p` or `end` record), after
+        event `seq`: the SEQ after it."""
+        lib, ctx, tag = self.lib, self.ctx, fl[0]
         ok = True
         if tag == b"c":
             self.ms, self.rss = self.reader.clock
@@ -231,6 +235,14 @@ class _Pass(native._Native):
                         strict=True), views=self.views, names=names, phase_names=phase_names)
 
     def _results(self) -> Figures:
+        figures = self._figures()
+        k = native._COUNTS()
+        self.lib.mdc_counts(self.ctx, ctypes.byref(k))
+        self._finish_reader(k.tid)
+        return figures
+
+    def _figures(self) -> Figures:
+        """The pass's figures, read from the library (its tables not freed yet)."""
         lib, ctx = self.lib, self.ctx
         t = _TOTALS()
         if not lib.mdc_fig_series_end(ctx, self.seq) or not lib.mdc_fig_end(
@@ -252,9 +264,6 @@ class _Pass(native._Native):
         taken = self._taken() if self.wanted else []
         allocated = (ctypes.c_int64 * 2)()
         lib.mdc_fig_allocated(ctx, allocated)
-        k = native._COUNTS()
-        lib.mdc_counts(ctx, ctypes.byref(k))
-        self._finish_reader(k.tid)
         return Figures(
             self.reader, self.computed, stacks, live,  # type: ignore[arg-type]
             timeline=timeline, frag=frag, tag_rows=tag_rows, tag_list=tag_list,

@@ -10,8 +10,8 @@ from typing import Any
 from .dumpfile import DumpReader
 
 __all__ = ["AT_PEAK", "END", "LIFE_EXACT", "MOMENT_BLOCKS", "MOMENT_BY_NODE", "MOMENT_TOTALS",
-           "NO_LOW", "PARTS", "Accumulator", "Figures", "Moment", "MomentsReference", "bucket",
-           "hooks", "plan"]
+           "NO_LOW", "PARTS", "Accumulator", "Figures", "Moment", "MomentsReference",
+           "NativeRequest", "bucket", "hooks", "plan"]
 
 #: what the pass can compute besides the peak, the allocations and the live blocks
 PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
@@ -310,3 +310,28 @@ class MomentsReference(Accumulator):
                 m.blocks = sorted((int(p, 16), b[0], b[1], b[3]) for p, b in blocks)
             acc.take(index, m)
         return wanted[self.at][0] if self.at < len(wanted) and wanted[self.at][0] >= 0 else 0
+
+
+class NativeRequest:
+    """What the library's pass is asked for by a set of accumulators (`native_request`): its
+    `args` after the reader (nativepass.figures'), and the delivery of its figures to them."""
+
+    def __init__(self, accumulators: list[Accumulator], compute: frozenset[str],
+                 series: tuple[Any, Any] | None, views: frozenset[str],
+                 wanted: list[tuple[int, int, Accumulator, int]]) -> None:
+        self.accumulators = accumulators
+        # the native accumulators' `p` and `end` records (their events are the library's)
+        self.recorders = [acc.record for acc in accumulators if acc.records and not acc.events]
+        self.wanted = wanted
+        self.args = (compute, series, views, wanted, bool(self.recorders))
+
+    def deliver(self, figures: Figures) -> None:
+        """The records, the moments taken and the figures handed to the accumulators."""
+        for seq, rec in figures.records:
+            for hook in self.recorders:
+                hook(seq, rec)
+        for i, moment in figures.taken:
+            acc, index = self.wanted[i][2:]
+            acc.take(index, moment)
+        for acc in self.accumulators:
+            acc.finish(figures)

@@ -127,18 +127,33 @@ class Replay:
     #: peak's index after theirs; None when the library could not take them (the Python replay,
     #: a block returned again while live, more changes after the peak than it keeps)
     node_snapshots: Any = field(default=None, compare=False)
+    #: the `Figures` of the library's pass run beside the replay (`replay(request=...)`), or
+    #: None when it did not run (the caller then takes the pass on its own)
+    pass_figures: Any = field(default=None, compare=False)
 
 
 def replay(reader: DumpReader, *, max_errors: int = MAX_ERRORS, allocations: bool = False,
-           snapshots: tuple[list[int], list[int]] | None = None) -> Replay:
+           snapshots: tuple[list[int], list[int]] | None = None,
+           request: Any = None) -> Replay:
     """Read all of `reader`'s lines and replay their events (raises `DumpError`): in C through
     libmemdump_core.so when it loads (native.py), else, or when it leaves the dump to Python,
     with `_Replayer`, the reference. `allocations`: the library's replay counts the allocations
     and the peak's blocks by node too (`Replay.node_allocs`, `node_peak`). `snapshots`: with
     `allocations`, the library's replay takes these moments of the live heap too (their SEQs
     ascending, and each one's `passapi.MOMENT_` kind: massif's snapshots) and the peak's by node
-    (`Replay.node_snapshots`)."""
-    result = native.replay(lambda: _Replayer(reader, max_errors, allocations, snapshots))
+    (`Replay.node_snapshots`). `request` (a `heappass.NativeRequest`): the library's views' pass
+    of those accumulators in the same run (replaypass.py, `Replay.pass_figures`), when it can."""
+    def replayer() -> _Replayer:
+        return _Replayer(reader, max_errors, allocations, snapshots)
+
+    if request is not None:
+        from .replaypass import replay_with_pass
+
+        both = replay_with_pass(replayer, request)
+        if both is not None:
+            both[0].pass_figures = both[1]
+            return both[0]  # type: ignore[no-any-return]
+    result = native.replay(replayer)
     if result is not None:
         return result
     return _Replayer(reader, max_errors).run()

@@ -96,11 +96,27 @@ struct mdc {
     uint64_t peak_order;     /* `order` after the peak's event: the blocks made live by then */
     int64_t peak_allocated;  /* the bytes allocated by then */
     struct snaps *snaps;     /* massif's snapshots taken by the replay (snapshots.c), or NULL */
+    /* the replay beside the views' pass (mdc_fig_with_replay): `live` holds the pass's blocks,
+     * and these the replay's, swapped in around each of its steps (swap_tables) */
+    int both;
+    struct btab replay_live;
+    uint64_t replay_live_n;
     int64_t snap_next;       /* the SEQ of the next one (INT64_MAX: none) */
 };
 
 /* the values of a change in mdc.peak_log */
 #define PEAK_NOTE 3
+
+/* the replay's blocks and the views' pass's change places (mdc.both) */
+static inline void swap_tables(struct mdc *c)
+{
+    struct btab t = c->live;
+    uint64_t n = c->live_n;
+    c->live = c->replay_live;
+    c->live_n = c->replay_live_n;
+    c->replay_live = t;
+    c->replay_live_n = n;
+}
 
 /* bytes.split()'s whitespace */
 static inline int is_ws(unsigned char c)

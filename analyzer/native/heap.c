@@ -329,17 +329,27 @@ int event_size(const struct event *ev, uint64_t *size)
 /* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
 int do_event(struct mdc *c, const struct event *ev)
 {
-    if (c->io.seq >= c->snap_next && !snaps_due(c)) /* after the records before this one */
-        return RC_FALLBACK;
-    c->io.seq++;
-    if (c->fig != NULL)
+    if (c->fig != NULL && !c->both) {
+        c->io.seq++;
         return fig_event(c, ev);
-    if (c->ht != NULL)
-        return ht_event(c, ev);
-    int r = apply(c, ev);
-    if (r == RC_ASK) { /* nothing else was done: the line is read again after the answer */
-        c->io.seq--;
-        c->k.calls[ev->op]--;
     }
-    return r;
+    if (c->ht != NULL) {
+        c->io.seq++;
+        return ht_event(c, ev);
+    }
+    if (c->both)
+        swap_tables(c);
+    /* the snapshots due after the records before this one */
+    int r = c->io.seq >= c->snap_next && !snaps_due(c) ? RC_FALLBACK : RC_OK;
+    if (r == RC_OK) {
+        c->io.seq++;
+        r = apply(c, ev);
+        if (r == RC_ASK) { /* nothing else was done: the line is read again after the answer */
+            c->io.seq--;
+            c->k.calls[ev->op]--;
+        }
+    }
+    if (c->both)
+        swap_tables(c);
+    return r == RC_OK && c->both ? fig_event(c, ev) : r;
 }

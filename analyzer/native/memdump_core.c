@@ -391,11 +391,34 @@ EXPORT void mdc_runtime(struct mdc *c, uint64_t id, int yes)
 /* `p exec`: the image is gone, and its blocks */
 EXPORT void mdc_exec(struct mdc *c)
 {
+    if (c->both)
+        swap_tables(c);
     peak_note_exec(c);
     btab_clear(&c->live);
     btab_clear(&c->custom);
     c->live_n = c->custom_n = 0;
     c->k.live_bytes = 0;
+    if (c->both)
+        swap_tables(c);
+}
+
+/* the replay runs beside the views' pass (mdc_figures first): each event applied to both, each
+ * to its own blocks */
+EXPORT void mdc_fig_with_replay(struct mdc *c)
+{
+    c->both = 1;
+}
+
+/* the views' pass's results are read: its blocks freed, the replay's back in place for its own
+ * results (mdc_counts, mdc_blocks...) */
+EXPORT void mdc_fig_done(struct mdc *c)
+{
+    if (!c->both)
+        return;
+    swap_tables(c);
+    btab_free(&c->replay_live);
+    c->replay_live_n = 0;
+    c->both = 0;
 }
 
 /* node `id`'s (parent, frame); 0 when it is not defined */
@@ -475,6 +498,7 @@ EXPORT void mdc_finish(struct mdc *c)
 {
     btab_free(&c->live);
     btab_free(&c->custom);
+    btab_free(&c->replay_live);
     fig_free(c);
     ht_free(c);
     idtab_free(&c->frames);

@@ -31,7 +31,7 @@ SUBSETS = [frozenset(c) for n in range(len(ALL) + 1) for c in combinations(sorte
 def _library_built() -> None:
     """A build without the library must fail here, not fall back to Python silently."""
     lib = native.library()
-    assert lib is not None and nativepass._library(lib) is not None, (
+    assert lib is not None and nativepass.typed_library(lib) is not None, (
         f"{native.library_path()} missing, old or not loadable: run `make build`")
 
 

@@ -30,7 +30,7 @@ from memdump_analyzer.views import tags_with_series
 @pytest.fixture(autouse=True)
 def _library_built() -> None:
     lib = native.library()
-    assert lib is not None and nativepass._library(lib) is not None, (
+    assert lib is not None and nativepass.typed_library(lib) is not None, (
         f"{native.library_path()} missing, old or not loadable: run `make build`")
 
 

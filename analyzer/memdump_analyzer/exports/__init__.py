@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 # Each renderer is imported when its format is asked for: the command line builds its --format
 # choices from formats.FORMATS without loading the HTML page's views and charts.
 
-__all__ = ["METRICS", "RENDERERS", "ExportError", "export", "from_replay", "replay_snapshots"]
+__all__ = ["METRICS", "RENDERERS", "ExportError", "PagePass", "export", "from_replay",
+           "page_pass", "replay_snapshots"]
 
 
 class ExportError(Exception):
@@ -89,6 +90,48 @@ def replay_snapshots(name: str, path: str) -> Plan | None:
     return None if last is None else snapshot_plan(last)
 
 
+class PagePass:
+    """The HTML page's accumulators made before the analysis, for its replay's run (`analyze(
+    also=PagePass.accumulators)`): the page reads the dump once. Its snapshots are planned from
+    the dump's last SEQ, which its tail tells (`page_pass`)."""
+
+    def __init__(self, last_seq: int, symbolize: bool) -> None:
+        from .html import PageOutputs
+        from .htmltrees import by_stack_every_of
+        from .profile import PlannedProfileOutput, snapshot_plan
+
+        detailed = by_stack_every_of(last_seq)
+        self.profile = PlannedProfileOutput(snapshot_plan(last_seq, detailed_every=detailed),
+                                            detailed, symbolize)
+        self.page = PageOutputs(None, symbolize, maps=True, trees=True)
+        self.accumulators = [self.profile, *self.page.outputs]
+
+    def collected(self, analysis: Analysis) -> HeapProfile | None:
+        """The page's profile from the figures the analysis's run computed (its accumulators
+        given them), or None when the run took no pass (the Python replay; a dump the library
+        left) or planned another dump's snapshots: the caller reads the dump again."""
+        if analysis.pass_figures is None or not self.profile.attach(analysis):
+            return None
+        request, figures = analysis.pass_figures
+        self.page.name_peak(analysis)
+        request.deliver(figures)
+        profile = self.profile.profile
+        profile.page = self.page
+        return profile
+
+
+def page_pass(name: str, path: str, symbolize: bool) -> PagePass | None:
+    """For `--format html` (one run's page), the accumulators its analysis can run in its
+    replay's run, when the dump's last SEQ is known before it is read (`dumptail.end_seq`);
+    None otherwise."""
+    if name != "html":
+        return None
+    from ..dumptail import end_seq
+
+    last = end_seq(path)
+    return None if last is None else PagePass(last, symbolize)
+
+
 def _needs_peak(name: str, metric: str, base: bool) -> bool:
     """Whether export `name` writes the blocks at the peak: pprof's --base (a difference of
     every figure: `nonzero` keeps a stack whose peak alone differs), collapsed's peak-bytes."""
@@ -119,10 +162,10 @@ def _collect(name: str, analysis: Analysis, symbolize: bool, detailed: int,
 
 def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
            metric: str = "leaked-bytes", symbolize: bool = True,
-           snapshots: Plan | None = None) -> bytes:
+           snapshots: Plan | None = None, page: PagePass | None = None) -> bytes:
     """The bytes of export `name` of `analysis` (minus `base`'s, when given). `snapshots`: the
-    moments `analysis` was asked for (`replay_snapshots`). Raises ExportError, or DumpError when
-    a dump cannot be read."""
+    moments `analysis` was asked for (`replay_snapshots`); `page`: the accumulators its run was
+    given (`page_pass`). Raises ExportError, or DumpError when a dump cannot be read."""
     from .profile import DETAILED_EVERY
 
     fmt = FORMATS[name]
@@ -140,8 +183,10 @@ def export(name: str, analysis: Analysis, base: Analysis | None = None, *,
     if one_page:  # the page of one run stacks its live heap by stack at its snapshots
         from .htmltrees import by_stack_every
         detailed = by_stack_every(analysis)
-    profile = _collect(name, analysis, symbolize, detailed, maps=True, replayed=replayed,
-                       peak=peak, trees=one_page, snapshots=snapshots)
+    profile = page.collected(analysis) if page is not None and one_page else None
+    if profile is None:
+        profile = _collect(name, analysis, symbolize, detailed, maps=True, replayed=replayed,
+                           peak=peak, trees=one_page, snapshots=snapshots)
     old = _collect(name, base, symbolize, detailed, maps=False, replayed=from_replay(name),
                    peak=peak) if base is not None else None
     collecting = gc.isenabled()

@@ -13,6 +13,7 @@ from ..heapmap import HeapMapOutput, heap_maps, percent
 from ..heappass import Accumulator, Figures
 from ..leaktext import KIND_NAMES, frame_text
 from ..model import Analysis, ErrorReport, Group
+from ..passapi import AT_PEAK
 from ..views import Options, Side, load
 from ..views import timeline as timeline_view
 from ..views.stream import ProfileOutput
@@ -170,12 +171,21 @@ class PageOutputs:
     and at the end; `trees`: the figures of the trees and the sizes' histogram (the page of one
     run)."""
 
-    def __init__(self, a: Analysis, symbols: bool, maps: bool = True,
+    def __init__(self, a: Analysis | None, symbols: bool, maps: bool = True,
                  trees: bool = False) -> None:
         self.series = SeriesOutput(trees)
-        self.maps = HeapMapOutput([str(a.peak_seq or 0), "end"], symbols=symbols) if maps \
-            else None
+        self.maps = None
+        if maps and a is not None:
+            self.maps = HeapMapOutput([str(a.peak_seq or 0), "end"], symbols=symbols)
+        elif maps:  # made before the analysis, run in its replay's (analyze(also=...)): its peak
+            self.maps = HeapMapOutput(["peak", "end"], symbols=symbols, when={0: AT_PEAK})
         self.outputs: list[Accumulator] = [self.series] + ([self.maps] if self.maps else [])
+
+    def name_peak(self, a: Analysis) -> None:
+        """The map at the peak named as the page names it, by the analysis's peak's event
+        (when it was made before the analysis: before its pass's figures are handed over)."""
+        if self.maps is not None and self.maps.when.get(0) == AT_PEAK:
+            self.maps.moments_at[0] = str(a.peak_seq or 0)
 
 
 def timeline_of(profile: HeapProfile) -> dict[str, Any]:

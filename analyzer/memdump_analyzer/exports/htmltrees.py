@@ -19,7 +19,8 @@ from .flame import WIDTH
 from .mapsvg import stack_name, tell_apart
 from .profile import HeapProfile, Snapshot, StackFigures
 
-__all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "size_histogram",
+__all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "by_stack_every_of",
+           "size_histogram",
            "stack_data", "stacks_over_time", "trees_section"]
 
 #: the trees' columns, heaptrack_gui's: allocations (calls), temporary allocations (calls),
@@ -35,7 +36,12 @@ BY_STACK_ALL = 100_000
 
 def by_stack_every(analysis: Analysis) -> int:
     """Every how many snapshots the page takes the live heap by stack."""
-    return 1 if analysis.last_seq <= BY_STACK_ALL else 2
+    return by_stack_every_of(analysis.last_seq)
+
+
+def by_stack_every_of(last_seq: int) -> int:
+    """`by_stack_every` of a dump whose last SEQ is `last_seq`."""
+    return 1 if last_seq <= BY_STACK_ALL else 2
 
 
 def _figures(s: StackFigures) -> tuple[int, int, int, int]:

@@ -24,6 +24,7 @@ from ..model import Analysis
 from ..passapi import (
     ALLOC_BYTES,
     ALLOCS,
+    AT_PEAK,
     MOMENT_BY_NODE,
     MOMENT_TOTALS,
     NODE,
@@ -36,7 +37,8 @@ from ..passapi import (
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
 
-__all__ = ["SNAPSHOTS", "HeapProfile", "Plan", "Snapshot", "StackFigures", "StackProfileOutput",
+__all__ = ["SNAPSHOTS", "HeapProfile", "Plan", "PlannedProfileOutput", "Snapshot", "StackFigures",
+           "StackProfileOutput",
            "collect", "difference", "from_replay", "snapshot_plan",
            "TreeNode", "frame_label", "nonzero"]
 
@@ -212,6 +214,9 @@ class StackProfileOutput(Accumulator):
         return min(wanted)
 
     def wanted_moments(self) -> list[tuple[int, int]]:
+        return self._snapshot_moments()
+
+    def _snapshot_moments(self) -> list[tuple[int, int]]:
         """The snapshots' events, known from the analysis: the peak's (its blocks by node), every
         `every`th, each `detailed_every`th of these and the last with its live bytes by node."""
         out: list[tuple[int, int]] = []
@@ -235,14 +240,18 @@ class StackProfileOutput(Accumulator):
         one is missing."""
         regular = {seqs[index]: m for index, m in taken if index < len(seqs)}
         at_peak = next((m for index, m in taken if index == len(seqs)), None)
-        for index, (seq, _) in enumerate(self.wanted_moments()):
+        for index, (seq, _) in enumerate(self._snapshot_moments()):
             moment = at_peak if self.roles[index] is None else regular.get(seq)
             if moment is None or (self.roles[index] and moment.by_node is None):
                 return False
-            self.take(index, moment)
+            self._shot(index, moment)
         return True
 
     def take(self, index: int, moment: Moment) -> None:
+        self._shot(index, moment)
+
+    def _shot(self, index: int, moment: Moment) -> None:
+        """Moment `index` of `_snapshot_moments` as a snapshot in its role."""
         # massif's time with --time-unit=B: bytes allocated and freed (an exec frees its blocks;
         # a block dropped while live is not freed)
         seq, cur = moment.seq, moment.cur
@@ -401,6 +410,38 @@ class StackProfileOutput(Accumulator):
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
                            self.analysis.peak_seq)
+
+
+class PlannedProfileOutput(StackProfileOutput):
+    """The exports' accumulator made before the analysis, which runs it in its replay's run
+    (`analyze(also=...)`): its moments `snapshot_plan`'s and the peak's, their roles given once
+    the analysis is known (`attach`, before the figures are handed over)."""
+
+    def __init__(self, plan: Plan, detailed_every: int, symbolize: bool) -> None:
+        self.plan = plan
+        self.planned_every = detailed_every
+        self.taken: list[tuple[int, Moment]] = []
+        self.symbolize = symbolize
+        self.reader = None
+        self.allocs = {}
+        self.at_peak = {}
+        self.roles = []
+
+    def attach(self, analysis: Analysis) -> bool:
+        """The analysis is known: whether the plan is its dump's (the last SEQ its tail said)."""
+        super().__init__(analysis, SNAPSHOTS, self.planned_every, self.symbolize)
+        return self.plan == snapshot_plan(analysis.last_seq, SNAPSHOTS, self.planned_every)
+
+    def wanted_moments(self) -> list[tuple[int, int]]:
+        return [*zip(*self.plan, strict=True), (AT_PEAK, MOMENT_BY_NODE)]
+
+    def take(self, index: int, moment: Moment) -> None:
+        self.taken.append((index, moment))
+
+    def finish(self, figures: Figures) -> None:
+        if not self.take_planned(self.plan[0], self.taken):
+            raise DumpError(self.analysis.path, None, "the pass missed a snapshot")
+        super().finish(figures)
 
 
 def _add_allocs(row: StackFigures, alloc: list[int]) -> None:
