@@ -139,20 +139,21 @@ def _block_stacks(what: str, free: BlockEvent | None, alloc: BlockEvent | None, 
 
 def _access_errors(analysis: Analysis, rows: Sequence[AccessRow], limit: int) -> list[VgError]:
     """The access errors guard pages caught, as valgrind's `Invalid read of size N` (the size
-    from the faulting instruction, read with objdump; left out when it cannot be read), one per
-    kind and stack, counting the others (a loop reading two bytes past the end: two errors)."""
-    from .faultinsn import access_sizes
+    from the faulting instruction, read with objdump; `of unknown size` when the module's code
+    that ran cannot be read), one per kind and stack, counting the others (a loop reading two
+    bytes past the end: two errors)."""
+    from .faultinsn import access_sizes, access_text
 
-    arch = analysis.info.get("arch")
     sizes = access_sizes([(r.stack[0].module, r.stack[0].offset - 1) for r in rows
-                          if r.stack and r.stack[0].module], arch=arch)
+                          if r.stack and r.stack[0].module], arch=analysis.info.get("arch"),
+                         start=analysis.info.get("start"))
     called = callees(analysis, [r.free.stack for r in rows if r.free is not None])
     found: dict[tuple[object, ...], VgError] = {}
     for row in rows:
         e = row.error
         top = row.stack[0] if row.stack else None
         size = sizes.get((top.module or "", top.offset - 1)) if top is not None else None
-        what = f"Invalid {e.access}" + (f" of size {thousands(size)}" if size else "")
+        what = access_text(e.access, size)
         stack = access_frames(row.stack, limit)
         key = (what, e.tid, tuple(f.ip for f in stack))
         if key in found:
