@@ -118,8 +118,7 @@ def _free_errors(analysis: Analysis, limit: int) -> list[VgError]:
         same = sum(1 for e in analysis.errors if _heading(e) == _heading(error)
                    and [f.offset for f in e.stack] == [f.offset for f in error.stack])
         kind = "MismatchedFree" if error.kind == "mismatched-free" else "InvalidFree"
-        tid = 1 if error.tid == analysis.pid else error.tid  # valgrind's main thread is 1
-        out.append(VgError(kind, _heading(error), tid,
+        out.append(VgError(kind, _heading(error), _thread(analysis, error.tid),
                            free_frames(error.stack, error.op, limit, called),
                            _block(error, limit), same))
     return out
@@ -199,8 +198,10 @@ def _corruption_errors(analysis: Analysis, rows: Sequence[CorruptionRow],
 
 
 def _thread(analysis: Analysis, tid: int) -> int:
-    """valgrind's number of a thread: 1 for the main one; the kernel's id for the others (the
-    dump does not say in which order they were made)."""
+    """valgrind's number of a thread: 1 for the main one; the kernel's id for the others.
+    valgrind gives a new thread the lowest number free at its creation (an ended thread's comes
+    free), which needs every thread's creation and end: the dump has neither, and a thread is in
+    it only from its first heap call (docs/valgrind-compat.md, "Thread numbers")."""
     return 1 if tid == analysis.pid else tid
 
 
