@@ -2,7 +2,9 @@
 says it ("Invalid write of size 4"). One rule for both places that need it: GDB's report at the
 stop reads the instruction from GDB's disassembly (gdb_ext's accessfault.py), the analyser's
 reports of an `ae` record from the module's code with binutils' objdump (the record has the
-faulting program counter, not the access's size).
+faulting program counter, not the access's size). A size that cannot be read is said so
+(`access_text`): the module's file is gone, or newer than the recording (rebuilt: its code at the
+offset is another instruction, whose size would be wrong), or the instruction is not decoded.
 """
 
 from __future__ import annotations
@@ -12,8 +14,9 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable
+from datetime import datetime
 
-__all__ = ["access_sizes", "describe_access", "disassemble"]
+__all__ = ["UNKNOWN_SIZE", "access_sizes", "access_text", "describe_access", "disassemble"]
 
 #: seconds one objdump process may take
 TIMEOUT = 30
@@ -23,6 +26,8 @@ _WIDE = {"xmm": 16, "ymm": 32, "zmm": 64}
 _MEMORY = re.compile(r"(?:-?0x[0-9a-f]+|-?\d+)?\(%[a-z0-9]+(?:,%[a-z0-9]+)?(?:,\d)?\)")
 #: x86-64's longest instruction
 _LONGEST = 15
+#: what is said of an access whose size is not known, where valgrind says "of size N"
+UNKNOWN_SIZE = "of unknown size"
 
 
 def _reg_size(name: str) -> int:
@@ -66,6 +71,12 @@ def describe_access(asm: str) -> tuple[str, int]:
     return access, 0
 
 
+def access_text(access: str, size: int | None) -> str:
+    """valgrind's words for an access: "Invalid read of size 4"; "Invalid read of unknown size"
+    when SIZE is not known (None or 0), rather than a sentence that leaves it out."""
+    return f"Invalid {access} " + (f"of size {size:,}" if size else UNKNOWN_SIZE)
+
+
 def disassemble(program: str, module: str, start: int, stop: int) -> list[str] | None:
     """objdump's lines of `module`'s code from `start` to `stop` (offsets), AT&T without the raw
     bytes; None when objdump cannot be run or fails."""
@@ -89,15 +100,32 @@ def _instruction(program: str, module: str, offset: int) -> str | None:
     return None
 
 
+def _as_recorded(module: str, start: str | None) -> bool:
+    """Whether MODULE's file can be the one that ran in a recording that began at START (the
+    dump's `i start`, ISO 8601 to the second): not changed since. A file changed within the
+    second START names counts as the one that ran (built just before the run: the common case of
+    `cc && memdump.sh`); without START, nothing tells otherwise."""
+    if start is None:
+        return True
+    try:
+        began = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
+        return os.stat(module).st_mtime < began + 1
+    except (OSError, ValueError):
+        return False
+
+
 def access_sizes(sites: Iterable[tuple[str, int]], *, program: str = "objdump",
-                 arch: str | None = "x86_64") -> dict[tuple[str, int], int]:
+                 arch: str | None = "x86_64", start: str | None = None,
+                 ) -> dict[tuple[str, int], int]:
     """(module, offset of a faulting instruction) -> the bytes it accessed, for the sites whose
-    module is readable and whose instruction objdump decodes to a known size; x86-64 only."""
+    module is readable and not newer than the recording's START (a module rebuilt since has
+    another instruction there), and whose instruction objdump decodes to a known size; x86-64
+    only."""
     out: dict[tuple[str, int], int] = {}
     if arch not in (None, "x86_64") or shutil.which(program) is None:
         return out
     for module, offset in sorted(set(sites)):
-        if not os.path.isfile(module):
+        if not os.path.isfile(module) or not _as_recorded(module, start):
             continue
         asm = _instruction(program, module, offset)
         size = describe_access(asm)[1] if asm is not None else 0

@@ -3,26 +3,45 @@ records (format 2.7, written by the scan at the recording's end) grouped by leak
 GDB's `memdump leaks` groups them at a stop (docs/heapwalk.md, "After a late attach"), in the
 same words, their leaks numbered on from the recorded leak groups; as text after the report, and
 as the JSON `before_recording` (docs/report-format.md, 1.9). Bytes are the chunks' usable sizes
-(the requests are not known); no stack is known."""
+(the requests are not known); no stack is known. GDB's `memdump leaks` at a stop shows the blocks
+its heap walk found through the same report (its `Heading`)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from .dumpdefs import OlderBlock
 from .dumpformat import KIND_WORDS, KINDS
 from .wording import plural
 
-__all__ = ["ORIGIN", "TITLE", "json_section", "older_json", "older_text"]
+__all__ = ["NONE_RECORDED", "ORIGIN", "TITLE", "Heading", "json_section", "older_json",
+           "older_text"]
 
 #: the end of a leak line of a block allocated before the recording began
 ORIGIN = ", allocated before the recording began"
 TITLE = ("allocated before the recording began (the heap walked at the recording's end: blocks "
          "of unknown origin, grouped by type)")
 _LEAK_KINDS = ("definite", "indirect", "possible")
+#: the report's line when the recording knows no block (LIVE or LEAK: its words for them)
+NONE_RECORDED = ("No {} among the blocks recorded (the blocks from before the recording follow "
+                 "the summary).")
 #: one group: [type, how, bytes, blocks]
 _Group = list[Any]
+
+
+@dataclass(frozen=True)
+class Heading:
+    """How the report introduces the blocks from before the recording: by default the dump's
+    (TITLE, then their count and bytes); GDB's at a stop, its heap walk's: its TITLE, the walk's
+    figures and problems as HEAD, and its `source`, `symbols`, `problems` and `engine` as KEYS of
+    the JSON `before_recording`. Given, the blocks are shown even when there are none (the walk
+    found none; a dump without `ob` records cannot tell that from a recording not attached)."""
+
+    title: str = TITLE
+    head: tuple[str, ...] | None = None
+    keys: dict[str, Any] = field(default_factory=dict)
 
 
 def _groups(older: Sequence[OlderBlock]) -> dict[str, list[_Group]]:
@@ -101,7 +120,10 @@ def older_json(older: Sequence[OlderBlock], kinds: frozenset[str] | None, top: i
 
 
 def json_section(older: Sequence[OlderBlock], kinds: frozenset[str] | None, top: int | None,
-                 first: int) -> dict[str, Any]:
-    """The report's `before_recording` key, left out without older blocks (so that the report
-    of any other dump is what it was)."""
-    return {"before_recording": older_json(older, kinds, top, first)} if older else {}
+                 first: int, heading: Heading | None = None) -> dict[str, Any]:
+    """The report's `before_recording` key, with HEADING's keys; left out without older blocks
+    and HEADING (so that the report of any other dump is what it was)."""
+    if not older and heading is None:
+        return {}
+    keys = heading.keys if heading is not None else {}
+    return {"before_recording": {**older_json(older, kinds, top, first), **keys}}

@@ -143,6 +143,7 @@ def render_text(
     show_leak_kinds: frozenset[str] | None = None,
     show_runtime_frames: bool = False,
     suppression_of: SuppressionOf | None = None,
+    older_heading: olderblocks.Heading | None = None,
 ) -> str:
     """The text report. `live`: the program is still running (no end record is expected, and
     its live blocks are labelled LIVE, not LEAK). `show_leak_kinds`: the leak kinds whose groups
@@ -157,6 +158,7 @@ def render_text(
 
     a = analysis
     out: list[str] = []
+    older_shown = bool(a.older) or older_heading is not None
     program = clean(a.program) if a.program is not None else "an unknown program"
     pid = f" (pid {a.pid})" if a.pid is not None else ""
     out.append(paint(_BOLD, f"{title} for {program}{pid}{images.header_tail(a.images, clean)}"))
@@ -219,9 +221,9 @@ def render_text(
         if a.deltas is not None:
             out.append("No group of the program changed since the previous memdump leaks.")
         else:
-            out.append("No live blocks of the program." if live
-                       else "No leaks among the blocks recorded (the blocks from before the "
-                       "recording follow the summary)." if a.older else "No leaks.")
+            out.append(olderblocks.NONE_RECORDED.format("live blocks" if live else "leaks")
+                       if older_shown else "No live blocks of the program." if live
+                       else "No leaks.")
 
     for i, e in enumerate(a.errors, 1):
         out.append("")
@@ -298,9 +300,11 @@ def render_text(
         out.append(f"used_suppression: {count:6d} {clean(name)} {clean(path)}:{line} "
                    f"suppressed: {nbytes:,} bytes in {blocks:,} blocks")
     # after a late attach, the blocks from before it, as GDB's `memdump leaks` shows them
-    if a.older:
+    if older_shown:
+        heading = older_heading or olderblocks.Heading()
         out += olderblocks.older_text(a.older, show_leak_kinds, top,
-                                      len(numbered_leaks(a, show_leak_kinds)) + 1)
+                                      len(numbered_leaks(a, show_leak_kinds)) + 1,
+                                      title=heading.title, head=heading.head)
     return "\n".join(out) + "\n"
 
 
@@ -405,6 +409,7 @@ def render_json(
     top: int | None = None,
     show_leak_kinds: frozenset[str] | None = None,
     suppression_of: SuppressionOf | None = None,
+    older_heading: olderblocks.Heading | None = None,
 ) -> dict[str, Any]:
     """The JSON report as a dict (serialise it with `dumps_json`); the options are
     `render_text`'s, and `leaks` lists the groups the text report lists."""
@@ -496,7 +501,7 @@ def render_json(
         **locks.json_section(a.locks, max_frames, stack_json),
         **images.json_section(a.images),
         **olderblocks.json_section(a.older, show_leak_kinds, top,
-                                   len(numbered_leaks(a, show_leak_kinds)) + 1),
+                                   len(numbered_leaks(a, show_leak_kinds)) + 1, older_heading),
     }
 
 

@@ -118,8 +118,7 @@ def _free_errors(analysis: Analysis, limit: int) -> list[VgError]:
         same = sum(1 for e in analysis.errors if _heading(e) == _heading(error)
                    and [f.offset for f in e.stack] == [f.offset for f in error.stack])
         kind = "MismatchedFree" if error.kind == "mismatched-free" else "InvalidFree"
-        tid = 1 if error.tid == analysis.pid else error.tid  # valgrind's main thread is 1
-        out.append(VgError(kind, _heading(error), tid,
+        out.append(VgError(kind, _heading(error), _thread(analysis, error.tid),
                            free_frames(error.stack, error.op, limit, called),
                            _block(error, limit), same))
     return out
@@ -139,20 +138,21 @@ def _block_stacks(what: str, free: BlockEvent | None, alloc: BlockEvent | None, 
 
 def _access_errors(analysis: Analysis, rows: Sequence[AccessRow], limit: int) -> list[VgError]:
     """The access errors guard pages caught, as valgrind's `Invalid read of size N` (the size
-    from the faulting instruction, read with objdump; left out when it cannot be read), one per
-    kind and stack, counting the others (a loop reading two bytes past the end: two errors)."""
-    from .faultinsn import access_sizes
+    from the faulting instruction, read with objdump; `of unknown size` when the module's code
+    that ran cannot be read), one per kind and stack, counting the others (a loop reading two
+    bytes past the end: two errors)."""
+    from .faultinsn import access_sizes, access_text
 
-    arch = analysis.info.get("arch")
     sizes = access_sizes([(r.stack[0].module, r.stack[0].offset - 1) for r in rows
-                          if r.stack and r.stack[0].module], arch=arch)
+                          if r.stack and r.stack[0].module], arch=analysis.info.get("arch"),
+                         start=analysis.info.get("start"))
     called = callees(analysis, [r.free.stack for r in rows if r.free is not None])
     found: dict[tuple[object, ...], VgError] = {}
     for row in rows:
         e = row.error
         top = row.stack[0] if row.stack else None
         size = sizes.get((top.module or "", top.offset - 1)) if top is not None else None
-        what = f"Invalid {e.access}" + (f" of size {thousands(size)}" if size else "")
+        what = access_text(e.access, size)
         stack = access_frames(row.stack, limit)
         key = (what, e.tid, tuple(f.ip for f in stack))
         if key in found:
@@ -198,8 +198,10 @@ def _corruption_errors(analysis: Analysis, rows: Sequence[CorruptionRow],
 
 
 def _thread(analysis: Analysis, tid: int) -> int:
-    """valgrind's number of a thread: 1 for the main one; the kernel's id for the others (the
-    dump does not say in which order they were made)."""
+    """valgrind's number of a thread: 1 for the main one; the kernel's id for the others.
+    valgrind gives a new thread the lowest number free at its creation (an ended thread's comes
+    free), which needs every thread's creation and end: the dump has neither, and a thread is in
+    it only from its first heap call (docs/valgrind-compat.md, "Thread numbers")."""
     return 1 if tid == analysis.pid else tid
 
 

@@ -7,6 +7,10 @@ beyond the text and JSON ones: valgrind's text and XML (vgmodel.py, vgtext.py, v
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
@@ -14,7 +18,7 @@ from typing import Any
 import jsonschema
 import pytest
 from analyzer_testlib import FIXTURES, LIBC, Dump, F, main_at, run_cli
-from memdump_analyzer.faultinsn import describe_access
+from memdump_analyzer.faultinsn import access_sizes, access_text, describe_access
 
 SCHEMA = json.loads((FIXTURES / "sarif-schema-2.1.0.json").read_text())
 REDZONE = str(FIXTURES / "redzone.memdump")
@@ -43,12 +47,12 @@ def _guarded(tmp_path: Path, *, cut: bool = False, errors: bool = True) -> str:
 
 
 def test_access_errors_in_valgrinds_text(tmp_path: Path) -> None:
-    """valgrind's words (the access's size unknown: the module cannot be read), the faulting
-    instruction's own address first, `Thread N:` when the thread changes, the free's stack then
-    `Block was alloc'd at`; the two reads of one stack are one context of two errors."""
+    """valgrind's words (the access's size unknown, and said so: the module cannot be read), the
+    faulting instruction's own address first, `Thread N:` when the thread changes, the free's
+    stack then `Block was alloc'd at`; the two reads of one stack are one context of two errors."""
     out = run_cli("--format", "valgrind", "--no-symbolize", _guarded(tmp_path)).stdout
     assert out.split("==100== Command: /src/app\n==100== \n")[1].split("==100== \n==100== \n")[0] \
-        == ("==100== Invalid write\n"
+        == ("==100== Invalid write of unknown size\n"
             "==100==    at 0x55555555503F: fill (app.c:12)\n"
             "==100==    by 0x555555555020: main (app.c:50)\n"
             "==100==  Address 0x7028 is 0 bytes after a block of size 40 alloc'd\n"
@@ -57,7 +61,7 @@ def test_access_errors_in_valgrinds_text(tmp_path: Path) -> None:
             "==100==    by 0x555555555020: main (app.c:50)\n"
             "==100== \n"
             "==100== Thread 101:\n"
-            "==100== Invalid read\n"
+            "==100== Invalid read of unknown size\n"
             "==100==    at 0x55555555508F: reader (app.c:30)\n"
             "==100==    by 0x7FFFF7E111F5: start_thread (in /lib/x86_64-linux-gnu/libc.so.6)\n"
             "==100==  Address 0x900c is 12 bytes inside a block of size 32 free'd\n"
@@ -91,10 +95,10 @@ def test_access_errors_in_valgrinds_xml(tmp_path: Path) -> None:
     xml = run_cli("--format", "valgrind-xml", "--leak-check=full", "--no-symbolize",
                   _guarded(tmp_path)).stdout
     assert _errors(xml) == [
-        ("InvalidWrite", "Invalid write", "1", ["fill", "main"],
+        ("InvalidWrite", "Invalid write of unknown size", "1", ["fill", "main"],
          [("Address 0x7028 is 0 bytes after a block of size 40 alloc'd",
            ["malloc", "fill", "main"])]),
-        ("InvalidRead", "Invalid read", "101", ["reader", "start_thread"],
+        ("InvalidRead", "Invalid read of unknown size", "101", ["reader", "start_thread"],
          [("Address 0x900c is 12 bytes inside a block of size 32 free'd",
            ["free", "drop", "main"]),
           ("Block was alloc'd at", ["malloc", "drop", "main"])]),
@@ -242,6 +246,34 @@ def test_fail_on_error_without_errors(tmp_path: Path) -> None:
 ])
 def test_the_faulting_instruction(asm: str, access: tuple[str, int]) -> None:
     assert describe_access(asm) == access
+
+
+@pytest.mark.skipif(shutil.which("cc") is None or shutil.which("objdump") is None,
+                    reason="needs a C compiler and objdump")
+def test_access_size_of_the_module_that_ran(tmp_path: Path) -> None:
+    """The size is read from the module's code only when the file can be the one that ran: not
+    changed after the recording's start (a rebuilt module has another instruction there); else
+    it is unknown, and said so."""
+    source = tmp_path / "store.c"
+    source.write_text("void store(int *p) { *p = 10; }\n")
+    module = tmp_path / "store.so"
+    subprocess.run(["cc", "-O1", "-shared", "-fPIC", "-o", str(module), str(source)], check=True)
+    symbols = subprocess.run(["nm", str(module)], capture_output=True, text=True, check=True)
+    [offset] = [int(line.split()[0], 16) for line in symbols.stdout.splitlines()
+                if line.endswith(" store")]  # its first instruction: movl $0xa,(%rdi)
+    built = os.stat(module).st_mtime
+
+    def utc(seconds: float) -> str:
+        return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+    site = (str(module), offset)
+    assert access_sizes([site], start=utc(built)) == {site: 4}  # built within the start's second
+    assert access_sizes([site], start=utc(built + 60)) == {site: 4}
+    assert access_sizes([site], start=utc(built - 2)) == {}  # changed after the recording began
+    assert access_sizes([site]) == {site: 4}  # no start: nothing tells otherwise
+    assert access_sizes([(str(tmp_path / "gone.so"), offset)]) == {}
+    assert (access_text("write", 4), access_text("read", 0), access_text("read", None)) == (
+        "Invalid write of size 4", "Invalid read of unknown size", "Invalid read of unknown size")
 
 
 def test_free_errors_in_sarif() -> None:

@@ -7,12 +7,14 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from analyzer_testlib import FIXTURES, REPO, Dump, run_analyser_before, run_cli
-from memdump_analyzer import DumpError, DumpReader, analyze, render_json
+from memdump_analyzer import DumpError, DumpReader, analyze, render_json, render_text
 from memdump_analyzer.dumpdefs import OlderBlock
+from memdump_analyzer.olderblocks import Heading
 
 ATTACH = FIXTURES / "attach.memdump"
 SCRIPT = REPO / "scripts" / "memdump-analyze"
@@ -184,3 +186,31 @@ def test_fail_on_leak_counts_them_and_no_leaks_says_of_which_blocks(tmp_path: Pa
     assert run_cli("--fail-on-leak", held, cwd=tmp_path).returncode == 0
     assert run_cli("--fail-on-leak", "--errors-for-leak-kinds", "all", held,
                    cwd=tmp_path).returncode == 1
+
+
+def test_gdbs_heading_at_a_stop(tmp_path: Path) -> None:
+    """GDB's `memdump leaks` at a stop hands its walk's older blocks to the same report: with no
+    recorded block live, the live words of the offline sentence; its walk's title and figures
+    instead of the dump's; its keys in `before_recording`; and, given, the section even when the
+    walk found no older block (a dump cannot tell that from a recording not attached)."""
+    analysis = analyze(_freed_then(tmp_path, "ob 0x2000 24 D vtable Connection",
+                                   name="lost.memdump"))
+    heading = Heading("walked (title)", ("walk: 1 block",),
+                      {"source": "process", "symbols": "debug", "engine": "c", "problems": []})
+    text = render_text(analysis, live=True, older_heading=heading).splitlines()
+    assert "No live blocks among the blocks recorded (the blocks from before the recording "\
+        "follow the summary)." in text
+    assert text[-4:] == [
+        "walked (title)", "walk: 1 block",
+        f"LEAK 1: 24 bytes in 1 block of `Connection` (vtable), definitely lost{ORIGIN}",
+        "totals: definitely lost 24 bytes in 1 block, indirectly lost 0 bytes in 0 blocks, "
+        "possibly lost 0 bytes in 0 blocks, still reachable 0 bytes in 0 blocks"]
+    older = render_json(analysis, live=True, older_heading=heading)["before_recording"]
+    assert (older["symbols"], older["engine"], older["blocks"], older["leaks"][0]["number"]) \
+        == ("debug", "c", 1, 1)
+    analysis.older, heading = [], replace(heading, head=("walk: 0 blocks",))
+    text = render_text(analysis, live=True, older_heading=heading).splitlines()
+    assert text[-3:-1] == ["walked (title)", "walk: 0 blocks"]
+    assert render_json(analysis, older_heading=heading)["before_recording"]["blocks"] == 0
+    assert "before_recording" not in render_json(analysis)
+    assert "No live blocks of the program." in render_text(analysis, live=True)

@@ -89,9 +89,11 @@ def _wait_for_read(pid: int, seconds: float = GDB_TIMEOUT) -> None:
         time.sleep(0.01)
 
 
-def _record(dump: Path, commands: list[str]) -> tuple[Commanded, str]:
-    """heapwalk_attach started, attached late: memdump, continue, `more` answered while
-    recorded, stopped by SIGINT; COMMANDS at that stop, then detach. (the program, GDB's output)"""
+def _record(dump: Path, commands: list[str], *, ask: tuple[str, str] = ("more", "ok"),
+            ) -> tuple[Commanded, str]:
+    """heapwalk_attach started, attached late: memdump, continue, ASK's command answered (its
+    answer) while recorded, stopped by SIGINT; COMMANDS at that stop, then detach. (the program,
+    GDB's output)"""
     prog = Commanded("heapwalk_attach")
     argv = gdb_argv([f"memdump -o {dump}", "continue", *commands, "detach"],
                     attach=prog.proc.pid)
@@ -100,7 +102,7 @@ def _record(dump: Path, commands: list[str]) -> tuple[Commanded, str]:
     try:
         lines = Lines(gdb.stdout)
         lines.wait_for(STARTED)
-        assert prog.ask("more") == "ok"
+        assert prog.ask(ask[0]) == ask[1]
         _wait_for_read(prog.proc.pid)
         os.kill(prog.proc.pid, signal.SIGINT)  # GDB stops it there (keeps the signal)
         gdb.wait(timeout=GDB_TIMEOUT)
@@ -292,3 +294,52 @@ def test_memdump_sh_recording(tmp_path: Path, memdump_mode: str) -> None:
     assert _kind_totals(older_in_dump(dump)) == before  # the older blocks, in the dump
     listed = {k: tuple(v) for k, v in report.data["before_recording"]["totals"].items()}
     assert listed == before  # and in its report
+
+
+def test_late_attach_nothing_recorded_live(tmp_path: Path, memdump_mode: str) -> None:
+    """Stopped before the program allocated anything recorded: no recorded block is live, and
+    `memdump leaks` says so as the offline report of the same stop does (the blocks from before
+    the recording follow the summary: they are live), then lists those blocks, their leaks
+    numbered from 1, through the same report (text and JSON)."""
+    dump = tmp_path / "idle.memdump"
+    prog, out = _record(dump, ["memdump leaks", "memdump leaks --json"], ask=("hello", "?"))
+    try:
+        prog.send("exit")
+        assert prog.proc.wait(timeout=GDB_TIMEOUT) == 0
+    finally:
+        prog.kill()
+    text = out[out.index("memdump leaks: blocks live now"):out.index("\n{\n")].splitlines()
+    printed = analyze_raw(dump, "--show-leak-kinds", "all")
+    assert printed.returncode == 0, printed.stderr
+    offline = printed.stdout.splitlines()
+    follow = "among the blocks recorded (the blocks from before the recording follow the summary)."
+    assert f"No live blocks {follow}" in text and "No live blocks of the program." not in text
+    assert f"No leaks {follow}" in offline
+    origin = ", allocated before the recording began"
+    older = [  # the scratch block `more` would free is still there: 17 blocks
+        f"LEAK 1: 296 bytes in 1 block of `?` (unknown), possibly lost{origin}",
+        f"LEAK 2: 280 bytes in 5 blocks of `Connection` (vtable), definitely lost{origin}",
+        f"LEAK 3: 80 bytes in 2 blocks of `?` (unknown), definitely lost{origin}",
+        f"LEAK 4: 24 bytes in 1 block of `graph::Node` (vtable), definitely lost{origin}",
+        f"LEAK 5: 24 bytes in 1 block of `graph::Node` (vtable), indirectly lost{origin}",
+        "reachable: 81,576 bytes in 7 blocks of `?` (unknown)",
+        "totals: definitely lost 384 bytes in 8 blocks, indirectly lost 24 bytes in 1 block, "
+        "possibly lost 296 bytes in 1 block, still reachable 81,576 bytes in 7 blocks"]
+    # both after their summary, in the same words; the first two lines are each one's own
+    start = text.index("allocated before the recording began (the heap walked: blocks of "
+                       "unknown origin, grouped by type)")
+    assert text[start + 1:] == ["heap of the process: 17 blocks in use, 82,280 bytes; glibc's "
+                                "layout from its debug symbols", *older]
+    assert text.index("SUMMARY") < start
+    start = offline.index("allocated before the recording began (the heap walked at the "
+                          "recording's end: blocks of unknown origin, grouped by type)")
+    assert offline[start + 1:] == ["blocks from before the recording: 17 blocks, 82,280 bytes",
+                                   *older]
+    doc, report = _json(out), analyze(dump)
+    assert (doc["leaks"], report.data["leaks"]) == ([], [])
+    old, ended = doc["before_recording"], report.data["before_recording"]
+    assert {k: v for k, v in old.items() if k not in ("engine", "symbols")} == \
+        {k: v for k, v in ended.items() if k not in ("engine", "symbols")}
+    assert [g["number"] for g in old["leaks"]] == [1, 2, 3, 4, 5]
+    assert (old["symbols"], old["engine"] is not None) == ("debug", True)
+    assert (ended["symbols"], ended["engine"]) == (None, None)

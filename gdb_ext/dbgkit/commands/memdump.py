@@ -414,7 +414,7 @@ def _leaks(args: argparse.Namespace) -> None:
     if session.path is None or session.writer is None:
         raise gdb.GdbError(f"{CMD}: nothing recorded yet: the program has not started")
     from memdump_analyzer import DumpError, analyze, dumps_json, render_json, render_text
-    from memdump_analyzer.leaktext import DEFAULT_SHOW_KINDS, FILTERED_KINDS, numbered_leaks
+    from memdump_analyzer.leaktext import DEFAULT_SHOW_KINDS, FILTERED_KINDS
 
     live = session.state == State.RECORDING
     if args.older_than is not None and not (live and session.inferior.pid):
@@ -445,20 +445,20 @@ def _leaks(args: argparse.Namespace) -> None:
         g for g in analysis.groups if (args.show_runtime or g.kind == "leak") and
         (kinds is None or g.kind != "leak" or g.leak_kind not in FILTERED_KINDS
          or g.leak_kind in kinds)]
-    first = len(numbered_leaks(analysis, kinds)) + 1  # the old blocks' leaks number on
+    # the blocks from before a late attach: the report's own, as the offline report's are
+    heading = before.heading() if before is not None else None
+    if before is not None and before.older is not None:
+        analysis.older = before.older
     if args.json:
-        doc = render_json(analysis, show_runtime=args.show_runtime, live=live, top=args.top,
-                          show_leak_kinds=kinds)
-        if before is not None:
-            doc["before_recording"] = before.json(kinds, args.top, first)
-        text = dumps_json(doc)
+        text = dumps_json(render_json(analysis, show_runtime=args.show_runtime, live=live,
+                                      top=args.top, show_leak_kinds=kinds,
+                                      older_heading=heading))
     else:
         text = render_text(analysis, show_runtime=args.show_runtime, top=args.top, live=live,
                            show_leak_kinds=kinds, show_runtime_frames=args.show_runtime_frames,
                            title="memdump leaks: blocks live now" if live else "memdump report",
-                           color=output.colour_enabled() and not args.report)
-        if before is not None:
-            text = text.rstrip("\n") + "\n" + before.text(kinds, args.top, first)
+                           color=output.colour_enabled() and not args.report,
+                           older_heading=heading)
     if args.report:
         try:
             with open(args.report, "w", encoding="utf-8") as fh:

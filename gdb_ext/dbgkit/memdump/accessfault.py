@@ -229,7 +229,10 @@ def at_fault(session: Faulted, event: gdb.StopEvent) -> bool:
     frame = gdb.newest_frame()
     pc = frame.pc()
     asm = frame.architecture().disassemble(pc)[0]["asm"]
-    from memdump_analyzer.faultinsn import describe_access  # noqa: PLC0415 - at a fault only
+    from memdump_analyzer.faultinsn import (  # noqa: PLC0415 - at a fault only
+        access_text,
+        describe_access,
+    )
     access, width = describe_access(asm)
     page = 4096
     stride = words["guard_slot_bytes"] + page
@@ -237,8 +240,7 @@ def at_fault(session: Faulted, event: gdb.StopEvent) -> bool:
     lo = pool + page + max(index - 1, 0) * stride
     found = _block_events(session.rec.path or "", control.end, lo, lo + 3 * stride, addr)
     tid = gdb.selected_thread().ptid[1]
-    of = f" of size {width}" if width else ""
-    lines = [f"Invalid {access}{of} at 0x{addr:x} in thread {tid}"]
+    lines = [f"{access_text(access, width)} at 0x{addr:x} in thread {tid}"]
     stack: list = []
     f: gdb.Frame | None = frame
     while f is not None and len(stack) < 12:

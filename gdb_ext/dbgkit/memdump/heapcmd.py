@@ -25,6 +25,8 @@ from .heapsource import GdbProcess
 from .scan import pointer_scan
 
 if TYPE_CHECKING:
+    from memdump_analyzer.olderblocks import Heading
+
     from .recording import Recording
 
 __all__ = ["BeforeRecording", "before_recording", "heap_command", "leaks_without_recording",
@@ -127,30 +129,22 @@ class BeforeRecording:
     takes it as its own scan), OLDER the blocks it does not know, with their kinds and types
     (memdump_analyzer.dumpdefs.OlderBlock, as the dump's `ob` records have them), and WALK the
     survey's `source`, `symbols`, `problems` and the scan's `engine`; None when the scan gave no
-    kinds. Shown by the analyser's olderblocks, as the offline report shows the dump's."""
+    kinds. The recording's report shows them (its `older`), headed by `heading()`, as the
+    offline report shows the dump's."""
 
     scan: object
     older: list | None
     walk: dict | None = None
 
-    def text(self, kinds: frozenset[str] | None, top: int | None, first: int) -> str:
-        """The blocks of unknown origin after the recording's report, its leaks numbered on
-        from FIRST."""
-        if self.older is None or self.walk is None:
-            return ""
-        from memdump_analyzer.olderblocks import older_text
-
-        head = view.walk_head(self.walk, len(self.older), sum(b.size for b in self.older))
-        lines = older_text(self.older, kinds, top, first, title=TITLE, head=head)
-        return "\n".join(lines) + "\n"
-
-    def json(self, kinds: frozenset[str] | None, top: int | None, first: int) -> dict | None:
-        """The report's `before_recording` (docs/report-format.md)."""
+    def heading(self) -> Heading | None:
+        """How the recording's report introduces OLDER (memdump_analyzer.olderblocks.Heading):
+        this walk's title, figures, problems and JSON keys; None without a walk."""
         if self.older is None or self.walk is None:
             return None
-        from memdump_analyzer.olderblocks import older_json
+        from memdump_analyzer.olderblocks import Heading
 
-        return {**older_json(self.older, kinds, top, first), **self.walk}
+        head = view.walk_head(self.walk, len(self.older), sum(b.size for b in self.older))
+        return Heading(TITLE, tuple(head), self.walk)
 
 
 #: the title of the blocks of unknown origin after the recording's report, at a stop
