@@ -4,10 +4,11 @@
  * records are read by records.c and the blocks kept in the replay's table (tables.c); Python is
  * handed tables (per stack, per counter key) at the end, not a call per event.
  *
- * Memory: a stack's figures (88 bytes, and 12 of hints) per distinct allocating stack, a block
- * (32 bytes) per address live at some point (a released block's slot stays, as in the replay),
- * an entry (24 bytes, and 16 to 32 of its table's slots) per distinct key of the counters
- * (sizes; per stack, its lifetime buckets and the stacks that freed its blocks), 16 bytes per
+ * Memory: a stack's figures (88 bytes, and 128 of lifetime keys with `lifetimes`) per distinct
+ * allocating stack, a block (32 bytes) per address live at some point (a released block's slot
+ * stays, as in the replay), an entry (24 bytes) per distinct key of the counters (sizes; per
+ * stack, its lifetime buckets and the stacks that freed its blocks) and 16 to 64 bytes of its
+ * table (the sizes', or a stack's table of its further lifetime keys), 16 bytes per
  * clock sample. */
 #include <stddef.h>
 #include <stdlib.h>
@@ -81,21 +82,125 @@ static inline int count(struct counter *k, int64_t a, int64_t b)
     return 1;
 }
 
-/* count() of a key that is often the one counted last for the same stack: `*hint` is the index
- * + 1 of that entry (0: none), tried before the table (whose probe misses the cache when the
- * counter has many keys: the stacks' lifetimes and their freeing stacks have millions) */
-static inline int count_hinted(struct counter *k, int64_t a, int64_t b, uint32_t *hint)
+/* the lifetime counters' keys are kept by stack (struct fig_keys), their counts beside them until
+ * the end: a counter has hundreds of thousands of keys, and one table of them all (a slot, then
+ * the entry it names) missed the caches at nearly every free, where a stack's first keys share
+ * two cache lines with its tables of the others */
+
+/* the slots of counter `c` in struct fig_keys: [KEYS_FROM[c], KEYS_FROM[c + 1]) */
+static const int KEYS_FROM[4] = {0, 3, 4, 5};
+
+/* key slot `s` of counter `k` counted once more */
+static inline void bump(struct counter *k, struct fig_key *s)
 {
-    uint32_t h = *hint;
-    if (h != 0 && h <= k->n && k->e[h - 1].a == a && k->e[h - 1].b == b) {
-        k->e[h - 1].n++;
-        return 1;
+    if (s->n == UINT32_MAX) {
+        k->e[s->at - 1].n += s->n;
+        s->n = 0;
     }
-    int64_t *n = counter_at(k, a, b);
-    if (n == NULL)
+    s->n++;
+}
+
+/* (a, b), counted for the first time, into the empty slot `s`: its entry made (in the order the
+ * keys were first counted); 0 when out of memory */
+static int new_key(struct counter *k, int64_t a, int64_t b, struct fig_key *s)
+{
+    if (k->n == k->cap_e) {
+        uint64_t cap = k->cap_e ? 2 * k->cap_e : 256;
+        struct fig_entry *e = cap < UINT32_MAX ? realloc(k->e, cap * sizeof *e) : NULL;
+        if (e == NULL)
+            return 0;
+        k->e = e;
+        k->cap_e = cap;
+    }
+    k->e[k->n] = (struct fig_entry){a, b, 0};
+    *s = (struct fig_key){b, (uint32_t)++k->n, 1};
+    return 1;
+}
+
+/* the slot for `b` in a table of 1 << `log` keys (empty when it has none) */
+static inline struct fig_key *more_slot(struct fig_key *t, int log, int64_t b)
+{
+    uint64_t mask = ((uint64_t)1 << log) - 1, j = mix(b, 0) & mask;
+    while (t[j].at != 0 && t[j].b != b)
+        j = (j + 1) & mask;
+    return &t[j];
+}
+
+/* count (a, b) in counter `c`, b not among stack a's first keys (`ks`); 0 when out of memory */
+static int count_more(struct counter *k, int c, int64_t a, int64_t b, struct fig_keys *ks)
+{
+    if (ks->more[c] != NULL) {
+        struct fig_key *s = more_slot(ks->more[c], ks->log[c], b);
+        if (s->at != 0) {
+            bump(k, s);
+            return 1;
+        }
+    }
+    uint64_t cap = ks->more[c] != NULL ? (uint64_t)1 << ks->log[c] : 0;
+    if (((uint64_t)ks->n_more[c] + 1) * 2 > cap) {
+        int log = cap ? ks->log[c] + 1 : 3;
+        struct fig_key *t = log < 32 ? calloc((uint64_t)1 << log, sizeof *t) : NULL;
+        if (t == NULL)
+            return 0;
+        for (uint64_t i = 0; i < cap; i++)
+            if (ks->more[c][i].at != 0)
+                *more_slot(t, log, ks->more[c][i].b) = ks->more[c][i];
+        free(ks->more[c]);
+        ks->more[c] = t;
+        ks->log[c] = (uint8_t)log;
+    }
+    ks->n_more[c]++;
+    return new_key(k, a, b, more_slot(ks->more[c], ks->log[c], b));
+}
+
+/* count() of (a, b) in lifetime counter `c` (a: a stack's index) */
+static inline int count_keyed(struct fig *f, int c, int64_t a, int64_t b)
+{
+    struct fig_keys *ks = &f->keys[a];
+    for (int i = KEYS_FROM[c]; i < KEYS_FROM[c + 1]; i++) {
+        if (ks->in[i].at == 0)
+            return new_key(&f->k[c], a, b, &ks->in[i]);
+        if (ks->in[i].b == b) {
+            bump(&f->k[c], &ks->in[i]);
+            return 1;
+        }
+    }
+    return count_more(&f->k[c], c, a, b, ks);
+}
+
+/* slot `s` of counter `k`: its count not yet added, added to its entry */
+static inline void key_flush(struct counter *k, struct fig_key *s)
+{
+    if (s->at != 0)
+        k->e[s->at - 1].n += s->n;
+    s->n = 0;
+}
+
+/* the counts the stacks' keys keep, into the lifetime counters' entries */
+static void keys_flush(struct fig *f)
+{
+    for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++) {
+        struct fig_keys *ks = &f->keys[i];
+        for (int c = 0; c < 3; c++) {
+            for (int j = KEYS_FROM[c]; j < KEYS_FROM[c + 1]; j++)
+                key_flush(&f->k[c], &ks->in[j]);
+            uint64_t cap = ks->more[c] != NULL ? (uint64_t)1 << ks->log[c] : 0;
+            for (uint64_t j = 0; j < cap; j++)
+                key_flush(&f->k[c], &ks->more[c][j]);
+        }
+    }
+}
+
+/* room for `cap` stacks' keys (FIG_LIFETIMES); 0 when out of memory */
+static int keys_reserve(struct fig *f, uint64_t cap)
+{
+    struct fig_keys *keys = aligned_alloc(64, cap * sizeof *keys);
+    if (keys == NULL)
         return 0;
-    ++*n;
-    *hint = (uint32_t)((struct fig_entry *)((char *)n - offsetof(struct fig_entry, n)) - k->e) + 1;
+    if (f->n_st != 0)
+        memcpy(keys, f->keys, f->n_st * sizeof *keys);
+    free(f->keys);
+    f->keys = keys;
     return 1;
 }
 
@@ -165,17 +270,15 @@ static int64_t stack_of(struct fig *f, uint64_t id)
     if (f->n_st == f->cap_st) {
         uint64_t cap = f->cap_st ? 2 * f->cap_st : 1024;
         struct fig_stack *st = cap < INT32_MAX ? realloc(f->st, cap * sizeof *st) : NULL;
-        struct fig_hints *hints = st != NULL ? realloc(f->hints, cap * sizeof *hints) : NULL;
-        if (hints == NULL) {
-            if (st != NULL)
-                f->st = st;
+        if (st == NULL)
             return -1;
-        }
         f->st = st;
-        f->hints = hints;
+        if ((f->want & FIG_LIFETIMES) && !keys_reserve(f, cap))
+            return -1;
         f->cap_st = cap;
     }
-    f->hints[f->n_st] = (struct fig_hints){0, 0, 0};
+    if (f->want & FIG_LIFETIMES)
+        f->keys[f->n_st] = (struct fig_keys){0};
     f->st[f->n_st] = (struct fig_stack){.node = (int64_t)id};
     f->st_of[id] = (int32_t)++f->n_st;
     return (int64_t)f->n_st - 1;
@@ -185,11 +288,9 @@ static int64_t stack_of(struct fig *f, uint64_t id)
  * lifetimes (in ms too when `ms`) */
 static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, int with_ms)
 {
-    struct fig_hints *h = &f->hints[idx];
-    if (!count_hinted(&f->k[FIG_LIFE], idx, bucket(seq - aseq), &h->life))
+    if (!count_keyed(f, FIG_LIFE, idx, bucket(seq - aseq)))
         return 0;
-    return !with_ms
-           || count_hinted(&f->k[FIG_LIFE_MS], idx, bucket(f->t.ms - ms_at(f, aseq)), &h->life_ms);
+    return !with_ms || count_keyed(f, FIG_LIFE_MS, idx, bucket(f->t.ms - ms_at(f, aseq)));
 }
 
 /* live block `b` released by event `seq` of stack `nid` (`made`: the block the same realloc
@@ -215,7 +316,7 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
     }
     if ((f->want & FIG_LIFETIMES)
         && (!lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked)
-            || !count_hinted(&f->k[FIG_FREED_BY], b->node, nid, &f->hints[b->node].freed_by)))
+            || !count_keyed(f, FIG_FREED_BY, b->node, nid)))
         return 0;
     if (f->tv != NULL && !tv_release(c, b, made))
         return 0;
@@ -475,6 +576,7 @@ EXPORT int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out)
     struct fig *f = c->fig;
     if (!moments_end(c, seq) || !end_blocks(c, seq))
         return 0;
+    keys_flush(f);
     f->t.live_n = (int64_t)c->live_n;
     f->t.n_stacks = (int64_t)f->n_st;
     *out = f->t;
@@ -530,7 +632,10 @@ void fig_free(struct mdc *c)
         return;
     free(f->st);
     free(f->st_of);
-    free(f->hints);
+    for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++)
+        for (int c = 0; c < 3; c++)
+            free(f->keys[i].more[c]);
+    free(f->keys);
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);

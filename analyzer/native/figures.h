@@ -87,15 +87,29 @@ struct series {
     uint64_t n_samples, cap_samples;
 };
 
-/* a stack's entries counted last in the lifetime counters (their index + 1, 0: none) */
-struct fig_hints {
-    uint32_t life, life_ms, freed_by;
+/* a key of one stack in a lifetime counter (FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY): its b, its
+ * entry's index + 1 (0: an empty slot) and the count not yet added to the entry */
+struct fig_key {
+    int64_t b;
+    uint32_t at, n;
+};
+
+/* a stack's keys in the lifetime counters, in two cache lines: its first keys (three of
+ * FIG_LIFE, one of FIG_LIFE_MS, one of FIG_FREED_BY: most stacks have no other), and per counter
+ * a table of the others (open addressing, at most half full, 1 << log[c] slots; NULL: none) */
+struct fig_keys {
+    _Alignas(64) struct fig_key in[5];
+    struct fig_key *more[3];
+    uint32_t n_more[3];
+    uint8_t log[3];
 };
 
 struct fig {
     unsigned want;
     struct fig_stack *st;
-    struct fig_hints *hints; /* beside st: the same index */
+    /* with FIG_LIFETIMES (else NULL), beside st (the same index): each stack's first keys in the
+     * lifetime counters (64-byte aligned) */
+    struct fig_keys *keys;
     uint64_t n_st, cap_st;
     int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
     uint64_t cap_of;

@@ -104,10 +104,12 @@ def test_generated(seed: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
 
 def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The generated dumps reach what the test is for: temporary allocations, lifetimes in ms,
-    blocks freed by several stacks, blocks dropped (exec, or returned again while live), a peak,
-    blocks live at the end, tags, merged spans, halved samples."""
-    seen = dict.fromkeys(("temporary", "ms", "freed_by_2", "gone", "peak", "live", "tags",
-                          "merged", "halved"), 0)
+    blocks freed by several stacks, stacks with more lifetimes than figures.c keeps beside the
+    stack (three) and than the first size of its table of the others (eight slots, half full),
+    blocks dropped (exec, or returned again while live), a peak, blocks live at the end, tags,
+    merged spans, halved samples."""
+    seen = dict.fromkeys(("temporary", "ms", "freed_by_2", "lifetimes_8", "gone", "peak", "live",
+                          "tags", "merged", "halved"), 0)
     for seed in range(150):
         rng = random.Random(seed)
         path = tmp_path / "gen.memdump"
@@ -120,7 +122,8 @@ def test_generated_dumps_have_everything(tmp_path: Path, monkeypatch: pytest.Mon
         timeline, frag = f["series"]
         seen["merged"] += timeline["width"] > 1
         seen["halved"] += frag["width"] > 1
-        for _, _, _, ms, freed_by, rest in f["stacks"]:
+        for _, _, lifetimes, ms, freed_by, rest in f["stacks"]:
+            seen["lifetimes_8"] += len(lifetimes) >= 8
             seen["ms"] += len(ms)
             seen["freed_by_2"] += len(freed_by) > 1
             seen["gone"] += rest[0]
