@@ -148,7 +148,7 @@ static int copy_inflated(const unsigned char *file, enum inflater which,
     /* the headers, the section table and every section's bytes but the compressed ones' (the
      * copy's other bytes are a memfd's zeros, never touched) */
     uint64_t head = eh->e_phoff + (uint64_t)eh->e_phnum * eh->e_phentsize;
-    memcpy(out, file, head > eh->e_ehsize ? head : eh->e_ehsize);
+    memcpy(out, file, head > sizeof *eh ? head : sizeof *eh);
     memcpy(out + eh->e_shoff, sh, (size_t)eh->e_shnum * sizeof *sh);
     Elf64_Shdr *osh = (Elf64_Shdr *)(out + eh->e_shoff);
     int ok = 1;
