@@ -15,7 +15,9 @@
  * (`??` and `??:0` when unknown; code without a DWARF function, assembly, is named from the symbol
  * tables as GDB's minimal symbols name it). libdw reads DWARF 5's line tables right where binutils 2.40's
  * addr2line names the wrong file for code inlined from a header (glibc's
- * __libc_start_call_main), and it reads only the compilation units asked for.
+ * __libc_start_call_main), and it reads only the compilation units asked for. A separate debug
+ * file's compressed sections are inflated before libdw opens it, by libdeflate when it is
+ * installed, those it never reads left out (inflate.c; `--inflate=libdw` lets libdw do it).
  */
 #define _GNU_SOURCE
 #include <dwarf.h>
@@ -26,6 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include "inflate.h"
 
 /* libstdc++'s demangler: GDB's and binutils' (libiberty's) spelling of C++ names */
 extern char *__cxa_demangle(const char *mangled, char *out, size_t *length, int *status);
@@ -312,9 +318,46 @@ static void symbolize(Dwfl_Module *mod, Dwarf_Addr addr)
     }
 }
 
+/* how the separate debug file's compressed sections are inflated (inflate.c) */
+static enum inflater inflater = INFLATE_AUTO;
+
+/* The separate debug file by the module's build id under /usr/lib/debug (as libc6-dbg and the
+ * -dbgsym packages install them), its compressed sections inflated (inflate.c); any other file
+ * as dwfl_standard_find_debuginfo finds it (which hands libdw the file as it is: libdw then
+ * inflates it) */
+static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname,
+                          Dwarf_Addr base, const char *file_name, const char *debuglink_file,
+                          GElf_Word debuglink_crc, char **debuginfo_file_name)
+{
+    const unsigned char *id = NULL;
+    GElf_Addr at;
+    int n = inflater == INFLATE_LIBDW ? 0 : dwfl_module_build_id(mod, &id, &at);
+    if (n > 1) {
+        char path[sizeof "/usr/lib/debug/.build-id//.debug" + 2 * 64 + 1];
+        if ((size_t)n <= 64) {
+            int len = snprintf(path, sizeof path, "/usr/lib/debug/.build-id/%02x/", id[0]);
+            for (int i = 1; i < n; i++)
+                len += snprintf(path + len, sizeof path - (size_t)len, "%02x", id[i]);
+            snprintf(path + len, sizeof path - (size_t)len, ".debug");
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            int copy = fd >= 0 ? inflated_copy(fd, inflater, id, (size_t)n) : -1;
+            if (fd >= 0)
+                close(fd);
+            if (copy >= 0) {
+                free(*debuginfo_file_name);
+                *debuginfo_file_name = strdup(path);
+                return copy;
+            }
+        }
+    }
+    return dwfl_standard_find_debuginfo(mod, userdata, modname, base, file_name, debuglink_file,
+                                        debuglink_crc, debuginfo_file_name);
+}
+
 static int usage(const char *why)
 {
-    fprintf(stderr, "memdump-symbolize: %s\nusage: memdump-symbolize [-a] [-f] [-i] [-C] -e MODULE < ADDRESSES\n",
+    fprintf(stderr, "memdump-symbolize: %s\nusage: memdump-symbolize [-a] [-f] [-i] [-C] "
+                    "[--inflate=auto|libdeflate|zlib|libdw] -e MODULE < ADDRESSES\n",
             why);
     return 2;
 }
@@ -327,6 +370,12 @@ int main(int argc, char **argv)
             module = argv[++i];
         else if (strcmp(argv[i], "-C") == 0)
             demangle = 1;
+        else if (strncmp(argv[i], "--inflate=", 10) == 0) {
+            int which = inflater_named(argv[i] + 10);
+            if (which < 0)
+                return usage("unknown inflater (--inflate=auto|libdeflate|zlib|libdw)");
+            inflater = (enum inflater)which;
+        }
         else if (strcmp(argv[i], "-a") != 0 && strcmp(argv[i], "-f") != 0 && strcmp(argv[i], "-i") != 0)
             return usage("unknown option");
     }
@@ -335,7 +384,7 @@ int main(int argc, char **argv)
     static char *debuginfo_path = NULL;
     static const Dwfl_Callbacks callbacks = {
         .find_elf = dwfl_build_id_find_elf,
-        .find_debuginfo = dwfl_standard_find_debuginfo,
+        .find_debuginfo = find_debuginfo,
         .section_address = dwfl_offline_section_address,
         .debuginfo_path = &debuginfo_path,
     };

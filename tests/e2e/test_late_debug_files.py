@@ -12,6 +12,8 @@ and the files read at the first stop the user sees.
 from __future__ import annotations
 
 import os
+import random
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -177,3 +179,70 @@ def test_prompt_after_the_end_reads_the_debug_files(tmp_path: Path) -> None:
     assert dump.is_file(), proc.stdout + proc.stderr
     assert ("(gdb) ['/lib/x86_64-linux-gnu/libc.so.6', '/lib64/ld-linux-x86-64.so.2']"
             in proc.stdout.splitlines()), proc.stdout
+
+
+def _libc_module() -> str:
+    """The C library as the dynamic linker maps it, when its separate debug file is installed."""
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split(maxsplit=5)[-1]
+        if "/libc.so" in path:
+            ident = build_id(path) or ""
+            if not (LIBC_DEBUG / ident[:2] / f"{ident[2:]}.debug").is_file():
+                pytest.skip("no separate debug file for the C library")
+            return os.path.realpath(path)
+    pytest.skip("no C library mapped")
+
+
+def test_inflated_debug_file_gives_libdws_answers() -> None:
+    """memdump-symbolize inflates the debug file's compressed sections itself (libdeflate when
+    installed, else zlib) and leaves out those it never reads (gdb_ext/symbolize/inflate.c): its
+    answers are libdw's own, reading the file as it is, on addresses inside each of glibc's
+    functions (a seeded random offset in each) and at their starts."""
+    from memdump_analyzer.symbolize import sized_symbols
+
+    libc = _libc_module()
+    rng = random.Random(25)
+    spans = sized_symbols(libc, "Tt", demangle=False)
+    assert len(spans) > 1000, len(spans)
+    addresses = [start + rng.randrange(end - start) for start, end, _ in spans]
+    addresses += [start for start, _, _ in spans[::7]]
+    text = "".join(f"{a:#x}\n" for a in addresses)
+
+    def answers(inflater: str) -> str:
+        proc = subprocess.run([str(SYMBOLIZE), "-a", "-f", "-i", "-C", f"--inflate={inflater}",
+                               "-e", libc], capture_output=True, text=True, input=text, check=True)
+        assert proc.stderr == ""
+        return proc.stdout
+
+    libdw = answers("libdw")
+    assert libdw.count("\n0x") + 1 == len(addresses)
+    assert libdw.count("./csu/../csu/libc-start.c:") > 0  # the debug file was read
+    for inflater in ("zlib", "libdeflate", "auto"):
+        assert answers(inflater) == libdw, inflater
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="no strace")
+def test_inflated_copy_is_what_libdw_reads(tmp_path: Path) -> None:
+    """The copy is made (a memfd) and read, not libdw's own inflating of the file: one memfd,
+    created after the debug file is opened; with `--inflate=libdw`, none."""
+    libc = _libc_module()
+    from memdump_analyzer.symbolize import sized_symbols
+
+    first = sized_symbols(libc, "Tt", demangle=False)[0][0]
+    for inflater, memfds in (("zlib", 1), ("libdw", 0)):
+        log = tmp_path / f"{inflater}.strace"
+        subprocess.run(["strace", "-o", str(log), "-e", "trace=memfd_create", str(SYMBOLIZE),
+                        "-a", "-f", "-i", f"--inflate={inflater}", "-e", libc],
+                       capture_output=True, text=True, input=f"{first:#x}\n", check=True)
+        calls = [line for line in log.read_text().splitlines() if "memfd_create(" in line]
+        assert len(calls) == memfds, calls
+        assert all('"memdump-symbolize"' in c for c in calls), calls
+
+
+def test_symbolize_bad_inflater() -> None:
+    """An unknown `--inflate`: one line naming it, exit 2."""
+    proc = subprocess.run([str(SYMBOLIZE), "--inflate=gzip", "-e", "/bin/true"],
+                          capture_output=True, text=True, input="")
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == (
+        "memdump-symbolize: unknown inflater (--inflate=auto|libdeflate|zlib|libdw)")
