@@ -30,6 +30,8 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3 zlib1g-dev liblz
 #   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
 #   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test;
 #                 libdw also builds memdump-symbolize (glibc's frames without GDB reading libc6-dbg)
+#   libdeflate0   memdump-symbolize inflates libc6-dbg's compressed debug sections with it, about 3x
+#                 zlib's speed, when it is there (loaded at run time; zlib otherwise)
 #   libclang-rt-14-dev   Clang 14's sanitizer runtimes (ubsan_demos' *-clang-ubsan builds link them).
 #                 Debian makes it only a Recommends of clang, and recommends are not installed here.
 #   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports
@@ -39,7 +41,7 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3 zlib1g-dev liblz
 #   file dpkg-dev the Debian package's build (cpack -G DEB: its dependencies found by dpkg-shlibdeps,
 #                 which needs file(1); tests/e2e/test_install.py builds and unpacks it)
 test_packages=("${demo_packages[@]}" gcc binutils libgtest-dev python3-venv shellcheck valgrind strace
-               clang libclang-rt-14-dev llvm-14 libdw-dev pkgconf golang-go
+               clang libclang-rt-14-dev llvm-14 libdw-dev libdeflate0 pkgconf golang-go
                chromium heaptrack file dpkg-dev)
 # `make bench` needs the test packages (heaptrack included) and
 #   cppcheck      a real program bench-analyzer.py --recorded records with memdump and with heaptrack
