@@ -1,7 +1,9 @@
 /* @brief A libFuzzer target for libmemdump_core's reader, its replay (docs/report-format.md,
  * "Replay") and its views' pass (figures.c, series.c, tagviews.c: when the first byte has bit 1
  * set, with every part, --by-tag's, --phases' and --growth's figures, and few timeline points),
- * and `--format heaptrack`'s events (htexport.c: when bits 1 and 2 are clear and bit 3 is set):
+ * with bit 5 too beside the replay, as the HTML page runs them (replaypass.py); the replay with
+ * bit 2 with the exports' counts and massif's snapshots (snapshots.c); and `--format
+ * heaptrack`'s events (htexport.c: when bits 1 and 2 are clear and bit 3 is set):
  * every input is a dump's bytes after its version line, read as memdump-analyze reads it. The driver plays native.py's and nativepass.py's part
  * between runs, as far as the library can see it: the frames the `f` records define, the SEQ
  * that `p` and `end` records take, `p exec`, clock samples, tags, and the answer to each
@@ -20,6 +22,7 @@
 #include <unistd.h>
 
 #include "figures.h"
+#include "moments.h"
 #include "memdump_core.h"
 
 struct mdc;
@@ -33,6 +36,12 @@ void mdc_counts(struct mdc *c, struct mdc_counts *out);
 int mdc_blocks(struct mdc *c, int custom, uint64_t *out, uint64_t n);
 void mdc_close(struct mdc *c);
 void mdc_keep_allocations(struct mdc *c, uint64_t limit);
+void mdc_fig_with_replay(struct mdc *c);
+void mdc_fig_done(struct mdc *c);
+int mdc_snapshots(struct mdc *c, const int64_t *seqs, const int64_t *kinds, uint64_t n, int peak);
+int mdc_snap_due(struct mdc *c);
+int mdc_snap_end(struct mdc *c);
+uint64_t mdc_snap_taken(const struct mdc *c, const struct mom_taken **taken, const int64_t **data);
 uint64_t mdc_alloc_rows(const struct mdc *c, const int64_t **out);
 int mdc_peak_rows(const struct mdc *c, int64_t *blocks, int64_t *bytes);
 int mdc_figures(struct mdc *c, unsigned want, int64_t limit);
@@ -99,6 +108,8 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
         if (id != 0)
             mdc_frames(c, &id, 1, (int)(id & 1));
     } else if ((len > 2 && memcmp(line, "p ", 2) == 0) || (len > 4 && memcmp(line, "end ", 4) == 0)) {
+        if (!figures && !heaptrack)
+            mdc_snap_due(c); /* native.py: the snapshots due before the line */
         io->seq++;
         int is_exec = len > 7 && memmem(line, len, " exec ", 6) != NULL;
         if (figures && mdc_fig_record(c, io->seq, is_exec)
@@ -157,6 +168,28 @@ static void figures_end(struct mdc *c, struct mdc_io *io)
     free(blocks);
 }
 
+/* What native.py reads of the replay at the end: the counts, the allocations by node and at the
+ * peak, the live blocks */
+static void replay_end(struct mdc *c)
+{
+    struct mdc_counts k;
+    mdc_counts(c, &k);
+    uint64_t *blocks = calloc((size_t)k.n_live * 3 + 3, sizeof *blocks);
+    const int64_t *rows;
+    uint64_t n_rows = mdc_alloc_rows(c, &rows);
+    int64_t *at_peak = calloc(2 * n_rows + 2, sizeof *at_peak);
+    if (at_peak != NULL)
+        mdc_peak_rows(c, at_peak, at_peak + n_rows + 1);
+    free(at_peak);
+    if (blocks != NULL)
+        mdc_blocks(c, 0, blocks, (uint64_t)k.n_live);
+    free(blocks);
+    const struct mom_taken *taken;
+    const int64_t *data;
+    if (mdc_snap_end(c))
+        (void)mdc_snap_taken(c, &taken, &data);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (fd < 0)
@@ -171,19 +204,28 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct mdc_io *io = mdc_io(c);
     io->attached = size > 0 && (data[0] & 1);
     int figures = size > 0 && (data[0] & 2);
+    int both = figures && (data[0] & 32); /* the replay beside the views' pass (replaypass.py) */
     int heaptrack = size > 0 && (data[0] & 14) == 8;
     if (heaptrack && !mdc_ht_start(c, ht_fd)) {
         mdc_close(c);
         return 0;
     }
-    if (!figures && size > 0 && (data[0] & 4)) /* the exports' counts, a log of 0 to 64 changes */
+    if (!figures && size > 0 && (data[0] & 4)) { /* the exports' counts, a log of 0 to 64
+                                                     changes, and massif's snapshots */
+        static const int64_t seqs[] = {2, 5, 9, 30}, kinds[] = {1, 0, 1, 1};
         mdc_keep_allocations(c, (uint64_t)(data[0] >> 3 & 7) * 9);
+        mdc_snapshots(c, seqs, kinds, 4, 1);
+    }
     millis = 0;
     if (figures && (!mdc_figures(c, FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE,
                                  2 * (1 + (data[0] >> 2 & 7)))
                     || !mdc_tv_start(c, FIG_TAGS | FIG_PHASES | FIG_GROWTH))) {
         mdc_close(c);
         return 0;
+    }
+    if (both) {
+        mdc_keep_allocations(c, 9);
+        mdc_fig_with_replay(c);
     }
     int status;
     while ((status = mdc_run(c)) != MDC_DONE && status != MDC_FALLBACK) {
@@ -203,21 +245,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (status == MDC_DONE && figures) {
         figures_end(c, io);
+        if (both) {
+            mdc_fig_done(c);
+            replay_end(c);
+        }
     } else if (status == MDC_DONE && heaptrack) {
         heaptrack_end(c);
     } else if (status == MDC_DONE) {
-        struct mdc_counts k;
-        mdc_counts(c, &k);
-        uint64_t *blocks = calloc((size_t)k.n_live * 3 + 3, sizeof *blocks);
-        const int64_t *rows;
-        uint64_t n_rows = mdc_alloc_rows(c, &rows);
-        int64_t *at_peak = calloc(2 * n_rows + 2, sizeof *at_peak);
-        if (at_peak != NULL)
-            mdc_peak_rows(c, at_peak, at_peak + n_rows + 1);
-        free(at_peak);
-        if (blocks != NULL)
-            mdc_blocks(c, 0, blocks, (uint64_t)k.n_live);
-        free(blocks);
+        replay_end(c);
     }
     mdc_close(c);
     return 0;

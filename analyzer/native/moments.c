@@ -32,7 +32,7 @@ struct moments {
     struct mom_taken at_peak;  /* the totals after the latest peak's event */
     struct block *gone;        /* the blocks live then and no longer (at most those) */
     uint64_t n_gone, cap_gone;
-    int32_t *row_of;           /* stack index -> its row in the moment being taken (-1: none) */
+    int32_t *row_of;           /* stack index -> its row in a moment (rows_by_first's) */
     uint64_t cap_row_of;
 };
 
@@ -54,18 +54,6 @@ static int64_t tag_of(const struct fig *f, const struct block *b)
     return b->tag < f->mom->n_idents ? f->mom->idents[b->tag] : -1;
 }
 
-/* a stack's row while a moment is taken: its first live block's order, blocks and bytes */
-struct row {
-    uint64_t first;
-    int64_t stack, blocks, bytes;
-};
-
-static int by_first(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-    return x->first < y->first ? -1 : x->first > y->first;
-}
-
 static int by_addr(const void *a, const void *b)
 {
     const int64_t *x = a, *y = b;
@@ -74,43 +62,19 @@ static int by_addr(const void *a, const void *b)
 
 /* the live bytes and blocks by stack of the live blocks among `slots` (`n`, at most `live` of
  * them live), the stacks in the order of their first block by SEQ allocated (the order of
- * Python's dict of live blocks): each stack's row found by its index (m->row_of, -1 again after)
- * and the rows sorted by their first block */
+ * Python's dict of live blocks) */
 static int by_node(struct mdc *c, struct moments *m, const struct block *slots, uint64_t n,
                    uint64_t live)
 {
     struct fig *f = c->fig;
-    uint64_t had = m->cap_row_of;
-    if (!grow_array((void **)&m->row_of, &m->cap_row_of, f->n_st + 1, sizeof *m->row_of))
+    struct key_row *rows;
+    uint64_t k;
+    if (!rows_by_first(slots, n, live, f->n_st, &m->row_of, &m->cap_row_of, &rows, &k))
         return 0;
-    memset(m->row_of + had, 0xff, (m->cap_row_of - had) * sizeof *m->row_of); /* -1 */
-    struct row *rows = live ? malloc(live * sizeof *rows) : NULL;
-    if (live && rows == NULL)
-        return 0;
-    uint64_t k = 0, seen = 0;
-    for (uint64_t i = 0; i < n && seen < live; i++) {
-        const struct block *b = &slots[i];
-        if (b->addr == 0 || !b->live)
-            continue;
-        seen++;
-        int32_t r = m->row_of[b->node];
-        if (r < 0) {
-            r = m->row_of[b->node] = (int32_t)k;
-            rows[k++] = (struct row){b->order, b->node, 0, 0};
-        }
-        if (b->order < rows[r].first)
-            rows[r].first = b->order;
-        rows[r].blocks++;
-        rows[r].bytes += (int64_t)b->size;
-    }
-    for (uint64_t i = 0; i < k; i++)
-        m->row_of[rows[i].stack] = -1;
-    if (k > 1)
-        qsort(rows, k, sizeof *rows, by_first);
     uint64_t start = m->n_data;
     int ok = 1;
     for (uint64_t i = 0; ok && i < k; i++) {
-        int64_t row[3] = {f->st[rows[i].stack].node, rows[i].blocks, rows[i].bytes};
+        int64_t row[3] = {f->st[rows[i].key].node, rows[i].blocks, rows[i].bytes};
         ok = put(m, row, 3);
     }
     free(rows);

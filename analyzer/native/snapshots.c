@@ -30,72 +30,23 @@ struct snaps {
     uint64_t cap_row_of;
 };
 
-/* a live block as a snapshot counts it */
-struct seen {
-    uint64_t order, size;
-    int64_t node;
-};
-
-/* a node's row while a snapshot is taken: its first live block's order, blocks and bytes */
-struct row {
-    uint64_t first;
-    int64_t node, blocks, bytes;
-};
-
-static int by_first(const void *a, const void *b)
-{
-    const struct row *x = a, *y = b;
-    return x->first < y->first ? -1 : x->first > y->first;
-}
-
-static int64_t abs_node(int64_t nid)
-{
-    return nid < 0 ? -nid : nid;
-}
-
-/* snapshot `t`, with MOM_BY_NODE the live bytes by node of the `k` blocks of `all`: each node's
- * row found by its id (`row_of`, as many as the node table's ids, all -1 again after) and the rows
- * sorted by their first block */
-static int take(struct mdc *c, struct snaps *s, struct mom_taken t, const struct seen *all,
+/* snapshot `t`, with MOM_BY_NODE the live bytes by node of the `k` live blocks of `all` (copies
+ * of the replay's, and of those the peak's log gives back) */
+static int take(struct mdc *c, struct snaps *s, struct mom_taken t, const struct block *all,
                 uint64_t k)
 {
     if (!grow_array((void **)&s->taken, &s->cap_taken, s->n_taken + 1, sizeof *s->taken))
         return 0;
     t.first = (int64_t)s->n_data;
     t.n = 0;
-    if (t.kind == MOM_BY_NODE && k != 0) {
-        uint64_t cap = c->nodes.cap + 1, had = s->cap_row_of;
-        if (!grow_array((void **)&s->row_of, &s->cap_row_of, cap, sizeof *s->row_of))
+    if (t.kind == MOM_BY_NODE) {
+        struct key_row *rows;
+        uint64_t n;
+        if (!rows_by_first(all, k, k, c->nodes.cap + 1, &s->row_of, &s->cap_row_of, &rows, &n))
             return 0;
-        memset(s->row_of + had, 0xff, (s->cap_row_of - had) * sizeof *s->row_of); /* -1 */
-        struct row *rows = malloc(k * sizeof *rows);
-        if (rows == NULL)
-            return 0;
-        uint64_t n = 0;
-        int ok = 1;
-        for (uint64_t i = 0; ok && i < k; i++) {
-            const struct seen *b = &all[i];
-            if ((uint64_t)b->node >= cap) { /* not a node of the table: not told */
-                ok = 0;
-                break;
-            }
-            int32_t r = s->row_of[b->node];
-            if (r < 0) {
-                r = s->row_of[b->node] = (int32_t)n;
-                rows[n++] = (struct row){b->order, b->node, 0, 0};
-            }
-            if (b->order < rows[r].first)
-                rows[r].first = b->order;
-            rows[r].blocks++;
-            rows[r].bytes += (int64_t)b->size;
-        }
-        for (uint64_t i = 0; i < n; i++)
-            s->row_of[rows[i].node] = -1;
-        if (n > 1)
-            qsort(rows, n, sizeof *rows, by_first);
-        ok = ok && grow_array((void **)&s->data, &s->cap_data, s->n_data + 3 * n, sizeof *s->data);
+        int ok = grow_array((void **)&s->data, &s->cap_data, s->n_data + 3 * n, sizeof *s->data);
         for (uint64_t i = 0; ok && i < n; i++) {
-            s->data[s->n_data++] = rows[i].node;
+            s->data[s->n_data++] = rows[i].key;
             s->data[s->n_data++] = rows[i].blocks;
             s->data[s->n_data++] = rows[i].bytes;
         }
@@ -108,8 +59,9 @@ static int take(struct mdc *c, struct snaps *s, struct mom_taken t, const struct
     return 1;
 }
 
-/* the live blocks into a new array (*all, *k); 0 when out of memory */
-static int live_blocks(const struct mdc *c, struct seen **all, uint64_t *k, uint64_t extra)
+/* the live blocks into a new array (*all, *k), with room for `extra` more; 0 when out of
+ * memory */
+static int live_blocks(const struct mdc *c, struct block **all, uint64_t *k, uint64_t extra)
 {
     *k = 0;
     *all = malloc((c->live_n + extra + 1) * sizeof **all);
@@ -118,7 +70,7 @@ static int live_blocks(const struct mdc *c, struct seen **all, uint64_t *k, uint
     for (uint64_t i = 0; i < c->live.cap && *k < c->live_n; i++) {
         const struct block *b = &c->live.slots[i];
         if (b->addr != 0 && b->live)
-            (*all)[(*k)++] = (struct seen){b->order, b->size, abs_node(b->node)};
+            (*all)[(*k)++] = *b;
     }
     return 1;
 }
@@ -129,7 +81,7 @@ int snaps_due(struct mdc *c)
     while (s->next < s->n && s->seqs[s->next] <= c->io.seq) {
         struct mom_taken t = {(int64_t)s->next, c->io.seq, c->k.live_bytes,
                               c->k.allocated_bytes, 0, s->kinds[s->next], 0, 0};
-        struct seen *all = NULL;
+        struct block *all = NULL;
         uint64_t k = 0;
         int ok = (t.kind != MOM_BY_NODE || live_blocks(c, &all, &k, 0)) && take(c, s, t, all, k);
         free(all);
@@ -166,7 +118,7 @@ void snaps_free(struct mdc *c)
  * released since (the log's, made live by then); 0 when out of memory */
 static int take_peak(struct mdc *c, struct snaps *s)
 {
-    struct seen *all;
+    struct block *all;
     uint64_t k;
     if (!live_blocks(c, &all, &k, c->n_peak_log))
         return 0;
@@ -176,8 +128,9 @@ static int take_peak(struct mdc *c, struct snaps *s)
             all[n++] = all[i];
     for (uint64_t i = 0; i < c->n_peak_log; i++) {
         const int64_t *note = &c->peak_log[PEAK_NOTE * i];
-        if ((note[0] & 1) && (uint64_t)note[2] < c->peak_order)
-            all[n++] = (struct seen){(uint64_t)note[2], (uint64_t)note[1], note[0] >> 1};
+        if ((note[0] & 1) && (uint64_t)note[2] < c->peak_order) /* (any address but 0) */
+            all[n++] = (struct block){1, (uint64_t)note[1], (uint64_t)note[2],
+                                      (int32_t)(note[0] >> 1), 0, 1, 0};
     }
     struct mom_taken t = {(int64_t)s->n, c->k.peak_seq, c->k.peak_bytes, c->peak_allocated, 0,
                           MOM_BY_NODE, 0, 0};

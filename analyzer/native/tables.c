@@ -156,3 +156,57 @@ int push_pair(uint64_t **a, uint64_t *n, uint64_t *cap, uint64_t x, uint64_t y)
     ++*n;
     return 1;
 }
+
+static int by_first(const void *a, const void *b)
+{
+    const struct key_row *x = a, *y = b;
+    return x->first < y->first ? -1 : x->first > y->first;
+}
+
+int rows_by_first(const struct block *slots, uint64_t n, uint64_t live, uint64_t keys,
+                  int32_t **row_of, uint64_t *cap_row_of, struct key_row **rows,
+                  uint64_t *n_rows)
+{
+    uint64_t had = *cap_row_of;
+    *rows = NULL;
+    *n_rows = 0;
+    if (!grow_array((void **)row_of, cap_row_of, keys + 1, sizeof **row_of))
+        return 0;
+    memset(*row_of + had, 0xff, (*cap_row_of - had) * sizeof **row_of); /* -1 */
+    struct key_row *out = live ? malloc(live * sizeof *out) : NULL;
+    if (live && out == NULL)
+        return 0;
+    uint64_t k = 0, seen = 0;
+    int ok = 1;
+    for (uint64_t i = 0; i < n && seen < live; i++) {
+        const struct block *b = &slots[i];
+        if (b->addr == 0 || !b->live)
+            continue;
+        seen++;
+        uint64_t key = (uint64_t)(b->node < 0 ? -(int64_t)b->node : b->node);
+        if (key >= keys) {
+            ok = 0;
+            break;
+        }
+        int32_t r = (*row_of)[key];
+        if (r < 0) {
+            r = (*row_of)[key] = (int32_t)k;
+            out[k++] = (struct key_row){b->order, (int64_t)key, 0, 0};
+        }
+        if (b->order < out[r].first)
+            out[r].first = b->order;
+        out[r].blocks++;
+        out[r].bytes += (int64_t)b->size;
+    }
+    for (uint64_t i = 0; i < k; i++)
+        (*row_of)[out[i].key] = -1;
+    if (!ok) {
+        free(out);
+        return 0;
+    }
+    if (k > 1)
+        qsort(out, k, sizeof *out, by_first);
+    *rows = out;
+    *n_rows = k;
+    return 1;
+}

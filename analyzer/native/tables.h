@@ -52,6 +52,20 @@ void btab_free(struct btab *t);
 /* the growable array *a of items of `size` bytes (room for *cap, doubled from 256) made room for
 `need`; 0 when out of memory */
 int grow_array(void **a, uint64_t *cap, uint64_t need, size_t size);
+/* a row of blocks grouped by their node (rows_by_first): the order of its first block, its key
+ * (the node, its sign dropped), its blocks and their bytes */
+struct key_row {
+    uint64_t first;
+    int64_t key, blocks, bytes;
+};
+/* the live blocks among `slots` (`n`, at most `live` of them live) grouped by their node, each
+ * below `keys`, the rows in the order of their first block: into *rows (malloc'd; *n_rows of
+ * them). *row_of (room for *cap_row_of) is grown to `keys` entries of -1, and left so. 0 when out
+ * of memory or a node is not below `keys`. (The moments' live bytes by stack, moments.c, and
+ * massif's snapshots, snapshots.c.) */
+int rows_by_first(const struct block *slots, uint64_t n, uint64_t live, uint64_t keys,
+                  int32_t **row_of, uint64_t *cap_row_of, struct key_row **rows,
+                  uint64_t *n_rows);
 /* (x, y) appended to the *n pairs of the growable array *a (room for *cap pairs); 0 when out of
  * memory */
 int push_pair(uint64_t **a, uint64_t *n, uint64_t *cap, uint64_t x, uint64_t y);
