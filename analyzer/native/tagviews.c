@@ -17,6 +17,9 @@
 #include "core.h"
 #include "figures.h"
 
+#define CHAIN_HASH_BITS 14
+#define CHAIN_HASHES (1u << CHAIN_HASH_BITS)
+
 /* (mirrored) a tag's figures; `name`: the name's id Python gave (-1: untagged) */
 struct tv_tag {
     int64_t name, alloc_bytes, alloc_blocks, live_bytes, live_blocks, peak_bytes, peak_seq;
@@ -82,6 +85,11 @@ struct tagviews {
     uint64_t n_threads, cap_threads;
     int64_t last_tid, last_thread; /* the thread asked for last and its index (-1: none) */
     struct btab chain_at; /* address of a chain's current block -> the chain (`order`) */
+    /* how many of chain_at's live entries each hash of an address has (a counting filter):
+     * most released blocks are no chain's, and this answers so from the caches without a
+     * look-up of chain_at, which keeps every address a chain went through (7% of --growth's
+     * samples on cppcheck's dump) */
+    uint32_t chain_hash[CHAIN_HASHES];
     struct tv_chain *chains;
     uint64_t n_chains, cap_chains;
     int64_t free_chain;    /* the first unused chain, -1: none */
@@ -299,13 +307,22 @@ static void chain_ends(struct tagviews *tv, int64_t i)
     tv->free_chain = i;
 }
 
+static uint32_t *chain_hash(struct tagviews *tv, uint64_t addr)
+{
+    return &tv->chain_hash[(addr * 0x9E3779B97F4A7C15ull) >> (64 - CHAIN_HASH_BITS)];
+}
+
 /* the chain whose current block is `addr`, taken off it (-1: none) */
 static int64_t chain_take(struct tagviews *tv, uint64_t addr)
 {
+    uint32_t *hashed = chain_hash(tv, addr);
+    if (*hashed == 0)
+        return -1;
     struct block *b = btab_get(&tv->chain_at, addr);
     if (b == NULL || !b->live)
         return -1;
     b->live = 0;
+    --*hashed;
     return (int64_t)b->order;
 }
 
@@ -318,6 +335,8 @@ static int chain_put(struct tagviews *tv, uint64_t addr, int64_t i)
         return 0;
     if (!made && b->live)
         chain_ends(tv, (int64_t)b->order);
+    else
+        ++*chain_hash(tv, addr);
     b->live = 1;
     b->order = (uint64_t)i;
     return 1;
@@ -410,6 +429,7 @@ static void chains_end(struct tagviews *tv)
             chain_ends(tv, (int64_t)b->order);
     }
     btab_clear(&tv->chain_at);
+    memset(tv->chain_hash, 0, sizeof tv->chain_hash);
 }
 
 /* ---- figures.c's calls ------------------------------------------------------------------ */
