@@ -82,7 +82,7 @@ struct series {
     uint64_t n_rows, cap_rows;
     struct counter row_of;     /* tag string id -> its row's index */
     struct counter thread_tag; /* TID -> its innermost tag's string id + 2 (0: none known) */
-    int64_t frag_limit, frag_width, next_sample;
+    int64_t frag_limit, frag_width, next_sample; /* frag_limit 0: no samples */
     int64_t *samples; /* (SEQ, free bytes, largest free run, heap bytes) each */
     uint64_t n_samples, cap_samples;
 };
