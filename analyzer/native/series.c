@@ -331,7 +331,7 @@ static int free_runs(const struct mdc *c, int64_t *out)
 
 int series_sample(struct mdc *c, struct series *s, int64_t seq, int force)
 {
-    if (!(force ? s->frag_limit > 0 : s->next_sample > 0 && seq >= s->next_sample))
+    if (!(force ? s->frag_limit > 0 : series_due(s, seq)))
         return 1;
     if (s->n_samples != 0 && s->samples[4 * (s->n_samples - 1)] == seq) {
         s->next_sample = seq + s->frag_width;
