@@ -489,7 +489,7 @@ def _run_tags(args: argparse.Namespace) -> int:
                           f"--format {args.format}")
     if args.heap_map:
         try:
-            found = heap_map(args.dump, args.at)
+            found = heap_map(args.dump, args.at, blocks=False)  # text and JSON: the regions
         except HeapMapError as exc:
             raise _UsageError(str(exc)) from None
         text = (dumps_json(heap_map_json(found, args.dump)) if args.format == "json"

@@ -14,8 +14,10 @@ knows them: the allocator's own bookkeeping and top chunk beyond the last block 
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, field
-from operator import itemgetter
+from itertools import accumulate, compress, count, repeat
+from operator import gt, sub
 
 from . import heappass, native
 from .dumpfile import DumpReader, Frame
@@ -84,9 +86,10 @@ class HeapMap:
     at: str
     seq: int
     regions: list[Region]
-    #: the live blocks by address, each with its stack and tag (for the HTML report's map)
+    #: the live blocks by address, each with its stack and tag (for the HTML report's map;
+    #: empty when not asked for: `heap_map`'s `blocks`)
     blocks: list[Block] = field(default_factory=list)
-    #: stack node -> its frames, trimmed as the reports show them
+    #: stack node -> its frames, trimmed as the reports show them (of `blocks`)
     stacks: dict[int, tuple[Frame, ...]] = field(default_factory=dict)
     #: the dump has tags
     tagged: bool = False
@@ -113,30 +116,34 @@ class HeapMap:
         return fragmentation(self.free, self.largest_free, self.used + self.free)
 
 
-def heap_map(path: str, at: str = "end", *, symbols: bool = False) -> HeapMap:
+def heap_map(path: str, at: str = "end", *, symbols: bool = False,
+             blocks: bool = True) -> HeapMap:
     """The live blocks of the dump at PATH at moment AT: "end", "peak", a SEQ (after that
     event), or "phase:NAME" (as the phase began). HeapMapError when AT is not there.
-    `symbols`: resolve the blocks' frames the dump has no symbols for (addr2line)."""
-    return heap_maps(path, [at], symbols=symbols)[0]
+    `symbols`: resolve the blocks' frames the dump has no symbols for (addr2line). Without
+    `blocks`, the map's regions alone (its `blocks` and `stacks` empty: the text and JSON show
+    neither; cppcheck's peak has 92,908 blocks of 2,548 stacks)."""
+    return heap_maps(path, [at], symbols=symbols, blocks=blocks)[0]
 
 
-def heap_maps(path: str, moments: list[str], *, symbols: bool = False) -> list[HeapMap]:
+def heap_maps(path: str, moments: list[str], *, symbols: bool = False,
+              blocks: bool = True) -> list[HeapMap]:
     """`heap_map` at each of `moments`, in one pass over the dump (heappass.py); in two when
     a phase is among them and the library (analyzer/native/) reads the dump: the first finds
     when they are, and the second takes every moment in the library's pass. The peak is a
     moment of the pass (`passapi.AT_PEAK`): the library keeps the blocks released since the
     latest peak, at most those live at it."""
-    out = HeapMapOutput(moments, symbols=symbols)
+    out = HeapMapOutput(moments, symbols=symbols, blocks=blocks)
     if not out.declared and not out.phases and native.enabled() \
             and native.library() is not None:
-        out = HeapMapOutput(moments, symbols=symbols,
+        out = HeapMapOutput(moments, symbols=symbols, blocks=blocks,
                             when={i: AT_PEAK for i, at in enumerate(moments) if at == "peak"})
     elif not out.declared and native.enabled() and native.library() is not None:
         when = _When()
         heappass.run_path(path, [when])
         seqs = when.seqs(moments)
         if seqs is not None:
-            out = HeapMapOutput(moments, symbols=symbols, when=seqs)
+            out = HeapMapOutput(moments, symbols=symbols, blocks=blocks, when=seqs)
         # else a phase the dump does not have: the one pass says so, or what is wrong before it
     heappass.run_path(path, [out])
     return out.maps
@@ -186,10 +193,11 @@ class HeapMapOutput(Accumulator):
     heappass.py's loop: "peak" is known only at the end, so the changes since the latest peak are
     kept (an undo log, cleared at each new peak) and undone from the end's blocks."""
 
-    def __init__(self, moments: list[str], *, symbols: bool = False,
+    def __init__(self, moments: list[str], *, symbols: bool = False, blocks: bool = True,
                  when: dict[int, int] | None = None) -> None:
         self.moments_at = moments
         self.symbols = symbols
+        self.blocks = blocks
         #: moment index -> its SEQ, for the peak and the phases when a first pass found them
         self.when = when or {}
         self.stops: list[tuple[int, int]] = []  # (SEQ, index of the moment): after event SEQ
@@ -310,16 +318,20 @@ class HeapMapOutput(Accumulator):
                 at_peak = _sorted(self._at_peak())
                 for i in self.peaks:
                     self.found[i] = (self.peak_seq, at_peak)
-        nodes = {node for _, blocks in self.found.values() for _, _, node, _ in blocks}
-        if self.symbols:
-            _symbolize(reader, nodes)
-        stacks = {node: trim_stack(reader.stack(node)) for node in nodes}
+        stacks = self._stacks(reader) if self.blocks else {}
         tagged = bool(reader.tags)
         for i, at in enumerate(self.moments_at):
             when, blocks = self.found[i]
             self.maps.append(HeapMap(at, when, _regions(blocks), [
-                Block(*block) for block in blocks], {n: stacks[n] for _, _, n, _ in blocks},
-                tagged))
+                Block(*block) for block in blocks] if self.blocks else [],
+                {n: stacks[n] for _, _, n, _ in blocks} if self.blocks else {}, tagged))
+
+    def _stacks(self, reader: DumpReader) -> dict[int, tuple[Frame, ...]]:
+        """The stacks of the blocks found, trimmed (and symbolised when asked for)."""
+        nodes = {node for _, blocks in self.found.values() for _, _, node, _ in blocks}
+        if self.symbols:
+            _symbolize(reader, nodes)
+        return {node: trim_stack(reader.stack(node)) for node in nodes}
 
 
 def _sorted(live: _Live) -> list[tuple[int, int, int, str | None]]:
@@ -328,47 +340,81 @@ def _sorted(live: _Live) -> list[tuple[int, int, int, str | None]]:
 
 
 def _regions(blocks: list[tuple[int, int, int, str | None]]) -> list[Region]:
-    # chunk_of's, inline: a dump's live blocks are tens of thousands
+    """The regions of the live blocks. Each step runs over the chunks in C (map, accumulate):
+    a dump's live blocks are tens of thousands (cppcheck's at its peak: 92,908)."""
+    if not blocks:
+        return []
+    # chunk_of's, inline
     chunks = sorted([(a - 16, a - 16 + (n if (n := (size + 23) & ~15) > 32 else 32))
                      for a, size, _, _ in blocks])
-    regions: list[Region] = []
-    start = 0
-    for i in range(1, len(chunks)):
-        if chunks[i][0] - chunks[i - 1][1] > REGION_GAP:
-            regions.append(_region(chunks[start:i]))
-            start = i
-    if chunks:
-        regions.append(_region(chunks[start:]))
-    return regions
+    los, his = (list(column) for column in zip(*chunks, strict=True))
+    # a region ends where the next chunk starts more than REGION_GAP after the chunk before it
+    starts = [0, *compress(count(1), map(gt, map(sub, los[1:], his), repeat(REGION_GAP))),
+              len(los)]
+    return [_region(los[a:b], his[a:b]) for a, b in zip(starts, starts[1:], strict=False)]
 
 
-def _region(chunks: list[tuple[int, int]]) -> Region:
-    lo, hi = chunks[0][0], max(map(itemgetter(1), chunks))
-    used = runs = largest = 0
-    end = lo
-    for c_lo, c_hi in chunks:
-        if c_lo > end:
-            runs += 1
-            if c_lo - end > largest:
-                largest = c_lo - end
-        used += c_hi - c_lo
-        if c_hi > end:
-            end = c_hi
-    return Region(lo, hi, len(chunks), used, (hi - lo) - used, runs, largest,
-                  _cells(chunks, lo, hi))
+def _region(los: list[int], his: list[int]) -> Region:
+    """The region of the chunks [los[i], his[i]) (sorted)."""
+    lo, hi = los[0], max(his)
+    # each chunk's start less the end of the chunks before it: a free run when above 0
+    after = list(map(sub, los, accumulate(his, max, initial=lo)))
+    runs = list(filter((0).__lt__, after))
+    used = sum(his) - sum(los)
+    cells = _cells(los, his, lo, hi) if min(after) >= 0 else _cells_by_chunk(los, his, lo, hi)
+    return Region(lo, hi, len(los), used, (hi - lo) - used, len(runs), max(runs, default=0),
+                  cells)
 
 
-def _cells(chunks: list[tuple[int, int]], lo: int, hi: int) -> str:
+def _bounds(lo: int, hi: int) -> list[int]:
+    """Where the map's cells of region [lo, hi) begin (cell i: [i], [i + 1]), and its end."""
     width = min(MAP_WIDTH, max(1, (hi - lo) // 16))
+    return [lo + cell * (hi - lo) // width for cell in range(width + 1)]
+
+
+def _cells(los: list[int], his: list[int], lo: int, hi: int) -> str:
+    """The map line of disjoint chunks [los[i], his[i]) (sorted) of region [lo, hi): each
+    cell's used bytes from the chunks' bytes below its two bounds (their running sum, bisected),
+    the figures of `_cells_by_chunk`, whose reading of the bounds leaves out the last byte of a
+    chunk that ends one byte into a cell its arithmetic puts after the chunk (kept: the maps stay
+    what they were)."""
+    bounds = _bounds(lo, hi)
+    width, span = len(bounds) - 1, hi - lo
+    below = [0, *accumulate(map(sub, his, los))]  # the bytes of the first i chunks
+
+    def used_below(x: int) -> int:
+        i = bisect_left(los, x)  # the chunks starting below x: all but the last end below it
+        return below[i - 1] + min(x, his[i - 1]) - los[i - 1] if i else 0
+
+    at = list(map(used_below, bounds))
+    used = list(map(sub, at[1:], at))
+    for cell in range(1, width):
+        b = bounds[cell]
+        if (b - lo) * width // span == cell - 1:  # a chunk ending at b + 1 loses byte b
+            i = bisect_left(his, b + 1)
+            if i < len(his) and his[i] == b + 1:
+                used[cell] -= 1
+    return _line(used, bounds)
+
+
+def _cells_by_chunk(los: list[int], his: list[int], lo: int, hi: int) -> str:
+    """The map line of chunks [los[i], his[i]) (sorted, some overlapping) of region [lo, hi):
+    each chunk's bytes into the cells it covers."""
+    bounds = _bounds(lo, hi)
+    width, span = len(bounds) - 1, hi - lo
     used = [0] * width
-    span = hi - lo
-    bounds = [lo + cell * span // width for cell in range(width + 1)]  # cell i: [i], [i + 1]
-    for c_lo, c_hi in chunks:  # each chunk's bytes into the cells it covers
+    for c_lo, c_hi in zip(los, his, strict=True):
         first, last = (c_lo - lo) * width // span, (c_hi - 1 - lo) * width // span
         for cell in range(first, last + 1):
             cell_lo, cell_hi = bounds[cell], bounds[cell + 1]
             used[cell] += (c_hi if c_hi < cell_hi else cell_hi) \
                 - (c_lo if c_lo > cell_lo else cell_lo)
+    return _line(used, bounds)
+
+
+def _line(used: list[int], bounds: list[int]) -> str:
+    """Each cell's character: `#` all used, `.` all free, `:` both."""
+    width = len(used)
     out = []
     for cell in range(width):
         size = bounds[cell + 1] - bounds[cell]

@@ -63,6 +63,7 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_fig_tagging": (ctypes.c_int, [_P, _I64]),
     "mdc_fig_thread_tag": (ctypes.c_int, [_P, _I64, _I64]),
     "mdc_fig_series_end": (ctypes.c_int, [_P, _I64]),
+    "mdc_fig_no_samples": (ctypes.c_int, [_P]),
     "mdc_fig_spans": (ctypes.c_uint64, [_P, _P, _P]),
     "mdc_fig_samples": (ctypes.c_uint64, [_P, _P, _P]),
     "mdc_fig_tag_rows": (ctypes.c_uint64, [_P, _P]),
@@ -149,7 +150,9 @@ class _Pass(native._Native):
     def _start(self) -> None:
         want = sum(_WANT[part] for part in self.computed)
         limit = self.series[0].limit if self.series is not None else 0
-        if not self.lib.mdc_figures(self.ctx, want, limit):
+        if not self.lib.mdc_figures(self.ctx, want, limit) or (
+                self.series is not None and not self.series[1].wanted
+                and not self.lib.mdc_fig_no_samples(self.ctx)):
             raise native._Fallback("out of memory")
         if self.views:
             if not self.lib.mdc_tv_start(self.ctx, sum(_WANT[view] for view in self.views)):

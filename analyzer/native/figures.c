@@ -471,7 +471,8 @@ static int apply(struct mdc *c, const struct event *ev)
  * the records before it */
 EXPORT int fig_line(struct mdc *c)
 {
-    return (c->fig->series == NULL || series_sample(c, c->fig->series, c->io.seq, 0))
+    struct series *s = c->fig->series;
+    return (s == NULL || !series_due(s, c->io.seq) || series_sample(c, s, c->io.seq, 0))
            && moments_due(c, c->io.seq);
 }
 

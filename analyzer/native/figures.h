@@ -82,7 +82,7 @@ struct series {
     uint64_t n_rows, cap_rows;
     struct counter row_of;     /* tag string id -> its row's index */
     struct counter thread_tag; /* TID -> its innermost tag's string id + 2 (0: none known) */
-    int64_t frag_limit, frag_width, next_sample;
+    int64_t frag_limit, frag_width, next_sample; /* frag_limit 0: no samples */
     int64_t *samples; /* (SEQ, free bytes, largest free run, heap bytes) each */
     uint64_t n_samples, cap_samples;
 };
@@ -140,6 +140,12 @@ int series_event(struct series *s, int alloc, int64_t seq, int64_t cur, int64_t 
 int series_exec(struct series *s, int64_t seq, int64_t ms, int64_t rss);
 /* the fragmentation sample after `seq`, if one is due (`force`: at the end, whatever) */
 int series_sample(struct mdc *c, struct series *s, int64_t seq, int force);
+/* whether a sample is due after `seq`: asked before each event, inline (a call to
+ * series_sample was 2% of --by-tag's samples on cppcheck's dump, where one is rarely due) */
+static inline int series_due(const struct series *s, int64_t seq)
+{
+    return s->next_sample > 0 && seq >= s->next_sample;
+}
 
 /* tagviews.c, for figures.c: live block `b` released (`made`: the block the same realloc makes
  * next, 0: none); block `p` made live by event `seq` at stack index `idx` (`resize`: by a

@@ -331,7 +331,7 @@ static int free_runs(const struct mdc *c, int64_t *out)
 
 int series_sample(struct mdc *c, struct series *s, int64_t seq, int force)
 {
-    if (!force && !(s->next_sample > 0 && seq >= s->next_sample))
+    if (!(force ? s->frag_limit > 0 : series_due(s, seq)))
         return 1;
     if (s->n_samples != 0 && s->samples[4 * (s->n_samples - 1)] == seq) {
         s->next_sample = seq + s->frag_width;
@@ -359,6 +359,17 @@ int series_sample(struct mdc *c, struct series *s, int64_t seq, int force)
     int64_t live = (int64_t)c->live_n;
     int64_t spaced = SPACING * live > s->frag_width ? SPACING * live : s->frag_width;
     s->next_sample = seq + (live < FEW ? s->frag_width : spaced);
+    return 1;
+}
+
+/* no fragmentation sample is taken (series.py's FragSamples not `wanted`: --by-tag's series
+ * reads the tags' bytes alone; a sample sorts the live blocks, 5% of its CPU on cppcheck's dump) */
+EXPORT int mdc_fig_no_samples(struct mdc *c)
+{
+    struct series *s = c->fig->series;
+    if (s == NULL)
+        return 0;
+    s->frag_limit = s->next_sample = 0;
     return 1;
 }
 

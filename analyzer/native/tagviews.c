@@ -8,7 +8,7 @@
  * from the tables this file hands over at the end.
  *
  * Memory: a tag (56 bytes) per tag name, a block (32 bytes) per address live at some point with
- * --by-tag, a phase (64 bytes) per phase record, a group (32 bytes and its counter entries) per
+ * --by-tag after the first tag pushed, a phase (64 bytes) per phase record, a group (32 bytes and its counter entries) per
  * phase and stack of a block that outlived the phase, a thread (32 bytes) per thread, a chain
  * (32 bytes) per container growing now, a site (64 bytes) per stack that grew one. A block's
  * phase is found from the SEQ it was made live at (struct block's `order`). */
@@ -16,6 +16,9 @@
 
 #include "core.h"
 #include "figures.h"
+
+#define CHAIN_HASH_BITS 14
+#define CHAIN_HASHES (1u << CHAIN_HASH_BITS)
 
 /* (mirrored) a tag's figures; `name`: the name's id Python gave (-1: untagged) */
 struct tv_tag {
@@ -62,7 +65,13 @@ struct tagviews {
     uint64_t n_tags, cap_tags;
     struct counter tag_of;      /* name id -> its tag's index + 1 */
     struct counter thread_name; /* TID -> its innermost tag's name id + 2 (0: none) */
-    struct btab block_tag;      /* address -> its tag's index (`order`), with FIG_TAGS */
+    /* a thread has had a tag: from then on block_tag holds each live block's tag; until then
+     * every block is untagged (tag `untagged`, -1 before the first allocation) and the table
+     * is not kept (most programs push no tag: the table's look-ups and the first touches of
+     * its pages were a fifth of --phases's CPU on cppcheck's dump) */
+    int tagged;
+    int64_t untagged;
+    struct btab block_tag; /* address -> its tag's index (`order`), with FIG_TAGS and `tagged` */
     struct tv_phase *phases;
     uint64_t n_phases, cap_phases;
     struct counter group_of; /* (phase, node) -> its group's index + 1 */
@@ -74,7 +83,13 @@ struct tagviews {
     struct counter thread_of; /* TID -> its index + 1 */
     struct tv_thread *threads;
     uint64_t n_threads, cap_threads;
+    int64_t last_tid, last_thread; /* the thread asked for last and its index (-1: none) */
     struct btab chain_at; /* address of a chain's current block -> the chain (`order`) */
+    /* how many of chain_at's live entries each hash of an address has (a counting filter):
+     * most released blocks are no chain's, and this answers so from the caches without a
+     * look-up of chain_at, which keeps every address a chain went through (7% of --growth's
+     * samples on cppcheck's dump) */
+    uint32_t chain_hash[CHAIN_HASHES];
     struct tv_chain *chains;
     uint64_t n_chains, cap_chains;
     int64_t free_chain;    /* the first unused chain, -1: none */
@@ -158,12 +173,16 @@ static int64_t group(struct tagviews *tv, uint64_t phase, int64_t node)
 static int forget(struct tagviews *tv, uint64_t addr, int64_t size, uint64_t order, int64_t node)
 {
     if (tv->want & FIG_TAGS) {
-        struct block *b = btab_get(&tv->block_tag, addr);
-        if (b == NULL || !b->live)
-            return 0;
-        b->live = 0;
-        tv->tags[b->order].live_bytes -= size;
-        tv->tags[b->order].live_blocks--;
+        uint64_t tag = (uint64_t)tv->untagged;
+        if (tv->tagged) {
+            struct block *b = btab_get(&tv->block_tag, addr);
+            if (b == NULL || !b->live)
+                return 0;
+            b->live = 0;
+            tag = b->order;
+        }
+        tv->tags[tag].live_bytes -= size;
+        tv->tags[tag].live_blocks--;
     }
     if (!(tv->want & FIG_PHASES))
         return 1;
@@ -181,18 +200,47 @@ static int forget(struct tagviews *tv, uint64_t addr, int64_t size, uint64_t ord
     return 1;
 }
 
-/* thread `tid`'s innermost tag's index; -1 when out of memory */
-static int64_t tag_now(struct tagviews *tv, int64_t tid)
+/* the index of the tag named `ident` (-1: untagged), made when missing; -1 when out of memory */
+static int64_t tag_named(struct tagviews *tv, int64_t ident)
 {
-    int64_t *name = counter_at(&tv->thread_name, tid, 0);
-    if (name == NULL)
-        return -1;
-    int64_t ident = *name >= 2 ? *name - 2 : -1;
     int made;
     int64_t tag = INDEX_OF(tv, tag_of, ident, 0, tags, &made);
     if (made)
         tv->tags[tag].name = ident;
     return tag;
+}
+
+/* thread `tid`'s innermost tag's index; -1 when out of memory */
+static int64_t tag_now(struct tagviews *tv, int64_t tid)
+{
+    if (!tv->tagged) {
+        if (tv->untagged < 0)
+            tv->untagged = tag_named(tv, -1);
+        return tv->untagged;
+    }
+    int64_t *name = counter_at(&tv->thread_name, tid, 0);
+    if (name == NULL)
+        return -1;
+    return tag_named(tv, *name >= 2 ? *name - 2 : -1);
+}
+
+/* the first tag pushed: the blocks live now, all untagged, go in the table of blocks' tags;
+ * 0 when out of memory */
+static int start_tagging(struct mdc *c, struct tagviews *tv)
+{
+    tv->tagged = 1;
+    for (uint64_t i = 0; i < c->live.cap; i++) {
+        const struct block *live = &c->live.slots[i];
+        if (live->addr == 0 || !live->live)
+            continue;
+        int made;
+        struct block *b = btab_put(&tv->block_tag, live->addr, &made);
+        if (b == NULL)
+            return 0;
+        b->live = 1;
+        b->order = (uint64_t)tv->untagged;
+    }
+    return 1;
 }
 
 /* the phase that is ending: its blocks still live outlive it; 0 when out of memory */
@@ -227,9 +275,15 @@ static int new_phase(struct tagviews *tv, int64_t seq, int64_t name)
 
 static struct tv_thread *thread(struct tagviews *tv, int64_t tid)
 {
+    if (tv->last_thread >= 0 && tid == tv->last_tid) /* a thread's events come in runs */
+        return &tv->threads[tv->last_thread];
     int made;
     int64_t i = INDEX_OF(tv, thread_of, tid, 0, threads, &made);
-    return i < 0 ? NULL : &tv->threads[i];
+    if (i < 0)
+        return NULL;
+    tv->last_tid = tid;
+    tv->last_thread = i;
+    return &tv->threads[i];
 }
 
 static void fold(int64_t *lo, int64_t *hi, int64_t v)
@@ -253,13 +307,22 @@ static void chain_ends(struct tagviews *tv, int64_t i)
     tv->free_chain = i;
 }
 
+static uint32_t *chain_hash(struct tagviews *tv, uint64_t addr)
+{
+    return &tv->chain_hash[(addr * 0x9E3779B97F4A7C15ull) >> (64 - CHAIN_HASH_BITS)];
+}
+
 /* the chain whose current block is `addr`, taken off it (-1: none) */
 static int64_t chain_take(struct tagviews *tv, uint64_t addr)
 {
+    uint32_t *hashed = chain_hash(tv, addr);
+    if (*hashed == 0)
+        return -1;
     struct block *b = btab_get(&tv->chain_at, addr);
     if (b == NULL || !b->live)
         return -1;
     b->live = 0;
+    --*hashed;
     return (int64_t)b->order;
 }
 
@@ -272,6 +335,8 @@ static int chain_put(struct tagviews *tv, uint64_t addr, int64_t i)
         return 0;
     if (!made && b->live)
         chain_ends(tv, (int64_t)b->order);
+    else
+        ++*chain_hash(tv, addr);
     b->live = 1;
     b->order = (uint64_t)i;
     return 1;
@@ -364,6 +429,7 @@ static void chains_end(struct tagviews *tv)
             chain_ends(tv, (int64_t)b->order);
     }
     btab_clear(&tv->chain_at);
+    memset(tv->chain_hash, 0, sizeof tv->chain_hash);
 }
 
 /* ---- figures.c's calls ------------------------------------------------------------------ */
@@ -407,7 +473,7 @@ int tv_alloc(struct mdc *c, uint64_t p, uint64_t size, int64_t seq, int64_t idx,
     if (old != NULL && (tv->want & (FIG_TAGS | FIG_PHASES))
         && !forget(tv, old->addr, (int64_t)old->size, old->order, f->st[old->node].node))
         return 0;
-    if (tv->want & FIG_TAGS) {
+    if ((tv->want & FIG_TAGS) && tv->tagged) {
         int made;
         struct block *b = btab_put(&tv->block_tag, p, &made);
         if (b == NULL)
@@ -458,17 +524,19 @@ EXPORT int mdc_tv_start(struct mdc *c, unsigned want)
     c->fig->tv = tv;
     tv->want = want;
     tv->free_chain = -1;
+    tv->untagged = tv->last_thread = -1;
     return new_phase(tv, 0, 0); /* the phase before the first (name 0: Python's first name) */
 }
 
 /* thread `tid`'s innermost tag is now the one named `name` (-1: none) */
 EXPORT int mdc_tv_thread(struct mdc *c, int64_t tid, int64_t name)
 {
-    int64_t *at = counter_at(&c->fig->tv->thread_name, tid, 0);
+    struct tagviews *tv = c->fig->tv;
+    int64_t *at = counter_at(&tv->thread_name, tid, 0);
     if (at == NULL)
         return 0;
     *at = name + 2;
-    return 1;
+    return name < 0 || tv->tagged || !(tv->want & FIG_TAGS) || start_tagging(c, tv);
 }
 
 /* a `p SEQ phase NAME` record: phase `name` (an id) begins; 0 when out of memory */
@@ -496,7 +564,9 @@ EXPORT int mdc_tv_end(struct mdc *c)
         if (b->addr == 0 || !b->live)
             continue;
         int64_t tag = -1;
-        if (tv->want & FIG_TAGS) {
+        if ((tv->want & FIG_TAGS) && !tv->tagged) {
+            tag = tv->untagged;
+        } else if (tv->want & FIG_TAGS) {
             const struct block *t = btab_get(&tv->block_tag, b->addr);
             if (t == NULL || !t->live)
                 return 0;

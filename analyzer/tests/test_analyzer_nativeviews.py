@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from analyzer_testlib import FIXTURES
 from gendump import Dump, check_generated
-from memdump_analyzer import native, nativepass
+from memdump_analyzer import heappass, native, nativepass
 from memdump_analyzer.dumpfile import DumpError
 from memdump_analyzer.growth import GrowthOutput, growth, growth_json, growth_text
 from memdump_analyzer.tagphases import (
@@ -25,6 +25,7 @@ from memdump_analyzer.tagphases import (
     tags_text,
 )
 from memdump_analyzer.views import tags_with_series
+from memdump_analyzer.views.stream import ProfileOutput
 
 
 @pytest.fixture(autouse=True)
@@ -148,3 +149,25 @@ def test_a_tag_without_its_string(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
                     "n 1 0 1\nt 5\ng 5 9\n+ 1 0x1000 8\ns 9 late\n+ 1 0x2000 16\n")
     out, _ = both(path, monkeypatch)
     assert out == [f"{path}:7: tag string 9 is not defined"] * 3
+
+
+@pytest.mark.parametrize("engine", ["0", "1"])
+def test_the_tags_series_takes_no_fragmentation_sample(engine: str,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """--by-tag's series (`fragmentation=False`) has the timeline's points and tags, and no
+    fragmentation sample, in either engine; the timeline's own has its samples."""
+    monkeypatch.setenv("MEMDUMP_NATIVE", engine)
+    path = str(FIXTURES / "tags.memdump")
+    profiles = []
+    for fragmentation in (True, False):
+        out = ProfileOutput(frozenset(("timeline",)), 5, fragmentation=fragmentation)
+        heappass.run_path(path, [out])
+        assert engine == "0" or native.last_fallback is None  # the library's pass
+        profiles.append(out.profile)
+    sampled, unsampled = profiles
+    assert unsampled.frag == []
+    assert sampled.frag == [(1, 0, 0, 0), (3, 3680, 3680, 4176), (5, 3680, 3680, 4176),
+                            (7, 7696, 4016, 8336), (9, 6880, 4016, 7312)]
+    assert (unsampled.timeline, unsampled.tag_names, unsampled.timeline_tags) == (
+        sampled.timeline, sampled.tag_names, sampled.timeline_tags)
+    assert unsampled.tag_names == ["(untagged)", "physics", "audio"]

@@ -101,6 +101,6 @@ def tags_with_series(path: str, points: int = 200) -> tuple[TagsAndPhases,
     """--by-tag's figures and each tag's series over time, in one pass over the dump at
     `path`. Raises `DumpError`."""
     tags = TagsPhasesOutput()
-    series = ProfileOutput(frozenset(("timeline",)), points)
+    series = ProfileOutput(frozenset(("timeline",)), points, fragmentation=False)
     heappass.run_path(path, [tags, series])
     return tags.result, tag_series(series.profile)

@@ -137,15 +137,20 @@ class FragSamples:
     """The fragmentation samples: (SEQ, free bytes, largest free run, heap bytes) after event
     SEQ, every
     `width` events (`SPACING` x the live blocks at least, from `FEW` of them on); at most
-    2 x `points` kept (the width doubles and every other sample goes)."""
+    2 x `points` kept (the width doubles and every other sample goes). Not `wanted`: none is
+    taken (a series read for its tags' bytes alone)."""
 
-    def __init__(self, points: int) -> None:
+    def __init__(self, points: int, wanted: bool = True) -> None:
         self.limit = 2 * max(points, 1)
         self.width = 1
+        self.wanted = wanted
         self.samples: list[tuple[int, int, int, int]] = []
 
     def take(self, seq: int, live: dict) -> int:  # type: ignore[type-arg]
-        """Sample the live blocks after event `seq`; returns the SEQ of the next sample."""
+        """Sample the live blocks after event `seq`; returns the SEQ of the next sample (0:
+        none, when not `wanted`)."""
+        if not self.wanted:
+            return 0
         samples = self.samples
         if samples and samples[-1][0] == seq:
             return seq + self.width

@@ -126,14 +126,16 @@ class Profile:
 
 class ProfileOutput(Accumulator):
     """The views' accumulator: the pass's inline figures, the `compute` parts of `PARTS` (each
-    adds 5 to 25% to the pass: a view asks only for its own), made a `Profile`."""
+    adds 5 to 25% to the pass: a view asks only for its own), made a `Profile`; without
+    `fragmentation`, the timeline's `frag` is empty (series.py's FragSamples not `wanted`)."""
 
-    def __init__(self, compute: frozenset[str] = PARTS, points: int = 200) -> None:
+    def __init__(self, compute: frozenset[str] = PARTS, points: int = 200,
+                 fragmentation: bool = True) -> None:
         self.parts = frozenset(compute)
         self.stacks = True
         self.points = points
         if "timeline" in self.parts:
-            self.series = (Timeline(points), FragSamples(points))
+            self.series = (Timeline(points), FragSamples(points, fragmentation))
         self.profile = Profile(stacks={})
 
     def finish(self, figures: Figures) -> None:
