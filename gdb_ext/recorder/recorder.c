@@ -140,7 +140,21 @@ struct walk {
 /* A thread's state. The recorder has no ELF TLS of its own: a TLS module would change the
  * program's own allocations (glibc sizes each thread's dtv by the number of TLS modules, and a
  * valgrind comparison sees 16 bytes more). The state hangs off a pthread key instead (keys below
- * 32 live in the thread descriptor: no allocation), and is reused after the thread exits. */
+ * 32 live in the thread descriptor: no allocation), and is reused after the thread exits.
+ *
+ * A key's value outlives its destructor in one case: glibc runs the destructors (thread_exit),
+ * clears the values, then still frees for the thread (__libc_thread_freeres: free calls after
+ * thread_exit), and clears nothing after that. A state set as the key's value then stayed in the
+ * descriptor, which glibc gives, with its stack, to a later thread (its cache of joined threads'
+ * stacks): that thread recorded its events under the exited thread's id (in the tags that thread
+ * left pushed, for the analyser), its in-flight slot named so too. So thread_exit parks the state, with the thread's descriptor and
+ * kernel id, and the key is never set again: a call that finds no state (new_thread: a thread's
+ * first call, and each call of a thread past its destructors) looks the caller up among the
+ * parked states by descriptor and gettid. The exiting thread finds its own (its late frees are
+ * recorded under its id); a new thread gets a state of its own, and frees the parked states of
+ * threads that are gone: the one parked on its descriptor (glibc reuses a descriptor only once
+ * its thread is dead), others when it needs a state (tgkill finds no such thread). current(),
+ * the common path, is unchanged. */
 #define TAG_DEPTH 32 /* tags a thread's stack keeps the hashes of (deeper ones count) */
 
 struct mdr_thread {
@@ -151,6 +165,7 @@ struct mdr_thread {
     uint64_t tid;
     struct mdr_slot *slot;
     struct mdr_thread *next_free;
+    pthread_t parked_self;  /* parked (thread_exit): the descriptor of the thread it served */
     int tid_len;
     char tid_text[24];
     struct mdr_stack_bounds bounds;
@@ -165,24 +180,73 @@ static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static int thread_key_made;
 static struct mdr_thread *free_threads;
-static volatile int free_threads_lock;
+static struct mdr_thread *parked_threads;  /* states of exited threads, maybe still freeing */
+static volatile int free_threads_lock;  /* both lists */
+
+static void threads_lock(void)
+{
+    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+static void threads_unlock(void) { __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE); }
+
+/* T's in-flight slot free for another thread */
+static void release_slot(struct mdr_thread *t)
+{
+    if (t->slot != NULL) {
+        t->slot->op = 0;
+        __atomic_store_n(&t->slot->tid, 0, __ATOMIC_RELEASE);
+        t->slot = NULL;
+    }
+}
 
 static void thread_exit(void *p)
 {
     struct mdr_thread *t = p;
     if (t == NULL)
         return;
-    if (t->slot != NULL) {
-        t->slot->op = 0;
-        __atomic_store_n(&t->slot->tid, 0, __ATOMIC_RELEASE);
-        t->slot = NULL;
-    }
+    release_slot(t);
     pthread_setspecific(thread_key, NULL);
-    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
-    t->next_free = free_threads;
-    free_threads = t;
-    __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE);
+    t->parked_self = pthread_self();
+    if (!t->ready)  /* no call recorded yet: its id is needed to find it */
+        t->tid = (uint64_t)syscall(SYS_gettid);
+    threads_lock();
+    t->next_free = parked_threads;
+    parked_threads = t;
+    threads_unlock();
+}
+
+/* Thread TID of this process has exited (errno kept: the hooks' callers see theirs) */
+static int thread_gone(uint64_t tid)
+{
+    int saved = errno;
+    int gone = syscall(SYS_tgkill, getpid(), (pid_t)tid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    return gone;
+}
+
+/* Under the lock: the parked state of the calling thread (descriptor SELF, kernel id TID), past
+ * its destructors, or NULL. Moves to the free list the states parked on SELF by another thread
+ * (gone: glibc gave its descriptor to this one), and with SWEEP those of threads gone elsewhere. */
+static struct mdr_thread *unpark(pthread_t self, uint64_t tid, int sweep)
+{
+    struct mdr_thread *own = NULL;
+    for (struct mdr_thread **pp = &parked_threads; *pp != NULL;) {
+        struct mdr_thread *t = *pp;
+        int here = pthread_equal(t->parked_self, self);
+        if (here && t->tid == tid) {
+            own = t;
+        } else if (here || (sweep && thread_gone(t->tid))) {
+            release_slot(t);  /* one taken past the destructors (thread_init) */
+            *pp = t->next_free;
+            t->next_free = free_threads;
+            free_threads = t;
+            continue;
+        }
+        pp = &t->next_free;
+    }
+    return own;
 }
 
 static void make_thread_key(void)
@@ -211,16 +275,28 @@ static __attribute__((noinline)) struct mdr_thread *new_thread(void)
     struct mdr_thread *t = pthread_getspecific(thread_key);
     if (t != NULL)
         return t;
-    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
-    t = free_threads;
-    if (t != NULL)
+    pthread_t self = pthread_self();
+    uint64_t tid = (uint64_t)syscall(SYS_gettid);
+    threads_lock();
+    struct mdr_thread *own = unpark(self, tid, 0);
+    if (own == NULL && free_threads == NULL && parked_threads != NULL)
+        unpark(self, tid, 1);
+    t = own != NULL ? own : free_threads;
+    if (own == NULL && t != NULL)
         free_threads = t->next_free;
-    __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE);
-    if (t == NULL)
+    threads_unlock();
+    if (own != NULL)  /* past its destructors: its own state, and no key set again (above) */
+        return own;
+    if (t == NULL) {
         t = mdr_map(sizeof *t);
-    else
+    } else {
+        /* an exited thread's state: all of it new but the guard sampler's generator, which goes
+         * on (restarted from the same seed, the threads of a pool that take turns would each
+         * draw what the last one drew: the same blocks guarded, or none) */
+        struct mdr_guard_sampler sampler = t->sampler;
         memset(t, 0, sizeof *t);
+        t->sampler = sampler;
+    }
     if (t != NULL)
         pthread_setspecific(thread_key, t);
     return t;
