@@ -18,6 +18,8 @@
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/libc-version.h>
+#include <link.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -140,7 +142,22 @@ struct walk {
 /* A thread's state. The recorder has no ELF TLS of its own: a TLS module would change the
  * program's own allocations (glibc sizes each thread's dtv by the number of TLS modules, and a
  * valgrind comparison sees 16 bytes more). The state hangs off a pthread key instead (keys below
- * 32 live in the thread descriptor: no allocation), and is reused after the thread exits. */
+ * 32 live in the thread descriptor: no allocation), and is reused after the thread exits.
+ *
+ * A key's value outlives its destructor in one case: glibc runs the destructors (thread_exit),
+ * clears the values, then still frees for the thread (__libc_thread_freeres: free calls after
+ * thread_exit), and clears nothing after that. A state set as the key's value then stayed in the
+ * descriptor, which glibc gives, with its stack, to a later thread (its cache of joined threads'
+ * stacks): that thread recorded its events under the exited thread's id (in the tags that thread
+ * left pushed, for the analyser), its in-flight slot named so too. So the key is set only at a
+ * call from the program, never from the C library (all that runs past the destructors), and
+ * never after thread_exit. A call that finds no state (new_thread) looks the caller up, by
+ * descriptor and gettid, among the parked states: those thread_exit parks, and those of threads
+ * whose calls so far all came from the C library (on probation: parked when made, the key set
+ * at the thread's first call from the program). A thread finds its own; a new thread gets a
+ * state of its own, and frees the parked states of threads that are gone: the one parked on its
+ * descriptor (glibc reuses a descriptor only once its thread is dead), others when it needs a
+ * state (tgkill finds no such thread). current(), the common path, is unchanged. */
 #define TAG_DEPTH 32 /* tags a thread's stack keeps the hashes of (deeper ones count) */
 
 struct mdr_thread {
@@ -151,6 +168,8 @@ struct mdr_thread {
     uint64_t tid;
     struct mdr_slot *slot;
     struct mdr_thread *next_free;
+    pthread_t parked_self;  /* parked: the descriptor of its thread */
+    int exited;  /* parked by thread_exit (else on probation: new_thread) */
     int tid_len;
     char tid_text[24];
     struct mdr_stack_bounds bounds;
@@ -165,24 +184,107 @@ static pthread_key_t thread_key;
 static pthread_once_t thread_key_once = PTHREAD_ONCE_INIT;
 static int thread_key_made;
 static struct mdr_thread *free_threads;
-static volatile int free_threads_lock;
+static struct mdr_thread *parked_threads;  /* states of exited threads, maybe still freeing */
+static volatile int free_threads_lock;  /* both lists */
+
+static void threads_lock(void)
+{
+    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
+        __builtin_ia32_pause();
+}
+
+static void threads_unlock(void) { __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE); }
+
+/* T's in-flight slot free for another thread */
+static void release_slot(struct mdr_thread *t)
+{
+    if (t->slot != NULL) {
+        t->slot->op = 0;
+        __atomic_store_n(&t->slot->tid, 0, __ATOMIC_RELEASE);
+        t->slot = NULL;
+    }
+}
 
 static void thread_exit(void *p)
 {
     struct mdr_thread *t = p;
     if (t == NULL)
         return;
-    if (t->slot != NULL) {
-        t->slot->op = 0;
-        __atomic_store_n(&t->slot->tid, 0, __ATOMIC_RELEASE);
-        t->slot = NULL;
-    }
+    release_slot(t);
     pthread_setspecific(thread_key, NULL);
-    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
-    t->next_free = free_threads;
-    free_threads = t;
-    __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE);
+    t->parked_self = pthread_self();
+    t->exited = 1;
+    if (!t->ready)  /* no call recorded yet: its id is needed to find it */
+        t->tid = (uint64_t)syscall(SYS_gettid);
+    threads_lock();
+    t->next_free = parked_threads;
+    parked_threads = t;
+    threads_unlock();
+}
+
+/* Thread TID of this process has exited (errno kept: the hooks' callers see theirs) */
+static int thread_gone(uint64_t tid)
+{
+    int saved = errno;
+    int gone = syscall(SYS_tgkill, getpid(), (pid_t)tid, 0) != 0 && errno == ESRCH;
+    errno = saved;
+    return gone;
+}
+
+/* Under the lock: the link to the parked state of the calling thread (descriptor SELF, kernel id
+ * TID), or NULL. Moves to the free list the states parked on SELF by another thread (gone: glibc
+ * gave its descriptor to this one), and with SWEEP those of threads gone elsewhere. */
+static struct mdr_thread **unpark(pthread_t self, uint64_t tid, int sweep)
+{
+    struct mdr_thread **own = NULL;
+    for (struct mdr_thread **pp = &parked_threads; *pp != NULL;) {
+        struct mdr_thread *t = *pp;
+        int here = pthread_equal(t->parked_self, self);
+        if (here && t->tid == tid) {
+            own = pp;
+        } else if (here || (sweep && thread_gone(t->tid))) {
+            release_slot(t);  /* one taken while parked (thread_init) */
+            *pp = t->next_free;
+            t->next_free = free_threads;
+            free_threads = t;
+            continue;
+        }
+        pp = &t->next_free;
+    }
+    return own;
+}
+
+/* The C library's code: the executable segment that holds gnu_get_libc_version */
+static struct { uintptr_t lo, hi; } libc_text;
+static pthread_once_t libc_text_once = PTHREAD_ONCE_INIT;
+
+static int find_libc_text(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    uintptr_t pc = *(const uintptr_t *)data;
+    for (int i = 0; i < info->dlpi_phnum; i++) {
+        const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+        uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+        if (ph->p_type == PT_LOAD && (ph->p_flags & PF_X) && pc - lo < ph->p_memsz) {
+            libc_text.lo = lo;
+            libc_text.hi = lo + ph->p_memsz;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static void find_libc(void)
+{
+    uintptr_t pc = (uintptr_t)gnu_get_libc_version;
+    dl_iterate_phdr(find_libc_text, &pc);
+}
+
+/* PC lies in the C library's code */
+static int in_libc(uintptr_t pc)
+{
+    pthread_once(&libc_text_once, find_libc);
+    return pc - libc_text.lo < libc_text.hi - libc_text.lo;
 }
 
 static void make_thread_key(void)
@@ -211,18 +313,46 @@ static __attribute__((noinline)) struct mdr_thread *new_thread(void)
     struct mdr_thread *t = pthread_getspecific(thread_key);
     if (t != NULL)
         return t;
-    while (__atomic_exchange_n(&free_threads_lock, 1, __ATOMIC_ACQUIRE))
-        __builtin_ia32_pause();
-    t = free_threads;
-    if (t != NULL)
+    /* the hooked call's caller (current() is inlined in the hooks, built with frame pointers) */
+    const uintptr_t *hook_frame = *(const uintptr_t *const *)__builtin_frame_address(0);
+    int from_program = !in_libc(hook_frame[1]);
+    pthread_t self = pthread_self();
+    uint64_t tid = (uint64_t)syscall(SYS_gettid);
+    threads_lock();
+    struct mdr_thread **link = unpark(self, tid, 0);
+    if (link == NULL && free_threads == NULL && parked_threads != NULL)
+        unpark(self, tid, 1);
+    struct mdr_thread *own = link != NULL ? *link : NULL;
+    if (own != NULL && from_program && !own->exited)
+        *link = own->next_free;  /* on probation, now called from the program: its key set */
+    else if (own != NULL)
+        from_program = 0;  /* past its destructors, or still on probation: no key set */
+    t = own != NULL ? own : free_threads;
+    if (own == NULL && t != NULL)
         free_threads = t->next_free;
-    __atomic_store_n(&free_threads_lock, 0, __ATOMIC_RELEASE);
-    if (t == NULL)
+    threads_unlock();
+    if (own == NULL && t == NULL) {
         t = mdr_map(sizeof *t);
-    else
+    } else if (own == NULL) {
+        /* an exited thread's state: all of it new but the guard sampler's generator, which goes
+         * on (restarted from the same seed, the threads of a pool that take turns would each
+         * draw what the last one drew: the same blocks guarded, or none) */
+        struct mdr_guard_sampler sampler = t->sampler;
         memset(t, 0, sizeof *t);
-    if (t != NULL)
+        t->sampler = sampler;
+    }
+    if (t == NULL)
+        return NULL;
+    if (from_program) {
         pthread_setspecific(thread_key, t);
+    } else if (own == NULL) {  /* a call from the C library: on probation, parked */
+        t->parked_self = self;
+        t->tid = tid;
+        threads_lock();
+        t->next_free = parked_threads;
+        parked_threads = t;
+        threads_unlock();
+    }
     return t;
 }
 
@@ -373,13 +503,22 @@ static void atfork_prepare(void)
     if (C.state == MDR_RECORDING)
         lock((uint64_t)syscall(SYS_gettid));
     mdr_rz_atfork(0);  /* after the writer's lock: a recorded realloc takes it inside that */
+    threads_lock();  /* last: new_thread takes no other lock inside it */
 }
-static void atfork_parent(void) { mdr_rz_atfork(1); if (C.lock) unlock(); mdr_guard_atfork(1); }
+static void atfork_parent(void)
+{
+    threads_unlock();
+    mdr_rz_atfork(1);
+    if (C.lock)
+        unlock();
+    mdr_guard_atfork(1);
+}
 static void forget_recording(void);
 
 static void atfork_child(void)
 {
     /* The child shares the dump's mapping: it must never write to it. */
+    threads_unlock();
     mdr_rz_atfork(1);
     if (C.lock)
         unlock();
