@@ -636,36 +636,55 @@ static int block_streams(const unsigned char *pl, size_t plen, struct in *ops, s
     return 0;
 }
 
-/* The trailing literal bytes of the block whose payload is `pl`: their length into *tail and
- * whether one is not NUL into *written; 0, or 1 when the block is all literals without a line end
- * (the tail may begin in an earlier block) or malformed (the decoder will say how). */
-static int block_tail(const unsigned char *pl, size_t plen, uint64_t *tail, int *written)
+/* How the block whose payload is `pl` ends: the literal bytes after its last line end or other
+ * record (`tail` of them, `written` when one is not NUL: the recorder's padding is NULs), whether
+ * it has such a record at all (`ended`: else the tail may begin in an earlier block), and its last
+ * record when that is a literal line (`line`, `n` bytes without the line end; NULL: another
+ * record). 0, or 1 when the block is malformed (the decoder will say how). */
+struct block_end {
+    uint64_t tail, n;
+    int written, ended;
+    const unsigned char *line;
+};
+
+static int block_end(const unsigned char *pl, size_t plen, struct block_end *e)
 {
     struct in ops, lits;
     uint64_t a, records;
     if (block_streams(pl, plen, &ops, &lits, &records))
         return 1;
-    int ended = 0;
-    *tail = 0;
-    *written = 0;
+    *e = (struct block_end){0, 0, 0, 0, NULL};
     for (const unsigned char *o = ops.p; o < ops.end; o++) {
         int kind = *o & 0x0f;
         if (kind != LIT && kind != RAW) {
-            ended = 1, *tail = 0, *written = 0;
+            *e = (struct block_end){0, 0, 0, 1, NULL};
             continue;
         }
         if (get(&lits, &a) || a > (uint64_t)(lits.end - lits.p))
             return 1;
         if (kind == LIT) {
-            ended = 1, *tail = 0, *written = 0;
+            *e = (struct block_end){0, a, 0, 1, lits.p};
         } else {
-            *tail += a;
-            for (uint64_t i = 0; i < a && !*written; i++)
-                *written = lits.p[i] != 0;
+            e->tail += a;
+            for (uint64_t i = 0; i < a && !e->written; i++)
+                e->written = lits.p[i] != 0;
         }
         lits.p += a;
     }
-    return !ended;
+    return 0;
+}
+
+/* The trailing literal bytes of the block whose payload is `pl`: their length into *tail and
+ * whether one is not NUL into *written; 0, or 1 when the block is all literals without a line end
+ * (the tail may begin in an earlier block) or malformed (the decoder will say how). */
+static int block_tail(const unsigned char *pl, size_t plen, uint64_t *tail, int *written)
+{
+    struct block_end e;
+    if (block_end(pl, plen, &e) || !e.ended)
+        return 1;
+    *tail = e.tail;
+    *written = e.written;
+    return 0;
 }
 
 /* The payload of the block whose header is `head`, read from the decoder's offset into
@@ -771,27 +790,12 @@ done:
 static int block_last_line(const unsigned char *pl, size_t plen, const unsigned char **line,
                            uint64_t *n)
 {
-    struct in ops, lits;
-    uint64_t a, records;
-    if (block_streams(pl, plen, &ops, &lits, &records))
+    struct block_end e;
+    if (block_end(pl, plen, &e) || e.line == NULL || e.written)
         return 1;
-    int found = 0;
-    for (const unsigned char *o = ops.p; o < ops.end; o++) {
-        int kind = *o & 0x0f;
-        if (kind != LIT && kind != RAW) {
-            found = 0;
-            continue;
-        }
-        if (get(&lits, &a) || a > (uint64_t)(lits.end - lits.p))
-            return 1;
-        if (kind == LIT)
-            found = 1, *line = lits.p, *n = a;
-        for (uint64_t i = 0; kind == RAW && i < a; i++)
-            if (lits.p[i] != 0)
-                found = 0;
-        lits.p += a;
-    }
-    return !found;
+    *line = e.line;
+    *n = e.n;
+    return 0;
 }
 
 /* The last record of the compact dump open as `fd` when it is a whole line with nothing but NUL
