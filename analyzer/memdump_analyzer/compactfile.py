@@ -35,19 +35,18 @@ def _library() -> ctypes.CDLL | None:
     try:
         lib = ctypes.CDLL(library_path())
         enc, dec = lib.mdz_encode, lib.mdz_decode
-    except (OSError, AttributeError):
+        info_of, last_line = lib.mdz_info, lib.mdz_last_line
+    except (OSError, AttributeError):  # none, or one older than this module: compact.py's
         return None
     enc.restype = dec.restype = ctypes.c_int
     enc.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_size_t, ctypes.c_char_p,
                     ctypes.c_size_t]
     dec.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t]
-    lib.mdz_info.restype = ctypes.c_int
-    lib.mdz_info.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
-                             ctypes.c_char_p, ctypes.c_size_t]
-    lib.mdz_last_line.restype = ctypes.c_int
-    lib.mdz_last_line.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
-                                  ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p,
-                                  ctypes.c_size_t]
+    info_of.restype = last_line.restype = ctypes.c_int
+    info_of.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+                        ctypes.c_char_p, ctypes.c_size_t]
+    last_line.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_size_t,
+                          ctypes.POINTER(ctypes.c_uint64), ctypes.c_char_p, ctypes.c_size_t]
     return lib
 
 

@@ -415,6 +415,28 @@ def test_a_marked_dump_is_compacted_by_its_first_report(tmp_path: Path) -> None:
     assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
 
 
+def test_a_library_without_every_function_leaves_compaction_to_python(tmp_path: Path) -> None:
+    """A C library older than the analyser (a build not redone, an install of another version)
+    that lacks one of the compaction's functions is not used: the report and the compaction
+    are Python's, byte for byte the library's, and nothing but the compaction's line is said."""
+    stub = tmp_path / "libold.so"
+    src = tmp_path / "old.c"
+    src.write_text("int mdz_encode(void) { return -1; }\nint mdz_decode(void) { return -1; }\n"
+                   "int mdz_info(void) { return -1; }\n")
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(stub), str(src)], check=True)
+    dump = tmp_path / "app.memdump"
+    dump.write_bytes((FIXTURES / "inprocess.memdump").read_bytes())
+    os.setxattr(dump, compactfile.PENDING, b"1")
+    want = subprocess.run([str(SCRIPT), str(FIXTURES / "inprocess.memdump")], capture_output=True,
+                          text=True)
+    run = subprocess.run([str(SCRIPT), str(dump)], capture_output=True, text=True,
+                         env={**os.environ, "MEMDUMP_CORE_LIB": str(stub)})
+    assert (run.returncode, run.stdout) == (
+        want.returncode, want.stdout.replace(str(FIXTURES / "inprocess.memdump"), str(dump)))
+    assert run.stderr == f"memdump-analyze: {dump}: compacted, 735 bytes of text in 491\n"
+    assert dump.read_bytes() == (FIXTURES / "inprocess.compact").read_bytes()
+
+
 def test_the_html_page_decodes_a_compact_dump_once(tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     """The HTML page's outputs open the dump more than once: the compact dump is decoded once
