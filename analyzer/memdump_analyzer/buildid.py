@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import struct
 
-__all__ = ["build_id", "recorded_build_id"]
+__all__ = ["build_id", "recorded_build_id", "unchanged_since"]
 
 _PT_NOTE = 4
 _NT_GNU_BUILD_ID = 3
@@ -66,18 +66,24 @@ def _note(data: bytes, end: str) -> str | None:
     return None
 
 
-def recorded_build_id(path: str, start: str | None) -> str | None:
-    """`build_id(path)` when the file is not newer than the recording's start (the dump's `i
-    start`, ISO 8601), else None: without a start time nothing tells the file is the one that
-    ran."""
-    if start is None:
-        return None
+def unchanged_since(path: str, start: str) -> bool:
+    """Whether the file at `path` can be the one that ran in a recording that began at `start`
+    (the dump's `i start`, ISO 8601 to the second): not changed since. A file changed within
+    the second `start` names counts as unchanged (built just before the run: the common case of
+    `cc && memdump.sh`); a file that cannot be read or a start that does not parse, as changed."""
     from datetime import datetime  # noqa: PLC0415 - the symbol cache reads build ids alone
 
     try:
-        started = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
-        if os.stat(path).st_mtime > started:
-            return None
+        began = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
+        return os.stat(path).st_mtime < began + 1
     except (OSError, ValueError):
+        return False
+
+
+def recorded_build_id(path: str, start: str | None) -> str | None:
+    """`build_id(path)` when the file is unchanged since the recording's start (the dump's `i
+    start`: `unchanged_since`), else None: without a start time nothing tells the file is the
+    one that ran."""
+    if start is None or not unchanged_since(path, start):
         return None
     return build_id(path)

@@ -14,7 +14,8 @@ import re
 import shutil
 import subprocess
 from collections.abc import Iterable
-from datetime import datetime
+
+from .buildid import unchanged_since
 
 __all__ = ["UNKNOWN_SIZE", "access_sizes", "access_text", "describe_access", "disassemble"]
 
@@ -101,17 +102,10 @@ def _instruction(program: str, module: str, offset: int) -> str | None:
 
 
 def _as_recorded(module: str, start: str | None) -> bool:
-    """Whether MODULE's file can be the one that ran in a recording that began at START (the
-    dump's `i start`, ISO 8601 to the second): not changed since. A file changed within the
-    second START names counts as the one that ran (built just before the run: the common case of
-    `cc && memdump.sh`); without START, nothing tells otherwise."""
-    if start is None:
-        return True
-    try:
-        began = datetime.fromisoformat(start.replace("Z", "+00:00")).timestamp()
-        return os.stat(module).st_mtime < began + 1
-    except (OSError, ValueError):
-        return False
+    """Whether MODULE's file can be the one that ran in a recording that began at START
+    (buildid.unchanged_since); without START, nothing tells otherwise."""
+    return start is None or unchanged_since(module, start)
+
 
 
 def access_sizes(sites: Iterable[tuple[str, int]], *, program: str = "objdump",

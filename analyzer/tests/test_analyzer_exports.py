@@ -7,8 +7,10 @@ import gzip
 import os
 import pty
 import re
+import shutil
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -210,6 +212,21 @@ def test_build_id_is_readelf_s() -> None:
     assert recorded_build_id(sys.executable, None) is None
     assert recorded_build_id(sys.executable, "2000-01-01T00:00:00Z") is None  # newer: not it
     assert recorded_build_id(sys.executable, "2999-01-01T00:00:00Z") == m.group(1)
+
+
+def test_a_module_built_in_the_recordings_first_second_is_the_one_that_ran(
+        tmp_path: Path) -> None:
+    """The dump's start is whole seconds: a module changed within that second (`cc && memdump.sh`)
+    is taken as the build that ran, as faultinsn takes it; one changed a second later is not."""
+    module = tmp_path / "python"
+    shutil.copyfile(sys.executable, module)
+    start = "2026-11-23T10:00:00Z"
+    began = datetime.fromisoformat("2026-11-23T10:00:00+00:00").timestamp()
+    os.utime(module, (began + 0.75, began + 0.75))
+    assert recorded_build_id(str(module), start) == build_id(sys.executable)
+    os.utime(module, (began + 1, began + 1))
+    assert recorded_build_id(str(module), start) is None
+    assert recorded_build_id(str(module), "not a time") is None
 
 
 # -- --base ----------------------------------------------------------------------------------------
