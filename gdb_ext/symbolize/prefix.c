@@ -277,7 +277,7 @@ int dwarf_prefix(struct lazy *aranges, struct lazy *info, struct lazy *abbrev, s
     if (n == 0 || n > sizeof units / sizeof *units || aranges->need(aranges, aranges->size) != 0)
         return -1;
     for (size_t i = 0; i < n; i++)
-        if (unit_of(aranges, addrs[i], &units[i], &farthest) != 0 || units[i] > info->size / 3)
+        if (unit_of(aranges, addrs[i], &units[i], &farthest) != 0 || units[i] > info->size / 2)
             return -1;
     /* every unit header up to the last unit asked; the farthest abbreviation table they use */
     memset(keep, 0, sizeof *keep);

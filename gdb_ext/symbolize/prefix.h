@@ -27,7 +27,7 @@ struct prefix {
  * inflated whole and rewritten in place to the sets of the units kept (libdw rejects a set naming
  * a unit past the end of .debug_info), its new length in KEEP->aranges. 0 when the prefixes stand
  * for the whole sections address for address; -1 when they may not (an address in no unit or in
- * two, a reference out of its unit, a form or unit this does not know, a prefix over a third of
+ * two, a reference out of its unit, a form or unit this does not know, a prefix over half of
  * .debug_info, whose whole inflating by libdeflate is cheaper than zlib's of the prefix): then
  * the sections are inflated whole. */
 int dwarf_prefix(struct lazy *aranges, struct lazy *info, struct lazy *abbrev, struct lazy *line,

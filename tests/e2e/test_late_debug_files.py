@@ -230,7 +230,7 @@ def test_prefix_inflated_gives_libdws_answers() -> None:
     """A few addresses (a small program's frames in glibc) make memdump-symbolize inflate only
     the prefixes of .debug_info, .debug_abbrev and .debug_line their units need (prefix.c): its
     answers are libdw's own on seeded random sets of one to three addresses in glibc's
-    functions, the sets whose units lie in the first third of .debug_info inflated in part, the
+    functions, the sets whose units lie in the first half of .debug_info inflated in part, the
     others whole."""
     from memdump_analyzer.symbolize import sized_symbols
 
@@ -284,7 +284,7 @@ def test_prefix_ends_with_the_unit_asked() -> None:
     proc = _symbolize(libc, f"{start:#x}\n", "--verbose")
     first = proc.stderr.splitlines()[0]
     if first.endswith(": inflated whole"):
-        pytest.skip("this glibc's libc-start unit lies past the first third of .debug_info")
+        pytest.skip("this glibc's libc-start unit lies past the first half of .debug_info")
     assert first.startswith(f"memdump-symbolize: {debug_file}: inflated the first "
                             f"{following} bytes of .debug_info, "), first
     assert proc.stdout == _symbolize(libc, f"{start:#x}\n", "--inflate=libdw").stdout
