@@ -221,31 +221,35 @@ def test_inflated_debug_file_gives_libdws_answers() -> None:
         assert answers(inflater) == libdw, inflater
 
 
-def _symbolize(libc: str, text: str, *options: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(SYMBOLIZE), "-a", "-f", "-i", "-C", *options, "-e", libc],
+def _symbolize(module: str, text: str, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SYMBOLIZE), "-a", "-f", "-i", "-C", *options, "-e", module],
                           capture_output=True, text=True, input=text, check=True)
 
 
-def test_prefix_inflated_gives_libdws_answers() -> None:
+@pytest.mark.parametrize("library", ["libc.so.6", "libm.so.6"])
+def test_prefix_inflated_gives_libdws_answers(library: str) -> None:
     """A few addresses (a small program's frames in glibc) make memdump-symbolize inflate only
     the prefixes of .debug_info, .debug_abbrev and .debug_line their units need (prefix.c): its
-    answers are libdw's own on seeded random sets of one to three addresses in glibc's
-    functions, the sets whose units lie in the first half of .debug_info inflated in part, the
-    others whole."""
+    answers are libdw's own on seeded random sets of one to three addresses in the functions of
+    glibc's C library and of its libm (libc6-dbg's files both), the sets whose units lie in the
+    first half of .debug_info inflated in part, the others whole."""
     from memdump_analyzer.symbolize import sized_symbols
 
-    libc = _libc_module()
+    module = os.path.join(os.path.dirname(_libc_module()), library)
+    ident = build_id(module) if os.path.isfile(module) else None
+    if ident is None or not (LIBC_DEBUG / ident[:2] / f"{ident[2:]}.debug").is_file():
+        pytest.skip(f"no separate debug file for {library}")
     rng = random.Random(2505)
-    spans = sized_symbols(libc, "Tt", demangle=False)
+    spans = sized_symbols(module, "Tt", demangle=False)
     ways = {"whole": 0, "prefix": 0}
-    for _ in range(40):
+    for _ in range(30):
         addresses = [start + rng.randrange(end - start)
                      for start, end, _ in rng.sample(spans, rng.randint(1, 3))]
         text = "".join(f"{a:#x}\n" for a in addresses)
-        libdw = _symbolize(libc, text, "--inflate=libdw").stdout
+        libdw = _symbolize(module, text, "--inflate=libdw").stdout
         assert libdw.count("\n0x") + 1 == len(addresses)
         for inflater in ("zlib", "auto"):
-            proc = _symbolize(libc, text, f"--inflate={inflater}", "--verbose")
+            proc = _symbolize(module, text, f"--inflate={inflater}", "--verbose")
             assert proc.stdout == libdw, (inflater, text)
             ways["whole" if proc.stderr.endswith(": inflated whole\n") else "prefix"] += 1
     assert ways["prefix"] >= 10 and ways["whole"] >= 10, ways
