@@ -10,9 +10,13 @@
  * information, macros, the name indexes: .debug_loclists is a sixth of glibc's compressed DWARF)
  * left out as SHT_NOBITS, which libdw ignores. libdw then reads the same bytes it would have
  * inflated itself: the answers are the same (tests/e2e/test_late_debug_files.py compares them).
+ * Given the addresses asked, .debug_info, .debug_abbrev and .debug_line are inflated by zlib's
+ * streaming interface only as far as those addresses' units need (prefix.c: glibc's frames below
+ * main need 29 kB of their 8.1 MB), the copy's section headers giving the shorter sizes.
  */
 #define _GNU_SOURCE
 #include "inflate.h"
+#include "prefix.h"
 
 #include <dlfcn.h>
 #include <elf.h>
@@ -93,6 +97,20 @@ static int is_unread(const char *name)
     return 0;
 }
 
+/* the sections prefix.c may cut */
+enum part { PART_NONE = -1, PART_ARANGES, PART_INFO, PART_ABBREV, PART_LINE, PARTS };
+
+static enum part part_named(const char *name)
+{
+    static const char *const parts[PARTS] = {
+        ".debug_aranges", ".debug_info", ".debug_abbrev", ".debug_line",
+    };
+    for (int p = 0; p < PARTS; p++)
+        if (strcmp(name, parts[p]) == 0)
+            return (enum part)p;
+    return PART_NONE;
+}
+
 /* Whether [OFF, OFF + LEN) lies inside a file of SIZE bytes */
 static int inside(uint64_t off, uint64_t len, uint64_t size)
 {
@@ -120,14 +138,97 @@ static int has_build_id(const unsigned char *note, uint64_t size, const unsigned
     return 0;
 }
 
-/* The plan for one section: where its inflated bytes go in the copy (0: copied as it is) */
+/* The plan for one section: where its inflated bytes go in the copy (0: copied as it is), and
+ * which of the sections prefix.c may cut it is (PART_NONE: none; it is inflated whole) */
+
 struct plan {
     uint64_t at;
     int skip;
+    enum part part;
+    int done;  /* inflated (its prefix) before the other sections */
 };
 
+#ifdef MEMDUMP_HAVE_ZLIB
+/* A section inflated by zlib as far as prefix.c asks (lazy.need), in place in the copy */
+struct stream {
+    struct lazy lazy;  /* first: a struct lazy * is a struct stream * */
+    z_stream z;
+    int open;
+};
+
+static int stream_need(struct lazy *self, uint64_t upto)
+{
+    struct stream *s = (struct stream *)self;
+    /* a little more than asked: the unit headers are read one after the other */
+    uint64_t want = s->lazy.size - upto > 65536 ? upto + 65536 : s->lazy.size;
+    while (s->z.total_out < upto) {
+        s->z.next_out = (Bytef *)s->lazy.bytes + s->z.total_out;
+        s->z.avail_out = (uInt)(want - s->z.total_out < (1u << 30) ? want - s->z.total_out
+                                                                   : 1u << 30);
+        int r = inflate(&s->z, Z_NO_FLUSH);
+        if (r != Z_OK && !(r == Z_STREAM_END && s->z.total_out == s->lazy.size))
+            return -1;
+        if (r == Z_STREAM_END)
+            break;
+    }
+    return s->z.total_out >= upto ? 0 : -1;
+}
+
+/* Inflate the prefixes of .debug_aranges, .debug_info, .debug_abbrev and .debug_line that the
+ * addresses ADDRS (N) need (prefix.c), into OUT where the plans put them, the copy's section
+ * headers OSH given the prefixes' sizes; 0 when done, -1 when the sections are to be inflated
+ * whole (nothing of the copy was changed but the prefixes' bytes, overwritten then) */
+static int inflate_prefixes(const unsigned char *file, const Elf64_Shdr *sh, Elf64_Shdr *osh,
+                            struct plan *plans, unsigned nsections, unsigned char *out,
+                            const uint64_t *addrs, size_t n, struct prefix *keep)
+{
+    struct stream streams[PARTS];
+    unsigned index[PARTS] = {0};
+    for (unsigned i = 1; i < nsections; i++)
+        if (plans[i].part != PART_NONE && !plans[i].skip && plans[i].at != 0)
+            index[plans[i].part] = i;
+    int ok = 1;
+    memset(streams, 0, sizeof streams);
+    for (int p = 0; p < PARTS && ok; p++) {
+        const Elf64_Shdr *s = &sh[index[p]];
+        const Elf64_Chdr *ch = (const Elf64_Chdr *)(file + s->sh_offset);
+        ok = index[p] != 0 && s->sh_size - sizeof *ch < (1u << 30) &&
+             ch->ch_size <= UINT64_MAX - 65536;
+        if (!ok)
+            break;
+        streams[p].lazy = (struct lazy){out + plans[index[p]].at, ch->ch_size, stream_need};
+        streams[p].z.next_in = (Bytef *)(ch + 1);
+        streams[p].z.avail_in = (uInt)(s->sh_size - sizeof *ch);
+        ok = inflateInit(&streams[p].z) == Z_OK;
+        streams[p].open = ok;
+    }
+    ok = ok && dwarf_prefix(&streams[PART_ARANGES].lazy, &streams[PART_INFO].lazy,
+                            &streams[PART_ABBREV].lazy, &streams[PART_LINE].lazy, addrs, n,
+                            keep) == 0;
+    for (int p = 0; p < PARTS; p++)
+        if (streams[p].open)
+            inflateEnd(&streams[p].z);
+    if (!ok) {
+        memset(keep, 0, sizeof *keep);
+        return -1;
+    }
+    const uint64_t sizes[PARTS] = {keep->aranges, keep->info, keep->abbrev, keep->line};
+    for (int p = 0; p < PARTS; p++) {
+        unsigned i = index[p];
+        const Elf64_Chdr *ch = (const Elf64_Chdr *)(file + sh[i].sh_offset);
+        osh[i].sh_flags &= ~(uint64_t)SHF_COMPRESSED;
+        osh[i].sh_size = sizes[p];
+        osh[i].sh_addralign = ch->ch_addralign;
+        osh[i].sh_offset = plans[i].at;
+        plans[i].done = 1;
+    }
+    return 0;
+}
+#endif
+
 static int copy_inflated(const unsigned char *file, enum inflater which,
-                         struct plan *plans, uint64_t total)
+                         struct plan *plans, uint64_t total, const uint64_t *addrs, size_t n,
+                         struct prefix *keep)
 {
     const Elf64_Ehdr *eh = (const Elf64_Ehdr *)file;
     const Elf64_Shdr *sh = (const Elf64_Shdr *)(file + eh->e_shoff);
@@ -151,9 +252,15 @@ static int copy_inflated(const unsigned char *file, enum inflater which,
     memcpy(out, file, head > sizeof *eh ? head : sizeof *eh);
     memcpy(out + eh->e_shoff, sh, (size_t)eh->e_shnum * sizeof *sh);
     Elf64_Shdr *osh = (Elf64_Shdr *)(out + eh->e_shoff);
+#ifdef MEMDUMP_HAVE_ZLIB
+    if (n > 0)
+        inflate_prefixes(file, sh, osh, plans, eh->e_shnum, out, addrs, n, keep);
+#else
+    (void)addrs, (void)n, (void)keep;
+#endif
     int ok = 1;
     for (unsigned i = 1; ok && i < eh->e_shnum; i++) {
-        if (sh[i].sh_type == SHT_NOBITS)
+        if (sh[i].sh_type == SHT_NOBITS || plans[i].done)
             continue;
         if (!(sh[i].sh_flags & SHF_COMPRESSED)) {
             memcpy(out + sh[i].sh_offset, file + sh[i].sh_offset, sh[i].sh_size);
@@ -209,6 +316,8 @@ static int plan_sections(const unsigned char *file, uint64_t size, const unsigne
     *plans = calloc(eh->e_shnum, sizeof **plans);
     if (*plans == NULL)
         return -1;
+    for (unsigned i = 0; i < eh->e_shnum; i++)
+        (*plans)[i].part = PART_NONE;
     uint64_t end = (size + 15) & ~(uint64_t)15;
     int compressed = 0, identified = 0;
     for (unsigned i = 1; i < eh->e_shnum; i++) {
@@ -226,7 +335,9 @@ static int plan_sections(const unsigned char *file, uint64_t size, const unsigne
             ch->ch_addralign > 4096 || ch->ch_size > (uint64_t)1 << 40)
             goto no;  /* zstd, or not what it says: libdw's business */
         compressed = 1;
-        if (is_unread((const char *)file + names->sh_offset + sh[i].sh_name)) {
+        const char *name = (const char *)file + names->sh_offset + sh[i].sh_name;
+        (*plans)[i].part = part_named(name);
+        if (is_unread(name)) {
             (*plans)[i].skip = 1;
             continue;
         }
@@ -245,8 +356,10 @@ no:
     return -1;
 }
 
-int inflated_copy(int fd, enum inflater which, const unsigned char *id, size_t len)
+int inflated_copy(int fd, enum inflater which, const unsigned char *id, size_t len,
+                  const uint64_t *addrs, size_t n, struct prefix *keep)
 {
+    memset(keep, 0, sizeof *keep);
     if (which == INFLATE_LIBDW)
         return -1;
     if (which == INFLATE_AUTO) {
@@ -264,7 +377,7 @@ int inflated_copy(int fd, enum inflater which, const unsigned char *id, size_t l
     uint64_t total = 0;
     int out = -1;
     if (plan_sections(file, size, id, len, &plans, &total) == 0)
-        out = copy_inflated(file, which, plans, total);
+        out = copy_inflated(file, which, plans, total, addrs, n, keep);
     free(plans);
     munmap(file, size);
     return out;

@@ -9,7 +9,8 @@
  * only (gdb_ext/dbgkit/memdump_symbols.py, from_debug_files).
  *
  * It speaks binutils addr2line's protocol, `-a -f -i [-C] -e MODULE`, addresses (ELF virtual
- * addresses, hex) one per line on standard input; for each, the address, then one
+ * addresses, hex) one per line on standard input, all read before the first answer (the debug
+ * file's sections are inflated only as far as those addresses need); for each, the address, then one
  * (function, FILE:LINE) pair per level, innermost first: the function the address is in with
  * the address's line, then each function it was inlined into with the line of the inlined call
  * (`??` and `??:0` when unknown; code without a DWARF function, assembly, is named from the symbol
@@ -321,6 +322,12 @@ static void symbolize(Dwfl_Module *mod, Dwarf_Addr addr)
 /* how the separate debug file's compressed sections are inflated (inflate.c) */
 static enum inflater inflater = INFLATE_AUTO;
 
+/* the addresses asked (ELF addresses), all read before the debug file is opened: its sections
+ * are inflated only as far as they need (prefix.c) */
+static uint64_t *asked = NULL;
+static size_t nasked = 0;
+static int verbose = 0;
+
 /* The separate debug file by the module's build id under /usr/lib/debug (as libc6-dbg and the
  * -dbgsym packages install them), its compressed sections inflated (inflate.c); any other file
  * as dwfl_standard_find_debuginfo finds it (which hands libdw the file as it is: libdw then
@@ -340,9 +347,17 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
                 len += snprintf(path + len, sizeof path - (size_t)len, "%02x", id[i]);
             snprintf(path + len, sizeof path - (size_t)len, ".debug");
             int fd = open(path, O_RDONLY | O_CLOEXEC);
-            int copy = fd >= 0 ? inflated_copy(fd, inflater, id, (size_t)n) : -1;
+            struct prefix keep;
+            int copy = fd >= 0 ? inflated_copy(fd, inflater, id, (size_t)n, asked, nasked, &keep)
+                               : -1;
             if (fd >= 0)
                 close(fd);
+            if (copy >= 0 && verbose && keep.info != 0)
+                fprintf(stderr, "memdump-symbolize: %s: inflated the first %" PRIu64 " bytes of "
+                        ".debug_info, %" PRIu64 " of .debug_abbrev, %" PRIu64 " of .debug_line\n",
+                        path, keep.info, keep.abbrev, keep.line);
+            else if (copy >= 0 && verbose)
+                fprintf(stderr, "memdump-symbolize: %s: inflated whole\n", path);
             if (copy >= 0) {
                 free(*debuginfo_file_name);
                 *debuginfo_file_name = strdup(path);
@@ -357,7 +372,7 @@ static int find_debuginfo(Dwfl_Module *mod, void **userdata, const char *modname
 static int usage(const char *why)
 {
     fprintf(stderr, "memdump-symbolize: %s\nusage: memdump-symbolize [-a] [-f] [-i] [-C] "
-                    "[--inflate=auto|libdeflate|zlib|libdw] -e MODULE < ADDRESSES\n",
+                    "[--inflate=auto|libdeflate|zlib|libdw] [--verbose] -e MODULE < ADDRESSES\n",
             why);
     return 2;
 }
@@ -370,6 +385,8 @@ int main(int argc, char **argv)
             module = argv[++i];
         else if (strcmp(argv[i], "-C") == 0)
             demangle = 1;
+        else if (strcmp(argv[i], "--verbose") == 0)
+            verbose = 1;
         else if (strncmp(argv[i], "--inflate=", 10) == 0) {
             int which = inflater_named(argv[i] + 10);
             if (which < 0)
@@ -402,15 +419,30 @@ int main(int argc, char **argv)
     Dwarf_Addr elf_bias = 0;
     if (dwfl_module_getelf(mod, &elf_bias) == NULL)
         elf_bias = 0;
+    /* every address before the first answer (the debug file is opened at the first) */
     char buf[256];
+    size_t room = 0;
     while (fgets(buf, sizeof buf, stdin) != NULL) {
         char *end;
         uint64_t addr = strtoull(buf, &end, 16);
         if (end == buf)
             continue;
-        printf("0x%016" PRIx64 "\n", addr);
-        symbolize(mod, addr + elf_bias);
+        if (nasked == room) {
+            room = room ? 2 * room : 64;
+            uint64_t *more = realloc(asked, room * sizeof *asked);
+            if (more == NULL) {
+                fputs("memdump-symbolize: out of memory\n", stderr);
+                return 1;
+            }
+            asked = more;
+        }
+        asked[nasked++] = addr;
     }
+    for (size_t i = 0; i < nasked; i++) {
+        printf("0x%016" PRIx64 "\n", asked[i]);
+        symbolize(mod, asked[i] + elf_bias);
+    }
+    free(asked);
     dwfl_end(dwfl);
     return fflush(stdout) == 0 ? 0 : 1;
 }

@@ -221,6 +221,79 @@ def test_inflated_debug_file_gives_libdws_answers() -> None:
         assert answers(inflater) == libdw, inflater
 
 
+def _symbolize(module: str, text: str, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SYMBOLIZE), "-a", "-f", "-i", "-C", *options, "-e", module],
+                          capture_output=True, text=True, input=text, check=True)
+
+
+@pytest.mark.parametrize("library", ["libc.so.6", "libm.so.6"])
+def test_prefix_inflated_gives_libdws_answers(library: str) -> None:
+    """A few addresses (a small program's frames in glibc) make memdump-symbolize inflate only
+    the prefixes of .debug_info, .debug_abbrev and .debug_line their units need (prefix.c): its
+    answers are libdw's own on seeded random sets of one to three addresses in the functions of
+    glibc's C library and of its libm (libc6-dbg's files both), the sets whose units lie in the
+    first half of .debug_info inflated in part, the others whole."""
+    from memdump_analyzer.symbolize import sized_symbols
+
+    module = os.path.join(os.path.dirname(_libc_module()), library)
+    ident = build_id(module) if os.path.isfile(module) else None
+    if ident is None or not (LIBC_DEBUG / ident[:2] / f"{ident[2:]}.debug").is_file():
+        pytest.skip(f"no separate debug file for {library}")
+    rng = random.Random(2505)
+    spans = sized_symbols(module, "Tt", demangle=False)
+    ways = {"whole": 0, "prefix": 0}
+    for _ in range(30):
+        addresses = [start + rng.randrange(end - start)
+                     for start, end, _ in rng.sample(spans, rng.randint(1, 3))]
+        text = "".join(f"{a:#x}\n" for a in addresses)
+        libdw = _symbolize(module, text, "--inflate=libdw").stdout
+        assert libdw.count("\n0x") + 1 == len(addresses)
+        for inflater in ("zlib", "auto"):
+            proc = _symbolize(module, text, f"--inflate={inflater}", "--verbose")
+            assert proc.stdout == libdw, (inflater, text)
+            ways["whole" if proc.stderr.endswith(": inflated whole\n") else "prefix"] += 1
+    assert ways["prefix"] >= 10 and ways["whole"] >= 10, ways
+
+
+def _aranges_units(debug_file: str) -> list[tuple[int, list[tuple[int, int]]]]:
+    """The units .debug_aranges names (binutils' readelf), each with its address ranges."""
+    text = subprocess.run(["readelf", "--debug-dump=aranges", debug_file], capture_output=True,
+                          text=True, check=True).stdout
+    units: list[tuple[int, list[tuple[int, int]]]] = []
+    for line in text.splitlines():
+        words = line.split()
+        if line.strip().startswith("Offset into .debug_info:"):
+            units.append((int(words[-1], 16), []))
+        elif len(words) == 2 and units and all(c in "0123456789abcdef" for c in "".join(words)):
+            units[-1][1].append((int(words[0], 16), int(words[1], 16)))
+    return units
+
+
+@pytest.mark.skipif(shutil.which("readelf") is None, reason="no readelf")
+def test_prefix_ends_with_the_unit_asked() -> None:
+    """For glibc's `__libc_start_main` (libc-start.c, whose unit holds the two frames below every
+    program's main), .debug_info is inflated up to the end of its unit: the start of the next
+    unit .debug_aranges names."""
+    from memdump_analyzer.symbolize import sized_symbols
+
+    libc = _libc_module()
+    start = next(s for s, _, name in sized_symbols(libc, "Tt", demangle=False)
+                 if name.startswith("__libc_start_main@"))
+    ident = build_id(libc)
+    assert ident is not None
+    debug_file = str(LIBC_DEBUG / ident[:2] / f"{ident[2:]}.debug")
+    units = _aranges_units(debug_file)
+    unit = next(u for u, ranges in units if any(a <= start < a + n for a, n in ranges))
+    following = min(u for u, _ in units if u > unit)
+    proc = _symbolize(libc, f"{start:#x}\n", "--verbose")
+    first = proc.stderr.splitlines()[0]
+    if first.endswith(": inflated whole"):
+        pytest.skip("this glibc's libc-start unit lies past the first half of .debug_info")
+    assert first.startswith(f"memdump-symbolize: {debug_file}: inflated the first "
+                            f"{following} bytes of .debug_info, "), first
+    assert proc.stdout == _symbolize(libc, f"{start:#x}\n", "--inflate=libdw").stdout
+
+
 @pytest.mark.skipif(shutil.which("strace") is None, reason="no strace")
 def test_inflated_copy_is_what_libdw_reads(tmp_path: Path) -> None:
     """The copy is made (a memfd) and read, not libdw's own inflating of the file: one memfd,

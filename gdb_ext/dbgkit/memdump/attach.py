@@ -29,7 +29,6 @@ from ..core.procmaps import Module, ModuleMap
 from ..core.recorder import DRAINING, FAILURES, LIBRARY, RECORDING, Control, in_flight
 from ..inferior_call import call
 from .checks import CMD
-from .heapsource import in_use
 
 __all__ = ["OneThreadCall", "drain", "load"]
 
@@ -216,6 +215,9 @@ def load(process: Process, library: str) -> tuple[int, int]:
     selected = gdb.selected_thread()
     try:
         _safe_point(inferior, modules)
+        # glibc's heap walker, only when attaching (not imported by every recording: 10 ms)
+        from .heapsource import in_use  # noqa: PLC0415
+
         process.heap_at_load = in_use(inferior)
         with OneThreadCall():
             if loaded:

@@ -19,7 +19,6 @@ from .. import output
 from ..core import procfs, ptrace, reach, reach_fast
 from ..core.heap.merge import attached_scan
 from .checks import CMD
-from .heapsource import older_blocks
 
 __all__ = ["pointer_scan"]
 
@@ -138,6 +137,10 @@ def pointer_scan(inferior: gdb.Inferior, pid: int, read_some: Callable[[int, int
 
         older, label_of = None, {}
         if attached and not exiting:
+            # glibc's heap walker, only for a recording that began with an attach (not imported
+            # by every recording: 10 ms)
+            from .heapsource import older_blocks  # noqa: PLC0415
+
             walked = older_blocks(inferior, live, exclude, at_load)
             if walked is not None:
                 older, label_of = walked
