@@ -335,8 +335,11 @@ class _Native:
         self._sync_frames()
         status = _LINES
         counted = 0  # the records counted for the progress bar (compact dumps)
+        line_of, sync_frames, info = self._line, self._sync_frames, reader.info
+        attached = io.attached = info.get("attached") == "1"
         while status != _DONE:
-            io.attached = reader.info.get("attached") == "1"
+            if attached != (info.get("attached") == "1"):  # an `i` record among the lines
+                attached = io.attached = not attached
             status = lib.mdc_run(ctx)
             reader._other += io.other
             io.other = 0
@@ -350,15 +353,15 @@ class _Native:
                 counted = io.seq + reader._other
             if status == _LINES and io.n_lines:
                 seq = io.seq
-                pairs = (ctypes.c_uint64 * (2 * io.n_lines)).from_address(io.lines)
+                pairs = array("Q", string_at(io.lines, 16 * io.n_lines)).tolist()
                 for i in range(0, len(pairs), 2):
                     line = string_at(pairs[i], pairs[i + 1])
                     fl = fields(line)  # the decoder's split (dumpdecode.py)
                     if fl and fl[0] == b"fi":
                         self._sync_used()
-                    seq = io.seq = self._line(line, fl, seq)  # the library's SEQ follows:
-                    # a sample or moment due at the next line's start is taken after this one
-                self._sync_frames()
+                    seq = io.seq = line_of(line, fl, seq)  # the library's SEQ follows: a
+                    # sample or moment due at the next line's start is taken after this one
+                sync_frames()
             elif status == _ASK:
                 node = io.ask_node
                 lib.mdc_runtime(ctx, node, is_runtime_only(reader.stack(node)))

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .buildid import build_id
 
@@ -80,16 +80,25 @@ class Entry:
     path: str
     key: dict[str, object]
     frames: dict[int, list[Level]]
+    #: whether each address asked lies inside a sized function symbol (`nm -S`: the analyser's
+    #: test of an answer that names a function without a file, symbolize.py): the module's
+    #: symbol table decides it, as the build id and size in the key do
+    inside: dict[int, bool] = field(default_factory=dict)
 
-    def save(self, fresh: dict[int, list[Level]]) -> None:
-        """Add FRESH (answers just computed) to the file, written atomically; a failure to
-        write is one warning."""
-        if not fresh or all(self.frames.get(k) == v for k, v in fresh.items()):
+    def save(self, fresh: dict[int, list[Level]], inside: dict[int, bool] | None = None) -> None:
+        """Add FRESH (answers just computed) and INSIDE (verdicts just computed) to the file,
+        written atomically; a failure to write is one warning."""
+        inside = inside or {}
+        if all(self.frames.get(k) == v for k, v in fresh.items()) and all(
+                self.inside.get(k) == v for k, v in inside.items()):
             return
-        for frames in ({**self.frames, **fresh}, fresh):  # too large merged: this run's alone
-            text = json.dumps({"key": self.key, "frames": {f"{o:x}": frames[o] for o in
-                                                           sorted(frames)}},
-                              separators=(",", ":")).encode()
+        for frames, verdicts in (({**self.frames, **fresh}, {**self.inside, **inside}),
+                                 (fresh, inside)):  # too large merged: this run's alone
+            doc: dict[str, object] = {"key": self.key, "frames": {
+                f"{o:x}": frames[o] for o in sorted(frames)}}
+            if verdicts:
+                doc["inside"] = {f"{o:x}": verdicts[o] for o in sorted(verdicts)}
+            text = json.dumps(doc, separators=(",", ":")).encode()
             if len(text) <= MAX_FILE_BYTES:
                 break
         else:
@@ -146,7 +155,7 @@ def entry(program: str, module: str, *, demangle: bool) -> Entry | None:
     }
     name = f"{ident}-{os.path.basename(program)}{'-C' if demangle else ''}.json"
     path = os.path.join(where, name)
-    return Entry(path, key, _read(path, key))
+    return Entry(path, key, *_read(path, key))
 
 
 def _stamp(path: str) -> list[int] | None:
@@ -158,31 +167,31 @@ def _stamp(path: str) -> list[int] | None:
     return [st.st_size, st.st_mtime_ns]
 
 
-def _read(path: str, key: dict[str, object]) -> dict[int, list[Level]]:
-    """The answers of the file at PATH if its key is KEY, else none."""
+def _read(path: str, key: dict[str, object]) -> tuple[dict[int, list[Level]], dict[int, bool]]:
+    """The answers and the verdicts of the file at PATH if its key is KEY, else none."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
     except FileNotFoundError:
-        return {}
+        return {}, {}
     except OSError as e:
         _warn(f"{path}: {e.strerror or e}")
-        return {}
+        return {}, {}
     with os.fdopen(fd, "rb") as f:
         st = os.fstat(f.fileno())
         if st.st_uid != os.getuid() or st.st_size > MAX_FILE_BYTES:
             _warn(f"{path}: not a symbol cache file of this user")
-            return {}
+            return {}, {}
         data = f.read()
     try:
         doc = json.loads(data)
         if not isinstance(doc, dict) or not isinstance(doc.get("key"), dict):
             raise ValueError
         if doc["key"] != key:  # another symboliser, debug file or format: replaced
-            return {}
-        return _frames(doc.get("frames"))
+            return {}, {}
+        return _frames(doc.get("frames")), _inside(doc.get("inside", {}))
     except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError too
         _warn(f"{path}: not a symbol cache file")
-        return {}
+        return {}, {}
 
 
 def _frames(table: object) -> dict[int, list[Level]]:
@@ -202,6 +211,14 @@ def _frames(table: object) -> dict[int, list[Level]]:
             levels.append((level[0], level[1], level[2]))
         out[int(address, 16)] = levels
     return out
+
+
+def _inside(table: object) -> dict[int, bool]:
+    """The verdicts of a file's `inside` object (address -> true or false), checked; ValueError
+    when malformed."""
+    if not isinstance(table, dict) or not all(type(v) is bool for v in table.values()):
+        raise ValueError
+    return {int(address, 16): verdict for address, verdict in table.items()}
 
 
 def _make_directory(where: str) -> None:

@@ -244,7 +244,19 @@ def test_a_name_past_the_symbols_end_is_not_taken(tmp_path: Path, strip: bool) -
     # the entry frame has GDB's symbols: the other had none from GDB
     tail = "s 2 entry\nfs 1 2 0 0\n"
     path = write(tmp_path, dump([(str(lib), inner), (str(lib), inner + 0x100)], tail))
-    text = run_cli(path).stdout
+    # nm behind a script that logs its runs: asked when addr2line names a function without a
+    # file (stripped); the symbol cache keeps its verdict, so the second run, all of whose
+    # answers are cached, starts none and says the same
+    bin_dir, log = tmp_path / "bin", tmp_path / "nm.log"
+    bin_dir.mkdir()
+    (bin_dir / "nm").write_text(f'#!/bin/sh\necho run >> "{log}"\nexec "{_tool("nm")}" "$@"\n')
+    (bin_dir / "nm").chmod(0o755)
+    env = {"PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    text = run_cli(path, env=env).stdout
+    assert log.exists() == strip
+    log.unlink(missing_ok=True)
+    assert run_cli(path, env=env).stdout == text
+    assert not log.exists()
     if strip:
         assert f"    at 0x{0x555555554000 + inner:x} (libhidden.so+0x{inner:x})\n" in text
         assert "symbolised" not in text
@@ -252,6 +264,9 @@ def test_a_name_past_the_symbols_end_is_not_taken(tmp_path: Path, strip: bool) -
         assert f"    at hidden_alloc (libhidden.so+0x{inner:x})\n" in text
         assert ("note: the dump has no symbols for 1 frame (GDB found none for them): "
                 "symbolised from the modules with addr2line") in text
+    cached = [json.loads(f.read_text()) for f in (Path(os.environ["XDG_CACHE_HOME"]) / "dbgkit"
+                                                  / "symbols").iterdir()]
+    assert [doc.get("inside") for doc in cached] == [{f"{inner - 1:x}": False} if strip else None]
 
 
 @pytest.mark.parametrize(

@@ -178,6 +178,7 @@ print(sorted(addr2line(sys.argv[1], sys.argv[2], offsets).items()))
     (b'{"key": {}, "frames": {}}', None),  # a foreign key: replaced without a word
     (b"[1, 2]", "not a symbol cache file"),
     ("KEY", "not a symbol cache file"),  # the right key, malformed answers
+    ("INSIDE", "not a symbol cache file"),  # the right key, a malformed nm verdict
 ])
 def test_a_corrupt_file_is_one_warning(tmp_path: Path, content: bytes | str,
                                        why: str | None) -> None:
@@ -191,9 +192,12 @@ def test_a_corrupt_file_is_one_warning(tmp_path: Path, content: bytes | str,
     good = subprocess.run(argv, env=env, check=True, capture_output=True, text=True)
     assert good.stderr == ""
     [file] = _files(Path(os.environ["XDG_CACHE_HOME"]))
-    if content == "KEY":
+    if content in ("KEY", "INSIDE"):
         doc = json.loads(file.read_text())
-        doc["frames"] = {"10": [["f", 3, None]]}
+        if content == "KEY":
+            doc["frames"] = {"10": [["f", 3, None]]}
+        else:
+            doc["inside"] = {"10": 1}
         content = json.dumps(doc).encode()
     assert isinstance(content, bytes)
     file.write_bytes(content)

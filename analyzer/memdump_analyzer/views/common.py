@@ -89,7 +89,7 @@ class Group:
         made, self._made = self._made, None
         assert made is not None
         self._stack = made.frames(self.stats.node)
-        self._text = tuple(map(made.text_of, map(id, self._stack)))
+        self._text = tuple(map(_frame_text, self._stack))
 
     @property
     def stack(self) -> tuple[Frame, ...]:
@@ -284,17 +284,15 @@ class _Stacks:
 
     def __init__(self, reader: DumpReader) -> None:
         self.frames = functools.cache(trimmed_nodes(reader))
-        # each frame's key and text, by the frame's id (the reader keeps its frames): a
-        # stack's keys are then found without a call per frame
-        every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
-                                            for f in chain)]
-        self._key_of = {id(f): frame_key(f) for f in every}.__getitem__
-        self.text_of: Callable[[int], tuple[str, str, int]] = {
-            id(f): _frame_text(f) for f in every}.__getitem__
         ids = nativegroups.node_groups(reader, frame_key)
         #: the groups are the library's ids (node_groups)
         self.native = ids is not None
         self.group: Callable[[int], Any] = self._key if ids is None else ids.__getitem__
+        if ids is None:  # each frame's key by the frame's id (the reader keeps its frames): a
+            # stack's keys are then found without a call per frame
+            every = [*reader.frames.values(), *(f for chain in reader.inlined_into.values()
+                                                for f in chain)]
+            self._key_of = {id(f): frame_key(f) for f in every}.__getitem__
 
     def _key(self, node: int) -> StackKey:
         return tuple(map(self._key_of, map(id, self.frames(node))))
