@@ -184,41 +184,42 @@ static int sink_text(struct sink *k, const void *p, size_t n, int ends_line)
     return 0;
 }
 
-/* a heap record: its text (`line`, `n` bytes), or its packed event (compact.h); 0, -1 out of
- * memory, 1 the direct output cannot hold it (what the text path would leave to Python: a
- * STACK of 32 bits or more, a decimal field of more than 18 digits). `v` holds 5 values for an
- * allocation, 4 for a release, whatever `nv` says: the arguments are copied 24 bytes at once
- * (those past NARGS are overwritten by the next event or lie past the output's end). Inline:
- * it runs for every heap record. */
+/* a heap record's packed event (compact.h) into the direct output: operation `op`, STACK,
+ * RESULT and NARGS arguments (those past NARGS are written too: the next event overwrites them,
+ * or they lie past the output's end). 0, -1 out of memory, 1 the direct output cannot hold it
+ * (what the text path would leave to Python: a STACK of 32 bits or more, a decimal field of more
+ * than 18 digits: `big`). The values come as scalars, not from an array: an array written as
+ * pairs and read at an 8-byte offset stalls store forwarding. Inline: it runs for every heap
+ * record. */
 static inline __attribute__((always_inline)) int
-sink_event(struct sink *k, const char *tag, int op, const uint64_t *v, int nv, int hexes,
-           const char *line, int n)
+sink_event(struct sink *k, int op, int nargs, uint64_t stack, uint64_t result, uint64_t a0,
+           uint64_t a1, uint64_t a2, int big)
 {
-    if (!k->direct)
-        return sink_text(k, line, (size_t)n, 1);
-    if (v[0] >> 32)
+    if ((stack >> 32) | (uint64_t)big)
         return 1;
-    for (int i = 2; i < nv; i++)
-        if (!(hexes >> i & 1) && v[i] >= 1000000000000000000ull)
-            return 1;
-    int alloc = tag[0] == '+';
-    int nargs = alloc ? nv - 2 : 1;
     if (reserve(k->out, 40))
         return -1;
     unsigned char *p = k->out->p + k->out->n;
-    uint32_t stack = (uint32_t)v[0];
-    uint64_t result = alloc ? v[1] : 0;
+    uint32_t stack32 = (uint32_t)stack;
     p[0] = MDZ_EVENT;
     p[1] = (unsigned char)op;
     p[2] = (unsigned char)nargs;
     p[3] = 0;
-    memcpy(p + 4, &stack, 4);
+    memcpy(p + 4, &stack32, 4);
     memcpy(p + 8, &result, 8);
-    memcpy(p + 16, alloc ? v + 2 : v + 1, 24); /* reserved: 16 + 24 bytes */
+    memcpy(p + 16, &a0, 8);
+    memcpy(p + 24, &a1, 8);
+    memcpy(p + 32, &a2, 8); /* reserved: 16 + 24 bytes */
     k->out->n += 8 * (size_t)(2 + nargs);
     k->tail = 0;
     k->bol = 1;
     return 0;
+}
+
+/* a decimal field the direct output cannot hold (more than 18 digits) */
+static inline int too_big(uint64_t v)
+{
+    return v >= 1000000000000000000ull;
 }
 
 static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
@@ -331,17 +332,22 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             } else {
                 BAD("an address code is out of range");
             }
-            uint64_t v[5] = {stack, addr, size};
-            int nv = 3, hexes = kind == REALLOC ? 6 : 2;
+            /* the arguments after RESULT: SIZE; NMEMB or ALIGN, SIZE; ALIGN, SIZE, RC; PTR, SIZE */
+            uint64_t a0 = size, a1 = 0, a2 = 0;
+            int nargs = 1, big;
             if (kind == POSIX_MEMALIGN)
-                memcpy(v, (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5 * 8), nv = 5;
-            else if (kind >= CALLOC && kind != REALLOC)
-                memcpy(v, (uint64_t[]){stack, addr, extra[0], size}, 4 * 8), nv = 4;
-            else if (kind == REALLOC)
-                memcpy(v, (uint64_t[]){stack, addr, ptr, size}, 4 * 8), nv = 4;
-            if (!k->direct)
-                n = record(line, tag_of[kind], v, nv, hexes);
-            int r = sink_event(k, tag_of[kind], op_of[kind], v, nv, hexes, line, n);
+                a0 = extra[0], a1 = size, a2 = extra[1], nargs = 3;
+            else if (kind >= CALLOC)
+                a0 = kind == REALLOC ? ptr : extra[0], a1 = size, nargs = 2;
+            big = kind == REALLOC ? too_big(a1) : too_big(a0) | too_big(a1) | too_big(a2);
+            int r;
+            if (k->direct) {
+                r = sink_event(k, op_of[kind], nargs, stack, addr, a0, a1, a2, big);
+            } else {
+                uint64_t v[5] = {stack, addr, a0, a1, a2};
+                n = record(line, tag_of[kind], v, 2 + nargs, kind == REALLOC ? 6 : 2);
+                r = sink_text(k, line, (size_t)n, 1);
+            }
             if (r)
                 return r < 0 ? fail(err, elen, "out of memory") : 1;
             if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
@@ -357,10 +363,13 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 stack = predicted;
             else if (get(&s[FSTK], &stack))
                 BAD("a block's streams are cut short or corrupt");
-            uint64_t v[4] = {stack, ptr}; /* sink_event copies 3 arguments */
-            if (!k->direct)
-                n = record(line, tag_of[kind], v, 2, 2);
-            int rs = sink_event(k, tag_of[kind], op_of[kind], v, 2, 2, line, n);
+            int rs;
+            if (k->direct) {
+                rs = sink_event(k, op_of[kind], 1, stack, 0, ptr, 0, 0, 0);
+            } else {
+                n = record(line, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 2);
+                rs = sink_text(k, line, (size_t)n, 1);
+            }
             if (rs)
                 return rs < 0 ? fail(err, elen, "out of memory") : 1;
             if (released(m, stack, ptr, r ? &block[2] : NULL))
