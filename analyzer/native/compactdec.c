@@ -665,6 +665,17 @@ int mdz_dec_next(struct mdz_dec *d, const unsigned char **p, size_t *n, char *er
     return r;
 }
 
+int mdz_dec_exchange(struct mdz_dec *d, unsigned char **buf, size_t *cap, size_t slack)
+{
+    if (reserve(&d->out, slack))
+        return -1;
+    struct buf out = d->out;
+    d->out = (struct buf){*buf, 0, *buf ? *cap : 0};
+    *buf = out.p;
+    *cap = out.cap;
+    return 0;
+}
+
 uint64_t mdz_dec_read(const struct mdz_dec *d)
 {
     return d->read;
