@@ -24,7 +24,8 @@ int mdz_last_line(int fd, char *line, size_t cap, uint64_t *len, char *err, size
 struct mdz_dec;
 /* a decoder of the compact dump open as `fd`, read from its offset; NULL with `err` said */
 struct mdz_dec *mdz_dec_open(int fd, char *err, size_t elen);
-/* the next block's direct output at *p, *n bytes (valid until the next call): 1; 0 at the end;
+/* the next piece of the direct output (a block's, up to about a MiB of it) at *p, *n bytes
+ * (valid until the next call): 1; 0 at the end;
  * -1 with `err` said; 2 when the direct output cannot hold a record (decode the text instead).
  * The blocks' text is neither made nor checked (its length and CRC-32): their deflate streams'
  * Adler-32 and every reference of the model are. */

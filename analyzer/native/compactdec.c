@@ -225,11 +225,17 @@ static inline int too_big(uint64_t v)
     return v >= 1000000000000000000ull;
 }
 
-static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
-                     struct sink *k, char *err, size_t elen)
+/* a block being decoded: its streams as read so far (s[OPS].p: the next record's operation) */
+struct block {
+    struct in s[N_STREAMS];
+};
+
+/* the block whose payload is `pl` begun into *b (its streams found, none read), the sink's text
+ * count reset; 0, or -1 (err says why) */
+static int block_start(const unsigned char *pl, size_t plen, struct block *b, struct sink *k,
+                       char *err, size_t elen)
 {
-    struct buf *out = k->out;
-    struct in hdr = {pl, pl + plen}, s[N_STREAMS];
+    struct in hdr = {pl, pl + plen};
     uint64_t records, len[N_STREAMS], sum = 0;
     if (get(&hdr, &records))
         BAD("a block's streams are cut short or corrupt");
@@ -242,17 +248,31 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
         BAD("a block's streams do not add up to its payload");
     const unsigned char *p = hdr.p;
     for (int i = 0; i < N_STREAMS; i++) {
-        s[i].p = p;
-        s[i].end = p + len[i];
+        b->s[i].p = p;
+        b->s[i].end = p + len[i];
         p += len[i];
     }
     if (records != len[OPS])
         BAD("a block's record count is wrong");
-    out->n = 0;
     k->text = 0;
+    return 0;
+}
+
+/* The records of the block begun in *b into the sink, its output from k->out->n on, up to
+ * `piece` bytes of it (then 3: paused, before a record, the block's state kept in *b; the direct
+ * output hands a block over in pieces that stay in the caches), the block's text at most `limit`
+ * bytes. 0 at the block's end (its streams checked); 1 the direct output cannot hold a record;
+ * -1 (err says why). */
+static int block_records(struct model *m, struct block *b, size_t limit, size_t piece,
+                         struct sink *k, char *err, size_t elen)
+{
+    struct buf *out = k->out;
+    struct in *s = b->s;
     char line[128];
-    for (const unsigned char *o = s[OPS].p; o < s[OPS].end; o++) {
-        unsigned char op = *o;
+    while (s[OPS].p < s[OPS].end) {
+        if (out->n >= piece)
+            return 3;
+        unsigned char op = *s[OPS].p++;
         int kind = op & 0x0f, n = 0;
         uint64_t a, b, c, z;
         if (!valid_op(op))
@@ -491,12 +511,21 @@ static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struc
 
 /* ---- decoding a whole dump, a block at a time -------------------------------------------- */
 
+/* the direct output's pieces: a block's 7 to 8 MB handed over a MiB at a time, which the replay
+ * reads while it is still in the caches (and two such buffers, not two of a block's size) */
+#ifndef PIECE /* test_compactfeed.c's build: smaller */
+#define PIECE (1u << 20)
+#endif
+
 struct mdz_dec {
     struct src src;
     struct model m;
     struct buf packed, payload, out;
     struct sink k;
     int xz, state; /* state: 0 reading, 1 ended, -1 failed */
+    struct block blk; /* the block being decoded (`in_block`), its text's length and CRC-32 */
+    int in_block;
+    uint32_t tlen, crc;
     uLong total;   /* the text's CRC-32 so far (text output) */
     uint64_t read; /* bytes of the compact dump read */
 };
@@ -558,14 +587,36 @@ static int block_sane(const unsigned char head[16])
            && clen <= plen + plen / 64 + 4096;
 }
 
-/* the next block decoded into d->out: 1; 0 at the end block (checked); -1 with `err` said; 2
- * (direct output) a record the direct output cannot hold: decode the text instead */
+/* the block begun in d->blk decoded into d->out, to its end (the text output) or a piece of it
+ * (the direct output: PIECE bytes, the rest at the next call): as dec_next says */
+static int block_end_of(struct mdz_dec *d, char *err, size_t elen)
+{
+    int r = block_records(&d->m, &d->blk, d->tlen, d->k.direct ? PIECE : SIZE_MAX, &d->k, err,
+                          elen);
+    if (r == 1 || r < 0)
+        return r > 0 ? 2 : -1;
+    d->in_block = r == 3;
+    if (!d->in_block && !d->k.direct) { /* the direct output has no text to check */
+        if (d->k.text != d->tlen || crc32(0, d->out.p, (uInt)d->out.n) != d->crc)
+            return fail(err, elen, "a block's text does not match its checksum");
+        d->total = crc32_combine(d->total, d->crc, (z_off_t)d->out.n);
+    }
+    d->state = 0;
+    return 1;
+}
+
+/* the next block decoded into d->out (the direct output: the next piece of one): 1; 0 at the end
+ * block (checked); -1 with `err` said; 2 (direct output) a record the direct output cannot hold:
+ * decode the text instead */
 static int dec_next(struct mdz_dec *d, char *err, size_t elen)
 {
     unsigned char head[16];
     if (d->state)
         return d->state > 0 ? 0 : fail(err, elen, "the decoder failed before");
     d->state = -1;
+    d->out.n = 0;
+    if (d->in_block) /* the rest of a block paused */
+        return block_end_of(d, err, elen);
     ssize_t got = dec_read(d, head, 16);
     if (got < 0)
         return fail(err, elen, "cannot read the file (%s)", strerror(errno));
@@ -596,16 +647,12 @@ static int dec_next(struct mdz_dec *d, char *err, size_t elen)
     if (unpacked(xz, d->packed.p, clen, plen, &d->payload))
         return fail(err, elen, d->payload.n == SIZE_MAX ? "out of memory"
                                                         : "a block's compressed data is corrupt");
-    int r = dec_block(&d->m, d->payload.p, plen, tlen, &d->k, err, elen);
-    if (r)
-        return r > 0 ? 2 : -1;
-    if (!d->k.direct) { /* the direct output has no text to check */
-        if (d->k.text != tlen || crc32(0, d->out.p, (uInt)d->out.n) != crc)
-            return fail(err, elen, "a block's text does not match its checksum");
-        d->total = crc32_combine(d->total, crc, (z_off_t)d->out.n);
-    }
-    d->state = 0;
-    return 1;
+    if (block_start(d->payload.p, plen, &d->blk, &d->k, err, elen))
+        return -1;
+    d->in_block = 1;
+    d->tlen = tlen;
+    d->crc = crc;
+    return block_end_of(d, err, elen);
 }
 
 /* decodes the compact dump read from `src` to `out` (a descriptor; -1: nowhere, the fuzzer's) */
@@ -643,7 +690,12 @@ int mdz_decode_payload(const unsigned char *p, size_t n, int direct, char *err, 
     if (!m)
         return fail(err, elen, "out of memory");
     m->decoding = 1;
-    int rc = dec_block(m, p, n, MAX_TEXT, &k, err, elen);
+    /* the direct output in pieces of 64 bytes, as the replay's decoder gives it in PIECE's */
+    struct block b;
+    int rc = block_start(p, n, &b, &k, err, elen);
+    if (rc == 0)
+        while ((rc = block_records(m, &b, MAX_TEXT, direct ? 64 : SIZE_MAX, &k, err, elen)) == 3)
+            out.n = 0;
     model_free(m);
     free(m);
     free(out.p);
