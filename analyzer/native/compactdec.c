@@ -187,6 +187,21 @@ static int sink_text(struct sink *k, const void *p, size_t n, int ends_line)
     return 0;
 }
 
+/* a record of ours (its tag, up to 5 values) as its text line, made in the output itself: a
+ * record's text holds neither a NUL byte nor the event mark, and is at most 2 + 5 * 21 + 1 bytes;
+ * 0, or -1 out of memory */
+static int sink_record(struct sink *k, const char *tag, const uint64_t *v, int n, int hexes)
+{
+    if (reserve(k->out, 128))
+        return -1;
+    size_t len = (size_t)record((char *)k->out->p + k->out->n, tag, v, n, hexes);
+    k->out->n += len;
+    k->text += len;
+    k->tail = 0;
+    k->bol = 1;
+    return 0;
+}
+
 /* a heap record's packed event (compact.h) into the direct output: operation `op`, STACK,
  * RESULT and NARGS arguments (those past NARGS are written too: the next event overwrites them,
  * or they lie past the output's end). 0, -1 out of memory, 1 the direct output cannot hold it
@@ -268,12 +283,11 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
 {
     struct buf *out = k->out;
     struct in *s = b->s;
-    char line[128];
     while (s[OPS].p < s[OPS].end) {
         if (out->n >= piece)
             return 3;
         unsigned char op = *s[OPS].p++;
-        int kind = op & 0x0f, n = 0;
+        int kind = op & 0x0f;
         uint64_t a, b, c, z;
         if (!valid_op(op))
             BAD("unknown record code %d in a block", (int)op);
@@ -303,9 +317,8 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
             c = m->last_frame + unzigzag(c);
             m->last_nid = a;
             m->last_frame = c;
-            n = record(line, "n", (uint64_t[]){a, b, c}, 3, 0);
-            if (sink_text(k, line, (size_t)n, 1))
-                BAD("out of memory"); /* a record's text holds neither a NUL nor the mark */
+            if (sink_record(k, "n", (uint64_t[]){a, b, c}, 3, 0))
+                BAD("out of memory");
         } else if (kind <= ALLOC_A || kind >= CALLOC) {
             uint64_t stack, size, code, addr, total, extra[2] = {0, 0}, ptr = 0;
             if (op & F_STACK) {
@@ -368,8 +381,7 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
                 r = sink_event(k, op_of[kind], nargs, stack, addr, a0, a1, a2, big);
             } else {
                 uint64_t v[5] = {stack, addr, a0, a1, a2};
-                n = record(line, tag_of[kind], v, 2 + nargs, kind == REALLOC ? 6 : 2);
-                r = sink_text(k, line, (size_t)n, 1);
+                r = sink_record(k, tag_of[kind], v, 2 + nargs, kind == REALLOC ? 6 : 2);
             }
             if (r)
                 return r < 0 ? fail(err, elen, "out of memory") : 1;
@@ -390,8 +402,7 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
             if (k->direct) {
                 rs = sink_event(k, op_of[kind], 1, stack, 0, ptr, 0, 0, 0);
             } else {
-                n = record(line, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 2);
-                rs = sink_text(k, line, (size_t)n, 1);
+                rs = sink_record(k, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 2);
             }
             if (rs)
                 return rs < 0 ? fail(err, elen, "out of memory") : 1;
