@@ -24,11 +24,16 @@ int mdz_last_line(int fd, char *line, size_t cap, uint64_t *len, char *err, size
 struct mdz_dec;
 /* a decoder of the compact dump open as `fd`, read from its offset; NULL with `err` said */
 struct mdz_dec *mdz_dec_open(int fd, char *err, size_t elen);
-/* the next block's direct output at *p, *n bytes (valid until the next call): 1; 0 at the end;
+/* the next piece of the direct output (a block's, up to about a MiB of it) at *p, *n bytes
+ * (valid until the next call): 1; 0 at the end;
  * -1 with `err` said; 2 when the direct output cannot hold a record (decode the text instead).
  * The blocks' text is neither made nor checked (its length and CRC-32): their deflate streams'
  * Adler-32 and every reference of the model are. */
 int mdz_dec_next(struct mdz_dec *d, const unsigned char **p, size_t *n, char *err, size_t elen);
+/* the last block's output handed over with its buffer, not copied: *buf (*cap bytes allocated
+ * by malloc; NULL, 0: none) becomes the decoder's, and the output's buffer, at least `slack`
+ * bytes past its end allocated, goes to *buf and *cap; 0, or -1 out of memory (nothing moved) */
+int mdz_dec_exchange(struct mdz_dec *d, unsigned char **buf, size_t *cap, size_t slack);
 uint64_t mdz_dec_read(const struct mdz_dec *d); /* the bytes of the compact dump read */
 uint64_t mdz_dec_tail(const struct mdz_dec *d); /* the text's bytes after its last line end */
 void mdz_dec_close(struct mdz_dec *d);

@@ -3,6 +3,9 @@
  * (compact.h), and what a reader needs before the records (mdz_info). A compact file comes from
  * users as dumps do: the decoder checks every length, code and reference, and any bad input is one
  * error sentence (fuzz_compact.c fuzzes it). compact.py is the readable reference. */
+#include <dlfcn.h>
+#include <pthread.h>
+
 #include "compactmodel.h"
 
 /* ---- the decoder ------------------------------------------------------------------------- */
@@ -184,48 +187,70 @@ static int sink_text(struct sink *k, const void *p, size_t n, int ends_line)
     return 0;
 }
 
-/* a heap record: its text (`line`, `n` bytes), or its packed event (compact.h); 0, -1 out of
- * memory, 1 the direct output cannot hold it (what the text path would leave to Python: a
- * STACK of 32 bits or more, a decimal field of more than 18 digits). `v` holds 5 values for an
- * allocation, 4 for a release, whatever `nv` says: the arguments are copied 24 bytes at once
- * (those past NARGS are overwritten by the next event or lie past the output's end). Inline:
- * it runs for every heap record. */
-static inline __attribute__((always_inline)) int
-sink_event(struct sink *k, const char *tag, int op, const uint64_t *v, int nv, int hexes,
-           const char *line, int n)
+/* a record of ours (its tag, up to 5 values) as its text line, made in the output itself: a
+ * record's text holds neither a NUL byte nor the event mark, and is at most 2 + 5 * 21 + 1 bytes;
+ * 0, or -1 out of memory */
+static int sink_record(struct sink *k, const char *tag, const uint64_t *v, int n, int hexes)
 {
-    if (!k->direct)
-        return sink_text(k, line, (size_t)n, 1);
-    if (v[0] >> 32)
+    if (reserve(k->out, 128))
+        return -1;
+    size_t len = (size_t)record((char *)k->out->p + k->out->n, tag, v, n, hexes);
+    k->out->n += len;
+    k->text += len;
+    k->tail = 0;
+    k->bol = 1;
+    return 0;
+}
+
+/* a heap record's packed event (compact.h) into the direct output: operation `op`, STACK,
+ * RESULT and NARGS arguments (those past NARGS are written too: the next event overwrites them,
+ * or they lie past the output's end). 0, -1 out of memory, 1 the direct output cannot hold it
+ * (what the text path would leave to Python: a STACK of 32 bits or more, a decimal field of more
+ * than 18 digits: `big`). The values come as scalars, not from an array: an array written as
+ * pairs and read at an 8-byte offset stalls store forwarding. Inline: it runs for every heap
+ * record. */
+static inline __attribute__((always_inline)) int
+sink_event(struct sink *k, int op, int nargs, uint64_t stack, uint64_t result, uint64_t a0,
+           uint64_t a1, uint64_t a2, int big)
+{
+    if ((stack >> 32) | (uint64_t)big)
         return 1;
-    for (int i = 2; i < nv; i++)
-        if (!(hexes >> i & 1) && v[i] >= 1000000000000000000ull)
-            return 1;
-    int alloc = tag[0] == '+';
-    int nargs = alloc ? nv - 2 : 1;
     if (reserve(k->out, 40))
         return -1;
     unsigned char *p = k->out->p + k->out->n;
-    uint32_t stack = (uint32_t)v[0];
-    uint64_t result = alloc ? v[1] : 0;
+    uint32_t stack32 = (uint32_t)stack;
     p[0] = MDZ_EVENT;
     p[1] = (unsigned char)op;
     p[2] = (unsigned char)nargs;
     p[3] = 0;
-    memcpy(p + 4, &stack, 4);
+    memcpy(p + 4, &stack32, 4);
     memcpy(p + 8, &result, 8);
-    memcpy(p + 16, alloc ? v + 2 : v + 1, 24); /* reserved: 16 + 24 bytes */
+    memcpy(p + 16, &a0, 8);
+    memcpy(p + 24, &a1, 8);
+    memcpy(p + 32, &a2, 8); /* reserved: 16 + 24 bytes */
     k->out->n += 8 * (size_t)(2 + nargs);
     k->tail = 0;
     k->bol = 1;
     return 0;
 }
 
-static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size_t limit,
-                     struct sink *k, char *err, size_t elen)
+/* a decimal field the direct output cannot hold (more than 18 digits) */
+static inline int too_big(uint64_t v)
 {
-    struct buf *out = k->out;
-    struct in hdr = {pl, pl + plen}, s[N_STREAMS];
+    return v >= 1000000000000000000ull;
+}
+
+/* a block being decoded: its streams as read so far (s[OPS].p: the next record's operation) */
+struct block {
+    struct in s[N_STREAMS];
+};
+
+/* the block whose payload is `pl` begun into *b (its streams found, none read), the sink's text
+ * count reset; 0, or -1 (err says why) */
+static int block_start(const unsigned char *pl, size_t plen, struct block *b, struct sink *k,
+                       char *err, size_t elen)
+{
+    struct in hdr = {pl, pl + plen};
     uint64_t records, len[N_STREAMS], sum = 0;
     if (get(&hdr, &records))
         BAD("a block's streams are cut short or corrupt");
@@ -238,18 +263,31 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
         BAD("a block's streams do not add up to its payload");
     const unsigned char *p = hdr.p;
     for (int i = 0; i < N_STREAMS; i++) {
-        s[i].p = p;
-        s[i].end = p + len[i];
+        b->s[i].p = p;
+        b->s[i].end = p + len[i];
         p += len[i];
     }
     if (records != len[OPS])
         BAD("a block's record count is wrong");
-    out->n = 0;
     k->text = 0;
-    char line[128];
-    for (const unsigned char *o = s[OPS].p; o < s[OPS].end; o++) {
-        unsigned char op = *o;
-        int kind = op & 0x0f, n = 0;
+    return 0;
+}
+
+/* The records of the block begun in *b into the sink, its output from k->out->n on, up to
+ * `piece` bytes of it (then 3: paused, before a record, the block's state kept in *b; the direct
+ * output hands a block over in pieces that stay in the caches), the block's text at most `limit`
+ * bytes. 0 at the block's end (its streams checked); 1 the direct output cannot hold a record;
+ * -1 (err says why). */
+static int block_records(struct model *m, struct block *b, size_t limit, size_t piece,
+                         struct sink *k, char *err, size_t elen)
+{
+    struct buf *out = k->out;
+    struct in *s = b->s;
+    while (s[OPS].p < s[OPS].end) {
+        if (out->n >= piece)
+            return 3;
+        unsigned char op = *s[OPS].p++;
+        int kind = op & 0x0f;
         uint64_t a, b, c, z;
         if (!valid_op(op))
             BAD("unknown record code %d in a block", (int)op);
@@ -279,9 +317,8 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             c = m->last_frame + unzigzag(c);
             m->last_nid = a;
             m->last_frame = c;
-            n = record(line, "n", (uint64_t[]){a, b, c}, 3, 0);
-            if (sink_text(k, line, (size_t)n, 1))
-                BAD("out of memory"); /* a record's text holds neither a NUL nor the mark */
+            if (sink_record(k, "n", (uint64_t[]){a, b, c}, 3, 0))
+                BAD("out of memory");
         } else if (kind <= ALLOC_A || kind >= CALLOC) {
             uint64_t stack, size, code, addr, total, extra[2] = {0, 0}, ptr = 0;
             if (op & F_STACK) {
@@ -331,17 +368,21 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
             } else {
                 BAD("an address code is out of range");
             }
-            uint64_t v[5] = {stack, addr, size};
-            int nv = 3, hexes = kind == REALLOC ? 6 : 2;
+            /* the arguments after RESULT: SIZE; NMEMB or ALIGN, SIZE; ALIGN, SIZE, RC; PTR, SIZE */
+            uint64_t a0 = size, a1 = 0, a2 = 0;
+            int nargs = 1, big;
             if (kind == POSIX_MEMALIGN)
-                memcpy(v, (uint64_t[]){stack, addr, extra[0], size, extra[1]}, 5 * 8), nv = 5;
-            else if (kind >= CALLOC && kind != REALLOC)
-                memcpy(v, (uint64_t[]){stack, addr, extra[0], size}, 4 * 8), nv = 4;
-            else if (kind == REALLOC)
-                memcpy(v, (uint64_t[]){stack, addr, ptr, size}, 4 * 8), nv = 4;
-            if (!k->direct)
-                n = record(line, tag_of[kind], v, nv, hexes);
-            int r = sink_event(k, tag_of[kind], op_of[kind], v, nv, hexes, line, n);
+                a0 = extra[0], a1 = size, a2 = extra[1], nargs = 3;
+            else if (kind >= CALLOC)
+                a0 = kind == REALLOC ? ptr : extra[0], a1 = size, nargs = 2;
+            big = kind == REALLOC ? too_big(a1) : too_big(a0) | too_big(a1) | too_big(a2);
+            int r;
+            if (k->direct) {
+                r = sink_event(k, op_of[kind], nargs, stack, addr, a0, a1, a2, big);
+            } else {
+                uint64_t v[5] = {stack, addr, a0, a1, a2};
+                r = sink_record(k, tag_of[kind], v, 2 + nargs, kind == REALLOC ? 6 : 2);
+            }
             if (r)
                 return r < 0 ? fail(err, elen, "out of memory") : 1;
             if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
@@ -357,10 +398,12 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
                 stack = predicted;
             else if (get(&s[FSTK], &stack))
                 BAD("a block's streams are cut short or corrupt");
-            uint64_t v[4] = {stack, ptr}; /* sink_event copies 3 arguments */
-            if (!k->direct)
-                n = record(line, tag_of[kind], v, 2, 2);
-            int rs = sink_event(k, tag_of[kind], op_of[kind], v, 2, 2, line, n);
+            int rs;
+            if (k->direct) {
+                rs = sink_event(k, op_of[kind], 1, stack, 0, ptr, 0, 0, 0);
+            } else {
+                rs = sink_record(k, tag_of[kind], (uint64_t[]){stack, ptr}, 2, 2);
+            }
             if (rs)
                 return rs < 0 ? fail(err, elen, "out of memory") : 1;
             if (released(m, stack, ptr, r ? &block[2] : NULL))
@@ -375,6 +418,57 @@ static int dec_block(struct model *m, const unsigned char *pl, size_t plen, size
     return 0;
 }
 
+/* libdeflate's whole-buffer zlib decompression (libdeflate.h, stable since 1.0; `_ex` since
+ * 1.2), loaded at run time when installed (setup.sh names libdeflate0): about twice zlib's speed
+ * on a block's payload, the same checks (the stream's Adler-32, its end, the bytes it gives).
+ * MEMDUMP_INFLATE=zlib keeps zlib (the tests run both). */
+struct libdeflate {
+    void *(*alloc)(void);
+    int (*zlib_decompress_ex)(void *, const void *, size_t, void *, size_t, size_t *, size_t *);
+    void (*free)(void *);
+};
+static struct libdeflate deflater;
+static pthread_once_t deflater_once = PTHREAD_ONCE_INIT;
+
+static void load_deflater(void)
+{
+    const char *want = getenv("MEMDUMP_INFLATE");
+    void *h = want && strcmp(want, "zlib") == 0 ? NULL
+                                                : dlopen("libdeflate.so.0", RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        return;
+    struct libdeflate lib;
+    *(void **)&lib.alloc = dlsym(h, "libdeflate_alloc_decompressor");
+    *(void **)&lib.zlib_decompress_ex = dlsym(h, "libdeflate_zlib_decompress_ex");
+    *(void **)&lib.free = dlsym(h, "libdeflate_free_decompressor");
+    if (lib.alloc && lib.zlib_decompress_ex && lib.free)
+        deflater = lib;
+    else
+        dlclose(h);
+}
+
+/* The zlib stream `p` (`n` bytes) into `out` by libdeflate, exactly `plen` bytes and the whole
+ * stream: 0; -1 corrupt or out of memory (out->n SIZE_MAX); 1 libdeflate is not there, or the
+ * payload is more than deflate could make of `n` bytes (a header is not trusted with memory) */
+static int inflated_whole(const unsigned char *p, size_t n, size_t plen, struct buf *out)
+{
+    pthread_once(&deflater_once, load_deflater);
+    if (deflater.alloc == NULL || plen / 1032 > n) /* deflate's ratio is at most 1032:1 */
+        return 1;
+    void *dec = deflater.alloc();
+    if (dec == NULL || reserve(out, plen + 1)) {
+        if (dec)
+            deflater.free(dec);
+        out->n = SIZE_MAX;
+        return -1;
+    }
+    size_t used = 0, got = 0;
+    int r = deflater.zlib_decompress_ex(dec, p, n, out->p, plen, &used, &got);
+    deflater.free(dec);
+    out->n = got;
+    return r == 0 && used == n && got == plen ? 0 : -1;
+}
+
 /* The payload of a block into `out`: one xz stream (`xz`: compact encoding 1.x, 2.1's flagged
  * blocks) or one zlib stream (RFC 1950, 2.x). 0, or -1 (out->n SIZE_MAX when out of memory). The output grows as the stream
  * gives it (a header's PAYLOAD_LEN is not trusted with memory), up to one byte more than it. */
@@ -382,6 +476,9 @@ static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struc
 {
     lzma_stream lz = LZMA_STREAM_INIT;
     z_stream zs = {0};
+    int whole = xz ? 1 : inflated_whole(p, n, plen, out);
+    if (whole <= 0)
+        return whole;
     if (xz ? lzma_stream_decoder(&lz, MEMLIMIT, 0) != LZMA_OK : inflateInit(&zs) != Z_OK)
         return -1;
     lz.next_in = zs.next_in = (unsigned char *)p;
@@ -425,12 +522,21 @@ static int unpacked(int xz, const unsigned char *p, size_t n, size_t plen, struc
 
 /* ---- decoding a whole dump, a block at a time -------------------------------------------- */
 
+/* the direct output's pieces: a block's 7 to 8 MB handed over a MiB at a time, which the replay
+ * reads while it is still in the caches (and two such buffers, not two of a block's size) */
+#ifndef PIECE /* test_compactfeed.c's build: smaller */
+#define PIECE (1u << 20)
+#endif
+
 struct mdz_dec {
     struct src src;
     struct model m;
     struct buf packed, payload, out;
     struct sink k;
     int xz, state; /* state: 0 reading, 1 ended, -1 failed */
+    struct block blk; /* the block being decoded (`in_block`), its text's length and CRC-32 */
+    int in_block;
+    uint32_t tlen, crc;
     uLong total;   /* the text's CRC-32 so far (text output) */
     uint64_t read; /* bytes of the compact dump read */
 };
@@ -492,14 +598,36 @@ static int block_sane(const unsigned char head[16])
            && clen <= plen + plen / 64 + 4096;
 }
 
-/* the next block decoded into d->out: 1; 0 at the end block (checked); -1 with `err` said; 2
- * (direct output) a record the direct output cannot hold: decode the text instead */
+/* the block begun in d->blk decoded into d->out, to its end (the text output) or a piece of it
+ * (the direct output: PIECE bytes, the rest at the next call): as dec_next says */
+static int block_end_of(struct mdz_dec *d, char *err, size_t elen)
+{
+    int r = block_records(&d->m, &d->blk, d->tlen, d->k.direct ? PIECE : SIZE_MAX, &d->k, err,
+                          elen);
+    if (r == 1 || r < 0)
+        return r > 0 ? 2 : -1;
+    d->in_block = r == 3;
+    if (!d->in_block && !d->k.direct) { /* the direct output has no text to check */
+        if (d->k.text != d->tlen || crc32(0, d->out.p, (uInt)d->out.n) != d->crc)
+            return fail(err, elen, "a block's text does not match its checksum");
+        d->total = crc32_combine(d->total, d->crc, (z_off_t)d->out.n);
+    }
+    d->state = 0;
+    return 1;
+}
+
+/* the next block decoded into d->out (the direct output: the next piece of one): 1; 0 at the end
+ * block (checked); -1 with `err` said; 2 (direct output) a record the direct output cannot hold:
+ * decode the text instead */
 static int dec_next(struct mdz_dec *d, char *err, size_t elen)
 {
     unsigned char head[16];
     if (d->state)
         return d->state > 0 ? 0 : fail(err, elen, "the decoder failed before");
     d->state = -1;
+    d->out.n = 0;
+    if (d->in_block) /* the rest of a block paused */
+        return block_end_of(d, err, elen);
     ssize_t got = dec_read(d, head, 16);
     if (got < 0)
         return fail(err, elen, "cannot read the file (%s)", strerror(errno));
@@ -530,16 +658,12 @@ static int dec_next(struct mdz_dec *d, char *err, size_t elen)
     if (unpacked(xz, d->packed.p, clen, plen, &d->payload))
         return fail(err, elen, d->payload.n == SIZE_MAX ? "out of memory"
                                                         : "a block's compressed data is corrupt");
-    int r = dec_block(&d->m, d->payload.p, plen, tlen, &d->k, err, elen);
-    if (r)
-        return r > 0 ? 2 : -1;
-    if (!d->k.direct) { /* the direct output has no text to check */
-        if (d->k.text != tlen || crc32(0, d->out.p, (uInt)d->out.n) != crc)
-            return fail(err, elen, "a block's text does not match its checksum");
-        d->total = crc32_combine(d->total, crc, (z_off_t)d->out.n);
-    }
-    d->state = 0;
-    return 1;
+    if (block_start(d->payload.p, plen, &d->blk, &d->k, err, elen))
+        return -1;
+    d->in_block = 1;
+    d->tlen = tlen;
+    d->crc = crc;
+    return block_end_of(d, err, elen);
 }
 
 /* decodes the compact dump read from `src` to `out` (a descriptor; -1: nowhere, the fuzzer's) */
@@ -577,7 +701,12 @@ int mdz_decode_payload(const unsigned char *p, size_t n, int direct, char *err, 
     if (!m)
         return fail(err, elen, "out of memory");
     m->decoding = 1;
-    int rc = dec_block(m, p, n, MAX_TEXT, &k, err, elen);
+    /* the direct output in pieces of 64 bytes, as the replay's decoder gives it in PIECE's */
+    struct block b;
+    int rc = block_start(p, n, &b, &k, err, elen);
+    if (rc == 0)
+        while ((rc = block_records(m, &b, MAX_TEXT, direct ? 64 : SIZE_MAX, &k, err, elen)) == 3)
+            out.n = 0;
     model_free(m);
     free(m);
     free(out.p);
@@ -597,6 +726,17 @@ int mdz_dec_next(struct mdz_dec *d, const unsigned char **p, size_t *n, char *er
     *p = d->out.p;
     *n = r == 1 ? d->out.n : 0;
     return r;
+}
+
+int mdz_dec_exchange(struct mdz_dec *d, unsigned char **buf, size_t *cap, size_t slack)
+{
+    if (reserve(&d->out, slack))
+        return -1;
+    struct buf out = d->out;
+    d->out = (struct buf){*buf, 0, *buf ? *cap : 0};
+    *buf = out.p;
+    *cap = out.cap;
+    return 0;
 }
 
 uint64_t mdz_dec_read(const struct mdz_dec *d)

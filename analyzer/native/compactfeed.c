@@ -69,26 +69,41 @@ struct feed *feed_open(int fd)
     return f;
 }
 
+/* the block decoded, f->n bytes, into the reader's buffer (compactfeed.h): when the reader keeps
+ * nothing, the decoder's buffer itself, the reader's going to the decoder (a block's output is
+ * megabytes: no copy, and the pages stay the caches' and the process's); else appended. 1, or -1
+ * out of memory */
+static int give(struct feed *f, char **buf, uint64_t *len, uint64_t *cap, size_t slack)
+{
+    if (*len == 0) {
+        unsigned char *mine = (unsigned char *)*buf;
+        size_t room = *buf ? (size_t)*cap + slack : 0;
+        if (mdz_dec_exchange(f->dec, &mine, &room, slack) == 0) {
+            *buf = (char *)mine;
+            *cap = room - slack;
+            *len = f->n;
+            return 1;
+        }
+    }
+    if (*len + f->n > *cap) {
+        char *bigger = realloc(*buf, *len + f->n + slack);
+        if (bigger == NULL)
+            return -1;
+        *buf = bigger;
+        *cap = *len + f->n;
+    }
+    memcpy(*buf + *len, f->p, f->n);
+    *len += f->n;
+    return 1;
+}
+
 int feed_take(struct feed *f, char **buf, uint64_t *len, uint64_t *cap, size_t slack,
               uint64_t *read, uint64_t *tail)
 {
     pthread_mutex_lock(&f->mu);
     while (!f->ready)
         pthread_cond_wait(&f->cv, &f->mu);
-    int r = f->result;
-    if (r == 1 && *len + f->n > *cap) {
-        char *bigger = realloc(*buf, *len + f->n + slack);
-        if (bigger == NULL) {
-            r = -1;
-        } else {
-            *buf = bigger;
-            *cap = *len + f->n;
-        }
-    }
-    if (r == 1) {
-        memcpy(*buf + *len, f->p, f->n);
-        *len += f->n;
-    }
+    int r = f->result == 1 ? give(f, buf, len, cap, slack) : f->result;
     *read = f->read;
     *tail = f->tail;
     if (f->result == 1) { /* the next block, while the reader reads this one */

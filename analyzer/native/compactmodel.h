@@ -228,13 +228,16 @@ static inline int stack_set(struct model *m, uint64_t stack, int which, uint64_t
 {
     if (stack < ROWS_MAX) {
         if (stack >= m->n_rows) {
-            uint64_t n = m->n_rows ? m->n_rows : 4096;
-            while (n <= stack)
-                n *= 2;
-            struct stack_row *rows = realloc(m->rows, n * sizeof *rows);
+            /* 4,096 rows, then all of them: a fresh calloc'd mapping whose pages are zeroed as
+             * the ids reach them (they are dense from 1), where doubling copied the table and
+             * touched twice its size */
+            uint64_t n = stack < 4096 ? 4096 : ROWS_MAX;
+            struct stack_row *rows = calloc(n, sizeof *rows);
             if (!rows)
                 return -1;
-            memset(rows + m->n_rows, 0, (n - m->n_rows) * sizeof *rows);
+            if (m->n_rows)
+                memcpy(rows, m->rows, m->n_rows * sizeof *rows);
+            free(m->rows);
             m->rows = rows;
             m->n_rows = n;
         }

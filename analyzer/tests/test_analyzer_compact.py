@@ -14,6 +14,7 @@ import re
 import resource
 import signal
 import stat
+import struct
 import subprocess
 import sys
 import zlib
@@ -220,6 +221,31 @@ def test_bad_compact_dumps_are_one_line(engine: str, tmp_path: Path) -> None:
     }
     for data, message in cases.items():
         assert _decode(data, tmp_path, engine) == message
+
+
+@pytest.mark.parametrize("inflater", ["libdeflate", "zlib"])
+def test_both_inflaters_check_the_stream(inflater: str, tmp_path: Path) -> None:
+    """The C decoder inflates a block by libdeflate where it is installed, else (and with
+    MEMDUMP_INFLATE=zlib) by zlib: both give the text and the leak report, and both say a block
+    whose stream's Adler-32 is wrong is corrupt, to the text and to the replay's direct output."""
+    packed = (FIXTURES / "inprocess.compact").read_bytes()
+    clen = struct.unpack_from("<I", packed, 22)[0] & ~compact.XZ_BLOCK
+    damaged = bytearray(packed)
+    damaged[10 + 16 + clen - 1] ^= 1  # the last byte of the first block's Adler-32
+    good, bad = tmp_path / "good.memdump", tmp_path / "bad.memdump"
+    env = {**os.environ, "MEMDUMP_INFLATE": inflater}
+    good.write_bytes((FIXTURES / "inprocess.memdump").read_bytes())
+    plain = subprocess.run([str(SCRIPT), str(good)], capture_output=True, env=env)
+    good.write_bytes(packed)
+    bad.write_bytes(bytes(damaged))
+    text = subprocess.run([str(SCRIPT), "--text", str(good)], capture_output=True, env=env)
+    assert text.stdout == (FIXTURES / "inprocess.memdump").read_bytes()
+    report = subprocess.run([str(SCRIPT), str(good)], capture_output=True, env=env)
+    assert (report.returncode, report.stdout) == (plain.returncode, plain.stdout)
+    for args in (["--text", str(bad)], [str(bad)]):
+        run = subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, env=env)
+        assert (run.returncode, run.stdout, run.stderr) == (
+            2, "", f"memdump-analyze: {bad}: a block's compressed data is corrupt\n")
 
 
 def test_cli_errors(tmp_path: Path) -> None:
