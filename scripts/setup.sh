@@ -30,8 +30,9 @@ demo_packages=(gdb libc6-dbg g++ make cmake ninja-build python3 zlib1g-dev liblz
 #   strace        counts futex system calls in the shared-memory queue benchmark (bench-shmemq.py)
 #   clang libdw-dev pkgconf   pretty_exception: Clang test builds, libdw symbolises traces, pkg-config test;
 #                 libdw also builds memdump-symbolize (glibc's frames without GDB reading libc6-dbg)
-#   libdeflate0   memdump-symbolize inflates libc6-dbg's compressed debug sections with it, about 3x
-#                 zlib's speed, when it is there (loaded at run time; zlib otherwise)
+#   libdeflate0   memdump-symbolize inflates libc6-dbg's compressed debug sections, and the analyser
+#                 a compact dump's blocks, with it, about 3x zlib's speed, when it is there (loaded at
+#                 run time; zlib otherwise)
 #   libclang-rt-14-dev   Clang 14's sanitizer runtimes (ubsan_demos' *-clang-ubsan builds link them).
 #                 Debian makes it only a Recommends of clang, and recommends are not installed here.
 #   llvm-14       llvm-symbolizer, which Clang's sanitizers run to print file:line in their reports
