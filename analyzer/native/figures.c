@@ -191,16 +191,20 @@ static void keys_flush(struct fig *f)
     }
 }
 
-/* room for `cap` stacks' keys (FIG_LIFETIMES); 0 when out of memory */
+/* room for `cap` stacks' keys (FIG_LIFETIMES), 64-byte aligned in a block that realloc grows:
+ * once mapped, glibc moves its pages (mremap) where aligned_alloc and a copy touched a new block
+ * each time, twice the memory the keys need; 0 when out of memory */
 static int keys_reserve(struct fig *f, uint64_t cap)
 {
-    struct fig_keys *keys = aligned_alloc(64, cap * sizeof *keys);
-    if (keys == NULL)
+    size_t was = f->keys != NULL ? (size_t)((char *)f->keys - f->keys_block) : 0;
+    char *block = realloc(f->keys_block, cap * sizeof *f->keys + 63);
+    if (block == NULL)
         return 0;
-    if (f->n_st != 0)
-        memcpy(keys, f->keys, f->n_st * sizeof *keys);
-    free(f->keys);
-    f->keys = keys;
+    size_t at = (size_t)(-(uintptr_t)block & 63); /* (a moved page keeps its offset: at == was) */
+    if (at != was && f->n_st != 0)
+        memmove(block + at, block + was, f->n_st * sizeof *f->keys);
+    f->keys_block = block;
+    f->keys = (struct fig_keys *)(void *)(block + at);
     return 1;
 }
 
@@ -227,10 +231,14 @@ static inline int64_t bucket(int64_t v)
     return (v >> shift) << shift;
 }
 
-/* the ms of the events after `seq` (0 before the first clock sample) */
-static int64_t ms_at(const struct fig *f, int64_t seq)
+/* the ms of the events after `seq` (0 before the first clock sample). Most blocks end before the
+ * next sample: made after the last one, they take its ms without a search (unless a sample's SEQ
+ * went back, where the search's answer is kept). */
+static inline int64_t ms_at(const struct fig *f, int64_t seq)
 {
     uint64_t lo = 0, hi = f->n_clock; /* the first sample at or after seq */
+    if (hi != 0 && (int64_t)f->clock[2 * (hi - 1)] < seq && !f->clock_back)
+        return (int64_t)f->clock[2 * hi - 1];
     while (lo < hi) {
         uint64_t mid = (lo + hi) / 2;
         if ((int64_t)f->clock[2 * mid] < seq)
@@ -512,6 +520,8 @@ EXPORT int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss)
     f->t.clocked = 1;
     f->t.ms = ms;
     f->rss = rss;
+    if (f->n_clock != 0 && (int64_t)f->clock[2 * (f->n_clock - 1)] > seq)
+        f->clock_back = 1;
     if (f->n_clock != 0 && f->clock[2 * (f->n_clock - 1)] == (uint64_t)seq) {
         f->clock[2 * (f->n_clock - 1) + 1] = (uint64_t)ms;
         return 1;
@@ -636,7 +646,7 @@ void fig_free(struct mdc *c)
     for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++)
         for (int c = 0; c < 3; c++)
             free(f->keys[i].more[c]);
-    free(f->keys);
+    free(f->keys_block);
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);

@@ -108,8 +108,9 @@ struct fig {
     unsigned want;
     struct fig_stack *st;
     /* with FIG_LIFETIMES (else NULL), beside st (the same index): each stack's first keys in the
-     * lifetime counters (64-byte aligned) */
+     * lifetime counters (64-byte aligned, in keys_block) */
     struct fig_keys *keys;
+    char *keys_block;
     uint64_t n_st, cap_st;
     int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
     uint64_t cap_of;
@@ -122,6 +123,7 @@ struct fig {
     struct counter k[FIG_COUNTERS];
     uint64_t *clock;    /* (SEQ, ms) of each clock sample: the ms of the events after SEQ */
     uint64_t n_clock, cap_clock;
+    int clock_back;     /* a sample's SEQ was below the one before (ms_at) */
     struct series *series; /* with FIG_TIMELINE */
     struct tagviews *tv;   /* --by-tag, --phases, --growth (tagviews.c), or NULL */
     struct moments *mom;   /* the moments asked for (moments.c), or NULL */
