@@ -191,20 +191,16 @@ static void keys_flush(struct fig *f)
     }
 }
 
-/* room for `cap` stacks' keys (FIG_LIFETIMES), 64-byte aligned in a block that realloc grows:
- * once mapped, glibc moves its pages (mremap) where aligned_alloc and a copy touched a new block
- * each time, twice the memory the keys need; 0 when out of memory */
+/* room for `cap` stacks' keys (FIG_LIFETIMES); 0 when out of memory */
 static int keys_reserve(struct fig *f, uint64_t cap)
 {
-    size_t was = f->keys != NULL ? (size_t)((char *)f->keys - f->keys_block) : 0;
-    char *block = realloc(f->keys_block, cap * sizeof *f->keys + 63);
-    if (block == NULL)
+    struct fig_keys *keys = aligned_alloc(64, cap * sizeof *keys);
+    if (keys == NULL)
         return 0;
-    size_t at = (size_t)(-(uintptr_t)block & 63); /* (a moved page keeps its offset: at == was) */
-    if (at != was && f->n_st != 0)
-        memmove(block + at, block + was, f->n_st * sizeof *f->keys);
-    f->keys_block = block;
-    f->keys = (struct fig_keys *)(void *)(block + at);
+    if (f->n_st != 0)
+        memcpy(keys, f->keys, f->n_st * sizeof *keys);
+    free(f->keys);
+    f->keys = keys;
     return 1;
 }
 
@@ -646,7 +642,7 @@ void fig_free(struct mdc *c)
     for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++)
         for (int c = 0; c < 3; c++)
             free(f->keys[i].more[c]);
-    free(f->keys_block);
+    free(f->keys);
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);

@@ -108,9 +108,8 @@ struct fig {
     unsigned want;
     struct fig_stack *st;
     /* with FIG_LIFETIMES (else NULL), beside st (the same index): each stack's first keys in the
-     * lifetime counters (64-byte aligned, in keys_block) */
+     * lifetime counters (64-byte aligned) */
     struct fig_keys *keys;
-    char *keys_block;
     uint64_t n_st, cap_st;
     int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
     uint64_t cap_of;
