@@ -227,10 +227,14 @@ static inline int64_t bucket(int64_t v)
     return (v >> shift) << shift;
 }
 
-/* the ms of the events after `seq` (0 before the first clock sample) */
-static int64_t ms_at(const struct fig *f, int64_t seq)
+/* the ms of the events after `seq` (0 before the first clock sample). Most blocks end before the
+ * next sample: made after the last one, they take its ms without a search (unless a sample's SEQ
+ * went back, where the search's answer is kept). */
+static inline int64_t ms_at(const struct fig *f, int64_t seq)
 {
     uint64_t lo = 0, hi = f->n_clock; /* the first sample at or after seq */
+    if (hi != 0 && (int64_t)f->clock[2 * (hi - 1)] < seq && !f->clock_back)
+        return (int64_t)f->clock[2 * hi - 1];
     while (lo < hi) {
         uint64_t mid = (lo + hi) / 2;
         if ((int64_t)f->clock[2 * mid] < seq)
@@ -512,6 +516,8 @@ EXPORT int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss)
     f->t.clocked = 1;
     f->t.ms = ms;
     f->rss = rss;
+    if (f->n_clock != 0 && (int64_t)f->clock[2 * (f->n_clock - 1)] > seq)
+        f->clock_back = 1;
     if (f->n_clock != 0 && f->clock[2 * (f->n_clock - 1)] == (uint64_t)seq) {
         f->clock[2 * (f->n_clock - 1) + 1] = (uint64_t)ms;
         return 1;

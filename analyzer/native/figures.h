@@ -122,6 +122,7 @@ struct fig {
     struct counter k[FIG_COUNTERS];
     uint64_t *clock;    /* (SEQ, ms) of each clock sample: the ms of the events after SEQ */
     uint64_t n_clock, cap_clock;
+    int clock_back;     /* a sample's SEQ was below the one before (ms_at) */
     struct series *series; /* with FIG_TIMELINE */
     struct tagviews *tv;   /* --by-tag, --phases, --growth (tagviews.c), or NULL */
     struct moments *mom;   /* the moments asked for (moments.c), or NULL */
