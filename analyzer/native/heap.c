@@ -309,30 +309,9 @@ static int apply(struct mdc *c, const struct event *ev)
     return make_live(c, ev->result, size, ev->nid, family) ? RC_OK : RC_FALLBACK;
 }
 
-/* the size of the block event `ev` asks for (dumpformat.effect's); 0 when it overflows */
-int event_size(const struct event *ev, uint64_t *size)
+/* do_event's replay, beside the views' pass or not, or heaptrack's events */
+int replay_event(struct mdc *c, const struct event *ev)
 {
-    switch (ev->op) {
-    case OP_CALLOC:
-        return !__builtin_mul_overflow(ev->args[0], ev->args[1], size);
-    case OP_REALLOCARRAY:
-        return !__builtin_mul_overflow(ev->args[1], ev->args[2], size);
-    case OP_REALLOC: case OP_POSIX_MEMALIGN: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
-        *size = ev->args[1];
-        return 1;
-    default:
-        *size = ev->args[0];
-        return 1;
-    }
-}
-
-/* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
-int do_event(struct mdc *c, const struct event *ev)
-{
-    if (c->fig != NULL && !c->both) {
-        c->io.seq++;
-        return fig_event(c, ev);
-    }
     if (c->ht != NULL) {
         c->io.seq++;
         return ht_event(c, ev);
