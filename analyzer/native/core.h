@@ -158,9 +158,44 @@ int thread_record(struct mdc *c, const struct tok *t, int n);
 int quick_short(const struct mdc *c, const char *p, struct event *ev, const char **next);
 int quick_thread(const char *p, int64_t *tid, const char **next);
 
-/* heap.c: event `ev` replayed; the size of the block it asks for (0: it overflows) */
-int do_event(struct mdc *c, const struct event *ev);
-int event_size(const struct event *ev, uint64_t *size);
+/* figures.c: a run of the views' pass begins (the parts, series, moments and tag views asked
+ * for are known); event `ev` in it (RC_OK or RC_FALLBACK); a line begins (0: out of memory);
+ * its memory freed */
+void fig_run(struct mdc *c);
+int fig_event(struct mdc *c, const struct event *ev);
+int fig_line(struct mdc *c);
+void fig_free(struct mdc *c);
+
+/* heap.c: event `ev` replayed (beside the views' pass with mdc_fig_with_replay), or as
+ * heaptrack's events */
+int replay_event(struct mdc *c, const struct event *ev);
+
+/* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
+static inline int do_event(struct mdc *c, const struct event *ev)
+{
+    if (c->fig != NULL && !c->both) {
+        c->io.seq++;
+        return fig_event(c, ev);
+    }
+    return replay_event(c, ev);
+}
+
+/* the size of the block event `ev` asks for (dumpformat.effect's); 0 when it overflows */
+static inline int event_size(const struct event *ev, uint64_t *size)
+{
+    switch (ev->op) {
+    case OP_CALLOC:
+        return !__builtin_mul_overflow(ev->args[0], ev->args[1], size);
+    case OP_REALLOCARRAY:
+        return !__builtin_mul_overflow(ev->args[1], ev->args[2], size);
+    case OP_REALLOC: case OP_POSIX_MEMALIGN: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
+        *size = ev->args[1];
+        return 1;
+    default:
+        *size = ev->args[0];
+        return 1;
+    }
+}
 /* heap.c: an exec drops every live block (noted for the peak's blocks by node) */
 void peak_note_exec(struct mdc *c);
 
@@ -170,12 +205,6 @@ void peak_note_exec(struct mdc *c);
 int snaps_due(struct mdc *c);
 void snaps_reused(struct mdc *c);
 void snaps_free(struct mdc *c);
-
-/* figures.c: event `ev` in the views' pass (RC_OK or RC_FALLBACK); a line begins (0: out of
- * memory); its memory freed */
-int fig_event(struct mdc *c, const struct event *ev);
-int fig_line(struct mdc *c);
-void fig_free(struct mdc *c);
 
 /* htexport.c: event `ev` as heaptrack's lines (RC_OK or RC_FALLBACK); its memory freed */
 int ht_event(struct mdc *c, const struct event *ev);

@@ -255,8 +255,8 @@ static inline void touch(const struct fig *f, struct fig_stack *s, int64_t seq)
     s->changed = seq;
 }
 
-/* the index of node `id`'s figures, made when missing; -1 when out of memory */
-static int64_t stack_of(struct fig *f, uint64_t id)
+/* the index of node `id`'s figures, made; -1 when out of memory */
+static int64_t new_stack(struct fig *f, uint64_t id)
 {
     if (id >= f->cap_of) {
         uint64_t cap = f->cap_of ? f->cap_of : 1024;
@@ -288,6 +288,12 @@ static int64_t stack_of(struct fig *f, uint64_t id)
     return (int64_t)f->n_st - 1;
 }
 
+/* the index of node `id`'s figures, made when missing; -1 when out of memory */
+static inline int64_t stack_of(struct fig *f, uint64_t id)
+{
+    return id < f->cap_of && f->st_of[id] != 0 ? f->st_of[id] - 1 : new_stack(f, id);
+}
+
 /* a block made live at `aseq` (its stack's index `idx`) ends at `seq` without a release: its
  * lifetimes (in ms too when `ms`) */
 static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, int with_ms)
@@ -297,32 +303,42 @@ static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, in
     return !with_ms || count_keyed(f, FIG_LIFE_MS, idx, bucket(f->t.ms - ms_at(f, aseq)));
 }
 
+/* what an event's step does besides the stacks' figures and the peak (struct fig's `has`): the
+ * parts asked for (FIG_TEMPORARY, FIG_LIFETIMES, FIG_SIZES) and these. The step is made once for
+ * none of them (`peak`, `hotspots`) and once for any, each test of `has` a constant in the
+ * first (ALWAYS_INLINE): a test per part, several per event, was a tenth of `peak`'s step. */
+#define HAS_SERIES 0x100u  /* f->series */
+#define HAS_MOMENTS 0x200u /* f->mom */
+#define HAS_VIEWS 0x400u   /* f->tv */
+#define HAS_PARTS (FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
 /* live block `b` released by event `seq` of stack `nid` (`made`: the block the same realloc
  * makes next, 0: none) */
-static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, int64_t nid,
-                   uint64_t made)
+static ALWAYS_INLINE int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq,
+                                 int64_t nid, uint64_t made, unsigned has)
 {
     int64_t size = (int64_t)b->size;
     struct fig_stack *s = &f->st[b->node];
-    if (f->mom != NULL && !moments_gone(c, b))
+    if ((has & HAS_MOMENTS) && !moments_gone(c, b))
         return 0;
     touch(f, s, seq);
     s->cur -= size;
     s->cur_n--;
     f->t.cur -= size;
-    if (f->series != NULL && f->series->tagging)
+    if ((has & HAS_SERIES) && f->series->tagging)
         series_add(f->series, b->tag, -size, seq);
-    if ((f->want & FIG_TEMPORARY) && b->addr == f->last) {
+    if ((has & FIG_TEMPORARY) && b->addr == f->last) {
         s->temp++;
         s->temp_bytes += size;
         f->t.temporary++;
         f->t.temporary_bytes += size;
     }
-    if ((f->want & FIG_LIFETIMES)
+    if ((has & FIG_LIFETIMES)
         && (!lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked)
             || !count_keyed(f, FIG_FREED_BY, b->node, nid)))
         return 0;
-    if (f->tv != NULL && !tv_release(c, b, made))
+    if ((has & HAS_VIEWS) && !tv_release(c, b, made))
         return 0;
     /* the slot stays, marked free (as in the replay): the next block at the address takes it
      * back, and a deletion's shifting of the probe chain costs more than the slots it frees */
@@ -332,8 +348,8 @@ static int release(struct mdc *c, struct fig *f, struct block *b, int64_t seq, i
 }
 
 /* block `p` of `size` bytes made live by event `seq` of stack `nid` */
-static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_t seq,
-                 int64_t nid, int resize)
+static ALWAYS_INLINE int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size,
+                               int64_t seq, int64_t nid, int resize, unsigned has)
 {
     if (size >= MAX_SIZE || f->allocated >= (1ll << 62))
         return 0;
@@ -346,12 +362,13 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
     struct block *b = btab_put(&c->live, p, &made);
     if (b == NULL)
         return 0;
-    struct block was = *b; /* (tagviews.c's, when replaced) */
+    struct block was; /* (tagviews.c's, when replaced) */
     const struct block *replaced = NULL;
     if (!made && b->live) { /* its free was not recorded: replaced (the replay's reused_live) */
         int64_t old = (int64_t)b->size;
+        was = *b;
         replaced = &was;
-        if (f->mom != NULL && !moments_gone(c, &was))
+        if ((has & HAS_MOMENTS) && !moments_gone(c, &was))
             return 0;
         struct fig_stack *os = &f->st[b->node];
         f->t.cur -= old;
@@ -360,9 +377,9 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         os->cur_n--;
         os->gone++;
         f->dropped += old;
-        if ((f->want & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
+        if ((has & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
             return 0;
-        if (f->series != NULL && f->series->tagging)
+        if ((has & HAS_SERIES) && f->series->tagging)
             series_add(f->series, b->tag, -old, seq);
     } else {
         b->live = 1;
@@ -377,11 +394,11 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
     s->allocs++;
     s->alloc_bytes += (int64_t)size;
     f->allocated += (int64_t)size;
-    if ((f->want & FIG_SIZES) && !count(&f->k[FIG_SIZES_BY], (int64_t)size, 0))
+    if ((has & FIG_SIZES) && !count(&f->k[FIG_SIZES_BY], (int64_t)size, 0))
         return 0;
     f->t.cur += (int64_t)size;
     b->tag = 0;
-    if (f->series != NULL) {
+    if (has & HAS_SERIES) {
         struct series *sr = f->series;
         if (sr->tagging) {
             int64_t row = series_row(sr, f->tid, seq);
@@ -392,29 +409,29 @@ static int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_t size, int64_
         }
         if (!series_event(sr, 1, seq, f->t.cur, f->t.ms, f->rss))
             return 0;
-    } else if (f->mom != NULL && !moments_tag(f->mom, f->tid, &b->tag)) {
+    } else if ((has & HAS_MOMENTS) && !moments_tag(f->mom, f->tid, &b->tag)) {
         return 0;
     }
-    if (f->tv != NULL && !tv_alloc(c, p, size, seq, idx, resize, replaced))
+    if ((has & HAS_VIEWS) && !tv_alloc(c, p, size, seq, idx, resize, replaced))
         return 0;
     if (f->t.cur > f->t.peak) {
         f->t.peak = f->t.cur;
         f->t.peak_seq = seq;
         f->t.peak_blocks = (int64_t)c->live_n;
         f->t.peak_ms = f->t.ms;
-        if (f->mom != NULL)
+        if (has & HAS_MOMENTS)
             moments_peak(c);
     }
     return 1;
 }
 
-/* event `ev` (SEQ io.seq) in the views' pass: RC_OK or RC_FALLBACK */
-static int apply(struct mdc *c, const struct event *ev)
+/* event `ev` (SEQ io.seq) in the views' pass, doing what `has` says: RC_OK or RC_FALLBACK */
+static ALWAYS_INLINE int apply(struct mdc *c, const struct event *ev, unsigned has)
 {
     struct fig *f = c->fig;
     int64_t seq = c->io.seq;
     if (ev->tid != f->tid) { /* the thread's last operation, for `temporary` */
-        if (f->want & FIG_TEMPORARY) {
+        if (has & FIG_TEMPORARY) {
             int64_t *mine = counter_at(&f->threads, f->tid, 0);
             int64_t *theirs = mine != NULL ? counter_at(&f->threads, ev->tid, 0) : NULL;
             if (theirs == NULL)
@@ -425,15 +442,20 @@ static int apply(struct mdc *c, const struct event *ev)
         }
         f->tid = ev->tid;
     }
-    uint64_t p = ev->result, size, rel = 0;
+    uint64_t p = ev->result, size = ev->args[0], rel = 0;
     int releases = 0, frees = 0;
-    if (!event_size(ev, &size))
-        return RC_FALLBACK;
-    switch (ev->op) {
+    switch (ev->op) { /* the size as event_size has it, in the same switch */
     case OP_MALLOC: case OP_VALLOC: case OP_PVALLOC: case OP_NEW: case OP_NEW_ARRAY:
-    case OP_CALLOC: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
+        break;
+    case OP_CALLOC:
+        if (__builtin_mul_overflow(ev->args[0], ev->args[1], &size))
+            return RC_FALLBACK;
+        break;
+    case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
+        size = ev->args[1];
         break;
     case OP_POSIX_MEMALIGN:
+        size = ev->args[1];
         p = ev->args[2] == 0 ? p : 0; /* failed: RESULT means nothing */
         break;
     case OP_FREE: case OP_DELETE: case OP_DELETE_ARRAY:
@@ -441,6 +463,10 @@ static int apply(struct mdc *c, const struct event *ev)
         rel = ev->args[0];
         break;
     case OP_REALLOC: case OP_REALLOCARRAY:
+        if (ev->op == OP_REALLOC)
+            size = ev->args[1];
+        else if (__builtin_mul_overflow(ev->args[1], ev->args[2], &size))
+            return RC_FALLBACK;
         rel = ev->args[0];
         /* dumpformat.effect: a NULL PTR allocates; a failed call (RESULT 0, SIZE not 0)
          * leaves PTR live */
@@ -455,11 +481,12 @@ static int apply(struct mdc *c, const struct event *ev)
             return RC_OK;
         }
         struct block *b = rel != 0 ? btab_get(&c->live, rel) : NULL;
-        if (b != NULL && b->live && !release(c, f, b, seq, ev->nid, frees ? 0 : p))
+        if (b != NULL && b->live && !release(c, f, b, seq, ev->nid, frees ? 0 : p, has))
             return RC_FALLBACK;
         if (frees) {
             f->last = 0;
-            return f->series == NULL || series_event(f->series, 0, seq, f->t.cur, f->t.ms, f->rss)
+            return !(has & HAS_SERIES)
+                           || series_event(f->series, 0, seq, f->t.cur, f->t.ms, f->rss)
                        ? RC_OK : RC_FALLBACK;
         }
     }
@@ -468,7 +495,7 @@ static int apply(struct mdc *c, const struct event *ev)
         return RC_OK;
     }
     int resize = ev->op == OP_REALLOC || ev->op == OP_REALLOCARRAY;
-    return alloc(c, f, p, size, seq, ev->nid, resize) ? RC_OK : RC_FALLBACK;
+    return alloc(c, f, p, size, seq, ev->nid, resize, has) ? RC_OK : RC_FALLBACK;
 }
 
 /* heappass.py takes its moments (the fragmentation samples) at the start of each line, after
@@ -480,16 +507,37 @@ EXPORT int fig_line(struct mdc *c)
            && moments_due(c, c->io.seq);
 }
 
-int fig_event(struct mdc *c, const struct event *ev)
+void fig_run(struct mdc *c)
 {
-    if (c->fig->series != NULL || c->fig->mom != NULL) { /* a sample or a moment may be due */
+    struct fig *f = c->fig;
+    f->has = (f->want & HAS_PARTS) | (f->series != NULL ? HAS_SERIES : 0)
+             | (f->mom != NULL ? HAS_MOMENTS : 0) | (f->tv != NULL ? HAS_VIEWS : 0);
+}
+
+/* the step of a pass that keeps the stacks' figures alone */
+static __attribute__((noinline)) int apply_plain(struct mdc *c, const struct event *ev)
+{
+    return apply(c, ev, 0);
+}
+
+/* the step of a pass that does more (`has`) */
+static __attribute__((noinline)) int apply_any(struct mdc *c, const struct event *ev,
+                                               unsigned has)
+{
+    if (has & (HAS_SERIES | HAS_MOMENTS)) { /* a sample or a moment may be due */
         c->io.seq--; /* do_event counted it: the line's start is after the record before */
         int ok = fig_line(c);
         c->io.seq++;
         if (!ok)
             return RC_FALLBACK;
     }
-    return apply(c, ev);
+    return apply(c, ev, has);
+}
+
+int fig_event(struct mdc *c, const struct event *ev)
+{
+    unsigned has = c->fig->has;
+    return has == 0 ? apply_plain(c, ev) : apply_any(c, ev, has);
 }
 
 /* ---- the API nativepass.py calls ------------------------------------------------------- */

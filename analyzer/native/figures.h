@@ -106,6 +106,7 @@ struct fig_keys {
 
 struct fig {
     unsigned want;
+    unsigned has; /* what an event's step does besides the stacks' figures (figures.c's HAS_) */
     struct fig_stack *st;
     /* with FIG_LIFETIMES (else NULL), beside st (the same index): each stack's first keys in the
      * lifetime counters (64-byte aligned) */

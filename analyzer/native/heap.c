@@ -122,12 +122,9 @@ static int count_alloc(struct mdc *c, uint64_t id, uint64_t size)
     return 1;
 }
 
-/* a block of `size` bytes of node `nid`, made live `order`th, made live or `released` after the
- * peak, noted */
-static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released, uint64_t order)
+/* peak_note's log kept (the test inline: the leak report keeps none) */
+static void peak_log(struct mdc *c, int64_t nid, uint64_t size, int released, uint64_t order)
 {
-    if (c->peak_log_over || !c->keep_allocs)
-        return;
     if (c->n_peak_log == c->peak_log_limit) {
         c->peak_log_over = 1;
         return;
@@ -147,6 +144,15 @@ static void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released, u
     note[0] = (int64_t)(abs_id(nid) << 1 | (uint64_t)released);
     note[1] = (int64_t)size;
     note[2] = (int64_t)order;
+}
+
+/* a block of `size` bytes of node `nid`, made live `order`th, made live or `released` after the
+ * peak, noted */
+static inline void peak_note(struct mdc *c, int64_t nid, uint64_t size, int released,
+                             uint64_t order)
+{
+    if (c->keep_allocs && !c->peak_log_over)
+        peak_log(c, nid, size, released, order);
 }
 
 void peak_note_exec(struct mdc *c)
@@ -309,30 +315,9 @@ static int apply(struct mdc *c, const struct event *ev)
     return make_live(c, ev->result, size, ev->nid, family) ? RC_OK : RC_FALLBACK;
 }
 
-/* the size of the block event `ev` asks for (dumpformat.effect's); 0 when it overflows */
-int event_size(const struct event *ev, uint64_t *size)
+/* do_event's replay, beside the views' pass or not, or heaptrack's events */
+int replay_event(struct mdc *c, const struct event *ev)
 {
-    switch (ev->op) {
-    case OP_CALLOC:
-        return !__builtin_mul_overflow(ev->args[0], ev->args[1], size);
-    case OP_REALLOCARRAY:
-        return !__builtin_mul_overflow(ev->args[1], ev->args[2], size);
-    case OP_REALLOC: case OP_POSIX_MEMALIGN: case OP_ALIGNED_ALLOC: case OP_MEMALIGN:
-        *size = ev->args[1];
-        return 1;
-    default:
-        *size = ev->args[0];
-        return 1;
-    }
-}
-
-/* event `ev`: RC_ASK (nothing done) when a bad pointer's stack must be judged first */
-int do_event(struct mdc *c, const struct event *ev)
-{
-    if (c->fig != NULL && !c->both) {
-        c->io.seq++;
-        return fig_event(c, ev);
-    }
     if (c->ht != NULL) {
         c->io.seq++;
         return ht_event(c, ev);

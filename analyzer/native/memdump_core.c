@@ -151,6 +151,27 @@ static inline void prefetch_ahead(struct mdc *c)
     c->ahead = at;
 }
 
+/* the packed events from `pos` on, replayed up to the first line that is not one (RC_OK), or to
+ * the event that stops the run (RC_ASK, RC_FALLBACK), `pos` at it: a loop of their own, as they
+ * are most of a compact dump's lines, without the other lines' tests at each */
+static int packed_events(struct mdc *c)
+{
+    const char *p = c->buf + (c->pos - c->buf_off);
+    do {
+        struct event ev;
+        uint64_t n = packed_event(c, p, &ev);
+        if (n == 0)
+            return RC_FALLBACK;
+        prefetch_ahead(c);
+        int r = do_event(c, &ev);
+        if (r != RC_OK)
+            return r;
+        c->pos += n;
+        p += n;
+    } while (*p == MDZ_EVENT && c->pos < c->end); /* (the buffer's SLACK is zeroed) */
+    return RC_OK;
+}
+
 /* the buffer from `pos` on, with more of the file; 0 when the file cannot be read */
 static int refill(struct mdc *c)
 {
@@ -185,6 +206,8 @@ EXPORT int mdc_run(struct mdc *c)
     struct tok t[MAX_TOKENS];
     int status = MDC_DONE;
     c->io.n_lines = 0;
+    if (c->fig != NULL)
+        fig_run(c);
     while (c->pos < c->end) {
         char *line = c->buf + (c->pos - c->buf_off);
         const char *next;
@@ -203,31 +226,26 @@ EXPORT int mdc_run(struct mdc *c)
             c->pos += (uint64_t)(next - line);
             continue;
         }
-        uint64_t quick = 0; /* an event's length, read on the quick path */
-        if (*line == MDZ_EVENT && c->feed != NULL) { /* a packed event: Python's lines first */
+        int step = -1; /* the step of the events read on a quick path, -1: none */
+        if (*line == MDZ_EVENT && c->feed != NULL) { /* packed events: Python's lines first */
             if (c->io.n_lines != 0) {
                 status = MDC_LINES;
                 break;
             }
-            if ((quick = packed_event(c, line, &ev)) == 0) {
-                c->io.fallback_pos = c->pos;
-                return MDC_FALLBACK;
-            }
-            prefetch_ahead(c);
+            step = packed_events(c);
         } else if ((*line == '+' || *line == '-') && c->io.n_lines == 0
                    && quick_short(c, line, &ev, &next) && !has_nul(c, (uint64_t)(next - line))) {
-            quick = (uint64_t)(next - line);
+            step = do_event(c, &ev);
+            if (step == RC_OK)
+                c->pos += (uint64_t)(next - line);
         }
-        if (quick != 0) {
-            int r = do_event(c, &ev);
-            if (r == RC_OK) {
-                c->pos += quick;
-                continue;
-            }
-            if (r == RC_ASK) {
-                status = MDC_ASK;
-                break;
-            }
+        if (step == RC_OK)
+            continue;
+        if (step == RC_ASK) {
+            status = MDC_ASK;
+            break;
+        }
+        if (step == RC_FALLBACK) {
             c->io.fallback_pos = c->pos;
             return MDC_FALLBACK;
         }

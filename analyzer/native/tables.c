@@ -4,21 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct block *btab_get(const struct btab *t, uint64_t addr)
-{
-    if (t->n == 0)
-        return NULL;
-    uint64_t mask = t->cap - 1;
-    for (uint64_t i = btab_slot(addr, mask);; i = (i + 1) & mask) {
-        struct block *b = &t->slots[i];
-        if (b->addr == addr)
-            return b;
-        if (b->addr == 0)
-            return NULL;
-    }
-}
-
-static int grow(struct btab *t)
+int btab_grow(struct btab *t)
 {
     uint64_t cap = t->cap ? t->cap * 2 : 1024;
     struct block *slots = calloc(cap, sizeof *slots);
@@ -38,29 +24,6 @@ static int grow(struct btab *t)
     t->slots = slots;
     t->cap = cap;
     return 1;
-}
-
-struct block *btab_put(struct btab *t, uint64_t addr, int *made)
-{
-    if ((t->n + 1) * 4 > t->cap * 3 && !grow(t)) /* at most 3/4 full */
-        return NULL;
-    uint64_t mask = t->cap - 1;
-    uint64_t i = btab_slot(addr, mask);
-    for (;; i = (i + 1) & mask) {
-        struct block *b = &t->slots[i];
-        if (b->addr == addr) {
-            *made = 0;
-            return b;
-        }
-        if (b->addr == 0)
-            break;
-    }
-    struct block *b = &t->slots[i];
-    memset(b, 0, sizeof *b);
-    b->addr = addr;
-    t->n++;
-    *made = 1;
-    return b;
 }
 
 void btab_del(struct btab *t, struct block *b)

@@ -39,10 +39,47 @@ static inline void btab_prefetch(const struct btab *t, uint64_t addr)
         __builtin_prefetch(&t->slots[btab_slot(addr, t->cap - 1)], 1);
 }
 
+/* the table with twice the slots (1,024 when it had none); 0 when out of memory */
+int btab_grow(struct btab *t);
+
+/* (btab_get and btab_put are inline: they are a step of every heap event, whose calls' saving and
+ * restoring of registers cost as much as their probes) */
+
 /* the slot of `addr`, or NULL */
-struct block *btab_get(const struct btab *t, uint64_t addr);
+static inline struct block *btab_get(const struct btab *t, uint64_t addr)
+{
+    if (t->n == 0)
+        return NULL;
+    uint64_t mask = t->cap - 1;
+    for (uint64_t i = btab_slot(addr, mask);; i = (i + 1) & mask) {
+        struct block *b = &t->slots[i];
+        if (b->addr == addr)
+            return b;
+        if (b->addr == 0)
+            return NULL;
+    }
+}
+
 /* the slot of `addr`, made when missing (*made set); NULL when out of memory */
-struct block *btab_put(struct btab *t, uint64_t addr, int *made);
+static inline struct block *btab_put(struct btab *t, uint64_t addr, int *made)
+{
+    if ((t->n + 1) * 4 > t->cap * 3 && !btab_grow(t)) /* at most 3/4 full */
+        return NULL;
+    uint64_t mask = t->cap - 1;
+    for (uint64_t i = btab_slot(addr, mask);; i = (i + 1) & mask) {
+        struct block *b = &t->slots[i];
+        if (b->addr == addr) {
+            *made = 0;
+            return b;
+        }
+        if (b->addr == 0) {
+            *b = (struct block){.addr = addr};
+            t->n++;
+            *made = 1;
+            return b;
+        }
+    }
+}
 /* slot `b` of table `t` emptied, the slots after it moved back where their probes reach them
  * (linear probing's deletion: no tombstone); a pointer into the table is stale after it */
 void btab_del(struct btab *t, struct block *b);
