@@ -304,9 +304,10 @@ static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, in
 }
 
 /* what an event's step does besides the stacks' figures and the peak (struct fig's `has`): the
- * parts asked for (FIG_TEMPORARY, FIG_LIFETIMES, FIG_SIZES) and these. The step is made once for
- * none of them (`peak`, `hotspots`) and once for any, each test of `has` a constant in the
- * first (ALWAYS_INLINE): a test per part, several per event, was a tenth of `peak`'s step. */
+ * parts asked for (FIG_TEMPORARY, FIG_LIFETIMES, FIG_SIZES) and these. The step is made for
+ * none of them (`peak`, `hotspots`), for the lifetimes alone, for the moments alone (the heap
+ * map) and once for any, each test of `has` a constant in the first three (ALWAYS_INLINE): a
+ * test per part, several per event, was a tenth of `peak`'s step. */
 #define HAS_SERIES 0x100u  /* f->series */
 #define HAS_MOMENTS 0x200u /* f->mom */
 #define HAS_VIEWS 0x400u   /* f->tv */
@@ -520,9 +521,8 @@ static __attribute__((noinline)) int apply_plain(struct mdc *c, const struct eve
     return apply(c, ev, 0);
 }
 
-/* the step of a pass that does more (`has`) */
-static __attribute__((noinline)) int apply_any(struct mdc *c, const struct event *ev,
-                                               unsigned has)
+/* the step of a pass that does more (`has`), a sample or a moment taken first where one is due */
+static ALWAYS_INLINE int apply_due(struct mdc *c, const struct event *ev, unsigned has)
 {
     if (has & (HAS_SERIES | HAS_MOMENTS)) { /* a sample or a moment may be due */
         c->io.seq--; /* do_event counted it: the line's start is after the record before */
@@ -534,10 +534,38 @@ static __attribute__((noinline)) int apply_any(struct mdc *c, const struct event
     return apply(c, ev, has);
 }
 
+static __attribute__((noinline)) int apply_any(struct mdc *c, const struct event *ev,
+                                               unsigned has)
+{
+    return apply_due(c, ev, has);
+}
+
+/* the step of `lifetimes` (its histograms alone): apply_any's with its parts known, its tests
+ * of the others gone at compile time */
+static __attribute__((noinline)) int apply_lifetimes(struct mdc *c, const struct event *ev)
+{
+    return apply(c, ev, FIG_LIFETIMES);
+}
+
+/* the step of a pass that takes moments alone (the heap map, `--at`) */
+static __attribute__((noinline)) int apply_moments(struct mdc *c, const struct event *ev)
+{
+    return apply_due(c, ev, HAS_MOMENTS);
+}
+
 int fig_event(struct mdc *c, const struct event *ev)
 {
     unsigned has = c->fig->has;
-    return has == 0 ? apply_plain(c, ev) : apply_any(c, ev, has);
+    switch (has) {
+    case 0:
+        return apply_plain(c, ev);
+    case FIG_LIFETIMES:
+        return apply_lifetimes(c, ev);
+    case HAS_MOMENTS:
+        return apply_moments(c, ev);
+    default:
+        return apply_any(c, ev, has);
+    }
 }
 
 /* ---- the API nativepass.py calls ------------------------------------------------------- */
