@@ -524,9 +524,16 @@ static __attribute__((noinline)) int apply_plain(struct mdc *c, const struct eve
 /* the step of a pass that does more (`has`), a sample or a moment taken first where one is due */
 static ALWAYS_INLINE int apply_due(struct mdc *c, const struct event *ev, unsigned has)
 {
-    if (has & (HAS_SERIES | HAS_MOMENTS)) { /* a sample or a moment may be due */
-        c->io.seq--; /* do_event counted it: the line's start is after the record before */
+    /* do_event counted the event: the line's start is after the record before */
+    if (has & HAS_SERIES) { /* a sample or a moment may be due */
+        c->io.seq--;
         int ok = fig_line(c);
+        c->io.seq++;
+        if (!ok)
+            return RC_FALLBACK;
+    } else if ((has & HAS_MOMENTS) && c->io.seq - 1 >= c->fig->mom_due) { /* a moment is due */
+        c->io.seq--;
+        int ok = moments_due(c, c->io.seq);
         c->io.seq++;
         if (!ok)
             return RC_FALLBACK;

@@ -127,6 +127,9 @@ struct fig {
     struct series *series; /* with FIG_TIMELINE */
     struct tagviews *tv;   /* --by-tag, --phases, --growth (tagviews.c), or NULL */
     struct moments *mom;   /* the moments asked for (moments.c), or NULL */
+    /* moments.c: the SEQ of the next moment due after an event (0: not known yet, INT64_MAX:
+     * none before the end), so that the step asks moments_due only then */
+    int64_t mom_due;
 };
 
 struct mdc;

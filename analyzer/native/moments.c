@@ -182,6 +182,8 @@ int moments_due(struct mdc *c, int64_t seq)
     while (m != NULL && m->next < m->n && m->seqs[m->next] >= 0 && m->seqs[m->next] <= seq)
         if (!take(c, m, m->next++, seq))
             return 0;
+    c->fig->mom_due = m != NULL && m->next < m->n && m->seqs[m->next] >= 0 ? m->seqs[m->next]
+                                                                           : INT64_MAX;
     return 1;
 }
 
