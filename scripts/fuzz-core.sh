@@ -86,6 +86,12 @@ else
         tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
         # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass
         { echo "#"; tail -n +2 "$dump"; } > "$work/corpus/views-$(basename "$dump")"
+        # after `b`, 0xa2 and 0xe2 (bit 1 set, bits 6 and 7 giving 1, 2 and 3): the views' step
+        # of `peak` (the stacks' figures alone), of `lifetimes` alone and of the heap map's
+        # moments alone
+        { echo "b"; tail -n +2 "$dump"; } > "$work/corpus/peak-$(basename "$dump")"
+        { printf '\xe2\n'; tail -n +2 "$dump"; } > "$work/corpus/moments-$(basename "$dump")"
+        { printf '\xa2\n'; tail -n +2 "$dump"; } > "$work/corpus/lifetimes-$(basename "$dump")"
         # and after a line `h` (bit 3 set, bits 1 and 2 clear): for heaptrack's events
         { echo "h"; tail -n +2 "$dump"; } > "$work/corpus/heaptrack-$(basename "$dump")"
     done

@@ -54,6 +54,9 @@ int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out);
 uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out);
 int mdc_fig_blocks(struct mdc *c, uint64_t *out, uint64_t n);
 int mdc_tv_start(struct mdc *c, unsigned want);
+int mdc_moments(struct mdc *c, const int64_t *seqs, const int64_t *kinds, uint64_t n);
+int mdc_mom_thread_tag(struct mdc *c, int64_t tid, int64_t ident);
+uint64_t mdc_mom_taken(const struct mdc *c, const struct mom_taken **taken, const int64_t **data);
 int mdc_tv_thread(struct mdc *c, int64_t tid, int64_t name);
 int mdc_tv_phase(struct mdc *c, int64_t seq, int64_t name);
 int mdc_tv_end(struct mdc *c);
@@ -79,6 +82,10 @@ static int64_t number(const char *line, uint64_t len, uint64_t from)
 
 /* What nativepass.py does besides: a sample due before each line, the clock, the tags; 0 when
  * the library gave up (out of memory) */
+/* the views' pass runs --by-tag's, --phases' and --growth's tables (tagviews.c); it takes
+ * moments (moments.c) */
+static int views, moments;
+
 static int figures_line(struct mdc *c, struct mdc_io *io, const char *line, uint64_t len)
 {
     if (!fig_line(c))
@@ -91,7 +98,8 @@ static int figures_line(struct mdc *c, struct mdc_io *io, const char *line, uint
         int64_t tid = number(line, len, 2);
         return (line[0] == 'u' || mdc_fig_tagging(c, io->seq))
                && mdc_fig_thread_tag(c, tid, line[0] == 'u' ? -1 : tid & 7)
-               && mdc_tv_thread(c, tid, line[0] == 'u' ? -1 : tid & 3);
+               && (!moments || mdc_mom_thread_tag(c, tid, line[0] == 'u' ? -1 : tid & 7))
+               && (!views || mdc_tv_thread(c, tid, line[0] == 'u' ? -1 : tid & 3));
     }
     return 1;
 }
@@ -112,7 +120,7 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
             mdc_snap_due(c); /* native.py: the snapshots due before the line */
         io->seq++;
         int is_exec = len > 7 && memmem(line, len, " exec ", 6) != NULL;
-        if (figures && mdc_fig_record(c, io->seq, is_exec)
+        if (figures && mdc_fig_record(c, io->seq, is_exec) && views
             && memmem(line, len, " phase ", 7) != NULL) /* its name: one of 4 */
             mdc_tv_phase(c, io->seq, (int64_t)(len & 3));
         else if (is_exec && !heaptrack) /* heaptrack's: heaptrack_line */
@@ -154,13 +162,18 @@ static void heaptrack_end(struct mdc *c)
 static void figures_end(struct mdc *c, struct mdc_io *io)
 {
     struct fig_totals t;
-    if (!mdc_fig_series_end(c, io->seq) || !mdc_fig_end(c, io->seq, &t) || !mdc_tv_end(c))
+    if (!mdc_fig_series_end(c, io->seq) || !mdc_fig_end(c, io->seq, &t)
+        || (views && !mdc_tv_end(c)))
         return;
+    const struct mom_taken *taken;
+    const int64_t *moment_rows;
+    if (moments)
+        mdc_mom_taken(c, &taken, &moment_rows);
     const struct fig_entry *e;
     for (int which = 0; which < FIG_COUNTERS; which++)
         mdc_fig_counter(c, which, &e);
     const void *table;
-    for (int which = 0; which < 6; which++)
+    for (int which = 0; which < 6 && views; which++)
         mdc_tv_table(c, which, &table);
     uint64_t *blocks = calloc((size_t)t.live_n * 4 + 4, sizeof *blocks);
     if (blocks != NULL)
@@ -217,9 +230,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         mdc_snapshots(c, seqs, kinds, 4, 1);
     }
     millis = 0;
-    if (figures && (!mdc_figures(c, FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE,
-                                 2 * (1 + (data[0] >> 2 & 7)))
-                    || !mdc_tv_start(c, FIG_TAGS | FIG_PHASES | FIG_GROWTH))) {
+    /* the views' step as each view makes it (figures.c's fig_event): every part with the tag
+     * views, the stacks' figures alone (`peak`), the lifetimes alone, the moments alone (the
+     * heap map: at two events, the peak and the end) */
+    static const unsigned parts[] = {FIG_TEMPORARY | FIG_LIFETIMES | FIG_SIZES | FIG_TIMELINE, 0,
+                                     FIG_LIFETIMES, 0};
+    static const int64_t mom_seqs[] = {3, 11, MOM_PEAK, MOM_END};
+    static const int64_t mom_kinds[] = {MOM_BY_NODE, MOM_BLOCKS, MOM_BLOCKS, MOM_TOTALS};
+    int mode = size > 0 ? data[0] >> 6 : 0;
+    views = mode == 0;
+    moments = mode == 3;
+    if (figures && (!mdc_figures(c, parts[mode], 2 * (1 + (data[0] >> 2 & 7)))
+                    || (views && !mdc_tv_start(c, FIG_TAGS | FIG_PHASES | FIG_GROWTH))
+                    || (moments && !mdc_moments(c, mom_seqs, mom_kinds, 4)))) {
         mdc_close(c);
         return 0;
     }
