@@ -116,10 +116,8 @@ class _Export(native._Native):
         if error:
             raise OSError(error, os.strerror(error))
         n_traces, n_infos, n_live = out[1], out[3], out[4]
-        rows = array("q", bytes((ctypes.c_int64 * (3 * n_traces)).from_address(out[0] + 24))) \
-            if n_traces else array("q")
-        infos = array("i", bytes((ctypes.c_int32 * n_infos).from_address(out[2]))) \
-            if n_infos else array("i")
+        rows = native.copied("q", 3 * n_traces, out[0] + 24)
+        infos = native.copied("i", n_infos, out[2])
         live = array("Q", bytes(8 * n_live))
         if not lib.mdc_ht_live(ctx, live.buffer_info()[0], n_live):
             raise native._Fallback("live blocks")

@@ -36,7 +36,7 @@ from .libpath import enabled, library_path
 from .model import HeapError
 from .rules import is_runtime_only
 
-__all__ = ["enabled", "library", "library_path", "replay"]
+__all__ = ["copied", "enabled", "library", "library_path", "replay"]
 
 _ABI_VERSION = 1
 _DONE, _LINES, _ASK, _FALLBACK = range(4)
@@ -201,6 +201,15 @@ def taken_moments(n: int, taken: int, data: int,
 
 class _Fallback(Exception):
     """The library left the dump to the Python replay."""
+
+
+def copied(code: str, n: int, address: int) -> array:  # type: ignore[type-arg]
+    """The library's `n` items of array type `code` at `address`, copied once into an array of
+    Python's (where `array(code, bytes(...))` copied them twice: 8 ms of 9 MB of counters)."""
+    out = array(code)
+    if n:
+        out.frombytes((ctypes.c_ubyte * (n * out.itemsize)).from_address(address))
+    return out
 
 
 def _array(ctype: Any, fmt: str, n: int, address: int) -> Sequence[int]:

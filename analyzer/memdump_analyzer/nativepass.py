@@ -253,8 +253,7 @@ class _Pass(native._Native):
             raise native._Fallback("out of memory")
         views = self._tables() if self.views else None
         n = t.n_stacks
-        flat = array("q", bytes((ctypes.c_int64 * (_STACK_FIELDS * n)).from_address(
-            lib.mdc_fig_stacks(ctx)))) if n else array("q")
+        flat = native.copied("q", _STACK_FIELDS * n, lib.mdc_fig_stacks(ctx) if n else 0)
         stacks = StackTable(flat, [self._counter(which) for which in (_LIFE, _LIFE_MS, _FREED_BY)])
         entries = self._counter(_SIZES)
         sizes = dict(zip(entries[0::3], entries[2::3], strict=True))
@@ -307,8 +306,7 @@ class _Pass(native._Native):
         """Counter `which`'s entries, flat: (a, b, n) after another."""
         out = ctypes.c_void_p()
         n = self.lib.mdc_fig_counter(self.ctx, which, ctypes.byref(out))
-        return array("q", bytes((ctypes.c_int64 * (3 * n)).from_address(out.value))) if n \
-            else array("q")
+        return native.copied("q", 3 * n, out.value or 0)
 
 
 class StackTable(abc.Mapping):  # type: ignore[type-arg]
