@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # @brief Fuzz libmemdump_core's reader and replay (analyzer/native/fuzz_replay.c), or with -c its
-# compact encoding's decoder (fuzz_compact.c), with libFuzzer, under AddressSanitizer and
-# UndefinedBehaviorSanitizer.
+# compact encoding's decoder (fuzz_compact.c), or with -d the replay and the views' pass reading a
+# compact dump through the decoder's direct output (fuzz_replay.c built with FUZZ_DIRECT), with
+# libFuzzer, under AddressSanitizer and UndefinedBehaviorSanitizer.
 #
 # Builds the target with clang into a fresh temporary directory, seeds it with the analyser's
 # fixture dumps (their lines after the version line) and a dictionary of the format's tags, and runs
@@ -12,19 +13,23 @@
 #   scripts/fuzz-core.sh -r 50000000     # the longer run docs/report-format.md records
 #   scripts/fuzz-core.sh -t 600          # for 600 seconds
 #   scripts/fuzz-core.sh -c              # the compact decoder, seeded with the fixtures compacted
+#   scripts/fuzz-core.sh -d              # the replay and the views' pass on compact blocks
 set -euo pipefail
 
 root_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=1000000
 seconds=0
 usage() {
-    echo "usage: scripts/fuzz-core.sh [-c] [-r RUNS] [-t SECONDS] [-k]" >&2
+    echo "usage: scripts/fuzz-core.sh [-c | -d] [-r RUNS] [-t SECONDS] [-k]" >&2
 }
 keep=0
 target=replay
-while getopts "r:t:kch" opt; do
+while getopts "r:t:kcdh" opt; do
     case "$opt" in
-        c) target=compact ;;
+        c) [[ $target == direct ]] && { echo "fuzz-core.sh: -c and -d are two targets: give one" >&2; exit 2; }
+           target=compact ;;
+        d) [[ $target == compact ]] && { echo "fuzz-core.sh: -c and -d are two targets: give one" >&2; exit 2; }
+           target=direct ;;
         r) runs="$OPTARG" ;;
         t) seconds="$OPTARG" ;;
         k) keep=1 ;;
@@ -76,12 +81,32 @@ PY
     fuzzer="$work/fuzz_compact"
     max_len=8192
 else
-    clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+    direct=()
+    [[ $target == direct ]] && direct=(-DFUZZ_DIRECT)
+    clang -g -O1 -D_GNU_SOURCE -DBUFFER=4096 -DMAX_ID=65536 "${direct[@]}" -std=c11 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
         -I"$native" "$native"/fuzz_replay.c "$native"/memdump_core.c "$native"/records.c \
         "$native"/heap.c "$native"/tables.c "$native"/figures.c "$native"/series.c "$native"/tagviews.c \
         "$native"/moments.c "$native"/snapshots.c "$native"/htexport.c "$native"/compact.c "$native"/compactdec.c "$native"/compactfeed.c \
-        -lz -llzma \
+        -lz -llzma -lpthread \
         -o "$work/fuzz_replay"
+fi
+if [[ $target == direct ]]; then
+    # seeds: each fixture's payload after each first byte the text seeds below take (the replay,
+    # its exports' counts, the views' pass in each of its steps, heaptrack's events)
+    PYTHONPATH="$root_dir/analyzer" python3 - "$work/corpus" "$root_dir"/analyzer/tests/fixtures/*.memdump <<'PY'
+import io, sys
+from pathlib import Path
+from memdump_analyzer import compact
+for path in map(Path, sys.argv[2:]):
+    enc = compact._Encoder()
+    for line in compact._pieces(io.BytesIO(path.read_bytes())):
+        enc.line(line)
+    for first in (0x00, 0x0a, 0x0c, 0x23, 0x62, 0xa2, 0xe2, 0x68):
+        (Path(sys.argv[1]) / f"{first:02x}-{path.stem}").write_bytes(bytes([first]) + enc.payload())
+PY
+    fuzzer="$work/fuzz_replay"
+    max_len=8192
+elif [[ $target == replay ]]; then
     for dump in "$root_dir"/analyzer/tests/fixtures/*.memdump; do
         tail -n +2 "$dump" > "$work/corpus/$(basename "$dump")"
         # the same after a comment: its first byte, `#`, asks fuzz_replay.c for the views' pass

@@ -11,6 +11,12 @@
  * with its exact error): what must never happen is a crash, a read or write out of bounds, an
  * undefined behaviour or a leak, which the sanitizers it is built with report.
  *
+ * Built with -DFUZZ_DIRECT (scripts/fuzz-core.sh -d), the input after its first byte is instead a
+ * compact block's payload (docs/dump-format.md, "Compact encoding"), which the driver wraps in a
+ * compact file (the signature, one block under deflate, the end block) read through the
+ * decoder's direct output, as a compact dump is: its heap records reach the replay and the views'
+ * pass as packed events, which no text dump produces, the model's mutations with them.
+ *
  * Built and run by scripts/fuzz-core.sh (clang -fsanitize=fuzzer,address,undefined). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -21,12 +27,18 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#ifdef FUZZ_DIRECT
+#include <zlib.h>
+
+#include "compactmodel.h"
+#endif
 #include "figures.h"
 #include "moments.h"
 #include "memdump_core.h"
 
 struct mdc;
 struct mdc *mdc_open(int fd, uint64_t start, uint64_t end, uint64_t max_errors);
+struct mdc *mdc_open_compact(int fd, uint64_t max_errors);
 int mdc_run(struct mdc *c);
 struct mdc_io *mdc_io(struct mdc *c);
 int mdc_frames(struct mdc *c, const uint64_t *ids, uint64_t n, int marked);
@@ -104,8 +116,8 @@ static int figures_line(struct mdc *c, struct mdc_io *io, const char *line, uint
     return 1;
 }
 
-/* What native.py does with one line handed back: `f ID ...` defines frame ID (marked when its
- * id is odd, so that both kinds of frame are exercised); `p SEQ` and `end SEQ` take a SEQ. */
+/* What native.py does with one line handed back: `f ID ...` defines frame ID (and marks it when
+ * its id is odd, so that both kinds of frame are exercised); `p SEQ` and `end SEQ` take a SEQ. */
 static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint64_t len,
                         int figures, int heaptrack)
 {
@@ -113,8 +125,9 @@ static void python_line(struct mdc *c, struct mdc_io *io, const char *line, uint
         uint64_t id = 0;
         for (uint64_t i = 2; i < len && line[i] >= '0' && line[i] <= '9' && id < (1u << 30); i++)
             id = id * 10 + (uint64_t)(line[i] - '0');
-        if (id != 0)
-            mdc_frames(c, &id, 1, (int)(id & 1));
+        /* native.py defines every frame, then marks those of the mark functions */
+        if (id != 0 && mdc_frames(c, &id, 1, 0) && (id & 1))
+            mdc_frames(c, &id, 1, 1);
     } else if ((len > 2 && memcmp(line, "p ", 2) == 0) || (len > 4 && memcmp(line, "end ", 4) == 0)) {
         if (!figures && !heaptrack)
             mdc_snap_due(c); /* native.py: the snapshots due before the line */
@@ -203,15 +216,50 @@ static void replay_end(struct mdc *c)
         (void)mdc_snap_taken(c, &taken, &data);
 }
 
+#ifdef FUZZ_DIRECT
+/* the dump: `n` bytes of a block's payload in a compact file of one block (its text's length
+ * the most a block holds, its checksums none: the direct output checks neither), into `fd`;
+ * 0 when the payload cannot be such a block */
+static int compact_dump(int out, const uint8_t *payload, size_t n)
+{
+    static const unsigned char head[10] = {0x89, 'M', 'D', 'Z', '\r', '\n', 0x1a, '\n',
+                                           VERSION_MAJOR, VERSION_MINOR};
+    uLongf clen = compressBound((uLong)n);
+    unsigned char *file = malloc(10 + 16 + clen + 16);
+    if (file == NULL)
+        abort();
+    if (compress2(file + 26, &clen, payload, (uLong)n, 1) != Z_OK)
+        abort();
+    memcpy(file, head, 10);
+    put32(file + 10, MAX_TEXT);
+    put32(file + 14, 0);
+    put32(file + 18, (uint32_t)n);
+    put32(file + 22, (uint32_t)clen);
+    memset(file + 26 + clen, 0, 16); /* the end block */
+    size_t len = 26 + clen + 16;
+    int ok = ftruncate(out, 0) == 0 && pwrite(out, file, len, 0) == (ssize_t)len;
+    free(file);
+    return ok;
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (fd < 0)
         fd = memfd_create("fuzz-dump", MFD_CLOEXEC);
     if (ht_fd < 0)
         ht_fd = memfd_create("fuzz-heaptrack", MFD_CLOEXEC);
+#ifdef FUZZ_DIRECT
+    if (size == 0 || size > 2 * (size_t)MAX_TEXT)
+        return 0;
+    if (fd < 0 || ht_fd < 0 || !compact_dump(fd, data + 1, size - 1) || lseek(fd, 0, SEEK_SET) != 0)
+        abort();
+    struct mdc *c = mdc_open_compact(fd, 8);
+#else
     if (fd < 0 || ht_fd < 0 || ftruncate(fd, 0) != 0 || (size && pwrite(fd, data, size, 0) != (ssize_t)size))
         abort();
     struct mdc *c = mdc_open(fd, 0, size, 8);
+#endif
     if (c == NULL)
         return 0;
     struct mdc_io *io = mdc_io(c);
