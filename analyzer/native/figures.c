@@ -85,10 +85,13 @@ static inline int count(struct counter *k, int64_t a, int64_t b)
 /* the lifetime counters' keys are kept by stack (struct fig_keys) with their counts: a counter
  * has hundreds of thousands of keys, and one table of them all (a slot, then the entry it names)
  * missed the caches at nearly every free, where a stack's first keys share two cache lines with
- * its tables of the others. Python reads the keys of the stacks a view shows (mdc_fig_keys), or
- * all of them (mdc_fig_entries), made entries then: a table of every key written as it is first
- * counted, and its counts added at the end, were 12 MB on cppcheck's dump that no view reads
- * whole. */
+ * its tables of the others. Python reads the keys of the stacks a view shows
+ * (mdc_lifetimes_keys), or all of them (mdc_lifetimes_entries), made entries then: a table of
+ * every key written as it was first counted, its counts added at the end, was 9 MB on
+ * cppcheck's dump (12 with its room) that no view reads whole. */
+
+/* the lifetime counters: FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY */
+#define LIFE_COUNTERS (FIG_FREED_BY + 1)
 
 /* the slots of counter `c` in struct fig_keys: [KEYS_FROM[c], KEYS_FROM[c + 1]) */
 static const int KEYS_FROM[4] = {0, 3, 4, 5};
@@ -158,6 +161,15 @@ static inline int count_keyed(struct fig *f, int c, int64_t a, int64_t b)
             return bump(f, c, a, &ks->in[i]);
     }
     return count_more(f, c, a, b, ks);
+}
+
+/* the keys of `n` stacks freed, their tables of further keys too */
+static void keys_free(struct fig_keys *keys, uint64_t n)
+{
+    for (uint64_t i = 0; keys != NULL && i < n; i++)
+        for (int c = 0; c < LIFE_COUNTERS; c++)
+            free(keys[i].more[c]);
+    free(keys);
 }
 
 /* room for `cap` stacks' keys (FIG_LIFETIMES); 0 when out of memory */
@@ -707,7 +719,7 @@ EXPORT const struct fig_stack *mdc_fig_stacks(const struct mdc *c)
 EXPORT uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out)
 {
     const struct counter *k = &c->fig->k[which];
-    if (which < FIG_SIZES_BY) {
+    if (which < LIFE_COUNTERS) {
         *out = NULL;
         return 0;
     }
@@ -720,7 +732,7 @@ EXPORT uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig
 struct fig_lifetimes {
     struct fig_keys *keys;
     uint64_t n_st;
-    struct counter carried[FIG_SIZES_BY];
+    struct counter carried[LIFE_COUNTERS];
 };
 
 /* the count of key slot `s` of stack `a` in lifetime counter `which`: its own, and what bump()
@@ -791,7 +803,7 @@ EXPORT struct fig_lifetimes *mdc_fig_lifetimes(struct mdc *c)
         l->n_st = f->n_st;
         f->keys = NULL;
     }
-    for (int i = 0; i < FIG_SIZES_BY; i++) {
+    for (int i = 0; i < LIFE_COUNTERS; i++) {
         l->carried[i] = f->k[i];
         f->k[i] = (struct counter){0};
     }
@@ -802,11 +814,8 @@ EXPORT void mdc_lifetimes_free(struct fig_lifetimes *l)
 {
     if (l == NULL)
         return;
-    for (uint64_t i = 0; l->keys != NULL && i < l->n_st; i++)
-        for (int c = 0; c < FIG_SIZES_BY; c++)
-            free(l->keys[i].more[c]);
-    free(l->keys);
-    for (int i = 0; i < FIG_SIZES_BY; i++)
+    keys_free(l->keys, l->n_st);
+    for (int i = 0; i < LIFE_COUNTERS; i++)
         counter_free(&l->carried[i]);
     free(l);
 }
@@ -817,7 +826,7 @@ EXPORT void mdc_lifetimes_free(struct fig_lifetimes *l)
 EXPORT uint64_t mdc_lifetimes_keys(const struct fig_lifetimes *l, int which, uint64_t stack,
                                    int64_t *out, uint64_t cap)
 {
-    if (stack >= l->n_st || which < 0 || which >= FIG_SIZES_BY)
+    if (stack >= l->n_st || which < 0 || which >= LIFE_COUNTERS)
         return 0;
     uint64_t n = n_keys(l, which, stack);
     if (n <= cap)
@@ -830,7 +839,7 @@ EXPORT uint64_t mdc_lifetimes_keys(const struct fig_lifetimes *l, int which, uin
 EXPORT uint64_t mdc_lifetimes_entries(const struct fig_lifetimes *l, int which, int64_t *out,
                                       uint64_t cap)
 {
-    if (which < 0 || which >= FIG_SIZES_BY)
+    if (which < 0 || which >= LIFE_COUNTERS)
         return 0;
     uint64_t n = 0;
     for (uint64_t i = 0; i < l->n_st; i++)
@@ -877,10 +886,7 @@ void fig_free(struct mdc *c)
         return;
     free(f->st);
     free(f->st_of);
-    for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++)
-        for (int c = 0; c < 3; c++)
-            free(f->keys[i].more[c]);
-    free(f->keys);
+    keys_free(f->keys, f->n_st);
     free(f->ends);
     free(f->clock);
     counter_free(&f->threads);
