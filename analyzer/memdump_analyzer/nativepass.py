@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import weakref
 from array import array
 from bisect import bisect_left
 from collections import abc
@@ -32,7 +33,7 @@ from .dumpfile import DumpReader
 from .dumpformat import unescape
 from .passapi import MOMENT_BLOCKS, Accumulator, Figures, Moment
 
-__all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "StackTable", "figures", "typed_library"]
+__all__ = ["NATIVE_PARTS", "NATIVE_VIEWS", "LifetimeKeys", "StackTable", "figures", "typed_library"]
 
 #: the parts of `PARTS` the library computes
 NATIVE_PARTS = frozenset(("temporary", "lifetimes", "sizes", "timeline"))
@@ -70,6 +71,11 @@ _SIGNATURES = {  # name: (restype, argtypes)
     "mdc_fig_end": (ctypes.c_int, [_P, _I64, _P]),
     "mdc_fig_stacks": (_P, [_P]),
     "mdc_fig_counter": (ctypes.c_uint64, [_P, ctypes.c_int, _P]),
+    "mdc_fig_lifetimes": (_P, [_P]),
+    "mdc_lifetimes_free": (None, [_P]),
+    "mdc_lifetimes_keys": (ctypes.c_uint64, [_P, ctypes.c_int, ctypes.c_uint64, _P,
+                                             ctypes.c_uint64]),
+    "mdc_lifetimes_entries": (ctypes.c_uint64, [_P, ctypes.c_int, _P, ctypes.c_uint64]),
     "mdc_fig_blocks": (ctypes.c_int, [_P, _P, ctypes.c_uint64]),
     "mdc_tv_start": (ctypes.c_int, [_P, ctypes.c_uint]),
     "mdc_tv_thread": (ctypes.c_int, [_P, _I64, _I64]),
@@ -254,7 +260,7 @@ class _Pass(native._Native):
         views = self._tables() if self.views else None
         n = t.n_stacks
         flat = native.copied("q", _STACK_FIELDS * n, lib.mdc_fig_stacks(ctx) if n else 0)
-        stacks = StackTable(flat, [self._counter(which) for which in (_LIFE, _LIFE_MS, _FREED_BY)])
+        stacks = StackTable(flat, self._lifetimes())
         entries = self._counter(_SIZES)
         sizes = dict(zip(entries[0::3], entries[2::3], strict=True))
         blocks = array("Q", bytes(32 * t.live_n))
@@ -302,6 +308,15 @@ class _Pass(native._Native):
         tag_list = [[r.live, r.changed, r.at_high, r.index, r.at_low] for r in rows]
         return {r.ident: row for r, row in zip(rows, tag_list, strict=True)}, tag_list
 
+    def _lifetimes(self) -> LifetimeKeys | None:
+        """The lifetime counters (when computed), taken from the library's pass."""
+        if "lifetimes" not in self.computed:
+            return None
+        taken = self.lib.mdc_fig_lifetimes(self.ctx)
+        if not taken:
+            raise native._Fallback("out of memory")
+        return LifetimeKeys(self.lib, taken)
+
     def _counter(self, which: int) -> array:  # type: ignore[type-arg]
         """Counter `which`'s entries, flat: (a, b, n) after another."""
         out = ctypes.c_void_p()
@@ -309,18 +324,51 @@ class _Pass(native._Native):
         return native.copied("q", 3 * n, out.value or 0)
 
 
+class LifetimeKeys:
+    """The lifetime counters of the library's pass (figures.c's keys by stack: `mdc_fig_lifetimes`,
+    freed with this object), read where the library keeps them: a stack's keys, or a counter's
+    every entry. Counter `which`: 0 the lifetimes in events, 1 in ms, 2 the stacks that freed
+    the blocks."""
+
+    def __init__(self, lib: ctypes.CDLL, taken: int) -> None:
+        self._lib = lib
+        self._taken = taken
+        self._buf = array("q", bytes(8 * 2 * 64))
+        # freed when no longer read, but not at the exit (82k stacks' tables: 3 ms on cppcheck)
+        weakref.finalize(self, lib.mdc_lifetimes_free, taken).atexit = False
+
+    def of(self, which: int, stack: int) -> array:  # type: ignore[type-arg]
+        """Stack `stack`'s keys in counter `which` in the order they were first counted:
+        (key, count) after another."""
+        lib, buf = self._lib, self._buf
+        n = lib.mdc_lifetimes_keys(self._taken, which, stack, buf.buffer_info()[0], len(buf) // 2)
+        if 2 * n > len(buf):
+            buf = self._buf = array("q", bytes(8 * 2 * n))
+            lib.mdc_lifetimes_keys(self._taken, which, stack, buf.buffer_info()[0], n)
+        return buf[:2 * n]
+
+    def entries(self, which: int) -> array:  # type: ignore[type-arg]
+        """Counter `which`'s every key: (stack, key, count) after another, by stack and then in
+        the order each stack's were first counted."""
+        n = self._lib.mdc_lifetimes_entries(self._taken, which, None, 0)
+        out = array("q", bytes(8 * 3 * n))
+        if n:
+            self._lib.mdc_lifetimes_entries(self._taken, which, out.buffer_info()[0], n)
+        return out
+
+
 class StackTable(abc.Mapping):  # type: ignore[type-arg]
     """`Figures.stacks` (the stack node as written -> its row, passapi's) on the library's table
-    of stacks (struct fig_stack each, in order) and its counters' entries (stack, key, n), made
-    rows only when read beyond its length; the views read its columns (`column`) and the rows
-    of the stacks they show (`rows_of`) without making the others."""
+    of stacks (struct fig_stack each, in order) and its lifetime counters (`LifetimeKeys`, None
+    when not computed), made rows only when read beyond its length; the views read its columns
+    (`column`) and the rows of the stacks they show (`rows_of`) without making the others."""
 
     #: the views' accumulator reads the table whole (views/stream.py)
     table = True
 
-    def __init__(self, flat: array, counters: list[array]) -> None:  # type: ignore[type-arg]
+    def __init__(self, flat: array, lifetimes: LifetimeKeys | None) -> None:  # type: ignore[type-arg]
         self._flat = flat
-        self._counters = counters  # LIFE, LIFE_MS, FREED_BY: (stack, key, n) after another
+        self._lifetimes = lifetimes
         self._rows: list[list[Any]] | None = None
         self._dict: dict[bytes, list[Any]] | None = None
 
@@ -335,37 +383,35 @@ class StackTable(abc.Mapping):  # type: ignore[type-arg]
                 gone, node]
 
     def rows_of(self, stacks: list[int]) -> list[list[Any]]:
-        """The rows of the stacks at positions `stacks`: the counters' entries of each are found
-        by searching their column of stacks as bytes, the other rows not made."""
+        """The rows of the stacks at positions `stacks`, their lifetimes read from the library
+        stack by stack, the other rows not made."""
         if self._rows is not None:
             return [self._rows[i] for i in stacks]
-        rows = {i: self._row(i) for i in stacks}
-        for field, entries in zip((9, 10, 11), self._counters, strict=True):
-            of = entries[0::3].tobytes()
-            found = []
-            for i in rows:
-                pattern = array("q", [i]).tobytes()
-                at = of.find(pattern)
-                while at >= 0:
-                    if at % 8 == 0:
-                        found.append(at // 8)
-                    at = of.find(pattern, at + 1)
-            for j in sorted(found):  # in the entries' order, as the row's dict has them
-                rows[entries[3 * j]][field][entries[3 * j + 1]] = entries[3 * j + 2]
-        return [rows[i] for i in stacks]
+        rows = [self._row(i) for i in stacks]
+        if self._lifetimes is not None:
+            of = self._lifetimes.of
+            for i, row in zip(stacks, rows, strict=True):
+                for field, which in ((9, _LIFE), (10, _LIFE_MS), (11, _FREED_BY)):
+                    keys = of(which, i)
+                    row[field] = dict(zip(keys[0::2], keys[1::2], strict=True))
+        return rows
 
     def rows(self) -> list[list[Any]]:
         """Every stack's row, in order."""
         if self._rows is None:
             rows = self._rows = [self._row(i) for i in range(len(self))]
-            for field, entries in zip((9, 10, 11), self._counters, strict=True):
+            for field, which in ((9, _LIFE), (10, _LIFE_MS), (11, _FREED_BY)):
+                entries = self._entries(which)
                 for i in range(0, len(entries), 3):
                     rows[entries[i]][field][entries[i + 1]] = entries[i + 2]
         return self._rows
 
+    def _entries(self, which: int) -> array:  # type: ignore[type-arg]
+        return self._lifetimes.entries(which) if self._lifetimes is not None else array("q")
+
     def freed_nodes(self) -> set[int]:
         """The nodes of the stacks that freed blocks."""
-        return set(map(abs, self._counters[2][1::3]))
+        return set(map(abs, self._entries(_FREED_BY)[1::3]))
 
     def _made(self) -> dict[bytes, list[Any]]:
         if self._dict is None:

@@ -6,9 +6,9 @@
  *
  * Memory: a stack's figures (88 bytes, and 128 of lifetime keys with `lifetimes`) per distinct
  * allocating stack, a block (32 bytes) per address live at some point (a released block's slot
- * stays, as in the replay), an entry (24 bytes) per distinct key of the counters (sizes; per
- * stack, its lifetime buckets and the stacks that freed its blocks) and 16 to 64 bytes of its
- * table (the sizes', or a stack's table of its further lifetime keys), 16 bytes per
+ * stays, as in the replay), per distinct size an entry (24 bytes) and 16 to 32 bytes of its
+ * table, per distinct lifetime key of a stack (its lifetime buckets, the stacks that freed its
+ * blocks) beyond its first ones 32 to 64 bytes of the stack's table of them, 16 bytes per
  * clock sample. */
 #include <stddef.h>
 #include <stdlib.h>
@@ -82,38 +82,32 @@ static inline int count(struct counter *k, int64_t a, int64_t b)
     return 1;
 }
 
-/* the lifetime counters' keys are kept by stack (struct fig_keys), their counts beside them until
- * the end: a counter has hundreds of thousands of keys, and one table of them all (a slot, then
- * the entry it names) missed the caches at nearly every free, where a stack's first keys share
- * two cache lines with its tables of the others */
+/* the lifetime counters' keys are kept by stack (struct fig_keys) with their counts: a counter
+ * has hundreds of thousands of keys, and one table of them all (a slot, then the entry it names)
+ * missed the caches at nearly every free, where a stack's first keys share two cache lines with
+ * its tables of the others. Python reads the keys of the stacks a view shows
+ * (mdc_lifetimes_keys), or all of them (mdc_lifetimes_entries), made entries then: a table of
+ * every key written as it was first counted, its counts added at the end, was 9 MB on
+ * cppcheck's dump (12 with its room) that no view reads whole. */
+
+/* the lifetime counters: FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY */
+#define LIFE_COUNTERS (FIG_FREED_BY + 1)
 
 /* the slots of counter `c` in struct fig_keys: [KEYS_FROM[c], KEYS_FROM[c + 1]) */
 static const int KEYS_FROM[4] = {0, 3, 4, 5};
 
-/* key slot `s` of counter `k` counted once more */
-static inline void bump(struct counter *k, struct fig_key *s)
+/* key slot `s` (key (a, b)) of lifetime counter `c` counted once more; 0 when out of memory. A
+ * count that reaches UINT32_MAX is carried into f->k[c] (by (a, b)), which holds nothing else */
+static inline int bump(struct fig *f, int c, int64_t a, struct fig_key *s)
 {
-    if (s->n == UINT32_MAX) {
-        k->e[s->at - 1].n += s->n;
+    if (__builtin_expect(s->n == UINT32_MAX, 0)) {
+        int64_t *carried = counter_at(&f->k[c], a, s->b);
+        if (carried == NULL)
+            return 0;
+        *carried += s->n;
         s->n = 0;
     }
     s->n++;
-}
-
-/* (a, b), counted for the first time, into the empty slot `s`: its entry made (in the order the
- * keys were first counted); 0 when out of memory */
-static int new_key(struct counter *k, int64_t a, int64_t b, struct fig_key *s)
-{
-    if (k->n == k->cap_e) {
-        uint64_t cap = k->cap_e ? 2 * k->cap_e : 256;
-        struct fig_entry *e = cap < UINT32_MAX ? realloc(k->e, cap * sizeof *e) : NULL;
-        if (e == NULL)
-            return 0;
-        k->e = e;
-        k->cap_e = cap;
-    }
-    k->e[k->n] = (struct fig_entry){a, b, 0};
-    *s = (struct fig_key){b, (uint32_t)++k->n, 1};
     return 1;
 }
 
@@ -126,15 +120,14 @@ static inline struct fig_key *more_slot(struct fig_key *t, int log, int64_t b)
     return &t[j];
 }
 
-/* count (a, b) in counter `c`, b not among stack a's first keys (`ks`); 0 when out of memory */
-static int count_more(struct counter *k, int c, int64_t a, int64_t b, struct fig_keys *ks)
+/* count (a, b) in lifetime counter `c`, b not among stack a's first keys (`ks`); 0 when out of
+ * memory */
+static int count_more(struct fig *f, int c, int64_t a, int64_t b, struct fig_keys *ks)
 {
     if (ks->more[c] != NULL) {
         struct fig_key *s = more_slot(ks->more[c], ks->log[c], b);
-        if (s->at != 0) {
-            bump(k, s);
-            return 1;
-        }
+        if (s->at != 0)
+            return bump(f, c, a, s);
     }
     uint64_t cap = ks->more[c] != NULL ? (uint64_t)1 << ks->log[c] : 0;
     if (((uint64_t)ks->n_more[c] + 1) * 2 > cap) {
@@ -149,8 +142,10 @@ static int count_more(struct counter *k, int c, int64_t a, int64_t b, struct fig
         ks->more[c] = t;
         ks->log[c] = (uint8_t)log;
     }
-    ks->n_more[c]++;
-    return new_key(k, a, b, more_slot(ks->more[c], ks->log[c], b));
+    /* its rank: after the first keys (all taken), and the others before it */
+    uint32_t rank = (uint32_t)(KEYS_FROM[c + 1] - KEYS_FROM[c]) + ++ks->n_more[c];
+    *more_slot(ks->more[c], ks->log[c], b) = (struct fig_key){b, rank, 1};
+    return 1;
 }
 
 /* count() of (a, b) in lifetime counter `c` (a: a stack's index) */
@@ -158,37 +153,23 @@ static inline int count_keyed(struct fig *f, int c, int64_t a, int64_t b)
 {
     struct fig_keys *ks = &f->keys[a];
     for (int i = KEYS_FROM[c]; i < KEYS_FROM[c + 1]; i++) {
-        if (ks->in[i].at == 0)
-            return new_key(&f->k[c], a, b, &ks->in[i]);
-        if (ks->in[i].b == b) {
-            bump(&f->k[c], &ks->in[i]);
+        if (ks->in[i].at == 0) {
+            ks->in[i] = (struct fig_key){b, (uint32_t)(i - KEYS_FROM[c] + 1), 1};
             return 1;
         }
+        if (ks->in[i].b == b)
+            return bump(f, c, a, &ks->in[i]);
     }
-    return count_more(&f->k[c], c, a, b, ks);
+    return count_more(f, c, a, b, ks);
 }
 
-/* slot `s` of counter `k`: its count not yet added, added to its entry */
-static inline void key_flush(struct counter *k, struct fig_key *s)
+/* the keys of `n` stacks freed, their tables of further keys too */
+static void keys_free(struct fig_keys *keys, uint64_t n)
 {
-    if (s->at != 0)
-        k->e[s->at - 1].n += s->n;
-    s->n = 0;
-}
-
-/* the counts the stacks' keys keep, into the lifetime counters' entries */
-static void keys_flush(struct fig *f)
-{
-    for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++) {
-        struct fig_keys *ks = &f->keys[i];
-        for (int c = 0; c < 3; c++) {
-            for (int j = KEYS_FROM[c]; j < KEYS_FROM[c + 1]; j++)
-                key_flush(&f->k[c], &ks->in[j]);
-            uint64_t cap = ks->more[c] != NULL ? (uint64_t)1 << ks->log[c] : 0;
-            for (uint64_t j = 0; j < cap; j++)
-                key_flush(&f->k[c], &ks->more[c][j]);
-        }
-    }
+    for (uint64_t i = 0; keys != NULL && i < n; i++)
+        for (int c = 0; c < LIFE_COUNTERS; c++)
+            free(keys[i].more[c]);
+    free(keys);
 }
 
 /* room for `cap` stacks' keys (FIG_LIFETIMES); 0 when out of memory */
@@ -294,13 +275,69 @@ static inline int64_t stack_of(struct fig *f, uint64_t id)
     return id < f->cap_of && f->st_of[id] != 0 ? f->st_of[id] - 1 : new_stack(f, id);
 }
 
-/* a block made live at `aseq` (its stack's index `idx`) ends at `seq` without a release: its
- * lifetimes (in ms too when `ms`) */
-static int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, int with_ms)
+/* the end of a block (made live by stack index `idx`) not counted yet in the lifetime counters:
+ * its lifetime's bucket in events and in ms (with END_MS) and the stack that freed it (with
+ * END_FREED). The ends are counted LIFE_BATCH at a time, each stack's keys asked of the memory
+ * a few ends before they are counted: counted at each free, a stack's keys (and its table of
+ * further keys) missed the caches at nearly every one, a wait the step could not hide. */
+struct life_end {
+    int64_t life, ms, nid;
+    int64_t idx;
+    unsigned what;
+};
+#define END_MS 1u
+#define END_FREED 2u
+#define LIFE_BATCH 256
+#define KEYS_AHEAD 16 /* ends before its counting that a stack's keys are asked for */
+#define MORE_AHEAD 8 /* and the slot of its table of further lifetimes */
+
+/* the slot of end `e`'s lifetime in its stack's table of further ones, asked of the memory */
+static inline void more_ahead(const struct fig *f, const struct life_end *e)
 {
-    if (!count_keyed(f, FIG_LIFE, idx, bucket(seq - aseq)))
+    const struct fig_keys *ks = &f->keys[e->idx];
+    const struct fig_key *t = ks->more[FIG_LIFE];
+    if (t != NULL)
+        __builtin_prefetch(&t[mix(e->life, 0) & (((uint64_t)1 << ks->log[FIG_LIFE]) - 1)]);
+}
+
+/* the ends not counted yet, counted; 0 when out of memory */
+static int count_ends(struct fig *f)
+{
+    const struct life_end *e = f->ends;
+    uint32_t n = f->n_ends;
+    f->n_ends = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i + KEYS_AHEAD < n) {
+            const char *ks = (const char *)&f->keys[e[i + KEYS_AHEAD].idx];
+            __builtin_prefetch(ks);
+            __builtin_prefetch(ks + 64);
+        }
+        if (i + MORE_AHEAD < n)
+            more_ahead(f, &e[i + MORE_AHEAD]);
+        if (!count_keyed(f, FIG_LIFE, e[i].idx, e[i].life)
+            || ((e[i].what & END_MS) && !count_keyed(f, FIG_LIFE_MS, e[i].idx, e[i].ms))
+            || ((e[i].what & END_FREED) && !count_keyed(f, FIG_FREED_BY, e[i].idx, e[i].nid)))
+            return 0;
+    }
+    return 1;
+}
+
+/* a block made live at `aseq` (its stack's index `idx`) ends at `seq`: its lifetimes (in ms too
+ * when `with_ms`), and when `freed` the stack `nid` that freed it, to be counted; 0 when out of
+ * memory */
+static inline int lifetime_to(struct fig *f, int64_t idx, int64_t aseq, int64_t seq, int with_ms,
+                              int freed, int64_t nid)
+{
+    if (f->ends == NULL && (f->ends = malloc(LIFE_BATCH * sizeof *f->ends)) == NULL)
         return 0;
-    return !with_ms || count_keyed(f, FIG_LIFE_MS, idx, bucket(f->t.ms - ms_at(f, aseq)));
+    struct life_end *e = &f->ends[f->n_ends++];
+    e->idx = idx;
+    e->life = bucket(seq - aseq);
+    e->what = (with_ms ? END_MS : 0) | (freed ? END_FREED : 0);
+    if (with_ms)
+        e->ms = bucket(f->t.ms - ms_at(f, aseq));
+    e->nid = nid;
+    return f->n_ends < LIFE_BATCH || count_ends(f);
 }
 
 /* what an event's step does besides the stacks' figures and the peak (struct fig's `has`): the
@@ -336,8 +373,7 @@ static ALWAYS_INLINE int release(struct mdc *c, struct fig *f, struct block *b, 
         f->t.temporary_bytes += size;
     }
     if ((has & FIG_LIFETIMES)
-        && (!lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked)
-            || !count_keyed(f, FIG_FREED_BY, b->node, nid)))
+        && !lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked, 1, nid))
         return 0;
     if ((has & HAS_VIEWS) && !tv_release(c, b, made))
         return 0;
@@ -378,7 +414,7 @@ static ALWAYS_INLINE int alloc(struct mdc *c, struct fig *f, uint64_t p, uint64_
         os->cur_n--;
         os->gone++;
         f->dropped += old;
-        if ((has & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0))
+        if ((has & FIG_LIFETIMES) && !lifetime_to(f, b->node, (int64_t)b->order, seq, 0, 0, 0))
             return 0;
         if ((has & HAS_SERIES) && f->series->tagging)
             series_add(f->series, b->tag, -old, seq);
@@ -609,7 +645,7 @@ EXPORT int mdc_fig_clock(struct mdc *c, int64_t seq, int64_t ms, int64_t rss)
 }
 
 /* the live blocks end at `seq` without a release (an exec, `drop`; or the dump's end): their
- * lifetimes; 0 when out of memory */
+ * lifetimes, counted with those not counted yet; 0 when out of memory */
 static int end_blocks(struct mdc *c, int64_t seq)
 {
     struct fig *f = c->fig;
@@ -618,10 +654,10 @@ static int end_blocks(struct mdc *c, int64_t seq)
     for (uint64_t i = 0; i < c->live.cap; i++) {
         const struct block *b = &c->live.slots[i];
         if (b->addr != 0 && b->live
-            && !lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked))
+            && !lifetime_to(f, b->node, (int64_t)b->order, seq, (int)f->t.clocked, 0, 0))
             return 0;
     }
-    return 1;
+    return count_ends(f);
 }
 
 /* `p exec` at `seq`: the image is gone, and its blocks; 0 when out of memory */
@@ -666,7 +702,6 @@ EXPORT int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out)
     struct fig *f = c->fig;
     if (!moments_end(c, seq) || !end_blocks(c, seq))
         return 0;
-    keys_flush(f);
     f->t.live_n = (int64_t)c->live_n;
     f->t.n_stacks = (int64_t)f->n_st;
     *out = f->t;
@@ -679,12 +714,141 @@ EXPORT const struct fig_stack *mdc_fig_stacks(const struct mdc *c)
     return c->fig->st;
 }
 
-/* counter `which`'s entries: *out, how many */
+/* counter `which`'s entries (FIG_SIZES_BY; the lifetime counters are read from
+ * mdc_fig_lifetimes): *out, how many */
 EXPORT uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out)
 {
     const struct counter *k = &c->fig->k[which];
+    if (which < LIFE_COUNTERS) {
+        *out = NULL;
+        return 0;
+    }
     *out = k->e;
     return k->n;
+}
+
+/* the lifetime counters after the pass, taken from it (mdc_fig_lifetimes) for Python to read
+ * while it needs them: each stack's keys, and what bump() carried */
+struct fig_lifetimes {
+    struct fig_keys *keys;
+    uint64_t n_st;
+    struct counter carried[LIFE_COUNTERS];
+};
+
+/* the count of key slot `s` of stack `a` in lifetime counter `which`: its own, and what bump()
+ * carried (no entry is made) */
+static uint64_t key_count(const struct fig_lifetimes *l, int which, int64_t a,
+                          const struct fig_key *s)
+{
+    const struct counter *k = &l->carried[which];
+    uint64_t n = s->n;
+    if (k->n == 0)
+        return n;
+    uint64_t mask = k->cap - 1, h = mix(a, s->b), tag = h >> 32 << 32;
+    for (uint64_t j = h & mask; k->slots[j] != 0; j = (j + 1) & mask) {
+        const struct fig_entry *e = &k->e[(uint32_t)k->slots[j] - 1];
+        if ((k->slots[j] & ~(uint64_t)UINT32_MAX) == tag && e->a == a && e->b == s->b)
+            return n + (uint64_t)e->n;
+    }
+    return n;
+}
+
+/* how many keys stack `stack` has in lifetime counter `which` */
+static uint64_t n_keys(const struct fig_lifetimes *l, int which, uint64_t stack)
+{
+    const struct fig_keys *ks = &l->keys[stack];
+    uint64_t n = ks->n_more[which];
+    for (int i = KEYS_FROM[which]; i < KEYS_FROM[which + 1] && ks->in[i].at != 0; i++)
+        n++;
+    return n;
+}
+
+/* key slot `s` (if taken) of stack `stack` in lifetime counter `which`, into `out` at its rank,
+ * `width` int64 a key: (key, count), or with `width` 3 (stack, key, count) */
+static void put_key(const struct fig_lifetimes *l, int which, uint64_t stack,
+                    const struct fig_key *s, int64_t *out, int width)
+{
+    if (s->at == 0)
+        return;
+    int64_t *at = &out[width * (s->at - 1)];
+    if (width == 3)
+        *at++ = (int64_t)stack;
+    at[0] = s->b;
+    at[1] = (int64_t)key_count(l, which, (int64_t)stack, s);
+}
+
+/* stack `stack`'s keys in lifetime counter `which`, in the order they were first counted, into
+ * `out` (put_key's `width`) */
+static void put_keys(const struct fig_lifetimes *l, int which, uint64_t stack, int64_t *out,
+                     int width)
+{
+    const struct fig_keys *ks = &l->keys[stack];
+    for (int i = KEYS_FROM[which]; i < KEYS_FROM[which + 1]; i++)
+        put_key(l, which, stack, &ks->in[i], out, width);
+    uint64_t size = ks->more[which] != NULL ? (uint64_t)1 << ks->log[which] : 0;
+    for (uint64_t j = 0; j < size; j++)
+        put_key(l, which, stack, &ks->more[which][j], out, width);
+}
+
+/* the lifetime counters, taken from the pass after mdc_fig_end (they outlive its context, and
+ * are freed with mdc_lifetimes_free); NULL when out of memory */
+EXPORT struct fig_lifetimes *mdc_fig_lifetimes(struct mdc *c)
+{
+    struct fig *f = c->fig;
+    struct fig_lifetimes *l = calloc(1, sizeof *l);
+    if (l == NULL)
+        return NULL;
+    if (f->keys != NULL) {
+        l->keys = f->keys;
+        l->n_st = f->n_st;
+        f->keys = NULL;
+    }
+    for (int i = 0; i < LIFE_COUNTERS; i++) {
+        l->carried[i] = f->k[i];
+        f->k[i] = (struct counter){0};
+    }
+    return l;
+}
+
+EXPORT void mdc_lifetimes_free(struct fig_lifetimes *l)
+{
+    if (l == NULL)
+        return;
+    keys_free(l->keys, l->n_st);
+    for (int i = 0; i < LIFE_COUNTERS; i++)
+        counter_free(&l->carried[i]);
+    free(l);
+}
+
+/* stack `stack`'s keys in lifetime counter `which` (FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY) in the
+ * order they were first counted, as (key, count) pairs into `out` when they are at most `cap`:
+ * how many they are (0 for a stack out of range) */
+EXPORT uint64_t mdc_lifetimes_keys(const struct fig_lifetimes *l, int which, uint64_t stack,
+                                   int64_t *out, uint64_t cap)
+{
+    if (stack >= l->n_st || which < 0 || which >= LIFE_COUNTERS)
+        return 0;
+    uint64_t n = n_keys(l, which, stack);
+    if (n <= cap)
+        put_keys(l, which, stack, out, 2);
+    return n;
+}
+
+/* every key of lifetime counter `which`, as (stack, key, count) triples into `out` when they are
+ * at most `cap`, by stack and then in the order each stack's were first counted: how many */
+EXPORT uint64_t mdc_lifetimes_entries(const struct fig_lifetimes *l, int which, int64_t *out,
+                                      uint64_t cap)
+{
+    if (which < 0 || which >= LIFE_COUNTERS)
+        return 0;
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < l->n_st; i++)
+        n += n_keys(l, which, i);
+    for (uint64_t i = 0, at = 0; n != 0 && n <= cap && i < l->n_st; i++) {
+        put_keys(l, which, i, &out[3 * at], 3);
+        at += n_keys(l, which, i);
+    }
+    return n;
 }
 
 /* the live blocks in the order they were allocated: n entries of (address, size, stack index,
@@ -722,10 +886,8 @@ void fig_free(struct mdc *c)
         return;
     free(f->st);
     free(f->st_of);
-    for (uint64_t i = 0; f->keys != NULL && i < f->n_st; i++)
-        for (int c = 0; c < 3; c++)
-            free(f->keys[i].more[c]);
-    free(f->keys);
+    keys_free(f->keys, f->n_st);
+    free(f->ends);
     free(f->clock);
     counter_free(&f->threads);
     series_free(f->series);

@@ -28,7 +28,8 @@ struct fig_entry {
     int64_t a, b, n;
 };
 
-/* the counters (mdc_fig_counter) */
+/* the counters (mdc_fig_counter; the lifetime counters' keys are kept by stack, struct fig_keys,
+ * and read from mdc_fig_lifetimes) */
 enum { FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY, FIG_SIZES_BY, FIG_COUNTERS };
 
 /* (mirrored) the pass's figures at the end; every field 8 bytes */
@@ -88,7 +89,8 @@ struct series {
 };
 
 /* a key of one stack in a lifetime counter (FIG_LIFE, FIG_LIFE_MS, FIG_FREED_BY): its b, its
- * entry's index + 1 (0: an empty slot) and the count not yet added to the entry */
+ * rank among the stack's keys in the counter (1: the first counted; 0: an empty slot) and its
+ * count (what reaches UINT32_MAX is carried into struct fig's k[counter], by (stack, b)) */
 struct fig_key {
     int64_t b;
     uint32_t at, n;
@@ -111,6 +113,10 @@ struct fig {
     /* with FIG_LIFETIMES (else NULL), beside st (the same index): each stack's first keys in the
      * lifetime counters (64-byte aligned) */
     struct fig_keys *keys;
+    /* with FIG_LIFETIMES: the blocks' ends not counted yet in the lifetime counters (figures.c's
+     * struct life_end, LIFE_BATCH of them at most) */
+    struct life_end *ends;
+    uint32_t n_ends;
     uint64_t n_st, cap_st;
     int32_t *st_of; /* node id -> its stack's index + 1 (0: none yet) */
     uint64_t cap_of;

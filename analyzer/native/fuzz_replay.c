@@ -64,6 +64,13 @@ int mdc_fig_thread_tag(struct mdc *c, int64_t tid, int64_t ident);
 int mdc_fig_series_end(struct mdc *c, int64_t seq);
 int mdc_fig_end(struct mdc *c, int64_t seq, struct fig_totals *out);
 uint64_t mdc_fig_counter(const struct mdc *c, int which, const struct fig_entry **out);
+struct fig_lifetimes;
+struct fig_lifetimes *mdc_fig_lifetimes(struct mdc *c);
+void mdc_lifetimes_free(struct fig_lifetimes *l);
+uint64_t mdc_lifetimes_keys(const struct fig_lifetimes *l, int which, uint64_t stack, int64_t *out,
+                            uint64_t cap);
+uint64_t mdc_lifetimes_entries(const struct fig_lifetimes *l, int which, int64_t *out,
+                               uint64_t cap);
 int mdc_fig_blocks(struct mdc *c, uint64_t *out, uint64_t n);
 int mdc_tv_start(struct mdc *c, unsigned want);
 int mdc_moments(struct mdc *c, const int64_t *seqs, const int64_t *kinds, uint64_t n);
@@ -171,6 +178,30 @@ static void heaptrack_end(struct mdc *c)
     free(live);
 }
 
+/* the lifetime counters taken from the pass, read as nativepass.py reads them (each stack's
+ * keys, with a room too small first, and every entry), then freed */
+static void lifetimes_end(struct fig_lifetimes *l, uint64_t n_stacks)
+{
+    if (l == NULL)
+        return;
+    for (int which = 0; which < 3; which++) {
+        int64_t pairs[8];
+        for (uint64_t i = 0; i <= n_stacks; i++) { /* and one stack out of range */
+            uint64_t n = mdc_lifetimes_keys(l, which, i, pairs, 4);
+            int64_t *all = n > 4 ? malloc(2 * n * sizeof *all) : NULL;
+            if (all != NULL)
+                mdc_lifetimes_keys(l, which, i, all, n);
+            free(all);
+        }
+        uint64_t n = mdc_lifetimes_entries(l, which, NULL, 0);
+        int64_t *all = malloc(3 * n * sizeof *all + 1);
+        if (all != NULL)
+            mdc_lifetimes_entries(l, which, all, n);
+        free(all);
+    }
+    mdc_lifetimes_free(l);
+}
+
 /* the views' figures at the end, read as nativepass.py reads them */
 static void figures_end(struct mdc *c, struct mdc_io *io)
 {
@@ -185,6 +216,7 @@ static void figures_end(struct mdc *c, struct mdc_io *io)
     const struct fig_entry *e;
     for (int which = 0; which < FIG_COUNTERS; which++)
         mdc_fig_counter(c, which, &e);
+    lifetimes_end(mdc_fig_lifetimes(c), (uint64_t)t.n_stacks);
     const void *table;
     for (int which = 0; which < 6 && views; which++)
         mdc_tv_table(c, which, &table);
