@@ -17,8 +17,8 @@ from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
 from ..tagphases import UNTAGGED, TagsAndPhases, TagsPhasesOutput
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
-from .common import LazyGroups, Options, Side
-from .stream import PARTS, Profile, ProfileOutput, TableStacks
+from .common import LazyGroups, Options, Side, stack_nodes
+from .stream import PARTS, Profile, ProfileOutput
 
 __all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
 
@@ -57,33 +57,20 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
                 raise diagnose(path) from None
             except OSError as e:
                 raise reader.read_error(e) from None
-            if symbols:
-                warnings += symbolize(reader, _stack_nodes(prof)).problems()
+            nodes = stack_nodes(prof) if symbols else None
+            if nodes is not None:
+                warnings += symbolize(reader, nodes).problems()
             for tag, line in reader.unknown_tags.items():
                 warnings.append(f"skipped records with unknown tag '{tag}' (first at line "
                                 f"{line}): the dump was written by a newer memdump")
             if reader.truncated:
                 warnings.append("the dump's last line is incomplete (the recorder was killed "
                                 "while writing it): it was ignored")
-            return Side(path, prof, LazyGroups(reader, prof), dict(reader.info),
+            return Side(path, prof, LazyGroups(reader, prof, nodes), dict(reader.info),
                         also[0] if also else None), warnings
     finally:
         if collecting:
             gc.enable()
-
-
-def _stack_nodes(p: Profile) -> list[int]:
-    """The nodes of the stacks profile `p` shows, the allocating stacks and those that freed
-    their blocks, each once, in order."""
-    stacks = p.stacks
-    if isinstance(stacks, TableStacks):
-        nodes = set(stacks.column("node"))
-        nodes.update(stacks.table.freed_nodes())
-    else:
-        nodes = set(stacks)
-        for stats in stacks.values():
-            nodes.update(stats.freed_by)
-    return sorted(nodes)
 
 
 def tag_series(p: Profile) -> dict[str, list[list[int]]]:
