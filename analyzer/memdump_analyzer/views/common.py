@@ -436,14 +436,20 @@ def ranked(groups: Mapping[Any, Group], fields: tuple[str, str], n: int | None,
         def pick(positions: list[int]) -> list[Group]:
             return [every[i] for i in positions]
 
-    keys = list(zip(map(operator.neg, first), map(operator.neg, second), strict=True))
-    rows: Sequence[int] = list(compress(range(len(keys)), map(operator.or_, first, second))) \
-        if nonzero else range(len(keys))
+    rows: Sequence[int] = list(compress(range(len(first)), map(operator.or_, first, second))) \
+        if nonzero else range(len(first))
     more = 0
     if n is not None and len(rows) > n:
         more = len(rows) - n
-        last = heapq.nsmallest(n, map(keys.__getitem__, rows))[-1]
-        rows = list(compress(rows, map(last.__ge__, map(keys.__getitem__, rows))))
+        # the first n have the n largest first figures: the rows with the n-th of them or more
+        # (a few, but for ties) are those whose keys are made and compared
+        firsts = first if len(rows) == len(first) else list(map(first.__getitem__, rows))
+        least = heapq.nlargest(n, firsts)[-1]
+        rows = list(compress(rows, map(least.__le__, firsts)))
+        keys = list(zip(map(operator.neg, map(first.__getitem__, rows)),
+                        map(operator.neg, map(second.__getitem__, rows)), strict=True))
+        last = heapq.nsmallest(n, keys)[-1]
+        rows = list(compress(rows, map(last.__ge__, keys)))
     a, b = fields
     shown = sorted_groups(pick(list(rows)), lambda g: (-getattr(g.stats, a),
                                                        -getattr(g.stats, b)))
