@@ -20,11 +20,12 @@ from . import hotspots, lifetimes, peak, sizes, temporary, timeline
 from .common import LazyGroups, Options, Side, stack_nodes
 from .stream import PARTS, Profile, ProfileOutput
 
-__all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
+__all__ = ["VIEWS", "Options", "Side", "load", "shows_stacks", "tag_series", "tags_with_series"]
 
 #: view name -> its module: its `NEEDS` (the parts of the pass it reads), its `build(side, base,
-#: options)` (the JSON and the text lines), and, for a view that keeps figures of its own, its
-#: `accumulator()` (an `heappass.Accumulator`, found after the pass as `Side.accumulated`)
+#: options)` (the JSON and the text lines), for a view that keeps figures of its own, its
+#: `accumulator()` (an `heappass.Accumulator`, found after the pass as `Side.accumulated`), and
+#: `STACKS = False` in a view that shows no stack (`shows_stacks`)
 VIEWS: dict[str, ModuleType] = {
     "peak": peak,
     "hotspots": hotspots,
@@ -71,6 +72,11 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
     finally:
         if collecting:
             gc.enable()
+
+
+def shows_stacks(view: str) -> bool:
+    """Whether view `view` shows stacks, whose frames `load` then symbolises."""
+    return getattr(VIEWS[view], "STACKS", True)
 
 
 def tag_series(p: Profile) -> dict[str, list[list[int]]]:
