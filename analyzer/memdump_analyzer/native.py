@@ -40,6 +40,8 @@ __all__ = ["copied", "enabled", "library", "library_path", "replay"]
 
 _ABI_VERSION = 1
 _DONE, _LINES, _ASK, _FALLBACK = range(4)
+#: the most lines `mdc_run` hands over at once (core.h's LINE_BATCH)
+_LINE_BATCH = 512
 _KINDS = ("invalid-free", "double-free", "invalid-realloc", "mismatched-free")
 _FAMILIES = ("malloc", "new", "new[]")
 _OPS = tuple(OPERATIONS)
@@ -341,11 +343,18 @@ class _Native:
         string_at = ctypes.string_at
         on_read = reader._file.on_read if reader._file is not None else None
         io.progress = on_read is not None
+        #: a frame id for the library (`_sync_frames`), and its address
+        self._one = array("Q", [0])
+        self._one_at = self._one.buffer_info()[0]
         self._sync_frames()
         status = _LINES
         counted = 0  # the records counted for the progress bar (compact dumps)
         line_of, sync_frames, info = self._line, self._sync_frames, reader.info
+        frames, marked = reader.frames, reader._marked_frames
         attached = io.attached = info.get("attached") == "1"
+        # the library's (address, length) pairs of its lines, read in place (its array is made
+        # with the context, for LINE_BATCH lines)
+        lines = _array(ctypes.c_uint64, "Q", 2 * _LINE_BATCH, io.lines)
         while status != _DONE:
             if attached != (info.get("attached") == "1"):  # an `i` record among the lines
                 attached = io.attached = not attached
@@ -360,17 +369,20 @@ class _Native:
             elif on_read is not None and self.direct:  # the decoder's offset, and the records
                 on_read(io.pos, io.seq + reader._other - counted)
                 counted = io.seq + reader._other
-            if status == _LINES and io.n_lines:
+            if status == _LINES and (n := io.n_lines):
                 seq = io.seq
-                pairs = array("Q", string_at(io.lines, 16 * io.n_lines)).tolist()
-                for i in range(0, len(pairs), 2):
+                pairs = lines[:2 * n].tolist() if n <= _LINE_BATCH else \
+                    array("Q", string_at(io.lines, 16 * n)).tolist()
+                for i in range(0, 2 * n, 2):
                     line = string_at(pairs[i], pairs[i + 1])
                     fl = fields(line)  # the decoder's split (dumpdecode.py)
                     if fl and fl[0] == b"fi":
                         self._sync_used()
-                    seq = io.seq = line_of(line, fl, seq)  # the library's SEQ follows: a
-                    # sample or moment due at the next line's start is taken after this one
-                sync_frames()
+                    seq = line_of(line, fl, seq)
+                    io.seq = seq  # the library's SEQ follows: a sample or moment due at the
+                    # next line's start is taken after this one
+                if len(frames) != self.n_frames or len(marked) != len(self.marked):
+                    sync_frames()
             elif status == _ASK:
                 node = io.ask_node
                 lib.mdc_runtime(ctx, node, is_runtime_only(reader.stack(node)))
@@ -412,7 +424,12 @@ class _Native:
     def _sync_frames(self) -> None:
         """The frames `other` defined, and those it marked, told to the library."""
         frames = self.reader.frames
-        if len(frames) != self.n_frames:
+        if len(frames) == self.n_frames + 1:  # most often: one (a batch of one `f` line)
+            self._one[0] = next(reversed(frames))
+            if not self.lib.mdc_frames(self.ctx, self._one_at, 1, 0):
+                raise _Fallback
+            self.n_frames += 1
+        elif len(frames) != self.n_frames:
             new = array("Q", itertools.islice(reversed(frames), len(frames) - self.n_frames))
             if not self.lib.mdc_frames(self.ctx, new.buffer_info()[0], len(new), 0):
                 raise _Fallback

@@ -24,7 +24,7 @@ __all__ = ["node_groups", "reached_frames", "stack_rows"]
 _P = ctypes.c_void_p
 _U64 = ctypes.c_uint64
 _SIGNATURES = {  # name: (restype, argtypes)
-    "mdc_group_nodes": (ctypes.c_int, [_P, _P, _P, _U64, _P, _P, _P, _P, _U64, _P]),
+    "mdc_group_nodes": (ctypes.c_int, [_P, _P, _P, _U64, _P, _P, _P, _P, _U64, _P, _U64, _P]),
     "mdc_reached_frames": (_U64, [_P, _P, _P, _U64, _U64, _P, _U64, _P]),
     "mdc_stack_rows": (ctypes.c_int64, [_P, _P, _U64, _P, _P, _P, _P, _P, _U64, _P, _P, _P, _U64,
                                         _P]),
@@ -96,7 +96,9 @@ class _Grouped:
         self.entries, self.entry_keys = entries, entry_keys
 
 
-def _grouped(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> _Grouped | None:
+def _grouped(reader: DumpReader, key_of: Callable[[Frame], Hashable],
+             nodes: Iterable[int] | None = None) -> _Grouped | None:
+    """The library's groups of every node, or of `nodes` alone (the others' -1)."""
     tables = _tables(reader)
     n_frames = _frame_bound(reader)
     if tables is None or n_frames is None:
@@ -105,42 +107,53 @@ def _grouped(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> _Groupe
     table, inlined_into = reader.frames, reader.inlined_into
     # frame f's keys are keys[off[f]:off[f + 1]]: none for a frame the dump has not defined
     off = array("q", bytes(8 * (n_frames + 1)))
-    keys, lead, main = array("i"), array("i", bytes(4 * n_frames)), array("i", bytes(4 * n_frames))
+    lead, main = array("i", bytes(4 * n_frames)), array("i", bytes(4 * n_frames))
     entries: list[Frame] = []
-    entry_keys: list[Hashable] = []
-    ident: dict[Hashable, int] = {}
     for frame in range(n_frames):
-        off[frame] = len(keys)
-        if frame not in table:
+        off[frame] = len(entries)
+        f = table.get(frame)
+        if f is None:
             continue
         outer = inlined_into.get(frame)
-        fs = (table[frame], *outer) if outer else (table[frame],)
-        n = 0
-        while n < len(fs) and is_allocator_frame(fs[n]):
-            n += 1
-        lead[frame] = n
-        main[frame] = next((i for i in range(len(fs) - 1, -1, -1) if is_main_frame(fs[i])), -1)
-        entries.extend(fs)
-        for f in fs:
-            key = key_of(f)
-            entry_keys.append(key)
-            keys.append(ident.setdefault(key, len(ident) + 1))
-    off[n_frames] = len(keys)
-    if not keys:
-        keys.append(0)
-    gid = array("q", bytes(8 * cap))
+        if outer:
+            fs = (f, *outer)
+            n = 0
+            while n < len(fs) and is_allocator_frame(fs[n]):
+                n += 1
+            lead[frame] = n
+            main[frame] = next((i for i in range(len(fs) - 1, -1, -1) if is_main_frame(fs[i])),
+                               -1)
+            entries.extend(fs)
+        else:  # most frames: no code inlined into them
+            lead[frame] = is_allocator_frame(f)
+            main[frame] = 0 if is_main_frame(f) else -1
+            entries.append(f)
+    off[n_frames] = len(entries)
+    entry_keys = list(map(key_of, entries))
+    ident: dict[Hashable, int] = {}
+    keys = array("i", [ident.setdefault(key, len(ident) + 1) for key in entry_keys] or [0])
+    if nodes is None:
+        starts, n_starts, gid = None, 0, array("q", bytes(8 * cap))
+    else:
+        wanted = array("q", nodes)
+        n_starts, gid = len(wanted), array("q", [-1]) * cap
+        wanted = wanted or array("q", [0])  # (held until the call: its address is passed)
+        starts = _address(wanted)
     if not lib.mdc_group_nodes(parents, frames, flags, cap, _address(off), _address(keys),
-                               _address(lead), _address(main), n_frames, _address(gid)):
+                               _address(lead), _address(main), n_frames, starts, n_starts,
+                               _address(gid)):
         return None
     return _Grouped(lib, cap, (flags, parents, frames), off, lead, main, gid, entries,
                     entry_keys)
 
 
-def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable]) -> Sequence[int] | None:
+def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable],
+                nodes: Iterable[int] | None = None) -> Sequence[int] | None:
     """Each node's group (indexed by node id; -1: not a node): two nodes have the same group
     when their stacks, trimmed as `views.common.trimmed_nodes` trims them, have the same keys
-    `key_of` frame by frame."""
-    grouped = _grouped(reader, key_of)
+    `key_of` frame by frame. With `nodes` (negated: marked), the groups of those alone (and -1
+    for the others), the other nodes not walked."""
+    grouped = _grouped(reader, key_of, nodes)
     return None if grouped is None else grouped.gid
 
 

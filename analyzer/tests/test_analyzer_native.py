@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import subprocess
 import sys
@@ -172,3 +173,10 @@ def test_pip_install_builds_the_library(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-P", "-c", probe, str(FIXTURES / "example.memdump")],
                          check=True, capture_output=True, text=True, env=env, cwd=tmp_path)
     assert out.stdout.split() == [str(library), "5", "None"]
+
+
+def test_the_line_batch_is_the_librarys() -> None:
+    """native.py reads the library's array of lines in place, LINE_BATCH pairs long (core.h)."""
+    header = (REPO / "analyzer" / "native" / "core.h").read_text()
+    batch = re.search(r"^#define LINE_BATCH (\d+)$", header, re.M)
+    assert batch is not None and int(batch.group(1)) == native._LINE_BATCH

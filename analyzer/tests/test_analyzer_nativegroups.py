@@ -45,7 +45,10 @@ class _Nodes(dict):  # type: ignore[type-arg]
                 self._parents[ident], self._frames[ident] = parent, frame
 
 
-def _reader(seed: int, n_nodes: int = 500) -> Any:  # noqa: ANN401 - a stand-in DumpReader
+def _reader(seed: int, n_nodes: int = 500, n_frames: int = 16,
+            wide: bool = False) -> Any:  # noqa: ANN401 - a stand-in DumpReader
+    """A random tree of `n_nodes` nodes over `n_frames - 1` frames, each node's parent one of the
+    40 before it (`wide`: one of the first three, each with hundreds of children)."""
     from types import SimpleNamespace
 
     rng = random.Random(seed)
@@ -58,7 +61,6 @@ def _reader(seed: int, n_nodes: int = 500) -> Any:  # noqa: ANN401 - a stand-in 
         return Frame(pc, rng.choice(["/bin/a.out", "/lib/libc.so.6"]), rng.choice([pc, 7]),
                      rng.choice(names), file, rng.choice([1, 2]) if file else None)
 
-    n_frames = 16
     frames = {i: frame(i) for i in range(1, n_frames)}
     inlined = {i: tuple(frame(i) for _ in range(rng.randint(1, 2)))
                for i in rng.sample(range(1, n_frames), 4)}
@@ -67,7 +69,8 @@ def _reader(seed: int, n_nodes: int = 500) -> Any:  # noqa: ANN401 - a stand-in 
         nodes[ident] = (0, rng.randint(1, n_frames - 1))
     idents = sorted(nodes)
     for i, ident in enumerate(idents[1:], 1):  # a tree: each node's parent one before it
-        nodes[ident] = (rng.choice([0, *idents[max(1, i - 40):i]]), nodes[ident][1])
+        near = idents[1:min(i, 4)] if wide else idents[max(1, i - 40):i]
+        nodes[ident] = (rng.choice([0, *near]), nodes[ident][1])
     return SimpleNamespace(nodes=_Nodes(nodes, 2 * n_nodes + 1), frames=frames,
                            inlined_into=inlined, symbolized=set())
 
@@ -90,6 +93,30 @@ def test_nodes_grouped_in_c_as_python_groups_them(seed: int) -> None:
     # the random trees make groups of several nodes, and single ones
     sizes = [list(gid).count(g) for g in of_gid]
     assert max(sizes) > 1 and min(sizes) == 1
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_groups_of_some_nodes_are_theirs_among_all(seed: int) -> None:
+    """node_groups of chosen nodes (negated: marked) walks those alone: the same partition of
+    them as the groups of every node, -1 for the others; on trees with nodes of hundreds of
+    children (`wide`: the library's table of cells then probes far from a tail's slots)."""
+    rng = random.Random(seed)
+    reader = _reader(seed, 3000, 1500, wide=seed % 2 == 0)
+    every = nativegroups.node_groups(reader, frame_key)
+    chosen = rng.sample(sorted(reader.nodes), 400)
+    some = nativegroups.node_groups(reader, frame_key,
+                                    [-n if rng.random() < 0.2 else n for n in chosen])
+    assert every is not None and some is not None
+    pairs = {(some[n], every[n]) for n in chosen}
+    assert len(pairs) == len({a for a, _ in pairs}) == len({b for _, b in pairs})
+    assert all((some[n] == 0) == (every[n] == 0) for n in chosen)
+    assert all(some[n] == -1 for n in set(range(reader.nodes._cap)) - set(chosen))
+    trimmed = trimmed_nodes(reader)
+    of_key: dict[Any, int] = {}
+    for n in chosen:
+        assert of_key.setdefault(tuple(map(frame_key, trimmed(n))), some[n]) == some[n], n
+    assert nativegroups.node_groups(reader, frame_key, [reader.nodes._cap]) is None
+    assert nativegroups.node_groups(reader, frame_key, []) is not None
 
 
 def _walk(reader: Any, nodes: list[int]) -> list[int]:  # noqa: ANN401
@@ -145,15 +172,17 @@ def test_undefined_nodes_and_frames_are_left_to_python() -> None:
 def test_ranked_is_the_sorted_groups_first(seed: int) -> None:
     """views.common.ranked (the text made only for the groups tied with the first N) gives the
     first N of sorted_groups, ties broken by the text, equal texts in the groups' order, with
-    and without the groups whose two figures are 0."""
+    and without the groups whose two figures are 0 (the rows it compares chosen by the first
+    figure: many tie)."""
     from memdump_analyzer.views.common import Group, ranked, sorted_groups, top
     from memdump_analyzer.views.stream import StackStats
 
     rng = random.Random(seed)
     groups = []
     for i in range(rng.randint(0, 60)):
-        stats = StackStats(i, 0, 0, rng.randint(0, 4), rng.randint(0, 2), 0, 0, 0, 0, 0, {}, {},
-                           {})
+        low = -2 if seed % 2 else 0  # a difference's figures (--base) may be negative
+        stats = StackStats(i, 0, 0, rng.randint(low, 4), rng.randint(low, 2), 0, 0, 0, 0, 0, {},
+                           {}, {})
         text = tuple(("f", rng.choice("ab"), rng.randint(1, 2)) for _ in range(rng.randint(1, 2)))
         groups.append(Group((), stats, text=text))
 

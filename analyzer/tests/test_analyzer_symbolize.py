@@ -188,6 +188,23 @@ def test_no_addr2line(tmp_path: Path) -> None:
     assert f"memdump-analyze: warning: {warning}\n" in result.stderr
 
 
+def test_the_views_without_stacks_symbolise_nothing(tmp_path: Path) -> None:
+    """`timeline` and `sizes` show no stack: they look no frame up, so a missing addr2line is
+    no warning of theirs, where `peak`, which shows the stack, says it."""
+    src, binary = build(tmp_path, "-O0", inline=False)
+    inner = return_address(binary, "make_block", "malloc@plt")
+    path = write(tmp_path, dump([(str(binary), inner)]))
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    warning = "addr2line (binutils) is not installed"
+    peak = run_cli("peak", path, env={"PATH": str(empty)})
+    assert peak.returncode == 0 and warning in peak.stderr
+    for view in ("timeline", "sizes"):
+        result = run_cli(view, path, env={"PATH": str(empty)})
+        assert result.returncode == 0 and result.stderr == "", (view, result.stderr)
+        assert result.stdout == run_cli(view, path).stdout
+
+
 def test_no_symbolize_option(tmp_path: Path) -> None:
     src, binary = build(tmp_path, "-O0", inline=False)
     inner = return_address(binary, "make_block", "malloc@plt")

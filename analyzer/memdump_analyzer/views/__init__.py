@@ -17,14 +17,15 @@ from ..rules import RUNTIME_FREE_FUNCTIONS
 from ..symbolize import symbolize
 from ..tagphases import UNTAGGED, TagsAndPhases, TagsPhasesOutput
 from . import hotspots, lifetimes, peak, sizes, temporary, timeline
-from .common import LazyGroups, Options, Side
-from .stream import PARTS, Profile, ProfileOutput, TableStacks
+from .common import LazyGroups, Options, Side, stack_nodes
+from .stream import PARTS, Profile, ProfileOutput
 
-__all__ = ["VIEWS", "Options", "Side", "load", "tag_series", "tags_with_series"]
+__all__ = ["VIEWS", "Options", "Side", "load", "shows_stacks", "tag_series", "tags_with_series"]
 
 #: view name -> its module: its `NEEDS` (the parts of the pass it reads), its `build(side, base,
-#: options)` (the JSON and the text lines), and, for a view that keeps figures of its own, its
-#: `accumulator()` (an `heappass.Accumulator`, found after the pass as `Side.accumulated`)
+#: options)` (the JSON and the text lines), for a view that keeps figures of its own, its
+#: `accumulator()` (an `heappass.Accumulator`, found after the pass as `Side.accumulated`), and
+#: `STACKS = False` in a view that shows no stack (`shows_stacks`)
 VIEWS: dict[str, ModuleType] = {
     "peak": peak,
     "hotspots": hotspots,
@@ -57,33 +58,25 @@ def load(path: str, *, points: int = 200, symbols: bool = True,
                 raise diagnose(path) from None
             except OSError as e:
                 raise reader.read_error(e) from None
-            if symbols:
-                warnings += symbolize(reader, _stack_nodes(prof)).problems()
+            nodes = stack_nodes(prof) if symbols else None
+            if nodes is not None:
+                warnings += symbolize(reader, nodes).problems()
             for tag, line in reader.unknown_tags.items():
                 warnings.append(f"skipped records with unknown tag '{tag}' (first at line "
                                 f"{line}): the dump was written by a newer memdump")
             if reader.truncated:
                 warnings.append("the dump's last line is incomplete (the recorder was killed "
                                 "while writing it): it was ignored")
-            return Side(path, prof, LazyGroups(reader, prof), dict(reader.info),
+            return Side(path, prof, LazyGroups(reader, prof, nodes), dict(reader.info),
                         also[0] if also else None), warnings
     finally:
         if collecting:
             gc.enable()
 
 
-def _stack_nodes(p: Profile) -> list[int]:
-    """The nodes of the stacks profile `p` shows, the allocating stacks and those that freed
-    their blocks, each once, in order."""
-    stacks = p.stacks
-    if isinstance(stacks, TableStacks):
-        nodes = set(stacks.column("node"))
-        nodes.update(stacks.table.freed_nodes())
-    else:
-        nodes = set(stacks)
-        for stats in stacks.values():
-            nodes.update(stats.freed_by)
-    return sorted(nodes)
+def shows_stacks(view: str) -> bool:
+    """Whether view `view` shows stacks, whose frames `load` then symbolises."""
+    return getattr(VIEWS[view], "STACKS", True)
 
 
 def tag_series(p: Profile) -> dict[str, list[list[int]]]:

@@ -9,7 +9,7 @@ from typing import Any
 
 from ..progress import Progress
 from ..report import dumps_json
-from . import VIEWS, load
+from . import VIEWS, load, shows_stacks
 from .common import Options
 
 __all__ = ["build_view_parser", "run_view"]
@@ -100,7 +100,7 @@ def _run_view(view: str, args: argparse.Namespace) -> tuple[str, list[str]]:
         top = None if view in ("timeline", "sizes") else DEFAULT_TOP
     options = Options(top=top or None, max_frames=args.max_frames,
                       points=getattr(args, "points", 200), sort=getattr(args, "sort", "both"))
-    symbols = not args.no_symbolize
+    symbols = not args.no_symbolize and shows_stacks(view)
     side, warnings = _side(view, args.dump, options, symbols)
     base = None
     if args.base is not None:

@@ -44,6 +44,7 @@ __all__ = [
     "ranked",
     "stack_json",
     "stack_lines",
+    "stack_nodes",
     "trimmed_nodes",
 ]
 
@@ -212,8 +213,11 @@ class LazyGroups(Mapping[Any, Group]):
     group one stack), a view reads the groups' figures as columns and makes the groups it shows
     alone (`column`, `pick`: what `ranked` reads)."""
 
-    def __init__(self, reader: DumpReader, profile: Profile) -> None:
+    def __init__(self, reader: DumpReader, profile: Profile,
+                 nodes: Sequence[int] | None = None) -> None:
         self._args: tuple[DumpReader, Profile] | None = (reader, profile)
+        #: the profile's `stack_nodes`, when known
+        self._nodes = nodes
         self._groups: dict[Any, Group] | None = None
         #: the stacks, the table, each stack's group: when each group is one stack
         self._table: tuple[_Stacks, TableStacks, list[int]] | None = None
@@ -223,7 +227,7 @@ class LazyGroups(Mapping[Any, Group]):
             return
         reader, profile = self._args
         self._args = None
-        stacks = _Stacks(reader)
+        stacks = _Stacks(reader, self._nodes if self._nodes is not None else stack_nodes(profile))
         table = profile.stacks
         if stacks.native and isinstance(table, TableStacks):
             gids = list(map(stacks.group, table.column("node")))
@@ -280,11 +284,12 @@ class LazyGroups(Mapping[Any, Group]):
 
 class _Stacks:
     """A dump's stack nodes as the views group and show them: a node's group (its key, or the
-    library's id for it), its trimmed frames."""
+    library's id for it), its trimmed frames. `nodes`: those whose groups are asked for (the
+    library walks those alone), None: any."""
 
-    def __init__(self, reader: DumpReader) -> None:
+    def __init__(self, reader: DumpReader, nodes: Iterable[int] | None = None) -> None:
         self.frames = functools.cache(trimmed_nodes(reader))
-        ids = nativegroups.node_groups(reader, frame_key)
+        ids = nativegroups.node_groups(reader, frame_key, nodes)
         #: the groups are the library's ids (node_groups)
         self.native = ids is not None
         self.group: Callable[[int], Any] = self._key if ids is None else ids.__getitem__
@@ -296,6 +301,20 @@ class _Stacks:
 
     def _key(self, node: int) -> StackKey:
         return tuple(map(self._key_of, map(id, self.frames(node))))
+
+
+def stack_nodes(p: Profile) -> list[int]:
+    """The nodes of the stacks profile `p` shows, the allocating stacks and those that freed
+    their blocks, each once, in order."""
+    stacks = p.stacks
+    if isinstance(stacks, TableStacks):
+        nodes = set(stacks.column("node"))
+        nodes.update(stacks.table.freed_nodes())
+    else:
+        nodes = set(stacks)
+        for stats in stacks.values():
+            nodes.update(stats.freed_by)
+    return sorted(nodes)
 
 
 def group_stacks(reader: DumpReader, profile: Profile,
@@ -417,14 +436,20 @@ def ranked(groups: Mapping[Any, Group], fields: tuple[str, str], n: int | None,
         def pick(positions: list[int]) -> list[Group]:
             return [every[i] for i in positions]
 
-    keys = list(zip(map(operator.neg, first), map(operator.neg, second), strict=True))
-    rows: Sequence[int] = list(compress(range(len(keys)), map(operator.or_, first, second))) \
-        if nonzero else range(len(keys))
+    rows: Sequence[int] = list(compress(range(len(first)), map(operator.or_, first, second))) \
+        if nonzero else range(len(first))
     more = 0
     if n is not None and len(rows) > n:
         more = len(rows) - n
-        last = heapq.nsmallest(n, map(keys.__getitem__, rows))[-1]
-        rows = list(compress(rows, map(last.__ge__, map(keys.__getitem__, rows))))
+        # the first n have the n largest first figures: the rows with the n-th of them or more
+        # (a few, but for ties) are those whose keys are made and compared
+        firsts = first if len(rows) == len(first) else list(map(first.__getitem__, rows))
+        least = heapq.nlargest(n, firsts)[-1]
+        rows = list(compress(rows, map(least.__le__, firsts)))
+        keys = list(zip(map(operator.neg, map(first.__getitem__, rows)),
+                        map(operator.neg, map(second.__getitem__, rows)), strict=True))
+        last = heapq.nsmallest(n, keys)[-1]
+        rows = list(compress(rows, map(last.__ge__, keys)))
     a, b = fields
     shown = sorted_groups(pick(list(rows)), lambda g: (-getattr(g.stats, a),
                                                        -getattr(g.stats, b)))

@@ -7,10 +7,12 @@ from typing import Any
 
 from .common import Options, Side, envelope, heading, percent, plural, signed
 
-__all__ = ["NEEDS", "buckets", "build"]
+__all__ = ["NEEDS", "STACKS", "buckets", "build"]
 
 #: the parts of the pass this view needs (stream.PARTS)
 NEEDS: frozenset[str] = frozenset(("sizes",))
+#: it shows no stack: the dump's frames are not symbolised for it (views.VIEWS)
+STACKS = False
 
 
 def buckets(sizes: dict[int, int]) -> dict[int, list[int]]:

@@ -31,6 +31,7 @@ the semantics of the replay that heappass.py states.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -222,9 +223,9 @@ class TableStacks(Mapping[int, StackStats]):
         t, peak_seq = self.table, self._peak_seq
         if name in _COLUMNS:
             return t.column(_COLUMNS[name])
-        if name == "frees":
-            return [a - n - g for a, n, g in zip(t.column(5), t.column(1), t.column(9),
-                                                 strict=True)]
+        if name == "frees":  # ALLOCS - CUR_N - GONE, as `_stats` makes it
+            return list(map(operator.sub, map(operator.sub, t.column(5), t.column(1)),
+                            t.column(9)))
         if name not in ("peak_bytes", "peak_blocks"):
             raise KeyError(name)
         now, peak = (0, 3) if name == "peak_bytes" else (1, 4)

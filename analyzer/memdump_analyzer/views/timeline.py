@@ -12,10 +12,12 @@ from typing import Any
 from ..heapmap import fragmentation, percent
 from .common import Options, Side, envelope, heading, ms_text, plural
 
-__all__ = ["NEEDS", "build"]
+__all__ = ["NEEDS", "STACKS", "build"]
 
 #: the parts of the pass this view needs (stream.PARTS)
 NEEDS: frozenset[str] = frozenset(("timeline",))
+#: it shows no stack: the dump's frames are not symbolised for it (views.VIEWS)
+STACKS = False
 
 _BAR = 40
 
