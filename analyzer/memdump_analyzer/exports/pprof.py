@@ -131,7 +131,7 @@ class _Builder:
         s = self.s
         out = [_len(_P_SAMPLE_TYPE, _int(1, s(t)) + _int(2, s(u))) for t, u in SAMPLE_TYPES]
         rows = nonzero(self.profile.stacks.values())
-        encoded = pprofnative.samples(rows, self.mappings, self.location)
+        encoded = pprofnative.samples(rows, self.profile.rows, self.mappings, self.location)
         if encoded is not None:
             out.append(encoded)
         else:
