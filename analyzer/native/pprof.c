@@ -51,16 +51,16 @@ EXPORT int64_t mdc_pprof_gather(const int32_t *index, const int64_t *ends, uint6
  * first one not inlined (or the stack's end); runs[0..*n_runs) the run of each location of
  * each row, row r's being runs[run_off[r]..run_off[r+1]) (room: off[n_rows] and n_rows + 1);
  * each distinct run, numbered as met, is its frames' numbers run_frames[run_at[k]..run_at[k+1])
- * (room: off[n_rows] and off[n_rows] + 1). Returns the number of distinct runs, or -1 when out
- * of memory. */
+ * (room: `room` and room + 1; off[n_rows] is always enough, the distinct runs are far fewer).
+ * Returns the number of distinct runs, -1 when out of memory, -2 when the room is too small. */
 EXPORT int64_t mdc_pprof_runs(const int32_t *ix, const int64_t *off, uint64_t n_rows,
                               const uint8_t *inlined, int32_t *runs, int64_t *run_off,
-                              int32_t *run_frames, int64_t *run_at)
+                              int32_t *run_frames, int64_t *run_at, uint64_t room)
 {
     /* a run is interned as a list of cells (frame, the run before it), its id the last cell's */
     struct counter cells = {0}, distinct = {0};
     uint64_t got = 0, n_frames_out = 0;
-    int ok = 1;
+    int ok = 1, short_of_room = 0;
     run_off[0] = 0;
     run_at[0] = 0;
     for (uint64_t r = 0; ok && r < n_rows; r++) {
@@ -83,6 +83,11 @@ EXPORT int64_t mdc_pprof_runs(const int32_t *ix, const int64_t *off, uint64_t n_
                 break;
             int64_t id = (int64_t)(((char *)d - (char *)distinct.e) / (int64_t)sizeof *distinct.e);
             if (distinct.n != before) {
+                if (distinct.n > room || (uint64_t)(i - start + 1) > room - n_frames_out) {
+                    ok = 0;
+                    short_of_room = 1;
+                    break;
+                }
                 for (int64_t j = start; j <= i; j++)
                     run_frames[n_frames_out++] = ix[j];
                 run_at[distinct.n] = (int64_t)n_frames_out;
@@ -95,7 +100,7 @@ EXPORT int64_t mdc_pprof_runs(const int32_t *ix, const int64_t *off, uint64_t n_
     int64_t n = (int64_t)distinct.n;
     counter_free(&cells);
     counter_free(&distinct);
-    return ok ? n : -1;
+    return ok ? n : short_of_room ? -2 : -1;
 }
 
 static uint64_t varint(uint8_t *out, uint64_t v)

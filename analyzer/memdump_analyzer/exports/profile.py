@@ -333,10 +333,19 @@ class StackProfileOutput(Accumulator):
         stacks: dict[StackKey, StackFigures] = {}
         # the rows of the allocations and the peak: one a group, so a key each
         n_front = max(row_of[:len(front)], default=-1) + 1
-        figures = [StackFigures(frames, row=r) for r, frames in enumerate(frames_of[:n_front])]
+        # the allocations summed by row, each row's figures then made with them
+        sums = [[0] * n_front for _ in range(4)]
+        blocks_at, bytes_at, temp_at, temp_bytes_at = sums
+        for alloc, r in zip(self.allocs.values(), row_of[:n_allocs].tolist(), strict=True):
+            blocks_at[r] += alloc[0]
+            bytes_at[r] += alloc[1]
+            if len(alloc) > 2:  # the replay's rows have no temporaries
+                temp_at[r] += alloc[2]
+                temp_bytes_at[r] += alloc[3]
+        figures = [StackFigures(frames, blocks, nbytes, 0, 0, 0, 0, temp, temp_bytes, r)
+                   for r, (frames, blocks, nbytes, temp, temp_bytes)
+                   in enumerate(zip(frames_of[:n_front], *sums, strict=True))]
         stacks.update(zip(keys_of[:n_front], figures, strict=True))
-        for alloc, r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
-            _add_allocs(figures[r], alloc)
         for (blocks, nbytes), r in zip(self.at_peak.values(), row_of[n_allocs:len(front)],
                                    strict=True):
             row = figures[r]
