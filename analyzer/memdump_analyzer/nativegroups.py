@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import operator
 from array import array
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from . import native
 from .dumpfile import DumpReader, Frame
 from .rules import is_allocator_frame, is_main_frame
 
-__all__ = ["node_groups", "reached_frames", "stack_rows"]
+__all__ = ["StackRows", "node_groups", "reached_frames", "stack_rows"]
 
 _P = ctypes.c_void_p
 _U64 = ctypes.c_uint64
@@ -157,15 +157,30 @@ def node_groups(reader: DumpReader, key_of: Callable[[Frame], Hashable],
     return None if grouped is None else grouped.gid
 
 
-def _pick(seq: list[Any], idx: list[int]) -> tuple[Any, ...]:
-    """The items of `seq` at `idx`, as a tuple."""
-    if len(idx) > 1:
-        return operator.itemgetter(*idx)(seq)  # type: ignore[no-any-return]
-    return (seq[idx[0]],) if idx else ()
+@dataclass(frozen=True)
+class StackRows:
+    """`stack_rows`'s answer. Row r's trimmed frames are the entries `entries[i]` for i in
+    `index[ends[r]:ends[r + 1]]` (handed over flat, as the library wrote them: pprof's samples
+    read them so), as a tuple `frames[r]`, and their keys `keys[r]`; `row_of[i]` is the row of the
+    i-th wanted node."""
+
+    row_of: array
+    frames: list[tuple[Frame, ...]]
+    keys: list[tuple[Hashable, ...]]
+    entries: list[Frame]
+    index: array
+    ends: array
+
+
+def _sliced(items: list[Any], index: array, ends: list[int]) -> list[tuple[Any, ...]]:
+    """The rows of `items` at `index`, row r's `index[ends[r]:ends[r + 1]]`, each a tuple: one
+    tuple of them all made at once, then cut."""
+    every = tuple(map(items.__getitem__, index))
+    return [every[a:b] for a, b in zip(ends[:-1], ends[1:], strict=True)]
 
 
 def stack_rows(reader: DumpReader, key_of: Callable[[Frame], Hashable], wanted: Sequence[int]
-               ) -> tuple[array, list[tuple[Frame, ...]], list[tuple[Hashable, ...]]] | None:
+               ) -> StackRows | None:
     """The stacks of the nodes `wanted` in rows, one per group (`node_groups`), numbered as the
     groups are first met: each wanted node's row, and each row's trimmed frames (its first
     node's, as `views.common.trimmed_nodes` trims them) and their keys `key_of`."""
@@ -189,15 +204,10 @@ def stack_rows(reader: DumpReader, key_of: Callable[[Frame], Hashable], wanted: 
         if need.value <= room:
             break
         room = need.value
-    entries, entry_keys = g.entries, g.entry_keys
-    ends = row_off[:n_rows + 1].tolist()
-    every = out[:need.value].tolist()
-    stacks, keys = [], []
-    for a, b in zip(ends[:-1], ends[1:], strict=True):
-        idx = every[a:b]
-        stacks.append(_pick(entries, idx))
-        keys.append(_pick(entry_keys, idx))
-    return row_of[:len(wanted)], stacks, keys
+    index, ends = out[:need.value], row_off[:n_rows + 1]
+    bounds = ends.tolist()
+    return StackRows(row_of[:len(wanted)], _sliced(g.entries, index, bounds),
+                     _sliced(g.entry_keys, index, bounds), g.entries, index, ends)
 
 
 def reached_frames(reader: DumpReader, nodes: Iterable[int]) -> list[int] | None:

@@ -177,7 +177,11 @@ def test_varint_and_negative_int64() -> None:
 def test_pprof_worked_example_read_back_by_go_tool_pprof(tmp_path: Path) -> None:
     out = export(tmp_path, "pprof")
     # the first field: sample_type {type: string 1, unit: string 2}
-    assert gzip.decompress(out.read_bytes())[:6] == b"\x0a\x04\x08\x01\x10\x02"
+    packed = out.read_bytes()
+    assert gzip.decompress(packed)[:6] == b"\x0a\x04\x08\x01\x10\x02"
+    # gzip at level 6 (Go's default), no name, no time: the same dump, the same bytes
+    assert packed == gzip.compress(gzip.decompress(packed), compresslevel=6, mtime=0)
+    assert packed[3:9] == b"\x00" * 6  # FLG, MTIME, XFL (neither level 9's 2 nor level 1's 4)
     libc_id = recorded_build_id(LIBC, "2026-11-23T10:00:00Z")
     assert libc_id is not None and re.fullmatch(r"[0-9a-f]{40}", libc_id)
     raw = pprof(out, "-raw").replace(libc_id, DOC_LIBC_ID)

@@ -210,7 +210,13 @@ def test_stack_rows_in_c_as_python_makes_them(seed: int) -> None:
     wanted = [rng.choice(defined) for _ in range(rng.randint(0, 700))]
     got = nativegroups.stack_rows(reader, frame_key, wanted)
     assert got is not None
-    row_of, frames, keys = got
+    row_of, frames, keys = got.row_of, got.frames, got.keys
+    # the same rows flat: row r's frames are the entries at index[ends[r]:ends[r + 1]]
+    assert len(got.ends) == len(frames) + 1 and got.ends[-1] == len(got.index)
+    for r, mine in enumerate(frames):
+        flat = got.index[got.ends[r]:got.ends[r + 1]]
+        assert len(flat) == len(mine) and all(map(operator.is_, mine, map(got.entries.__getitem__,
+                                                                           flat)))
     trimmed = trimmed_nodes(reader)
     rows: dict[Any, int] = {}
     want_frames = []
@@ -228,8 +234,9 @@ def test_stack_rows_in_c_as_python_makes_them(seed: int) -> None:
     if len(wanted) > 200:
         assert len(rows) < len(set(wanted))
     # node 0, the empty stack
-    row_of, frames, keys = nativegroups.stack_rows(reader, frame_key, [*wanted, 0]) or ([], [], [])
-    assert frames[row_of[-1]] == keys[row_of[-1]] == ()
+    got = nativegroups.stack_rows(reader, frame_key, [*wanted, 0])
+    assert got is not None
+    assert got.frames[got.row_of[-1]] == got.keys[got.row_of[-1]] == ()
 
 
 def test_stack_rows_of_undefined_nodes_are_left_to_python() -> None:
@@ -238,7 +245,10 @@ def test_stack_rows_of_undefined_nodes_are_left_to_python() -> None:
     assert nativegroups.stack_rows(reader, frame_key, [1, undefined]) is None
     assert nativegroups.stack_rows(reader, frame_key, [-1]) is None
     assert nativegroups.stack_rows(reader, frame_key, [reader.nodes._cap]) is None
-    assert nativegroups.stack_rows(reader, frame_key, []) == (array("q"), [], [])
+    empty = nativegroups.stack_rows(reader, frame_key, [])
+    assert empty is not None
+    assert (empty.row_of, empty.frames, empty.keys, empty.index, empty.ends) == (
+        array("q"), [], [], array("i"), array("q", [0]))
 
 
 @pytest.mark.parametrize("seed", range(10))
@@ -262,6 +272,8 @@ def test_exports_byte_for_byte_on_generated_dumps(seed: int, tmp_path: Path,
             calls = []
             monkeypatch.setattr(nativegroups, "stack_rows", _spy(nativegroups.stack_rows, calls))
             monkeypatch.setattr(pprofnative, "samples", _spy(pprofnative.samples, calls))
+            # the distinct runs' room short at first: grown until they fit
+            monkeypatch.setattr(pprofnative, "RUNS_ROOM", 1 + seed % 3)
             try:
                 analysis = analyze(str(path))
                 got: list[Any] = [export(name, analysis, symbolize=False)

@@ -131,7 +131,7 @@ class _Builder:
         s = self.s
         out = [_len(_P_SAMPLE_TYPE, _int(1, s(t)) + _int(2, s(u))) for t, u in SAMPLE_TYPES]
         rows = nonzero(self.profile.stacks.values())
-        encoded = pprofnative.samples(rows, self.mappings, self.location)
+        encoded = pprofnative.samples(rows, self.profile.rows, self.mappings, self.location)
         if encoded is not None:
             out.append(encoded)
         else:
@@ -215,6 +215,11 @@ def encode_profile(profile: HeapProfile) -> bytes:
     return _Builder(profile).build()
 
 
+#: gzip's level: Go's own (compress/gzip's DefaultCompression, which pprof writes its profiles
+#: with); 9 made cppcheck's 4.8 MB profile 2% smaller in 2.6 times zlib's time (0.13 s against 0.05)
+GZIP_LEVEL = 6
+
+
 def render_pprof(profile: HeapProfile) -> bytes:
     """The gzip-compressed profile, as pprof reads it (mtime 0: the same dump, the same bytes)."""
-    return gzip.compress(encode_profile(profile), mtime=0)
+    return gzip.compress(encode_profile(profile), compresslevel=GZIP_LEVEL, mtime=0)

@@ -14,7 +14,7 @@ import gc
 import os
 from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import heappass
 from ..diff import frames_key
@@ -36,6 +36,9 @@ from ..passapi import (
 )
 from ..rules import RUNTIME_FREE_FUNCTIONS, trim_stack
 from ..symbolize import symbolize as _symbolize
+
+if TYPE_CHECKING:
+    from ..nativegroups import StackRows
 
 __all__ = ["SNAPSHOTS", "HeapProfile", "Plan", "PlannedProfileOutput", "Snapshot", "StackFigures",
            "StackProfileOutput",
@@ -69,6 +72,8 @@ class StackFigures:
     #: between), when the pass computed the `temporary` part (the HTML page's), else 0
     temp_blocks: int = 0
     temp_bytes: int = 0
+    #: its row in the profile's `rows` (the library's stack rows), or -1 (not one of them)
+    row: int = field(default=-1, compare=False, repr=False)
 
 
 @dataclass
@@ -96,6 +101,9 @@ class HeapProfile:
     base: Analysis | None = None
     #: what the HTML page shows besides (html.py's `PageOutputs`), when the pass gathered it
     page: Any = None
+    #: the stacks' frames as the library's rows (nativegroups.py), flat, when it made them: a
+    #: stack's `row` is its place there
+    rows: StackRows | None = None
 
     def frames_of(self, key: StackKey) -> tuple[Frame, ...]:
         return self.stacks[key].frames
@@ -320,26 +328,36 @@ class StackProfileOutput(Accumulator):
         rows = nativegroups.stack_rows(reader, frame_key, front + in_trees)
         if rows is None:
             return self._profile_py()
-        row_of, frames_of, keys_of = rows
+        row_of, frames_of, keys_of = rows.row_of, rows.frames, rows.keys
         n_allocs = len(self.allocs)
         stacks: dict[StackKey, StackFigures] = {}
         # the rows of the allocations and the peak: one a group, so a key each
         n_front = max(row_of[:len(front)], default=-1) + 1
-        figures = [StackFigures(frames) for frames in frames_of[:n_front]]
+        # the allocations summed by row, each row's figures then made with them
+        sums = [[0] * n_front for _ in range(4)]
+        blocks_at, bytes_at, temp_at, temp_bytes_at = sums
+        for alloc, r in zip(self.allocs.values(), row_of[:n_allocs].tolist(), strict=True):
+            blocks_at[r] += alloc[0]
+            bytes_at[r] += alloc[1]
+            if len(alloc) > 2:  # the replay's rows have no temporaries
+                temp_at[r] += alloc[2]
+                temp_bytes_at[r] += alloc[3]
+        figures = [StackFigures(frames, blocks, nbytes, 0, 0, 0, 0, temp, temp_bytes, r)
+                   for r, (frames, blocks, nbytes, temp, temp_bytes)
+                   in enumerate(zip(frames_of[:n_front], *sums, strict=True))]
         stacks.update(zip(keys_of[:n_front], figures, strict=True))
-        for alloc, r in zip(self.allocs.values(), row_of[:n_allocs], strict=True):
-            _add_allocs(figures[r], alloc)
         for (blocks, nbytes), r in zip(self.at_peak.values(), row_of[n_allocs:len(front)],
                                    strict=True):
             row = figures[r]
             row.peak_blocks += blocks
             row.peak_bytes += nbytes
         self._add_leaks(stacks)
-        for key, frames in zip(keys_of[n_front:], frames_of[n_front:], strict=True):
+        for r, (key, frames) in enumerate(zip(keys_of[n_front:], frames_of[n_front:],
+                                              strict=True), n_front):
             if key not in stacks:  # a leak's stack comes first
-                stacks[key] = StackFigures(frames)
+                stacks[key] = StackFigures(frames, row=r)
         key_of = dict(zip(in_trees, map(keys_of.__getitem__, row_of[len(front):]), strict=True))
-        return self._with_snapshots(stacks, key_of.__getitem__)
+        return self._with_snapshots(stacks, key_of.__getitem__, rows)
 
     def _add_leaks(self, stacks: dict[StackKey, StackFigures]) -> None:
         """The analysis's leaked blocks, by stack."""
@@ -395,9 +413,10 @@ class StackProfileOutput(Accumulator):
         return self._with_snapshots(stacks, key_of)
 
     def _with_snapshots(self, stacks: dict[StackKey, StackFigures],
-                        key_of: Callable[[int], StackKey]) -> HeapProfile:
+                        key_of: Callable[[int], StackKey],
+                        rows: StackRows | None = None) -> HeapProfile:
         """The profile of STACKS, with the snapshots' live bytes summed by stack (KEY_OF: a
-        node's stack)."""
+        node's stack; ROWS: the library's rows of the stacks, if it made them)."""
         shots = []
         for seq, time, cur, by_node, peak in self.shots:
             tree = None
@@ -409,7 +428,7 @@ class StackProfileOutput(Accumulator):
                         tree[k] = tree.get(k, 0) + nbytes
             shots.append(Snapshot(seq, time, cur, tree, peak))
         return HeapProfile(self.analysis, stacks, shots, self.analysis.peak_bytes,
-                           self.analysis.peak_seq)
+                           self.analysis.peak_seq, rows=rows)
 
 
 class PlannedProfileOutput(StackProfileOutput):
@@ -458,7 +477,7 @@ def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:
     """NEW's figures minus BASE's, stack by stack (matched by `frames_key`, as `diff` matches
     groups: function and file:line of each frame, never addresses), as pprof's -base."""
     stacks = {k: StackFigures(s.frames, s.alloc_blocks, s.alloc_bytes, s.leaked_blocks,
-                              s.leaked_bytes, s.peak_blocks, s.peak_bytes)
+                              s.leaked_bytes, s.peak_blocks, s.peak_bytes, row=s.row)
               for k, s in new.stacks.items()}
     for k, s in base.stacks.items():
         row = stacks.setdefault(k, StackFigures(s.frames))
@@ -469,7 +488,7 @@ def difference(new: HeapProfile, base: HeapProfile) -> HeapProfile:
         row.peak_blocks -= s.peak_blocks
         row.peak_bytes -= s.peak_bytes
     return HeapProfile(new.analysis, stacks, [], new.peak_bytes - base.peak_bytes, None,
-                       base.analysis)
+                       base.analysis, rows=new.rows)
 
 
 @dataclass
