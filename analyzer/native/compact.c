@@ -142,8 +142,8 @@ static int enc_line(struct enc *e, const char *line, size_t n)
         }
         if (addr && addr == m->top) {
             code = 0;
-        } else if (addr && chunk(total) <= MAX_CLASS && m->lifo[chunk(total) / 16]) {
-            struct lifo *l = m->lifo[chunk(total) / 16];
+        } else if (addr && chunk(total) <= MAX_CLASS && m->lifo[chunk(total) / 16].n) {
+            struct lifo *l = &m->lifo[chunk(total) / 16];
             for (int k = 0; k < l->n; k++) {
                 if (*lifo_at(l, k) == addr) {
                     lifo_take(l, k);
