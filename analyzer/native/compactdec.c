@@ -397,7 +397,8 @@ block_run(struct model *m, struct in *s, size_t limit, size_t piece, struct sink
             }
             if (r)
                 return r < 0 ? fail(err, elen, "out of memory") : 1;
-            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
+            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total,
+                          op & (F_STACK | F_SIZE)))
                 BAD("out of memory");
         } else {
             uint64_t ptr = 0, stack, predicted, block[3];

@@ -271,12 +271,14 @@ static inline int stack_set(struct model *m, uint64_t stack, int which, uint64_t
 }
 
 /* SIZE: the record's, the stack's prediction; the block's bytes are TOTAL (calloc: NMEMB *
- * SIZE; else SIZE) */
+ * SIZE; else SIZE). `known`: F_STACK, F_SIZE when the record's stack, size was the model's
+ * prediction, which it holds already (not written again) */
 static inline int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size,
-                            int reused, uint64_t total)
+                            int reused, uint64_t total, unsigned known)
 {
     struct slot *s;
-    if (stack_set(m, m->last_astk, S_NEXT, stack) || stack_set(m, stack, S_SIZE, size))
+    if ((!(known & F_STACK) && stack_set(m, m->last_astk, S_NEXT, stack))
+        || (!(known & F_SIZE) && stack_set(m, stack, S_SIZE, size)))
         return -1;
     size = total;
     m->last_astk = stack;
