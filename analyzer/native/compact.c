@@ -137,13 +137,13 @@ static int enc_line(struct enc *e, const char *line, size_t n)
             op |= (unsigned char)r;
             if (addr == 0) { /* RESULT 0x0: realloc(p, 0), or it failed */
                 op |= F_NO_RESULT;
-                return put(&s[OPS], &op, 1) || allocated(m, stack, 0, size, 0, size);
+                return put(&s[OPS], &op, 1) || allocated(m, stack, 0, size, 0, size, 0);
             }
         }
         if (addr && addr == m->top) {
             code = 0;
-        } else if (addr && chunk(total) <= MAX_CLASS && m->lifo[chunk(total) / 16]) {
-            struct lifo *l = m->lifo[chunk(total) / 16];
+        } else if (addr && chunk(total) <= MAX_CLASS && m->lifo[chunk(total) / 16].n) {
+            struct lifo *l = &m->lifo[chunk(total) / 16];
             for (int k = 0; k < l->n; k++) {
                 if (*lifo_at(l, k) == addr) {
                     lifo_take(l, k);
@@ -156,7 +156,7 @@ static int enc_line(struct enc *e, const char *line, size_t n)
             return -1;
         if (varint(&s[AADDR], code) || put(&s[OPS], &op, 1))
             return -1;
-        return allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total);
+        return allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total, 0);
     }
     uint64_t stack = v[0], ptr = v[1], block[3], predicted;
     int r = release(m, ptr, block);

@@ -46,33 +46,45 @@ struct in {
     const unsigned char *p, *end;
 };
 
-static int get_long(struct in *s, uint64_t *v)
+/* a varint of more than one byte (or none: `ok` 0), and where it ends: returned whole, so that
+ * the decoder's streams, whose places it updates, stay its own (a pointer to them passed out of
+ * line would have every store into the output read them again) */
+struct got {
+    uint64_t v;
+    const unsigned char *p;
+    int ok;
+};
+
+static struct got get_long(const unsigned char *p, const unsigned char *end)
 {
     uint64_t x = 0;
     for (int shift = 0; shift <= 63; shift += 7) {
-        if (s->p >= s->end)
-            return -1;
-        unsigned char b = *s->p++;
+        if (p >= end)
+            break;
+        unsigned char b = *p++;
         if (shift == 63 && b > 1)
-            return -1; /* more than 64 bits */
+            break; /* more than 64 bits */
         x |= (uint64_t)(b & 0x7f) << shift;
-        if (b < 0x80) {
-            *v = x;
-            return 0;
-        }
+        if (b < 0x80)
+            return (struct got){x, p, 1};
     }
-    return -1;
+    return (struct got){0, p, 0};
 }
 
 /* a varint of `s` into *v: 0, or -1 when cut short or over 64 bits. Most are one byte (a stack
  * predicted, a small delta or size): read here, inline; the others by get_long */
-static inline int get(struct in *s, uint64_t *v)
+static inline __attribute__((always_inline)) int get(struct in *s, uint64_t *v)
 {
     if (s->p < s->end && *s->p < 0x80) {
         *v = *s->p++;
         return 0;
     }
-    return get_long(s, v);
+    struct got g = get_long(s->p, s->end);
+    if (!g.ok)
+        return -1;
+    s->p = g.p;
+    *v = g.v;
+    return 0;
 }
 
 static int valid_op(unsigned char op)
@@ -142,8 +154,8 @@ static int record(char *line, const char *tag, const uint64_t *v, int n, int hex
 
 /* a release's PTR into *ptr (FREF, and DELTA when 0): 1 when it was a live block's, released in
  * the model (*block: its address, size, stack), 0 when not, -1 on an error (err says it) */
-static int dec_ptr(struct model *m, struct in *s, uint64_t *ptr, uint64_t block[3], char *err,
-                   size_t elen)
+static inline __attribute__((always_inline)) int
+dec_ptr(struct model *m, struct in *s, uint64_t *ptr, uint64_t block[3], char *err, size_t elen)
 {
     uint64_t ref, z;
     int r;
@@ -273,16 +285,16 @@ static int block_start(const unsigned char *pl, size_t plen, struct block *b, st
     return 0;
 }
 
-/* The records of the block begun in *b into the sink, its output from k->out->n on, up to
- * `piece` bytes of it (then 3: paused, before a record, the block's state kept in *b; the direct
- * output hands a block over in pieces that stay in the caches), the block's text at most `limit`
- * bytes. 0 at the block's end (its streams checked); 1 the direct output cannot hold a record;
- * -1 (err says why). */
-static int block_records(struct model *m, struct block *b, size_t limit, size_t piece,
-                         struct sink *k, char *err, size_t elen)
+/* The records of the block begun, whose streams are `s`, into the sink, its output from
+ * k->out->n on, up to `piece` bytes of it (then 3: paused, before a record, its state kept in
+ * `s` and the model; the direct output hands a block over in pieces that stay in the caches),
+ * the block's text at most `limit` bytes. 0 at the block's end (its streams checked); 1 the
+ * direct output cannot hold a record; -1 (err says why). */
+static inline __attribute__((always_inline)) int
+block_run(struct model *m, struct in *s, size_t limit, size_t piece, struct sink *k, char *err,
+          size_t elen)
 {
     struct buf *out = k->out;
-    struct in *s = b->s;
     while (s[OPS].p < s[OPS].end) {
         if (out->n >= piece)
             return 3;
@@ -355,7 +367,7 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
                     BAD("a block from the top chunk before any");
                 addr = m->top;
             } else if (code <= LIFO) {
-                struct lifo *l = chunk(total) <= MAX_CLASS ? m->lifo[chunk(total) / 16] : NULL;
+                struct lifo *l = chunk(total) <= MAX_CLASS ? &m->lifo[chunk(total) / 16] : NULL;
                 if (!l || code > (uint64_t)l->n)
                     BAD("a reused block beyond its size class's");
                 int k = (int)code - 1;
@@ -385,10 +397,11 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
             }
             if (r)
                 return r < 0 ? fail(err, elen, "out of memory") : 1;
-            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total))
+            if (allocated(m, stack, addr, size, code >= 1 && code <= LIFO, total,
+                          op & (F_STACK | F_SIZE)))
                 BAD("out of memory");
         } else {
-            uint64_t ptr, stack, predicted, block[3];
+            uint64_t ptr = 0, stack, predicted, block[3];
             int r = dec_ptr(m, s, &ptr, block, err, elen);
             if (r < 0)
                 return -1;
@@ -416,6 +429,18 @@ static int block_records(struct model *m, struct block *b, size_t limit, size_t 
         if (i != OPS && s[i].p != s[i].end)
             BAD("a block's streams hold more than its records");
     return 0;
+}
+
+/* block_run on a copy of the block's streams (its places kept in *b after): a local array whose
+ * address goes nowhere, which the stores into the output cannot change */
+static int block_records(struct model *m, struct block *b, size_t limit, size_t piece,
+                         struct sink *k, char *err, size_t elen)
+{
+    struct in s[N_STREAMS];
+    memcpy(s, b->s, sizeof s);
+    int r = block_run(m, s, limit, piece, k, err, elen);
+    memcpy(b->s, s, sizeof s);
+    return r;
 }
 
 /* libdeflate's whole-buffer zlib decompression (libdeflate.h, stable since 1.0; `_ex` since
@@ -571,7 +596,7 @@ static struct mdz_dec *dec_open(struct src src, int direct, char *err, size_t el
         return NULL;
     }
     d->src = src;
-    d->m.decoding = 1;
+    d->m.decoding = d->m.numbers.runs = 1;
     d->k = (struct sink){&d->out, direct, 1, 0, 0};
     d->total = crc32(0, NULL, 0);
     ssize_t got = dec_read(d, head, 10);
@@ -700,7 +725,7 @@ int mdz_decode_payload(const unsigned char *p, size_t n, int direct, char *err, 
     struct sink k = {&out, direct, 1, 0, 0};
     if (!m)
         return fail(err, elen, "out of memory");
-    m->decoding = 1;
+    m->decoding = m->numbers.runs = 1;
     /* the direct output in pieces of 64 bytes, as the replay's decoder gives it in PIECE's */
     struct block b;
     int rc = block_start(p, n, &b, &k, err, elen);

@@ -62,6 +62,10 @@ struct slot {
 struct map {
     struct slot *s;
     uint64_t cap, n; /* cap a power of two */
+    /* the keys come in runs of consecutive numbers (the decoder's blocks by number, moved to the
+     * map in the order they were made): eight consecutive keys in consecutive slots, so that a
+     * run's puts and look-ups share cache lines, where each key hashed alone missed the caches */
+    int runs;
 };
 
 static inline uint64_t mix(uint64_t k)
@@ -72,11 +76,17 @@ static inline uint64_t mix(uint64_t k)
     return k;
 }
 
+/* where `key`'s probe starts in `m`, of `mask` + 1 slots */
+static inline uint64_t map_home(const struct map *m, uint64_t key, uint64_t mask)
+{
+    return (m->runs ? mix(key >> 3) << 3 | (key & 7) : mix(key)) & mask;
+}
+
 static inline struct slot *map_find(const struct map *m, uint64_t key)
 {
     if (m->cap == 0)
         return NULL;
-    for (uint64_t i = mix(key) & (m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
+    for (uint64_t i = map_home(m, key, m->cap - 1);; i = (i + 1) & (m->cap - 1)) {
         if (!m->s[i].used)
             return NULL;
         if (m->s[i].key == key)
@@ -84,12 +94,9 @@ static inline struct slot *map_find(const struct map *m, uint64_t key)
     }
 }
 
-/* the slot of `key`, added (values 0) when missing; NULL when out of memory */
-static inline struct slot *map_put(struct map *m, uint64_t key)
+/* the slot of `key`, which is not in `m`, added (values 0); NULL when out of memory */
+static inline struct slot *map_add(struct map *m, uint64_t key)
 {
-    struct slot *f = map_find(m, key);
-    if (f)
-        return f;
     if (2 * (m->n + 1) > m->cap) {
         uint64_t cap = m->cap ? 2 * m->cap : 16;
         struct slot *s = calloc(cap, sizeof *s);
@@ -98,7 +105,7 @@ static inline struct slot *map_put(struct map *m, uint64_t key)
         for (uint64_t j = 0; j < m->cap; j++) {
             if (!m->s[j].used)
                 continue;
-            uint64_t i = mix(m->s[j].key) & (cap - 1);
+            uint64_t i = map_home(m, m->s[j].key, cap - 1);
             while (s[i].used)
                 i = (i + 1) & (cap - 1);
             s[i] = m->s[j];
@@ -107,7 +114,7 @@ static inline struct slot *map_put(struct map *m, uint64_t key)
         m->s = s;
         m->cap = cap;
     }
-    uint64_t i = mix(key) & (m->cap - 1);
+    uint64_t i = map_home(m, key, m->cap - 1);
     while (m->s[i].used)
         i = (i + 1) & (m->cap - 1);
     memset(&m->s[i], 0, sizeof m->s[i]);
@@ -117,13 +124,20 @@ static inline struct slot *map_put(struct map *m, uint64_t key)
     return &m->s[i];
 }
 
+/* the slot of `key`, added (values 0) when missing; NULL when out of memory */
+static inline struct slot *map_put(struct map *m, uint64_t key)
+{
+    struct slot *f = map_find(m, key);
+    return f ? f : map_add(m, key);
+}
+
 static inline void map_del(struct map *m, struct slot *at)
 {
     uint64_t i = (uint64_t)(at - m->s), mask = m->cap - 1;
     m->s[i].used = 0;
     m->n--;
     for (uint64_t j = (i + 1) & mask; m->s[j].used; j = (j + 1) & mask) {
-        uint64_t home = mix(m->s[j].key) & mask;
+        uint64_t home = map_home(m, m->s[j].key, mask);
         /* move j back to i when its home is not in (i, j] (cyclically) */
         if ((j > i && (home <= i || home > j)) || (j < i && home <= i && home > j)) {
             m->s[i] = m->s[j];
@@ -141,14 +155,17 @@ struct stack_row {
 };
 #define ROWS_MAX (1u << 20) /* the table's most stacks; larger ids are hashed */
 
-/* a size class's latest released addresses, newest first by index 0: a ring of LIFO, whose
- * oldest goes when a new one comes to a full one */
+/* a size class's latest released addresses, newest first by index 0: a ring of LIFO (`a`,
+ * allocated at the class's first release), whose oldest goes when a new one comes to a full one.
+ * The model holds the rings' positions (16 bytes a class) and their addresses apart: a look-up
+ * reads the class's entry, then the one address, where a ring holding its positions after its
+ * addresses was a line more to wait for */
 struct lifo {
-    uint64_t a[LIFO];
+    uint64_t *a;
     int head, n; /* a[head] the oldest */
 };
 
-static inline uint64_t *lifo_at(struct lifo *l, int k)
+static inline uint64_t *lifo_at(const struct lifo *l, int k)
 {
     return &l->a[(l->head + l->n - 1 - k) & (LIFO - 1)];
 }
@@ -186,7 +203,7 @@ struct model {
     struct stack_row *rows; /* the same, for the stacks below n_rows (node ids are small and
                                dense): one index, no hashing */
     uint64_t n_rows;
-    struct lifo *lifo[MAX_CLASS / 16 + 1];
+    struct lifo lifo[MAX_CLASS / 16 + 1];
 };
 
 static inline uint64_t chunk(uint64_t size)
@@ -203,7 +220,7 @@ static inline void model_free(struct model *m)
     free(m->rows);
     free(m->ring);
     for (size_t i = 0; i < sizeof m->lifo / sizeof m->lifo[0]; i++)
-        free(m->lifo[i]);
+        free(m->lifo[i].a);
 }
 
 enum { S_NEXT, S_SIZE, S_FREE };
@@ -254,12 +271,14 @@ static inline int stack_set(struct model *m, uint64_t stack, int which, uint64_t
 }
 
 /* SIZE: the record's, the stack's prediction; the block's bytes are TOTAL (calloc: NMEMB *
- * SIZE; else SIZE) */
+ * SIZE; else SIZE). `known`: F_STACK, F_SIZE when the record's stack, size was the model's
+ * prediction, which it holds already (not written again) */
 static inline int allocated(struct model *m, uint64_t stack, uint64_t addr, uint64_t size,
-                            int reused, uint64_t total)
+                            int reused, uint64_t total, unsigned known)
 {
     struct slot *s;
-    if (stack_set(m, m->last_astk, S_NEXT, stack) || stack_set(m, stack, S_SIZE, size))
+    if ((!(known & F_STACK) && stack_set(m, m->last_astk, S_NEXT, stack))
+        || (!(known & F_SIZE) && stack_set(m, stack, S_SIZE, size)))
         return -1;
     size = total;
     m->last_astk = stack;
@@ -271,7 +290,7 @@ static inline int allocated(struct model *m, uint64_t stack, uint64_t addr, uint
                 return -1;
             struct ring *r = &m->ring[m->allocs % RING];
             if (r->number_plus1) { /* a block still live, RING allocations old: to the map */
-                if (!(s = map_put(&m->numbers, r->number_plus1 - 1)))
+                if (!(s = map_add(&m->numbers, r->number_plus1 - 1))) /* (numbered once) */
                     return -1;
                 s->v[0] = r->addr;
                 s->v[1] = r->size;
@@ -295,7 +314,8 @@ static inline int allocated(struct model *m, uint64_t stack, uint64_t addr, uint
 /* the live block of `key` (the encoder's: its address; the decoder's: its number) released:
  * *block its (number or address, size, stack), and it is the latest of its size class; 0 when
  * there is none, 1 released, -1 out of memory */
-static inline int release(struct model *m, uint64_t key, uint64_t block[3])
+static inline __attribute__((always_inline)) int release(struct model *m, uint64_t key,
+                                                        uint64_t block[3])
 {
     if (m->decoding && m->allocs - key <= RING) { /* key < allocs: the caller's */
         struct ring *r = m->ring ? &m->ring[key % RING] : NULL;
@@ -316,10 +336,10 @@ static inline int release(struct model *m, uint64_t key, uint64_t block[3])
     uint64_t ptr = m->decoding ? block[0] : key;
     uint64_t c = chunk(block[1]);
     if (c <= MAX_CLASS) {
-        struct lifo **l = &m->lifo[c / 16];
-        if (!*l && !(*l = calloc(1, sizeof **l)))
+        struct lifo *l = &m->lifo[c / 16];
+        if (!l->a && !(l->a = calloc(LIFO, sizeof *l->a)))
             return -1;
-        lifo_push(*l, ptr);
+        lifo_push(l, ptr);
     }
     return 1;
 }

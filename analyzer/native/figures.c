@@ -611,6 +611,51 @@ int fig_event(struct mdc *c, const struct event *ev)
     }
 }
 
+/* the steps as packed_loop (core.h) calls them: the event counted (do_event's), then the step;
+ * a plain pass's inline in its loop, the others' their own functions as fig_event calls them */
+static ALWAYS_INLINE int step_plain(struct mdc *c, const struct event *ev)
+{
+    c->io.seq++;
+    return apply(c, ev, 0);
+}
+
+static ALWAYS_INLINE int step_lifetimes(struct mdc *c, const struct event *ev)
+{
+    c->io.seq++;
+    return apply_lifetimes(c, ev);
+}
+
+static ALWAYS_INLINE int step_moments(struct mdc *c, const struct event *ev)
+{
+    c->io.seq++;
+    return apply_moments(c, ev);
+}
+
+static ALWAYS_INLINE int step_any(struct mdc *c, const struct event *ev)
+{
+    c->io.seq++;
+    return apply_any(c, ev, c->fig->has);
+}
+
+static __attribute__((noinline)) int packed_plain(struct mdc *c, struct packed_run *run)
+{
+    return packed_loop(c, run, step_plain);
+}
+
+int fig_packed(struct mdc *c, struct packed_run *run)
+{
+    switch (c->fig->has) {
+    case 0:
+        return packed_plain(c, run);
+    case FIG_LIFETIMES:
+        return packed_loop(c, run, step_lifetimes);
+    case HAS_MOMENTS:
+        return packed_loop(c, run, step_moments);
+    default:
+        return packed_loop(c, run, step_any);
+    }
+}
+
 /* ---- the API nativepass.py calls ------------------------------------------------------- */
 
 /* the context computes the views' figures (`want`: FIG_ flags; with FIG_TIMELINE, at most

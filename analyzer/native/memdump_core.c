@@ -93,83 +93,22 @@ static int refill_compact(struct mdc *c)
     return 1;
 }
 
-/* the packed event at `p` (compact.h) as short_record reads it; its length, 0 when the text path
- * would leave it to Python */
-static uint64_t packed_event(const struct mdc *c, const char *p, struct event *ev)
-{
-    uint32_t id;
-    unsigned nargs = (unsigned char)p[2];
-    memcpy(&id, p + 4, 4);
-    if (c->tid < 0 || nargs > 3 || (unsigned char)p[1] >= OP_COUNT
-        || (id != 0 && (id >= c->nodes.cap || !(c->nodes.flags[id] & DEFINED))))
-        return 0;
-    ev->op = (unsigned char)p[1];
-    ev->nid = id != 0 && (c->nodes.flags[id] & MARKED) ? -(int64_t)id : (int64_t)id;
-    ev->tid = c->tid;
-    memcpy(&ev->result, p + 8, 8);
-    /* all three at once (arguments past NARGS are read by no operation): past the event, the
-     * next one's bytes or the buffer's SLACK */
-    memcpy(ev->args, p + 16, sizeof ev->args);
-    return 16 + 8 * nargs;
-}
-
-/* how far ahead of the event replayed the packed events' blocks are prefetched: bytes of the
- * direct output, 6 to 16 events (the time of a few events covers memory's latency) */
-#define AHEAD 256
-
-/* the blocks of the packed events up to AHEAD bytes after `pos`, and in the views' pass their
- * stacks' entries, asked of the memory before the events are replayed. The table of blocks
- * holds every address the heap has used: its slots, read in the order the program used them,
- * would otherwise miss the caches at nearly every event. */
-static inline void prefetch_ahead(struct mdc *c)
-{
-    uint64_t at = c->ahead > c->pos ? c->ahead : c->pos;
-    uint64_t limit = c->buf_off + c->buf_len;
-    const struct fig *f = c->fig;
-    while (at < c->pos + AHEAD && at + 16 <= limit) {
-        const unsigned char *p = (const unsigned char *)c->buf + (at - c->buf_off);
-        unsigned op = p[1], nargs = p[2];
-        if (p[0] != MDZ_EVENT || nargs > 3 || at + 16 + 8 * nargs > limit)
-            break;
-        uint64_t v;
-        memcpy(&v, p + 8, 8); /* RESULT */
-        if (v != 0)
-            btab_prefetch(&c->live, v);
-        if (nargs != 0 && (op == OP_FREE || op == OP_DELETE || op == OP_DELETE_ARRAY
-                           || op == OP_REALLOC || op == OP_REALLOCARRAY)) {
-            memcpy(&v, p + 16, 8); /* PTR */
-            btab_prefetch(&c->live, v);
-        }
-        if (f != NULL) {
-            uint32_t id;
-            memcpy(&id, p + 4, 4);
-            if (id < f->cap_of)
-                __builtin_prefetch(&f->st_of[id]);
-        }
-        at += 16 + 8 * nargs;
-    }
-    c->ahead = at;
-}
-
 /* the packed events from `pos` on, replayed up to the first line that is not one (RC_OK), or to
- * the event that stops the run (RC_ASK, RC_FALLBACK), `pos` at it: a loop of their own, as they
- * are most of a compact dump's lines, without the other lines' tests at each */
+ * the event that stops the run (RC_ASK, RC_FALLBACK), `pos` at it: a loop of their own (core.h's
+ * packed_loop), as they are most of a compact dump's lines, without the other lines' tests at
+ * each; the views' pass's loop is figures.c's, its step inline in it */
 static int packed_events(struct mdc *c)
 {
-    const char *p = c->buf + (c->pos - c->buf_off);
-    do {
-        struct event ev;
-        uint64_t n = packed_event(c, p, &ev);
-        if (n == 0)
-            return RC_FALLBACK;
-        prefetch_ahead(c);
-        int r = do_event(c, &ev);
-        if (r != RC_OK)
-            return r;
-        c->pos += n;
-        p += n;
-    } while (*p == MDZ_EVENT && c->pos < c->end); /* (the buffer's SLACK is zeroed) */
-    return RC_OK;
+    const unsigned char *buf = (const unsigned char *)c->buf;
+    struct packed_run run;
+    run.p = buf + (c->pos - c->buf_off);
+    run.limit = buf + c->buf_len;
+    run.stop = c->end - c->buf_off < c->buf_len ? buf + (c->end - c->buf_off) : run.limit;
+    run.ahead = c->ahead > c->pos ? buf + (c->ahead - c->buf_off) : run.p;
+    int r = c->fig != NULL && !c->both ? fig_packed(c, &run) : packed_loop(c, &run, replay_event);
+    c->pos = c->buf_off + (uint64_t)(run.p - buf);
+    c->ahead = c->buf_off + (uint64_t)(run.ahead - buf);
+    return r;
 }
 
 /* the buffer from `pos` on, with more of the file; 0 when the file cannot be read */
