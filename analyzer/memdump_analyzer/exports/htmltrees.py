@@ -5,12 +5,16 @@ the allocation sizes' histogram, as SVG. docs/exports.md, "html"."""
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import json
+from array import array
 from collections.abc import Hashable
 from typing import Any
 
+from .. import native
 from ..model import Analysis
+from ..nativegroups import address, typed
 from ..views.sizes import buckets
 from ..wording import plural
 from .charts import OTHER, TAG_COLOURS, Line, human_bytes, xy_chart
@@ -20,8 +24,8 @@ from .mapsvg import stack_name, tell_apart
 from .profile import HeapProfile, Snapshot, StackFigures
 
 __all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "by_stack_every_of",
-           "size_histogram",
-           "stack_data", "stacks_over_time", "trees_section"]
+           "native_stack_tree", "size_histogram", "stack_data", "stack_tree", "stacks_over_time",
+           "trees_section"]
 
 #: the trees' columns, heaptrack_gui's: allocations (calls), temporary allocations (calls),
 #: bytes live at the peak, bytes leaked
@@ -55,7 +59,8 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     node of the root) and its function's index; `stacks`, [node of its innermost frame (-1: no
     frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
     functions in the same order are summed into one, the most allocations first (then by the
-    functions' names); names and nodes are numbered as the stacks first use them."""
+    functions' names); names and nodes are numbered as the stacks first use them. The tree is
+    made in C (analyzer/native/stacktree.c) when the library is there, else by `stack_tree`."""
     rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
     # each frame's function by the frame's identity (the stacks share the reader's frames), as
     # its rank among the names: the stacks' keys then sort as their names. The stacks' frames
@@ -68,16 +73,33 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     rank = {name: r for r, name in enumerate(names)}
     function_of = {i: rank[name] for i, name in name_of.items()}
     functions_flat = list(map(function_of.__getitem__, ids))
+    del flat, ids, frames  # a frame's id is an integer object each: 1.9M of them on cppcheck's
+    lengths = [len(stack) for stack, _ in rows]
+    figures = [figures for _, figures in rows]
+    del rows
+    tree = native_stack_tree(functions_flat, lengths, figures, len(names)) \
+        if native.enabled() else None
+    functions, nodes, stacks = tree or stack_tree(functions_flat, lengths, figures)
+    return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
+            "stacks": stacks}
+
+
+def stack_tree(functions_flat: list[int], lengths: list[int],
+               figures: list[tuple[int, int, int, int]]) -> tuple[list[int], list[int],
+                                                                  list[list[int]]]:
+    """`stack_data`'s tree of stacks, the reference: the stacks' functions (by rank, each stack's
+    innermost first) in one list, each stack `lengths[i]` of them, with its `figures`. Returns
+    the functions by number (their ranks), the nodes and the stacks, as `stack_data` says."""
     merged: dict[tuple[int, ...], list[int]] = {}
     end = 0
-    for stack, figures in rows:
-        start, end = end, end + len(stack)
+    for length, row_figures in zip(lengths, figures, strict=True):
+        start, end = end, end + length
         key = tuple(reversed(functions_flat[start:end]))
         row = merged.get(key)
         if row is None:
-            merged[key] = list(figures)
+            merged[key] = list(row_figures)
         else:
-            for i, n in enumerate(figures):
+            for i, n in enumerate(row_figures):
                 row[i] += n
     functions: dict[int, int] = {}  # renumbered as the stacks first use them
     kids: list[dict[int, int]] = [{}]  # node + 1 -> its children by function
@@ -93,8 +115,43 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
                 nodes += (node - at, functions.setdefault(f, len(functions)))
             at = node
         stacks.append([at, *row])
-    return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
-            "stacks": stacks}
+    return list(functions), nodes, stacks
+
+
+_STACK_TREE = {"mdc_stack_tree": (ctypes.c_int64, [ctypes.c_void_p] * 4 + [ctypes.c_int64]
+                                  + [ctypes.c_void_p] * 4)}
+
+
+def native_stack_tree(functions_flat: list[int], lengths: list[int],
+                      figures: list[tuple[int, int, int, int]],
+                      n_functions: int) -> tuple[list[int], list[int], list[list[int]]] | None:
+    """`stack_tree`'s answer from the library (`mdc_stack_tree`), or None when it is not there
+    (or was built before it), or leaves the stacks to Python (a figure past 64 bits)."""
+    lib = native.library()
+    lib = typed(lib, _STACK_TREE) if lib is not None else None
+    if lib is None:
+        return None
+    n = len(lengths)
+    try:
+        funcs = array("i", functions_flat)
+        ends = array("q", itertools.accumulate(lengths))
+        figs = array("q", itertools.chain.from_iterable(figures))
+    except OverflowError:
+        return None
+    nodes = array("i", bytes(8 * max(1, len(funcs))))
+    stacks = array("q", bytes(40 * max(1, n)))
+    functions = array("i", bytes(4 * max(1, n_functions)))
+    counts = array("q", [0, 0])
+    n_nodes = lib.mdc_stack_tree(*map(address, (funcs if funcs else array("i", [0]),
+                                                ends if ends else array("q", [0]),
+                                                figs if figs else array("q", [0]))),
+                                 n, n_functions, *map(address, (nodes, stacks, functions,
+                                                                counts)))
+    if n_nodes < 0:
+        return None
+    flat = stacks.tolist()
+    return (functions[:counts[1]].tolist(), nodes[:2 * n_nodes].tolist(),
+            [flat[i:i + 5] for i in range(0, 5 * counts[0], 5)])
 
 
 def _embedded(data: dict[str, Any]) -> str:

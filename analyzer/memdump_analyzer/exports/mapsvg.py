@@ -6,6 +6,7 @@ used bytes and its blocks (address, size, tag or stack)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
@@ -13,13 +14,14 @@ from html import escape
 
 from ..diff import frames_key
 from ..dumpfile import Frame
-from ..heapmap import Block, HeapMap, chunk_of, heap_map_text, percent
+from ..heapmap import Block, HeapMap, heap_map_text, percent
+from ..leaktext import frame_key
 from ..tagphases import UNTAGGED
 from .charts import OTHER, TAG_COLOURS, human_bytes
 from .flame import WIDTH
 
-__all__ = ["CELL", "FREE", "PER_ROW", "Colours", "colours_of", "map_svg", "stack_name",
-           "tell_apart"]
+__all__ = ["CELL", "FREE", "PER_ROW", "Colours", "colours_of", "map_svg", "stack_keys",
+           "stack_name", "tell_apart"]
 
 #: cells per row, their size in pixels, and at most how many cells a region gets
 PER_ROW = 100
@@ -48,6 +50,8 @@ class Colours:
     label: dict[Hashable, str]
     #: stack node -> its key (frames_key), as found
     keys: dict[int, Hashable] = field(default_factory=dict)
+    #: id of a map -> (the map, `keys_of` it)
+    of_map: dict[int, tuple[HeapMap, list[Hashable]]] = field(default_factory=dict)
 
     def key(self, block: Block, stacks: dict[int, tuple[Frame, ...]]) -> Hashable:
         if self.by_tag:
@@ -57,8 +61,36 @@ class Colours:
             key = self.keys[block.node] = frames_key(stacks.get(block.node, ()))
         return key
 
+    def keys_of(self, m: HeapMap) -> list[Hashable]:
+        """`key` of each of `m`'s blocks, in their order (made once a map: the colours, the
+        legend and the cells read them)."""
+        found = self.of_map.get(id(m))
+        if found is not None and found[0] is m:
+            return found[1]
+        if self.by_tag:
+            keys = [tag_name(b.tag) for b in m.blocks]
+        else:
+            nodes = [b.node for b in m.blocks]
+            missing = list(dict.fromkeys(nodes).keys() - self.keys.keys())
+            self.keys.update(zip(missing, stack_keys([m.stacks.get(n, ()) for n in missing]),
+                                 strict=True))
+            keys = list(map(self.keys.__getitem__, nodes))
+        self.of_map[id(m)] = (m, keys)
+        return keys
+
     def of(self, key: Hashable) -> str:
         return self.colour.get(key, OTHER)
+
+
+def stack_keys(stacks: list[tuple[Frame, ...]]) -> list[Hashable]:
+    """`frames_key` of each stack, each frame's key made once (the stacks share the reader's
+    frames: cppcheck's 2,600 stacks at its peak have 44k frames, 2,800 of them distinct)."""
+    flat = list(itertools.chain.from_iterable(stacks))
+    ids = list(map(id, flat))
+    key_of = {i: frame_key(f) for i, f in dict(zip(ids, flat, strict=True)).items()}
+    keys = list(map(key_of.__getitem__, ids))
+    ends = list(itertools.accumulate(map(len, stacks)))
+    return [tuple(keys[end - len(stack):end]) for stack, end in zip(stacks, ends, strict=True)]
 
 
 def tag_name(tag: str | None) -> str:
@@ -88,8 +120,7 @@ def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
     frames: dict[Hashable, tuple[Frame, ...]] = {}
     out = Colours(False, {}, label)
     for m in maps:
-        for b in m.blocks:
-            key = out.key(b, m.stacks)
+        for key, b in zip(out.keys_of(m), m.blocks, strict=True):
             weight[key] = weight.get(key, 0) + b.size
             if key not in label:
                 frames[key] = m.stacks.get(b.node, ())
@@ -127,24 +158,26 @@ def _first_difference(a: list[str], b: list[str]) -> int:
     return i
 
 
-def _cells(m: HeapMap, lo: int, hi: int, blocks: list[Block],
-           colours: Colours) -> list[tuple[int, int, dict[Hashable, int], list[Block]]]:
-    """The region [lo, hi) in cells: each (start, end, bytes by colour key, its blocks)."""
+def _cells(lo: int, hi: int, blocks: list[Block],
+           keys: list[Hashable]) -> list[tuple[int, int, dict[Hashable, int], list[Block]]]:
+    """The region [lo, hi) in cells: each (start, end, bytes by colour key, its blocks), the
+    blocks' keys `keys`."""
     n = max(1, min(MAX_CELLS, (hi - lo) // GRAIN))
     span = hi - lo
     bounds = [lo + i * span // n for i in range(n + 1)]
     cells: list[tuple[int, int, dict[Hashable, int], list[Block]]] = [
         (bounds[i], bounds[i + 1], {}, []) for i in range(n)]
-    for b in blocks:
-        c_lo, c_hi = chunk_of(b.addr, b.size)
-        key = colours.key(b, m.stacks)
+    for b, key in zip(blocks, keys, strict=True):
+        c_lo = b.addr - 16  # chunk_of's, inline
+        c_hi = c_lo + (n_c if (n_c := (b.size + 23) & ~15) > 32 else 32)
         # a chunk is drawn where it meets the region (one the region's bounds do not hold, as a
         # block of the generated dumps' odd sizes, is clipped to them, never an error)
-        first = max(0, (c_lo - lo) * n // span)
-        last = min(n - 1, (c_hi - 1 - lo) * n // span)
-        for i in range(first, last + 1):
+        first = (c_lo - lo) * n // span
+        last = (c_hi - 1 - lo) * n // span
+        for i in range(first if first > 0 else 0, (last if last < n else n - 1) + 1):
             start, end, used, members = cells[i]
-            used[key] = used.get(key, 0) + min(c_hi, end) - max(c_lo, start)
+            used[key] = used.get(key, 0) + (c_hi if c_hi < end else end) \
+                - (c_lo if c_lo > start else start)
             members.append(b)
     return cells
 
@@ -170,12 +203,12 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
     rows: list[str] = []
     y = 0
     at = 0
+    keys = colours.keys_of(m)
     drawn = set(sorted(range(len(m.regions)), key=lambda i: -(m.regions[i].hi - m.regions[i].lo))
                 [:MAX_REGIONS])
     for i, region in enumerate(m.regions):
-        blocks = []
+        first = at
         while at < len(m.blocks) and m.blocks[at].addr - 16 < region.hi:
-            blocks.append(m.blocks[at])
             at += 1
         if i not in drawn:
             continue
@@ -183,7 +216,7 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
                     f'({human_bytes(region.hi - region.lo)}): {region.blocks:,} blocks, '
                     f'fragmentation {percent(region.fragmentation)}</text>')
         y += 16
-        cells = _cells(m, region.lo, region.hi, blocks, colours)
+        cells = _cells(region.lo, region.hi, m.blocks[first:at], keys[first:at])
         for i, (start, end, used, members) in enumerate(cells):
             total = sum(used.values())
             if 2 * total <= end - start:
@@ -208,8 +241,7 @@ def legend(colours: Colours, maps: list[HeapMap]) -> str:
     """The colours' meanings, the largest first, and the free runs' hatching."""
     weight: dict[Hashable, int] = {}
     for m in maps:
-        for b in m.blocks:
-            k = colours.key(b, m.stacks)
+        for k, b in zip(colours.keys_of(m), m.blocks, strict=True):
             weight[k] = weight.get(k, 0) + b.size
     keys = sorted(colours.colour, key=lambda k: (-weight.get(k, 0), colours.label[k]))
     items = [(colours.colour[k], colours.label[k]) for k in keys]

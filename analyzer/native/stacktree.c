@@ -1,0 +1,127 @@
+/* @brief libmemdump_core: the HTML page's stacks as its script reads them (htmltrees.py's
+ * `stack_data`, the reference, whose semantics this keeps exactly): the stacks that name the same
+ * functions summed into one, sorted by their allocations (most first), then by their functions'
+ * names, and their prefixes by function made a tree whose nodes and functions are numbered as the
+ * sorted stacks first use them. It needs no context of the library: Python passes the arrays.
+ *
+ * Each stack's functions, outermost first, are interned once as cells (parent cell, function) in
+ * a counter (figures.c's table): two stacks that name the same functions end at the same cell,
+ * and a cell is a node of the tree, numbered when a sorted stack first reaches it. Memory: 8 bytes
+ * a frame, 24 (and 16 of table) a distinct prefix, 56 a stack. */
+#include <stdlib.h>
+
+#include "core.h"
+#include "figures.h"
+
+#define FIGURES 4 /* allocations, temporary, peak bytes, leaked bytes (htmltrees.COLUMNS) */
+
+/* a merged stack: its frames [start, end) in the input (innermost first), and its figures */
+struct tree_row {
+    int64_t start, end;
+    int64_t fig[FIGURES];
+};
+
+/* (allocations descending, then the functions outermost first, as Python's tuples compare) */
+static int by_allocations(const void *pa, const void *pb, void *ctx)
+{
+    const int32_t *funcs = ctx;
+    const struct tree_row *a = pa, *b = pb;
+    if (a->fig[0] != b->fig[0])
+        return a->fig[0] > b->fig[0] ? -1 : 1;
+    int64_t i = a->end - 1, j = b->end - 1;
+    for (; i >= a->start && j >= b->start; i--, j--)
+        if (funcs[i] != funcs[j])
+            return funcs[i] < funcs[j] ? -1 : 1;
+    return (i >= a->start) - (j >= b->start);
+}
+
+/* The tree of n stacks: stack s's functions (their ranks among the names, < n_functions) are
+ * funcs[ends[s-1]..ends[s]) (ends[-1] = 0), its innermost first, its figures figs[4s..4s+4).
+ * Writes nodes[2k], nodes[2k+1] (how many nodes back node k's parent is, and its function's
+ * number), stacks[5r..5r+5) (the r-th merged stack's innermost node, -1 when it has no frame, and
+ * its figures), functions[] (each function number's rank), counts[0] the merged stacks and
+ * counts[1] the functions; returns the nodes, -1 when out of memory, -2 for a rank out of range,
+ * ends not ascending or a sum past int64. The output arrays hold ends[n-1] * 2, n * 5 and
+ * n_functions entries. */
+EXPORT int64_t mdc_stack_tree(const int32_t *funcs, const int64_t *ends, const int64_t *figs, int64_t n,
+                              int64_t n_functions, int32_t *nodes, int64_t *stacks, int32_t *functions,
+                              int64_t *counts)
+{
+    int64_t total = n > 0 ? ends[n - 1] : 0, result = -1, m = 0, nn = 0, nf = 0;
+    struct counter cells = {0};
+    int64_t *cell_of = malloc((size_t)(total > 0 ? total : 1) * sizeof *cell_of);
+    int64_t *leaf = malloc((size_t)(n > 0 ? n : 1) * sizeof *leaf);
+    struct tree_row *rows = malloc((size_t)(n > 0 ? n : 1) * sizeof *rows);
+    int64_t *row_of = NULL, *out_node = NULL;
+    int32_t *fmap = malloc((size_t)(n_functions > 0 ? n_functions : 1) * sizeof *fmap);
+    if (cell_of == NULL || leaf == NULL || rows == NULL || fmap == NULL)
+        goto out;
+    for (int64_t s = 0, start = 0; s < n; start = ends[s++]) {
+        int64_t c = 0; /* the root */
+        if (ends[s] < start) {
+            result = -2;
+            goto out;
+        }
+        for (int64_t i = ends[s] - 1; i >= start; i--) {
+            if (funcs[i] < 0 || funcs[i] >= n_functions) {
+                result = -2;
+                goto out;
+            }
+            int64_t *cell = counter_at(&cells, c, funcs[i]);
+            if (cell == NULL)
+                goto out;
+            c = cell_of[i] = (int64_t)(((char *)cell - (char *)cells.e) / (int64_t)sizeof *cells.e) + 1;
+        }
+        leaf[s] = c;
+    }
+    row_of = malloc((size_t)(cells.n + 1) * sizeof *row_of);
+    out_node = malloc((size_t)(cells.n + 1) * sizeof *out_node);
+    if (row_of == NULL || out_node == NULL)
+        goto out;
+    memset(row_of, 0xff, (size_t)(cells.n + 1) * sizeof *row_of);
+    memset(out_node, 0xff, (size_t)(cells.n + 1) * sizeof *out_node);
+    memset(fmap, 0xff, (size_t)(n_functions > 0 ? n_functions : 1) * sizeof *fmap);
+    for (int64_t s = 0, start = 0; s < n; start = ends[s++]) {
+        int64_t r = row_of[leaf[s]];
+        if (r < 0) {
+            r = row_of[leaf[s]] = m++;
+            rows[r] = (struct tree_row){start, ends[s], {0}};
+        }
+        for (int k = 0; k < FIGURES; k++)
+            if (__builtin_add_overflow(rows[r].fig[k], figs[FIGURES * s + k], &rows[r].fig[k])) {
+                result = -2; /* Python's integers do not overflow */
+                goto out;
+            }
+    }
+    qsort_r(rows, (size_t)m, sizeof *rows, by_allocations, (void *)funcs);
+    for (int64_t r = 0; r < m; r++) {
+        int64_t at = -1;
+        for (int64_t i = rows[r].end - 1; i >= rows[r].start; i--) {
+            int64_t c = cell_of[i];
+            if (out_node[c] < 0) { /* a function's first use here makes a node */
+                int32_t f = funcs[i];
+                if (fmap[f] < 0)
+                    functions[fmap[f] = (int32_t)nf++] = f;
+                out_node[c] = nn;
+                nodes[2 * nn] = (int32_t)(nn - at);
+                nodes[2 * nn + 1] = fmap[f];
+                nn++;
+            }
+            at = out_node[c];
+        }
+        stacks[5 * r] = at;
+        memcpy(&stacks[5 * r + 1], rows[r].fig, sizeof rows[r].fig);
+    }
+    counts[0] = m;
+    counts[1] = nf;
+    result = nn;
+out:
+    counter_free(&cells);
+    free(cell_of);
+    free(leaf);
+    free(rows);
+    free(row_of);
+    free(out_node);
+    free(fmap);
+    return result;
+}

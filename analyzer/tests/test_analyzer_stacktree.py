@@ -1,0 +1,99 @@
+"""The HTML page's tree of stacks made in libmemdump_core.so (stacktree.c) is the one
+htmltrees.py's `stack_tree` makes: on random stacks (repeated ones that are summed, prefixes of
+others, stacks with no frame, ties in allocations broken by the functions' names), the same
+functions, nodes and stacks; figures past 64 bits are left to Python; and the page's embedded data
+is the same with the library and without it."""
+
+from __future__ import annotations
+
+import random
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from memdump_analyzer import native
+from memdump_analyzer.dumpdefs import Frame
+from memdump_analyzer.exports.htmltrees import native_stack_tree, stack_data, stack_tree
+from memdump_analyzer.exports.profile import StackFigures
+
+
+@pytest.fixture(autouse=True)
+def _library_built() -> None:
+    """A build without the library must fail here, not fall back to Python silently."""
+    lib = native.library()
+    assert lib is not None and hasattr(lib, "mdc_stack_tree"), (
+        f"{native.library_path()} missing, old or not loadable: run `make build`")
+
+
+def _stacks(seed: int) -> tuple[list[int], list[int], list[tuple[int, int, int, int]], int]:
+    """Random stacks over few functions (so that keys repeat and share prefixes): their
+    functions in one list (each innermost first), their lengths, their figures, how many
+    functions."""
+    rng = random.Random(seed)
+    n_functions = rng.choice([1, 3, 12, 300])
+    made: list[list[int]] = []
+    for _ in range(rng.randint(0, 400)):
+        if made and rng.random() < 0.3:  # the same functions again, or one more frame on them
+            stack = list(rng.choice(made))
+            if rng.random() < 0.5:
+                stack.insert(0, rng.randrange(n_functions))
+        else:
+            stack = [rng.randrange(n_functions) for _ in range(rng.choice([0, 1, 2, 5, 30]))]
+        made.append(stack)
+    figures = [(rng.choice([0, 1, 2, 3, 1 << 40]), rng.randint(0, 3), rng.randint(0, 1 << 20),
+                rng.choice([0, 7])) for _ in made]
+    return [f for s in made for f in s], [len(s) for s in made], figures, n_functions
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_tree_in_c_is_pythons(seed: int) -> None:
+    flat, lengths, figures, n_functions = _stacks(seed)
+    expected = stack_tree(flat, lengths, figures)
+    assert native_stack_tree(flat, lengths, figures, n_functions) == expected
+
+
+def test_a_known_tree() -> None:
+    # stacks (innermost first): [0, 2] twice, [1, 2], [2], []; 2 is main, outermost: the
+    # functions are numbered as the stacks, most allocations first, use them
+    flat = [0, 2, 1, 2, 0, 2, 2]
+    lengths = [2, 2, 2, 1, 0]
+    figures = [(1, 0, 10, 0), (5, 1, 0, 0), (3, 0, 0, 4), (1, 0, 0, 0), (9, 0, 0, 0)]
+    tree = ([2, 1, 0], [1, 0, 1, 1, 2, 2],
+            [[-1, 9, 0, 0, 0], [1, 5, 1, 0, 0], [2, 4, 0, 10, 4], [0, 1, 0, 0, 0]])
+    assert stack_tree(flat, lengths, figures) == tree
+    assert native_stack_tree(flat, lengths, figures, 3) == tree
+
+
+def test_figures_past_64_bits_are_left_to_python() -> None:
+    assert native_stack_tree([0], [1], [(1 << 63, 0, 0, 0)], 1) is None
+    # the sum of two that fit does not
+    assert native_stack_tree([0, 0], [1, 1], [(1 << 62, 0, 0, 0)] * 2, 1) is None
+    assert native_stack_tree([0, 0], [1, 1], [((1 << 62) - 1, 0, 0, 0)] * 2, 1) is not None
+
+
+def test_a_rank_out_of_range_is_left_to_python() -> None:
+    assert native_stack_tree([3], [1], [(1, 0, 0, 0)], 3) is None
+
+
+def _profile(seed: int) -> Any:  # noqa: ANN401 - a stand-in HeapProfile
+    """A profile whose stacks share the reader's frames, some of them named alike (one
+    function at two lines, a frame without a function)."""
+    rng = random.Random(seed)
+    frames = [Frame(pc, "/bin/a.out", pc, rng.choice(["f", "g", "h", "main", None, "a;b"]),
+                    "/src/a.c", rng.randint(1, 3)) for pc in range(1, 30)]
+    stacks = {}
+    for i in range(300):
+        stack = tuple(rng.choice(frames) for _ in range(rng.randint(0, 12)))
+        stacks[i] = StackFigures(stack, alloc_blocks=rng.randint(0, 4),
+                                 temp_blocks=rng.randint(0, 2), peak_bytes=rng.randint(0, 99),
+                                 leaked_bytes=rng.choice([0, 0, 16]))
+    return SimpleNamespace(stacks=stacks)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_pages_data_with_and_without_the_library(seed: int,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    with_library = stack_data(_profile(seed))
+    monkeypatch.setenv("MEMDUMP_NATIVE", "0")
+    assert stack_data(_profile(seed)) == with_library
+    assert len(with_library["stacks"]) > 10
