@@ -7,7 +7,8 @@
  * Each stack's functions, outermost first, are interned once as cells (parent cell, function) in
  * a counter (figures.c's table): two stacks that name the same functions end at the same cell,
  * and a cell is a node of the tree, numbered when a sorted stack first reaches it. Memory: 8 bytes
- * a frame, 24 (and 16 of table) a distinct prefix, 56 a stack. */
+ * a frame, 24 (and 16 of table) a distinct prefix, 56 a stack. Before it, the frames are told
+ * apart by their identity (mdc_distinct_ids), so that Python names each distinct frame once. */
 #include <stdlib.h>
 
 #include "core.h"
@@ -21,31 +22,37 @@ struct tree_row {
     int64_t fig[FIGURES];
 };
 
+/* what the sort reads: the frames and their functions' ranks */
+struct tree_order {
+    const int32_t *funcs, *rank;
+};
+
 /* (allocations descending, then the functions outermost first, as Python's tuples compare) */
 static int by_allocations(const void *pa, const void *pb, void *ctx)
 {
-    const int32_t *funcs = ctx;
+    const struct tree_order *o = ctx;
+    const int32_t *funcs = o->funcs, *rank = o->rank;
     const struct tree_row *a = pa, *b = pb;
     if (a->fig[0] != b->fig[0])
         return a->fig[0] > b->fig[0] ? -1 : 1;
     int64_t i = a->end - 1, j = b->end - 1;
     for (; i >= a->start && j >= b->start; i--, j--)
-        if (funcs[i] != funcs[j])
-            return funcs[i] < funcs[j] ? -1 : 1;
+        if (rank[funcs[i]] != rank[funcs[j]])
+            return rank[funcs[i]] < rank[funcs[j]] ? -1 : 1;
     return (i >= a->start) - (j >= b->start);
 }
 
-/* The tree of n stacks: stack s's functions (their ranks among the names, < n_functions) are
- * funcs[ends[s-1]..ends[s]) (ends[-1] = 0), its innermost first, its figures figs[4s..4s+4).
- * Writes nodes[2k], nodes[2k+1] (how many nodes back node k's parent is, and its function's
- * number), stacks[5r..5r+5) (the r-th merged stack's innermost node, -1 when it has no frame, and
- * its figures), functions[] (each function number's rank), counts[0] the merged stacks and
- * counts[1] the functions; returns the nodes, -1 when out of memory, -2 for a rank out of range,
- * ends not ascending or a sum past int64. The output arrays hold ends[n-1] * 2, n * 5 and
- * n_functions entries. */
+/* The tree of n stacks: stack s's frames are funcs[ends[s-1]..ends[s]) (ends[-1] = 0), its
+ * innermost first, each an index into rank[0..n_index) (its function's rank among the names, <
+ * n_functions), its figures figs[4s..4s+4). Writes nodes[2k], nodes[2k+1] (how many nodes back
+ * node k's parent is, and its function's number), stacks[5r..5r+5) (the r-th merged stack's
+ * innermost node, -1 when it has no frame, and its figures), functions[] (each function number's
+ * rank), counts[0] the merged stacks and counts[1] the functions; returns the nodes, -1 when out
+ * of memory, -2 for an index or rank out of range, ends not ascending or a sum past int64. The
+ * output arrays hold ends[n-1] * 2, n * 5 and n_functions entries. */
 EXPORT int64_t mdc_stack_tree(const int32_t *funcs, const int64_t *ends, const int64_t *figs, int64_t n,
-                              int64_t n_functions, int32_t *nodes, int64_t *stacks, int32_t *functions,
-                              int64_t *counts)
+                              const int32_t *rank, int64_t n_index, int64_t n_functions, int32_t *nodes,
+                              int64_t *stacks, int32_t *functions, int64_t *counts)
 {
     int64_t total = n > 0 ? ends[n - 1] : 0, result = -1, m = 0, nn = 0, nf = 0;
     struct counter cells = {0};
@@ -63,11 +70,11 @@ EXPORT int64_t mdc_stack_tree(const int32_t *funcs, const int64_t *ends, const i
             goto out;
         }
         for (int64_t i = ends[s] - 1; i >= start; i--) {
-            if (funcs[i] < 0 || funcs[i] >= n_functions) {
+            if (funcs[i] < 0 || funcs[i] >= n_index || rank[funcs[i]] < 0 || rank[funcs[i]] >= n_functions) {
                 result = -2;
                 goto out;
             }
-            int64_t *cell = counter_at(&cells, c, funcs[i]);
+            int64_t *cell = counter_at(&cells, c, rank[funcs[i]]);
             if (cell == NULL)
                 goto out;
             c = cell_of[i] = (int64_t)(((char *)cell - (char *)cells.e) / (int64_t)sizeof *cells.e) + 1;
@@ -93,13 +100,14 @@ EXPORT int64_t mdc_stack_tree(const int32_t *funcs, const int64_t *ends, const i
                 goto out;
             }
     }
-    qsort_r(rows, (size_t)m, sizeof *rows, by_allocations, (void *)funcs);
+    struct tree_order order = {funcs, rank};
+    qsort_r(rows, (size_t)m, sizeof *rows, by_allocations, &order);
     for (int64_t r = 0; r < m; r++) {
         int64_t at = -1;
         for (int64_t i = rows[r].end - 1; i >= rows[r].start; i--) {
             int64_t c = cell_of[i];
             if (out_node[c] < 0) { /* a function's first use here makes a node */
-                int32_t f = funcs[i];
+                int32_t f = rank[funcs[i]];
                 if (fmap[f] < 0)
                     functions[fmap[f] = (int32_t)nf++] = f;
                 out_node[c] = nn;
@@ -123,5 +131,27 @@ out:
     free(row_of);
     free(out_node);
     free(fmap);
+    return result;
+}
+
+/* Each of the n ids (the frames' identities, Python's id()) numbered as first met: index[i] its
+ * number, firsts[k] where number k was first met; returns how many, -1 when out of memory. */
+EXPORT int64_t mdc_distinct_ids(const int64_t *ids, int64_t n, int32_t *index, int64_t *firsts)
+{
+    struct counter seen = {0};
+    int64_t result = -1;
+    for (int64_t i = 0; i < n; i++) {
+        uint64_t before = seen.n;
+        int64_t *e = counter_at(&seen, ids[i], 0);
+        if (e == NULL)
+            goto out;
+        int64_t k = (int64_t)(((char *)e - (char *)seen.e) / (int64_t)sizeof *seen.e);
+        if (seen.n != before)
+            firsts[k] = i;
+        index[i] = (int32_t)k;
+    }
+    result = (int64_t)seen.n;
+out:
+    counter_free(&seen);
     return result;
 }

@@ -13,6 +13,7 @@ from collections.abc import Hashable
 from typing import Any
 
 from .. import native
+from ..dumpfile import Frame
 from ..model import Analysis
 from ..nativegroups import address, typed
 from ..views.sizes import buckets
@@ -59,27 +60,28 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     node of the root) and its function's index; `stacks`, [node of its innermost frame (-1: no
     frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
     functions in the same order are summed into one, the most allocations first (then by the
-    functions' names); names and nodes are numbered as the stacks first use them. The tree is
-    made in C (analyzer/native/stacktree.c) when the library is there, else by `stack_tree`."""
+    functions' names); names and nodes are numbered as the stacks first use them. Made in C
+    (analyzer/native/stacktree.c) when the library is there, else by `stack_tree`."""
     rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
-    # each frame's function by the frame's identity (the stacks share the reader's frames), as
-    # its rank among the names: the stacks' keys then sort as their names. The stacks' frames
-    # in one list, each stack a slice of it: the work per frame is done by map and slicing.
+    # the stacks' frames in one list, each stack a slice of it; each frame's function found by
+    # the frame's identity (the stacks share the reader's frames), as its rank among the names:
+    # the stacks' keys then sort as their names
     flat = list(itertools.chain.from_iterable(stack for stack, _ in rows))
-    ids = list(map(id, flat))
-    frames = dict(zip(ids, flat, strict=True))
-    name_of = {i: frame_name(f) for i, f in frames.items()}
-    names = sorted(set(name_of.values()))
-    rank = {name: r for r, name in enumerate(names)}
-    function_of = {i: rank[name] for i, name in name_of.items()}
-    functions_flat = list(map(function_of.__getitem__, ids))
-    del flat, ids, frames  # a frame's id is an integer object each: 1.9M of them on cppcheck's
     lengths = [len(stack) for stack, _ in rows]
     figures = [figures for _, figures in rows]
     del rows
-    tree = native_stack_tree(functions_flat, lengths, figures, len(names)) \
-        if native.enabled() else None
-    functions, nodes, stacks = tree or stack_tree(functions_flat, lengths, figures)
+    lib = _library() if native.enabled() else None
+    tree = _native_data(lib, flat, lengths, figures) if lib is not None else None
+    if tree is None:
+        ids = list(map(id, flat))
+        name_of = {i: frame_name(f) for i, f in dict(zip(ids, flat, strict=True)).items()}
+        names = sorted(set(name_of.values()))
+        rank = {name: r for r, name in enumerate(names)}
+        function_of = {i: rank[name] for i, name in name_of.items()}
+        functions_flat = list(map(function_of.__getitem__, ids))
+        del flat, ids  # a frame's id is an integer object each: 1.9M of them on cppcheck's
+        tree = names, stack_tree(functions_flat, lengths, figures)
+    names, (functions, nodes, stacks) = tree
     return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
             "stacks": stacks}
 
@@ -118,35 +120,68 @@ def stack_tree(functions_flat: list[int], lengths: list[int],
     return list(functions), nodes, stacks
 
 
-_STACK_TREE = {"mdc_stack_tree": (ctypes.c_int64, [ctypes.c_void_p] * 4 + [ctypes.c_int64]
-                                  + [ctypes.c_void_p] * 4)}
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+_STACK_TREE = {"mdc_stack_tree": (_I64, [_P, _P, _P, _I64, _P, _I64, _I64, _P, _P, _P, _P]),
+               "mdc_distinct_ids": (_I64, [_P, _I64, _P, _P])}
+_Tree = tuple[list[int], list[int], list[list[int]]]
+
+
+def _library() -> ctypes.CDLL | None:
+    lib = native.library()
+    return typed(lib, _STACK_TREE) if lib is not None else None
+
+
+def _native_data(lib: ctypes.CDLL, flat: list[Frame], lengths: list[int],
+                 figures: list[tuple[int, int, int, int]]) -> tuple[list[str], _Tree] | None:
+    """`stack_data`'s names and tree from the library: the frames told apart by identity in C
+    (`mdc_distinct_ids`), each distinct frame named here, the tree made in C; None when the
+    library leaves the stacks to Python."""
+    ids = array("q", map(id, flat)) or array("q", [0])
+    index = array("i", bytes(4 * len(ids)))
+    firsts = array("q", bytes(8 * len(ids)))
+    n_distinct = lib.mdc_distinct_ids(address(ids), len(flat), address(index), address(firsts))
+    if n_distinct < 0:
+        return None
+    del ids
+    name_of = [frame_name(flat[i]) for i in firsts[:n_distinct]]
+    names = sorted(set(name_of))
+    rank = {name: r for r, name in enumerate(names)}
+    tree = _tree(lib, index, array("i", map(rank.__getitem__, name_of)), lengths, figures,
+                 len(names))
+    return None if tree is None else (names, tree)
 
 
 def native_stack_tree(functions_flat: list[int], lengths: list[int],
-                      figures: list[tuple[int, int, int, int]],
-                      n_functions: int) -> tuple[list[int], list[int], list[list[int]]] | None:
+                      figures: list[tuple[int, int, int, int]], n_functions: int) -> _Tree | None:
     """`stack_tree`'s answer from the library (`mdc_stack_tree`), or None when it is not there
     (or was built before it), or leaves the stacks to Python (a figure past 64 bits)."""
-    lib = native.library()
-    lib = typed(lib, _STACK_TREE) if lib is not None else None
+    lib = _library()
     if lib is None:
         return None
-    n = len(lengths)
     try:
         funcs = array("i", functions_flat)
-        ends = array("q", itertools.accumulate(lengths))
-        figs = array("q", itertools.chain.from_iterable(figures))
+    except OverflowError:
+        return None
+    return _tree(lib, funcs, array("i", range(n_functions)), lengths, figures, n_functions)
+
+
+def _tree(lib: ctypes.CDLL, funcs: array[int], rank: array[int], lengths: list[int],
+          figures: list[tuple[int, int, int, int]], n_functions: int) -> _Tree | None:
+    """`mdc_stack_tree` of the frames `funcs`, each an index into `rank`."""
+    n = len(lengths)
+    try:
+        ends = array("q", itertools.accumulate(lengths)) or array("q", [0])
+        figs = array("q", itertools.chain.from_iterable(figures)) or array("q", [0])
     except OverflowError:
         return None
     nodes = array("i", bytes(8 * max(1, len(funcs))))
     stacks = array("q", bytes(40 * max(1, n)))
     functions = array("i", bytes(4 * max(1, n_functions)))
     counts = array("q", [0, 0])
-    n_nodes = lib.mdc_stack_tree(*map(address, (funcs if funcs else array("i", [0]),
-                                                ends if ends else array("q", [0]),
-                                                figs if figs else array("q", [0]))),
-                                 n, n_functions, *map(address, (nodes, stacks, functions,
-                                                                counts)))
+    n_nodes = lib.mdc_stack_tree(*map(address, (funcs or array("i", [0]), ends, figs)), n,
+                                 address(rank or array("i", [0])), len(rank), n_functions,
+                                 *map(address, (nodes, stacks, functions, counts)))
     if n_nodes < 0:
         return None
     flat = stacks.tolist()

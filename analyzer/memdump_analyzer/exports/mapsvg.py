@@ -11,6 +11,7 @@ import os
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from html import escape
+from operator import attrgetter, is_
 
 from ..diff import frames_key
 from ..dumpfile import Frame
@@ -52,6 +53,8 @@ class Colours:
     keys: dict[int, Hashable] = field(default_factory=dict)
     #: id of a map -> (the map, `keys_of` it)
     of_map: dict[int, tuple[HeapMap, list[Hashable]]] = field(default_factory=dict)
+    #: (the maps, `weights` of them)
+    weighed: tuple[list[HeapMap], dict[Hashable, int]] | None = None
 
     def key(self, block: Block, stacks: dict[int, tuple[Frame, ...]]) -> Hashable:
         if self.by_tag:
@@ -77,6 +80,22 @@ class Colours:
             keys = list(map(self.keys.__getitem__, nodes))
         self.of_map[id(m)] = (m, keys)
         return keys
+
+    def weights(self, maps: list[HeapMap]) -> dict[Hashable, int]:
+        """The bytes of the blocks of each key in `maps`, the keys as first met (made once: the
+        colours and the legend read them)."""
+        if self.weighed is not None and len(self.weighed[0]) == len(maps) \
+                and all(map(is_, self.weighed[0], maps)):
+            return self.weighed[1]
+        weight: dict[Hashable, int] = {}
+        for m in maps:
+            keys = self.keys_of(m)
+            for k in dict.fromkeys(keys):
+                weight.setdefault(k, 0)
+            for k, size in zip(keys, map(attrgetter("size"), m.blocks), strict=True):
+                weight[k] += size
+        self.weighed = (list(maps), weight)
+        return weight
 
     def of(self, key: Hashable) -> str:
         return self.colour.get(key, OTHER)
@@ -115,16 +134,15 @@ def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
         names = {tag_name(b.tag) for m in maps for b in m.blocks}
         colour = {n: tag_colour.get(n, OTHER) for n in names}
         return Colours(True, dict(colour), {n: n for n in names})
-    weight: dict[Hashable, int] = {}
     label: dict[Hashable, str] = {}
     frames: dict[Hashable, tuple[Frame, ...]] = {}
     out = Colours(False, {}, label)
-    for m in maps:
-        for key, b in zip(out.keys_of(m), m.blocks, strict=True):
-            weight[key] = weight.get(key, 0) + b.size
-            if key not in label:
-                frames[key] = m.stacks.get(b.node, ())
-                label[key] = stack_name(frames[key])
+    weight = out.weights(maps)
+    for m in maps:  # each key's first block names it
+        first = dict(zip(reversed(out.keys_of(m)), reversed(m.blocks), strict=True))
+        for key in first.keys() - label.keys():
+            frames[key] = m.stacks.get(first[key].node, ())
+            label[key] = stack_name(frames[key])
     ranked = sorted(weight, key=lambda k: (-weight[k], label[k]))[:STACK_COLOURS]
     out.colour.update((k, TAG_COLOURS[i]) for i, k in enumerate(ranked))
     tell_apart(ranked, frames, label)
@@ -239,10 +257,7 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
 
 def legend(colours: Colours, maps: list[HeapMap]) -> str:
     """The colours' meanings, the largest first, and the free runs' hatching."""
-    weight: dict[Hashable, int] = {}
-    for m in maps:
-        for k, b in zip(colours.keys_of(m), m.blocks, strict=True):
-            weight[k] = weight.get(k, 0) + b.size
+    weight = colours.weights(maps)
     keys = sorted(colours.colour, key=lambda k: (-weight.get(k, 0), colours.label[k]))
     items = [(colours.colour[k], colours.label[k]) for k in keys]
     if not colours.by_tag and len(weight) > len(colours.colour):
