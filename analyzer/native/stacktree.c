@@ -134,15 +134,19 @@ out:
     return result;
 }
 
-/* Each of the n ids (the frames' identities, Python's id()) numbered as first met: index[i] its
- * number, firsts[k] where number k was first met; returns how many, -1 when out of memory. */
-EXPORT int64_t mdc_distinct_ids(const int64_t *ids, int64_t n, int32_t *index, int64_t *firsts)
+/* The n items of list (Python's list of frames) numbered as first met by identity: index[i] the
+ * number of item i, firsts[k] where number k was first met; returns how many, -1 when out of
+ * memory. item is Python's PyList_GetItem, whose answer's address is the item's identity (called
+ * with the GIL held: Python loads this through PyDLL), so that Python makes no integer a frame. */
+EXPORT int64_t mdc_distinct_ids(void *list, void *(*item)(void *, int64_t), int64_t n, int32_t *index,
+                                int64_t *firsts)
 {
     struct counter seen = {0};
     int64_t result = -1;
     for (int64_t i = 0; i < n; i++) {
         uint64_t before = seen.n;
-        int64_t *e = counter_at(&seen, ids[i], 0);
+        int64_t id = (int64_t)(intptr_t)item(list, i);
+        int64_t *e = counter_at(&seen, id, 0);
         if (e == NULL)
             goto out;
         int64_t k = (int64_t)(((char *)e - (char *)seen.e) / (int64_t)sizeof *seen.e);

@@ -13,7 +13,12 @@ from typing import Any
 import pytest
 from memdump_analyzer import native
 from memdump_analyzer.dumpdefs import Frame
-from memdump_analyzer.exports.htmltrees import native_stack_tree, stack_data, stack_tree
+from memdump_analyzer.exports.htmltrees import (
+    distinct_frames,
+    native_stack_tree,
+    stack_data,
+    stack_tree,
+)
 from memdump_analyzer.exports.profile import StackFigures
 
 
@@ -97,3 +102,21 @@ def test_the_pages_data_with_and_without_the_library(seed: int,
     monkeypatch.setenv("MEMDUMP_NATIVE", "0")
     assert stack_data(_profile(seed)) == with_library
     assert len(with_library["stacks"]) > 10
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_frames_told_apart_by_identity_in_c_as_in_python(seed: int) -> None:
+    rng = random.Random(seed)
+    # equal frames that are other objects are other frames: the stacks share the reader's
+    frames = [Frame(pc % 7, "/bin/a.out", pc % 7, "f", None, None) for pc in range(20)]
+    listed = [rng.choice(frames) for _ in range(rng.randint(0, 500))]
+    number: dict[int, int] = {}
+    firsts = []
+    for i, f in enumerate(listed):
+        if id(f) not in number:
+            number[id(f)] = len(number)
+            firsts.append(i)
+    lib = native.library()
+    assert lib is not None
+    index, found = distinct_frames(lib, listed)  # type: ignore[misc]
+    assert (index.tolist(), found) == ([number[id(f)] for f in listed], firsts)

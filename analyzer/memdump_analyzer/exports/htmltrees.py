@@ -6,10 +6,11 @@ the allocation sizes' histogram, as SVG. docs/exports.md, "html"."""
 from __future__ import annotations
 
 import ctypes
+import functools
 import itertools
 import json
 from array import array
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from .. import native
@@ -25,8 +26,8 @@ from .mapsvg import stack_name, tell_apart
 from .profile import HeapProfile, Snapshot, StackFigures
 
 __all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "by_stack_every_of",
-           "native_stack_tree", "size_histogram", "stack_data", "stack_tree", "stacks_over_time",
-           "trees_section"]
+           "distinct_frames", "native_stack_tree", "size_histogram", "stack_data", "stack_tree",
+           "stacks_over_time", "trees_section"]
 
 #: the trees' columns, heaptrack_gui's: allocations (calls), temporary allocations (calls),
 #: bytes live at the peak, bytes leaked
@@ -122,8 +123,7 @@ def stack_tree(functions_flat: list[int], lengths: list[int],
 
 _P = ctypes.c_void_p
 _I64 = ctypes.c_int64
-_STACK_TREE = {"mdc_stack_tree": (_I64, [_P, _P, _P, _I64, _P, _I64, _I64, _P, _P, _P, _P]),
-               "mdc_distinct_ids": (_I64, [_P, _I64, _P, _P])}
+_STACK_TREE = {"mdc_stack_tree": (_I64, [_P, _P, _P, _I64, _P, _I64, _I64, _P, _P, _P, _P])}
 _Tree = tuple[list[int], list[int], list[list[int]]]
 
 
@@ -132,19 +132,36 @@ def _library() -> ctypes.CDLL | None:
     return typed(lib, _STACK_TREE) if lib is not None else None
 
 
+@functools.cache
+def _distinct_ids(path: str) -> Callable[..., int]:
+    """The library's `mdc_distinct_ids` called with the GIL held (PyDLL): it reads the list of
+    frames through Python's PyList_GetItem."""
+    f = ctypes.PyDLL(path).mdc_distinct_ids
+    f.restype = _I64
+    f.argtypes = [ctypes.py_object, _P, _I64, _P, _P]
+    return f  # type: ignore[no-any-return]
+
+
+def distinct_frames(lib: ctypes.CDLL, frames: list[Frame]) -> tuple[array[int], list[int]] | None:
+    """Each frame's number, the distinct frames (by identity) numbered as first met, and where
+    each number was first met; None when the library leaves them to Python."""
+    index = array("i", bytes(4 * max(1, len(frames))))
+    firsts = array("q", bytes(8 * max(1, len(frames))))
+    item = ctypes.cast(ctypes.pythonapi.PyList_GetItem, _P)
+    n = _distinct_ids(lib._name)(frames, item, len(frames), address(index), address(firsts))
+    return None if n < 0 else (index[:len(frames)], firsts[:n].tolist())
+
+
 def _native_data(lib: ctypes.CDLL, flat: list[Frame], lengths: list[int],
                  figures: list[tuple[int, int, int, int]]) -> tuple[list[str], _Tree] | None:
     """`stack_data`'s names and tree from the library: the frames told apart by identity in C
     (`mdc_distinct_ids`), each distinct frame named here, the tree made in C; None when the
     library leaves the stacks to Python."""
-    ids = array("q", map(id, flat)) or array("q", [0])
-    index = array("i", bytes(4 * len(ids)))
-    firsts = array("q", bytes(8 * len(ids)))
-    n_distinct = lib.mdc_distinct_ids(address(ids), len(flat), address(index), address(firsts))
-    if n_distinct < 0:
+    distinct = distinct_frames(lib, flat)
+    if distinct is None:
         return None
-    del ids
-    name_of = [frame_name(flat[i]) for i in firsts[:n_distinct]]
+    index, firsts = distinct
+    name_of = [frame_name(flat[i]) for i in firsts]
     names = sorted(set(name_of))
     rank = {name: r for r, name in enumerate(names)}
     tree = _tree(lib, index, array("i", map(rank.__getitem__, name_of)), lengths, figures,
