@@ -62,7 +62,7 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
     functions in the same order are summed into one, the most allocations first (then by the
     functions' names); names and nodes are numbered as the stacks first use them. Made in C
-    (analyzer/native/stacktree.c) when the library is there, else by `stack_tree`."""
+    (analyzer/native/pagedata.c) when the library is there, else by `stack_tree`."""
     rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
     # the stacks' frames in one list, each stack a slice of it; each frame's function found by
     # the frame's identity (the stacks share the reader's frames), as its rank among the names:

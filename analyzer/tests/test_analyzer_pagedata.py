@@ -1,8 +1,9 @@
-"""The HTML page's tree of stacks made in libmemdump_core.so (stacktree.c) is the one
-htmltrees.py's `stack_tree` makes: on random stacks (repeated ones that are summed, prefixes of
-others, stacks with no frame, ties in allocations broken by the functions' names), the same
-functions, nodes and stacks; figures past 64 bits are left to Python; and the page's embedded data
-is the same with the library and without it."""
+"""The HTML page's figures made in libmemdump_core.so (pagedata.c) are the Python's: the tree of
+stacks htmltrees.py's `stack_tree` makes, on random stacks (repeated ones that are summed,
+prefixes of others, stacks with no frame, ties in allocations broken by the functions' names);
+the frames told apart by identity; the heap maps' cells mapsvg.py's `_cells` makes, on random
+regions; figures past 64 bits (or the library's bounds) are left to Python; and the page's
+embedded data is the same with the library and without it."""
 
 from __future__ import annotations
 
@@ -19,14 +20,17 @@ from memdump_analyzer.exports.htmltrees import (
     stack_data,
     stack_tree,
 )
+from memdump_analyzer.exports.mapsvg import Cell, cell_figures
 from memdump_analyzer.exports.profile import StackFigures
+from memdump_analyzer.heapmap import Block
 
 
 @pytest.fixture(autouse=True)
 def _library_built() -> None:
     """A build without the library must fail here, not fall back to Python silently."""
     lib = native.library()
-    assert lib is not None and hasattr(lib, "mdc_stack_tree"), (
+    assert lib is not None and all(hasattr(lib, f) for f in (
+        "mdc_stack_tree", "mdc_distinct_ids", "mdc_map_cells")), (
         f"{native.library_path()} missing, old or not loadable: run `make build`")
 
 
@@ -120,3 +124,35 @@ def test_frames_told_apart_by_identity_in_c_as_in_python(seed: int) -> None:
     assert lib is not None
     index, found = distinct_frames(lib, listed)  # type: ignore[misc]
     assert (index.tolist(), found) == ([number[id(f)] for f in listed], firsts)
+
+
+def _python_cells(lo: int, hi: int, blocks: list[Block], numbers: list[int],
+                  n_numbers: int) -> list[Cell]:
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEMDUMP_NATIVE", "0")
+        return cell_figures(lo, hi, blocks, numbers, n_numbers)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_the_heap_maps_cells_in_c_are_pythons(seed: int) -> None:
+    """Random regions (a few bytes to megabytes: fewer cells than MAX_CELLS, and as many) with
+    blocks of odd sizes, chunks that overlap, and blocks past the region's bounds on either
+    side (clipped), coloured by a few keys (ties in a cell's bytes)."""
+    rng = random.Random(seed)
+    lo = rng.choice([0x1000, 0x5555_5555_0000])
+    hi = lo + rng.choice([48, 1000, 6400, 1 << 20])
+    n_numbers = rng.choice([1, 3, 50])
+    blocks = sorted((Block(rng.randint(lo - 64, hi + 64), rng.choice([0, 1, 24, 100, 5000]),
+                           0, None) for _ in range(rng.randint(0, 300))),
+                    key=lambda b: b.addr)
+    numbers = [rng.randrange(n_numbers) for _ in blocks]
+    cells = cell_figures(lo, hi, blocks, numbers, n_numbers)
+    assert cells == _python_cells(lo, hi, blocks, numbers, n_numbers)
+    assert sum(count for *_, count, _ in cells) >= len([b for b in blocks if lo < b.addr < hi])
+
+
+def test_heap_map_figures_past_the_librarys_bounds_are_left_to_python() -> None:
+    blocks = [Block((1 << 60) + 16, 8, 0, None)]
+    assert cell_figures(1 << 60, (1 << 60) + 64, blocks, [0], 1) == [
+        ((1 << 60) + 16 * i, (1 << 60) + 16 * i + 16, *figures) for i, figures in
+        enumerate([(16, 0, 1, blocks), (16, 0, 1, blocks), (0, None, 0, []), (0, None, 0, [])])]

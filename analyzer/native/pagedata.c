@@ -1,14 +1,19 @@
-/* @brief libmemdump_core: the HTML page's stacks as its script reads them (htmltrees.py's
- * `stack_data`, the reference, whose semantics this keeps exactly): the stacks that name the same
- * functions summed into one, sorted by their allocations (most first), then by their functions'
- * names, and their prefixes by function made a tree whose nodes and functions are numbered as the
- * sorted stacks first use them. It needs no context of the library: Python passes the arrays.
+/* @brief libmemdump_core: the HTML page's figures that are many (htmltrees.py's and mapsvg.py's
+ * Python, the reference, whose semantics this keeps exactly): its tree of stacks and its heap
+ * maps' cells. Neither needs the library's context: Python passes the arrays.
  *
- * Each stack's functions, outermost first, are interned once as cells (parent cell, function) in
- * a counter (figures.c's table): two stacks that name the same functions end at the same cell,
- * and a cell is a node of the tree, numbered when a sorted stack first reaches it. Memory: 8 bytes
- * a frame, 24 (and 16 of table) a distinct prefix, 56 a stack. Before it, the frames are told
- * apart by their identity (mdc_distinct_ids), so that Python names each distinct frame once. */
+ * The tree (htmltrees.stack_tree): the stacks that name the same functions summed into one,
+ * sorted by their allocations (most first), then by their functions' names, and their prefixes
+ * by function made a tree whose nodes and functions are numbered as the sorted stacks first use
+ * them. Each stack's functions, outermost first, are interned once as cells (parent cell,
+ * function) in a counter (figures.c's table): two stacks that name the same functions end at the
+ * same cell, and a cell is a node of the tree, numbered when a sorted stack first reaches it.
+ * Memory: 8 bytes a frame, 24 (and 16 of table) a distinct prefix, 56 a stack. Before it, the
+ * frames are told apart by their identity (mdc_distinct_ids), so that Python names each distinct
+ * frame once.
+ *
+ * The heap maps' cells (mapsvg._cells): each cell's used bytes by colour key, the key with most
+ * of them, its blocks and the first four. */
 #include <stdlib.h>
 
 #include "core.h"
@@ -158,4 +163,106 @@ EXPORT int64_t mdc_distinct_ids(void *list, void *(*item)(void *, int64_t), int6
 out:
     counter_free(&seen);
     return result;
+}
+
+#define MAX_CELLS 512
+#define MAP_LIMIT ((int64_t)1 << 52)
+
+/* Python's a // b for b > 0 */
+static inline int64_t floordiv(int64_t a, int64_t b)
+{
+    int64_t q = a / b;
+    return (a % b != 0 && a < 0) ? q - 1 : q;
+}
+
+/* The heap map's cells of region [lo, hi) in n cells (mapsvg.py's `_cells`, the reference): the
+ * nb blocks at addr[] of size[] (by address), each coloured by key[] (a number < n_keys), their
+ * glibc chunks drawn where they meet the region. For each cell: total[c] its used bytes,
+ * best[c] the key with most of them (the first so counted on a tie; -1 when none), count[c] its
+ * blocks and first4[4c..4c+4) the first four (-1 past them). Returns 0, -1 when out of memory,
+ * -2 for a key out of range or figures past its bounds (left to Python). */
+EXPORT int mdc_map_cells(const int64_t *addr, const int64_t *size, const int32_t *key, int64_t nb,
+                         int64_t n_keys, int64_t lo, int64_t hi, int64_t n, int64_t *total, int32_t *best,
+                         int64_t *count, int64_t *first4)
+{
+    int64_t span = hi - lo, memberships = 0;
+    /* the products below stay far within int64: addresses, sizes and bounds under 2^52 (a
+     * process's are under 2^47), cells under 2^9; others are left to Python */
+    if (n <= 0 || n > MAX_CELLS || span <= 0 || lo < 0 || hi > MAP_LIMIT)
+        return -2;
+    for (int64_t b = 0; b < nb; b++)
+        if (addr[b] < 0 || addr[b] > MAP_LIMIT || size[b] < 0 || size[b] > MAP_LIMIT)
+            return -2;
+    for (int64_t c = 0; c < n; c++) {
+        total[c] = count[c] = 0;
+        best[c] = -1;
+        for (int k = 0; k < 4; k++)
+            first4[4 * c + k] = -1;
+    }
+    /* each block's cells [first, last], clipped to the region, as `_cells` computes them */
+#define CHUNK(b, c_lo, c_hi)                                                                       \
+    int64_t c_lo = addr[b] - 16, c_hi_len = (size[b] + 23) & ~(int64_t)15;                         \
+    int64_t c_hi = c_lo + (c_hi_len > 32 ? c_hi_len : 32);                                         \
+    int64_t first = floordiv((c_lo - lo) * n, span), last = floordiv((c_hi - 1 - lo) * n, span); \
+    if (first < 0)                                                                                 \
+        first = 0;                                                                                 \
+    if (last > n - 1)                                                                              \
+        last = n - 1
+    for (int64_t b = 0; b < nb; b++) {
+        if (key[b] < 0 || key[b] >= n_keys)
+            return -2;
+        CHUNK(b, c_lo, c_hi);
+        if (last >= first)
+            memberships += last - first + 1;
+    }
+    /* each cell's bytes by key, in the order its keys were first counted: a segment of entries a
+     * cell (at most its blocks), scanned for the key (a cell's keys are few) */
+    int64_t *off = calloc((size_t)n + 1, sizeof *off);
+    int64_t *used = malloc((size_t)(memberships > 0 ? memberships : 1) * sizeof *used);
+    int32_t *ukey = malloc((size_t)(memberships > 0 ? memberships : 1) * sizeof *ukey);
+    int64_t *distinct = calloc((size_t)n, sizeof *distinct);
+    if (off == NULL || used == NULL || ukey == NULL || distinct == NULL) {
+        free(off), free(used), free(ukey), free(distinct);
+        return -1;
+    }
+    for (int64_t b = 0; b < nb; b++) {
+        CHUNK(b, c_lo, c_hi);
+        for (int64_t c = first; c <= last; c++)
+            off[c + 1]++;
+    }
+    for (int64_t c = 0; c < n; c++)
+        off[c + 1] += off[c];
+    for (int64_t b = 0; b < nb; b++) {
+        CHUNK(b, c_lo, c_hi);
+        for (int64_t c = first; c <= last; c++) {
+            int64_t start = lo + floordiv(c * span, n), end = lo + floordiv((c + 1) * span, n);
+            int64_t bytes = (c_hi < end ? c_hi : end) - (c_lo > start ? c_lo : start);
+            int64_t *seg = &used[off[c]], j = 0;
+            int32_t *segkey = &ukey[off[c]];
+            while (j < distinct[c] && segkey[j] != key[b])
+                j++;
+            if (j == distinct[c]) {
+                segkey[j] = key[b];
+                seg[j] = 0;
+                distinct[c]++;
+            }
+            seg[j] += bytes;
+            if (count[c] < 4)
+                first4[4 * c + count[c]] = b;
+            count[c]++;
+        }
+    }
+#undef CHUNK
+    for (int64_t c = 0; c < n; c++) {
+        const int64_t *seg = &used[off[c]];
+        int64_t most = -1; /* Python's max: the first of the largest */
+        for (int64_t j = 0; j < distinct[c]; j++) {
+            total[c] += seg[j];
+            if (most < 0 || seg[j] > seg[most])
+                most = j;
+        }
+        best[c] = most < 0 ? -1 : ukey[off[c] + most];
+    }
+    free(off), free(used), free(ukey), free(distinct);
+    return 0;
 }
