@@ -103,10 +103,6 @@ class Colours:
         self.of_map[id(m)] = (m, numbers)
         return numbers
 
-    def keys_of(self, m: HeapMap) -> list[Hashable]:
-        """`key` of each of `m`'s blocks, in their order."""
-        return list(map(self.numbered.__getitem__, self.numbers_of(m)))
-
     def weights(self, maps: list[HeapMap]) -> dict[Hashable, int]:
         """The bytes of the blocks of each key in `maps`, the keys as first met (made once: the
         colours and the legend read them)."""
