@@ -30,6 +30,7 @@ setup(
             sources=[f"analyzer/native/{name}.c" for name in ("memdump_core", "records", "heap",
                                                                "tables", "figures", "series",
                                                                "tagviews", "moments", "snapshots", "groups",
+                                                               "pagedata",
                                                                "compact",
                                                                "compactdec", "compactfeed", "pprof",
                                                                "htexport")],

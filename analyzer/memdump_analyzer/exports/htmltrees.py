@@ -5,12 +5,18 @@ the allocation sizes' histogram, as SVG. docs/exports.md, "html"."""
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import itertools
 import json
-from collections.abc import Hashable
+from array import array
+from collections.abc import Callable, Hashable
 from typing import Any
 
+from .. import native
+from ..dumpfile import Frame
 from ..model import Analysis
+from ..nativegroups import address, typed
 from ..views.sizes import buckets
 from ..wording import plural
 from .charts import OTHER, TAG_COLOURS, Line, human_bytes, xy_chart
@@ -20,8 +26,8 @@ from .mapsvg import stack_name, tell_apart
 from .profile import HeapProfile, Snapshot, StackFigures
 
 __all__ = ["BY_STACK_ALL", "COLUMNS", "TOP_STACKS", "by_stack_every", "by_stack_every_of",
-           "size_histogram",
-           "stack_data", "stacks_over_time", "trees_section"]
+           "distinct_frames", "native_stack_tree", "size_histogram", "stack_data", "stack_tree",
+           "stacks_over_time", "trees_section"]
 
 #: the trees' columns, heaptrack_gui's: allocations (calls), temporary allocations (calls),
 #: bytes live at the peak, bytes leaked
@@ -55,29 +61,48 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
     node of the root) and its function's index; `stacks`, [node of its innermost frame (-1: no
     frame), allocations, temporary, peak bytes, leaked bytes] each. The stacks that name the same
     functions in the same order are summed into one, the most allocations first (then by the
-    functions' names); names and nodes are numbered as the stacks first use them."""
+    functions' names); names and nodes are numbered as the stacks first use them. Made in C
+    (analyzer/native/pagedata.c) when the library is there, else by `stack_tree`."""
     rows = [(s.frames, figures) for s in profile.stacks.values() if any(figures := _figures(s))]
-    # each frame's function by the frame's identity (the stacks share the reader's frames), as
-    # its rank among the names: the stacks' keys then sort as their names. The stacks' frames
-    # in one list, each stack a slice of it: the work per frame is done by map and slicing.
+    # the stacks' frames in one list, each stack a slice of it; each frame's function found by
+    # the frame's identity (the stacks share the reader's frames), as its rank among the names:
+    # the stacks' keys then sort as their names
     flat = list(itertools.chain.from_iterable(stack for stack, _ in rows))
-    ids = list(map(id, flat))
-    frames = dict(zip(ids, flat, strict=True))
-    name_of = {i: frame_name(f) for i, f in frames.items()}
-    names = sorted(set(name_of.values()))
-    rank = {name: r for r, name in enumerate(names)}
-    function_of = {i: rank[name] for i, name in name_of.items()}
-    functions_flat = list(map(function_of.__getitem__, ids))
+    lengths = [len(stack) for stack, _ in rows]
+    figures = [figures for _, figures in rows]
+    del rows
+    lib = _library() if native.enabled() else None
+    tree = _native_data(lib, flat, lengths, figures) if lib is not None else None
+    if tree is None:
+        ids = list(map(id, flat))
+        name_of = {i: frame_name(f) for i, f in dict(zip(ids, flat, strict=True)).items()}
+        names = sorted(set(name_of.values()))
+        rank = {name: r for r, name in enumerate(names)}
+        function_of = {i: rank[name] for i, name in name_of.items()}
+        functions_flat = list(map(function_of.__getitem__, ids))
+        del flat, ids  # a frame's id is an integer object each: 1.9M of them on cppcheck's
+        tree = names, stack_tree(functions_flat, lengths, figures)
+    names, (functions, nodes, stacks) = tree
+    return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
+            "stacks": stacks}
+
+
+def stack_tree(functions_flat: list[int], lengths: list[int],
+               figures: list[tuple[int, int, int, int]]) -> tuple[list[int], list[int],
+                                                                  list[list[int]]]:
+    """`stack_data`'s tree of stacks, the reference: the stacks' functions (by rank, each stack's
+    innermost first) in one list, each stack `lengths[i]` of them, with its `figures`. Returns
+    the functions by number (their ranks), the nodes and the stacks, as `stack_data` says."""
     merged: dict[tuple[int, ...], list[int]] = {}
     end = 0
-    for stack, figures in rows:
-        start, end = end, end + len(stack)
+    for length, row_figures in zip(lengths, figures, strict=True):
+        start, end = end, end + length
         key = tuple(reversed(functions_flat[start:end]))
         row = merged.get(key)
         if row is None:
-            merged[key] = list(figures)
+            merged[key] = list(row_figures)
         else:
-            for i, n in enumerate(figures):
+            for i, n in enumerate(row_figures):
                 row[i] += n
     functions: dict[int, int] = {}  # renumbered as the stacks first use them
     kids: list[dict[int, int]] = [{}]  # node + 1 -> its children by function
@@ -93,8 +118,92 @@ def stack_data(profile: HeapProfile) -> dict[str, Any]:
                 nodes += (node - at, functions.setdefault(f, len(functions)))
             at = node
         stacks.append([at, *row])
-    return {"columns": list(COLUMNS), "functions": [names[f] for f in functions], "nodes": nodes,
-            "stacks": stacks}
+    return list(functions), nodes, stacks
+
+
+_P = ctypes.c_void_p
+_I64 = ctypes.c_int64
+_STACK_TREE = {"mdc_stack_tree": (_I64, [_P, _P, _P, _I64, _P, _I64, _I64, _P, _P, _P, _P])}
+_Tree = tuple[list[int], list[int], list[list[int]]]
+
+
+def _library() -> ctypes.CDLL | None:
+    lib = native.library()
+    return typed(lib, _STACK_TREE) if lib is not None else None
+
+
+@functools.cache
+def _distinct_ids(path: str) -> Callable[..., int]:
+    """The library's `mdc_distinct_ids` called with the GIL held (PyDLL): it reads the list of
+    frames through Python's PyList_GetItem."""
+    f = ctypes.PyDLL(path).mdc_distinct_ids
+    f.restype = _I64
+    f.argtypes = [ctypes.py_object, _P, _I64, _P, _P]
+    return f  # type: ignore[no-any-return]
+
+
+def distinct_frames(lib: ctypes.CDLL, frames: list[Frame]) -> tuple[array[int], list[int]] | None:
+    """Each frame's number, the distinct frames (by identity) numbered as first met, and where
+    each number was first met; None when the library leaves them to Python."""
+    index = array("i", bytes(4 * max(1, len(frames))))
+    firsts = array("q", bytes(8 * max(1, len(frames))))
+    item = ctypes.cast(ctypes.pythonapi.PyList_GetItem, _P)
+    n = _distinct_ids(lib._name)(frames, item, len(frames), address(index), address(firsts))
+    return None if n < 0 else (index[:len(frames)], firsts[:n].tolist())
+
+
+def _native_data(lib: ctypes.CDLL, flat: list[Frame], lengths: list[int],
+                 figures: list[tuple[int, int, int, int]]) -> tuple[list[str], _Tree] | None:
+    """`stack_data`'s names and tree from the library: the frames told apart by identity in C
+    (`mdc_distinct_ids`), each distinct frame named here, the tree made in C; None when the
+    library leaves the stacks to Python."""
+    distinct = distinct_frames(lib, flat)
+    if distinct is None:
+        return None
+    index, firsts = distinct
+    name_of = [frame_name(flat[i]) for i in firsts]
+    names = sorted(set(name_of))
+    rank = {name: r for r, name in enumerate(names)}
+    tree = _tree(lib, index, array("i", map(rank.__getitem__, name_of)), lengths, figures,
+                 len(names))
+    return None if tree is None else (names, tree)
+
+
+def native_stack_tree(functions_flat: list[int], lengths: list[int],
+                      figures: list[tuple[int, int, int, int]], n_functions: int) -> _Tree | None:
+    """`stack_tree`'s answer from the library (`mdc_stack_tree`), or None when it is not there
+    (or was built before it), or leaves the stacks to Python (a figure past 64 bits)."""
+    lib = _library()
+    if lib is None:
+        return None
+    try:
+        funcs = array("i", functions_flat)
+    except OverflowError:
+        return None
+    return _tree(lib, funcs, array("i", range(n_functions)), lengths, figures, n_functions)
+
+
+def _tree(lib: ctypes.CDLL, funcs: array[int], rank: array[int], lengths: list[int],
+          figures: list[tuple[int, int, int, int]], n_functions: int) -> _Tree | None:
+    """`mdc_stack_tree` of the frames `funcs`, each an index into `rank`."""
+    n = len(lengths)
+    try:
+        ends = array("q", itertools.accumulate(lengths)) or array("q", [0])
+        figs = array("q", itertools.chain.from_iterable(figures)) or array("q", [0])
+    except OverflowError:
+        return None
+    nodes = array("i", bytes(8 * max(1, len(funcs))))
+    stacks = array("q", bytes(40 * max(1, n)))
+    functions = array("i", bytes(4 * max(1, n_functions)))
+    counts = array("q", [0, 0])
+    n_nodes = lib.mdc_stack_tree(*map(address, (funcs or array("i", [0]), ends, figs)), n,
+                                 address(rank or array("i", [0])), len(rank), n_functions,
+                                 *map(address, (nodes, stacks, functions, counts)))
+    if n_nodes < 0:
+        return None
+    flat = stacks.tolist()
+    return (functions[:counts[1]].tolist(), nodes[:2 * n_nodes].tolist(),
+            [flat[i:i + 5] for i in range(0, 5 * counts[0], 5)])
 
 
 def _embedded(data: dict[str, Any]) -> str:

@@ -6,20 +6,27 @@ used bytes and its blocks (address, size, tag or stack)."""
 
 from __future__ import annotations
 
+import ctypes
+import itertools
 import os
+from array import array
 from collections.abc import Hashable, Iterable
 from dataclasses import dataclass, field
 from html import escape
+from operator import attrgetter, is_
 
+from .. import native
 from ..diff import frames_key
 from ..dumpfile import Frame
-from ..heapmap import Block, HeapMap, chunk_of, heap_map_text, percent
+from ..heapmap import Block, HeapMap, heap_map_text, percent
+from ..leaktext import frame_key
+from ..nativegroups import address, typed
 from ..tagphases import UNTAGGED
 from .charts import OTHER, TAG_COLOURS, human_bytes
 from .flame import WIDTH
 
-__all__ = ["CELL", "FREE", "PER_ROW", "Colours", "colours_of", "map_svg", "stack_name",
-           "tell_apart"]
+__all__ = ["CELL", "FREE", "PER_ROW", "Cell", "Colours", "cell_figures", "colours_of", "map_svg",
+           "stack_keys", "stack_name", "tell_apart"]
 
 #: cells per row, their size in pixels, and at most how many cells a region gets
 PER_ROW = 100
@@ -48,6 +55,13 @@ class Colours:
     label: dict[Hashable, str]
     #: stack node -> its key (frames_key), as found
     keys: dict[int, Hashable] = field(default_factory=dict)
+    #: the keys by number (as first numbered), and each key's number
+    numbered: list[Hashable] = field(default_factory=list)
+    number: dict[Hashable, int] = field(default_factory=dict)
+    #: id of a map -> (the map, `numbers_of` it)
+    of_map: dict[int, tuple[HeapMap, list[int]]] = field(default_factory=dict)
+    #: (the maps, `weights` of them)
+    weighed: tuple[list[HeapMap], dict[Hashable, int]] | None = None
 
     def key(self, block: Block, stacks: dict[int, tuple[Frame, ...]]) -> Hashable:
         if self.by_tag:
@@ -57,8 +71,66 @@ class Colours:
             key = self.keys[block.node] = frames_key(stacks.get(block.node, ()))
         return key
 
+    def numbers_of(self, m: HeapMap) -> list[int]:
+        """The number of `key` of each of `m`'s blocks, in their order (made once a map: the
+        colours, the legend and the cells read them; a stack's key is a tuple of tuples, whose
+        hash Python does not keep, the numbers are found by node)."""
+        found = self.of_map.get(id(m))
+        if found is not None and found[0] is m:
+            return found[1]
+        if self.by_tag:
+            tags = [tag_name(b.tag) for b in m.blocks]
+            for tag in dict.fromkeys(tags):
+                self.number.setdefault(tag, len(self.numbered))
+                if len(self.number) > len(self.numbered):
+                    self.numbered.append(tag)
+            numbers = list(map(self.number.__getitem__, tags))
+        else:
+            nodes = [b.node for b in m.blocks]
+            distinct = list(dict.fromkeys(nodes))
+            missing = [n for n in distinct if n not in self.keys]
+            self.keys.update(zip(missing, stack_keys([m.stacks.get(n, ()) for n in missing]),
+                                 strict=True))
+            number_of = {}
+            for node in distinct:
+                key = self.keys[node]
+                number = self.number.get(key)
+                if number is None:
+                    number = self.number[key] = len(self.numbered)
+                    self.numbered.append(key)
+                number_of[node] = number
+            numbers = list(map(number_of.__getitem__, nodes))
+        self.of_map[id(m)] = (m, numbers)
+        return numbers
+
+    def weights(self, maps: list[HeapMap]) -> dict[Hashable, int]:
+        """The bytes of the blocks of each key in `maps`, the keys as first met (made once: the
+        colours and the legend read them)."""
+        if self.weighed is not None and len(self.weighed[0]) == len(maps) \
+                and all(map(is_, self.weighed[0], maps)):
+            return self.weighed[1]
+        numbers = [self.numbers_of(m) for m in maps]
+        weight = [0] * len(self.numbered)
+        for m, of_blocks in zip(maps, numbers, strict=True):
+            for k, size in zip(of_blocks, map(attrgetter("size"), m.blocks), strict=True):
+                weight[k] += size
+        met = dict.fromkeys(itertools.chain.from_iterable(numbers))
+        self.weighed = (list(maps), {self.numbered[k]: weight[k] for k in met})
+        return self.weighed[1]
+
     def of(self, key: Hashable) -> str:
         return self.colour.get(key, OTHER)
+
+
+def stack_keys(stacks: list[tuple[Frame, ...]]) -> list[Hashable]:
+    """`frames_key` of each stack, each frame's key made once (the stacks share the reader's
+    frames: cppcheck's 2,600 stacks at its peak have 44k frames, 2,800 of them distinct)."""
+    flat = list(itertools.chain.from_iterable(stacks))
+    ids = list(map(id, flat))
+    key_of = {i: frame_key(f) for i, f in dict(zip(ids, flat, strict=True)).items()}
+    keys = list(map(key_of.__getitem__, ids))
+    ends = list(itertools.accumulate(map(len, stacks)))
+    return [tuple(keys[end - len(stack):end]) for stack, end in zip(stacks, ends, strict=True)]
 
 
 def tag_name(tag: str | None) -> str:
@@ -83,14 +155,14 @@ def colours_of(maps: Iterable[HeapMap], tag_colour: dict[str, str]) -> Colours:
         names = {tag_name(b.tag) for m in maps for b in m.blocks}
         colour = {n: tag_colour.get(n, OTHER) for n in names}
         return Colours(True, dict(colour), {n: n for n in names})
-    weight: dict[Hashable, int] = {}
     label: dict[Hashable, str] = {}
     frames: dict[Hashable, tuple[Frame, ...]] = {}
     out = Colours(False, {}, label)
-    for m in maps:
-        for b in m.blocks:
-            key = out.key(b, m.stacks)
-            weight[key] = weight.get(key, 0) + b.size
+    weight = out.weights(maps)
+    for m in maps:  # each key's first block names it
+        first = dict(zip(reversed(out.numbers_of(m)), reversed(m.blocks), strict=True))
+        for number, b in first.items():
+            key = out.numbered[number]
             if key not in label:
                 frames[key] = m.stacks.get(b.node, ())
                 label[key] = stack_name(frames[key])
@@ -127,38 +199,96 @@ def _first_difference(a: list[str], b: list[str]) -> int:
     return i
 
 
-def _cells(m: HeapMap, lo: int, hi: int, blocks: list[Block],
-           colours: Colours) -> list[tuple[int, int, dict[Hashable, int], list[Block]]]:
-    """The region [lo, hi) in cells: each (start, end, bytes by colour key, its blocks)."""
+def _cells(lo: int, hi: int, blocks: list[Block],
+           keys: list[Hashable]) -> list[tuple[int, int, dict[Hashable, int], list[Block]]]:
+    """The region [lo, hi) in cells: each (start, end, bytes by colour key, its blocks), the
+    blocks' keys `keys`."""
     n = max(1, min(MAX_CELLS, (hi - lo) // GRAIN))
     span = hi - lo
     bounds = [lo + i * span // n for i in range(n + 1)]
     cells: list[tuple[int, int, dict[Hashable, int], list[Block]]] = [
         (bounds[i], bounds[i + 1], {}, []) for i in range(n)]
-    for b in blocks:
-        c_lo, c_hi = chunk_of(b.addr, b.size)
-        key = colours.key(b, m.stacks)
+    for b, key in zip(blocks, keys, strict=True):
+        c_lo = b.addr - 16  # chunk_of's, inline
+        c_hi = c_lo + (n_c if (n_c := (b.size + 23) & ~15) > 32 else 32)
         # a chunk is drawn where it meets the region (one the region's bounds do not hold, as a
         # block of the generated dumps' odd sizes, is clipped to them, never an error)
-        first = max(0, (c_lo - lo) * n // span)
-        last = min(n - 1, (c_hi - 1 - lo) * n // span)
-        for i in range(first, last + 1):
+        first = (c_lo - lo) * n // span
+        last = (c_hi - 1 - lo) * n // span
+        for i in range(first if first > 0 else 0, (last if last < n else n - 1) + 1):
             start, end, used, members = cells[i]
-            used[key] = used.get(key, 0) + min(c_hi, end) - max(c_lo, start)
+            used[key] = used.get(key, 0) + (c_hi if c_hi < end else end) \
+                - (c_lo if c_lo > start else start)
             members.append(b)
     return cells
 
 
-def _cell_title(start: int, end: int, used: dict[Hashable, int], members: list[Block],
+#: a cell: its start and end, its used bytes, the number of the key with most of them (None:
+#: no block), its blocks and the first four of them
+Cell = tuple[int, int, int, int | None, int, list[Block]]
+
+
+def cell_figures(lo: int, hi: int, blocks: list[Block], numbers: list[int],
+                 n_numbers: int) -> list[Cell]:
+    """The cells of region [lo, hi) whose blocks are `blocks`, coloured by key `numbers` (each
+    < `n_numbers`): from the library (`mdc_map_cells`, analyzer/native/pagedata.c) when it is
+    there, else from `_cells`, the reference."""
+    lib = _library() if native.enabled() else None
+    found = _native_cells(lib, lo, hi, blocks, numbers, n_numbers) if lib is not None else None
+    if found is not None:
+        return found
+    return [(start, end, sum(used.values()), max(used, key=used.__getitem__) if used else None,
+             len(members), members[:4]) for start, end, used, members in
+            _cells(lo, hi, blocks, numbers)]
+
+
+_MAP_CELLS = {"mdc_map_cells": (ctypes.c_int, [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 5
+                                + [ctypes.c_void_p] * 4)}
+
+
+#: the library's largest address, size and region bound (pagedata.c's MAP_LIMIT)
+_LIMIT = 1 << 52
+
+
+def _library() -> ctypes.CDLL | None:
+    lib = native.library()
+    return typed(lib, _MAP_CELLS) if lib is not None else None
+
+
+def _native_cells(lib: ctypes.CDLL, lo: int, hi: int, blocks: list[Block], numbers: list[int],
+                  n_numbers: int) -> list[Cell] | None:
+    n = max(1, min(MAX_CELLS, (hi - lo) // GRAIN))
+    if not 0 <= lo < hi <= _LIMIT:  # the library's bounds (addresses and sizes it checks)
+        return None
+    try:
+        addrs = array("q", map(attrgetter("addr"), blocks)) or array("q", [0])
+        sizes = array("q", map(attrgetter("size"), blocks)) or array("q", [0])
+        keys = array("i", numbers) or array("i", [0])
+    except OverflowError:
+        return None
+    total, count = array("q", bytes(8 * n)), array("q", bytes(8 * n))
+    best, first4 = array("i", bytes(4 * n)), array("q", bytes(32 * n))
+    if lib.mdc_map_cells(address(addrs), address(sizes), address(keys), len(blocks), n_numbers,
+                         lo, hi, n, address(total), address(best), address(count),
+                         address(first4)) != 0:
+        return None
+    span = hi - lo
+    bounds = [lo + i * span // n for i in range(n + 1)]
+    members = first4.tolist()
+    return [(bounds[i], bounds[i + 1], t, b if b >= 0 else None, c,
+             [blocks[j] for j in members[4 * i:4 * i + 4] if j >= 0])
+            for i, (t, b, c) in enumerate(zip(total, best, count, strict=True))]
+
+
+def _cell_title(start: int, end: int, total: int, count: int, members: list[Block],
                 m: HeapMap, colours: Colours) -> str:
-    total = sum(used.values())
     lines = [f"0x{start:x}-0x{end:x}: {total:,} of {end - start:,} bytes used"]
-    for b in members[:4]:
+    for b in members:
         what = colours.label.get(colours.key(b, m.stacks)) if colours.by_tag else \
             stack_name(m.stacks.get(b.node, ()))
         lines.append(f"0x{b.addr:x}, {b.size:,} bytes, {what}")
-    if len(members) > 4:
-        lines.append(f"and {len(members) - 4:,} more blocks")
+    if count > 4:
+        lines.append(f"and {count - 4:,} more blocks")
     return "\n".join(lines)
 
 
@@ -170,12 +300,12 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
     rows: list[str] = []
     y = 0
     at = 0
+    numbers = colours.numbers_of(m)
     drawn = set(sorted(range(len(m.regions)), key=lambda i: -(m.regions[i].hi - m.regions[i].lo))
                 [:MAX_REGIONS])
     for i, region in enumerate(m.regions):
-        blocks = []
+        first = at
         while at < len(m.blocks) and m.blocks[at].addr - 16 < region.hi:
-            blocks.append(m.blocks[at])
             at += 1
         if i not in drawn:
             continue
@@ -183,18 +313,18 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
                     f'({human_bytes(region.hi - region.lo)}): {region.blocks:,} blocks, '
                     f'fragmentation {percent(region.fragmentation)}</text>')
         y += 16
-        cells = _cells(m, region.lo, region.hi, blocks, colours)
-        for i, (start, end, used, members) in enumerate(cells):
-            total = sum(used.values())
-            if 2 * total <= end - start:
+        cells = cell_figures(region.lo, region.hi, m.blocks[first:at], numbers[first:at],
+                             len(colours.numbered))
+        for i, (start, end, total, best, count, members) in enumerate(cells):
+            if 2 * total <= end - start or best is None:
                 fill = "url(#hatch)"
             else:
-                fill = colours.of(max(used, key=lambda k: used[k]))
+                fill = colours.of(colours.numbered[best])
             x, row = (i % PER_ROW) * CELL, i // PER_ROW
+            title = _cell_title(start, end, total, count, members, m, colours)
             rows.append(f'<rect class="cell" x="{x}" y="{y + row * CELL_H}" width="{CELL - 1}" '
                         f'height="{CELL_H - 1}" fill="{fill}" data-lo="0x{start:x}">'
-                        f'<title>{escape(_cell_title(start, end, used, members, m, colours))}'
-                        f"</title></rect>")
+                        f"<title>{escape(title)}</title></rect>")
         y += ((len(cells) - 1) // PER_ROW + 1) * CELL_H + 10
     svg = (f'<svg class="heapmap" viewBox="0 0 {WIDTH} {y}" width="{WIDTH}" height="{y}">'
            + _HATCH + "\n".join(rows) + "</svg>")
@@ -206,11 +336,7 @@ def map_svg(m: HeapMap, colours: Colours, path: str) -> str:
 
 def legend(colours: Colours, maps: list[HeapMap]) -> str:
     """The colours' meanings, the largest first, and the free runs' hatching."""
-    weight: dict[Hashable, int] = {}
-    for m in maps:
-        for b in m.blocks:
-            k = colours.key(b, m.stacks)
-            weight[k] = weight.get(k, 0) + b.size
+    weight = colours.weights(maps)
     keys = sorted(colours.colour, key=lambda k: (-weight.get(k, 0), colours.label[k]))
     items = [(colours.colour[k], colours.label[k]) for k in keys]
     if not colours.by_tag and len(weight) > len(colours.colour):
