@@ -63,8 +63,8 @@ static int is_pointer_array(const uint8_t *b, uint64_t usable, const uint64_t *a
 }
 
 /* The type code of each block STARTS, SIZES (N, ascending, inside DATA: LEN bytes from address
- * BASE) into OUT: the index of its first word in VPTRS (sorted, N_VPTRS), else CHAR_ARRAY,
- * POINTER_ARRAY (pointers into ALL_STARTS, ALL_SIZES: every block) or UNKNOWN. Returns 0, or -1
+ * BASE) into OUT: the index of its first word in VPTRS (sorted, N_VPTRS), else POINTER_ARRAY
+ * (pointers into ALL_STARTS, ALL_SIZES: every block), CHAR_ARRAY or UNKNOWN. Returns 0, or -1
  * when a block lies outside DATA (its code is then UNKNOWN). */
 EXPORT int mds_block_types(const uint8_t *data, uint64_t len, uint64_t base,
                            const uint64_t *starts, const uint64_t *sizes, uint64_t n,
@@ -84,10 +84,10 @@ EXPORT int mds_block_types(const uint8_t *data, uint64_t len, uint64_t base,
         int64_t i = last_at_most(vptrs, n_vptrs, first);
         if (i >= 0 && vptrs[i] == first)
             out[k] = (int32_t)i;
+        else if (is_pointer_array(b, usable, all_starts, all_sizes, n_all))
+            out[k] = POINTER_ARRAY; /* before strings: blocktypes.py says why */
         else if (is_string(b, usable))
             out[k] = CHAR_ARRAY;
-        else if (is_pointer_array(b, usable, all_starts, all_sizes, n_all))
-            out[k] = POINTER_ARRAY;
     }
     return rc;
 }

@@ -88,3 +88,20 @@ def test_the_rules_on_chosen_blocks() -> None:
         got = bt.classify(bytes(data), BASE, starts, sizes, VPTRS, starts, sizes, python=python)
         assert list(got) == [bt.CHAR_ARRAY, bt.UNKNOWN, bt.CHAR_ARRAY, bt.UNKNOWN,
                              bt.POINTER_ARRAY, bt.UNKNOWN]
+
+
+def test_pointers_whose_bytes_are_printable_are_pointers() -> None:
+    """A heap whose addresses' six low bytes are printable ("0DCBAU" for 0x5541_4243_4430): a
+    24-byte block of two pointers into it is a pointer array, not the string those bytes spell
+    (it was named `char[]` when strings came first: about 1 in 120 such blocks under ASLR), and a
+    24-byte block holding that text is still a string."""
+    base = 0x5541_4243_4420
+    data = bytearray(16 + 40 + 16 + 24 + 16 + 24)
+    starts = array("Q", [base + 16, base + 16 + 40 + 16, base + 16 + 40 + 16 + 24 + 16])
+    sizes = array("Q", [40, 24, 24])
+    assert struct.pack("<Q", starts[0])[:6] == b"0DCBAU"
+    struct.pack_into("<QQQ", data, starts[1] - base, starts[0], starts[0] + 8, 0)
+    data[starts[2] - base:starts[2] - base + 7] = b"0DCBAU\0"
+    for python in (False, True):
+        got = bt.classify(bytes(data), base, starts, sizes, VPTRS, starts, sizes, python=python)
+        assert list(got) == [bt.UNKNOWN, bt.POINTER_ARRAY, bt.CHAR_ARRAY]

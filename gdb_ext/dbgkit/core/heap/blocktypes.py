@@ -4,13 +4,17 @@
 1. its first word is a vptr of the vtable table (vtables.py): the C++ class (`vtable`, or `rtti`
    when the typeinfo named it); only offset 0 counts, a secondary vptr further in (multiple
    inheritance) is a base part, not the block's type;
-2. `char[]`: a NUL-terminated string of at least 4 printable bytes (ASCII 32-126, tab, newline,
-   carriage return) that fills the block: strlen + 1 bytes would have been rounded up to this
-   block's size (more than its usable size less 16, or any length in the smallest block);
-3. `pointer array`: every word but the last (the request's rounding may leave it unset) is 0 or
+2. `pointer array`: every word but the last (the request's rounding may leave it unset) is 0 or
    points into a block of the walk (its end included: a vector's end pointer), the first is not 0,
    and at least two are not;
+3. `char[]`: a NUL-terminated string of at least 4 printable bytes (ASCII 32-126, tab, newline,
+   carriage return) that fills the block: strlen + 1 bytes would have been rounded up to this
+   block's size (more than its usable size less 16, or any length in the smallest block);
 4. `?`: anything else.
+
+Pointers come before strings: a heap address's six low bytes are printable often enough (about 1
+in 120 for a 24-byte block of two pointers under ASLR) to pass for a string, where the words of a
+string are never the address of a block (eight printable bytes are no user-space address).
 
 The loop runs in libmemdump_scan.so (mds_block_types, gdb_ext/scan/blocktypes.c) when it loads,
 else here: the Python below is the reference the C is held to (gdb_ext/tests/
@@ -60,11 +64,11 @@ def _py_classify(data: bytes, base: int, starts: array, sizes: array, vptrs: arr
         i = bisect.bisect_left(vptrs, first)
         if i < len(vptrs) and vptrs[i] == first:
             out[k] = i
-        elif _is_string(block, usable):
-            out[k] = CHAR_ARRAY
         elif first and sum(1 for w in words[:-1] if w) >= 2 and \
                 all(w == 0 or in_block(w) for w in words[:-1]):
             out[k] = POINTER_ARRAY
+        elif _is_string(block, usable):
+            out[k] = CHAR_ARRAY
         else:
             out[k] = UNKNOWN
     return out
@@ -85,8 +89,8 @@ def _lib():
 def classify(data: bytes, base: int, starts: array, sizes: array, vptrs: array,
              all_starts: array, all_sizes: array, *, python: bool = False) -> array:
     """The type code (array of int32) of each block STARTS, SIZES (ascending; all inside DATA,
-    which holds memory from address BASE): its class's index in VPTRS (sorted) or UNKNOWN,
-    CHAR_ARRAY, POINTER_ARRAY. ALL_STARTS, ALL_SIZES: every block of the walk, what a pointer
+    which holds memory from address BASE): its class's index in VPTRS (sorted) or POINTER_ARRAY,
+    CHAR_ARRAY, UNKNOWN. ALL_STARTS, ALL_SIZES: every block of the walk, what a pointer
     must point into. PYTHON: the reference, even when the library loads."""
     lib = None if python else _lib()
     if lib is None:
