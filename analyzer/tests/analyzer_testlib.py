@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -229,3 +230,15 @@ def run_analyser_before(version: tuple[int, int], dump: Path, tmp_path: Path,
                              f"'{tag}' (first at line {line}): the dump was written by a newer "
                              "memdump\n")
     return result
+
+
+def fuzz_clean(tmp_path: Path, *args: str, runs: int) -> None:
+    """scripts/fuzz-core.sh with ARGS for RUNS inputs (in TMP_PATH, where a finding's input is
+    copied) ran them all with no crash, sanitizer report or leak."""
+    if shutil.which("clang") is None:
+        pytest.fail("clang is one of the test packages (scripts/setup.sh): it is missing")
+    run = subprocess.run([str(REPO / "scripts" / "fuzz-core.sh"), *args, "-r", str(runs)],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr
+    assert f"stat::number_of_executed_units: {runs}" in run.stderr
+    assert run.stderr.endswith("fuzz-core.sh: no crash, sanitizer report or leak\n")

@@ -6,36 +6,23 @@ documented run: docs/report-format.md, "Replay"."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from analyzer_testlib import fuzz_clean
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz-core.sh"
 
 
 def test_a_million_inputs_crash_nothing(tmp_path: Path) -> None:
-    if shutil.which("clang") is None:
-        pytest.fail("clang is one of the test packages (scripts/setup.sh): it is missing")
-    run = subprocess.run([str(SCRIPT), "-r", "1000000"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=900)
-    assert run.returncode == 0, run.stderr
-    assert "stat::number_of_executed_units: 1000000" in run.stderr
-    assert run.stderr.endswith("fuzz-core.sh: no crash, sanitizer report or leak\n")
+    fuzz_clean(tmp_path, runs=1000000)
 
 
 def test_the_compact_decoder_crashes_on_nothing(tmp_path: Path) -> None:
     """The compact encoding's decoder (fuzz_compact.c: whole compact files and blocks' payloads,
     seeded with the fixtures compacted), 100,000 inputs (about 30 s; a million took 7 minutes,
     docs/dump-format.md)."""
-    if shutil.which("clang") is None:
-        pytest.fail("clang is one of the test packages (scripts/setup.sh): it is missing")
-    run = subprocess.run([str(SCRIPT), "-c", "-r", "100000"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=900)
-    assert run.returncode == 0, run.stderr
-    assert "stat::number_of_executed_units: 100000" in run.stderr
-    assert run.stderr.endswith("fuzz-core.sh: no crash, sanitizer report or leak\n")
+    fuzz_clean(tmp_path, "-c", runs=100000)
 
 
 def test_bad_arguments_are_one_line(tmp_path: Path) -> None:

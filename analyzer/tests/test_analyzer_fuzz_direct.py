@@ -6,23 +6,16 @@ its own: the test suite's workers run it beside test_analyzer_fuzz.py's."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from analyzer_testlib import fuzz_clean
 
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "fuzz-core.sh"
 
 
 def test_compact_blocks_through_the_pass_crash_nothing(tmp_path: Path) -> None:
-    if shutil.which("clang") is None:
-        pytest.fail("clang is one of the test packages (scripts/setup.sh): it is missing")
-    run = subprocess.run([str(SCRIPT), "-d", "-r", "100000"], cwd=tmp_path, capture_output=True,
-                         text=True, timeout=900)
-    assert run.returncode == 0, run.stderr
-    assert "stat::number_of_executed_units: 100000" in run.stderr
-    assert run.stderr.endswith("fuzz-core.sh: no crash, sanitizer report or leak\n")
+    fuzz_clean(tmp_path, "-d", runs=100000)
 
 
 def test_c_and_d_are_exclusive(tmp_path: Path) -> None:
